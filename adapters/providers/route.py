@@ -1,0 +1,160 @@
+"""A provider route (primary, then fallbacks in order) and the factory for configured providers."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+
+import attrs
+import httpx
+from fermix_memory.adapters.providers.anthropic import AnthropicProvider
+from fermix_memory.adapters.providers.openai_compat import OpenAICompatibleProvider
+from fermix_memory.application.errors import (
+    ConfigError,
+    ModelBadResponse,
+    ModelError,
+    ModelUnavailable,
+    RouteExhausted,
+)
+from fermix_memory.application.ports import ChatModel, ChatRequest, ChatResponse, ModelCallTrace, Tracer
+from fermix_memory.application.settings import ProviderSettings
+
+log = logging.getLogger("fermix_memory.providers")
+
+DEFAULT_BASE_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
+
+
+class ProviderRoute:
+    """A :class:`ChatModel` that tries its providers in order until one answers.
+
+    A provider that is unavailable *or* answers malformed is skipped for the next one: either
+    way this call got no usable answer from it, and another server may still give one. Every
+    attempted provider leaves one :class:`ModelCallTrace` (outcome ``ok``, ``unavailable``,
+    ``bad_response`` or ``error``); the trace's ``agent`` is ``request.tags["agent"]`` and its
+    ``agent_id`` is ``request.tags["agent_id"]`` if given, else the route's ``agent_id``.
+    When all fail, :class:`RouteExhausted` carries each provider's error, in order.
+    """
+
+    def __init__(
+        self,
+        providers: Sequence[ChatModel],
+        tracer: Tracer,
+        clock: Callable[[], datetime],
+        agent_id: str = "",
+    ) -> None:
+        if not providers:
+            raise ValueError("a provider route needs at least one provider")
+        self._providers = tuple(providers)
+        self._tracer = tracer
+        self._clock = clock
+        self._agent_id = agent_id
+
+    @property
+    def name(self) -> str:
+        return "route:" + ",".join(p.name for p in self._providers)
+
+    @property
+    def providers(self) -> tuple[ChatModel, ...]:
+        return self._providers
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        errors: list[ModelError] = []
+        for provider in self._providers:
+            started = time.perf_counter()
+            try:
+                response = provider.complete(request)
+            except ModelError as exc:
+                self._trace(request, provider, started, _outcome(exc))
+                log.warning("provider %r failed (%s): %s", provider.name, _outcome(exc), exc)
+                errors.append(exc)
+                continue
+            except Exception:
+                # A bug, not a provider failure: trace it, then let it surface.
+                self._trace(request, provider, started, "error")
+                raise
+            if not response.provider or not response.model:
+                response = attrs.evolve(
+                    response,
+                    provider=response.provider or provider.name,
+                    model=response.model or _model_of(provider),
+                )
+            self._trace(request, provider, started, "ok", response)
+            return response
+        summary = "; ".join(str(e) for e in errors)
+        raise RouteExhausted(f"all {len(errors)} providers failed: {summary}", errors)
+
+    def _trace(
+        self,
+        request: ChatRequest,
+        provider: ChatModel,
+        started: float,
+        outcome: str,
+        response: ChatResponse | None = None,
+    ) -> None:
+        trace = ModelCallTrace(
+            agent=request.tags.get("agent", ""),
+            agent_id=request.tags.get("agent_id") or self._agent_id,
+            provider=provider.name,
+            model=response.model if response is not None else _model_of(provider),
+            latency_ms=(time.perf_counter() - started) * 1000.0,
+            prompt_tokens=response.prompt_tokens if response is not None else 0,
+            completion_tokens=response.completion_tokens if response is not None else 0,
+            outcome=outcome,
+            at=self._clock(),
+        )
+        try:
+            self._tracer.record(trace)
+        except Exception:
+            # Losing a trace must not lose the answer the caller paid for.
+            log.exception("tracer failed to record a model call trace")
+
+
+def _outcome(exc: ModelError) -> str:
+    if isinstance(exc, ModelUnavailable):
+        return "unavailable"
+    if isinstance(exc, ModelBadResponse):
+        return "bad_response"
+    return "error"
+
+
+def _model_of(provider: ChatModel) -> str:
+    model = getattr(provider, "model", "")
+    return model if isinstance(model, str) else ""
+
+
+def build_provider(
+    settings: ProviderSettings, env: Mapping[str, str], client: httpx.Client | None = None
+) -> ChatModel:
+    """Build the adapter for one configured provider, its API key read from ``env``.
+
+    Only the *name* of the key's variable is configuration; a missing (or empty) variable is a
+    :class:`ConfigError` naming it. An empty ``base_url`` means the vendor's public endpoint.
+    """
+    where = f"provider {settings.name!r}"
+    if settings.kind == "rules":
+        # Imported here so the HTTP providers work without the rules module.
+        from fermix_memory.adapters.providers.rules import RulesProvider
+
+        rules: ChatModel = RulesProvider(name=settings.name)
+        return rules
+    if settings.kind not in DEFAULT_BASE_URLS:
+        raise ConfigError(f"{where}: unknown kind {settings.kind!r} (expected openai, anthropic or rules)")
+    if not settings.model:
+        raise ConfigError(f"{where}: 'model' is required for kind {settings.kind!r}")
+    api_key: str | None = None
+    if settings.api_key_env:
+        api_key = env.get(settings.api_key_env) or None
+        if api_key is None:
+            raise ConfigError(
+                f"{where}: environment variable {settings.api_key_env} (named by api_key_env) is not set"
+            )
+    base_url = settings.base_url or DEFAULT_BASE_URLS[settings.kind]
+    if settings.kind == "openai":
+        return OpenAICompatibleProvider(
+            settings.name, base_url, settings.model, api_key, retries=settings.retries, client=client
+        )
+    return AnthropicProvider(
+        settings.name, base_url, settings.model, api_key, retries=settings.retries, client=client
+    )

@@ -1,0 +1,229 @@
+"""Replay and verification (R-REPLAY, R-LOG): rebuild projections from the log alone, check the
+hash chain, and compare canonical per-table checksums."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import apsw
+import attrs
+
+from fermix_memory.adapters.sqlite.codec import decode_payload
+from fermix_memory.adapters.sqlite.connection import open_connection
+from fermix_memory.adapters.sqlite.event_store import GENESIS_HASH, chain_hash, payload_digest
+from fermix_memory.adapters.sqlite.projections import project
+from fermix_memory.adapters.sqlite.schema import PROJECTION_TABLES, migrate
+from fermix_memory.application.errors import IntegrityError, StorageError
+
+Progress = Callable[[int, int], None]
+_BATCH = 5_000
+
+
+@attrs.frozen(kw_only=True)
+class VerifyReport:
+    ok: bool
+    events: int
+    first_bad_position: int | None = None
+    problem: str = ""
+    redacted: int = 0
+    table_checksums: dict[str, str] = attrs.field(factory=dict)
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return {"hex": value.hex()}
+    if isinstance(value, float):
+        return repr(value)
+    return value
+
+
+def table_checksums(conn: apsw.Connection) -> dict[str, str]:
+    """SHA-256 of every projection table's rows in a canonical order and encoding."""
+    sums = {}
+    for table in PROJECTION_TABLES:
+        ncols = len(conn.execute(f"PRAGMA table_info({table})").fetchall())
+        order = ", ".join(str(i) for i in range(1, ncols + 1))
+        digest = hashlib.sha256()
+        for row in conn.execute(f"SELECT * FROM {table} ORDER BY {order}"):
+            digest.update(json.dumps([_canonical(v) for v in row], ensure_ascii=False).encode())
+            digest.update(b"\n")
+        sums[table] = digest.hexdigest()
+    return sums
+
+
+def fts_integrity(conn: apsw.Connection) -> None:
+    """Run FTS5's 'integrity-check' on both full-text indexes (raises on damage)."""
+    for table in ("messages_fts", "memories_fts"):
+        try:
+            conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
+        except apsw.Error as exc:
+            raise IntegrityError(f"{table} does not match its content table: {exc}") from exc
+
+
+def check_chain(conn: apsw.Connection, progress: Progress | None = None) -> VerifyReport:
+    """Walk the log in order; name the first row whose payload or chain hash is wrong."""
+    total = conn.execute("SELECT count(*) FROM events").fetchall()[0][0]
+    prev, count, redacted, expected_position = GENESIS_HASH, 0, 0, 1
+    rows = conn.execute(
+        "SELECT position, stream, version, kind, schema, recorded_at, payload, payload_sha256, prev_hash, hash"
+        " FROM events ORDER BY position"
+    )
+    for position, stream, version, kind, schema, recorded_at, payload, digest, prev_hash, row_hash in rows:
+        count += 1
+        if position != expected_position:
+            return VerifyReport(
+                ok=False,
+                events=count,
+                first_bad_position=position,
+                problem=f"gap in the log: expected position {expected_position}",
+            )
+        expected_position += 1
+        if payload is None:
+            redacted += 1
+        elif payload_digest(payload) != digest:
+            return VerifyReport(
+                ok=False,
+                events=count,
+                first_bad_position=position,
+                problem=f"event {position} ({kind}): payload does not match its digest",
+            )
+        if prev_hash != prev:
+            return VerifyReport(
+                ok=False,
+                events=count,
+                first_bad_position=position,
+                problem=f"event {position} ({kind}): previous hash does not link to event {position - 1}",
+            )
+        if chain_hash(prev, position, stream, version, kind, schema, recorded_at, digest) != row_hash:
+            return VerifyReport(
+                ok=False,
+                events=count,
+                first_bad_position=position,
+                problem=f"event {position} ({kind}): row hash does not match its contents",
+            )
+        prev = row_hash
+        if progress is not None and count % _BATCH == 0:
+            progress(count, total)
+    return VerifyReport(ok=True, events=count, redacted=redacted)
+
+
+def fold_log(source: apsw.Connection, target: apsw.Connection, progress: Progress | None = None) -> int:
+    """Copy ``source``'s log into the empty ``target`` and rebuild every projection from it.
+
+    Runs in batched transactions on ``target``; returns the number of events folded.
+    """
+    total = source.execute("SELECT count(*) FROM events").fetchall()[0][0]
+    cur = target.cursor()
+    count = 0
+    rows = source.execute(
+        "SELECT position, stream, version, kind, schema, recorded_at, payload, payload_sha256, prev_hash, hash"
+        " FROM events ORDER BY position"
+    )
+    cur.execute("BEGIN IMMEDIATE")
+    try:
+        for row in rows:
+            cur.execute(
+                "INSERT INTO events(position, stream, version, kind, schema, recorded_at, payload,"
+                " payload_sha256, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                row,
+            )
+            position, kind, schema, payload = row[0], row[3], row[4], row[6]
+            if payload is not None:
+                project(cur, position, decode_payload(kind, schema, payload))
+            count += 1
+            if count % _BATCH == 0:
+                cur.execute("COMMIT")
+                if progress is not None:
+                    progress(count, total)
+                cur.execute("BEGIN IMMEDIATE")
+        cur.execute("COMMIT")
+    except BaseException:
+        if target.in_transaction:
+            target.execute("ROLLBACK")
+        raise
+    if progress is not None:
+        progress(count, total)
+    return count
+
+
+def replay_into(source_path: Path, target_dir: Path, progress: Progress | None = None) -> dict[str, Any]:
+    """Rebuild ``source_path``'s projections from its log into ``target_dir/memory.db``.
+
+    The target must not exist yet (nothing is ever overwritten). Returns the figures and
+    whether every projection checksum equals the source's.
+    """
+    target_dir.mkdir(parents=True, exist_ok=True)
+    target_path = target_dir / "memory.db"
+    if target_path.exists():
+        raise StorageError(f"{target_path} already exists; replay only writes into a new folder")
+    source = open_connection(source_path, readonly=True)
+    target = open_connection(target_path)
+    try:
+        migrate(target, str(target_path))
+        source.execute("BEGIN")  # one consistent snapshot of the source
+        try:
+            events = fold_log(source, target, progress)
+            live = table_checksums(source)
+        finally:
+            source.execute("COMMIT")
+        rebuilt = table_checksums(target)
+        fts_integrity(target)
+    finally:
+        source.close()
+        target.close()
+    differing = sorted(t for t in live if live[t] != rebuilt[t])
+    return {
+        "events": events,
+        "target": str(target_path),
+        "identical": not differing,
+        "differing_tables": differing,
+        "checksums": rebuilt,
+    }
+
+
+def verify_database(path: Path, progress: Progress | None = None) -> VerifyReport:
+    """Check the hash chain, the FTS indexes, and that replaying the log gives the same tables."""
+    conn = open_connection(path)
+    try:
+        fts_problem = ""
+        conn.execute("BEGIN IMMEDIATE")  # the check is an INSERT command; it is rolled back
+        try:
+            fts_integrity(conn)
+        except IntegrityError as exc:
+            fts_problem = str(exc)
+        finally:
+            conn.execute("ROLLBACK")
+        conn.execute("BEGIN")
+        try:
+            report = check_chain(conn, progress)
+            if not report.ok:
+                return report
+            if fts_problem:
+                return attrs.evolve(report, ok=False, problem=fts_problem)
+            live = table_checksums(conn)
+            scratch = open_connection(":memory:")
+            try:
+                migrate(scratch, ":memory:")
+                fold_log(conn, scratch)
+                rebuilt = table_checksums(scratch)
+            except IntegrityError as exc:
+                return attrs.evolve(report, ok=False, problem=f"the log does not replay: {exc}")
+            finally:
+                scratch.close()
+        finally:
+            conn.execute("COMMIT")
+    finally:
+        conn.close()
+    differing = sorted(t for t in live if live[t] != rebuilt[t])
+    if differing and report.redacted == 0:
+        return attrs.evolve(
+            report,
+            ok=False,
+            table_checksums=live,
+            problem=f"projection tables differ from the log: {', '.join(differing)}",
+        )
+    return attrs.evolve(report, table_checksums=live)

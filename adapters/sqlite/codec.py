@@ -1,0 +1,57 @@
+"""The one cattrs converter for event payloads, and payload upcasting.
+
+Payloads are canonical JSON (sorted keys, no spaces, UTF-8) so that their SHA-256 digest is
+stable. The event's ``kind`` and ``schema`` live in their own columns, not in the payload.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import cattrs
+
+from fermix_memory.application.errors import IntegrityError
+from fermix_memory.domain.events import EVENTS_BY_KIND, DomainEvent
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+
+# (kind, from_schema) -> function giving the payload of schema from_schema + 1.
+UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+
+def _make_converter() -> cattrs.Converter:
+    conv = cattrs.Converter(forbid_extra_keys=True)
+    conv.register_unstructure_hook(datetime, lambda dt: dt.isoformat())
+    conv.register_structure_hook(datetime, lambda value, _: datetime.fromisoformat(value))
+    return conv
+
+
+CONVERTER = _make_converter()
+
+
+def encode_payload(event: DomainEvent) -> str:
+    data = CONVERTER.unstructure(event)
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def decode_payload(kind: str, schema: int, payload: str) -> DomainEvent:
+    """Structure a stored payload into its event class, upcasting older schemas first."""
+    cls = EVENTS_BY_KIND.get(kind)
+    if cls is None:
+        raise IntegrityError(f"unknown event kind {kind!r}")
+    data = json.loads(payload)
+    while schema < cls.schema:
+        upcast = UPCASTERS.get((kind, schema))
+        if upcast is None:
+            raise IntegrityError(f"no upcaster for {kind} schema {schema}")
+        data = upcast(data)
+        schema += 1
+    if schema > cls.schema:
+        raise IntegrityError(f"{kind} schema {schema} is newer than this code ({cls.schema})")
+    try:
+        return CONVERTER.structure(data, cls)
+    except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
+        raise IntegrityError(f"payload of {kind} does not match its schema: {exc}") from exc

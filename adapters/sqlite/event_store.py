@@ -1,0 +1,318 @@
+"""The apsw event store: hash-chained append-only log + projections in one transaction.
+
+Writes use group commit: callers queue their work; whoever holds the writer lock runs every
+queued piece of work in ONE IMMEDIATE transaction (each in its own savepoint, so one caller's
+error does not undo another's), commits, and only then wakes the callers. Nothing is
+acknowledged before its commit. Busy/locked databases are retried with tenacity around the
+whole transaction (3 attempts), then every waiting caller gets :class:`StorageBusy`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import apsw
+from tenacity import (
+    RetryError,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+
+from fermix_memory.adapters.sqlite.codec import decode_payload, encode_payload
+from fermix_memory.adapters.sqlite.connection import open_connection, translated_errors
+from fermix_memory.adapters.sqlite.projections import project
+from fermix_memory.adapters.sqlite.rows import MEMORY_COLUMNS, memory_from_row
+from fermix_memory.adapters.sqlite.schema import migrate
+from fermix_memory.application.errors import StorageBusy, StorageError
+from fermix_memory.application.ports import RecordedEvent
+from fermix_memory.domain.events import DomainEvent
+from fermix_memory.domain.memory import Memory
+from fermix_memory.domain.values import ConversationKey, Scope
+
+log = logging.getLogger("fermix_memory.storage")
+
+T = TypeVar("T")
+GENESIS_HASH = "0" * 64
+WRITE_ATTEMPTS = 3
+
+
+def payload_digest(payload: str) -> str:
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def chain_hash(
+    prev_hash: str,
+    position: int,
+    stream: str,
+    version: int,
+    kind: str,
+    schema: int,
+    recorded_at: str,
+    digest: str,
+) -> str:
+    """The hash of one log row: it covers the previous hash and the payload's digest (not the
+    payload itself), so a payload can be redacted without breaking the chain."""
+    material = "\n".join(
+        (prev_hash, str(position), stream, str(version), kind, str(schema), recorded_at, digest)
+    )
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+class _Transaction:
+    """The :class:`WriteTransaction` handed to use cases inside one write."""
+
+    def __init__(self, cursor: apsw.Cursor) -> None:
+        self.cursor = cursor
+        row = cursor.execute("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1").fetchall()
+        self.position, self.hash = (row[0][0], row[0][1]) if row else (0, GENESIS_HASH)
+        self.versions: dict[str, int] = {}
+        self.recorded: list[RecordedEvent] = []
+
+    def snapshot(self) -> tuple[int, str, dict[str, int], int]:
+        return self.position, self.hash, dict(self.versions), len(self.recorded)
+
+    def restore(self, snap: tuple[int, str, dict[str, int], int]) -> None:
+        self.position, self.hash, self.versions, n = snap
+        del self.recorded[n:]
+
+    def _next_version(self, stream: str) -> int:
+        version = self.versions.get(stream)
+        if version is None:
+            row = self.cursor.execute(
+                "SELECT max(version) FROM events WHERE stream = ?", (stream,)
+            ).fetchall()
+            version = row[0][0] or 0
+        version += 1
+        self.versions[stream] = version
+        return version
+
+    def append(self, stream: str, events: Sequence[DomainEvent]) -> list[int]:
+        positions = []
+        for event in events:
+            payload = encode_payload(event)
+            digest = payload_digest(payload)
+            position = self.position + 1
+            version = self._next_version(stream)
+            recorded_at = event.at.isoformat()
+            new_hash = chain_hash(
+                self.hash, position, stream, version, event.kind, event.schema, recorded_at, digest
+            )
+            self.cursor.execute(
+                "INSERT INTO events(position, stream, version, kind, schema, recorded_at, payload,"
+                " payload_sha256, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (
+                    position,
+                    stream,
+                    version,
+                    event.kind,
+                    event.schema,
+                    recorded_at,
+                    payload,
+                    digest,
+                    self.hash,
+                    new_hash,
+                ),
+            )
+            project(self.cursor, position, event)
+            self.position, self.hash = position, new_hash
+            self.recorded.append(
+                RecordedEvent(position=position, stream=stream, version=version, event=event)
+            )
+            positions.append(position)
+        return positions
+
+    # --- reads inside the transaction (RowLookup and friends) -------------------------------
+
+    def by_id(self, memory_id: int) -> Memory | None:
+        rows = self.cursor.execute(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)
+        ).fetchall()
+        return memory_from_row(rows[0]) if rows else None
+
+    def by_key(self, agent_id: str, owner_id: str, scope: Scope, key: str) -> Memory | None:
+        rows = self.cursor.execute(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE agent_id = ? AND owner_id = ? AND scope_type = ?"
+            " AND scope_id = ? AND key = ?",
+            (agent_id, owner_id, scope.type.value, scope.id, key),
+        ).fetchall()
+        return memory_from_row(rows[0]) if rows else None
+
+    def last_message_id(self, agent_id: str, conversation: ConversationKey) -> int:
+        row = self.cursor.execute(
+            "SELECT max(id) FROM messages WHERE agent_id = ? AND channel = ? AND chat_id = ? AND thread_scope = ?",
+            (agent_id, conversation.channel, conversation.chat_id, conversation.thread_scope),
+        ).fetchall()
+        return int(row[0][0] or 0)
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """A read inside the transaction, for use cases that decide on projection state."""
+        return self.cursor.execute(sql, params).fetchall()
+
+
+class _Pending:
+    __slots__ = ("done", "error", "result", "work")
+
+    def __init__(self, work: Callable[[Any], Any]) -> None:
+        self.work = work
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.done = False
+
+
+CommitListener = Callable[[list[RecordedEvent]], None]
+
+
+class SqliteEventStore:
+    """Implements the ``EventStore`` port on one ``memory.db`` file."""
+
+    def __init__(self, path: Path, *, durability: str = "normal") -> None:
+        self.path = Path(path)
+        self.durability = durability
+        self._writer = open_connection(self.path, durability=durability)
+        with translated_errors("migrating memory.db"):
+            migrate(self._writer, str(self.path))
+        self._write_lock = threading.Lock()
+        self._queue_lock = threading.Lock()
+        self._queue: list[_Pending] = []
+        self._listeners: list[CommitListener] = []
+        self._closed = False
+        self._local = threading.local()
+        self._readers: list[apsw.Connection] = []
+        self._readers_lock = threading.Lock()
+
+    # --- connections --------------------------------------------------------------------------
+
+    def reader(self) -> apsw.Connection:
+        """This thread's read connection (WAL readers never block the writer)."""
+        conn: apsw.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise StorageError("the memory store is closed")
+            conn = open_connection(self.path, durability=self.durability)
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    def add_commit_listener(self, listener: CommitListener) -> None:
+        """Call ``listener`` with the events of every commit, after the commit."""
+        self._listeners.append(listener)
+
+    def close(self) -> None:
+        with self._write_lock:
+            self._closed = True
+            with self._readers_lock:
+                for conn in self._readers:
+                    conn.close()
+                self._readers.clear()
+            self._writer.close()
+
+    # --- writes ---------------------------------------------------------------------------------
+
+    def write(self, work: Callable[[Any], T]) -> T:
+        pending = _Pending(work)
+        with self._queue_lock:
+            self._queue.append(pending)
+        with self._write_lock:
+            if not pending.done:
+                if self._closed:
+                    raise StorageError("the memory store is closed")
+                with self._queue_lock:
+                    batch, self._queue = self._queue, []
+                self._commit_batch(batch)
+        if pending.error is not None:
+            raise pending.error
+        return pending.result  # type: ignore[no-any-return]
+
+    def _commit_batch(self, batch: list[_Pending]) -> None:
+        recorded: list[RecordedEvent] = []
+        try:
+            for attempt in Retrying(
+                retry=retry_if_exception_type((apsw.BusyError, apsw.LockedError)),
+                stop=stop_after_attempt(WRITE_ATTEMPTS),
+                wait=wait_random_exponential(multiplier=0.05, max=1),
+                reraise=False,
+            ):
+                with attempt:
+                    recorded = self._run_batch(batch)
+        except RetryError as exc:
+            cause = exc.last_attempt.exception()
+            log.warning("write to %s failed after %d attempts: %s", self.path, WRITE_ATTEMPTS, cause)
+            error = StorageBusy(f"memory.db stayed locked through {WRITE_ATTEMPTS} attempts: {cause}")
+            for p in batch:
+                p.result, p.error = None, error
+        except apsw.Error as exc:
+            log.error("write to %s failed: %s", self.path, exc)
+            for p in batch:
+                p.result, p.error = None, StorageError(f"write failed, nothing was applied: {exc}")
+        except BaseException as exc:
+            for p in batch:
+                p.result, p.error = None, exc
+        finally:
+            for p in batch:
+                p.done = True
+        if recorded:
+            for listener in self._listeners:
+                listener(recorded)
+
+    def _run_batch(self, batch: list[_Pending]) -> list[RecordedEvent]:
+        conn = self._writer
+        cur = conn.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            tx = _Transaction(cur)
+            for p in batch:
+                snap = tx.snapshot()
+                cur.execute("SAVEPOINT work")
+                try:
+                    p.result, p.error = p.work(tx), None
+                except (apsw.BusyError, apsw.LockedError):
+                    raise
+                except Exception as exc:  # this caller's failure only: undo its part, keep the rest
+                    cur.execute("ROLLBACK TO work")
+                    tx.restore(snap)
+                    p.result, p.error = None, _translate(exc)
+                cur.execute("RELEASE work")
+            cur.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return tx.recorded
+
+    # --- reads ----------------------------------------------------------------------------------
+
+    def read_events(self, after: int = 0) -> Iterator[RecordedEvent]:
+        conn = self.reader()
+        with translated_errors("reading the event log"):
+            rows = conn.execute(
+                "SELECT position, stream, version, kind, schema, payload FROM events WHERE position > ?"
+                " ORDER BY position",
+                (after,),
+            )
+            for position, stream, version, kind, schema, payload in rows:
+                if payload is None:
+                    continue  # redacted: the digest stays in the chain, the content is gone
+                yield RecordedEvent(
+                    position=position,
+                    stream=stream,
+                    version=version,
+                    event=decode_payload(kind, schema, payload),
+                )
+
+    def last_position(self) -> int:
+        row = self.reader().execute("SELECT max(position) FROM events").fetchall()
+        return int(row[0][0] or 0)
+
+
+def _translate(exc: Exception) -> Exception:
+    if isinstance(exc, apsw.Error):
+        return StorageError(f"write failed, nothing of it was applied: {exc}")
+    return exc

@@ -1,0 +1,42 @@
+"""Turning any user text into a safe FTS5 query (R-FTS).
+
+User text never reaches ``MATCH`` raw: it is split into word tokens, each quoted as an FTS5
+string (``"`` doubled), and joined with ``OR`` so bm25 ranks rows matching more terms first.
+Operators such as ``AND``, ``NEAR``, ``*`` or ``-`` become plain quoted words or vanish.
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_TERMS = 32
+MAX_TERM_CHARS = 64
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def quote_term(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def query_terms(text: str) -> list[str]:
+    """Distinct word tokens of ``text``, in order, at most :data:`MAX_TERMS`."""
+    if not isinstance(text, str):
+        return []
+    seen: dict[str, None] = {}
+    for match in _WORD.finditer(text[:20_000]):
+        word = match.group(0).replace("_", " ").strip()
+        for part in word.split():
+            if part:
+                seen.setdefault(part[:MAX_TERM_CHARS].lower(), None)
+        if len(seen) >= MAX_TERMS:
+            break
+    return list(seen)[:MAX_TERMS]
+
+
+def match_expression(text: str, *, column: str | None = None) -> str | None:
+    """An FTS5 expression matching any term of ``text`` (``None`` when there is no term)."""
+    terms = query_terms(text)
+    if not terms:
+        return None
+    expr = " OR ".join(quote_term(t) for t in terms)
+    return f"{column} : ({expr})" if column else expr

@@ -1,0 +1,181 @@
+"""Read side of the projections (the ``MemoryQueries`` port) on per-thread read connections."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import apsw
+
+from fermix_memory.adapters.sqlite.connection import translated_errors
+from fermix_memory.adapters.sqlite.fts_query import match_expression, quote_term
+from fermix_memory.adapters.sqlite.rows import (
+    MEMORY_COLUMNS,
+    MESSAGE_COLUMNS,
+    memory_from_row,
+    message_from_row,
+)
+from fermix_memory.adapters.sqlite.scope_tokens import conversation_token, owner_token
+from fermix_memory.application.ports import MemoryHit, MessageHit
+from fermix_memory.domain.memory import Memory
+from fermix_memory.domain.messages import Message
+from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
+from fermix_memory.domain.values import ConversationKey
+
+MAX_LIMIT = 1000
+
+
+def _scope_sql(where: MemoryFilter, alias: str = "") -> tuple[str, list[Any]]:
+    p = f"{alias}." if alias else ""
+    clauses, params = [], [where.agent_id, where.owner_id]
+    for stype, sid in where.scopes:
+        if sid is None:
+            clauses.append(f"{p}scope_type = ?")
+            params.append(stype.value)
+        else:
+            clauses.append(f"({p}scope_type = ? AND {p}scope_id = ?)")
+            params.extend((stype.value, sid))
+    sql = f"{p}agent_id = ? AND {p}owner_id = ? AND ({' OR '.join(clauses) or '0'})"
+    return sql, params
+
+
+def _limit(limit: int | None) -> int:
+    if limit is None:
+        return MAX_LIMIT
+    return max(0, min(int(limit), MAX_LIMIT))
+
+
+class SqliteQueries:
+    """Implements ``MemoryQueries``; ``connection`` gives this thread's read connection."""
+
+    def __init__(self, connection: Callable[[], apsw.Connection]) -> None:
+        self._conn = connection
+
+    def _rows(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        with translated_errors("reading memory.db"):
+            return self._conn().execute(sql, params).fetchall()
+
+    def memory(self, memory_id: int) -> Memory | None:
+        rows = self._rows(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
+        return memory_from_row(rows[0]) if rows else None
+
+    def memories(self, where: MemoryFilter, *, include_archived: bool = False) -> list[Memory]:
+        sql, params = _scope_sql(where)
+        if not include_archived:
+            sql += " AND archived_at IS NULL"
+        rows = self._rows(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {sql} ORDER BY id", params)
+        return [memory_from_row(r) for r in rows]
+
+    def all_memories(
+        self, *, agent_id: str | None = None, owner_id: str | None = None, include_archived: bool = True
+    ) -> list[Memory]:
+        """Every row (optionally of one agent / owner): for operators, never for prompts."""
+        clauses, params = [], []
+        if agent_id is not None:
+            clauses.append("agent_id = ?")
+            params.append(agent_id)
+        if owner_id is not None:
+            clauses.append("owner_id = ?")
+            params.append(owner_id)
+        if not include_archived:
+            clauses.append("archived_at IS NULL")
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        rows = self._rows(f"SELECT {MEMORY_COLUMNS} FROM memories {where} ORDER BY id", params)
+        return [memory_from_row(r) for r in rows]
+
+    def memory_by_key(self, where: MemoryFilter, key: str) -> list[Memory]:
+        sql, params = _scope_sql(where)
+        rows = self._rows(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {sql} AND key = ? AND archived_at IS NULL ORDER BY id",
+            [*params, key],
+        )
+        return [memory_from_row(r) for r in rows]
+
+    def search_memories(self, query: str, where: MemoryFilter, limit: int) -> list[MemoryHit]:
+        expr = match_expression(query)
+        if expr is None or _limit(limit) == 0:
+            return []
+        sql, params = _scope_sql(where, "m")
+        cols = ", ".join(f"m.{c.strip()}" for c in MEMORY_COLUMNS.split(","))
+        rows = self._rows(
+            f"SELECT {cols}, f.rank, snippet(memories_fts, 1, '[', ']', '…', 12) FROM memories_fts f"
+            f" JOIN memories m ON m.id = f.rowid WHERE memories_fts MATCH ? AND {sql}"
+            " AND m.archived_at IS NULL ORDER BY f.rank LIMIT ?",
+            [expr, *params, _limit(limit)],
+        )
+        return [MemoryHit(memory=memory_from_row(r[:22]), rank=float(r[22]), snippet=r[23]) for r in rows]
+
+    def window_start(self, agent_id: str, conversation: ConversationKey) -> int:
+        rows = self._rows(
+            "SELECT window_start_id FROM conversation_state WHERE agent_id = ? AND channel = ? AND chat_id = ?"
+            " AND thread_scope = ?",
+            (agent_id, conversation.channel, conversation.chat_id, conversation.thread_scope),
+        )
+        return int(rows[0][0]) if rows else 0
+
+    def messages(
+        self, agent_id: str, conversation: ConversationKey, *, after_id: int = 0, limit: int | None = None
+    ) -> list[Message]:
+        params: list[Any] = [
+            agent_id,
+            conversation.channel,
+            conversation.chat_id,
+            conversation.thread_scope,
+            after_id,
+        ]
+        base = (
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE agent_id = ? AND channel = ? AND chat_id = ?"
+            " AND thread_scope = ? AND id > ?"
+        )
+        if limit is None:
+            rows = self._rows(base + " ORDER BY created_at, id", params)
+        else:
+            rows = self._rows(base + " ORDER BY created_at DESC, id DESC LIMIT ?", [*params, max(0, limit)])
+            rows.reverse()
+        return [message_from_row(r) for r in rows]
+
+    def search_history(self, query: str, where: HistoryFilter, limit: int) -> list[MessageHit]:
+        terms = match_expression(query, column="content")
+        if terms is None or _limit(limit) == 0:
+            return []
+        if where.conversation is not None:
+            scope = conversation_token(where.agent_id, where.owner_id, where.conversation)
+        else:
+            scope = owner_token(where.agent_id, where.owner_id)
+        expr = f"scope_tokens : {quote_term(scope)} AND {terms}"
+        n = _limit(limit)
+        rows = self._rows(
+            f"SELECT {', '.join('m.' + c.strip() for c in MESSAGE_COLUMNS.split(','))}, h.rank, h.snip FROM"
+            " (SELECT rowid, rank, snippet(messages_fts, 0, '[', ']', '…', 16) AS snip FROM messages_fts"
+            "  WHERE messages_fts MATCH ? ORDER BY rank LIMIT ?) h JOIN messages m ON m.id = h.rowid"
+            " ORDER BY h.rank",
+            (expr, n),
+        )
+        hits = []
+        for r in rows:
+            message = message_from_row(r[:13])
+            # The token narrows the search; equality here makes isolation exact.
+            if message.agent_id != where.agent_id or message.owner_id != where.owner_id:
+                continue
+            if where.conversation is not None and message.conversation != where.conversation:
+                continue
+            hits.append(MessageHit(message=message, rank=float(r[13]), snippet=r[14]))
+        return hits
+
+    def iter_messages(self, *, agent_id: str | None = None, batch: int = 5_000) -> Iterator[Message]:
+        """Every message in id order (for export), read in batches."""
+        after = 0
+        while True:
+            params: list[Any] = [after]
+            where = "id > ?"
+            if agent_id is not None:
+                where += " AND agent_id = ?"
+                params.append(agent_id)
+            rows = self._rows(
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE {where} ORDER BY id LIMIT ?", [*params, batch]
+            )
+            if not rows:
+                return
+            for row in rows:
+                yield message_from_row(row)
+            after = rows[-1][0]

@@ -1,0 +1,25 @@
+"""Scope tokens: short opaque FTS terms that put a message's agent, owner and conversation
+into the full-text index, so a scoped search only ranks the scope's own matches."""
+
+from __future__ import annotations
+
+import hashlib
+
+from fermix_memory.domain.values import ConversationKey
+
+
+def _token(prefix: str, *parts: str) -> str:
+    digest = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=10).hexdigest()
+    return f"{prefix}{digest}"
+
+
+def owner_token(agent_id: str, owner_id: str) -> str:
+    return _token("o", agent_id, owner_id)
+
+
+def conversation_token(agent_id: str, owner_id: str, conversation: ConversationKey) -> str:
+    return _token("c", agent_id, owner_id, conversation.scope_id)
+
+
+def message_scope_tokens(agent_id: str, owner_id: str, conversation: ConversationKey) -> str:
+    return f"{owner_token(agent_id, owner_id)} {conversation_token(agent_id, owner_id, conversation)}"

@@ -1,0 +1,157 @@
+"""In-process caches (SPEC §4): the hot conversation windows and a memory-row cache.
+
+Both are fed only by committed events (a commit listener), so they never hold what the
+database does not. Before serving, they compare the log's last position with the last one
+they saw: a write by another process (or a gap) empties them, and they are rebuilt from SQLite.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from fermix_memory.application.ports import RecordedEvent
+from fermix_memory.domain import events as ev
+from fermix_memory.domain.memory import Memory
+from fermix_memory.domain.messages import Message
+from fermix_memory.domain.values import ConversationKey
+
+MAX_CACHED_CONVERSATIONS = 1024
+MAX_CACHED_ROWS = 10_000
+
+
+class WindowSource(Protocol):
+    def window_start(self, agent_id: str, conversation: ConversationKey) -> int: ...
+
+    def messages(
+        self, agent_id: str, conversation: ConversationKey, *, after_id: int = 0, limit: int | None = None
+    ) -> list[Message]: ...
+
+    def memory(self, memory_id: int) -> Memory | None: ...
+
+
+class _LogFollower:
+    """Tracks the last log position seen through commits; detects foreign writes."""
+
+    def __init__(self, last_position: Callable[[], int]) -> None:
+        self._last_position = last_position
+        self.seen = last_position()
+
+    def observe(self, recorded: Sequence[RecordedEvent]) -> bool:
+        """Advance past ``recorded``; False when they do not follow on from what was seen."""
+        contiguous = recorded[0].position == self.seen + 1
+        self.seen = recorded[-1].position
+        return contiguous
+
+    def fresh(self) -> bool:
+        current = self._last_position()
+        if current == self.seen:
+            return True
+        self.seen = current
+        return False
+
+
+def _message_from_event(position: int, e: ev.MessageAppended) -> Message:
+    return Message(
+        id=position, agent_id=e.agent_id, owner_id=e.owner_id, conversation=e.conversation,
+        sender=e.sender, role=e.role, kind=e.message_kind, content=e.content, metadata=e.metadata,
+        trust=e.trust, created_at=e.created_at,
+    )
+
+
+class ConversationStore:
+    """Recent window messages per ``(agent_id, conversation)``; write-through via commits.
+
+    ``max_history`` caps how many recent messages a window keeps (``None``: unbounded —
+    compaction, not a count, is the real bound).
+    """
+
+    def __init__(self, source: WindowSource, last_position: Callable[[], int],
+                 max_history: int | None = None) -> None:
+        self._source = source
+        self._max = max_history
+        self._lock = threading.RLock()
+        self._windows: OrderedDict[tuple[str, ConversationKey], list[Message]] = OrderedDict()
+        self._follower = _LogFollower(last_position)
+        self._generation = 0
+
+    def window(self, agent_id: str, conversation: ConversationKey) -> list[Message]:
+        key = (agent_id, conversation)
+        with self._lock:
+            if not self._follower.fresh():
+                self._windows.clear()
+            cached = self._windows.get(key)
+            if cached is not None:
+                self._windows.move_to_end(key)
+                return list(cached)
+            generation = self._generation
+        start = self._source.window_start(agent_id, conversation)
+        loaded = self._source.messages(agent_id, conversation, after_id=start, limit=self._max)
+        with self._lock:
+            # A commit landed while loading: the load may be stale, so don't keep it.
+            if generation != self._generation:
+                return list(loaded)
+            self._windows[key] = loaded
+            while len(self._windows) > MAX_CACHED_CONVERSATIONS:
+                self._windows.popitem(last=False)
+        return list(loaded)
+
+    def on_commit(self, recorded: list[RecordedEvent]) -> None:
+        with self._lock:
+            self._generation += 1
+            if not self._follower.observe(recorded):
+                self._windows.clear()
+                return
+            for item in recorded:
+                e = item.event
+                if isinstance(e, ev.MessageAppended):
+                    window = self._windows.get((e.agent_id, e.conversation))
+                    # A window loaded after this commit already holds the message.
+                    if window is not None and (not window or window[-1].id < item.position):
+                        window.append(_message_from_event(item.position, e))
+                        if self._max is not None and len(window) > self._max:
+                            del window[: len(window) - self._max]
+                elif isinstance(e, ev.ConversationWindowCleared | ev.HistoryCompacted):
+                    self._windows.pop((e.agent_id, e.conversation), None)
+
+
+class MemoryRowCache:
+    """Read-through cache of memory rows by id, invalidated by the events that change them."""
+
+    def __init__(self, source: WindowSource, last_position: Callable[[], int]) -> None:
+        self._source = source
+        self._lock = threading.Lock()
+        self._rows: OrderedDict[int, Memory] = OrderedDict()
+        self._follower = _LogFollower(last_position)
+        self._generation = 0
+
+    def get(self, memory_id: int) -> Memory | None:
+        with self._lock:
+            if not self._follower.fresh():
+                self._rows.clear()
+            row = self._rows.get(memory_id)
+            if row is not None:
+                return row
+            generation = self._generation
+        row = self._source.memory(memory_id)
+        if row is not None:
+            with self._lock:
+                if generation != self._generation:
+                    return row
+                self._rows[memory_id] = row
+                while len(self._rows) > MAX_CACHED_ROWS:
+                    self._rows.popitem(last=False)
+        return row
+
+    def on_commit(self, recorded: list[RecordedEvent]) -> None:
+        with self._lock:
+            self._generation += 1
+            if not self._follower.observe(recorded):
+                self._rows.clear()
+                return
+            for item in recorded:
+                memory_id = getattr(item.event, "memory_id", None)
+                if memory_id is not None:
+                    self._rows.pop(memory_id, None)

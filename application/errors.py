@@ -1,0 +1,57 @@
+"""Errors the use cases raise; all derive from :class:`FermixError`."""
+
+from __future__ import annotations
+
+from fermix_memory.domain.errors import FermixError
+
+
+class StorageError(FermixError):
+    """The store failed; nothing of the failed write was applied."""
+
+
+class StorageBusy(StorageError):
+    """The database stayed locked by another writer through every retry."""
+
+
+class DatabaseTooNew(StorageError):
+    """``memory.db`` was written by a newer fermix-memory; it is left untouched."""
+
+
+class ForeignDatabase(StorageError):
+    """The file is not a fermix-memory database (or is corrupt); it is left untouched."""
+
+
+class IntegrityError(StorageError):
+    """The event log or a projection failed verification."""
+
+
+class NotFound(FermixError, LookupError):
+    """A memory row, resource revision or other named thing does not exist."""
+
+
+class ConfigError(FermixError):
+    """``config.toml`` has an unknown key, a wrong type or a bad value (names key and file)."""
+
+
+class ModelError(FermixError):
+    """A model provider call failed."""
+
+
+class ModelUnavailable(ModelError):
+    """Timeout, connection error, HTTP 429 or 5xx: the route tries the next provider."""
+
+
+class ModelBadResponse(ModelError):
+    """The provider answered, but not in its protocol's shape (or with a 4xx other than 429)."""
+
+
+class RouteExhausted(ModelError):
+    """Every provider of a route failed; ``errors`` lists each provider's failure."""
+
+    def __init__(self, message: str, errors: list[ModelError]) -> None:
+        super().__init__(message)
+        self.errors = errors
+
+
+class PermissionDenied(FermixError):
+    """A guest asked for an operator-only action (chat commands, directives)."""

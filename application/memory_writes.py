@@ -1,0 +1,86 @@
+"""Use case: write memory rows through admission, one atomic batch, every outcome recorded."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from fermix_memory.application.errors import NotFound
+from fermix_memory.application.ports import Clock, EventStore, WriteTransaction
+from fermix_memory.application.streams import memory_stream
+from fermix_memory.domain import events as ev
+from fermix_memory.domain.admission import AdmissionPolicy, WriteContext
+from fermix_memory.domain.operations import Operation
+from fermix_memory.domain.scopes import Reader, WriterKind
+from fermix_memory.domain.values import Trust
+
+
+@attrs.frozen(kw_only=True)
+class OperationOutcome:
+    """What became of one operation: ``added``, ``replaced``, ``archived``, ``restored``,
+    ``unchanged`` (a restatement) or ``refused`` (with the reason)."""
+
+    op: str
+    status: str
+    memory_id: int | None = None
+    reason: str = ""
+    detail: str = ""
+
+
+def _outcome(op_name: str, events: Sequence[ev.DomainEvent], positions: Sequence[int]) -> OperationOutcome:
+    if not events:
+        return OperationOutcome(op=op_name, status="unchanged")
+    event = events[0]
+    if isinstance(event, ev.OperationRefused):
+        return OperationOutcome(op=op_name, status="refused", memory_id=event.memory_id,
+                                reason=event.reason, detail=event.detail)
+    if isinstance(event, ev.MemoryAdded):
+        return OperationOutcome(op=op_name, status="added", memory_id=positions[0])
+    status = {ev.MemoryReplaced: "replaced", ev.MemoryArchived: "archived",
+              ev.MemoryRestored: "restored"}[type(event)]
+    return OperationOutcome(op=op_name, status=status, memory_id=getattr(event, "memory_id", None))
+
+
+class MemoryWriter:
+    def __init__(self, store: EventStore, clock: Clock, policy: AdmissionPolicy | None = None) -> None:
+        self._store = store
+        self._clock = clock
+        self._policy = policy or AdmissionPolicy()
+
+    def apply_in(self, tx: WriteTransaction, ops: Sequence[Operation], ctx: WriteContext,
+                 at: Any) -> list[OperationOutcome]:
+        """Decide and record ``ops`` inside an open transaction (for composed use cases)."""
+        stream = memory_stream(ctx.reader.agent_id, ctx.reader.owner_id)
+        outcomes = []
+        for op in ops:
+            events = self._policy.decide(op, ctx, tx, at)
+            positions = tx.append(stream, events) if events else []
+            outcomes.append(_outcome(op.op, events, positions))
+        return outcomes
+
+    def apply(self, ops: Sequence[Operation], ctx: WriteContext) -> list[OperationOutcome]:
+        """Admit and record ``ops`` in one transaction; refusals are recorded as events."""
+        at = self._clock.now()
+        return self._store.write(lambda tx: self.apply_in(tx, ops, ctx, at))
+
+    def restore(self, memory_id: int, *, by: str = "operator", source_type: str = "api") -> OperationOutcome:
+        """Un-archive a row (operator action). Raises :class:`NotFound` for an unknown id."""
+        at = self._clock.now()
+
+        def work(tx: WriteTransaction) -> OperationOutcome:
+            row = tx.by_id(memory_id)
+            if row is None:
+                raise NotFound(f"no memory row {memory_id}")
+            ctx = WriteContext(
+                writer=WriterKind.OPERATOR,
+                reader=Reader(agent_id=row.agent_id, owner_id=row.owner_id),
+                provenance=ev.Provenance(agent_id=row.agent_id, owner_id=row.owner_id,
+                                         trust=Trust.OPERATOR, source_type=source_type, source_id=by),
+            )
+            events = self._policy.restore(memory_id, ctx, tx, at)
+            positions = tx.append(memory_stream(row.agent_id, row.owner_id), events) if events else []
+            return _outcome("restore", events, positions)
+
+        return self._store.write(work)

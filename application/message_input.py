@@ -1,0 +1,109 @@
+"""Validation of an incoming message (API, import): typed errors, never a half-made event."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from fermix_memory.domain.errors import DomainError, InvalidConversationKey
+from fermix_memory.domain.events import MessageAppended
+from fermix_memory.domain.values import ConversationKey, Role, Trust, check_identifier
+
+MAX_CONTENT_CHARS = 1_000_000
+MAX_METADATA_BYTES = 64 * 1024
+
+
+class InvalidMessage(DomainError):
+    """A message field is missing, of the wrong type or out of range."""
+
+
+def conversation_key(value: object) -> ConversationKey:
+    """Accept a ConversationKey, ``"CH:ID[:THREAD]"``, a mapping or a 2/3-tuple."""
+    if isinstance(value, ConversationKey):
+        return value
+    if isinstance(value, str):
+        return ConversationKey.parse(value)
+    if isinstance(value, dict):
+        try:
+            return ConversationKey(value["channel"], value["chat_id"], value.get("thread_scope", ""))
+        except KeyError as exc:
+            raise InvalidConversationKey(f"conversation is missing {exc.args[0]!r}") from None
+    if isinstance(value, tuple | list) and len(value) in (2, 3):
+        return ConversationKey(*value)
+    raise InvalidConversationKey("conversation must be a ConversationKey, 'CHANNEL:CHAT_ID[:THREAD]' or a mapping")
+
+
+def _enum(enum_cls: Any, value: object, what: str) -> Any:
+    try:
+        return enum_cls(value)
+    except ValueError:
+        allowed = ", ".join(m.value for m in enum_cls)
+        raise InvalidMessage(f"{what} must be one of {allowed}, got {str(value)[:40]!r}") from None
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def build_message_event(
+    *,
+    agent_id: object,
+    owner_id: object,
+    conversation: object,
+    role: object,
+    content: object,
+    sender: object = "",
+    kind: object = "text",
+    trust: object = "guest",
+    metadata: object = None,
+    created_at: object = None,
+    at: datetime,
+) -> MessageAppended:
+    """Check every field and return the event that records the message."""
+    check_identifier(agent_id, "agent_id")
+    check_identifier(owner_id, "owner_id")
+    key = conversation_key(conversation)
+    role_value = _enum(Role, role, "role")
+    trust_value = _enum(Trust, trust, "trust")
+    if not isinstance(content, str):
+        raise InvalidMessage(f"content must be text, got {type(content).__name__}")
+    if len(content) > MAX_CONTENT_CHARS:
+        raise InvalidMessage(f"content is longer than {MAX_CONTENT_CHARS} characters")
+    if "\x00" in content:
+        raise InvalidMessage("content must not contain NUL characters")
+    check_identifier(sender, "sender", allow_empty=True)
+    check_identifier(kind, "kind")
+    meta = {} if metadata is None else metadata
+    if not isinstance(meta, dict):
+        raise InvalidMessage("metadata must be a JSON object")
+    try:
+        encoded = json.dumps(meta, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessage(f"metadata must be JSON-serialisable: {exc}") from None
+    if len(encoded.encode()) > MAX_METADATA_BYTES:
+        raise InvalidMessage(f"metadata is larger than {MAX_METADATA_BYTES} bytes")
+    if created_at is None:
+        created = at
+    elif isinstance(created_at, datetime):
+        created = _aware(created_at)
+    elif isinstance(created_at, str):
+        try:
+            created = _aware(datetime.fromisoformat(created_at))
+        except ValueError:
+            raise InvalidMessage(f"created_at is not an ISO 8601 time: {created_at[:40]!r}") from None
+    else:
+        raise InvalidMessage("created_at must be an ISO 8601 string or a datetime")
+    return MessageAppended(
+        at=at,
+        agent_id=str(agent_id),
+        owner_id=str(owner_id),
+        conversation=key,
+        sender=str(sender),
+        role=role_value,
+        message_kind=str(kind),
+        content=content,
+        metadata=json.loads(encoded),
+        trust=trust_value,
+        created_at=created.astimezone(UTC),
+    )

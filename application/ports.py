@@ -1,0 +1,157 @@
+"""Ports: what the use cases need from the outside world, in the use cases' own words."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Protocol, TypeVar
+
+import attrs
+
+from fermix_memory.domain.admission import RowLookup
+from fermix_memory.domain.events import DomainEvent
+from fermix_memory.domain.memory import Memory
+from fermix_memory.domain.messages import Message
+from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
+from fermix_memory.domain.values import ConversationKey
+
+T = TypeVar("T")
+
+
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """The current time, timezone-aware UTC."""
+        ...
+
+
+class TokenCounter(Protocol):
+    def count(self, text: str) -> int: ...
+
+
+# --- storage ----------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class RecordedEvent:
+    """An event as stored in the log: its global position and stream version."""
+
+    position: int
+    stream: str
+    version: int
+    event: DomainEvent
+
+
+@attrs.frozen(kw_only=True)
+class MemoryHit:
+    memory: Memory
+    rank: float
+    snippet: str
+
+
+@attrs.frozen(kw_only=True)
+class MessageHit:
+    message: Message
+    rank: float
+    snippet: str
+
+
+class WriteTransaction(RowLookup, Protocol):
+    """What a use case may do inside one atomic write (see :meth:`EventStore.write`)."""
+
+    def append(self, stream: str, events: Sequence[DomainEvent]) -> list[int]:
+        """Record events (and their projections); returns their log positions."""
+        ...
+
+    def last_message_id(self, agent_id: str, conversation: ConversationKey) -> int: ...
+
+
+class EventStore(Protocol):
+    """The append-only, hash-chained event log and the projections written with it."""
+
+    def write(self, work: Callable[[WriteTransaction], T]) -> T:
+        """Run ``work`` in one write transaction; commit, or apply nothing and raise.
+
+        ``work`` may be run again after a busy database; it must only read and append
+        through the transaction it is given.
+        """
+        ...
+
+    def read_events(self, after: int = 0) -> Iterator[RecordedEvent]: ...
+
+    def last_position(self) -> int: ...
+
+
+class MemoryQueries(Protocol):
+    """Read side of the projections."""
+
+    def memory(self, memory_id: int) -> Memory | None: ...
+
+    def memories(self, where: MemoryFilter, *, include_archived: bool = False) -> list[Memory]: ...
+
+    def memory_by_key(self, where: MemoryFilter, key: str) -> list[Memory]: ...
+
+    def search_memories(self, query: str, where: MemoryFilter, limit: int) -> list[MemoryHit]: ...
+
+    def messages(
+        self, agent_id: str, conversation: ConversationKey, *, after_id: int = 0, limit: int | None = None
+    ) -> list[Message]:
+        """Window messages of a conversation after ``after_id``, oldest first (last ``limit``)."""
+        ...
+
+    def search_history(self, query: str, where: HistoryFilter, limit: int) -> list[MessageHit]: ...
+
+
+# --- model providers --------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class ChatMessage:
+    role: str  # "system" | "user" | "assistant"
+    content: str
+
+
+@attrs.frozen(kw_only=True)
+class ChatRequest:
+    """One bounded chat-completion call."""
+
+    messages: tuple[ChatMessage, ...]
+    max_tokens: int = 1024
+    reasoning_effort: str | None = None
+    timeout_s: float = 120.0
+    json_output: bool = False
+    tags: Mapping[str, str] = attrs.field(factory=dict)  # e.g. {"agent": "memory_reviewer"}
+
+
+@attrs.frozen(kw_only=True)
+class ChatResponse:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    provider: str = ""
+    model: str = ""
+
+
+class ChatModel(Protocol):
+    """A chat-completion provider (or a route of them). Raises ``ModelError`` subclasses."""
+
+    @property
+    def name(self) -> str: ...
+
+    def complete(self, request: ChatRequest) -> ChatResponse: ...
+
+
+@attrs.frozen(kw_only=True)
+class ModelCallTrace:
+    agent: str
+    agent_id: str
+    provider: str
+    model: str
+    latency_ms: float
+    prompt_tokens: int
+    completion_tokens: int
+    outcome: str  # "ok" | "timeout" | "unavailable" | "rate_limited" | "bad_response" | ...
+    at: datetime
+
+
+class Tracer(Protocol):
+    def record(self, trace: ModelCallTrace) -> None: ...

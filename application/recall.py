@@ -1,0 +1,58 @@
+"""Use case: recall memories and/or history for a reader, by key or full-text query (R-FTS)."""
+
+from __future__ import annotations
+
+import attrs
+
+from fermix_memory.application.ports import MemoryHit, MemoryQueries, MessageHit
+from fermix_memory.domain.errors import InvalidIdentifier
+from fermix_memory.domain.scopes import (
+    Reader,
+    RecallScope,
+    RecallSource,
+    history_filter,
+    memory_filter,
+)
+from fermix_memory.domain.values import normalise_key
+
+MAX_RECALL = 100
+
+
+@attrs.frozen(kw_only=True)
+class RecallResult:
+    memories: list[MemoryHit] = attrs.field(factory=list)
+    messages: list[MessageHit] = attrs.field(factory=list)
+
+
+def recall(
+    queries: MemoryQueries,
+    reader: Reader,
+    *,
+    query: str = "",
+    key: str | None = None,
+    scope: RecallScope = RecallScope.CURRENT,
+    source: RecallSource = RecallSource.MEMORIES,
+    limit: int = 10,
+) -> RecallResult:
+    """Rows and messages ``reader`` may see that match ``key`` exactly or ``query`` by FTS.
+
+    A job run only ever gets its own job rows (never history), whatever it asks.
+    """
+    limit = max(0, min(int(limit), MAX_RECALL))
+    memories: list[MemoryHit] = []
+    messages: list[MessageHit] = []
+    if source in (RecallSource.MEMORIES, RecallSource.ALL):
+        where = memory_filter(reader, scope)
+        if key is not None:
+            try:
+                normalised = normalise_key(key)
+            except InvalidIdentifier:
+                normalised = None
+            rows = queries.memory_by_key(where, normalised) if normalised else []
+            memories = [MemoryHit(memory=row, rank=0.0, snippet=row.value) for row in rows[:limit]]
+        else:
+            memories = queries.search_memories(query, where, limit)
+    history = history_filter(reader, scope)
+    if history is not None and key is None and source in (RecallSource.HISTORY, RecallSource.ALL):
+        messages = queries.search_history(query, history, limit)
+    return RecallResult(memories=memories, messages=messages)

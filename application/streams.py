@@ -1,0 +1,38 @@
+"""Event stream names: one stream per aggregate, so ``UNIQUE(stream, version)`` orders it."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from fermix_memory.domain.values import ConversationKey
+
+
+def _q(part: str) -> str:
+    return quote(part, safe="")
+
+
+def conversation_stream(agent_id: str, conversation: ConversationKey) -> str:
+    return f"conversation/{_q(agent_id)}/{conversation.scope_id}"
+
+
+def memory_stream(agent_id: str, owner_id: str) -> str:
+    return f"memory/{_q(agent_id)}/{_q(owner_id)}"
+
+
+def review_stream(agent_id: str, owner_id: str, conversation: ConversationKey) -> str:
+    return f"review/{_q(agent_id)}/{_q(owner_id)}/{conversation.scope_id}"
+
+
+def resource_stream(agent_id: str, owner_id: str, name: str) -> str:
+    return f"resource/{_q(agent_id)}/{_q(owner_id)}/{_q(name)}"
+
+
+def job_stream(job_id: str) -> str:
+    return f"job/{_q(job_id)}"
+
+
+def source_stream(source_id: str) -> str:
+    return f"source/{_q(source_id)}"
+
+
+TRACE_STREAM = "trace/model-calls"

@@ -1,0 +1,304 @@
+"""Admission (R-CAT, R-OPS): decide, one operation at a time, what a write may change.
+
+``AdmissionPolicy.decide`` is pure: it reads rows through a :class:`RowLookup` the caller
+provides and returns the events to record — the change itself, nothing (an idempotent
+restatement), or an :class:`OperationRefused` naming the reason.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime
+from typing import Protocol
+
+import attrs
+from fermix_memory.domain.errors import InvalidIdentifier
+from fermix_memory.domain.events import (
+    DomainEvent,
+    MemoryAdded,
+    MemoryArchived,
+    MemoryReplaced,
+    MemoryRestored,
+    OperationRefused,
+    Provenance,
+)
+from fermix_memory.domain.memory import MAX_VALUE_CHARS, Memory
+from fermix_memory.domain.operations import (
+    AddOperation,
+    ArchiveOperation,
+    Operation,
+    ReplaceOperation,
+)
+from fermix_memory.domain.scopes import (
+    Reader,
+    RecallScope,
+    WriterKind,
+    memory_filter,
+    write_scope,
+)
+from fermix_memory.domain.values import Category, PromoteTarget, Scope, Trust, normalise_key
+
+
+class RowLookup(Protocol):
+    """Read access to memory rows, given by the caller (a transaction, a fake)."""
+
+    def by_id(self, memory_id: int) -> Memory | None: ...
+
+    def by_key(self, agent_id: str, owner_id: str, scope: Scope, key: str) -> Memory | None: ...
+
+
+class Refusal(Exception):
+    """Internal: carries a refusal reason out of a check."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+
+
+@attrs.frozen(kw_only=True)
+class WriteContext:
+    """Who writes and in what context: the reader view decides what rows can be touched."""
+
+    writer: WriterKind
+    reader: Reader
+    provenance: Provenance
+
+    @property
+    def trust(self) -> Trust:
+        return self.provenance.trust
+
+
+_CONTROL_EXCEPT_NEWLINE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
+
+
+@attrs.frozen(kw_only=True)
+class AdmissionPolicy:
+    """Trust gate, category validation, category→scope mapping and value limits."""
+
+    max_value_chars: int = MAX_VALUE_CHARS
+
+    def decide(self, op: Operation, ctx: WriteContext, rows: RowLookup, at: datetime) -> list[DomainEvent]:
+        try:
+            if isinstance(op, AddOperation):
+                return self._add(op, ctx, rows, at)
+            if isinstance(op, ReplaceOperation):
+                return self._replace(op, ctx, rows, at)
+            return self._archive(op, ctx, rows, at)
+        except Refusal as refusal:
+            return [self._refused(op, ctx, at, refusal)]
+
+    def restore(self, memory_id: int, ctx: WriteContext, rows: RowLookup, at: datetime) -> list[DomainEvent]:
+        """Un-archive a row (operator action). Unknown ids are refused; live rows are a no-op."""
+        row = rows.by_id(memory_id)
+        if row is None:
+            return [
+                self._refused(
+                    ArchiveOperation(id=memory_id),
+                    ctx,
+                    at,
+                    Refusal("unknown_memory", f"no memory row {memory_id}"),
+                    op_name="restore",
+                )
+            ]
+        if not row.archived:
+            return []
+        return [
+            MemoryRestored(
+                at=at,
+                memory_id=row.id,
+                restored_by=ctx.provenance.source_type or ctx.writer.value,
+                provenance=ctx.provenance,
+            )
+        ]
+
+    # --- checks -------------------------------------------------------------------------
+
+    def _category(self, raw: object, ctx: WriteContext) -> Category:
+        try:
+            category = Category(raw)
+        except ValueError:
+            raise Refusal("unknown_category", f"{str(raw)[:40]!r} is not a memory category") from None
+        if category.operator_only and ctx.trust is not Trust.OPERATOR:
+            raise Refusal("guest_directive", "only the operator may write directive rows")
+        return category
+
+    def _value(self, raw: object) -> str:
+        if not isinstance(raw, str):
+            raise Refusal("invalid_value", "value must be text")
+        value = _CONTROL_EXCEPT_NEWLINE.sub(" ", raw).strip()
+        if not value:
+            raise Refusal("empty_value", "value is empty")
+        if len(value) > self.max_value_chars:
+            raise Refusal(
+                "value_too_long", f"value has {len(value)} characters, limit {self.max_value_chars}"
+            )
+        return value
+
+    @staticmethod
+    def _key(raw: object) -> str:
+        try:
+            return normalise_key(raw)
+        except InvalidIdentifier as exc:
+            raise Refusal("invalid_key", str(exc)) from None
+
+    @staticmethod
+    def _confidence(raw: object) -> float:
+        if isinstance(raw, bool) or not isinstance(raw, int | float):
+            raise Refusal("invalid_confidence", "confidence must be a number from 0 to 1")
+        value = float(raw)
+        if math.isnan(value) or not 0.0 <= value <= 1.0:
+            raise Refusal("invalid_confidence", "confidence must be a number from 0 to 1")
+        return value
+
+    @staticmethod
+    def _promote_target(writer: WriterKind, category: Category) -> PromoteTarget | None:
+        # memory_store rows and job rows are never rendered into the prompt files.
+        if writer in (WriterKind.TOOL, WriterKind.JOB):
+            return None
+        return category.promote_target
+
+    @staticmethod
+    def _visible_row(memory_id: object, ctx: WriteContext, rows: RowLookup) -> Memory:
+        if isinstance(memory_id, bool) or not isinstance(memory_id, int):
+            raise Refusal("invalid_id", "id must be an integer")
+        row = rows.by_id(memory_id)
+        if row is None or not memory_filter(ctx.reader, _scope_for_writes(ctx)).admits(row):
+            raise Refusal("not_visible", f"memory {memory_id} does not exist or is not visible here")
+        if row.category.operator_only and ctx.trust is not Trust.OPERATOR:
+            raise Refusal("guest_directive", "only the operator may change directive rows")
+        return row
+
+    # --- operations ---------------------------------------------------------------------
+
+    def _add(self, op: AddOperation, ctx: WriteContext, rows: RowLookup, at: datetime) -> list[DomainEvent]:
+        category = self._category(op.category, ctx)
+        key = self._key(op.key)
+        value = self._value(op.value)
+        confidence = self._confidence(op.confidence)
+        scope = write_scope(ctx.writer, category, ctx.reader)
+        if scope is None:
+            raise Refusal("no_scope", f"a {ctx.writer.value} cannot write here")
+        reader = ctx.reader
+        existing = rows.by_key(reader.agent_id, reader.owner_id, scope, key)
+        promote = self._promote_target(ctx.writer, category)
+        if existing is not None:
+            if existing.category.operator_only and ctx.trust is not Trust.OPERATOR:
+                raise Refusal("guest_directive", "only the operator may change directive rows")
+            # Latest statement wins: the same key in the same scope replaces, never duplicates.
+            return self._replacement(existing, category, key, value, confidence, promote, ctx, at)
+        return [
+            MemoryAdded(
+                at=at,
+                agent_id=reader.agent_id,
+                owner_id=reader.owner_id,
+                scope_type=scope.type,
+                scope_id=scope.id,
+                category=category,
+                key=key,
+                value=value,
+                confidence=confidence,
+                promote_target=promote,
+                provenance=ctx.provenance,
+            )
+        ]
+
+    def _replace(
+        self, op: ReplaceOperation, ctx: WriteContext, rows: RowLookup, at: datetime
+    ) -> list[DomainEvent]:
+        row = self._visible_row(op.id, ctx, rows)
+        category = row.category if op.category is None else self._category(op.category, ctx)
+        if category.is_profile != row.category.is_profile:
+            raise Refusal(
+                "category_changes_scope",
+                "archive the row and add a new one to move it between USER.md and MEMORY.md",
+            )
+        key = row.key if op.key is None else self._key(op.key)
+        value = row.value if op.value is None else self._value(op.value)
+        confidence = row.confidence if op.confidence is None else self._confidence(op.confidence)
+        if key != row.key:
+            clash = rows.by_key(row.agent_id, row.owner_id, row.scope, key)
+            if clash is not None and clash.id != row.id:
+                raise Refusal("key_conflict", f"key {key!r} is already memory {clash.id}")
+        promote = row.promote_target if row.promote_target is None else category.promote_target
+        return self._replacement(row, category, key, value, confidence, promote, ctx, at)
+
+    def _archive(
+        self, op: ArchiveOperation, ctx: WriteContext, rows: RowLookup, at: datetime
+    ) -> list[DomainEvent]:
+        row = self._visible_row(op.id, ctx, rows)
+        if row.archived:
+            return []
+        reason = op.reason.strip()[:500] if isinstance(op.reason, str) else ""
+        return [
+            MemoryArchived(
+                at=at,
+                memory_id=row.id,
+                archived_by=ctx.writer.value,
+                reason=reason,
+                provenance=ctx.provenance,
+            )
+        ]
+
+    @staticmethod
+    def _replacement(
+        row: Memory,
+        category: Category,
+        key: str,
+        value: str,
+        confidence: float,
+        promote: PromoteTarget | None,
+        ctx: WriteContext,
+        at: datetime,
+    ) -> list[DomainEvent]:
+        unchanged = (
+            row.category is category
+            and row.key == key
+            and row.value == value
+            and row.confidence == confidence
+            and row.promote_target == promote
+            and not row.archived
+        )
+        if unchanged:
+            return []
+        return [
+            MemoryReplaced(
+                at=at,
+                memory_id=row.id,
+                category=category,
+                key=key,
+                value=value,
+                confidence=confidence,
+                promote_target=promote,
+                previous_value=row.value,
+                provenance=ctx.provenance,
+            )
+        ]
+
+    @staticmethod
+    def _refused(
+        operation: Operation,
+        ctx: WriteContext,
+        at: datetime,
+        refusal: Refusal,
+        op_name: str | None = None,
+    ) -> OperationRefused:
+        category = getattr(operation, "category", None)
+        key = getattr(operation, "key", None)
+        memory_id = getattr(operation, "id", None)
+        return OperationRefused(
+            at=at,
+            op=op_name or operation.op,
+            reason=refusal.reason,
+            detail=refusal.detail,
+            category=str(category)[:40] if category is not None else "",
+            key=str(key)[:80] if key is not None else "",
+            memory_id=memory_id if isinstance(memory_id, int) and not isinstance(memory_id, bool) else None,
+            provenance=ctx.provenance,
+        )
+
+
+def _scope_for_writes(ctx: WriteContext) -> RecallScope:
+    """A writer may touch the rows it could recall in its ``all`` view (never another owner's)."""
+    return RecallScope.ALL

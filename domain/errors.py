@@ -1,0 +1,27 @@
+"""Errors raised by the pure domain when a value cannot exist."""
+
+from __future__ import annotations
+
+
+class FermixError(Exception):
+    """Base class of every error fermix-memory raises on purpose."""
+
+
+class DomainError(FermixError, ValueError):
+    """Base class of every error the domain raises for bad input."""
+
+
+class InvalidIdentifier(DomainError):
+    """An agent id, owner id, key or other identifier is empty, too long or malformed."""
+
+
+class InvalidConversationKey(DomainError):
+    """A conversation key (or its ``CHANNEL:CHAT_ID[:THREAD]`` spelling) is malformed."""
+
+
+class InvalidOperation(DomainError):
+    """A memory operation is malformed (unknown op, missing field, wrong type)."""
+
+
+class ReviewerAnswerError(DomainError):
+    """A reviewer answer is neither ``Nothing to save.`` nor one valid operations object."""

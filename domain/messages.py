@@ -1,0 +1,26 @@
+"""A stored conversation message."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import attrs
+from fermix_memory.domain.values import ConversationKey, Role, Trust
+
+
+@attrs.frozen(kw_only=True)
+class Message:
+    """A row of the ``messages`` projection; ``id`` is the position of its event in the log."""
+
+    id: int
+    agent_id: str
+    owner_id: str
+    conversation: ConversationKey
+    sender: str
+    role: Role
+    kind: str
+    content: str
+    metadata: dict[str, Any] = attrs.field(factory=dict)
+    trust: Trust = Trust.GUEST
+    created_at: datetime

@@ -1,0 +1,234 @@
+"""Small value objects shared by the whole domain: ids, trust, categories, scopes, keys."""
+
+from __future__ import annotations
+
+import enum
+import re
+import unicodedata
+from urllib.parse import quote, unquote
+
+import attrs
+from fermix_memory.domain.errors import InvalidConversationKey, InvalidIdentifier
+
+MAX_ID_CHARS = 256
+
+
+class Trust(enum.StrEnum):
+    """Who a statement comes from: the agent's operator, or anybody else."""
+
+    OPERATOR = "operator"
+    GUEST = "guest"
+
+
+class PromoteTarget(enum.StrEnum):
+    """The prompt file a memory row renders into."""
+
+    USER_MD = "user_md"
+    MEMORY_MD = "memory_md"
+
+
+class Category(enum.StrEnum):
+    """The six memory categories (R-CAT): four about the user, two about the work."""
+
+    IDENTITY = "identity"
+    PREFERENCE = "preference"
+    INTEREST = "interest"
+    GOAL = "goal"
+    CONTEXT = "context"
+    DIRECTIVE = "directive"
+
+    @property
+    def promote_target(self) -> PromoteTarget:
+        if self in (Category.CONTEXT, Category.DIRECTIVE):
+            return PromoteTarget.MEMORY_MD
+        return PromoteTarget.USER_MD
+
+    @property
+    def is_profile(self) -> bool:
+        """True for the categories about the user (identity, preference, interest, goal)."""
+        return self.promote_target is PromoteTarget.USER_MD
+
+    @property
+    def operator_only(self) -> bool:
+        return self is Category.DIRECTIVE
+
+
+class ScopeType(enum.StrEnum):
+    OWNER = "owner"
+    AGENT = "agent"
+    CONVERSATION = "conversation"
+    JOB = "job"
+
+
+class Role(enum.StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+    TOOL = "tool"
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_identifier(value: object, what: str, *, allow_empty: bool = False) -> str:
+    """Return ``value`` if it is a usable identifier, else raise :class:`InvalidIdentifier`.
+
+    Identifiers are opaque text: any printable characters, at most 256 of them, no control
+    characters (they end up in file names, logs and terminal output).
+    """
+    if not isinstance(value, str):
+        raise InvalidIdentifier(f"{what} must be text, got {type(value).__name__}")
+    if not value and not allow_empty:
+        raise InvalidIdentifier(f"{what} must not be empty")
+    if len(value) > MAX_ID_CHARS:
+        raise InvalidIdentifier(f"{what} is longer than {MAX_ID_CHARS} characters")
+    if _CONTROL.search(value):
+        raise InvalidIdentifier(f"{what} must not contain control characters")
+    return value
+
+
+def _agent_id(value: object) -> str:
+    return check_identifier(value, "agent_id")
+
+
+def _owner_id(value: object) -> str:
+    return check_identifier(value, "owner_id")
+
+
+@attrs.frozen
+class AgentId:
+    value: str = attrs.field(converter=_agent_id)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@attrs.frozen
+class OwnerId:
+    value: str = attrs.field(converter=_owner_id)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def _check_channel(value: object) -> str:
+    try:
+        return check_identifier(value, "channel")
+    except InvalidIdentifier as exc:
+        raise InvalidConversationKey(str(exc)) from None
+
+
+def _check_chat_id(value: object) -> str:
+    try:
+        return check_identifier(value, "chat_id")
+    except InvalidIdentifier as exc:
+        raise InvalidConversationKey(str(exc)) from None
+
+
+def _check_thread(value: object) -> str:
+    try:
+        return check_identifier(value, "thread_scope", allow_empty=True)
+    except InvalidIdentifier as exc:
+        raise InvalidConversationKey(str(exc)) from None
+
+
+@attrs.frozen(order=True)
+class ConversationKey:
+    """Where a conversation happens: ``{channel, chat_id, thread_scope}``.
+
+    ``scope_id`` is the one encoding used for conversation-scoped rows: each part is
+    percent-encoded with no safe characters (so ``:`` and ``%`` inside a part are escaped),
+    then the three are joined with ``:``. Distinct keys always give distinct scope ids and
+    :meth:`from_scope_id` inverts it.
+    """
+
+    channel: str = attrs.field(converter=_check_channel)
+    chat_id: str = attrs.field(converter=_check_chat_id)
+    thread_scope: str = attrs.field(default="", converter=_check_thread)
+
+    @property
+    def scope_id(self) -> str:
+        return ":".join(quote(part, safe="") for part in (self.channel, self.chat_id, self.thread_scope))
+
+    @classmethod
+    def from_scope_id(cls, scope_id: str) -> ConversationKey:
+        parts = scope_id.split(":")
+        if len(parts) != 3:
+            raise InvalidConversationKey(f"not a conversation scope id: {scope_id!r}")
+        return cls(*(unquote(p) for p in parts))
+
+    @classmethod
+    def parse(cls, text: str) -> ConversationKey:
+        """Parse the command-line spelling ``CHANNEL:CHAT_ID`` or ``CHANNEL:CHAT_ID:THREAD``.
+
+        The thread part may itself contain ``:`` (everything after the second colon).
+        """
+        if not isinstance(text, str):
+            raise InvalidConversationKey("a conversation key must be text")
+        parts = text.split(":", 2)
+        if len(parts) < 2 or not parts[0] or not parts[1]:
+            raise InvalidConversationKey(
+                f"conversation must be CHANNEL:CHAT_ID or CHANNEL:CHAT_ID:THREAD, got {text!r}"
+            )
+        return cls(parts[0], parts[1], parts[2] if len(parts) == 3 else "")
+
+    def __str__(self) -> str:
+        base = f"{self.channel}:{self.chat_id}"
+        return f"{base}:{self.thread_scope}" if self.thread_scope else base
+
+
+def _check_scope_id(value: object) -> str:
+    if not isinstance(value, str) or not value or len(value) > 10 * MAX_ID_CHARS:
+        raise InvalidIdentifier("scope_id must be non-empty text of reasonable length")
+    if _CONTROL.search(value):
+        raise InvalidIdentifier("scope_id must not contain control characters")
+    return value
+
+
+@attrs.frozen(order=True)
+class Scope:
+    """Which readers may see a memory row: ``{type, id}`` (R-SCOPE)."""
+
+    type: ScopeType = attrs.field(converter=ScopeType)
+    id: str = attrs.field(converter=_check_scope_id)
+
+    @classmethod
+    def owner(cls, owner_id: str) -> Scope:
+        return cls(ScopeType.OWNER, owner_id)
+
+    @classmethod
+    def agent(cls, agent_id: str) -> Scope:
+        return cls(ScopeType.AGENT, agent_id)
+
+    @classmethod
+    def conversation(cls, key: ConversationKey) -> Scope:
+        return cls(ScopeType.CONVERSATION, key.scope_id)
+
+    @classmethod
+    def job(cls, memory_source_id: str) -> Scope:
+        return cls(ScopeType.JOB, memory_source_id)
+
+
+MAX_KEY_CHARS = 64
+_KEY_SEPARATORS = re.compile(r"[\s\-/]+")
+_KEY_ALLOWED = re.compile(r"[^a-z0-9_.]")
+
+
+def normalise_key(raw: object) -> str:
+    """Fold a memory key to its canonical spelling: ``"Coffee Order"`` → ``"coffee_order"``.
+
+    Lower case, NFKC, whitespace / hyphens / slashes become ``_``, anything else but
+    ``[a-z0-9_.]`` is dropped, runs of ``_`` collapse. Raises if nothing usable remains or the
+    result is longer than 64 characters.
+    """
+    if not isinstance(raw, str):
+        raise InvalidIdentifier(f"key must be text, got {type(raw).__name__}")
+    text = unicodedata.normalize("NFKC", raw).strip().lower()
+    text = _KEY_SEPARATORS.sub("_", text)
+    text = _KEY_ALLOWED.sub("", text)
+    text = re.sub(r"_+", "_", text).strip("_.")
+    if not text:
+        raise InvalidIdentifier(f"key {raw[:40]!r} has no usable characters")
+    if len(text) > MAX_KEY_CHARS:
+        raise InvalidIdentifier(f"key is longer than {MAX_KEY_CHARS} characters")
+    return text

@@ -1,0 +1,264 @@
+"""The embedding API: what a host application imports (``fermix_memory.MemorySystem``)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from fermix_memory.adapters.sqlite import audit
+from fermix_memory.application.errors import NotFound, StorageError
+from fermix_memory.application.history import export_lines
+from fermix_memory.application.memory_writes import OperationOutcome
+from fermix_memory.application.message_input import InvalidMessage, conversation_key
+from fermix_memory.application.ports import Clock
+from fermix_memory.application.recall import RecallResult, recall
+from fermix_memory.application.settings import Settings
+from fermix_memory.domain.admission import WriteContext
+from fermix_memory.domain.errors import InvalidOperation
+from fermix_memory.domain.events import Provenance
+from fermix_memory.domain.memory import Memory
+from fermix_memory.domain.messages import Message
+from fermix_memory.domain.operations import AddOperation, ArchiveOperation, Operation, ReplaceOperation
+from fermix_memory.domain.scopes import Reader, RecallScope, RecallSource, WriterKind
+from fermix_memory.domain.values import ConversationKey, Trust, check_identifier
+from fermix_memory.entrypoints.bootstrap import App, bootstrap
+
+
+def _enum(cls: Any, value: object, what: str) -> Any:
+    try:
+        return cls(value)
+    except ValueError:
+        allowed = ", ".join(m.value for m in cls)
+        raise InvalidMessage(f"{what} must be one of {allowed}, got {str(value)[:40]!r}") from None
+
+
+def operation_from_mapping(data: Mapping[str, Any]) -> Operation:
+    """Build an operation from ``{"op": "add"|"replace"|"archive", ...}`` (SPEC §12 shape)."""
+    if not isinstance(data, Mapping):
+        raise InvalidOperation("an operation must be a mapping")
+    kinds: dict[str, type[Operation]] = {"add": AddOperation, "replace": ReplaceOperation,
+                                         "archive": ArchiveOperation}
+    op = data.get("op")
+    if op not in kinds:
+        raise InvalidOperation(f"op must be add, replace or archive, got {str(op)[:20]!r}")
+    fields = {k: v for k, v in data.items() if k != "op"}
+    try:
+        return kinds[op](**fields)
+    except TypeError as exc:
+        raise InvalidOperation(f"bad {op} operation: {exc}") from None
+
+
+class MemorySystem:
+    """Durable, auditable memory for one home folder. Thread-safe; use as a context manager.
+
+    Open with :meth:`open`. Every write is committed (and hash-chained into the event log)
+    before the call returns.
+    """
+
+    def __init__(self, app: App) -> None:
+        self._app = app
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+    @classmethod
+    def open(
+        cls,
+        home: str | os.PathLike[str] | None = None,
+        *,
+        config: Settings | Mapping[str, Any] | None = None,
+        providers: Any = None,
+        clock: Clock | None = None,
+    ) -> MemorySystem:
+        """Open (creating if needed) the memory at ``home`` (default ``$FERMIX_HOME`` or ``~/.fermix``)."""
+        return cls(bootstrap(home, config=config, clock=clock))
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    @property
+    def home(self) -> Path:
+        return self._app.home
+
+    @property
+    def settings(self) -> Settings:
+        return self._app.settings
+
+    @property
+    def app(self) -> App:
+        """The wired application (for entry points and tests)."""
+        return self._app
+
+    def close(self) -> None:
+        with self._close_lock:
+            if not self._closed:
+                self._closed = True
+                self._app.close()
+
+    def __enter__(self) -> MemorySystem:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError("this MemorySystem is closed")
+
+    # --- history ---------------------------------------------------------------------------------
+
+    def append_message(
+        self,
+        *,
+        agent_id: str,
+        owner_id: str,
+        conversation: ConversationKey | str | Mapping[str, str] | Sequence[str],
+        role: str,
+        content: str,
+        sender: str = "",
+        kind: str = "text",
+        trust: str = "guest",
+        metadata: Mapping[str, Any] | None = None,
+        created_at: Any = None,
+    ) -> int:
+        """Durably record a message; returns its id (its position in the event log)."""
+        self._check_open()
+        return self._app.history.append(
+            agent_id=agent_id, owner_id=owner_id, conversation=conversation, role=role, content=content,
+            sender=sender, kind=kind, trust=trust, metadata=dict(metadata) if metadata is not None else None,
+            created_at=created_at,
+        )
+
+    def history(self, agent_id: str, conversation: Any, limit: int | None = None) -> list[Message]:
+        """The conversation's current window (after the last clear / compaction), oldest first."""
+        self._check_open()
+        check_identifier(agent_id, "agent_id")
+        window = self._app.conversations.window(agent_id, conversation_key(conversation))
+        if limit is not None:
+            window = window[-max(0, int(limit)):] if limit > 0 else []
+        return window
+
+    def clear_window(self, agent_id: str, conversation: Any, *, owner_id: str = "", by: str = "operator") -> None:
+        """Start the conversation's window afresh (``/new``); nothing is deleted from the log."""
+        self._check_open()
+        key = conversation_key(conversation)
+        self._app.history.clear_window(agent_id, key, Provenance(
+            agent_id=agent_id, owner_id=owner_id or by, trust=Trust.OPERATOR, source_type="api", source_id=by))
+
+    def import_history(self, lines: Iterable[str]) -> list[int]:
+        """Import JSON Lines (SPEC §12) atomically: every line is checked first, then all or none."""
+        self._check_open()
+        service = self._app.history
+        return service.import_events(service.parse_jsonl(lines))
+
+    def export_history(self, *, agent_id: str | None = None) -> Iterator[str]:
+        """Every stored message as JSON Lines (the import format), in log order."""
+        self._check_open()
+        return export_lines(self._app.queries.iter_messages(agent_id=agent_id))
+
+    # --- memory rows -----------------------------------------------------------------------------
+
+    def write_memory(
+        self,
+        operations: Operation | Mapping[str, Any] | Sequence[Operation | Mapping[str, Any]],
+        *,
+        agent_id: str,
+        owner_id: str,
+        writer: str = "operator",
+        trust: str = "operator",
+        conversation: Any = None,
+        job_source_id: str | None = None,
+        source_type: str = "api",
+        source_id: str = "",
+        session_id: str = "",
+        run_id: str = "",
+        source_message_id: int | None = None,
+        reason: str = "",
+    ) -> list[OperationOutcome]:
+        """Apply memory operations through admission in one transaction.
+
+        Each operation is admitted or refused on its own; refusals are recorded as events and
+        reported in the outcomes, never raised.
+        """
+        self._check_open()
+        check_identifier(agent_id, "agent_id")
+        check_identifier(owner_id, "owner_id")
+        if isinstance(operations, AddOperation | ReplaceOperation | ArchiveOperation | Mapping):
+            operations = [operations]
+        ops = [op if isinstance(op, AddOperation | ReplaceOperation | ArchiveOperation)
+               else operation_from_mapping(op) for op in operations]
+        trust_value = _enum(Trust, trust, "trust")
+        ctx = WriteContext(
+            writer=_enum(WriterKind, writer, "writer"),
+            reader=Reader(agent_id=agent_id, owner_id=owner_id,
+                          conversation=conversation_key(conversation) if conversation is not None else None,
+                          job_source_id=job_source_id),
+            provenance=Provenance(agent_id=agent_id, owner_id=owner_id, trust=trust_value,
+                                  source_type=source_type, source_id=source_id, session_id=session_id,
+                                  run_id=run_id, source_message_id=source_message_id, reason=reason),
+        )
+        return self._app.memory.apply(ops, ctx)
+
+    def restore(self, memory_id: int, *, by: str = "operator") -> Memory:
+        """Un-archive a memory row; returns the row. Raises :class:`NotFound` for an unknown id."""
+        self._check_open()
+        self._app.memory.restore(int(memory_id), by=by)
+        return self.memory(memory_id)
+
+    def memory(self, memory_id: int) -> Memory:
+        self._check_open()
+        row = self._app.rows.get(int(memory_id))
+        if row is None:
+            raise NotFound(f"no memory row {memory_id}")
+        return row
+
+    def memories(self, *, agent_id: str | None = None, owner_id: str | None = None,
+                 include_archived: bool = True) -> list[Memory]:
+        """Every row (optionally of one agent / owner): an operator's view, not a prompt's."""
+        self._check_open()
+        return self._app.queries.all_memories(agent_id=agent_id, owner_id=owner_id,
+                                              include_archived=include_archived)
+
+    # --- recall ----------------------------------------------------------------------------------
+
+    def recall(
+        self,
+        query: str = "",
+        *,
+        agent_id: str,
+        owner_id: str,
+        conversation: Any = None,
+        scope: str = "current",
+        source: str = "memories",
+        limit: int = 10,
+        key: str | None = None,
+        job_source_id: str | None = None,
+    ) -> RecallResult:
+        """Memories and/or history this reader may see, by exact ``key`` or full-text ``query``.
+
+        Any text is a safe query (R-FTS); results never include another owner's rows.
+        """
+        self._check_open()
+        check_identifier(agent_id, "agent_id")
+        check_identifier(owner_id, "owner_id")
+        reader = Reader(agent_id=agent_id, owner_id=owner_id,
+                        conversation=conversation_key(conversation) if conversation is not None else None,
+                        job_source_id=job_source_id)
+        return recall(self._app.queries, reader, query=query if isinstance(query, str) else "", key=key,
+                      scope=_enum(RecallScope, scope, "scope"), source=_enum(RecallSource, source, "source"),
+                      limit=limit)
+
+    # --- audit -----------------------------------------------------------------------------------
+
+    def verify(self) -> audit.VerifyReport:
+        """Check the hash chain, the FTS indexes and that the log replays to the same tables."""
+        self._check_open()
+        return audit.verify_database(self._app.store.path)
+
+    def replay_into(self, target_dir: str | os.PathLike[str]) -> dict[str, Any]:
+        """Rebuild every projection from the log alone into ``target_dir/memory.db``."""
+        self._check_open()
+        return audit.replay_into(self._app.store.path, Path(target_dir))

@@ -1,0 +1,91 @@
+"""The composition root: the one place where adapters are wired into the use cases.
+
+Nothing happens at import. ``bootstrap`` takes settings and optional adapters (a clock, model
+providers) and returns the wired :class:`App`; the embedding API, the CLI and the replay tool
+all go through it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from fermix_memory.adapters.clock import SystemClock
+from fermix_memory.adapters.config_toml import load_settings
+from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
+from fermix_memory.adapters.sqlite.queries import SqliteQueries
+from fermix_memory.application.caches import ConversationStore, MemoryRowCache
+from fermix_memory.application.errors import ConfigError
+from fermix_memory.application.history import HistoryService
+from fermix_memory.application.memory_writes import MemoryWriter
+from fermix_memory.application.ports import Clock
+from fermix_memory.application.settings import Settings, settings_from_mapping
+
+DEFAULT_HOME = Path("~/.fermix")
+DB_NAME = "memory.db"
+CONFIG_NAME = "config.toml"
+
+
+def resolve_home(home: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path:
+    """``home`` if given, else ``$FERMIX_HOME``, else ``~/.fermix``."""
+    env = os.environ if env is None else env
+    if home is not None:
+        return Path(home).expanduser()
+    if env.get("FERMIX_HOME"):
+        return Path(env["FERMIX_HOME"]).expanduser()
+    return DEFAULT_HOME.expanduser()
+
+
+def resolve_settings(home: Path, config: Settings | Mapping[str, Any] | None) -> Settings:
+    if config is None:
+        return load_settings(home / CONFIG_NAME)
+    if isinstance(config, Settings):
+        return config
+    if isinstance(config, Mapping):
+        return settings_from_mapping(config, source="config argument")
+    raise ConfigError("config must be a Settings object, a mapping or None")
+
+
+@attrs.define
+class App:
+    """Everything the entry points use, wired once."""
+
+    home: Path
+    settings: Settings
+    clock: Clock
+    store: SqliteEventStore
+    queries: SqliteQueries
+    conversations: ConversationStore
+    rows: MemoryRowCache
+    history: HistoryService
+    memory: MemoryWriter
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def bootstrap(
+    home: str | os.PathLike[str] | None = None,
+    *,
+    config: Settings | Mapping[str, Any] | None = None,
+    clock: Clock | None = None,
+) -> App:
+    home_path = resolve_home(home)
+    settings = resolve_settings(home_path, config)
+    home_path.mkdir(parents=True, exist_ok=True)
+    clock = clock or SystemClock()
+    store = SqliteEventStore(home_path / DB_NAME, durability=settings.memory.durability)
+    queries = SqliteQueries(store.reader)
+    conversations = ConversationStore(queries, store.last_position, settings.memory.max_conversation_history)
+    rows = MemoryRowCache(queries, store.last_position)
+    store.add_commit_listener(conversations.on_commit)
+    store.add_commit_listener(rows.on_commit)
+    return App(
+        home=home_path, settings=settings, clock=clock, store=store, queries=queries,
+        conversations=conversations, rows=rows, history=HistoryService(store, clock),
+        memory=MemoryWriter(store, clock),
+    )

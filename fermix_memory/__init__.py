@@ -1,0 +1,53 @@
+"""fermix-memory: durable, auditable memory for LLM agents.
+
+Import :class:`MemorySystem` and open it on a home folder::
+
+    with MemorySystem.open("~/.fermix") as memory:
+        memory.append_message(agent_id="ada", owner_id="alice", conversation="telegram:42",
+                              role="user", sender="alice", content="I live in Paris")
+"""
+
+from fermix_memory.application.errors import (
+    ConfigError,
+    DatabaseTooNew,
+    ForeignDatabase,
+    IntegrityError,
+    ModelError,
+    NotFound,
+    PermissionDenied,
+    StorageBusy,
+    StorageError,
+)
+from fermix_memory.application.memory_writes import OperationOutcome
+from fermix_memory.application.recall import RecallResult
+from fermix_memory.application.settings import Settings
+from fermix_memory.domain.errors import DomainError, FermixError
+from fermix_memory.domain.memory import Memory
+from fermix_memory.domain.messages import Message
+from fermix_memory.domain.operations import AddOperation, ArchiveOperation, ReplaceOperation
+from fermix_memory.domain.values import ConversationKey
+from fermix_memory.entrypoints.api import MemorySystem
+
+__all__ = [
+    "AddOperation",
+    "ArchiveOperation",
+    "ConfigError",
+    "ConversationKey",
+    "DatabaseTooNew",
+    "DomainError",
+    "FermixError",
+    "ForeignDatabase",
+    "IntegrityError",
+    "Memory",
+    "MemorySystem",
+    "Message",
+    "ModelError",
+    "NotFound",
+    "OperationOutcome",
+    "PermissionDenied",
+    "RecallResult",
+    "ReplaceOperation",
+    "Settings",
+    "StorageBusy",
+    "StorageError",
+]

@@ -1,0 +1,42 @@
+"""Shared fixtures for integration tests: loopback model servers and an HTTP client."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import httpx
+import pytest
+
+from tests.integration.loopback_models import LoopbackModelServer
+
+
+@pytest.fixture
+def model_servers() -> Iterator[Callable[[str], LoopbackModelServer]]:
+    """A factory for loopback model servers (``"openai"`` or ``"anthropic"``), all closed afterwards."""
+    started: list[LoopbackModelServer] = []
+
+    def start(protocol: str) -> LoopbackModelServer:
+        server = LoopbackModelServer(protocol)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.close()
+
+
+@pytest.fixture
+def openai_server(model_servers: Callable[[str], LoopbackModelServer]) -> LoopbackModelServer:
+    return model_servers("openai")
+
+
+@pytest.fixture
+def anthropic_server(model_servers: Callable[[str], LoopbackModelServer]) -> LoopbackModelServer:
+    return model_servers("anthropic")
+
+
+@pytest.fixture
+def http_client() -> Iterator[httpx.Client]:
+    """An httpx client that ignores proxy environment variables, so loopback stays loopback."""
+    with httpx.Client(trust_env=False) as client:
+        yield client

@@ -1,0 +1,267 @@
+"""config.toml on disk: loading, error reports, the setup writer and the default text."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import tomli
+from fermix_memory.adapters.config_toml import load_settings, render_default_config, set_review_interval
+from fermix_memory.application.errors import ConfigError
+from fermix_memory.application.settings import (
+    CompactionSettings,
+    MemorySettings,
+    ProviderSettings,
+    RealtimeSettings,
+    Settings,
+    TimeoutSettings,
+)
+
+EXISTING = """\
+# A comment the writer will not keep.
+[host]
+theme = "dark"
+started = 2024-05-01T10:00:00Z
+
+[fermix_core.memory]
+review_max_messages = 12
+durability = "full"
+
+[fermix_core.compaction]
+threshold = 0.9
+
+[[fermix_core.providers]]
+name = "local"
+kind = "openai"
+base_url = "http://127.0.0.1:11434/v1"
+model = "llama3.1"
+api_key_env = "LOCAL_KEY"
+
+[[fermix_core.providers]]
+name = "offline"
+kind = "rules"
+"""
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def config_error(path: Path) -> str:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path)
+    return str(caught.value)
+
+
+# --- load_settings -----------------------------------------------------------------------------
+
+
+def test_a_missing_file_means_defaults(tmp_path: Path) -> None:
+    assert load_settings(tmp_path / "config.toml") == Settings()
+
+
+def test_a_file_without_fermix_core_means_defaults(tmp_path: Path) -> None:
+    path = write(tmp_path / "config.toml", '[host]\nname = "x"\n\n[tool.other]\nlevel = 3\n')
+    assert load_settings(path) == Settings()
+
+
+def test_a_full_file_loads(tmp_path: Path) -> None:
+    settings = load_settings(write(tmp_path / "config.toml", EXISTING))
+    assert settings.memory == MemorySettings(review_max_messages=12, durability="full")
+    assert settings.compaction.threshold == 0.9
+    assert settings.providers == (
+        ProviderSettings(
+            name="local",
+            kind="openai",
+            base_url="http://127.0.0.1:11434/v1",
+            model="llama3.1",
+            api_key_env="LOCAL_KEY",
+        ),
+        ProviderSettings(name="offline", kind="rules"),
+    )
+
+
+def test_a_syntax_error_names_the_file_line_and_column(tmp_path: Path) -> None:
+    path = write(tmp_path / "config.toml", "[fermix_core.memory]\nreview_max_messages = = 3\n")
+    error = config_error(path)
+    assert error.startswith(f"{path}: TOML syntax error at line 2, column ")
+
+
+def test_a_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_bytes(b'[host]\nname = "\xff"\n')
+    assert config_error(path).startswith(f"{path}: not valid UTF-8")
+
+
+def test_an_unreadable_path_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").mkdir()
+    assert config_error(tmp_path / "config.toml").startswith(f"{tmp_path / 'config.toml'}: cannot read")
+
+
+def test_an_unknown_key_is_named_with_the_file_and_a_suggestion(tmp_path: Path) -> None:
+    path = write(tmp_path / "config.toml", "[fermix_core.memory]\nreview_intervl_hours = 3\n")
+    assert config_error(path) == (
+        f"{path}: unknown key fermix_core.memory.review_intervl_hours (did you mean review_interval_hours?)"
+    )
+
+
+def test_a_wrong_type_names_key_type_and_file(tmp_path: Path) -> None:
+    path = write(tmp_path / "config.toml", "[fermix_core.memory]\nreview_max_messages = true\n")
+    assert config_error(path) == (
+        f"{path}: fermix_core.memory.review_max_messages must be an integer, got a boolean"
+    )
+
+
+def test_a_provider_error_names_the_entry(tmp_path: Path) -> None:
+    text = EXISTING.replace('kind = "rules"', 'kind = "gemini"')
+    error = config_error(write(tmp_path / "config.toml", text))
+    assert error.startswith(f"{tmp_path / 'config.toml'}: fermix_core.providers[1].kind must be one of ")
+
+
+def test_an_api_key_written_as_api_key_env_is_refused_and_not_echoed(tmp_path: Path) -> None:
+    secret = "sk-proj-Zq81mXv0aPq7RkT2wLs9BcYe4HnJd6Uf"
+    text = EXISTING.replace('api_key_env = "LOCAL_KEY"', f'api_key_env = "{secret}"')
+    error = config_error(write(tmp_path / "config.toml", text))
+    assert "fermix_core.providers[0].api_key_env must be the NAME of" in error
+    assert "put the key in that variable and the variable's name here" in error
+    assert secret not in error
+    assert secret[:12] not in error
+
+
+# --- set_review_interval -----------------------------------------------------------------------
+
+
+def test_set_review_interval_creates_a_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "home" / "config.toml"
+    set_review_interval(path, 6)
+    assert load_settings(path) == Settings(memory=MemorySettings(review_interval_hours=6.0))
+
+
+def test_set_review_interval_keeps_every_other_table_and_key(tmp_path: Path) -> None:
+    path = write(tmp_path / "config.toml", EXISTING)
+    before = tomli.loads(EXISTING)
+    set_review_interval(path, 0.5)
+    after = tomli.loads(path.read_text(encoding="utf-8"))
+    assert after["fermix_core"]["memory"].pop("review_interval_hours") == 0.5
+    assert after == before
+    assert load_settings(path).memory.review_interval_hours == 0.5
+
+
+def test_set_review_interval_zero_disables_background_review(tmp_path: Path) -> None:
+    path = write(tmp_path / "config.toml", EXISTING)
+    set_review_interval(path, 0)
+    assert load_settings(path).memory.review_interval_hours == 0.0
+
+
+@pytest.mark.parametrize("hours", [-1.0, float("nan"), float("inf"), True])
+def test_a_bad_interval_is_refused_and_leaves_the_file_unchanged(tmp_path: Path, hours: float) -> None:
+    path = write(tmp_path / "config.toml", EXISTING)
+    with pytest.raises(ConfigError, match=r"fermix_core\.memory\.review_interval_hours"):
+        set_review_interval(path, hours)
+    assert path.read_text(encoding="utf-8") == EXISTING
+    assert os.listdir(tmp_path) == ["config.toml"]
+
+
+def test_an_invalid_file_is_reported_and_not_rewritten(tmp_path: Path) -> None:
+    text = EXISTING + "\n[fermix_core.realtime]\npersist_transcript = true\n"
+    path = write(tmp_path / "config.toml", text)
+    with pytest.raises(ConfigError, match=r"unknown key fermix_core\.realtime\.persist_transcript \("):
+        set_review_interval(path, 3)
+    assert path.read_text(encoding="utf-8") == text
+
+
+def test_set_review_interval_writes_a_synced_temp_file_in_the_same_folder_then_renames(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write(tmp_path / "config.toml", EXISTING)
+    calls: list[tuple[str, Any]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        calls.append(("fsync", fd))
+        real_fsync(fd)
+
+    def replace(source: str, target: str) -> None:
+        calls.append(("replace", (Path(source), Path(target))))
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    set_review_interval(path, 2)
+
+    names = [name for name, _ in calls]
+    assert "fsync" in names[: names.index("replace")]  # the new content is on disk before the rename
+    temp, target = next(arg for name, arg in calls if name == "replace")
+    assert temp.parent == target.parent == tmp_path.resolve()
+    assert target == path.resolve()
+    assert os.listdir(tmp_path) == ["config.toml"]
+
+
+def test_a_failed_rename_leaves_the_old_file_and_no_temp_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write(tmp_path / "config.toml", EXISTING)
+
+    def replace(source: str, target: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(ConfigError, match="cannot write: No space left on device"):
+        set_review_interval(path, 2)
+    assert path.read_text(encoding="utf-8") == EXISTING
+    assert os.listdir(tmp_path) == ["config.toml"]
+
+
+def test_set_review_interval_keeps_the_file_mode(tmp_path: Path) -> None:
+    path = write(tmp_path / "config.toml", EXISTING)
+    path.chmod(0o640)
+    set_review_interval(path, 2)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+
+
+def test_set_review_interval_writes_through_a_symlink(tmp_path: Path) -> None:
+    real = write(tmp_path / "dotfiles.toml", EXISTING)
+    link = tmp_path / "config.toml"
+    link.symlink_to(real)
+    set_review_interval(link, 2)
+    assert link.is_symlink()
+    assert load_settings(real).memory.review_interval_hours == 2.0
+
+
+# --- the default config text -------------------------------------------------------------------
+
+
+def test_the_default_config_loads_to_the_defaults(tmp_path: Path) -> None:
+    path = write(tmp_path / "config.toml", render_default_config())
+    assert load_settings(path) == Settings()
+
+
+def test_the_default_config_shows_every_knob() -> None:
+    core = tomli.loads(render_default_config())["fermix_core"]
+    sections: dict[str, type[Any]] = {
+        "memory": MemorySettings,
+        "compaction": CompactionSettings,
+        "timeouts": TimeoutSettings,
+        "realtime": RealtimeSettings,
+    }
+    assert set(core) == set(sections)
+    for name, cls in sections.items():
+        assert set(core[name]) == {f.name for f in attrs.fields(cls)}, name
+
+
+def test_the_commented_provider_example_is_valid_once_uncommented(tmp_path: Path) -> None:
+    text = render_default_config()
+    example = text[text.index("# [[fermix_core.providers]]") :]
+    uncommented = "\n".join(line.removeprefix("# ") for line in example.splitlines())
+    path = write(tmp_path / "config.toml", uncommented)
+    (provider,) = load_settings(path).providers
+    assert {f.name for f in attrs.fields(ProviderSettings)} <= set(
+        tomli.loads(uncommented)["fermix_core"]["providers"][0]
+    )
+    assert provider.kind == "openai"
+    assert provider.api_key_env == "OPENAI_API_KEY"

@@ -1,0 +1,252 @@
+"""OpenAI-compatible adapter against a real Chat Completions server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+
+import httpx
+import pytest
+from fermix_memory.adapters.providers.openai_compat import OpenAICompatibleProvider
+from fermix_memory.application.errors import ModelBadResponse, ModelUnavailable
+from fermix_memory.application.ports import ChatMessage, ChatRequest
+
+from tests.integration.loopback_models import (
+    LoopbackModelServer,
+    Reply,
+    fenced_json,
+    prose_around_json,
+    unused_base_url,
+)
+
+KEY = "sk-loopback-SECRET-0123456789"
+
+
+def request(**overrides: object) -> ChatRequest:
+    fields: dict[str, object] = {
+        "messages": (
+            ChatMessage(role="system", content="You are terse."),
+            ChatMessage(role="user", content="Say hi."),
+        ),
+        "max_tokens": 64,
+        "timeout_s": 2.0,
+    }
+    fields.update(overrides)
+    return ChatRequest(**fields)  # type: ignore[arg-type]
+
+
+def provider(
+    server: LoopbackModelServer, client: httpx.Client, *, key: str | None = None, retries: int = 0
+) -> OpenAICompatibleProvider:
+    return OpenAICompatibleProvider(
+        "primary", server.base_url, "gpt-test", key, retries=retries, client=client
+    )
+
+
+def test_success_returns_text_usage_and_names(openai_server: LoopbackModelServer, http_client: httpx.Client):
+    openai_server.script(openai_server.ok("hi there", prompt_tokens=21, completion_tokens=3))
+
+    response = provider(openai_server, http_client).complete(request())
+
+    assert response.text == "hi there"
+    assert (response.prompt_tokens, response.completion_tokens) == (21, 3)
+    assert (response.provider, response.model) == ("primary", "gpt-test")
+
+
+def test_request_shape_by_default(openai_server: LoopbackModelServer, http_client: httpx.Client):
+    provider(openai_server, http_client).complete(request())
+
+    [sent] = openai_server.requests
+    assert (sent.method, sent.path) == ("POST", "/v1/chat/completions")
+    assert sent.json == {
+        "model": "gpt-test",
+        "messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "Say hi."},
+        ],
+        "max_tokens": 64,
+    }
+    assert "authorization" not in sent.headers
+    assert sent.headers["content-type"] == "application/json"
+
+
+def test_json_output_and_reasoning_effort_are_sent(
+    openai_server: LoopbackModelServer, http_client: httpx.Client
+):
+    provider(openai_server, http_client).complete(request(json_output=True, reasoning_effort="high"))
+
+    body = openai_server.requests[0].json
+    assert body["response_format"] == {"type": "json_object"}
+    assert body["reasoning_effort"] == "high"
+
+
+def test_reasoning_effort_none_is_not_sent(openai_server: LoopbackModelServer, http_client: httpx.Client):
+    provider(openai_server, http_client).complete(request(reasoning_effort="none"))
+
+    assert "reasoning_effort" not in openai_server.requests[0].json
+
+
+def test_bearer_header_only_with_a_key(openai_server: LoopbackModelServer, http_client: httpx.Client):
+    provider(openai_server, http_client, key=KEY).complete(request())
+
+    assert openai_server.requests[0].headers["authorization"] == f"Bearer {KEY}"
+
+
+def test_trailing_slash_in_base_url(openai_server: LoopbackModelServer, http_client: httpx.Client):
+    p = OpenAICompatibleProvider("p", openai_server.base_url + "/", "m", None, client=http_client)
+    p.complete(request())
+
+    assert openai_server.requests[0].path == "/v1/chat/completions"
+
+
+def test_own_client_when_none_given(openai_server: LoopbackModelServer):
+    p = OpenAICompatibleProvider("p", openai_server.base_url, "m", None)
+    try:
+        assert p.complete(request()).text == "ok"
+    finally:
+        p.close()
+
+
+@pytest.mark.parametrize("text", [fenced_json({"operations": []}), prose_around_json({"a": 1}), ""])
+def test_text_is_returned_verbatim(openai_server: LoopbackModelServer, http_client: httpx.Client, text: str):
+    openai_server.script(openai_server.ok(text))
+
+    assert provider(openai_server, http_client).complete(request()).text == text
+
+
+def test_missing_usage_counts_zero(openai_server: LoopbackModelServer, http_client: httpx.Client):
+    body = openai_server.ok("x").json
+    del body["usage"]
+    openai_server.script(Reply(json=body))
+
+    response = provider(openai_server, http_client).complete(request())
+
+    assert (response.prompt_tokens, response.completion_tokens) == (0, 0)
+
+
+@pytest.mark.parametrize("status", [429, 500, 502, 503])
+def test_retryable_status_is_unavailable_after_retries(
+    openai_server: LoopbackModelServer, http_client: httpx.Client, status: int
+):
+    openai_server.always(openai_server.error(status))
+
+    with pytest.raises(ModelUnavailable) as caught:
+        provider(openai_server, http_client, retries=2).complete(request())
+
+    assert f"HTTP {status}" in str(caught.value)
+    assert "primary" in str(caught.value)
+    assert len(openai_server.requests) == 3
+
+
+def test_no_retry_when_retries_is_zero(openai_server: LoopbackModelServer, http_client: httpx.Client):
+    openai_server.always(openai_server.error(500))
+
+    with pytest.raises(ModelUnavailable):
+        provider(openai_server, http_client, retries=0).complete(request())
+
+    assert len(openai_server.requests) == 1
+
+
+def test_retry_recovers_from_a_transient_failure(
+    openai_server: LoopbackModelServer, http_client: httpx.Client
+):
+    openai_server.script(openai_server.error(503), openai_server.ok("second time lucky"))
+
+    response = provider(openai_server, http_client, retries=1).complete(request())
+
+    assert response.text == "second time lucky"
+    assert len(openai_server.requests) == 2
+
+
+def test_retry_after_is_capped(openai_server: LoopbackModelServer, http_client: httpx.Client):
+    openai_server.script(openai_server.error(429, retry_after="30"), openai_server.ok("done"))
+
+    started = time.monotonic()
+    response = provider(openai_server, http_client, retries=1).complete(request())
+
+    assert response.text == "done"
+    assert time.monotonic() - started < 2.0
+
+
+def test_timeout_is_unavailable(openai_server: LoopbackModelServer, http_client: httpx.Client):
+    openai_server.always(openai_server.slow(1.0))
+
+    started = time.monotonic()
+    with pytest.raises(ModelUnavailable, match="timed out"):
+        provider(openai_server, http_client).complete(request(timeout_s=0.3))
+
+    assert time.monotonic() - started < 0.9
+
+
+def test_connection_refused_is_unavailable(http_client: httpx.Client):
+    p = OpenAICompatibleProvider("gone", unused_base_url() + "/v1", "m", None, retries=0, client=http_client)
+
+    with pytest.raises(ModelUnavailable, match="connection error"):
+        p.complete(request())
+
+
+@pytest.mark.parametrize("status", [400, 401, 404, 422])
+def test_other_4xx_is_bad_response_without_retry(
+    openai_server: LoopbackModelServer, http_client: httpx.Client, status: int
+):
+    openai_server.always(openai_server.error(status, "model not found"))
+
+    with pytest.raises(ModelBadResponse) as caught:
+        provider(openai_server, http_client, retries=3).complete(request())
+
+    assert f"HTTP {status}" in str(caught.value)
+    assert "model not found" in str(caught.value)
+    assert len(openai_server.requests) == 1
+
+
+def test_malformed_body_is_bad_response(openai_server: LoopbackModelServer, http_client: httpx.Client):
+    openai_server.always(openai_server.malformed())
+
+    with pytest.raises(ModelBadResponse, match="not JSON"):
+        provider(openai_server, http_client, retries=2).complete(request())
+
+    assert len(openai_server.requests) == 1
+
+
+def test_missing_fields_is_bad_response(openai_server: LoopbackModelServer, http_client: httpx.Client):
+    openai_server.always(openai_server.missing_fields())
+
+    with pytest.raises(ModelBadResponse, match="choices"):
+        provider(openai_server, http_client).complete(request())
+
+
+def test_null_content_is_bad_response(openai_server: LoopbackModelServer, http_client: httpx.Client):
+    reply = openai_server.ok("x")
+    reply.json["choices"][0]["message"]["content"] = None
+    openai_server.always(reply)
+
+    with pytest.raises(ModelBadResponse, match="not a string"):
+        provider(openai_server, http_client).complete(request())
+
+
+@pytest.mark.parametrize("failure", ["unauthorized", "server_error", "slow"])
+def test_api_key_never_in_errors_or_logs(
+    openai_server: LoopbackModelServer,
+    http_client: httpx.Client,
+    caplog: pytest.LogCaptureFixture,
+    failure: str,
+):
+    caplog.set_level(logging.DEBUG)
+    echo = f"Incorrect API key provided: {KEY}"
+    reply = {
+        "unauthorized": openai_server.error(401, echo),
+        "server_error": openai_server.error(500, echo),
+        "slow": openai_server.slow(1.0),
+    }[failure]
+    openai_server.always(reply)
+
+    with pytest.raises((ModelUnavailable, ModelBadResponse)) as caught:
+        provider(openai_server, http_client, key=KEY, retries=1).complete(request(timeout_s=0.3))
+
+    rendered = "".join(traceback.format_exception(caught.value))
+    assert KEY not in str(caught.value)
+    assert KEY not in repr(caught.value)
+    assert KEY not in rendered
+    assert KEY not in caplog.text
+    assert openai_server.requests[0].headers["authorization"] == f"Bearer {KEY}"  # it was sent
