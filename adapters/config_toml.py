@@ -15,6 +15,7 @@ from typing import Any
 
 import tomli
 import tomli_w
+
 from fermix_memory.application.errors import ConfigError
 from fermix_memory.application.settings import Settings, settings_from_mapping
 

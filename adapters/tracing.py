@@ -7,6 +7,7 @@ import logging
 import threading
 
 import attrs
+
 from fermix_memory.application.ports import ModelCallTrace
 
 TRACE_LOGGER = "fermix_memory.trace"

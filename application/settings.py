@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import attrs
+
 from fermix_memory.application.errors import ConfigError
 
 

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Protocol
 
 import attrs
+
 from fermix_memory.domain.errors import InvalidIdentifier
 from fermix_memory.domain.events import (
     DomainEvent,
@@ -117,6 +118,8 @@ class AdmissionPolicy:
 
     def _category(self, raw: object, ctx: WriteContext) -> Category:
         try:
+            if not isinstance(raw, str):
+                raise ValueError(raw)
             category = Category(raw)
         except ValueError:
             raise Refusal("unknown_category", f"{str(raw)[:40]!r} is not a memory category") from None

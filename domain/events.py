@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 import attrs
+
 from fermix_memory.domain.values import (
     Category,
     ConversationKey,

@@ -16,16 +16,18 @@ Pure. The block is::
 An empty (or whitespace-only) file is left out with its heading; both empty → ``""``.
 
 Escaping: inside the fenced content there is no ``<`` or ``>`` at all, in any spelling, so
-stored text can never open, close or forge a tag — the fence's or any other. Every
-character that is ``<``/``>`` or looks like one (full-width ``＜``, small ``﹤``, modifier
-arrowheads ``˂``, math and CJK angle brackets ``⟨ 〈 〈``, ornaments ``❮ ❬ ⧼``, Canadian
-syllabics ``ᐸ``) becomes the single angle quotation mark ``‹`` / ``›``, which no Unicode
-normalisation maps back to a bracket. HTML character references that decode to one of
-them (``&lt;``, ``&#60;``, ``&#x3C;``, ``&#65308;``, ``&LT``, chains such as ``&amp;lt;`` or
-``&#38;lt;``, and the same spelled with full-width characters or zero-width characters
-inside) are replaced the same way. Whitespace, case and zero-width characters inside a tag
-need no special handling: without a bracket there is no tag. Other text is kept as is (the
-files on disk are never changed by this; it applies to the prompt only).
+stored text can never open, close or forge a tag -- the fence's or any other. Every
+character that is ``<``/``>`` or looks like one becomes U+2039 / U+203A (single angle
+quotation marks), which no Unicode normalisation maps back to a bracket. "Looks like one"
+means: the characters whose NFKC form is ``<``/``>`` (U+FF1C/FF1E full-width, U+FE64/FE65
+small) and the visual look-alikes U+02C2/02C3 (modifier arrowheads), U+1438/1433 (Canadian
+syllabics), U+2329/232A, U+27E8/27E9, U+3008/3009 (angle brackets), U+276E/276F,
+U+276C/276D, U+29FC/29FD (ornaments). HTML character references that decode to one of
+them (``&lt;``, ``&#60;``, ``&#x3C;``, ``&#65308;``, ``&LT``, chains of encoded ampersands
+such as ``&amp;lt;`` or ``&#38;lt;``, and all of these spelled with full-width characters
+or with zero-width characters inside) are replaced the same way. Whitespace, case and
+zero-width characters inside a tag need no handling of their own: without a bracket there
+is no tag. All other text is kept as it is; the files on disk are never changed by this.
 """
 
 from __future__ import annotations
@@ -46,8 +48,8 @@ LABEL = (
 USER_MD_HEADING = "# USER.md (about the user)"
 MEMORY_MD_HEADING = "# MEMORY.md (working context and rules)"
 
-SAFE_LT = "\u2039"  # ‹
-SAFE_GT = "\u203a"  # ›
+SAFE_LT = "\u2039"  # SINGLE LEFT-POINTING ANGLE QUOTATION MARK
+SAFE_GT = "\u203a"  # SINGLE RIGHT-POINTING ANGLE QUOTATION MARK
 
 # Characters whose NFKC form is "<" / ">" (exactly these, checked by a test over all of
 # Unicode), then visual look-alikes that no normalisation folds.
@@ -61,57 +63,52 @@ _REFERENCE = re.compile(
     r"&(?:(?:amp|#0*38|#x0*26);?)*(#[0-9]+;?|#x[0-9a-f]+;?|[a-z][a-z0-9]*;?)",
     re.IGNORECASE,
 )
-# Longer than any reference we care about (``&amp;`` chains included).
-_WINDOW = 96
 
 
 def escape_fence(text: str) -> str:
-    """``text`` with every ``<``/``>`` look-alike replaced by ``‹``/``›`` (module docstring)."""
+    """``text`` with every ``<``/``>`` look-alike replaced by :data:`SAFE_LT` / :data:`SAFE_GT`."""
     if _AMP_LIKE.search(text) is not None:
         text = _escape_references(text)
     return text.translate(_BRACKETS)
 
 
 def _escape_references(text: str) -> str:
-    out: list[str] = []
-    done = 0
-    for amp in _AMP_LIKE.finditer(text):
-        start = amp.start()
-        if start < done:
-            continue
-        replaced = _reference_at(text, start)
-        if replaced is None:
-            continue
-        end, decoded = replaced
-        out.append(text[done:start])
-        out.append(decoded.translate(_BRACKETS))
-        done = end
-    out.append(text[done:])
-    return "".join(out)
+    """Replace the character references that decode to a bracket.
 
-
-def _reference_at(text: str, start: int) -> tuple[int, str] | None:
-    """If a reference decoding to a bracket starts at ``start``: (its end, its decoded text).
-
-    The reference is matched on a normalised view of the text (NFKC per character, format
-    characters such as zero-width spaces removed) so look-alike spellings match too; ``ends``
-    maps the view back to positions in ``text``.
+    References are matched on a normalised view of the text — NFKC per character, format
+    characters (zero-width spaces, joiners, soft hyphens) removed — so look-alike spellings
+    (a full-width ``&lt;``, a zero-width space inside ``&lt;``) match too; ``source[j]`` maps
+    view position ``j`` back to its character in ``text``.
     """
     view: list[str] = []
-    ends: list[int] = []  # ends[j] = index in `text` just after the source of view[j]
-    for i in range(start, min(len(text), start + _WINDOW)):
-        ch = text[i]
-        folded = "" if unicodedata.category(ch) == "Cf" else unicodedata.normalize("NFKC", ch)
-        for part in folded:
+    source: list[int] = []
+    for i, ch in enumerate(text):
+        if ch < "\x80":
+            view.append(ch)
+            source.append(i)
+            continue
+        if unicodedata.category(ch) == "Cf":
+            continue
+        for part in unicodedata.normalize("NFKC", ch):
             view.append(part)
-            ends.append(i + 1)
-    match = _REFERENCE.match("".join(view))
-    if match is None:
-        return None
-    decoded = html.unescape("&" + match.group(1))
-    if not any(ch in LT_LIKE or ch in GT_LIKE for ch in decoded):
-        return None
-    return ends[match.end() - 1], decoded
+            source.append(i)
+    flat = "".join(view)
+    out: list[str] = []
+    done = 0
+    for match in _REFERENCE.finditer(flat):
+        decoded = html.unescape("&" + match.group(1))
+        if not any(ch in LT_LIKE or ch in GT_LIKE for ch in decoded):
+            continue
+        last = match.end() - 1
+        # The rest of a multi-character NFKC expansion the match ends inside.
+        tail_end = match.end()
+        while tail_end < len(flat) and source[tail_end] == source[last]:
+            tail_end += 1
+        out.append(text[done : source[match.start()]])
+        out.append((decoded + flat[match.end() : tail_end]).translate(_BRACKETS))
+        done = source[last] + 1
+    out.append(text[done:])
+    return "".join(out)
 
 
 def _block(heading: str, content: str) -> str:

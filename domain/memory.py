@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import attrs
+
 from fermix_memory.domain.values import Category, PromoteTarget, Scope, ScopeType
 
 MAX_VALUE_CHARS = 200

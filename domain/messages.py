@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 import attrs
+
 from fermix_memory.domain.values import ConversationKey, Role, Trust
 
 

@@ -44,6 +44,7 @@ from datetime import datetime
 from operator import attrgetter
 
 import attrs
+
 from fermix_memory.domain.memory import MAX_VALUE_CHARS, Memory
 from fermix_memory.domain.values import MAX_KEY_CHARS, Category, PromoteTarget, ScopeType
 

@@ -15,7 +15,7 @@ I'm interested in X / I'm into X           interest    ``interest_<slug X>``    
 I want to X / my goal is to X /            goal        ``goal_<slug X>``              ``Wants to X``
 I'm trying to X
 remember that X                            context     ``<slug of X's subject>``      X
-always X / never X (operator only)         directive   ``rule_<slug X>``              ``Always X``
+always X / never X (operator only)         directive   ``rule_<first words of X>``    ``Always X``
 =========================================  ==========  =============================  ==================
 
 Key derivation (``<slug X>``): X folded to ASCII lower case, leading articles and possessives
@@ -23,7 +23,9 @@ dropped, cut before the first connecting word ("over", "because", "with", "in", 
 four words joined by ``_`` ("I prefer flat whites over lattes" → ``prefers_flat_whites``).
 The three liking verbs share the ``prefers_`` key so that "I love jazz" after "I like jazz"
 updates one row. For ``remember that X`` the key is the subject before "is"/"are"/"was"
-("the deploy server is prod-3" → ``deploy_server``), so a later correction replaces it.
+("the deploy server is prod-3" → ``deploy_server``), so a later correction replaces it, or,
+without such a verb, X's first four words; a leading "I"/"I'm" is left out of the key and
+written as "The user" in the value.
 
 Ignored: questions (a sentence ending in "?"), hypotheticals (a sentence starting with "if",
 "suppose", "imagine", "what if" …), quoted lines (``>``) and fenced code, objects that point
@@ -92,13 +94,30 @@ _COPULA = re.compile(r"\s(?:is|are|was|were|will be|=)\s", re.IGNORECASE)
 _PREFERENCE_VERBS = {"prefer": "Prefers", "like": "Likes", "love": "Loves"}
 # Words that point at the conversation itself: "I like this", "I want to fix it".
 _DEICTIC = frozenset(
-    {"this", "that", "these", "those", "it", "you", "your", "yours", "here", "there", "them", "him", "her", "one"}
+    {
+        "this",
+        "that",
+        "these",
+        "those",
+        "it",
+        "you",
+        "your",
+        "yours",
+        "here",
+        "there",
+        "them",
+        "him",
+        "her",
+        "one",
+    }
 )
 # "I want to know …", "I prefer not to say": talk about the conversation, not a fact.
 _SPEECH_VERBS = frozenset(
     {"say", "tell", "answer", "share", "discuss", "talk", "comment", "think", "believe", "know", "ask",
      "imagine", "add", "mention", "see", "check", "confirm", "clarify", "understand", "hear", "point"}
 )  # fmt: skip
+_NAME_PARTICLES = frozenset({"de", "da", "di", "van", "von", "der", "den", "del", "la", "le", "bin", "al"})
+_SECOND_PERSON = frozenset({"you", "your", "yours", "yourself"})
 _NOT_NAMES = frozenset({"not", "a", "an", "the", "irrelevant", "none", "private", "secret", "unknown", "nobody"})
 # "Never mind", "Always has been": sentence openers that are not standing rules.
 _NOT_RULES = frozenset(
@@ -112,14 +131,17 @@ _SLUG_CONNECTORS = frozenset(
      "before", "from", "to", "as", "so", "which", "who", "where", "that", "especially", "like", "except",
      "via"}
 )  # fmt: skip
-_SLUG_TRAILING = frozenset({"and", "or", "of", "the", "a", "an", "my"})
+_SLUG_TRAILING = frozenset(
+    {"and", "or", "of", "the", "a", "an", "my", "again", "too", "also", "still", "lot", "much", "very", "so"}
+)
 _PLACE_CONNECTORS = frozenset(
     {"because", "since", "for", "with", "but", "when", "where", "after", "before", "last", "this", "next",
      "recently", "ago", "yesterday", "today", "now", "so", "which", "who", "to", "and"}
 )  # fmt: skip
 _FIRST_PERSON_START = (
     (re.compile(r"(?:i'm|i am|im)\b", re.IGNORECASE), "The user is"),
-    (re.compile(r"i\b", re.IGNORECASE), "The user"),
+    (re.compile(r"(?:i've|i have)\b", re.IGNORECASE), "The user has"),
+    (re.compile(r"i\b(?!')", re.IGNORECASE), "The user"),
     (re.compile(r"my\b", re.IGNORECASE), "The user's"),
 )
 
@@ -169,25 +191,26 @@ def _rows(memories: object) -> list[_Row]:
         if not isinstance(raw, dict):
             continue
         row_id, category, key, value = (raw.get(f) for f in ("id", "category", "key", "value"))
-        if isinstance(row_id, int) and not isinstance(row_id, bool) and row_id > 0:
-            if isinstance(category, str) and isinstance(key, str) and isinstance(value, str):
-                rows.append(_Row(row_id, category, key, value))
+        if not isinstance(row_id, int) or isinstance(row_id, bool) or row_id < 1:
+            continue
+        if isinstance(category, str) and isinstance(key, str) and isinstance(value, str):
+            rows.append(_Row(row_id, category, key, value))
     return sorted(rows, key=lambda r: r.id)
 
 
 def _consolidate(statements: list[_Statement], rows: list[_Row]) -> list[dict[str, Any]]:
     by_slot: dict[tuple[str, str], _Row] = {}
-    for row in rows:
-        by_slot.setdefault((row.category, row.key), row)
+    for existing in rows:
+        by_slot.setdefault((existing.category, existing.key), existing)
     touched: set[int] = set()
     ops: list[dict[str, Any]] = []
     for st in statements:
         if st.ended:
-            row = by_slot.get((st.category, st.key)) or _row_liking(rows, st.value)
-            if row is not None and row.id not in touched:
-                touched.add(row.id)
+            gone = by_slot.get((st.category, st.key)) or _row_liking(rows, st.value)
+            if gone is not None and gone.id not in touched:
+                touched.add(gone.id)
                 reason = _cap(f"User said they no longer like {st.value}")
-                ops.append({"op": "archive", "id": row.id, "reason": reason})
+                ops.append({"op": "archive", "id": gone.id, "reason": reason})
             continue
         row = by_slot.get((st.category, st.key))
         if row is None:
@@ -229,7 +252,8 @@ def _statements(text: str, *, operator: bool) -> Iterator[_Statement]:
 def _sentences(text: str) -> Iterator[str]:
     in_fence = False
     for line in text.splitlines():
-        stripped = line.strip()
+        # One space between words keeps every later regex linear on hostile whitespace.
+        stripped = " ".join(line.split())
         if stripped.startswith("```"):
             in_fence = not in_fence
             continue
@@ -252,8 +276,13 @@ def _ends_with_abbreviation(piece: str) -> bool:
 
 
 def _is_question(sentence: str) -> bool:
-    tail = re.search(r"[^\w\s]*\s*$", sentence)
-    return tail is not None and "?" in tail.group()
+    """True when the sentence's trailing punctuation holds a "?" ("Really? :)" included)."""
+    for char in reversed(sentence):
+        if char.isalnum():
+            return False
+        if char in "?\uff1f":
+            return True
+    return False
 
 
 def _trim(text: str) -> str:
@@ -279,7 +308,7 @@ def _match(clause: str, *, operator: bool) -> _Statement | None:
     if m := _NAME.fullmatch(clause):
         return _name(m.group("x"))
     if m := _HOME.fullmatch(clause):
-        return _home(m.group("x"))
+        return _home(m.group("x"), all_lower_case=clause == clause.lower())
     if m := _ENDED.fullmatch(clause):
         thing = _trim(m.group("x") or m.group("y") or "")
         key = _key("prefers_", thing)
@@ -298,17 +327,30 @@ def _match(clause: str, *, operator: bool) -> _Statement | None:
 
 
 def _name(raw: str) -> _Statement | None:
-    name = re.split(r"\s*(?:[,;:()\-]|\band\b|\bbut\b)\s*", raw.strip(), maxsplit=1)[0].strip()
-    if not re.fullmatch(r"[^\W\d_][\w'.\-]*(?:\s+[^\W\d_][\w'.\-]*){0,3}", name):
-        return None
-    if name.split()[0].lower() in _NOT_NAMES:
+    name = re.split(r"\s*(?:[,;:()]|\s-\s|\band\b|\bbut\b|\bby the way\b)\s*", raw.strip(), maxsplit=1)[0]
+    words = name.split()
+    if not words or words[0].lower() in _NOT_NAMES:
         return None
     if name == name.lower():
-        name = " ".join(w[:1].upper() + w[1:] for w in name.split())
+        # Typed in lower case there is no capital to tell a name from the words after it.
+        if len(words) > 2:
+            return None
+        words = [w[:1].upper() + w[1:] for w in words]
+    else:
+        # "I'm called Sam by my friends": keep the capitalised run (and name particles).
+        kept = [words[0]]
+        for word in words[1:]:
+            if not (word[:1].isupper() or word in _NAME_PARTICLES):
+                break
+            kept.append(word)
+        words = kept
+    name = " ".join(words)
+    if len(words) > 4 or not re.fullmatch(r"[^\W\d_][\w'.\-]*(?:\s[^\W\d_][\w'.\-]*)*", name):
+        return None
     return _Statement("identity", "name", _cap(f"Name is {name}"))
 
 
-def _home(raw: str) -> _Statement | None:
+def _home(raw: str, *, all_lower_case: bool) -> _Statement | None:
     words = raw.split()
     kept: list[str] = []
     for word in words:
@@ -317,6 +359,10 @@ def _home(raw: str) -> _Statement | None:
         kept.append(word)
     place = _trim(" ".join(kept))
     if not place or _bare(kept[0]) in {"a", "an"} or _points_at_conversation(place):
+        return None
+    # A place name has a capital unless the writer types everything in lower case:
+    # this keeps "I live in fear" or "I live in the countryside" out.
+    if place == place.lower() and not all_lower_case:
         return None
     return _Statement("identity", "home_city", _cap(f"Lives in {place}"))
 
@@ -338,16 +384,20 @@ def _remember(raw: str, *, operator: bool) -> _Statement | None:
     inner = _match(fact, operator=operator)
     if inner is not None:
         return inner
-    if not fact:
+    if not fact or any(_bare(w) in _SECOND_PERSON for w in fact.split()):
+        # "Remember that you must …" instructs the agent; it is not a fact about the work.
         return None
-    copula = _COPULA.search(fact)
-    key = _key("", fact[: copula.start()] if copula else fact)
-    if not key:
-        return None
+    subject = fact
     for pattern, replacement in _FIRST_PERSON_START:
         if m := pattern.match(fact):
+            # "my sister is Ana" → key "sister"; "I'm allergic to nuts" → "allergic_to_nuts".
+            subject = fact[m.end() :] if replacement != "The user's" else fact
             fact = replacement + fact[m.end() :]
             break
+    copula = _COPULA.search(subject)
+    key = _key("", subject[: copula.start()] if copula else subject, cut_at_connectors=False)
+    if not key:
+        return None
     return _Statement("context", key, _cap(fact[:1].upper() + fact[1:]))
 
 
@@ -356,7 +406,9 @@ def _directive(mode: str, raw: str) -> _Statement | None:
     words = rule.split()
     if len(words) < 2 or _bare(words[0]) in _NOT_RULES or _bare(words[0]).endswith("ed"):
         return None
-    key = _key("rule_", rule)
+    # The whole opening of the rule names it, so "Never answer in English" replaces
+    # "Always answer in English" and "Always answer briefly" stays a separate rule.
+    key = _key("rule_", rule, cut_at_connectors=False)
     return _Statement("directive", key, _cap(f"{mode.capitalize()} {rule}")) if key else None
 
 
@@ -368,16 +420,17 @@ def _bare(word: str) -> str:
     return word.strip(".,;:!?\"'()[]").lower()
 
 
-def _key(prefix: str, phrase: str) -> str:
+def _key(prefix: str, phrase: str, *, cut_at_connectors: bool = True) -> str:
     """``prefix`` + the slug of ``phrase`` (see the module docstring), at most 64 characters."""
-    folded = unicodedata.normalize("NFKD", phrase).encode("ascii", "ignore").decode().lower()
+    spelled = phrase.replace("+", " plus ").replace("#", " sharp ")  # C++ and C# are not C
+    folded = unicodedata.normalize("NFKD", spelled).encode("ascii", "ignore").decode().lower()
     words = re.findall(r"[a-z0-9]+", folded)
     while words and words[0] in _SLUG_SKIP_LEADING:
         words.pop(0)
     kept: list[str] = []
     for word in words:
         # "not to …" stays whole so that "prefer not to X" never shares a key with "prefer X".
-        if kept and word in _SLUG_CONNECTORS and not (word == "to" and kept[-1] == "not"):
+        if cut_at_connectors and kept and word in _SLUG_CONNECTORS and not (word == "to" and kept[-1] == "not"):
             break
         kept.append(word)
         if len(kept) == _SLUG_WORDS:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 
 import attrs
+
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.values import Category, ConversationKey, Scope, ScopeType
 

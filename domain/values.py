@@ -8,6 +8,7 @@ import unicodedata
 from urllib.parse import quote, unquote
 
 import attrs
+
 from fermix_memory.domain.errors import InvalidConversationKey, InvalidIdentifier
 
 MAX_ID_CHARS = 256

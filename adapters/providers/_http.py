@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import httpx
-from fermix_memory.application.errors import ModelBadResponse, ModelUnavailable
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from fermix_memory.application.errors import ModelBadResponse, ModelUnavailable
 
 log = logging.getLogger("fermix_memory.providers")
 

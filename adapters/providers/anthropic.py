@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import httpx
+
 from fermix_memory.adapters.providers._http import JsonPoster, int_field
 from fermix_memory.application.errors import ModelBadResponse
 from fermix_memory.application.ports import ChatMessage, ChatRequest, ChatResponse

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+
 from fermix_memory.adapters.providers._http import JsonPoster, int_field
 from fermix_memory.application.errors import ModelBadResponse
 from fermix_memory.application.ports import ChatRequest, ChatResponse

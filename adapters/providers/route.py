@@ -9,6 +9,7 @@ from datetime import datetime
 
 import attrs
 import httpx
+
 from fermix_memory.adapters.providers.anthropic import AnthropicProvider
 from fermix_memory.adapters.providers.openai_compat import OpenAICompatibleProvider
 from fermix_memory.application.errors import (
@@ -67,7 +68,7 @@ class ProviderRoute:
                 response = provider.complete(request)
             except ModelError as exc:
                 self._trace(request, provider, started, _outcome(exc))
-                log.warning("provider %r failed (%s): %s", provider.name, _outcome(exc), exc)
+                log.warning("model call failed (%s): %s", _outcome(exc), exc)
                 errors.append(exc)
                 continue
             except Exception:

@@ -289,14 +289,22 @@ class SqliteEventStore:
 
     # --- reads ----------------------------------------------------------------------------------
 
-    def read_events(self, after: int = 0) -> Iterator[RecordedEvent]:
+    def read_events(self, after: int = 0, *, stream: str | None = None) -> Iterator[RecordedEvent]:
+        """Events after ``after`` in log order (only ``stream``'s when given); redacted ones skipped."""
         conn = self.reader()
         with translated_errors("reading the event log"):
-            rows = conn.execute(
-                "SELECT position, stream, version, kind, schema, payload FROM events WHERE position > ?"
-                " ORDER BY position",
-                (after,),
-            )
+            if stream is None:
+                rows = conn.execute(
+                    "SELECT position, stream, version, kind, schema, payload FROM events WHERE position > ?"
+                    " ORDER BY position",
+                    (after,),
+                )
+            else:
+                rows = conn.execute(
+                    "SELECT position, stream, version, kind, schema, payload FROM events"
+                    " WHERE stream = ? AND position > ? ORDER BY version",
+                    (stream, after),
+                )
             for position, stream, version, kind, schema, payload in rows:
                 if payload is None:
                     continue  # redacted: the digest stays in the chain, the content is gone

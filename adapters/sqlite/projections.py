@@ -12,8 +12,8 @@ from typing import Any
 
 import apsw
 
-from fermix_memory.application.errors import IntegrityError
 from fermix_memory.adapters.sqlite.scope_tokens import message_scope_tokens
+from fermix_memory.application.errors import IntegrityError
 from fermix_memory.domain import events as ev
 
 Projection = Callable[[apsw.Cursor, int, Any], None]

@@ -147,7 +147,7 @@ class SqliteQueries:
         rows = self._rows(
             f"SELECT {', '.join('m.' + c.strip() for c in MESSAGE_COLUMNS.split(','))}, h.rank, h.snip FROM"
             " (SELECT rowid, rank, snippet(messages_fts, 0, '[', ']', '…', 16) AS snip FROM messages_fts"
-            "  WHERE messages_fts MATCH ? ORDER BY rank LIMIT ?) h JOIN messages m ON m.id = h.rowid"
+            "  WHERE messages_fts MATCH ? ORDER BY rank LIMIT ?) h CROSS JOIN messages m ON m.id = h.rowid"
             " ORDER BY h.rank",
             (expr, n),
         )

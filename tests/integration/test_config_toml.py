@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 import pytest
 import tomli
+
 from fermix_memory.adapters.config_toml import load_settings, render_default_config, set_review_interval
 from fermix_memory.application.errors import ConfigError
 from fermix_memory.application.settings import (

@@ -8,10 +8,10 @@ import traceback
 
 import httpx
 import pytest
+
 from fermix_memory.adapters.providers.anthropic import AnthropicProvider
 from fermix_memory.application.errors import ModelBadResponse, ModelUnavailable
 from fermix_memory.application.ports import ChatMessage, ChatRequest
-
 from tests.integration.loopback_models import LoopbackModelServer, Reply, fenced_json, unused_base_url
 
 KEY = "sk-ant-loopback-SECRET-9876543210"

@@ -8,10 +8,10 @@ import traceback
 
 import httpx
 import pytest
+
 from fermix_memory.adapters.providers.openai_compat import OpenAICompatibleProvider
 from fermix_memory.application.errors import ModelBadResponse, ModelUnavailable
 from fermix_memory.application.ports import ChatMessage, ChatRequest
-
 from tests.integration.loopback_models import (
     LoopbackModelServer,
     Reply,

@@ -7,6 +7,9 @@ from typing import Any
 
 import attrs
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
 from fermix_memory.application.errors import ConfigError
 from fermix_memory.application.settings import (
     CompactionSettings,
@@ -17,8 +20,6 @@ from fermix_memory.application.settings import (
     TimeoutSettings,
     settings_from_mapping,
 )
-from hypothesis import assume, given
-from hypothesis import strategies as st
 
 SOURCE = "config.toml"
 SECTION_CLASSES: dict[str, type[Any]] = {
@@ -43,7 +44,12 @@ def field_names(cls: type[Any]) -> set[str]:
     return {f.name for f in attrs.fields(cls)}
 
 
-OPENAI = {"name": "main", "kind": "openai", "base_url": "https://api.openai.com/v1", "model": "gpt-4o"}
+OPENAI: dict[str, Any] = {
+    "name": "main",
+    "kind": "openai",
+    "base_url": "https://api.openai.com/v1",
+    "model": "gpt-4o",
+}
 
 
 # --- defaults ----------------------------------------------------------------------------------
@@ -90,7 +96,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "timeouts": {"llm_buffered_s": 30.0},
     "realtime": {"persist_transcripts": True},
 }
-FULL_PROVIDER = {
+FULL_PROVIDER: dict[str, Any] = {
     "name": "claude",
     "kind": "anthropic",
     "base_url": "https://api.anthropic.com",

@@ -1,0 +1,644 @@
+"""Append throughput and scoped history recall of fermix-memory, side by side with their limits.
+
+What is measured (every ratio comes from numbers taken in THIS run, on THIS machine):
+
+1. Append throughput (msg/s), N messages each, in interleaved rounds (raw, ours 1 thread,
+   ours 8 threads, raw, ...); each figure is the median over the rounds.
+
+   * **raw loop** — the limit: plain apsw on a fresh ``memory.db`` with the product's schema
+     and pragmas (``open_connection`` + ``migrate``), one ``BEGIN IMMEDIATE`` … ``COMMIT`` per
+     message that reads the last (position, hash) and the stream version, builds the canonical
+     JSON payload, hashes it, chains the hash, inserts the ``events`` row and the ``messages``
+     row (FTS5 kept in sync by the schema's triggers) with its scope tokens.
+   * **ours, 1 thread** — ``MemorySystem.append_message`` N times (durability "normal").
+   * **ours, 8 threads** — 8 host threads appending N/8 each at once (group commit).
+
+   ``single_thread_ratio = ours_1t / raw`` (target >= 0.6) and
+   ``eight_thread_ratio = ours_8t / raw`` (target >= 1.5), SPEC §13.
+
+2. History recall on one database of ``--history-size`` messages (default 200,000), built
+   through the product's own bulk path ``MemorySystem.import_history`` (SPEC §12 JSON Lines)
+   in a few big batches. The first half goes in, recall is measured, then the second half
+   (new agents, owners and conversations) goes in and everything is measured again. The same
+   few hundred 1-3 word queries (Zipf-drawn from the corpus vocabulary, its most frequent
+   "stop words" left out) are timed, each against one conversation of the first half, with:
+
+   * **ours** — ``recall(query, agent_id, owner_id, conversation, scope="current",
+     source="history")``;
+   * **raw FTS5** — ``SELECT rowid, rank FROM messages_fts WHERE messages_fts MATCH ?
+     ORDER BY rank LIMIT 10`` with the same quoted-OR terms and NO scope;
+   * **naive scoped** — plain MATCH, then a WHERE on agent / owner / conversation (what the
+     scope tokens in the index avoid: it ranks every match in the whole database);
+   * **raw scoped** — the product's own scope-token expression run as bare SQL (no Python
+     around it), to separate the SQL cost from the library's overhead.
+
+   ``recall_p95_ratio = ours_p95 / raw_fts_p95`` (target <= 1.5), and our p95 at half and
+   full size (``recall_p95_ms_100k`` / ``recall_p95_ms_200k`` at the default size) shows
+   that the scoped cost follows the scope, not the database.
+
+3. Peer: LangChain's ``SQLChatMessageHistory`` on SQLite appending the same messages, when
+   ``langchain_community`` is importable (it is never installed by this script).
+
+Run (from the repository root)::
+
+    .venv/bin/python benchmarks/append_and_recall.py --quick        # smoke run, < 1 minute
+    .venv/bin/python benchmarks/append_and_recall.py                # full run, several minutes
+    .venv/bin/python benchmarks/append_and_recall.py --messages 20000 --history-size 400000
+
+Progress goes to stderr, readable results to stdout, and the LAST line of stdout is one JSON
+object with every figure and ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import apsw
+
+from fermix_memory import MemorySystem, Settings
+from fermix_memory.adapters.sqlite.connection import open_connection
+from fermix_memory.adapters.sqlite.fts_query import match_expression, quote_term
+from fermix_memory.adapters.sqlite.schema import migrate
+from fermix_memory.adapters.sqlite.scope_tokens import conversation_token, message_scope_tokens
+from fermix_memory.application.settings import MemorySettings
+from fermix_memory.domain.values import ConversationKey
+
+SEED = 20_240_601
+THREADS = 8
+VOCABULARY_SIZE = 4_000
+ZIPF_EXPONENT = 1.0
+QUERY_SKIP_TOP_WORDS = 50  # the most frequent words behave like stop words: not query material
+MESSAGES_PER_AGENT = 1_000  # of the recall database; it scales by its number of agents
+CONVERSATIONS_PER_AGENT = 10  # sizes ~ 1/k: from ~35 to ~340 messages each
+IMPORT_BATCH_LINES = 25_000
+EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
+
+RAW_FTS_SQL = "SELECT rowid, rank FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rank LIMIT 10"
+NAIVE_SCOPED_SQL = (
+    "SELECT m.id, f.rank FROM messages_fts f JOIN messages m ON m.id = f.rowid"
+    " WHERE messages_fts MATCH ? AND m.agent_id = ? AND m.owner_id = ? AND m.channel = ?"
+    " AND m.chat_id = ? AND m.thread_scope = '' ORDER BY f.rank LIMIT 10"
+)
+RAW_SCOPED_SQL = (
+    "SELECT m.id, h.rank, h.snip FROM (SELECT rowid, rank, snippet(messages_fts, 0, '[', ']', '…', 16)"
+    " AS snip FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rank LIMIT 10) h"
+    " JOIN messages m ON m.id = h.rowid ORDER BY h.rank"
+)
+
+
+def progress(text: str) -> None:
+    print(f"[bench] {text}", file=sys.stderr, flush=True)
+
+
+# --- synthetic corpus ----------------------------------------------------------------------------
+
+
+class Corpus:
+    """A few thousand pseudo-words with Zipf-distributed frequencies (deterministic)."""
+
+    def __init__(self, rng: random.Random, size: int = VOCABULARY_SIZE) -> None:
+        syllables = [c + v for c in "bcdfghjklmnprstvz" for v in "aeiou"]
+        words: dict[str, None] = {}
+        while len(words) < size:
+            words["".join(rng.choice(syllables) for _ in range(rng.choice((2, 2, 3, 3, 4))))] = None
+        self.words = list(words)
+        weights = [1.0 / (rank + 1) ** ZIPF_EXPONENT for rank in range(size)]
+        self._cum = list(_accumulate(weights))
+        self._query_cum = list(_accumulate(weights[QUERY_SKIP_TOP_WORDS:]))
+
+    def text(self, rng: random.Random, n_words: int) -> str:
+        return " ".join(rng.choices(self.words, cum_weights=self._cum, k=n_words))
+
+    def query(self, rng: random.Random) -> str:
+        pool = self.words[QUERY_SKIP_TOP_WORDS:]
+        return " ".join(rng.choices(pool, cum_weights=self._query_cum, k=rng.choice((1, 2, 2, 3))))
+
+
+def _accumulate(values: Sequence[float]) -> Iterator[float]:
+    total = 0.0
+    for v in values:
+        total += v
+        yield total
+
+
+@dataclass(frozen=True, slots=True)
+class Msg:
+    agent_id: str
+    owner_id: str
+    channel: str
+    chat_id: str
+    role: str
+    sender: str
+    content: str
+
+
+def message_text(corpus: Corpus, rng: random.Random, role: str) -> str:
+    n = rng.randint(4, 20) if role == "user" else rng.randint(10, 60)
+    return corpus.text(rng, n)
+
+
+def append_workload(corpus: Corpus, n: int, seed: int) -> list[Msg]:
+    """N messages spread over 40 agent/owner pairs x 5 conversations, alternating roles."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        pair = rng.randrange(40)
+        role = "user" if i % 2 == 0 else "assistant"
+        agent, owner = f"agent-{pair:03d}", f"owner-{pair:03d}"
+        out.append(Msg(agent, owner, "telegram", f"chat-{pair:03d}-{rng.randrange(5)}", role,
+                       owner if role == "user" else agent, message_text(corpus, rng, role)))
+    return out
+
+
+# --- 1a. the raw loop (the limit) -----------------------------------------------------------------
+
+
+@dataclass
+class RawLoop:
+    """The same durable work per message as the product, in plain apsw, one transaction each."""
+
+    conn: apsw.Connection
+    keys: dict[tuple[str, str], ConversationKey] = field(default_factory=dict)
+
+    @classmethod
+    def create(cls, path: Path) -> RawLoop:
+        conn = open_connection(path, durability="normal")
+        migrate(conn, str(path))
+        return cls(conn)
+
+    def _key(self, m: Msg) -> ConversationKey:
+        key = self.keys.get((m.channel, m.chat_id))
+        if key is None:
+            key = self.keys[(m.channel, m.chat_id)] = ConversationKey(m.channel, m.chat_id)
+        return key
+
+    def append(self, m: Msg) -> int:
+        cur = self.conn.cursor()
+        key = self._key(m)
+        stream = f"conversation/{quote(m.agent_id, safe='')}/{key.scope_id}"
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            last = cur.execute("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1").fetchall()
+            prev_pos, prev_hash = last[0] if last else (0, "0" * 64)
+            version = (cur.execute("SELECT max(version) FROM events WHERE stream = ?", (stream,))
+                       .fetchall()[0][0] or 0) + 1
+            now = datetime.now(UTC).isoformat()
+            payload = json.dumps(
+                {"agent_id": m.agent_id, "at": now, "content": m.content,
+                 "conversation": {"channel": m.channel, "chat_id": m.chat_id, "thread_scope": ""},
+                 "created_at": now, "message_kind": "text", "metadata": {}, "owner_id": m.owner_id,
+                 "role": m.role, "sender": m.sender, "trust": "guest"},
+                sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            digest = hashlib.sha256(payload.encode("utf-8")).hexdigest()
+            position = prev_pos + 1
+            material = "\n".join((prev_hash, str(position), stream, str(version), "message.appended",
+                                  "1", now, digest))
+            new_hash = hashlib.sha256(material.encode("utf-8")).hexdigest()
+            cur.execute(
+                "INSERT INTO events(position, stream, version, kind, schema, recorded_at, payload,"
+                " payload_sha256, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (position, stream, version, "message.appended", 1, now, payload, digest, prev_hash, new_hash))
+            cur.execute(
+                "INSERT INTO messages(id, agent_id, owner_id, channel, chat_id, thread_scope, sender, role,"
+                " kind, content, metadata_json, created_at, trust, scope_tokens)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (position, m.agent_id, m.owner_id, m.channel, m.chat_id, "", m.sender, m.role, "text",
+                 m.content, json.dumps({}, sort_keys=True, separators=(",", ":")), now, "guest",
+                 message_scope_tokens(m.agent_id, m.owner_id, key)))
+            cur.execute("COMMIT")
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+        return position
+
+
+def time_raw(path: Path, messages: Sequence[Msg]) -> float:
+    loop = RawLoop.create(path)
+    try:
+        start = time.perf_counter()
+        for m in messages:
+            loop.append(m)
+        return time.perf_counter() - start
+    finally:
+        loop.conn.close()
+
+
+# --- 1b. ours, 1 thread and 8 threads ------------------------------------------------------------
+
+
+def open_memory(home: Path) -> MemorySystem:
+    return MemorySystem.open(home, config=Settings(memory=MemorySettings(durability="normal")))
+
+
+def append_all(memory: MemorySystem, messages: Sequence[Msg]) -> None:
+    for m in messages:
+        memory.append_message(agent_id=m.agent_id, owner_id=m.owner_id, conversation=(m.channel, m.chat_id),
+                              role=m.role, sender=m.sender, content=m.content)
+
+
+def time_ours(home: Path, messages: Sequence[Msg], threads: int) -> float:
+    with open_memory(home) as memory:
+        if threads == 1:
+            start = time.perf_counter()
+            append_all(memory, messages)
+            return time.perf_counter() - start
+        return _time_threaded(memory, messages, threads)
+
+
+def _time_threaded(memory: MemorySystem, messages: Sequence[Msg], threads: int) -> float:
+    barrier = threading.Barrier(threads + 1)
+    errors: list[BaseException] = []
+
+    def worker(chunk: Sequence[Msg]) -> None:
+        barrier.wait()
+        try:
+            append_all(memory, chunk)
+        except BaseException as exc:  # reported after the join
+            errors.append(exc)
+
+    pool = [threading.Thread(target=worker, args=(messages[i::threads],)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for t in pool:
+        t.join()
+    elapsed = time.perf_counter() - start
+    if errors:
+        raise errors[0]
+    return elapsed
+
+
+def check_count(db: Path, expected: int) -> None:
+    conn = open_connection(db)
+    try:
+        (count,), = conn.execute("SELECT count(*) FROM messages").fetchall()
+        (fts,), = conn.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?",
+                               (f"scope_tokens : {quote_term('o')}*",)).fetchall()
+    finally:
+        conn.close()
+    if count != expected or fts != expected:
+        raise RuntimeError(f"{db}: {count} messages / {fts} indexed, expected {expected}")
+
+
+# --- 1c. peer: LangChain SQLChatMessageHistory ---------------------------------------------------
+
+
+def langchain_peer() -> tuple[Callable[[Path, Sequence[Msg]], float] | None, str]:
+    """The peer's timing function, or None and why it is skipped."""
+    try:
+        from langchain_community.chat_message_histories import SQLChatMessageHistory
+        from langchain_core.messages import AIMessage, HumanMessage
+    except Exception as exc:  # ImportError, or a broken install
+        return None, f"langchain_community is not importable ({type(exc).__name__}: {exc})"
+
+    def run(path: Path, messages: Sequence[Msg]) -> float:
+        url = f"sqlite:///{path}"
+        histories: dict[str, Any] = {}
+        start = time.perf_counter()
+        for m in messages:
+            session = f"{m.agent_id}/{m.owner_id}/{m.channel}/{m.chat_id}"
+            history = histories.get(session)
+            if history is None:
+                try:
+                    history = SQLChatMessageHistory(session_id=session, connection=url)
+                except TypeError:  # older releases name it connection_string
+                    history = SQLChatMessageHistory(session_id=session, connection_string=url)
+                histories[session] = history
+            history.add_message(HumanMessage(m.content) if m.role == "user" else AIMessage(m.content))
+        return time.perf_counter() - start
+
+    return run, ""
+
+
+# --- 1. the append rounds ------------------------------------------------------------------------
+
+
+@dataclass
+class AppendFigures:
+    raw: list[float] = field(default_factory=list)
+    ours_1t: list[float] = field(default_factory=list)
+    ours_8t: list[float] = field(default_factory=list)
+    peer: list[float] = field(default_factory=list)
+
+
+def run_appends(workdir: Path, messages: Sequence[Msg], rounds: int) -> tuple[AppendFigures, str]:
+    peer, peer_note = langchain_peer()
+    figures = AppendFigures()
+    n = len(messages)
+    for r in range(rounds):
+        base = workdir / f"append-{r}"
+        base.mkdir(parents=True, exist_ok=True)
+        steps: list[tuple[str, list[float], Callable[[], float], Path]] = [
+            ("raw loop", figures.raw, partial(time_raw, base / "raw.db", messages), base / "raw.db"),
+            ("ours 1 thread", figures.ours_1t, partial(time_ours, base / "o1", messages, 1),
+             base / "o1" / "memory.db"),
+            (f"ours {THREADS} threads", figures.ours_8t, partial(time_ours, base / "o8", messages, THREADS),
+             base / "o8" / "memory.db"),
+        ]
+        for label, sink, step, db in steps:
+            elapsed = step()
+            check_count(db, n)
+            sink.append(n / elapsed)
+            progress(f"round {r + 1}/{rounds}: {label}: {n / elapsed:,.0f} msg/s")
+        if peer is not None:
+            elapsed = peer(base / "langchain.db", messages)
+            figures.peer.append(n / elapsed)
+            progress(f"round {r + 1}/{rounds}: langchain: {n / elapsed:,.0f} msg/s")
+        shutil.rmtree(base, ignore_errors=True)
+    return figures, peer_note
+
+
+# --- 2. the recall database -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    agent_id: str
+    owner_id: str
+    channel: str
+    chat_id: str
+    size: int
+
+
+def conversations_for(agents: range) -> list[Conversation]:
+    """Per agent/owner pair, CONVERSATIONS_PER_AGENT conversations of sizes ~ 1/k."""
+    weights = [1.0 / (k + 1) for k in range(CONVERSATIONS_PER_AGENT)]
+    sizes = [max(1, round(MESSAGES_PER_AGENT * w / sum(weights))) for w in weights]
+    sizes[0] += MESSAGES_PER_AGENT - sum(sizes)
+    return [Conversation(f"agent-{a:04d}", f"owner-{a:04d}", "telegram" if k % 2 else "slack",
+                         f"chat-{a:04d}-{k:02d}", sizes[k])
+            for a in agents for k in range(CONVERSATIONS_PER_AGENT)]
+
+
+def history_lines(corpus: Corpus, convs: Sequence[Conversation], seed: int, start: datetime) -> list[str]:
+    """SPEC §12 JSON Lines for every message of ``convs``, conversations interleaved in time."""
+    rng = random.Random(seed)
+    slots = [i for i, c in enumerate(convs) for _ in range(c.size)]
+    rng.shuffle(slots)
+    turn = [0] * len(convs)
+    lines = []
+    for n, i in enumerate(slots):
+        c = convs[i]
+        role = "user" if turn[i] % 2 == 0 else "assistant"
+        turn[i] += 1
+        lines.append(json.dumps({
+            "agent_id": c.agent_id, "owner_id": c.owner_id, "channel": c.channel, "chat_id": c.chat_id,
+            "role": role, "sender": c.owner_id if role == "user" else c.agent_id,
+            "content": message_text(corpus, rng, role), "trust": "operator" if role == "user" else "guest",
+            "created_at": (start + timedelta(seconds=7 * n)).isoformat(),
+        }, ensure_ascii=False))
+    return lines
+
+
+def import_lines(memory: MemorySystem, lines: Sequence[str]) -> float:
+    start = time.perf_counter()
+    for i in range(0, len(lines), IMPORT_BATCH_LINES):
+        memory.import_history(lines[i:i + IMPORT_BATCH_LINES])
+        progress(f"  imported {min(i + IMPORT_BATCH_LINES, len(lines)):,}/{len(lines):,}")
+    return time.perf_counter() - start
+
+
+# --- 2. the recall measurements -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    text: str
+    conversation: Conversation
+    terms: str  # the quoted-OR form, as the product builds it (content column)
+    scope: str  # the product's conversation scope token
+
+
+def make_queries(corpus: Corpus, convs: Sequence[Conversation], n: int, seed: int) -> list[Query]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        c = rng.choice(convs)
+        text = corpus.query(rng)
+        terms = match_expression(text, column="content")
+        assert terms is not None
+        token = conversation_token(c.agent_id, c.owner_id, ConversationKey(c.channel, c.chat_id))
+        out.append(Query(text, c, terms, f"scope_tokens : {quote_term(token)} AND {terms}"))
+    return out
+
+
+Variant = Callable[[Query], int]
+
+
+def variants(memory: MemorySystem, conn: apsw.Connection) -> dict[str, Variant]:
+    def ours(q: Query) -> int:
+        c = q.conversation
+        result = memory.recall(q.text, agent_id=c.agent_id, owner_id=c.owner_id,
+                               conversation=(c.channel, c.chat_id), scope="current", source="history")
+        return len(result.messages)
+
+    def raw_fts(q: Query) -> int:
+        return len(conn.execute(RAW_FTS_SQL, (q.terms,)).fetchall())
+
+    def naive_scoped(q: Query) -> int:
+        c = q.conversation
+        return len(conn.execute(NAIVE_SCOPED_SQL, (q.terms, c.agent_id, c.owner_id, c.channel,
+                                                   c.chat_id)).fetchall())
+
+    def raw_scoped(q: Query) -> int:
+        return len(conn.execute(RAW_SCOPED_SQL, (q.scope,)).fetchall())
+
+    return {"ours": ours, "raw_fts": raw_fts, "naive_scoped": naive_scoped, "raw_scoped": raw_scoped}
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (q in 0..100)."""
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def measure_recall(memory: MemorySystem, db: Path, queries: Sequence[Query]) -> dict[str, dict[str, float]]:
+    """p50/p95 (ms) per variant; each query runs every variant, in a rotating order."""
+    conn = open_connection(db)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        fns = variants(memory, conn)
+        names = list(fns)
+        for q in queries[: max(20, len(queries) // 5)]:  # warm the page cache and statement caches
+            for name in names:
+                fns[name](q)
+        samples: dict[str, list[float]] = {name: [] for name in names}
+        hits: dict[str, int] = dict.fromkeys(names, 0)
+        for i, q in enumerate(queries):
+            for name in names[i % len(names):] + names[: i % len(names)]:
+                start = time.perf_counter_ns()
+                hits[name] += fns[name](q)
+                samples[name].append((time.perf_counter_ns() - start) / 1e6)
+    finally:
+        conn.close()
+    return {name: {"p50": percentile(s, 50), "p95": percentile(s, 95), "mean_hits": hits[name] / len(queries)}
+            for name, s in samples.items()}
+
+
+@dataclass
+class RecallFigures:
+    half_size: int
+    full_size: int
+    half: dict[str, dict[str, float]]
+    full: dict[str, dict[str, float]]
+    import_msgs_per_s: float
+
+
+def run_recall(workdir: Path, corpus: Corpus, history_size: int, n_queries: int) -> RecallFigures:
+    agents = max(2, round(history_size / MESSAGES_PER_AGENT))
+    first, second = conversations_for(range(agents // 2)), conversations_for(range(agents // 2, agents))
+    queries = make_queries(corpus, first, n_queries, SEED + 3)
+    home = workdir / "recall"
+    imported, seconds = 0, 0.0
+    with open_memory(home) as memory:
+        db = home / "memory.db"
+        measured: list[tuple[int, dict[str, dict[str, float]]]] = []
+        for part, convs in enumerate((first, second)):
+            lines = history_lines(corpus, convs, SEED + 10 + part, EPOCH + timedelta(days=400 * part))
+            progress(f"recall db: importing {len(lines):,} messages (part {part + 1}/2)")
+            seconds += import_lines(memory, lines)
+            imported += len(lines)
+            progress(f"recall db: {imported:,} messages; timing {len(queries)} queries x 4 variants")
+            measured.append((imported, measure_recall(memory, db, queries)))
+    (half_size, half), (full_size, full) = measured
+    return RecallFigures(half_size, full_size, half, full, imported / seconds)
+
+
+# --- report ---------------------------------------------------------------------------------------
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a is not None and b else None
+
+
+def rounded(x: float | None, digits: int = 1) -> float | None:
+    return round(x, digits) if x is not None else None
+
+
+def report(args: argparse.Namespace, appends: AppendFigures, peer_note: str, rec: RecallFigures) -> dict[str, Any]:
+    raw, o1, o8 = (statistics.median(v) for v in (appends.raw, appends.ours_1t, appends.ours_8t))
+    peer = statistics.median(appends.peer) if appends.peer else None
+    f, h = rec.full, rec.half
+    half_k, full_k = f"{rec.half_size // 1000}k", f"{rec.full_size // 1000}k"
+    out: dict[str, Any] = {
+        "messages": args.messages, "rounds": args.rounds, "threads": THREADS,
+        "raw_msgs_per_s": rounded(raw), "ours_1t_msgs_per_s": rounded(o1), "ours_8t_msgs_per_s": rounded(o8),
+        "raw_msgs_per_s_all": [rounded(x) for x in appends.raw],
+        "ours_1t_msgs_per_s_all": [rounded(x) for x in appends.ours_1t],
+        "ours_8t_msgs_per_s_all": [rounded(x) for x in appends.ours_8t],
+        "single_thread_ratio": ratio(o1, raw), "eight_thread_ratio": ratio(o8, raw),
+        "single_thread_target": 0.6, "eight_thread_target": 1.5,
+        "history_size": rec.full_size, "queries": args.queries,
+        "import_msgs_per_s": rounded(rec.import_msgs_per_s),
+        "recall_p50_ms": rounded(f["ours"]["p50"], 3), "recall_p95_ms": rounded(f["ours"]["p95"], 3),
+        "raw_fts_p50_ms": rounded(f["raw_fts"]["p50"], 3), "raw_fts_p95_ms": rounded(f["raw_fts"]["p95"], 3),
+        "naive_scoped_p50_ms": rounded(f["naive_scoped"]["p50"], 3),
+        "naive_scoped_p95_ms": rounded(f["naive_scoped"]["p95"], 3),
+        "raw_scoped_p50_ms": rounded(f["raw_scoped"]["p50"], 3),
+        "raw_scoped_p95_ms": rounded(f["raw_scoped"]["p95"], 3),
+        "recall_p95_ratio": ratio(f["ours"]["p95"], f["raw_fts"]["p95"]), "recall_p95_target": 1.5,
+        f"recall_p95_ms_{half_k}": rounded(h["ours"]["p95"], 3),
+        f"recall_p95_ms_{full_k}": rounded(f["ours"]["p95"], 3),
+        "recall_p95_growth": ratio(f["ours"]["p95"], h["ours"]["p95"]),
+        "raw_fts_p95_growth": ratio(f["raw_fts"]["p95"], h["raw_fts"]["p95"]),
+        "naive_scoped_p95_growth": ratio(f["naive_scoped"]["p95"], h["naive_scoped"]["p95"]),
+        "mean_hits_per_query": {k: round(v["mean_hits"], 2) for k, v in f.items()},
+        "peer_langchain_msgs_per_s": rounded(peer),
+        "peer_langchain_ratio_to_ours_1t": ratio(peer, o1),
+    }
+    if peer is None:
+        out["peer_langchain_skipped"] = peer_note
+    return out
+
+
+def print_human(r: dict[str, Any], rec: RecallFigures) -> None:
+    verdict = {True: "ok", False: "MISSED"}
+    print(f"Append, {r['messages']:,} messages, median of {r['rounds']} interleaved rounds:")
+    print(f"  raw apsw loop (limit)     {r['raw_msgs_per_s']:>10,.0f} msg/s")
+    print(f"  ours, 1 thread            {r['ours_1t_msgs_per_s']:>10,.0f} msg/s   ratio "
+          f"{r['single_thread_ratio']:.2f} (target >= 0.6: {verdict[r['single_thread_ratio'] >= 0.6]})")
+    print(f"  ours, {THREADS} threads           {r['ours_8t_msgs_per_s']:>10,.0f} msg/s   ratio "
+          f"{r['eight_thread_ratio']:.2f} (target >= 1.5: {verdict[r['eight_thread_ratio'] >= 1.5]})")
+    if r["peer_langchain_msgs_per_s"] is None:
+        print(f"  LangChain SQLChatMessageHistory: skipped: {r['peer_langchain_skipped']}")
+    else:
+        print(f"  LangChain SQLChatMessageHistory {r['peer_langchain_msgs_per_s']:>10,.0f} msg/s (no FTS, no log)")
+    print(f"Recall, {r['queries']} queries, database built by import_history at {r['import_msgs_per_s']:,.0f} msg/s:")
+    for size, figs in ((rec.half_size, rec.half), (rec.full_size, rec.full)):
+        print(f"  at {size:,} messages:")
+        for name, label in (("ours", "ours recall (scoped)"), ("raw_fts", "raw FTS5, no scope"),
+                            ("naive_scoped", "naive MATCH + WHERE"), ("raw_scoped", "scope tokens, bare SQL")):
+            s = figs[name]
+            print(f"    {label:<24} p50 {s['p50']:8.3f} ms   p95 {s['p95']:8.3f} ms   "
+                  f"hits/query {s['mean_hits']:.1f}")
+    print(f"  recall_p95_ratio ours/raw = {r['recall_p95_ratio']:.2f} "
+          f"(target <= 1.5: {verdict[r['recall_p95_ratio'] <= 1.5]})")
+    print(f"  p95 growth {rec.half_size:,} -> {rec.full_size:,}: ours x{r['recall_p95_growth']:.2f}, "
+          f"raw FTS x{r['raw_fts_p95_growth']:.2f}, naive scoped x{r['naive_scoped_p95_growth']:.2f}")
+
+
+# --- main -----------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--messages", type=int, default=None, help="messages per append run (default 10000)")
+    p.add_argument("--history-size", type=int, default=None, help="recall database size (default 200000)")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved append rounds (median taken)")
+    p.add_argument("--queries", type=int, default=None, help="recall queries (default 300)")
+    p.add_argument("--quick", action="store_true", help="smoke run: 1000 messages, 20000 history")
+    p.add_argument("--workdir", type=Path, default=None,
+                   help="where the databases go (default: a temporary directory, removed after)")
+    args = p.parse_args(argv)
+    args.messages = args.messages or (1_000 if args.quick else 10_000)
+    args.history_size = args.history_size or (20_000 if args.quick else 200_000)
+    args.queries = args.queries or (200 if args.quick else 300)
+    if args.messages < THREADS or args.history_size < 2 * MESSAGES_PER_AGENT or args.rounds < 1:
+        p.error(f"need --messages >= {THREADS}, --history-size >= {2 * MESSAGES_PER_AGENT}, --rounds >= 1")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    owned = args.workdir is None
+    workdir = Path(tempfile.mkdtemp(prefix="fermix-bench-")) if owned else args.workdir
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        corpus = Corpus(random.Random(SEED))
+        messages = append_workload(corpus, args.messages, SEED + 1)
+        progress(f"append: {args.messages:,} messages x {args.rounds} rounds in {workdir}")
+        appends, peer_note = run_appends(workdir, messages, args.rounds)
+        progress(f"recall: building a {args.history_size:,}-message database")
+        rec = run_recall(workdir, corpus, args.history_size, args.queries)
+    finally:
+        if owned:
+            shutil.rmtree(workdir, ignore_errors=True)
+    result = report(args, appends, peer_note, rec)
+    print_human(result, rec)
+    print(json.dumps(result, sort_keys=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

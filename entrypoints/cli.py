@@ -1,0 +1,311 @@
+"""The ``fermix`` admin command: review, restore, audit, import/export (SPEC §11).
+
+``main(argv) -> int`` never raises for user errors: it prints one clear line on stderr and
+returns non-zero. ``--home`` and ``--json`` are accepted before or after the sub-command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from fermix_memory.adapters.sqlite.codec import CONVERTER
+from fermix_memory.application.explain import explain_memory
+from fermix_memory.domain.errors import FermixError
+from fermix_memory.entrypoints.api import MemorySystem
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 70
+
+
+class UsageError(FermixError):
+    """Bad command-line input that argparse could not catch."""
+
+
+def jsonable(value: Any) -> Any:
+    """Domain values (attrs classes, enums, datetimes) as plain JSON data."""
+    return CONVERTER.unstructure(value)
+
+
+class Output:
+    """Writes either human lines or one JSON document on stdout."""
+
+    def __init__(self, as_json: bool, out: TextIO) -> None:
+        self.as_json = as_json
+        self.out = out
+
+    def emit(self, data: Any, human: Callable[[Any], Sequence[str]]) -> None:
+        if self.as_json:
+            json.dump(jsonable(data), self.out, ensure_ascii=False, indent=2, sort_keys=True)
+            self.out.write("\n")
+        else:
+            for line in human(data):
+                self.out.write(line + "\n")
+
+
+class Progress:
+    """A one-line progress display on stderr, only when stderr is a terminal."""
+
+    def __init__(self, label: str, stream: TextIO) -> None:
+        self.label = label
+        self.stream = stream
+        self.enabled = stream.isatty()
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled or total <= 0:
+            return
+        width = 30
+        filled = int(width * done / total)
+        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+        if done >= total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+# --- commands ---------------------------------------------------------------------------------------
+
+
+def _memory_line(m: Any) -> str:
+    state = f" (archived: {m.archive_reason or 'no reason'})" if m.archived_at else ""
+    return (f"{m.id}\t{m.agent_id}\t{m.owner_id}\t{m.scope_type.value}:{m.scope_id}\t{m.category.value}\t"
+            f"{m.key} = {m.value}{state}")
+
+
+def cmd_events_verify(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    report = memory.verify()
+    out.emit(report, lambda r: [f"ok: {r.events} events, chain and projections verified"
+                                + (f" ({r.redacted} redacted)" if r.redacted else "")] if r.ok else
+             [f"FAILED at event {r.first_bad_position}: {r.problem}"])
+    if not report.ok:
+        sys.stderr.write(f"fermix: error: verification failed: {report.problem}\n")
+        return EXIT_ERROR
+    return EXIT_OK
+
+
+def cmd_events_replay(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    from fermix_memory.adapters.sqlite import audit
+
+    result = audit.replay_into(memory.app.store.path, Path(args.into), Progress("replay", sys.stderr))
+    out.emit(result, lambda r: [f"replayed {r['events']} events into {r['target']}",
+                                "projections identical to the live database" if r["identical"] else
+                                f"DIFFERENT tables: {', '.join(r['differing_tables'])}"])
+    return EXIT_OK if result["identical"] else EXIT_ERROR
+
+
+def cmd_events_log(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    items = []
+    for item in memory.app.store.read_events(after=args.after):
+        if args.kind and item.event.kind != args.kind:
+            continue
+        items.append({"position": item.position, "stream": item.stream, "version": item.version,
+                      "kind": item.event.kind, "event": jsonable(item.event)})
+        if len(items) >= args.limit:
+            break
+    out.emit(items, lambda rows: [f"{r['position']}\t{r['kind']}\t{r['stream']}\t"
+                                  f"{json.dumps(r['event'], ensure_ascii=False)[:160]}" for r in rows])
+    return EXIT_OK
+
+
+def cmd_history_import(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    path = Path(args.file)
+    try:
+        with path.open(encoding="utf-8") as fh:
+            lines = fh.readlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from None
+    service = memory.app.history
+    events = service.parse_jsonl(lines)
+    ids = service.import_events(events)
+    out.emit({"imported": len(ids), "first_id": ids[0] if ids else None, "last_id": ids[-1] if ids else None},
+             lambda r: [f"imported {r['imported']} messages from {path}"])
+    return EXIT_OK
+
+
+def cmd_history_export(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    lines = memory.export_history(agent_id=args.agent)
+    if args.output:
+        target = Path(args.output)
+        count = 0
+        with target.open("w", encoding="utf-8") as fh:
+            for line in lines:
+                fh.write(line + "\n")
+                count += 1
+        out.emit({"exported": count, "file": str(target)}, lambda r: [f"exported {r['exported']} messages"])
+    else:
+        for line in lines:
+            out.out.write(line + "\n")
+    return EXIT_OK
+
+
+def cmd_memory_list(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    rows = memory.memories(agent_id=args.agent, owner_id=args.owner, include_archived=not args.active)
+    out.emit(rows, lambda rs: [_memory_line(m) for m in rs] or ["no memory rows"])
+    return EXIT_OK
+
+
+def cmd_memory_show(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    app = memory.app
+    result = explain_memory(app.store, app.queries, args.id)
+
+    def human(r: dict[str, Any]) -> list[str]:
+        lines = [_memory_line(r["memory"]), "history:"]
+        for e in r["events"]:
+            by = e.get("by", {})
+            lines.append(f"  {e['at']}  #{e['position']} {e['kind']}  value={e.get('value', '')!r}  "
+                         f"by={by.get('source_type', '')}/{by.get('trust', '')}"
+                         f"{'  reason=' + e['reason'] if e.get('reason') else ''}")
+        return lines
+
+    out.emit(result, human)
+    return EXIT_OK
+
+
+def cmd_memory_search(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    result = memory.recall(args.query, agent_id=args.agent, owner_id=args.owner, conversation=args.conversation,
+                           scope=args.scope, source=args.source, limit=args.limit)
+
+    def human(r: Any) -> list[str]:
+        lines = [f"memory {h.memory.id}: {h.memory.key} = {h.memory.value}" for h in r.memories]
+        lines += [f"message {h.message.id} ({h.message.conversation}): {h.snippet}" for h in r.messages]
+        return lines or ["nothing found"]
+
+    out.emit(result, human)
+    return EXIT_OK
+
+
+def cmd_memory_restore(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    row = memory.restore(args.id, by="cli")
+    out.emit(row, lambda m: [f"restored: {_memory_line(m)}"])
+    return EXIT_OK
+
+
+def cmd_demo(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    """The whole loop on the embedded default, with the sample conversation shipped in the package."""
+    from importlib.resources import files
+
+    sample = files("fermix_memory").joinpath("samples/conversation.jsonl").read_text(encoding="utf-8")
+    conversation = "telegram:12345"
+    already = memory.history("ada", conversation)
+    imported = 0 if already else len(memory.import_history(sample.splitlines()))
+    found = memory.recall("Where do I live?", agent_id="ada", owner_id="alice", conversation=conversation,
+                          source="history", limit=3)
+    report = memory.verify()
+    result = {
+        "home": str(memory.home),
+        "imported": imported,
+        "window": len(memory.history("ada", conversation)),
+        "recall": [{"id": h.message.id, "snippet": h.snippet} for h in found.messages],
+        "verified": report.ok,
+        "events": report.events,
+    }
+
+    def human(r: dict[str, Any]) -> list[str]:
+        lines = [f"home: {r['home']}", f"imported {r['imported']} sample messages; window holds {r['window']}",
+                 "recall 'Where do I live?' over history:"]
+        lines += [f"  #{h['id']}: {h['snippet']}" for h in r["recall"]]
+        lines.append(f"event log: {r['events']} events, verified={'yes' if r['verified'] else 'NO'}")
+        return lines
+
+    out.emit(result, human)
+    return EXIT_OK if report.ok else EXIT_ERROR
+
+
+# --- parser -----------------------------------------------------------------------------------------
+
+
+def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    default: Any = None if top else argparse.SUPPRESS
+    parser.add_argument("--home", default=default, help="memory home folder (default $FERMIX_HOME or ~/.fermix)")
+    parser.add_argument("--json", action="store_true", default=False if top else argparse.SUPPRESS,
+                        help="print one JSON document on stdout")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be a positive number")
+    return value
+
+
+def _id(text: str) -> int:
+    return _positive(text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fermix", description="Admin and audit tool of fermix-memory.")
+    _common(parser, top=True)
+    groups = parser.add_subparsers(dest="group", required=True, metavar="{demo,events,history,memory}")
+
+    def command(sub: Any, name: str, func: Any, help_text: str) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = sub.add_parser(name, help=help_text)
+        _common(p, top=False)
+        p.set_defaults(func=func)
+        return p
+
+    command(groups, "demo", cmd_demo, "run the whole loop on the sample conversation shipped with the package")
+
+    events = groups.add_parser("events", help="the event log: verify, replay, log").add_subparsers(
+        dest="command", required=True)
+    command(events, "verify", cmd_events_verify, "check the hash chain and the projections")
+    p = command(events, "replay", cmd_events_replay, "rebuild every projection from the log into a new folder")
+    p.add_argument("--into", required=True, help="folder for the rebuilt memory.db (must not hold one)")
+    p = command(events, "log", cmd_events_log, "print events in log order")
+    p.add_argument("--after", type=int, default=0, help="only events after this position")
+    p.add_argument("--limit", type=_positive, default=100)
+    p.add_argument("--kind", help="only events of this kind, e.g. memory.added")
+
+    history = groups.add_parser("history", help="conversation history: import, export").add_subparsers(
+        dest="command", required=True)
+    p = command(history, "import", cmd_history_import, "import messages from a JSON Lines file (all or nothing)")
+    p.add_argument("file")
+    p = command(history, "export", cmd_history_export, "export messages as JSON Lines")
+    p.add_argument("--agent")
+    p.add_argument("--output", "-o", help="file to write (default stdout)")
+
+    mem = groups.add_parser("memory", help="memory rows: list, show, search, restore").add_subparsers(
+        dest="command", required=True)
+    p = command(mem, "list", cmd_memory_list, "list memory rows")
+    p.add_argument("--agent")
+    p.add_argument("--owner")
+    p.add_argument("--active", action="store_true", help="leave out archived rows")
+    p = command(mem, "show", cmd_memory_show, "a row and the events and messages behind it")
+    p.add_argument("id", type=_id)
+    p = command(mem, "search", cmd_memory_search, "full-text search as a reader would")
+    p.add_argument("query")
+    p.add_argument("--agent", required=True)
+    p.add_argument("--owner", required=True)
+    p.add_argument("--conversation", help="CHANNEL:CHAT_ID[:THREAD]")
+    p.add_argument("--scope", choices=("current", "owner", "all"), default="current")
+    p.add_argument("--source", choices=("memories", "history", "all"), default="memories")
+    p.add_argument("--limit", type=_positive, default=10)
+    p = command(mem, "restore", cmd_memory_restore, "un-archive a memory row and rebuild the prompt files")
+    p.add_argument("id", type=_id)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    out = Output(bool(args.json), stdout or sys.stdout)
+    try:
+        with MemorySystem.open(args.home) as memory:
+            return int(args.func(memory, args, out))
+    except FermixError as exc:
+        sys.stderr.write(f"fermix: error: {exc}\n")
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        sys.stderr.write("fermix: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""The installed ``fermix`` command, run in a subprocess against a temporary home."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import apsw
+import pytest
+
+FERMIX = Path(sys.executable).parent / "fermix"
+
+
+def fermix(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(FERMIX), "--home", str(home), *args], capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+def line(**overrides: object) -> str:
+    record = {"agent_id": "ada", "owner_id": "alice", "channel": "telegram", "chat_id": "42",
+              "role": "user", "sender": "alice", "content": "I live in Paris"}
+    record.update(overrides)
+    return json.dumps(record)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+def test_the_layer_folders_are_not_top_level_modules() -> None:
+    for name in ("domain", "application", "adapters", "entrypoints"):
+        probe = subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True, cwd="/",
+                               check=False)
+        assert probe.returncode != 0, f"'import {name}' must fail outside the repository"
+    ok = subprocess.run([sys.executable, "-c", "import fermix_memory.domain.values"], cwd="/", check=False)
+    assert ok.returncode == 0
+
+
+def test_demo_runs_the_loop_and_verifies(home: Path) -> None:
+    first = fermix("demo", "--json", home=home)
+    assert first.returncode == 0, first.stderr
+    data = json.loads(first.stdout)
+    assert data["imported"] == 12 and data["verified"] is True
+    assert any("live" in hit["snippet"] for hit in data["recall"])
+    again = json.loads(fermix("demo", "--json", home=home).stdout)
+    assert again["imported"] == 0 and again["window"] == 12
+
+
+def test_import_export_round_trip(home: Path, tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join([
+        line(),
+        line(role="assistant", sender="ada", content="Noted — Paris ✨", trust="operator"),
+        line(chat_id="43", thread_scope="t:1", content="other thread", metadata={"k": [1, 2]},
+             created_at="2026-01-02T03:04:05+00:00"),
+    ]) + "\n", encoding="utf-8")
+    result = fermix("history", "import", str(source), "--json", home=home)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["imported"] == 3
+    exported = fermix("history", "export", home=home)
+    records = [json.loads(x) for x in exported.stdout.splitlines()]
+    assert [r["content"] for r in records] == ["I live in Paris", "Noted — Paris ✨", "other thread"]
+    assert records[2]["thread_scope"] == "t:1" and records[2]["metadata"] == {"k": [1, 2]}
+    assert records[2]["created_at"] == "2026-01-02T03:04:05+00:00"
+    # What export writes, import reads back.
+    again = tmp_path / "again.jsonl"
+    again.write_text(exported.stdout, encoding="utf-8")
+    other = tmp_path / "other"
+    assert fermix("history", "import", str(again), home=other).returncode == 0
+    assert fermix("history", "export", home=other).stdout == exported.stdout
+
+
+@pytest.mark.parametrize(
+    ("bad", "needle"),
+    [
+        ("{not json", "line 2"),
+        (json.dumps({"agent_id": "ada"}), "missing"),
+        (line(role="wizard"), "role"),
+        (line(trust="root"), "trust"),
+        (line(extra=1), "unknown key"),
+        (line(created_at="yesterday"), "created_at"),
+        ("[1, 2]", "JSON object"),
+    ],
+)
+def test_a_bad_line_is_named_and_nothing_is_written(home: Path, tmp_path: Path, bad: str, needle: str) -> None:
+    source = tmp_path / "bad.jsonl"
+    source.write_text(line() + "\n" + bad + "\n" + line() + "\n", encoding="utf-8")
+    result = fermix("history", "import", str(source), home=home)
+    assert result.returncode == 1
+    assert result.stderr.startswith("fermix: error: line 2:"), result.stderr
+    assert needle in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert fermix("history", "export", home=home).stdout == ""
+
+
+def test_verify_names_a_tampered_event(home: Path, tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(line(content=f"message {i}") for i in range(10)) + "\n", encoding="utf-8")
+    assert fermix("history", "import", str(source), home=home).returncode == 0
+    assert fermix("events", "verify", home=home).returncode == 0
+    conn = apsw.Connection(str(home / "memory.db"))
+    conn.execute("DROP TRIGGER events_redact_only")
+    conn.execute("UPDATE events SET payload = replace(payload, 'message 6', 'message X') WHERE position = 7")
+    conn.close()
+    result = fermix("events", "verify", "--json", home=home)
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    assert report["ok"] is False and report["first_bad_position"] == 7
+    assert "event 7" in result.stderr
+
+
+def test_replay_into_a_new_folder(home: Path, tmp_path: Path) -> None:
+    assert fermix("demo", home=home).returncode == 0
+    result = fermix("events", "replay", "--into", str(tmp_path / "rebuilt"), "--json", home=home)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["identical"] is True
+    refused = fermix("events", "replay", "--into", str(tmp_path / "rebuilt"), home=home)
+    assert refused.returncode == 1 and "already exists" in refused.stderr
+
+
+def test_memory_commands(home: Path) -> None:
+    assert fermix("demo", home=home).returncode == 0
+    from fermix_memory import MemorySystem
+
+    with MemorySystem.open(home) as memory:
+        [outcome] = memory.write_memory({"op": "add", "category": "identity", "key": "home city",
+                                         "value": "Lives in Paris"}, agent_id="ada", owner_id="alice")
+        memory.write_memory({"op": "archive", "id": outcome.memory_id, "reason": "moved"},
+                            agent_id="ada", owner_id="alice")
+    listed = json.loads(fermix("memory", "list", "--json", home=home).stdout)
+    assert [row["key"] for row in listed] == ["home_city"] and listed[0]["archived_at"]
+    assert json.loads(fermix("memory", "list", "--active", "--json", home=home).stdout) == []
+    restored = fermix("memory", "restore", str(outcome.memory_id), "--json", home=home)
+    assert restored.returncode == 0 and json.loads(restored.stdout)["archived_at"] is None
+    shown = json.loads(fermix("memory", "show", str(outcome.memory_id), "--json", home=home).stdout)
+    assert [e["kind"] for e in shown["events"]] == ["memory.added", "memory.archived", "memory.restored"]
+    found = json.loads(fermix("memory", "search", "Paris", "--agent", "ada", "--owner", "alice",
+                              "--source", "all", "--json", home=home).stdout)
+    assert found["memories"][0]["memory"]["value"] == "Lives in Paris"
+    assert found["messages"]
+    other = json.loads(fermix("memory", "search", "Paris", "--agent", "ada", "--owner", "bob",
+                              "--source", "all", "--scope", "all", "--json", home=home).stdout)
+    assert other == {"memories": [], "messages": []}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("memory", "restore", "999"),
+        ("memory", "show", "999"),
+        ("memory", "search", "x", "--agent", "", "--owner", "o"),
+        ("memory", "search", "x", "--agent", "a", "--owner", "o", "--conversation", "nocolon"),
+        ("history", "import", "/nonexistent/file.jsonl"),
+    ],
+)
+def test_user_errors_are_one_line_and_non_zero(home: Path, args: tuple[str, ...]) -> None:
+    result = fermix(*args, home=home)
+    assert result.returncode == 1
+    assert result.stderr.startswith("fermix: error: ")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
+
+
+def test_a_foreign_file_is_refused_and_left_alone(home: Path) -> None:
+    home.mkdir(parents=True)
+    db = home / "memory.db"
+    db.write_bytes(b"this is not a database at all" * 100)
+    before = db.read_bytes()
+    result = fermix("memory", "list", home=home)
+    assert result.returncode == 1 and "not a fermix-memory database" in result.stderr
+    assert db.read_bytes() == before
