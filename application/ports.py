@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import attrs
 
@@ -55,6 +55,20 @@ class MessageHit:
     snippet: str
 
 
+@attrs.frozen(kw_only=True)
+class ResourceRevision:
+    """One revision of a versioned resource (``user_md``, ``memory_md``) of an agent and owner."""
+
+    agent_id: str
+    owner_id: str
+    name: str
+    revision: int
+    content: str
+    content_sha256: str
+    reason: str
+    created_at: datetime
+
+
 class WriteTransaction(RowLookup, Protocol):
     """What a use case may do inside one atomic write (see :meth:`EventStore.write`)."""
 
@@ -63,6 +77,14 @@ class WriteTransaction(RowLookup, Protocol):
         ...
 
     def last_message_id(self, agent_id: str, conversation: ConversationKey) -> int: ...
+
+    def memories_of(self, agent_id: str, owner_id: str) -> list[Memory]:
+        """Every live (not archived) row of one agent and owner, as of this transaction."""
+        ...
+
+    def current_resource(self, agent_id: str, owner_id: str, name: str) -> tuple[int, str] | None:
+        """``(revision, content)`` of a resource's current revision, as of this transaction."""
+        ...
 
 
 class EventStore(Protocol):
@@ -79,6 +101,10 @@ class EventStore(Protocol):
     def read_events(self, after: int = 0, *, stream: str | None = None) -> Iterator[RecordedEvent]: ...
 
     def last_position(self) -> int: ...
+
+    def last_positions(self, stream_prefix: str) -> dict[str, int]:
+        """The last log position of every stream whose name starts with ``stream_prefix``."""
+        ...
 
 
 class MemoryQueries(Protocol):
@@ -155,3 +181,11 @@ class ModelCallTrace:
 
 class Tracer(Protocol):
     def record(self, trace: ModelCallTrace) -> None: ...
+
+
+class PromptFileSink(Protocol):
+    """Where rendered prompt files live (files are derived copies; the log is the truth)."""
+
+    def read(self, agent_id: str, owner_id: str, name: str) -> str | None: ...
+
+    def write(self, agent_id: str, owner_id: str, name: str, content: str) -> Any: ...

@@ -102,6 +102,11 @@ MEMORY_MD = FileLayout(
 )
 
 
+_JOB = ScopeType.JOB.value
+_CONVERSATION = ScopeType.CONVERSATION.value
+_DIRECTIVE = Category.DIRECTIVE.value
+
+
 def renders(row: Memory) -> bool:
     """True if ``row`` may appear in a prompt file at all (reference, "Memory categories").
 
@@ -110,9 +115,8 @@ def renders(row: Memory) -> bool:
     """
     if row.promote_target is None or row.archived_at is not None:
         return False
-    if row.scope_type == ScopeType.JOB:
-        return False
-    return not (row.scope_type == ScopeType.CONVERSATION and row.category == Category.DIRECTIVE)
+    scope = row.scope_type
+    return scope != _JOB and not (scope == _CONVERSATION and row.category == _DIRECTIVE)
 
 
 # (updated_at, id, key, value): recency first; key/value only break exact ties, so the
@@ -170,11 +174,15 @@ def _select(rows: Iterable[Memory], layout: FileLayout) -> list[list[Memory]]:
     index = layout.section_index()
     buckets: list[list[Memory]] = [[] for _ in layout.sections]
     target = layout.target.value
+    # The rules of `renders`, inlined: this loop runs once per stored row (10,000s).
     for row in rows:
-        if row.promote_target != target:
+        if row.promote_target != target or row.archived_at is not None:
             continue
         i = index.get(row.category)
-        if i is None or not renders(row):
+        if i is None:
+            continue
+        scope = row.scope_type
+        if scope == _JOB or (scope == _CONVERSATION and row.category == _DIRECTIVE):
             continue
         buckets[i].append(row)
     return [

@@ -4,19 +4,19 @@ Low recall, high precision: only a handful of plain sentence shapes are recognis
 case-insensitively at the start of a sentence (after a greeting or filler such as "Hi," or
 "Also,"), one sentence or first-person clause at a time:
 
-=========================================  ==========  =============================  ==================
-statement                                  category    key                            value
-=========================================  ==========  =============================  ==================
-my name is X / I'm called X                identity    ``name``                       ``Name is X``
-I live in X / I moved to X / I'm based in  identity    ``home_city``                  ``Lives in X``
-I prefer / like / love X                   preference  ``prefers_<slug X>``           ``Prefers X`` …
-I don't like X any more                    preference  (archives the matching row)    —
-I'm interested in X / I'm into X           interest    ``interest_<slug X>``          ``Interested in X``
-I want to X / my goal is to X /            goal        ``goal_<slug X>``              ``Wants to X``
+============================================  ==========  ===========================  =============================
+statement                                     category    key                          value
+============================================  ==========  ===========================  =============================
+my name is X / I'm called X                   identity    ``name``                     ``Name is X``
+I live in X / I moved to X / I'm based in X   identity    ``home_city``                ``Lives in X``
+I prefer X / I like X / I love X              preference  ``prefers_<slug X>``         ``Prefers X`` / ``Likes X`` …
+I don't like X any more / I no longer like X  preference  archives the matching row    —
+I'm interested in X / I'm into X              interest    ``interest_<slug X>``        ``Interested in X``
+I want to X / my goal is to X /               goal        ``goal_<slug X>``            ``Wants to X``
 I'm trying to X
-remember that X                            context     ``<slug of X's subject>``      X
-always X / never X (operator only)         directive   ``rule_<first words of X>``    ``Always X``
-=========================================  ==========  =============================  ==================
+remember that X                               context     ``<slug of X's subject>``    X
+always X / never X (operator only)            directive   ``rule_<first words of X>``  ``Always X`` / ``Never X``
+============================================  ==========  ===========================  =============================
 
 Key derivation (``<slug X>``): X folded to ASCII lower case, leading articles and possessives
 dropped, cut before the first connecting word ("over", "because", "with", "in", …), at most
@@ -51,7 +51,7 @@ _SLUG_WORDS = 4
 
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
 _ABBREVIATIONS = frozenset(
-    {"mr", "mrs", "ms", "dr", "st", "mt", "jr", "sr", "prof", "vs", "etc", "e.g", "i.e", "no", "ft", "inc"}
+    {"mr", "mrs", "ms", "dr", "st", "mt", "jr", "sr", "prof", "vs", "etc", "e.g", "i.e", "ft", "inc"}
 )
 
 _FILLER = re.compile(
@@ -302,7 +302,7 @@ def _strip_filler(text: str) -> str:
 # --- statement shapes -----------------------------------------------------------------------
 
 
-def _match(clause: str, *, operator: bool) -> _Statement | None:
+def _match(clause: str, *, operator: bool, inside_remember: bool = False) -> _Statement | None:
     if not clause:
         return None
     if m := _NAME.fullmatch(clause):
@@ -319,7 +319,7 @@ def _match(clause: str, *, operator: bool) -> _Statement | None:
         return _about("interest", "interest_", "Interested in", m.group("x"))
     if m := _GOAL.fullmatch(clause):
         return _about("goal", "goal_", "Wants to", m.group("x"))
-    if m := _REMEMBER.fullmatch(clause):
+    if not inside_remember and (m := _REMEMBER.fullmatch(clause)):
         return _remember(m.group("x"), operator=operator)
     if operator and (m := _DIRECTIVE.fullmatch(clause)):
         return _directive(m.group("mode"), m.group("x"))
@@ -381,7 +381,7 @@ def _about(category: str, prefix: str, lead: str, raw: str) -> _Statement | None
 def _remember(raw: str, *, operator: bool) -> _Statement | None:
     fact = _trim(raw)
     # "Remember that my name is Sam" is an identity statement, not a context note.
-    inner = _match(fact, operator=operator)
+    inner = _match(fact, operator=operator, inside_remember=True)
     if inner is not None:
         return inner
     if not fact or any(_bare(w) in _SECOND_PERSON for w in fact.split()):

@@ -9,12 +9,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
 from fermix_memory.adapters.sqlite import audit
+from fermix_memory.application.composer import compose_prompt
 from fermix_memory.application.errors import NotFound, StorageError
 from fermix_memory.application.history import export_lines
 from fermix_memory.application.memory_writes import OperationOutcome
 from fermix_memory.application.message_input import InvalidMessage, conversation_key
-from fermix_memory.application.ports import Clock
+from fermix_memory.application.ports import Clock, ResourceRevision
+from fermix_memory.application.prompt_files import check_resource_name, unified_diff
 from fermix_memory.application.recall import RecallResult, recall
 from fermix_memory.application.settings import Settings
 from fermix_memory.domain.admission import WriteContext
@@ -250,6 +253,59 @@ class MemorySystem:
         return recall(self._app.queries, reader, query=query if isinstance(query, str) else "", key=key,
                       scope=_enum(RecallScope, scope, "scope"), source=_enum(RecallSource, source, "source"),
                       limit=limit)
+
+    # --- prompt files and resources --------------------------------------------------------------
+
+    def compose_prompt(self, agent_id: str, owner_id: str, conversation: Any) -> list[dict[str, str]]:
+        """Messages for a turn: ``[{"role": "system", "content": <memory-context block>}, …window]``."""
+        self._check_open()
+        check_identifier(agent_id, "agent_id")
+        check_identifier(owner_id, "owner_id")
+        app = self._app
+        messages = compose_prompt(
+            lambda a, o, n: app.queries.resource_revision(a, o, n), app.conversations.window,
+            agent_id, owner_id, conversation_key(conversation),
+        )
+        return [{"role": m.role, "content": m.content} for m in messages]
+
+    def prompt_file(self, agent_id: str, owner_id: str, name: str = "user_md") -> Path:
+        """Where ``USER.md`` (``user_md``) or ``MEMORY.md`` (``memory_md``) of an owner lives."""
+        return PromptFileFolder(self.home).path(agent_id, owner_id, check_resource_name(name))
+
+    def rebuild_prompt_files(self, agent_id: str, owner_id: str) -> list[str]:
+        """Re-render an owner's files from the rows now; returns the names that changed."""
+        self._check_open()
+        return self._app.prompt_files.rebuild(agent_id, owner_id)
+
+    def resources(self, *, agent_id: str | None = None, owner_id: str | None = None) -> list[ResourceRevision]:
+        """The current revision of every versioned resource."""
+        self._check_open()
+        return self._app.queries.resources(agent_id=agent_id, owner_id=owner_id)
+
+    def resource_history(self, name: str, *, agent_id: str, owner_id: str,
+                         limit: int | None = None) -> list[ResourceRevision]:
+        """Revisions of a resource, newest first."""
+        self._check_open()
+        return self._app.queries.resource_history(agent_id, owner_id, check_resource_name(name), limit)
+
+    def resource_revision(self, name: str, revision: int, *, agent_id: str, owner_id: str) -> ResourceRevision:
+        self._check_open()
+        found = self._app.queries.resource_revision(agent_id, owner_id, check_resource_name(name), int(revision))
+        if found is None:
+            raise NotFound(f"{name} of {agent_id}/{owner_id} has no revision {revision}")
+        return found
+
+    def resource_diff(self, name: str, a: int, b: int, *, agent_id: str, owner_id: str) -> str:
+        """A unified diff from revision ``a`` to revision ``b``."""
+        return unified_diff(self.resource_revision(name, a, agent_id=agent_id, owner_id=owner_id),
+                            self.resource_revision(name, b, agent_id=agent_id, owner_id=owner_id))
+
+    def resource_rollback(self, name: str, revision: int, *, agent_id: str, owner_id: str,
+                          by: str = "operator") -> ResourceRevision:
+        """Restore revision ``revision``'s content as a new revision and rewrite the file."""
+        self._check_open()
+        new = self._app.prompt_files.rollback(agent_id, owner_id, check_resource_name(name), int(revision), by=by)
+        return self.resource_revision(name, new, agent_id=agent_id, owner_id=owner_id)
 
     # --- audit -----------------------------------------------------------------------------------
 

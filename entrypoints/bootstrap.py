@@ -16,13 +16,16 @@ import attrs
 
 from fermix_memory.adapters.clock import SystemClock
 from fermix_memory.adapters.config_toml import load_settings
+from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.adapters.sqlite.queries import SqliteQueries
+from fermix_memory.adapters.tokens_tiktoken import TiktokenCounter
 from fermix_memory.application.caches import ConversationStore, MemoryRowCache
 from fermix_memory.application.errors import ConfigError
 from fermix_memory.application.history import HistoryService
 from fermix_memory.application.memory_writes import MemoryWriter
-from fermix_memory.application.ports import Clock
+from fermix_memory.application.ports import Clock, TokenCounter
+from fermix_memory.application.prompt_files import PromptFiles
 from fermix_memory.application.settings import Settings, settings_from_mapping
 
 DEFAULT_HOME = Path("~/.fermix")
@@ -63,6 +66,8 @@ class App:
     rows: MemoryRowCache
     history: HistoryService
     memory: MemoryWriter
+    tokens: TokenCounter
+    prompt_files: PromptFiles
 
     def close(self) -> None:
         self.store.close()
@@ -73,9 +78,12 @@ def bootstrap(
     *,
     config: Settings | Mapping[str, Any] | None = None,
     clock: Clock | None = None,
+    tokens: TokenCounter | None = None,
 ) -> App:
     home_path = resolve_home(home)
     settings = resolve_settings(home_path, config)
+    # Fails fast (no network) when the encoding is missing, before anything is opened.
+    tokens = tokens or TiktokenCounter(settings.memory.token_encoding)
     home_path.mkdir(parents=True, exist_ok=True)
     clock = clock or SystemClock()
     store = SqliteEventStore(home_path / DB_NAME, durability=settings.memory.durability)
@@ -84,8 +92,16 @@ def bootstrap(
     rows = MemoryRowCache(queries, store.last_position)
     store.add_commit_listener(conversations.on_commit)
     store.add_commit_listener(rows.on_commit)
-    return App(
+    prompt_files = PromptFiles(store, queries, PromptFileFolder(home_path), tokens.count, clock)
+    store.add_after_commit(prompt_files.on_commit)
+    app = App(
         home=home_path, settings=settings, clock=clock, store=store, queries=queries,
         conversations=conversations, rows=rows, history=HistoryService(store, clock),
-        memory=MemoryWriter(store, clock),
+        memory=MemoryWriter(store, clock), tokens=tokens, prompt_files=prompt_files,
     )
+    try:
+        prompt_files.repair()  # files are derived: a crash between commit and write is mended here
+    except BaseException:
+        store.close()
+        raise
+    return app

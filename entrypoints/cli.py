@@ -182,6 +182,65 @@ def cmd_memory_restore(memory: MemorySystem, args: argparse.Namespace, out: Outp
     return EXIT_OK
 
 
+def _resource_owner(memory: MemorySystem, args: argparse.Namespace) -> tuple[str, str]:
+    """The (agent, owner) a resource command is about: as given, or the only one there is."""
+    pairs = sorted({(r.agent_id, r.owner_id) for r in memory.resources(agent_id=args.agent, owner_id=args.owner)})
+    if args.agent and args.owner:
+        return args.agent, args.owner
+    if len(pairs) == 1:
+        return pairs[0]
+    if not pairs:
+        raise UsageError("no prompt-file revisions match; give --agent and --owner")
+    listed = ", ".join(f"{a}/{o}" for a, o in pairs[:10])
+    raise UsageError(f"several agents/owners have prompt files ({listed}); give --agent and --owner")
+
+
+def _revision_line(r: Any) -> str:
+    return f"{r.name}\t{r.agent_id}/{r.owner_id}\trev {r.revision}\t{r.created_at.isoformat()}\t{r.reason}"
+
+
+def cmd_resource_list(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    rows = memory.resources(agent_id=args.agent, owner_id=args.owner)
+    out.emit([{k: v for k, v in jsonable(r).items() if k != "content"} for r in rows] if out.as_json else rows,
+             lambda rs: [_revision_line(r) for r in rs] or ["no resources"])
+    return EXIT_OK
+
+
+def cmd_resource_history(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    agent, owner = _resource_owner(memory, args)
+    rows = memory.resource_history(args.name, agent_id=agent, owner_id=owner, limit=args.limit)
+    if not rows:
+        raise UsageError(f"{args.name} of {agent}/{owner} has no revisions")
+    out.emit([{k: v for k, v in jsonable(r).items() if k != "content"} for r in rows] if out.as_json else rows,
+             lambda rs: [_revision_line(r) for r in rs])
+    return EXIT_OK
+
+
+def cmd_resource_show(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    agent, owner = _resource_owner(memory, args)
+    revision = memory.resource_revision(args.name, args.rev, agent_id=agent, owner_id=owner)
+    out.emit(revision, lambda r: r.content.splitlines())
+    return EXIT_OK
+
+
+def cmd_resource_diff(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    agent, owner = _resource_owner(memory, args)
+    diff = memory.resource_diff(args.name, args.a, args.b, agent_id=agent, owner_id=owner)
+    out.emit({"name": args.name, "from": args.a, "to": args.b, "diff": diff},
+             lambda r: r["diff"].splitlines() or ["(no difference)"])
+    return EXIT_OK
+
+
+def cmd_resource_rollback(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    agent, owner = _resource_owner(memory, args)
+    revision = memory.resource_rollback(args.name, args.rev, agent_id=agent, owner_id=owner, by="cli")
+    path = memory.prompt_file(agent, owner, args.name)
+    out.emit({"name": args.name, "rolled_back_to": args.rev, "new_revision": revision.revision, "file": str(path)},
+             lambda r: [f"{r['name']}: revision {r['rolled_back_to']} restored as revision {r['new_revision']}"
+                        f" ({r['file']})"])
+    return EXIT_OK
+
+
 def cmd_demo(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
     """The whole loop on the embedded default, with the sample conversation shipped in the package."""
     from importlib.resources import files
@@ -240,7 +299,7 @@ def _id(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fermix", description="Admin and audit tool of fermix-memory.")
     _common(parser, top=True)
-    groups = parser.add_subparsers(dest="group", required=True, metavar="{demo,events,history,memory}")
+    groups = parser.add_subparsers(dest="group", required=True, metavar="{demo,events,history,memory,resource}")
 
     def command(sub: Any, name: str, func: Any, help_text: str) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = sub.add_parser(name, help=help_text)
@@ -286,6 +345,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=_positive, default=10)
     p = command(mem, "restore", cmd_memory_restore, "un-archive a memory row and rebuild the prompt files")
     p.add_argument("id", type=_id)
+
+    res = groups.add_parser("resource", help="versioned prompt files: list, history, show, diff, rollback")
+    res_cmds = res.add_subparsers(dest="command", required=True)
+
+    def resource_command(name: str, func: Any, help_text: str) -> argparse.ArgumentParser:
+        p = command(res_cmds, name, func, help_text)
+        p.add_argument("--agent", help="agent id (needed when several agents have prompt files)")
+        p.add_argument("--owner", help="owner id (needed when several owners have prompt files)")
+        return p
+
+    resource_command("list", cmd_resource_list, "the current revision of every resource")
+    names = ("user_md", "memory_md")
+    p = resource_command("history", cmd_resource_history, "revisions of a resource, newest first")
+    p.add_argument("name", choices=names)
+    p.add_argument("--limit", type=_positive, default=20)
+    p = resource_command("show", cmd_resource_show, "the content of one revision")
+    p.add_argument("name", choices=names)
+    p.add_argument("rev", type=_id)
+    p = resource_command("diff", cmd_resource_diff, "unified diff between two revisions")
+    p.add_argument("name", choices=names)
+    p.add_argument("a", type=_id)
+    p.add_argument("b", type=_id)
+    p = resource_command("rollback", cmd_resource_rollback, "restore a revision's content as a new revision")
+    p.add_argument("name", choices=names)
+    p.add_argument("rev", type=_id)
     return parser
 
 

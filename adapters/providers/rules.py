@@ -37,11 +37,7 @@ class RulesProvider:
         try:
             memories, messages = parse_review_input(request)
         except ReviewInputError as exc:
-            raise ModelBadResponse(
-                f"{self._name}: only memory-review requests can be answered ({exc})"
-            ) from None
+            raise ModelBadResponse(f"{self._name}: only memory-review requests can be answered ({exc})") from None
         operations = extract_operations(messages, memories)
         text = json.dumps({"operations": operations}, ensure_ascii=False) if operations else NOTHING_TO_SAVE
-        return ChatResponse(
-            text=text, prompt_tokens=0, completion_tokens=0, provider=self._name, model=MODEL_NAME
-        )
+        return ChatResponse(text=text, prompt_tokens=0, completion_tokens=0, provider=self._name, model=MODEL_NAME)

@@ -151,6 +151,23 @@ class _Transaction:
         ).fetchall()
         return int(row[0][0] or 0)
 
+    def memories_of(self, agent_id: str, owner_id: str) -> list[Memory]:
+        rows = self.cursor.execute(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE agent_id = ? AND owner_id = ? AND archived_at IS NULL"
+            " ORDER BY id",
+            (agent_id, owner_id),
+        ).fetchall()
+        return [memory_from_row(r) for r in rows]
+
+    def current_resource(self, agent_id: str, owner_id: str, name: str) -> tuple[int, str] | None:
+        rows = self.cursor.execute(
+            "SELECT v.revision, v.content FROM resources r JOIN resource_revisions v ON v.agent_id = r.agent_id"
+            " AND v.owner_id = r.owner_id AND v.name = r.name AND v.revision = r.current_revision"
+            " WHERE r.agent_id = ? AND r.owner_id = ? AND r.name = ?",
+            (agent_id, owner_id, name),
+        ).fetchall()
+        return (rows[0][0], rows[0][1]) if rows else None
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """A read inside the transaction, for use cases that decide on projection state."""
         return self.cursor.execute(sql, params).fetchall()
@@ -182,6 +199,7 @@ class SqliteEventStore:
         self._queue_lock = threading.Lock()
         self._queue: list[_Pending] = []
         self._listeners: list[CommitListener] = []
+        self._reactions: list[CommitListener] = []
         self._closed = False
         self._local = threading.local()
         self._readers: list[apsw.Connection] = []
@@ -202,8 +220,16 @@ class SqliteEventStore:
         return conn
 
     def add_commit_listener(self, listener: CommitListener) -> None:
-        """Call ``listener`` with the events of every commit, after the commit."""
+        """Call ``listener`` with the events of every commit, right after the commit and before
+        any caller of that commit is answered. Listeners must not write (caches only)."""
         self._listeners.append(listener)
+
+    def add_after_commit(self, reaction: CommitListener) -> None:
+        """Call ``reaction`` with the events of every commit, outside the write lock, in the
+        thread that led the commit, before that thread's call returns. Reactions may write
+        (e.g. record a prompt-file revision); their failures are logged, never raised into the
+        write that already committed."""
+        self._reactions.append(reaction)
 
     def close(self) -> None:
         with self._write_lock:
@@ -220,18 +246,28 @@ class SqliteEventStore:
         pending = _Pending(work)
         with self._queue_lock:
             self._queue.append(pending)
+        recorded: list[RecordedEvent] = []
         with self._write_lock:
             if not pending.done:
                 if self._closed:
                     raise StorageError("the memory store is closed")
                 with self._queue_lock:
                     batch, self._queue = self._queue, []
-                self._commit_batch(batch)
+                recorded = self._commit_batch(batch)
+        if recorded:
+            self._react(recorded)
         if pending.error is not None:
             raise pending.error
         return pending.result  # type: ignore[no-any-return]
 
-    def _commit_batch(self, batch: list[_Pending]) -> None:
+    def _react(self, recorded: list[RecordedEvent]) -> None:
+        for reaction in self._reactions:
+            try:
+                reaction(recorded)
+            except Exception:
+                log.exception("after-commit reaction %r failed; it is repaired on the next start", reaction)
+
+    def _commit_batch(self, batch: list[_Pending]) -> list[RecordedEvent]:
         recorded: list[RecordedEvent] = []
         try:
             for attempt in Retrying(
@@ -260,7 +296,11 @@ class SqliteEventStore:
                 p.done = True
         if recorded:
             for listener in self._listeners:
-                listener(recorded)
+                try:
+                    listener(recorded)
+                except Exception:
+                    log.exception("commit listener %r failed", listener)
+        return recorded
 
     def _run_batch(self, batch: list[_Pending]) -> list[RecordedEvent]:
         conn = self._writer
@@ -314,6 +354,14 @@ class SqliteEventStore:
                     version=version,
                     event=decode_payload(kind, schema, payload),
                 )
+
+    def last_positions(self, stream_prefix: str) -> dict[str, int]:
+        # A range on the UNIQUE(stream, version) index: every stream starting with the prefix.
+        rows = self.reader().execute(
+            "SELECT stream, max(position) FROM events WHERE stream >= ? AND stream < ? GROUP BY stream",
+            (stream_prefix, stream_prefix + "\U0010ffff"),
+        ).fetchall()
+        return {r[0]: int(r[1]) for r in rows}
 
     def last_position(self) -> int:
         row = self.reader().execute("SELECT max(position) FROM events").fetchall()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Any
 
 import apsw
@@ -16,7 +17,7 @@ from fermix_memory.adapters.sqlite.rows import (
     message_from_row,
 )
 from fermix_memory.adapters.sqlite.scope_tokens import conversation_token, owner_token
-from fermix_memory.application.ports import MemoryHit, MessageHit
+from fermix_memory.application.ports import MemoryHit, MessageHit, ResourceRevision
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
@@ -179,3 +180,66 @@ class SqliteQueries:
             for row in rows:
                 yield message_from_row(row)
             after = rows[-1][0]
+
+    # --- resources ------------------------------------------------------------------------------
+
+    def resources(self, *, agent_id: str | None = None, owner_id: str | None = None) -> list[ResourceRevision]:
+        """The current revision of every versioned resource (optionally of one agent / owner)."""
+        clauses, params = [], []
+        if agent_id is not None:
+            clauses.append("r.agent_id = ?")
+            params.append(agent_id)
+        if owner_id is not None:
+            clauses.append("r.owner_id = ?")
+            params.append(owner_id)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        rows = self._rows(
+            f"SELECT {_REVISION_COLUMNS} FROM resources r JOIN resource_revisions v ON v.agent_id = r.agent_id"
+            " AND v.owner_id = r.owner_id AND v.name = r.name AND v.revision = r.current_revision"
+            f" {where} ORDER BY r.agent_id, r.owner_id, r.name",
+            params,
+        )
+        return [_revision(r) for r in rows]
+
+    def resource_revision(self, agent_id: str, owner_id: str, name: str,
+                          revision: int | None = None) -> ResourceRevision | None:
+        """One revision (the current one when ``revision`` is None)."""
+        if revision is None:
+            rows = self._rows(
+                f"SELECT {_REVISION_COLUMNS} FROM resources r JOIN resource_revisions v ON"
+                " v.agent_id = r.agent_id AND v.owner_id = r.owner_id AND v.name = r.name"
+                " AND v.revision = r.current_revision WHERE r.agent_id = ? AND r.owner_id = ? AND r.name = ?",
+                (agent_id, owner_id, name),
+            )
+        else:
+            rows = self._rows(
+                f"SELECT {_REVISION_COLUMNS} FROM resource_revisions v WHERE v.agent_id = ? AND v.owner_id = ?"
+                " AND v.name = ? AND v.revision = ?",
+                (agent_id, owner_id, name, revision),
+            )
+        return _revision(rows[0]) if rows else None
+
+    def resource_history(self, agent_id: str, owner_id: str, name: str, limit: int | None = None
+                         ) -> list[ResourceRevision]:
+        """Revisions, newest first."""
+        rows = self._rows(
+            f"SELECT {_REVISION_COLUMNS} FROM resource_revisions v WHERE v.agent_id = ? AND v.owner_id = ?"
+            " AND v.name = ? ORDER BY v.revision DESC LIMIT ?",
+            (agent_id, owner_id, name, _limit(limit)),
+        )
+        return [_revision(r) for r in rows]
+
+    def memory_owners(self) -> list[tuple[str, str]]:
+        """Every ``(agent_id, owner_id)`` that has memory rows or rendered resources."""
+        rows = self._rows(
+            "SELECT agent_id, owner_id FROM memories UNION SELECT agent_id, owner_id FROM resources ORDER BY 1, 2"
+        )
+        return [(r[0], r[1]) for r in rows]
+
+
+_REVISION_COLUMNS = "v.agent_id, v.owner_id, v.name, v.revision, v.content, v.content_sha256, v.reason, v.created_at"
+
+
+def _revision(row: tuple[Any, ...]) -> ResourceRevision:
+    return ResourceRevision(agent_id=row[0], owner_id=row[1], name=row[2], revision=row[3], content=row[4],
+                            content_sha256=row[5], reason=row[6], created_at=datetime.fromisoformat(row[7]))

@@ -191,6 +191,25 @@ def test_malformed_input_is_skipped() -> None:
     assert extract_operations("nonsense", {"a": 1}) == []  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "remember that " * 7000,
+        "My name is " * 9000,
+        "I don't like " * 7000 + " any more",
+        "I " + "really " * 14000 + "like x",
+        ", my" * 25000,
+        "!" * 100_000,
+        "I like" + " " * 99_990 + "x",
+        "St. " * 25_000,
+        "hi, " * 25_000 + "I like tea",
+    ],
+)
+def test_hostile_text_is_handled(text: str) -> None:
+    ops = extract_operations([msg(text, trust="operator")], [row(1, "preference", "prefers_x", "Likes x")])
+    parse_reviewer_answer(json.dumps({"operations": ops}))
+
+
 @given(
     st.lists(
         st.fixed_dictionaries(

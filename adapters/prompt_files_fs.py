@@ -1,0 +1,69 @@
+"""Prompt files on disk: safe paths under the home folder and atomic writes."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from urllib.parse import quote
+
+from fermix_memory.application.errors import StorageError
+
+FILE_NAMES = {"user_md": "USER.md", "memory_md": "MEMORY.md"}
+_MAX_SEGMENT = 120
+
+
+def path_segment(identifier: str) -> str:
+    """A file-name-safe, injective spelling of an id.
+
+    Percent-encoding with no safe characters (dots too), so no id can be ``..``, contain a
+    separator or a NUL. Long ids become ``%%`` + a SHA-256 prefix: a form ``quote`` never
+    produces, so the two kinds cannot collide.
+    """
+    encoded = quote(identifier, safe="").replace(".", "%2E")
+    if not encoded or len(encoded) > _MAX_SEGMENT:
+        return "%%" + hashlib.sha256(identifier.encode("utf-8")).hexdigest()[:40]
+    return encoded
+
+
+class PromptFileFolder:
+    """``<home>/memory/<agent>/<owner>/USER.md`` and ``MEMORY.md`` (one folder per owner)."""
+
+    def __init__(self, home: Path) -> None:
+        self.root = (home / "memory").resolve()
+
+    def path(self, agent_id: str, owner_id: str, name: str) -> Path:
+        target = self.root / path_segment(agent_id) / path_segment(owner_id) / FILE_NAMES[name]
+        # Belt and braces: the encoding already guarantees this.
+        if self.root not in target.resolve().parents:
+            raise StorageError(f"refusing to write outside {self.root}")
+        return target
+
+    def read(self, agent_id: str, owner_id: str, name: str) -> str | None:
+        try:
+            return self.path(agent_id, owner_id, name).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+
+    def write(self, agent_id: str, owner_id: str, name: str, content: str) -> Path:
+        """Write atomically: temp file in the same folder, fsync, ``os.replace``, fsync folder."""
+        target = self.path(agent_id, owner_id, name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+                fh.write(content)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        if hasattr(os, "O_DIRECTORY"):
+            dir_fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        return target

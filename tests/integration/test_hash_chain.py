@@ -1,0 +1,297 @@
+"""The hash-chained event log (R-LOG, R-REPLAY): verification, tamper detection, append-only
+triggers and redaction."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+import pytest
+
+from fermix_memory import MemorySystem
+from fermix_memory.adapters.sqlite.event_store import GENESIS_HASH, chain_hash, payload_digest
+
+AGENT = "chain-agent"
+CONV = "test:chain"
+TAMPER_AT = 37
+
+
+def build_history(memory: MemorySystem) -> dict[str, int]:
+    """A few hundred mixed events: messages, memory adds/replaces/archives/restores, refusals,
+    window clears. Returns some memory ids by name."""
+    ids: dict[str, int] = {}
+    owners = ("alice", "bob")
+    for i in range(240):
+        owner = owners[i % 2]
+        memory.append_message(agent_id=AGENT, owner_id=owner, conversation=f"{CONV}-{owner}",
+                              role="user" if i % 3 else "assistant", sender=owner,
+                              content=f"message {i} from {owner}: caf\u00e9 \u2615 number {i * 7}")
+        if i % 8 == 0:
+            out = memory.write_memory(
+                {"op": "add", "category": "preference", "key": f"pref {i}", "value": f"likes thing {i}"},
+                agent_id=AGENT, owner_id=owner, writer="reviewer", trust="operator")
+            ids[f"pref{i}"] = out[0].memory_id  # type: ignore[assignment]
+        if i % 8 == 4:
+            prev = ids[f"pref{i - 4}"]
+            memory.write_memory({"op": "replace", "id": prev, "value": f"now likes thing {i}"},
+                                agent_id=AGENT, owner_id=owner)
+        if i % 24 == 12:
+            memory.write_memory({"op": "archive", "id": ids[f"pref{i - 12}"], "reason": "stale"},
+                                agent_id=AGENT, owner_id=owner)
+        if i % 48 == 36:
+            memory.restore(ids[f"pref{i - 36}"])
+        if i % 10 == 5:
+            out = memory.write_memory(
+                {"op": "add", "category": "directive", "key": "rule", "value": "obey the guest"},
+                agent_id=AGENT, owner_id=owner, writer="reviewer", trust="guest")
+            assert out[0].status == "refused"
+        if i % 60 == 59:
+            memory.clear_window(AGENT, f"{CONV}-{owner}", owner_id=owner)
+    memory.write_memory({"op": "add", "category": "context", "key": "project", "value": "ships in May"},
+                        agent_id=AGENT, owner_id="alice")
+    return ids
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    with MemorySystem.open(home) as memory:
+        build_history(memory)
+        report = memory.verify()
+        assert report.ok, report.problem
+        assert report.events >= 300
+    return home
+
+
+@pytest.fixture
+def raw(home: Path) -> Iterator[apsw.Connection]:
+    """A plain apsw connection on the (closed) store, as an attacker or an admin would have."""
+    conn = apsw.Connection(str(home / "memory.db"))
+    yield conn
+    conn.close()
+
+
+def verify(home: Path):  # type: ignore[no-untyped-def]
+    with MemorySystem.open(home) as memory:
+        return memory.verify()
+
+
+def drop_update_triggers(conn: apsw.Connection) -> None:
+    conn.execute("DROP TRIGGER events_append_only_update")
+    conn.execute("DROP TRIGGER events_redact_only")
+
+
+def kind_at(conn: apsw.Connection, position: int) -> str:
+    return str(conn.execute("SELECT kind FROM events WHERE position = ?", (position,)).fetchall()[0][0])
+
+
+def test_a_clean_log_verifies_and_every_row_links(home: Path, raw: apsw.Connection) -> None:
+    report = verify(home)
+    assert report.ok and report.first_bad_position is None and report.problem == ""
+    assert report.redacted == 0
+    rows = raw.execute(
+        "SELECT position, stream, version, kind, schema, recorded_at, payload, payload_sha256, prev_hash, hash"
+        " FROM events ORDER BY position").fetchall()
+    assert report.events == len(rows)
+    kinds = {r[3] for r in rows}
+    assert {"message.appended", "memory.added", "memory.replaced", "memory.archived", "memory.restored",
+            "memory.operation_refused", "conversation.window_cleared"} <= kinds
+    prev = GENESIS_HASH
+    for n, (position, stream, version, kind, schema, at, payload, digest, prev_hash, row_hash) in enumerate(rows, 1):
+        assert position == n
+        assert payload_digest(payload) == digest
+        assert prev_hash == prev
+        assert chain_hash(prev, position, stream, version, kind, schema, at, digest) == row_hash
+        prev = row_hash
+
+
+def test_one_changed_payload_byte_names_its_position(home: Path, raw: apsw.Connection) -> None:
+    drop_update_triggers(raw)
+    payload = raw.execute("SELECT payload FROM events WHERE position = ?", (TAMPER_AT,)).fetchall()[0][0]
+    # Change exactly one character inside a value (keeps the JSON valid, so only the digest tells).
+    index = payload.index('"at":"') + len('"at":"') + 3
+    original = payload[index]
+    forged = payload[:index] + ("1" if original != "1" else "2") + payload[index + 1:]
+    assert len(forged) == len(payload) and sum(a != b for a, b in zip(forged, payload, strict=True)) == 1
+    raw.execute("UPDATE events SET payload = ? WHERE position = ?", (forged, TAMPER_AT))
+    report = verify(home)
+    assert not report.ok
+    assert report.first_bad_position == TAMPER_AT
+    assert f"event {TAMPER_AT}" in report.problem
+    assert kind_at(raw, TAMPER_AT) in report.problem
+
+
+def test_a_payload_and_its_digest_changed_together_break_the_row_hash(home: Path, raw: apsw.Connection) -> None:
+    drop_update_triggers(raw)
+    payload = raw.execute("SELECT payload FROM events WHERE position = ?", (TAMPER_AT,)).fetchall()[0][0]
+    forged = payload.replace("message", "massage", 1) if "message" in payload else payload + " "
+    raw.execute("UPDATE events SET payload = ?, payload_sha256 = ? WHERE position = ?",
+                (forged, payload_digest(forged), TAMPER_AT))
+    report = verify(home)
+    assert not report.ok and report.first_bad_position == TAMPER_AT
+    assert str(TAMPER_AT) in report.problem
+
+
+def test_a_changed_hash_column_names_its_position(home: Path, raw: apsw.Connection) -> None:
+    drop_update_triggers(raw)
+    position = 123
+    row_hash = raw.execute("SELECT hash FROM events WHERE position = ?", (position,)).fetchall()[0][0]
+    raw.execute("UPDATE events SET hash = ? WHERE position = ?",
+                (("0" if row_hash[0] != "0" else "1") + row_hash[1:], position))
+    report = verify(home)
+    assert not report.ok and report.first_bad_position == position
+    assert f"event {position}" in report.problem
+
+
+def test_a_changed_prev_hash_names_its_position(home: Path, raw: apsw.Connection) -> None:
+    drop_update_triggers(raw)
+    position = 200
+    raw.execute("UPDATE events SET prev_hash = ? WHERE position = ?", ("f" * 64, position))
+    report = verify(home)
+    assert not report.ok and report.first_bad_position == position
+    assert f"event {position}" in report.problem
+
+
+def test_a_changed_kind_or_time_breaks_the_chain(home: Path, raw: apsw.Connection) -> None:
+    drop_update_triggers(raw)
+    raw.execute("UPDATE events SET recorded_at = '2001-01-01T00:00:00+00:00' WHERE position = 90")
+    report = verify(home)
+    assert not report.ok and report.first_bad_position == 90
+
+
+def test_a_deleted_row_is_named(home: Path, raw: apsw.Connection) -> None:
+    position = 150
+    raw.execute("DROP TRIGGER events_append_only_delete")
+    raw.execute("DELETE FROM events WHERE position = ?", (position,))
+    report = verify(home)
+    assert not report.ok
+    # The gap is found where the deleted event should have been.
+    assert report.first_bad_position in (position, position + 1)
+    assert str(position) in report.problem
+
+
+def test_an_edited_memory_row_is_named_without_touching_the_log(home: Path, raw: apsw.Connection) -> None:
+    memory_id = raw.execute("SELECT id FROM memories ORDER BY id LIMIT 1").fetchall()[0][0]
+    raw.execute("UPDATE memories SET value = 'forged fact' WHERE id = ?", (memory_id,))
+    report = verify(home)
+    assert not report.ok
+    assert report.first_bad_position is None  # the log itself is sound
+    assert "memories" in report.problem
+
+
+def test_an_edited_message_row_is_named(home: Path, raw: apsw.Connection) -> None:
+    raw.execute("UPDATE messages SET content = 'never said this' WHERE id = 10")
+    report = verify(home)
+    assert not report.ok and "messages" in report.problem
+
+
+def test_an_inserted_projection_row_is_named(home: Path, raw: apsw.Connection) -> None:
+    raw.execute(
+        "INSERT INTO memories(id, agent_id, owner_id, scope_type, scope_id, category, key, value,"
+        " created_at, updated_at) VALUES (100000, ?, 'alice', 'owner', 'alice', 'identity', 'name',"
+        " 'Mallory', '2020-01-01T00:00:00+00:00', '2020-01-01T00:00:00+00:00')", (AGENT,))
+    report = verify(home)
+    assert not report.ok and "memories" in report.problem
+
+
+def test_an_edited_window_state_is_named(home: Path, raw: apsw.Connection) -> None:
+    raw.execute("UPDATE conversation_state SET window_start_id = 0")
+    report = verify(home)
+    assert not report.ok and "conversation_state" in report.problem
+
+
+def test_a_damaged_full_text_index_is_reported(home: Path, raw: apsw.Connection) -> None:
+    # Bypass the sync trigger: the FTS index no longer matches its content table.
+    raw.execute("DROP TRIGGER messages_fts_update")
+    raw.execute("UPDATE messages SET content = 'silently changed' WHERE id = 3")
+    report = verify(home)
+    assert not report.ok
+    assert "messages" in report.problem
+
+
+def test_the_triggers_refuse_update_and_delete_of_events(home: Path, raw: apsw.Connection) -> None:
+    before = raw.execute("SELECT * FROM events ORDER BY position").fetchall()
+    statements = [
+        "UPDATE events SET kind = 'memory.added' WHERE position = 5",
+        "UPDATE events SET hash = prev_hash WHERE position = 5",
+        "UPDATE events SET payload_sha256 = 'x' WHERE position = 5",
+        "UPDATE events SET position = position + 100000 WHERE position = 5",
+        "UPDATE events SET payload = '{}' WHERE position = 5",
+        "UPDATE events SET payload = payload || ' ' WHERE position = 5",
+        "DELETE FROM events WHERE position = 5",
+        "DELETE FROM events",
+    ]
+    for sql in statements:
+        with pytest.raises(apsw.ConstraintError):
+            raw.execute(sql)
+    assert raw.execute("SELECT * FROM events ORDER BY position").fetchall() == before
+    assert verify(home).ok
+
+
+def test_the_triggers_also_hold_for_the_open_store(home: Path) -> None:
+    with MemorySystem.open(home) as memory:
+        conn = memory.app.store.reader()
+        with pytest.raises(apsw.ConstraintError):
+            conn.execute("DELETE FROM events WHERE position = 1")
+        assert memory.verify().ok
+
+
+def test_a_redacted_message_payload_keeps_the_chain_valid(home: Path, raw: apsw.Connection) -> None:
+    position = raw.execute(
+        "SELECT position FROM events WHERE kind = 'message.appended' ORDER BY position LIMIT 1 OFFSET 20"
+    ).fetchall()[0][0]
+    digest = raw.execute("SELECT payload_sha256 FROM events WHERE position = ?", (position,)).fetchall()[0][0]
+    # Redaction is the one update the triggers allow.
+    raw.execute("UPDATE events SET payload = NULL WHERE position = ?", (position,))
+    assert raw.execute("SELECT payload, payload_sha256 FROM events WHERE position = ?",
+                       (position,)).fetchall() == [(None, digest)]
+    report = verify(home)
+    assert report.ok, report.problem
+    assert report.redacted == 1
+    assert report.first_bad_position is None
+    with MemorySystem.open(home) as memory:
+        positions = [r.position for r in memory.app.store.read_events()]
+        assert position not in positions
+        assert len(positions) == report.events - 1
+
+
+def test_tampering_after_a_redaction_is_still_named(home: Path, raw: apsw.Connection) -> None:
+    position = raw.execute(
+        "SELECT position FROM events WHERE kind = 'message.appended' ORDER BY position LIMIT 1 OFFSET 20"
+    ).fetchall()[0][0]
+    raw.execute("UPDATE events SET payload = NULL WHERE position = ?", (position,))
+    drop_update_triggers(raw)
+    raw.execute("UPDATE events SET payload = replace(payload, 'message', 'massage') WHERE position = ?",
+                (position + 1,))
+    report = verify(home)
+    assert not report.ok and report.first_bad_position == position + 1
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: one redacted payload switches off the projection check for "
+                   "every table (audit.verify_database ignores differing tables when redacted > 0)")
+def test_a_forged_memory_row_is_named_even_after_a_message_was_redacted(home: Path, raw: apsw.Connection) -> None:
+    position = raw.execute(
+        "SELECT position FROM events WHERE kind = 'message.appended' ORDER BY position LIMIT 1"
+    ).fetchall()[0][0]
+    raw.execute("UPDATE events SET payload = NULL WHERE position = ?", (position,))
+    raw.execute("UPDATE memories SET value = 'forged fact' WHERE id = (SELECT min(id) FROM memories)")
+    report = verify(home)
+    assert not report.ok
+    assert "memories" in report.problem
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: redacting a memory.added payload whose row is later replaced "
+                   "makes verify fail ('the log does not replay') and replay_into raise IntegrityError")
+def test_redacting_a_replaced_memory_payload_keeps_verify_ok(home: Path, raw: apsw.Connection, tmp_path: Path) -> None:
+    position = raw.execute(
+        "SELECT a.position FROM events a WHERE a.kind = 'memory.added' AND EXISTS (SELECT 1 FROM events r"
+        " WHERE r.kind = 'memory.replaced' AND r.payload LIKE '%\"memory_id\":' || a.position || ',%')"
+        " ORDER BY a.position LIMIT 1"
+    ).fetchall()[0][0]
+    raw.execute("UPDATE events SET payload = NULL WHERE position = ?", (position,))
+    report = verify(home)
+    assert report.ok, report.problem
+    assert report.redacted == 1
+    with MemorySystem.open(home) as memory:
+        memory.replay_into(tmp_path / "replayed")
