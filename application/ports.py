@@ -69,6 +69,18 @@ class ResourceRevision:
     created_at: datetime
 
 
+@attrs.frozen(kw_only=True)
+class ReviewState:
+    """Where the background review of one (agent, owner, conversation) stands."""
+
+    reviewed_up_to_id: int = 0
+    last_review_at: datetime | None = None
+    retry_after: datetime | None = None
+    claim_id: str | None = None
+    claim_expires_at: datetime | None = None
+    last_skip_reason: str | None = None
+
+
 class WriteTransaction(RowLookup, Protocol):
     """What a use case may do inside one atomic write (see :meth:`EventStore.write`)."""
 
@@ -84,6 +96,12 @@ class WriteTransaction(RowLookup, Protocol):
 
     def current_resource(self, agent_id: str, owner_id: str, name: str) -> tuple[int, str] | None:
         """``(revision, content)`` of a resource's current revision, as of this transaction."""
+        ...
+
+    def review_state(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> ReviewState: ...
+
+    def last_user_message_id(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> int:
+        """The newest user-sent message of this owner in the conversation (0: none)."""
         ...
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -16,9 +17,10 @@ from fermix_memory.application.errors import NotFound, StorageError
 from fermix_memory.application.history import export_lines
 from fermix_memory.application.memory_writes import OperationOutcome
 from fermix_memory.application.message_input import InvalidMessage, conversation_key
-from fermix_memory.application.ports import Clock, ResourceRevision
+from fermix_memory.application.ports import ChatModel, Clock, ResourceRevision, Tracer
 from fermix_memory.application.prompt_files import check_resource_name, unified_diff
 from fermix_memory.application.recall import RecallResult, recall
+from fermix_memory.application.reviewer import ReviewResult
 from fermix_memory.application.settings import Settings
 from fermix_memory.domain.admission import WriteContext
 from fermix_memory.domain.errors import InvalidOperation
@@ -73,11 +75,15 @@ class MemorySystem:
         home: str | os.PathLike[str] | None = None,
         *,
         config: Settings | Mapping[str, Any] | None = None,
-        providers: Any = None,
+        providers: Sequence[ChatModel] | None = None,
         clock: Clock | None = None,
+        tracer: Tracer | None = None,
     ) -> MemorySystem:
-        """Open (creating if needed) the memory at ``home`` (default ``$FERMIX_HOME`` or ``~/.fermix``)."""
-        return cls(bootstrap(home, config=config, clock=clock))
+        """Open (creating if needed) the memory at ``home`` (default ``$FERMIX_HOME`` or ``~/.fermix``).
+
+        ``providers`` (chat models, tried in order) override the configured provider route.
+        """
+        return cls(bootstrap(home, config=config, clock=clock, providers=providers, tracer=tracer))
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -253,6 +259,29 @@ class MemorySystem:
         return recall(self._app.queries, reader, query=query if isinstance(query, str) else "", key=key,
                       scope=_enum(RecallScope, scope, "scope"), source=_enum(RecallSource, source, "source"),
                       limit=limit)
+
+    # --- background review -----------------------------------------------------------------------
+
+    def after_turn(self, *, agent_id: str, owner_id: str, conversation: Any) -> Future[ReviewResult]:
+        """The hook a host calls after delivering a reply: starts the time-gated reviewer in the
+        background and returns at once. A failing review never raises here."""
+        self._check_open()
+        key = conversation_key(conversation)
+        check_identifier(agent_id, "agent_id")
+        check_identifier(owner_id, "owner_id")
+        reviewer = self._app.reviewer
+        return self._app.background.submit(
+            ("review", agent_id, owner_id, key), lambda: reviewer.review(agent_id, owner_id, key))
+
+    def review_now(self, *, agent_id: str | None = None, owner_id: str | None = None,
+                   conversation: Any = None) -> list[ReviewResult]:
+        """Review now (past the interval and back-off gates) every matching conversation with
+        new user messages; runs in the calling thread and returns one result per conversation."""
+        self._check_open()
+        key = conversation_key(conversation) if conversation is not None else None
+        targets = self._app.queries.conversations_with_unreviewed(agent_id=agent_id, owner_id=owner_id,
+                                                                  conversation=key)
+        return [self._app.reviewer.review(a, o, c, now=True) for a, o, c in targets]
 
     # --- prompt files and resources --------------------------------------------------------------
 

@@ -7,8 +7,10 @@ all go through it.
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Mapping
+import socket
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +19,22 @@ import attrs
 from fermix_memory.adapters.clock import SystemClock
 from fermix_memory.adapters.config_toml import load_settings
 from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
+from fermix_memory.adapters.providers.route import ProviderRoute, build_provider
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.adapters.sqlite.queries import SqliteQueries
 from fermix_memory.adapters.tokens_tiktoken import TiktokenCounter
+from fermix_memory.application.background import BackgroundWorker
 from fermix_memory.application.caches import ConversationStore, MemoryRowCache
 from fermix_memory.application.errors import ConfigError
 from fermix_memory.application.history import HistoryService
 from fermix_memory.application.memory_writes import MemoryWriter
-from fermix_memory.application.ports import Clock, TokenCounter
+from fermix_memory.application.ports import ChatModel, Clock, TokenCounter, Tracer
 from fermix_memory.application.prompt_files import PromptFiles
+from fermix_memory.application.reviewer import Reviewer
 from fermix_memory.application.settings import Settings, settings_from_mapping
+from fermix_memory.application.tracing import EventLogTracer
+
+log = logging.getLogger("fermix_memory")
 
 DEFAULT_HOME = Path("~/.fermix")
 DB_NAME = "memory.db"
@@ -68,9 +76,36 @@ class App:
     memory: MemoryWriter
     tokens: TokenCounter
     prompt_files: PromptFiles
+    reviewer: Reviewer
+    background: BackgroundWorker
+    model_for: Callable[[str], ChatModel]
 
     def close(self) -> None:
+        self.background.close()
         self.store.close()
+
+
+def build_model_route(
+    settings: Settings, providers: Sequence[ChatModel] | None, tracer: Tracer, clock: Clock,
+    env: Mapping[str, str] | None = None,
+) -> Callable[[str], ChatModel]:
+    """The agent's provider route: given providers, else the configured ones in order, else the
+    offline ``rules`` extractor (a labelled fallback, never used when a provider is configured)."""
+    env = os.environ if env is None else env
+    if providers:
+        chain = list(providers)
+    elif settings.providers:
+        chain = [build_provider(p, env) for p in settings.providers]
+    else:
+        from fermix_memory.adapters.providers.rules import RulesProvider
+
+        log.info("no model provider configured: the reviewer uses the offline rules extractor (low recall)")
+        chain = [RulesProvider()]
+
+    def model_for(agent_id: str) -> ChatModel:
+        return ProviderRoute(chain, tracer, clock.now, agent_id=agent_id)
+
+    return model_for
 
 
 def bootstrap(
@@ -79,6 +114,8 @@ def bootstrap(
     config: Settings | Mapping[str, Any] | None = None,
     clock: Clock | None = None,
     tokens: TokenCounter | None = None,
+    providers: Sequence[ChatModel] | None = None,
+    tracer: Tracer | None = None,
 ) -> App:
     home_path = resolve_home(home)
     settings = resolve_settings(home_path, config)
@@ -94,10 +131,21 @@ def bootstrap(
     store.add_commit_listener(rows.on_commit)
     prompt_files = PromptFiles(store, queries, PromptFileFolder(home_path), tokens.count, clock)
     store.add_after_commit(prompt_files.on_commit)
+    try:
+        model_for = build_model_route(settings, providers, tracer or EventLogTracer(store), clock)
+    except BaseException:
+        store.close()
+        raise
+    writer = MemoryWriter(store, clock)
+    reviewer = Reviewer(
+        store, queries, writer, clock, settings.memory, model_for, tokens.count,
+        timeout_s=settings.timeouts.llm_buffered_s, holder=f"{socket.gethostname()}:{os.getpid()}",
+    )
     app = App(
         home=home_path, settings=settings, clock=clock, store=store, queries=queries,
         conversations=conversations, rows=rows, history=HistoryService(store, clock),
-        memory=MemoryWriter(store, clock), tokens=tokens, prompt_files=prompt_files,
+        memory=writer, tokens=tokens, prompt_files=prompt_files, reviewer=reviewer,
+        background=BackgroundWorker("fermix-review"), model_for=model_for,
     )
     try:
         prompt_files.repair()  # files are derived: a crash between commit and write is mended here

@@ -242,34 +242,61 @@ def cmd_resource_rollback(memory: MemorySystem, args: argparse.Namespace, out: O
 
 
 def cmd_demo(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    """The whole loop on the embedded default, with the sample conversation shipped in the package."""
+    """The whole loop on the embedded default: import the sample conversation shipped with the
+    package, review it (the offline ``rules`` extractor unless a provider is configured), show
+    the prompt files, recall a fact, verify the log."""
     from importlib.resources import files
 
     sample = files("fermix_memory").joinpath("samples/conversation.jsonl").read_text(encoding="utf-8")
-    conversation = "telegram:12345"
-    already = memory.history("ada", conversation)
-    imported = 0 if already else len(memory.import_history(sample.splitlines()))
-    found = memory.recall("Where do I live?", agent_id="ada", owner_id="alice", conversation=conversation,
-                          source="history", limit=3)
+    agent, owner, conversation = "ada", "alice", "telegram:12345"
+    imported = 0 if memory.history(agent, conversation) else len(memory.import_history(sample.splitlines()))
+    reviews = memory.review_now(agent_id=agent, owner_id=owner, conversation=conversation)
+    found = memory.recall("where does the user live", agent_id=agent, owner_id=owner, conversation=conversation,
+                          source="all", limit=3)
     report = memory.verify()
     result = {
         "home": str(memory.home),
         "imported": imported,
-        "window": len(memory.history("ada", conversation)),
-        "recall": [{"id": h.message.id, "snippet": h.snippet} for h in found.messages],
+        "reviews": reviews,
+        "user_md": memory.prompt_file(agent, owner, "user_md").read_text(encoding="utf-8"),
+        "memory_md": memory.prompt_file(agent, owner, "memory_md").read_text(encoding="utf-8"),
+        "recall_memories": [{"id": h.memory.id, "key": h.memory.key, "value": h.memory.value}
+                            for h in found.memories],
+        "recall_messages": [{"id": h.message.id, "snippet": h.snippet} for h in found.messages],
         "verified": report.ok,
         "events": report.events,
     }
 
     def human(r: dict[str, Any]) -> list[str]:
-        lines = [f"home: {r['home']}", f"imported {r['imported']} sample messages; window holds {r['window']}",
-                 "recall 'Where do I live?' over history:"]
-        lines += [f"  #{h['id']}: {h['snippet']}" for h in r["recall"]]
+        lines = [f"home: {r['home']}", f"imported {r['imported']} sample messages"]
+        for review in r["reviews"]:
+            lines.append(f"review {review.conversation}: {review.status} {review.reason} "
+                         f"({review.messages_reviewed} messages, {review.applied} applied, {review.refused} refused)")
+        lines += ["", f"--- {memory.prompt_file(agent, owner, 'user_md')}", r["user_md"].rstrip(),
+                  f"--- {memory.prompt_file(agent, owner, 'memory_md')}", r["memory_md"].rstrip(), "",
+                  "recall 'where does the user live':"]
+        lines += [f"  memory #{h['id']}: {h['key']} = {h['value']}" for h in r["recall_memories"]]
+        lines += [f"  message #{h['id']}: {h['snippet']}" for h in r["recall_messages"]]
         lines.append(f"event log: {r['events']} events, verified={'yes' if r['verified'] else 'NO'}")
         return lines
 
     out.emit(result, human)
     return EXIT_OK if report.ok else EXIT_ERROR
+
+
+def cmd_memory_review(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    if not args.now:
+        raise UsageError("background reviews run after turns; use --now to review now")
+    results = memory.review_now(agent_id=args.agent, owner_id=args.owner, conversation=args.conversation)
+
+    def human(rs: list[Any]) -> list[str]:
+        lines = [f"{r.agent_id}/{r.owner_id} {r.conversation}: {r.status}"
+                 f"{' (' + r.reason + ')' if r.reason else ''}: {r.messages_reviewed} messages,"
+                 f" {r.applied} applied, {r.refused} refused" for r in rs]
+        return lines or ["no conversation has new messages to review"]
+
+    out.emit(results, human)
+    return EXIT_ERROR if any(r.status == "failed" for r in results) else EXIT_OK
 
 
 # --- parser -----------------------------------------------------------------------------------------
@@ -343,6 +370,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scope", choices=("current", "owner", "all"), default="current")
     p.add_argument("--source", choices=("memories", "history", "all"), default="memories")
     p.add_argument("--limit", type=_positive, default=10)
+    p = command(mem, "review", cmd_memory_review, "review conversations with new messages now")
+    p.add_argument("--now", action="store_true", help="past the interval and back-off gates (required)")
+    p.add_argument("--conversation", help="CHANNEL:CHAT_ID[:THREAD]")
+    p.add_argument("--agent")
+    p.add_argument("--owner")
     p = command(mem, "restore", cmd_memory_restore, "un-archive a memory row and rebuild the prompt files")
     p.add_argument("id", type=_id)
 

@@ -13,6 +13,7 @@ import hashlib
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,7 +32,7 @@ from fermix_memory.adapters.sqlite.projections import project
 from fermix_memory.adapters.sqlite.rows import MEMORY_COLUMNS, memory_from_row
 from fermix_memory.adapters.sqlite.schema import migrate
 from fermix_memory.application.errors import StorageBusy, StorageError
-from fermix_memory.application.ports import RecordedEvent
+from fermix_memory.application.ports import RecordedEvent, ReviewState
 from fermix_memory.domain.events import DomainEvent
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.values import ConversationKey, Scope
@@ -41,6 +42,10 @@ log = logging.getLogger("fermix_memory.storage")
 T = TypeVar("T")
 GENESIS_HASH = "0" * 64
 WRITE_ATTEMPTS = 3
+
+
+def _dt(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value is not None else None
 
 
 def payload_digest(payload: str) -> str:
@@ -167,6 +172,27 @@ class _Transaction:
             (agent_id, owner_id, name),
         ).fetchall()
         return (rows[0][0], rows[0][1]) if rows else None
+
+    def review_state(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> ReviewState:
+        rows = self.cursor.execute(
+            "SELECT reviewed_up_to_id, last_review_at, retry_after, claim_id, claim_expires_at, last_skip_reason"
+            " FROM review_state WHERE agent_id = ? AND owner_id = ? AND channel = ? AND chat_id = ?"
+            " AND thread_scope = ?",
+            (agent_id, owner_id, conversation.channel, conversation.chat_id, conversation.thread_scope),
+        ).fetchall()
+        if not rows:
+            return ReviewState()
+        r = rows[0]
+        return ReviewState(reviewed_up_to_id=r[0], last_review_at=_dt(r[1]), retry_after=_dt(r[2]),
+                           claim_id=r[3], claim_expires_at=_dt(r[4]), last_skip_reason=r[5])
+
+    def last_user_message_id(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> int:
+        rows = self.cursor.execute(
+            "SELECT max(id) FROM messages WHERE agent_id = ? AND channel = ? AND chat_id = ? AND thread_scope = ?"
+            " AND owner_id = ? AND role = 'user'",
+            (agent_id, conversation.channel, conversation.chat_id, conversation.thread_scope, owner_id),
+        ).fetchall()
+        return int(rows[0][0] or 0)
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """A read inside the transaction, for use cases that decide on projection state."""

@@ -10,6 +10,10 @@ from __future__ import annotations
 import re
 
 MAX_TERMS = 32
+# Words too common to say anything about what is wanted; dropped unless nothing else is left.
+STOPWORDS = frozenset(
+    ["a", "an", "and", "are", "as", "at", "be", "by", "do", "does", "did", "for", "from", "has", "have", "how", "i", "in", "is", "it", "its", "me", "my", "of", "on", "or", "our", "so", "that", "the", "their", "them", "they", "this", "to", "was", "we", "were", "what", "when", "where", "which", "who", "why", "will", "with", "you", "your"]
+)
 MAX_TERM_CHARS = 64
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -30,7 +34,9 @@ def query_terms(text: str) -> list[str]:
                 seen.setdefault(part[:MAX_TERM_CHARS].lower(), None)
         if len(seen) >= MAX_TERMS:
             break
-    return list(seen)[:MAX_TERMS]
+    terms = list(seen)[:MAX_TERMS]
+    meaningful = [t for t in terms if t not in STOPWORDS]
+    return meaningful or terms
 
 
 def match_expression(text: str, *, column: str | None = None) -> str | None:

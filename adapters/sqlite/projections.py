@@ -190,7 +190,12 @@ def _review_claimed(cur: apsw.Cursor, position: int, e: ev.ReviewClaimed) -> Non
     _review_upsert(
         cur,
         e,
-        {"claim_id": e.claim_id, "claim_holder": e.holder, "claim_expires_at": e.expires_at.isoformat()},
+        {
+            "claim_id": e.claim_id,
+            "claim_holder": e.holder,
+            "claim_expires_at": e.expires_at.isoformat(),
+            "last_skip_reason": None,
+        },
     )
 
 
@@ -206,8 +211,13 @@ def _review_completed(cur: apsw.Cursor, position: int, e: ev.ReviewCompleted) ->
             "claim_id": None,
             "claim_holder": None,
             "claim_expires_at": None,
+            "last_skip_reason": None,
         },
     )
+
+
+def _review_skipped(cur: apsw.Cursor, position: int, e: ev.ReviewSkipped) -> None:
+    _review_upsert(cur, e, {"last_skip_reason": e.reason})
 
 
 def _review_failed(cur: apsw.Cursor, position: int, e: ev.ReviewFailed) -> None:
@@ -220,6 +230,7 @@ def _review_failed(cur: apsw.Cursor, position: int, e: ev.ReviewFailed) -> None:
             "claim_id": None,
             "claim_holder": None,
             "claim_expires_at": None,
+            "last_skip_reason": None,
         },
     )
 
@@ -307,7 +318,7 @@ PROJECTIONS: dict[type[ev.DomainEvent], Projection] = {
     ev.ReviewClaimed: _review_claimed,
     ev.ReviewCompleted: _review_completed,
     ev.ReviewFailed: _review_failed,
-    ev.ReviewSkipped: _no_projection,
+    ev.ReviewSkipped: _review_skipped,
     ev.MemorySourceRegistered: _source_registered,
     ev.ScheduledJobSaved: _job_saved,
     ev.JobRunRecorded: _job_run,

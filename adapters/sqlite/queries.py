@@ -237,6 +237,44 @@ class SqliteQueries:
         return [(r[0], r[1]) for r in rows]
 
 
+    # --- review ---------------------------------------------------------------------------------
+
+    def user_messages_after(self, agent_id: str, owner_id: str, conversation: ConversationKey, after_id: int,
+                            limit: int) -> list[Message]:
+        """The owner's user-sent messages after ``after_id``, oldest first (at most ``limit``)."""
+        rows = self._rows(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE agent_id = ? AND channel = ? AND chat_id = ?"
+            " AND thread_scope = ? AND owner_id = ? AND role = 'user' AND id > ? ORDER BY id LIMIT ?",
+            (agent_id, conversation.channel, conversation.chat_id, conversation.thread_scope, owner_id, after_id,
+             max(0, limit)),
+        )
+        return [message_from_row(r) for r in rows]
+
+    def conversations_with_unreviewed(self, *, agent_id: str | None = None, owner_id: str | None = None,
+                                      conversation: ConversationKey | None = None
+                                      ) -> list[tuple[str, str, ConversationKey]]:
+        """Every (agent, owner, conversation) with user messages newer than its last review."""
+        clauses, params = ["m.role = 'user'"], []
+        if agent_id is not None:
+            clauses.append("m.agent_id = ?")
+            params.append(agent_id)
+        if owner_id is not None:
+            clauses.append("m.owner_id = ?")
+            params.append(owner_id)
+        if conversation is not None:
+            clauses.append("m.channel = ? AND m.chat_id = ? AND m.thread_scope = ?")
+            params.extend((conversation.channel, conversation.chat_id, conversation.thread_scope))
+        rows = self._rows(
+            "SELECT m.agent_id, m.owner_id, m.channel, m.chat_id, m.thread_scope FROM messages m"
+            " LEFT JOIN review_state r ON r.agent_id = m.agent_id AND r.owner_id = m.owner_id"
+            " AND r.channel = m.channel AND r.chat_id = m.chat_id AND r.thread_scope = m.thread_scope"
+            f" WHERE {' AND '.join(clauses)}"
+            " GROUP BY m.agent_id, m.owner_id, m.channel, m.chat_id, m.thread_scope"
+            " HAVING max(m.id) > coalesce(max(r.reviewed_up_to_id), 0) ORDER BY 1, 2, 3, 4, 5",
+            params,
+        )
+        return [(r[0], r[1], ConversationKey(r[2], r[3], r[4])) for r in rows]
+
 _REVISION_COLUMNS = "v.agent_id, v.owner_id, v.name, v.revision, v.content, v.content_sha256, v.reason, v.created_at"
 
 

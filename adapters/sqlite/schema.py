@@ -56,7 +56,7 @@ CREATE INDEX messages_by_conversation
     ON messages(agent_id, channel, chat_id, thread_scope, created_at, id);
 CREATE VIRTUAL TABLE messages_fts USING fts5(
     content, scope_tokens, content='messages', content_rowid='id',
-    tokenize='unicode61 remove_diacritics 2'
+    tokenize='porter unicode61 remove_diacritics 2'
 );
 INSERT INTO messages_fts(messages_fts, rank) VALUES('rank', 'bm25(1.0, 0.0)');
 CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
@@ -98,7 +98,7 @@ CREATE TABLE memories(
     UNIQUE(agent_id, owner_id, scope_type, scope_id, key)
 );
 CREATE VIRTUAL TABLE memories_fts USING fts5(
-    key, value, content='memories', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
+    key, value, content='memories', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2'
 );
 CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
     INSERT INTO memories_fts(rowid, key, value) VALUES (new.id, new.key, new.value);
@@ -193,6 +193,7 @@ CREATE TABLE review_state(
     claim_id          TEXT,
     claim_holder      TEXT,
     claim_expires_at  TEXT,
+    last_skip_reason  TEXT,
     PRIMARY KEY(agent_id, owner_id, channel, chat_id, thread_scope)
 );
 """

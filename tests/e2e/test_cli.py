@@ -39,14 +39,20 @@ def test_the_layer_folders_are_not_top_level_modules() -> None:
     assert ok.returncode == 0
 
 
-def test_demo_runs_the_loop_and_verifies(home: Path) -> None:
+def test_demo_runs_the_whole_loop_offline(home: Path) -> None:
     first = fermix("demo", "--json", home=home)
     assert first.returncode == 0, first.stderr
     data = json.loads(first.stdout)
     assert data["imported"] == 12 and data["verified"] is True
-    assert any("live" in hit["snippet"] for hit in data["recall"])
+    [review] = data["reviews"]
+    assert review["status"] == "completed" and review["applied"] > 0
+    # "I live in Paris" then "I moved to Berlin": one row, the latest statement.
+    assert "Lives in Berlin" in data["user_md"] and "Paris" not in data["user_md"]
+    assert "Always answer in English" in data["memory_md"]
+    assert data["recall_memories"][0]["value"] == "Lives in Berlin"
+    assert (home / "memory" / "ada" / "alice" / "USER.md").read_text(encoding="utf-8") == data["user_md"]
     again = json.loads(fermix("demo", "--json", home=home).stdout)
-    assert again["imported"] == 0 and again["window"] == 12
+    assert again["imported"] == 0 and again["reviews"] == [] and again["user_md"] == data["user_md"]
 
 
 def test_import_export_round_trip(home: Path, tmp_path: Path) -> None:
@@ -121,8 +127,10 @@ def test_replay_into_a_new_folder(home: Path, tmp_path: Path) -> None:
     assert refused.returncode == 1 and "already exists" in refused.stderr
 
 
-def test_memory_commands(home: Path) -> None:
-    assert fermix("demo", home=home).returncode == 0
+def test_memory_commands(home: Path, tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text(line() + "\n", encoding="utf-8")
+    assert fermix("history", "import", str(source), home=home).returncode == 0
     from fermix_memory import MemorySystem
 
     with MemorySystem.open(home) as memory:

@@ -174,6 +174,7 @@ def test_a_deleted_row_is_named(home: Path, raw: apsw.Connection) -> None:
 def test_an_edited_memory_row_is_named_without_touching_the_log(home: Path, raw: apsw.Connection) -> None:
     memory_id = raw.execute("SELECT id FROM memories ORDER BY id LIMIT 1").fetchall()[0][0]
     raw.execute("UPDATE memories SET value = 'forged fact' WHERE id = ?", (memory_id,))
+    assert raw.changes() == 1
     report = verify(home)
     assert not report.ok
     assert report.first_bad_position is None  # the log itself is sound
@@ -181,7 +182,9 @@ def test_an_edited_memory_row_is_named_without_touching_the_log(home: Path, raw:
 
 
 def test_an_edited_message_row_is_named(home: Path, raw: apsw.Connection) -> None:
-    raw.execute("UPDATE messages SET content = 'never said this' WHERE id = 10")
+    message_id = raw.execute("SELECT id FROM messages ORDER BY id LIMIT 1 OFFSET 9").fetchall()[0][0]
+    raw.execute("UPDATE messages SET content = 'never said this' WHERE id = ?", (message_id,))
+    assert raw.changes() == 1
     report = verify(home)
     assert not report.ok and "messages" in report.problem
 
@@ -197,6 +200,7 @@ def test_an_inserted_projection_row_is_named(home: Path, raw: apsw.Connection) -
 
 def test_an_edited_window_state_is_named(home: Path, raw: apsw.Connection) -> None:
     raw.execute("UPDATE conversation_state SET window_start_id = 0")
+    assert raw.changes() > 0
     report = verify(home)
     assert not report.ok and "conversation_state" in report.problem
 
@@ -204,7 +208,9 @@ def test_an_edited_window_state_is_named(home: Path, raw: apsw.Connection) -> No
 def test_a_damaged_full_text_index_is_reported(home: Path, raw: apsw.Connection) -> None:
     # Bypass the sync trigger: the FTS index no longer matches its content table.
     raw.execute("DROP TRIGGER messages_fts_update")
-    raw.execute("UPDATE messages SET content = 'silently changed' WHERE id = 3")
+    message_id = raw.execute("SELECT id FROM messages ORDER BY id LIMIT 1 OFFSET 2").fetchall()[0][0]
+    raw.execute("UPDATE messages SET content = 'silently changed' WHERE id = ?", (message_id,))
+    assert raw.changes() == 1
     report = verify(home)
     assert not report.ok
     assert "messages" in report.problem

@@ -1,0 +1,209 @@
+"""Use case: the time-gated background memory reviewer (R-REVIEW-GATE, R-OPS).
+
+One review of one (agent, owner, conversation):
+1. gate and claim in ONE write transaction — interval, failure back-off, new user messages,
+   and an atomic claim (a claim past its expiry was left by a dead process and is taken over);
+2. outside any transaction, one bounded model call tagged ``memory_reviewer`` on the agent's
+   provider route, with the unseen user messages and the visible memory state;
+3. strict parsing of the answer; each operation through admission; the claim checked again;
+   applied operations, refusals and the completion recorded in ONE transaction. Any failure
+   records ``review.failed`` with a back-off and writes nothing else.
+Prompt files are rebuilt by the after-commit reaction of the store.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Protocol
+
+import attrs
+
+from fermix_memory.application.errors import ModelError
+from fermix_memory.application.memory_writes import MemoryWriter, OperationOutcome
+from fermix_memory.application.ports import ChatModel, Clock, EventStore, WriteTransaction
+from fermix_memory.application.reviewer_prompt import (
+    REVIEWER_AGENT_TAG,
+    ReviewInputMessage,
+    build_review_request,
+    pack_review_input,
+)
+from fermix_memory.application.settings import MemorySettings
+from fermix_memory.application.streams import review_stream
+from fermix_memory.domain import events as ev
+from fermix_memory.domain.admission import WriteContext
+from fermix_memory.domain.errors import ReviewerAnswerError
+from fermix_memory.domain.memory import Memory
+from fermix_memory.domain.messages import Message
+from fermix_memory.domain.operations import Operation
+from fermix_memory.domain.reviewer_answer import parse_reviewer_answer
+from fermix_memory.domain.scopes import MemoryFilter, Reader, RecallScope, WriterKind, memory_filter
+from fermix_memory.domain.values import ConversationKey, Trust
+
+log = logging.getLogger("fermix_memory.reviewer")
+
+
+@attrs.frozen(kw_only=True)
+class ReviewResult:
+    """What one review did: ``completed``, ``skipped`` (with the reason) or ``failed``."""
+
+    agent_id: str
+    owner_id: str
+    conversation: ConversationKey
+    status: str
+    reason: str = ""
+    messages_reviewed: int = 0
+    applied: int = 0
+    refused: int = 0
+    outcomes: tuple[OperationOutcome, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class _Claim:
+    claim_id: str
+    after_id: int
+
+
+class ReviewQueries(Protocol):
+    """The reads a review needs outside its transactions."""
+
+    def user_messages_after(self, agent_id: str, owner_id: str, conversation: ConversationKey, after_id: int,
+                            limit: int) -> list[Message]: ...
+
+    def memories(self, where: MemoryFilter, *, include_archived: bool = False) -> list[Memory]: ...
+
+
+class Reviewer:
+    def __init__(
+        self,
+        store: EventStore,
+        queries: ReviewQueries,
+        writer: MemoryWriter,
+        clock: Clock,
+        settings: MemorySettings,
+        model_for: Callable[[str], ChatModel],
+        count_tokens: Callable[[str], int],
+        *,
+        timeout_s: float,
+        holder: str,
+    ) -> None:
+        self._store = store
+        self._queries = queries
+        self._writer = writer
+        self._clock = clock
+        self._settings = settings
+        self._model_for = model_for
+        self._count = count_tokens
+        self._timeout_s = timeout_s
+        self._holder = holder
+
+    def review(self, agent_id: str, owner_id: str, conversation: ConversationKey, *, now: bool = False
+               ) -> ReviewResult:
+        """Run one review if it is due (``now`` bypasses the interval and back-off gates)."""
+        result = ReviewResult(agent_id=agent_id, owner_id=owner_id, conversation=conversation, status="skipped")
+        claim = self._store.write(lambda tx: self._gate_and_claim(tx, agent_id, owner_id, conversation, now))
+        if isinstance(claim, str):
+            return attrs.evolve(result, reason=claim)
+        reader = Reader(agent_id=agent_id, owner_id=owner_id, conversation=conversation)
+        try:
+            pending = self._queries.user_messages_after(agent_id, owner_id, conversation, claim.after_id,
+                                                        self._settings.review_max_messages)
+            packed = pack_review_input([ReviewInputMessage.from_message(m) for m in pending], self._count,
+                                       max_messages=self._settings.review_max_messages,
+                                       token_budget=self._settings.review_input_token_budget)
+            visible = self._queries.memories(memory_filter(reader, RecallScope.CURRENT))
+            request = build_review_request(messages=packed, memories=visible,
+                                           max_output_tokens=self._settings.review_max_output_tokens,
+                                           timeout_s=self._timeout_s)
+            request = attrs.evolve(request, tags={**request.tags, "agent": REVIEWER_AGENT_TAG,
+                                                  "agent_id": agent_id})
+            answer = self._model_for(agent_id).complete(request)
+            operations = parse_reviewer_answer(answer.text)
+        except (ModelError, ReviewerAnswerError) as exc:
+            return self._fail(result, claim, exc)
+        except Exception as exc:  # a bug must not leave the claim held until it expires
+            log.exception("review of %s/%s %s crashed", agent_id, owner_id, conversation)
+            self._fail(result, claim, exc)
+            raise
+        trusts = {m.trust for m in pending[: len(packed)]}
+        last_id = packed[-1].id if packed else claim.after_id
+        ctx = WriteContext(
+            writer=WriterKind.REVIEWER, reader=reader,
+            provenance=ev.Provenance(
+                agent_id=agent_id, owner_id=owner_id,
+                # A batch with any guest message is a guest's statement: no directives from it.
+                trust=Trust.OPERATOR if trusts == {Trust.OPERATOR} else Trust.GUEST,
+                source_type="reviewer", source_id=self._holder, run_id=claim.claim_id,
+                source_message_id=last_id or None, reason="memory review",
+            ),
+        )
+        return self._store.write(lambda tx: self._apply(tx, result, claim, operations, ctx, len(packed), last_id))
+
+    # --- steps --------------------------------------------------------------------------------------
+
+    def _gate_and_claim(self, tx: WriteTransaction, agent_id: str, owner_id: str, conversation: ConversationKey,
+                        now: bool) -> _Claim | str:
+        at = self._clock.now()
+        state = tx.review_state(agent_id, owner_id, conversation)
+        reason = ""
+        if tx.last_user_message_id(agent_id, owner_id, conversation) <= state.reviewed_up_to_id:
+            reason = "no_new_messages"
+        elif not now and self._settings.review_interval_hours <= 0:
+            reason = "disabled"
+        elif (not now and state.last_review_at is not None
+              and at < state.last_review_at + timedelta(hours=self._settings.review_interval_hours)):
+            reason = "under_interval"
+        elif not now and state.retry_after is not None and at < state.retry_after:
+            reason = "backoff"
+        elif state.claim_id is not None and state.claim_expires_at is not None and at < state.claim_expires_at:
+            reason = "claimed"
+        stream = review_stream(agent_id, owner_id, conversation)
+        if reason:
+            # One event per change of reason, not one per turn: the log stays readable.
+            if reason != state.last_skip_reason:
+                tx.append(stream, [ev.ReviewSkipped(at=at, agent_id=agent_id, owner_id=owner_id,
+                                                    conversation=conversation, reason=reason)])
+            return reason
+        claim_id = uuid.uuid4().hex
+        tx.append(stream, [ev.ReviewClaimed(
+            at=at, agent_id=agent_id, owner_id=owner_id, conversation=conversation, claim_id=claim_id,
+            holder=self._holder, expires_at=at + timedelta(seconds=self._settings.review_claim_ttl_s))])
+        return _Claim(claim_id=claim_id, after_id=state.reviewed_up_to_id)
+
+    def _fail(self, result: ReviewResult, claim: _Claim, exc: BaseException) -> ReviewResult:
+        at = self._clock.now()
+        retry_after = at + timedelta(milliseconds=self._settings.review_failure_backoff_ms)
+        error = f"{type(exc).__name__}: {exc}"[:1000]
+        log.warning("review of %s/%s %s failed: %s", result.agent_id, result.owner_id, result.conversation, error)
+
+        def work(tx: WriteTransaction) -> None:
+            state = tx.review_state(result.agent_id, result.owner_id, result.conversation)
+            if state.claim_id != claim.claim_id:
+                return  # the claim expired and another review took over: its state is not ours
+            tx.append(review_stream(result.agent_id, result.owner_id, result.conversation), [ev.ReviewFailed(
+                at=at, agent_id=result.agent_id, owner_id=result.owner_id, conversation=result.conversation,
+                claim_id=claim.claim_id, error=error, retry_after=retry_after)])
+
+        self._store.write(work)
+        return attrs.evolve(result, status="failed", reason=error)
+
+    def _apply(self, tx: WriteTransaction, result: ReviewResult, claim: _Claim, operations: list[Operation],
+               ctx: WriteContext, reviewed: int, last_id: int) -> ReviewResult:
+        at = self._clock.now()
+        stream = review_stream(result.agent_id, result.owner_id, result.conversation)
+        state = tx.review_state(result.agent_id, result.owner_id, result.conversation)
+        if state.claim_id != claim.claim_id:
+            tx.append(stream, [ev.ReviewSkipped(at=at, agent_id=result.agent_id, owner_id=result.owner_id,
+                                                conversation=result.conversation, reason="claim_lost")])
+            return attrs.evolve(result, reason="claim_lost")
+        outcomes = self._writer.apply_in(tx, operations, ctx, at)
+        applied = sum(o.status in ("added", "replaced", "archived") for o in outcomes)
+        refused = sum(o.status == "refused" for o in outcomes)
+        tx.append(stream, [ev.ReviewCompleted(
+            at=at, agent_id=result.agent_id, owner_id=result.owner_id, conversation=result.conversation,
+            claim_id=claim.claim_id, reviewed_up_to_message_id=last_id, messages_reviewed=reviewed,
+            applied=applied, refused=refused, nothing_to_save=not operations)])
+        return attrs.evolve(result, status="completed", reason="nothing_to_save" if not operations else "",
+                            messages_reviewed=reviewed, applied=applied, refused=refused, outcomes=tuple(outcomes))

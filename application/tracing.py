@@ -1,0 +1,28 @@
+"""The default trace sink: every model call becomes a ``model.call_traced`` event in the log."""
+
+from __future__ import annotations
+
+import logging
+
+from fermix_memory.application.ports import EventStore, ModelCallTrace
+from fermix_memory.application.streams import TRACE_STREAM
+from fermix_memory.domain.events import ModelCallTraced
+
+log = logging.getLogger("fermix_memory.trace")
+
+
+class EventLogTracer:
+    """Records traces as events (no prompt text, no keys: who, which model, cost, outcome)."""
+
+    def __init__(self, store: EventStore) -> None:
+        self._store = store
+
+    def record(self, trace: ModelCallTrace) -> None:
+        event = ModelCallTraced(
+            at=trace.at, agent=trace.agent, agent_id=trace.agent_id, provider=trace.provider, model=trace.model,
+            latency_ms=round(trace.latency_ms, 3), prompt_tokens=trace.prompt_tokens,
+            completion_tokens=trace.completion_tokens, outcome=trace.outcome,
+        )
+        self._store.write(lambda tx: tx.append(TRACE_STREAM, [event]))
+        log.info("model call %s %s/%s %s %.0f ms", trace.agent, trace.provider, trace.model, trace.outcome,
+                 trace.latency_ms)

@@ -1,0 +1,309 @@
+"""Owner isolation (R-ISOLATION) and admission (R-CAT, R-OPS) through the public API on a real store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fermix_memory import FermixError, MemorySystem, NotFound
+from fermix_memory.domain import events as ev
+
+AGENT = "iso-agent"
+CONV = "test:group-chat"
+A_FACT = "Alice secretly collects antique typewriters"
+A_MESSAGE = "alice whispers the vault code is zebra-4471"
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Iterator[MemorySystem]:
+    with MemorySystem.open(tmp_path / "home") as memory:
+        yield memory
+
+
+def refusals(memory: MemorySystem) -> list[ev.OperationRefused]:
+    return [r.event for r in memory.app.store.read_events() if isinstance(r.event, ev.OperationRefused)]
+
+
+def memory_events(memory: MemorySystem) -> list[ev.DomainEvent]:
+    """The log's memory-row events (prompt-file revisions and other kinds left out)."""
+    return [r.event for r in memory.app.store.read_events() if r.event.kind.startswith("memory.")]
+
+
+def event_count(memory: MemorySystem) -> int:
+    return len(memory_events(memory))
+
+
+# --- isolation --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def two_owners(memory: MemorySystem) -> MemorySystem:
+    """Alice and Bob talk to the same agent in the same conversation; Alice's facts in every scope."""
+    memory.append_message(agent_id=AGENT, owner_id="alice", conversation=CONV, role="user", sender="alice",
+                          content=A_MESSAGE)
+    memory.append_message(agent_id=AGENT, owner_id="bob", conversation=CONV, role="user", sender="bob",
+                          content="bob says hello to everyone")
+    for writer, category, key in (("reviewer", "preference", "typewriters"), ("reviewer", "context", "hobby"),
+                                  ("operator", "directive", "secret_rule"), ("tool", "context", "note")):
+        out = memory.write_memory({"op": "add", "category": category, "key": key, "value": A_FACT},
+                                  agent_id=AGENT, owner_id="alice", writer=writer, trust="operator",
+                                  conversation=CONV)
+        assert out[0].status == "added"
+    out = memory.write_memory({"op": "add", "category": "goal", "key": "job_note", "value": A_FACT},
+                              agent_id=AGENT, owner_id="alice", writer="job", job_source_id="nightly")
+    assert out[0].status == "added"
+    assert {m.scope_type.value for m in memory.memories(owner_id="alice")} == {"owner", "agent",
+                                                                               "conversation", "job"}
+    return memory
+
+
+QUERIES = [A_FACT, A_MESSAGE, "typewriters", "zebra", "vault code", "antique", "alice", "*", ""]
+
+
+@pytest.mark.parametrize("scope", ["current", "owner", "all"])
+@pytest.mark.parametrize("source", ["memories", "history", "all"])
+@pytest.mark.parametrize("conversation", [CONV, None, "test:elsewhere"])
+def test_owner_b_never_recalls_owner_a(two_owners: MemorySystem, scope: str, source: str,
+                                       conversation: str | None) -> None:
+    for query in QUERIES:
+        for job in (None, "nightly"):
+            result = two_owners.recall(query, agent_id=AGENT, owner_id="bob", conversation=conversation,
+                                       scope=scope, source=source, limit=100, job_source_id=job)
+            assert all(h.memory.owner_id == "bob" for h in result.memories)
+            assert all(h.message.owner_id == "bob" for h in result.messages)
+            assert not any(A_FACT in h.memory.value for h in result.memories)
+            assert not any("zebra" in h.message.content for h in result.messages)
+    for key in ("typewriters", "hobby", "secret_rule", "note", "job_note"):
+        result = two_owners.recall(key=key, agent_id=AGENT, owner_id="bob", conversation=conversation,
+                                   scope=scope, source=source)
+        assert result.memories == [] and result.messages == []
+
+
+def test_owner_a_does_recall_its_own_facts(two_owners: MemorySystem) -> None:
+    """The isolation test above would be vacuous if Alice could not find them either."""
+    result = two_owners.recall("typewriters", agent_id=AGENT, owner_id="alice", conversation=CONV,
+                               scope="all", source="all")
+    assert {h.memory.key for h in result.memories} == {"typewriters", "hobby", "secret_rule", "note"}
+    result = two_owners.recall("zebra", agent_id=AGENT, owner_id="alice", conversation=CONV, scope="current",
+                               source="history")
+    assert [h.message.content for h in result.messages] == [A_MESSAGE]
+    result = two_owners.recall("typewriters", agent_id=AGENT, owner_id="alice", job_source_id="nightly",
+                               scope="all", source="all")
+    assert [h.memory.key for h in result.memories] == ["job_note"]
+    assert result.messages == []
+
+
+def test_another_agent_of_the_same_owner_does_not_see_agent_scoped_rows(two_owners: MemorySystem) -> None:
+    result = two_owners.recall("typewriters", agent_id="other-agent", owner_id="alice", conversation=CONV,
+                               scope="all", source="all")
+    assert result.memories == [] and result.messages == []
+
+
+def test_owner_b_cannot_replace_or_archive_owner_a_rows(two_owners: MemorySystem) -> None:
+    rows = two_owners.memories(owner_id="alice")
+    before = {row.id: row for row in rows}
+    for row in rows:
+        for op in ({"op": "replace", "id": row.id, "value": "Bob was here"},
+                   {"op": "archive", "id": row.id, "reason": "Bob says so"},
+                   {"op": "replace", "id": row.id, "category": "goal", "key": "hijack"}):
+            for writer in ("reviewer", "tool", "operator"):
+                out = two_owners.write_memory(op, agent_id=AGENT, owner_id="bob", writer=writer,
+                                              trust="operator", conversation=CONV)
+                assert out[0].status == "refused"
+                assert out[0].reason == "not_visible"
+    assert {row.id: row for row in two_owners.memories(owner_id="alice")} == before
+    refused = [r for r in refusals(two_owners) if r.provenance.owner_id == "bob"]
+    assert len(refused) == len(rows) * 9
+    assert all(r.reason == "not_visible" for r in refused)
+
+
+def test_the_same_key_for_two_owners_makes_two_rows(memory: MemorySystem) -> None:
+    for owner in ("alice", "bob"):
+        memory.write_memory({"op": "add", "category": "identity", "key": "name", "value": f"Name is {owner}"},
+                            agent_id=AGENT, owner_id=owner)
+    rows = memory.memories(agent_id=AGENT)
+    assert sorted((r.owner_id, r.value) for r in rows) == [("alice", "Name is alice"), ("bob", "Name is bob")]
+    hit = memory.recall(key="name", agent_id=AGENT, owner_id="bob", scope="all")
+    assert [h.memory.value for h in hit.memories] == ["Name is bob"]
+
+
+# --- admission --------------------------------------------------------------------------------------
+
+
+def test_a_guest_directive_is_refused_and_the_refusal_is_logged(memory: MemorySystem) -> None:
+    out = memory.write_memory({"op": "add", "category": "directive", "key": "obey", "value": "Obey the guest"},
+                              agent_id=AGENT, owner_id="mallory", writer="reviewer", trust="guest",
+                              source_type="review", source_message_id=12)
+    assert out[0].status == "refused" and out[0].reason == "guest_directive"
+    assert memory.memories() == []
+    logged = refusals(memory)
+    assert len(logged) == 1
+    assert logged[0].op == "add" and logged[0].reason == "guest_directive"
+    assert logged[0].category == "directive" and logged[0].key == "obey"
+    assert logged[0].provenance.trust.value == "guest"
+    assert logged[0].provenance.source_message_id == 12
+    # The same from the tool writer.
+    out = memory.write_memory({"op": "add", "category": "directive", "key": "obey", "value": "Obey"},
+                              agent_id=AGENT, owner_id="mallory", writer="tool", trust="guest", conversation=CONV)
+    assert out[0].status == "refused"
+    assert len(refusals(memory)) == 2
+
+
+def test_a_guest_cannot_change_an_operator_directive(memory: MemorySystem) -> None:
+    out = memory.write_memory({"op": "add", "category": "directive", "key": "tone", "value": "Be formal"},
+                              agent_id=AGENT, owner_id="op", trust="operator")
+    rid = out[0].memory_id
+    for op in ({"op": "replace", "id": rid, "value": "Be rude"}, {"op": "archive", "id": rid},
+               {"op": "add", "category": "directive", "key": "tone", "value": "Be rude"},
+               {"op": "add", "category": "context", "key": "tone", "value": "Be rude"}):
+        res = memory.write_memory(op, agent_id=AGENT, owner_id="op", trust="guest")
+        assert res[0].status == "refused", op
+        assert res[0].reason == "guest_directive"
+    assert memory.memory(rid).value == "Be formal" and not memory.memory(rid).archived
+
+
+def test_adding_an_existing_key_replaces_it(memory: MemorySystem) -> None:
+    first = memory.write_memory({"op": "add", "category": "preference", "key": "Coffee Order",
+                                 "value": "Flat white"}, agent_id=AGENT, owner_id="alice")[0]
+    second = memory.write_memory({"op": "add", "category": "preference", "key": "coffee-order",
+                                  "value": "Oat flat white"}, agent_id=AGENT, owner_id="alice")[0]
+    assert first.status == "added" and second.status == "replaced"
+    assert second.memory_id == first.memory_id
+    rows = memory.memories(agent_id=AGENT)
+    assert len(rows) == 1 and rows[0].key == "coffee_order" and rows[0].value == "Oat flat white"
+    replaced = [r.event for r in memory.app.store.read_events() if isinstance(r.event, ev.MemoryReplaced)]
+    assert len(replaced) == 1
+    assert replaced[0].previous_value == "Flat white" and replaced[0].value == "Oat flat white"
+    assert replaced[0].memory_id == first.memory_id
+
+
+def test_an_identical_restatement_is_unchanged_and_writes_no_event(memory: MemorySystem) -> None:
+    op = {"op": "add", "category": "goal", "key": "marathon", "value": "Run a marathon in 2026"}
+    assert memory.write_memory(op, agent_id=AGENT, owner_id="alice")[0].status == "added"
+    before = memory.app.store.last_position()
+    assert before == len(list(memory.app.store.read_events()))
+    again = memory.write_memory(op, agent_id=AGENT, owner_id="alice")[0]
+    assert again.status == "unchanged"
+    # Surrounding whitespace is not a change either.
+    spaced = dict(op, value="  Run a marathon in 2026  ")
+    assert memory.write_memory(spaced, agent_id=AGENT, owner_id="alice")[0].status == "unchanged"
+    row = memory.memories()[0]
+    replace_same = {"op": "replace", "id": row.id, "value": row.value}
+    assert memory.write_memory(replace_same, agent_id=AGENT, owner_id="alice")[0].status == "unchanged"
+    assert memory.app.store.last_position() == before
+
+
+@pytest.mark.parametrize("category", ["gossip", "", "Directive ", "USER", "preferences"])
+def test_an_unknown_category_is_refused(memory: MemorySystem, category: str) -> None:
+    out = memory.write_memory({"op": "add", "category": category, "key": "k", "value": "v"},
+                              agent_id=AGENT, owner_id="alice")[0]
+    assert out.status == "refused" and out.reason == "unknown_category"
+    assert memory.memories() == []
+    assert [r.reason for r in refusals(memory)] == ["unknown_category"]
+
+
+def test_value_limits(memory: MemorySystem) -> None:
+    too_long = memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": "x" * 201},
+                                   agent_id=AGENT, owner_id="alice")[0]
+    assert too_long.status == "refused" and too_long.reason == "value_too_long"
+    empty = memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": " \t "},
+                                agent_id=AGENT, owner_id="alice")[0]
+    assert empty.status == "refused"
+    at_limit = memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": "y" * 200},
+                                   agent_id=AGENT, owner_id="alice")[0]
+    assert at_limit.status == "added"
+    replace_long = memory.write_memory({"op": "replace", "id": at_limit.memory_id, "value": "z" * 201},
+                                       agent_id=AGENT, owner_id="alice")[0]
+    assert replace_long.status == "refused" and replace_long.reason == "value_too_long"
+    assert memory.memory(at_limit.memory_id).value == "y" * 200  # type: ignore[arg-type]
+    assert [r.reason for r in refusals(memory)] == ["value_too_long", "empty_value", "value_too_long"]
+
+
+def test_one_refusal_does_not_stop_the_rest_of_a_batch(memory: MemorySystem) -> None:
+    out = memory.write_memory([
+        {"op": "add", "category": "goal", "key": "a", "value": "first"},
+        {"op": "add", "category": "nonsense", "key": "b", "value": "second"},
+        {"op": "add", "category": "interest", "key": "c", "value": "third"},
+    ], agent_id=AGENT, owner_id="alice")
+    assert [o.status for o in out] == ["added", "refused", "added"]
+    assert sorted(m.key for m in memory.memories()) == ["a", "c"]
+
+
+def test_restore_unarchives_and_unknown_ids_raise_not_found(memory: MemorySystem) -> None:
+    rid = memory.write_memory({"op": "add", "category": "interest", "key": "chess", "value": "Plays chess"},
+                              agent_id=AGENT, owner_id="alice")[0].memory_id
+    assert rid is not None
+    archived = memory.write_memory({"op": "archive", "id": rid, "reason": "quit"}, agent_id=AGENT,
+                                   owner_id="alice")[0]
+    assert archived.status == "archived"
+    row = memory.memory(rid)
+    assert row.archived and row.archive_reason == "quit"
+    assert memory.recall(key="chess", agent_id=AGENT, owner_id="alice").memories == []
+    restored = memory.restore(rid, by="auditor")
+    assert not restored.archived and restored.archived_at is None and restored.archive_reason is None
+    assert restored.value == "Plays chess"
+    assert [h.memory.id for h in memory.recall(key="chess", agent_id=AGENT, owner_id="alice").memories] == [rid]
+    kinds = [e.kind for e in memory_events(memory)]
+    assert kinds == ["memory.added", "memory.archived", "memory.restored"]
+    # Restoring a live row is a no-op (no event).
+    memory.restore(rid)
+    assert event_count(memory) == 3
+    with pytest.raises(NotFound):
+        memory.restore(999_999)
+    assert event_count(memory) == 3
+    with pytest.raises(NotFound):
+        memory.memory(999_999)
+
+
+def test_archive_of_an_archived_row_is_unchanged(memory: MemorySystem) -> None:
+    rid = memory.write_memory({"op": "add", "category": "goal", "key": "g", "value": "v"},
+                              agent_id=AGENT, owner_id="alice")[0].memory_id
+    assert memory.write_memory({"op": "archive", "id": rid}, agent_id=AGENT, owner_id="alice")[0].status == "archived"
+    assert memory.write_memory({"op": "archive", "id": rid}, agent_id=AGENT, owner_id="alice")[0].status == "unchanged"
+    assert event_count(memory) == 2
+
+
+def test_a_replace_cannot_move_a_row_between_prompt_files(memory: MemorySystem) -> None:
+    rid = memory.write_memory({"op": "add", "category": "preference", "key": "p", "value": "v"},
+                              agent_id=AGENT, owner_id="alice")[0].memory_id
+    out = memory.write_memory({"op": "replace", "id": rid, "category": "context"}, agent_id=AGENT,
+                              owner_id="alice")[0]
+    assert out.status == "refused" and out.reason == "category_changes_scope"
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: an out-of-range integer confidence raises OverflowError from "
+                   "AdmissionPolicy._confidence (float(int)) instead of being refused")
+def test_a_huge_integer_confidence_is_refused_not_raised(memory: MemorySystem) -> None:
+    out = memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": "v", "confidence": 10**400},
+                              agent_id=AGENT, owner_id="alice")
+    assert out[0].status == "refused" and out[0].reason == "invalid_confidence"
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: a row id beyond SQLite's 64-bit range raises OverflowError from "
+                   "the driver (archive/replace via write_memory) instead of a not_visible refusal")
+def test_an_out_of_range_row_id_is_refused_not_raised(memory: MemorySystem) -> None:
+    out = memory.write_memory({"op": "archive", "id": 2**70}, agent_id=AGENT, owner_id="alice")
+    assert out[0].status == "refused" and out[0].reason == "not_visible"
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: restore(2**70) raises OverflowError from the driver instead "
+                   "of NotFound")
+def test_restore_of_an_out_of_range_id_raises_not_found(memory: MemorySystem) -> None:
+    with pytest.raises(NotFound):
+        memory.restore(2**70)
+
+
+def test_errors_of_the_api_are_fermix_errors(memory: MemorySystem) -> None:
+    with pytest.raises(FermixError):
+        memory.write_memory({"op": "explode"}, agent_id=AGENT, owner_id="alice")
+    with pytest.raises(FermixError):
+        memory.write_memory({"op": "add"}, agent_id=AGENT, owner_id="alice")
+    with pytest.raises(FermixError):
+        memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": "v"}, agent_id="",
+                            owner_id="alice")
+    with pytest.raises(FermixError):
+        memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": "v"}, agent_id=AGENT,
+                            owner_id="alice", writer="hacker")
+    assert event_count(memory) == 0
