@@ -12,7 +12,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from fermix_memory.application.ports import RecordedEvent
+from fermix_memory.application.ports import ConversationState, RecordedEvent
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
@@ -23,7 +23,7 @@ MAX_CACHED_ROWS = 10_000
 
 
 class WindowSource(Protocol):
-    def window_start(self, agent_id: str, conversation: ConversationKey) -> int: ...
+    def conversation_state(self, agent_id: str, conversation: ConversationKey) -> ConversationState: ...
 
     def messages(
         self, agent_id: str, conversation: ConversationKey, *, after_id: int = 0, limit: int | None = None
@@ -87,8 +87,11 @@ class ConversationStore:
                 self._windows.move_to_end(key)
                 return list(cached)
             generation = self._generation
-        start = self._source.window_start(agent_id, conversation)
-        loaded = self._source.messages(agent_id, conversation, after_id=start, limit=self._max)
+        state = self._source.conversation_state(agent_id, conversation)
+        loaded = self._source.messages(agent_id, conversation, after_id=state.window_start_id, limit=self._max)
+        # The checkpoint of a compaction stands for everything before it: it leads the window.
+        checkpoint = [m for m in loaded if m.id == state.checkpoint_message_id]
+        loaded = checkpoint + [m for m in loaded if m.id != state.checkpoint_message_id]
         with self._lock:
             # A commit landed while loading: the load may be stale, so don't keep it.
             if generation != self._generation:

@@ -70,6 +70,15 @@ class ResourceRevision:
 
 
 @attrs.frozen(kw_only=True)
+class ConversationState:
+    """Where a conversation's window starts, its checkpoint, and its compaction back-off."""
+
+    window_start_id: int = 0
+    checkpoint_message_id: int | None = None
+    compaction_retry_after: datetime | None = None
+
+
+@attrs.frozen(kw_only=True)
 class ReviewState:
     """Where the background review of one (agent, owner, conversation) stands."""
 

@@ -23,7 +23,7 @@ import attrs
 
 from fermix_memory.application.errors import ModelError
 from fermix_memory.application.memory_writes import MemoryWriter, OperationOutcome
-from fermix_memory.application.ports import ChatModel, Clock, EventStore, WriteTransaction
+from fermix_memory.application.ports import ChatModel, Clock, EventStore, ReviewState, WriteTransaction
 from fermix_memory.application.reviewer_prompt import (
     REVIEWER_AGENT_TAG,
     ReviewInputMessage,
@@ -73,6 +73,8 @@ class ReviewQueries(Protocol):
                             limit: int) -> list[Message]: ...
 
     def memories(self, where: MemoryFilter, *, include_archived: bool = False) -> list[Memory]: ...
+
+    def review_state(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> ReviewState: ...
 
 
 class Reviewer:
@@ -140,6 +142,10 @@ class Reviewer:
             ),
         )
         return self._store.write(lambda tx: self._apply(tx, result, claim, operations, ctx, len(packed), last_id))
+
+    def reviewed_up_to(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> int:
+        """The id of the last message a completed review covered (0: never reviewed)."""
+        return self._queries.review_state(agent_id, owner_id, conversation).reviewed_up_to_id
 
     # --- steps --------------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
 from fermix_memory.adapters.sqlite import audit
+from fermix_memory.application.compaction import CompactionResult
 from fermix_memory.application.composer import compose_prompt
 from fermix_memory.application.errors import NotFound, StorageError
 from fermix_memory.application.history import export_lines
@@ -22,6 +23,7 @@ from fermix_memory.application.prompt_files import check_resource_name, unified_
 from fermix_memory.application.recall import RecallResult, recall
 from fermix_memory.application.reviewer import ReviewResult
 from fermix_memory.application.settings import Settings
+from fermix_memory.application.turns import CommandResult, PreflightResult
 from fermix_memory.domain.admission import WriteContext
 from fermix_memory.domain.errors import InvalidOperation
 from fermix_memory.domain.events import Provenance
@@ -262,16 +264,72 @@ class MemorySystem:
 
     # --- background review -----------------------------------------------------------------------
 
-    def after_turn(self, *, agent_id: str, owner_id: str, conversation: Any) -> Future[ReviewResult]:
-        """The hook a host calls after delivering a reply: starts the time-gated reviewer in the
-        background and returns at once. A failing review never raises here."""
+    def before_turn(self, *, agent_id: str, owner_id: str, conversation: Any,
+                    context_window: int | None = None) -> PreflightResult:
+        """Preflight hook, before a turn: compacts only if the previous turn's peak prompt tokens
+        crossed the threshold and the background pass has not compacted yet. Returns at once
+        otherwise (nothing is measured on a cold turn). ``notice`` is the text to show the chat."""
+        self._check_open()
+        check_identifier(agent_id, "agent_id")
+        check_identifier(owner_id, "owner_id")
+        return self._app.turns.before_turn(agent_id, conversation_key(conversation), context_window=context_window)
+
+    def after_turn(self, *, agent_id: str, owner_id: str, conversation: Any,
+                   peak_prompt_tokens: int | None = None, context_window: int | None = None) -> Future[ReviewResult]:
+        """Post-delivery hook, after a reply was delivered: records the provider-reported peak
+        prompt tokens, queues compaction if they crossed the threshold, and starts the
+        time-gated reviewer, all in the background; returns at once. A failing review or
+        compaction never raises here (the returned future carries the review's outcome)."""
         self._check_open()
         key = conversation_key(conversation)
         check_identifier(agent_id, "agent_id")
         check_identifier(owner_id, "owner_id")
-        reviewer = self._app.reviewer
-        return self._app.background.submit(
+        app = self._app
+        if peak_prompt_tokens is not None:
+            if isinstance(peak_prompt_tokens, bool) or not isinstance(peak_prompt_tokens, int):
+                raise InvalidMessage("peak_prompt_tokens must be a whole number")
+            app.compactor.record_peak(agent_id, key, peak_prompt_tokens)
+            if app.compactor.due(agent_id, key, context_window=context_window):
+                app.background.submit(("compact", agent_id, key), lambda: app.compactor.compact_if_due(
+                    agent_id, key, context_window=context_window))
+        reviewer = app.reviewer
+        return app.background.submit(
             ("review", agent_id, owner_id, key), lambda: reviewer.review(agent_id, owner_id, key))
+
+    def wait_for_background(self, timeout: float | None = None) -> None:
+        """Block until the background work queued so far is done (tests, orderly shutdown)."""
+        self._check_open()
+        self._app.background.submit(("barrier", object()), lambda: None).result(timeout)
+
+    def handle_command(self, text: str, *, agent_id: str, owner_id: str, conversation: Any,
+                       trust: str = "guest", context_window: int | None = None) -> CommandResult | None:
+        """Run ``/compact``, ``/new`` or ``/clear`` (operator only; a guest gets a refusal and
+        nothing changes). ``None`` when ``text`` is not a chat command."""
+        self._check_open()
+        check_identifier(agent_id, "agent_id")
+        check_identifier(owner_id, "owner_id")
+        return self._app.turns.handle_command(text, agent_id=agent_id, owner_id=owner_id,
+                                              conversation=conversation_key(conversation),
+                                              trust=_enum(Trust, trust, "trust"), context_window=context_window)
+
+    def compact(self, *, agent_id: str, conversation: Any, context_window: int | None = None) -> CompactionResult:
+        """Compact the conversation's window now (what ``/compact`` does)."""
+        self._check_open()
+        return self._app.compactor.compact(agent_id, conversation_key(conversation), context_window=context_window)
+
+    def record_transcript(self, *, agent_id: str, owner_id: str, device_id: str, role: str, text: str,
+                          trust: str = "operator") -> int | None:
+        """Store a FINAL realtime voice transcript as a ``voice_turn`` message of the device's
+        ``realtime`` conversation, when ``persist_transcripts`` is on; ``None`` when it is off."""
+        self._check_open()
+        if not self._app.settings.realtime.persist_transcripts:
+            return None
+        if role not in ("user", "assistant"):
+            raise InvalidMessage("a transcript's role must be user or assistant")
+        return self._app.history.append(
+            agent_id=agent_id, owner_id=owner_id, conversation=ConversationKey("realtime", device_id), role=role,
+            content=text, sender=owner_id if role == "user" else agent_id, kind="voice_turn", trust=trust,
+            metadata={"source_type": "realtime"})
 
     def review_now(self, *, agent_id: str | None = None, owner_id: str | None = None,
                    conversation: Any = None) -> list[ReviewResult]:

@@ -25,6 +25,7 @@ from fermix_memory.adapters.sqlite.queries import SqliteQueries
 from fermix_memory.adapters.tokens_tiktoken import TiktokenCounter
 from fermix_memory.application.background import BackgroundWorker
 from fermix_memory.application.caches import ConversationStore, MemoryRowCache
+from fermix_memory.application.compaction import Compactor
 from fermix_memory.application.errors import ConfigError
 from fermix_memory.application.history import HistoryService
 from fermix_memory.application.memory_writes import MemoryWriter
@@ -33,10 +34,12 @@ from fermix_memory.application.prompt_files import PromptFiles
 from fermix_memory.application.reviewer import Reviewer
 from fermix_memory.application.settings import Settings, settings_from_mapping
 from fermix_memory.application.tracing import EventLogTracer
+from fermix_memory.application.turns import TurnService
 
 log = logging.getLogger("fermix_memory")
 
 DEFAULT_HOME = Path("~/.fermix")
+DEFAULT_CONTEXT_WINDOW = 128_000
 DB_NAME = "memory.db"
 CONFIG_NAME = "config.toml"
 
@@ -79,6 +82,8 @@ class App:
     reviewer: Reviewer
     background: BackgroundWorker
     model_for: Callable[[str], ChatModel]
+    compactor: Compactor
+    turns: TurnService
 
     def close(self) -> None:
         self.background.close()
@@ -141,11 +146,18 @@ def bootstrap(
         store, queries, writer, clock, settings.memory, model_for, tokens.count,
         timeout_s=settings.timeouts.llm_buffered_s, holder=f"{socket.gethostname()}:{os.getpid()}",
     )
+    history = HistoryService(store, clock)
+    compactor = Compactor(
+        store, queries, conversations.window, reviewer, clock, settings.compaction, model_for, tokens.count,
+        context_window=settings.providers[0].context_window if settings.providers else DEFAULT_CONTEXT_WINDOW,
+        timeout_s=settings.timeouts.llm_buffered_s,
+    )
     app = App(
         home=home_path, settings=settings, clock=clock, store=store, queries=queries,
-        conversations=conversations, rows=rows, history=HistoryService(store, clock),
+        conversations=conversations, rows=rows, history=history,
         memory=writer, tokens=tokens, prompt_files=prompt_files, reviewer=reviewer,
-        background=BackgroundWorker("fermix-review"), model_for=model_for,
+        background=BackgroundWorker("fermix-background"), model_for=model_for,
+        compactor=compactor, turns=TurnService(compactor, history),
     )
     try:
         prompt_files.repair()  # files are derived: a crash between commit and write is mended here

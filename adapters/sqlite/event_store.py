@@ -13,7 +13,6 @@ import hashlib
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,7 +28,13 @@ from tenacity import (
 from fermix_memory.adapters.sqlite.codec import decode_payload, encode_payload
 from fermix_memory.adapters.sqlite.connection import open_connection, translated_errors
 from fermix_memory.adapters.sqlite.projections import project
-from fermix_memory.adapters.sqlite.rows import MEMORY_COLUMNS, memory_from_row
+from fermix_memory.adapters.sqlite.rows import (
+    MEMORY_COLUMNS,
+    REVIEW_STATE_SQL,
+    memory_from_row,
+    review_state_from_row,
+    review_state_key,
+)
 from fermix_memory.adapters.sqlite.schema import migrate
 from fermix_memory.application.errors import StorageBusy, StorageError
 from fermix_memory.application.ports import RecordedEvent, ReviewState
@@ -42,10 +47,6 @@ log = logging.getLogger("fermix_memory.storage")
 T = TypeVar("T")
 GENESIS_HASH = "0" * 64
 WRITE_ATTEMPTS = 3
-
-
-def _dt(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value is not None else None
 
 
 def payload_digest(payload: str) -> str:
@@ -174,17 +175,8 @@ class _Transaction:
         return (rows[0][0], rows[0][1]) if rows else None
 
     def review_state(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> ReviewState:
-        rows = self.cursor.execute(
-            "SELECT reviewed_up_to_id, last_review_at, retry_after, claim_id, claim_expires_at, last_skip_reason"
-            " FROM review_state WHERE agent_id = ? AND owner_id = ? AND channel = ? AND chat_id = ?"
-            " AND thread_scope = ?",
-            (agent_id, owner_id, conversation.channel, conversation.chat_id, conversation.thread_scope),
-        ).fetchall()
-        if not rows:
-            return ReviewState()
-        r = rows[0]
-        return ReviewState(reviewed_up_to_id=r[0], last_review_at=_dt(r[1]), retry_after=_dt(r[2]),
-                           claim_id=r[3], claim_expires_at=_dt(r[4]), last_skip_reason=r[5])
+        rows = self.cursor.execute(REVIEW_STATE_SQL, review_state_key(agent_id, owner_id, conversation)).fetchall()
+        return review_state_from_row(rows[0]) if rows else ReviewState()
 
     def last_user_message_id(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> int:
         rows = self.cursor.execute(

@@ -13,11 +13,20 @@ from fermix_memory.adapters.sqlite.fts_query import match_expression, quote_term
 from fermix_memory.adapters.sqlite.rows import (
     MEMORY_COLUMNS,
     MESSAGE_COLUMNS,
+    REVIEW_STATE_SQL,
     memory_from_row,
     message_from_row,
+    review_state_from_row,
+    review_state_key,
 )
 from fermix_memory.adapters.sqlite.scope_tokens import conversation_token, owner_token
-from fermix_memory.application.ports import MemoryHit, MessageHit, ResourceRevision
+from fermix_memory.application.ports import (
+    ConversationState,
+    MemoryHit,
+    MessageHit,
+    ResourceRevision,
+    ReviewState,
+)
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
@@ -106,13 +115,17 @@ class SqliteQueries:
         )
         return [MemoryHit(memory=memory_from_row(r[:22]), rank=float(r[22]), snippet=r[23]) for r in rows]
 
-    def window_start(self, agent_id: str, conversation: ConversationKey) -> int:
+    def conversation_state(self, agent_id: str, conversation: ConversationKey) -> ConversationState:
         rows = self._rows(
-            "SELECT window_start_id FROM conversation_state WHERE agent_id = ? AND channel = ? AND chat_id = ?"
-            " AND thread_scope = ?",
+            "SELECT window_start_id, checkpoint_message_id, compaction_retry_after FROM conversation_state"
+            " WHERE agent_id = ? AND channel = ? AND chat_id = ? AND thread_scope = ?",
             (agent_id, conversation.channel, conversation.chat_id, conversation.thread_scope),
         )
-        return int(rows[0][0]) if rows else 0
+        if not rows:
+            return ConversationState()
+        start, checkpoint, retry = rows[0]
+        return ConversationState(window_start_id=int(start), checkpoint_message_id=checkpoint,
+                                 compaction_retry_after=datetime.fromisoformat(retry) if retry else None)
 
     def messages(
         self, agent_id: str, conversation: ConversationKey, *, after_id: int = 0, limit: int | None = None
@@ -238,6 +251,10 @@ class SqliteQueries:
 
 
     # --- review ---------------------------------------------------------------------------------
+
+    def review_state(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> ReviewState:
+        rows = self._rows(REVIEW_STATE_SQL, review_state_key(agent_id, owner_id, conversation))
+        return review_state_from_row(rows[0]) if rows else ReviewState()
 
     def user_messages_after(self, agent_id: str, owner_id: str, conversation: ConversationKey, after_id: int,
                             limit: int) -> list[Message]:

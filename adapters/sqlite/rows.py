@@ -6,6 +6,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from fermix_memory.application.ports import ReviewState
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, Role, ScopeType, Trust
@@ -69,3 +70,18 @@ def message_from_row(row: tuple[Any, ...]) -> Message:
         created_at=datetime.fromisoformat(row[11]),
         trust=Trust(row[12]),
     )
+
+
+REVIEW_STATE_SQL = (
+    "SELECT reviewed_up_to_id, last_review_at, retry_after, claim_id, claim_expires_at, last_skip_reason"
+    " FROM review_state WHERE agent_id = ? AND owner_id = ? AND channel = ? AND chat_id = ? AND thread_scope = ?"
+)
+
+
+def review_state_key(agent_id: str, owner_id: str, conversation: ConversationKey) -> tuple[str, ...]:
+    return (agent_id, owner_id, conversation.channel, conversation.chat_id, conversation.thread_scope)
+
+
+def review_state_from_row(r: tuple[Any, ...]) -> ReviewState:
+    return ReviewState(reviewed_up_to_id=r[0], last_review_at=_dt(r[1]), retry_after=_dt(r[2]), claim_id=r[3],
+                       claim_expires_at=_dt(r[4]), last_skip_reason=r[5])

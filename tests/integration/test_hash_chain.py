@@ -3,6 +3,7 @@ triggers and redaction."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -53,15 +54,22 @@ def build_history(memory: MemorySystem) -> dict[str, int]:
     return ids
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    home = tmp_path / "home"
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Built once; every test tampers with its own copy."""
+    home = tmp_path_factory.mktemp("chain") / "home"
     with MemorySystem.open(home) as memory:
         build_history(memory)
         report = memory.verify()
         assert report.ok, report.problem
         assert report.events >= 300
+    assert not (home / "memory.db-wal").exists() or (home / "memory.db-wal").stat().st_size == 0
     return home
+
+
+@pytest.fixture
+def home(template: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(template, tmp_path / "home"))
 
 
 @pytest.fixture

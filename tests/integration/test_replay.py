@@ -61,7 +61,7 @@ def build(memory: MemorySystem, rng: random.Random) -> dict[str, Any]:
         elif roll < 0.75:
             writer = rng.choice(("reviewer", "tool", "operator", "job"))
             trust = rng.choice(("operator", "guest"))
-            category = rng.choice(CATEGORIES + ("gossip",))
+            category = rng.choice((*CATEGORIES, "gossip"))
             value = rng.choice(TEXTS) if rng.random() > 0.05 else "x" * 201
             out = memory.write_memory(
                 {"op": "add", "category": category, "key": f"key {rng.randrange(25)}", "value": value,

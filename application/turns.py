@@ -1,0 +1,85 @@
+"""Turn lifecycle for hosts: the preflight hook, chat commands and voice transcripts.
+
+The post-delivery hook lives on the embedding API (it only queues background work).
+"""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+
+from fermix_memory.application.compaction import Compactor
+from fermix_memory.application.history import HistoryService
+from fermix_memory.domain.events import Provenance
+from fermix_memory.domain.values import ConversationKey, Trust
+
+COMMANDS = ("/compact", "/new", "/clear")
+_COMMAND = re.compile(r"^\s*(/[A-Za-z]+)(?:@\S+)?(?:\s|$)")
+
+
+@attrs.frozen(kw_only=True)
+class PreflightResult:
+    compacted: bool = False
+    notice: str | None = None
+    reason: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class CommandResult:
+    """The outcome of a chat command: ``reply`` is the text to send back to the chat."""
+
+    command: str
+    ok: bool
+    reply: str
+
+
+def parse_command(text: object) -> str | None:
+    """``/compact``, ``/new`` or ``/clear`` (also ``/clear@botname``) at the start of ``text``."""
+    if not isinstance(text, str):
+        return None
+    match = _COMMAND.match(text[:200])
+    if match is None:
+        return None
+    command = match.group(1).lower()
+    return command if command in COMMANDS else None
+
+
+class TurnService:
+    def __init__(self, compactor: Compactor, history: HistoryService) -> None:
+        self._compactor = compactor
+        self._history = history
+
+    def before_turn(self, agent_id: str, conversation: ConversationKey, *,
+                    context_window: int | None = None) -> PreflightResult:
+        """Preflight: compact before the turn when the previous turn's peak crossed the threshold.
+
+        Nothing is measured yet on a cold turn, so it returns at once; the post-delivery pass
+        catches up. Usually the background pass has already compacted, and this is a no-op.
+        """
+        result = self._compactor.compact_if_due(agent_id, conversation, context_window=context_window, notice=True)
+        if result is None:
+            return PreflightResult()
+        return PreflightResult(compacted=result.status == "compacted", notice=result.notice, reason=result.reason)
+
+    def handle_command(self, text: str, *, agent_id: str, owner_id: str, conversation: ConversationKey,
+                       trust: Trust, context_window: int | None = None) -> CommandResult | None:
+        """Run a chat command; ``None`` when ``text`` is not one. All of them are operator-only."""
+        command = parse_command(text)
+        if command is None:
+            return None
+        if trust is not Trust.OPERATOR:
+            return CommandResult(command=command, ok=False,
+                                 reply=f"Sorry, only the operator can use {command}. Nothing was changed.")
+        if command in ("/new", "/clear"):
+            self._history.clear_window(agent_id, conversation, Provenance(
+                agent_id=agent_id, owner_id=owner_id, trust=trust, source_type="chat_command", reason=command))
+            return CommandResult(command=command, ok=True,
+                                 reply="Started a fresh conversation window. Long-term memory is kept.")
+        result = self._compactor.compact(agent_id, conversation, context_window=context_window)
+        if result.status == "compacted":
+            return CommandResult(command=command, ok=True,
+                                 reply=f"Summarised {result.replaced} older messages into a checkpoint.")
+        if result.reason == "nothing_to_compact":
+            return CommandResult(command=command, ok=True, reply="Nothing to compact yet.")
+        return CommandResult(command=command, ok=False, reply="Compaction failed; older history is unchanged.")
