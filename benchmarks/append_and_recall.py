@@ -493,6 +493,21 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
+def index_facts(db: Path) -> dict[str, int]:
+    """What recall cost depends on besides the data: FTS5 segments, and planner statistics
+    (with SQLITE_ENABLE_STAT4, stat4 rows on the FTS5 shadow tables make FTS5's internal
+    statements re-prepare at every new binding)."""
+    conn = open_connection(db)
+    try:
+        (segments,), = conn.execute("SELECT count(DISTINCT segid) FROM messages_fts_idx").fetchall()
+        has_stat4 = conn.execute("SELECT 1 FROM sqlite_schema WHERE name = 'sqlite_stat4'").fetchall()
+        stat4 = conn.execute("SELECT count(*) FROM sqlite_stat4 WHERE tbl LIKE 'messages_fts%'").fetchall()[0][0] \
+            if has_stat4 else 0
+    finally:
+        conn.close()
+    return {"fts_segments": int(segments), "sqlite_stat4_fts_rows": int(stat4)}
+
+
 def measure_recall(memory: MemorySystem, db: Path, queries: Sequence[Query]) -> dict[str, dict[str, float]]:
     """p50/p95 (ms) per variant; each query runs every variant, in a rotating order."""
     conns = {name: open_connection(db) for name in ("raw_fts", "naive_scoped", "raw_scoped")}
@@ -524,26 +539,29 @@ class RecallFigures:
     half: dict[str, dict[str, float]]
     full: dict[str, dict[str, float]]
     import_msgs_per_s: float
+    facts: dict[str, int]
 
 
 def run_recall(workdir: Path, corpus: Corpus, history_size: int, n_queries: int) -> RecallFigures:
     agents = max(2, round(history_size / MESSAGES_PER_AGENT))
     first, second = conversations_for(range(agents // 2)), conversations_for(range(agents // 2, agents))
     queries = make_queries(corpus, first, n_queries, SEED + 3)
-    home = workdir / "recall"
+    home, db = workdir / "recall", workdir / "recall" / "memory.db"
     imported, seconds = 0, 0.0
-    with open_memory(home) as memory:
-        db = home / "memory.db"
-        measured: list[tuple[int, dict[str, dict[str, float]]]] = []
-        for part, convs in enumerate((first, second)):
-            lines = history_lines(corpus, convs, SEED + 10 + part, EPOCH + timedelta(days=400 * part))
-            progress(f"recall db: importing {len(lines):,} messages (part {part + 1}/2)")
+    measured: list[tuple[int, dict[str, dict[str, float]]]] = []
+    for part, convs in enumerate((first, second)):
+        lines = history_lines(corpus, convs, SEED + 10 + part, EPOCH + timedelta(days=400 * part))
+        progress(f"recall db: importing {len(lines):,} messages (part {part + 1}/2)")
+        with open_memory(home) as memory:
             seconds += import_lines(memory, lines)
-            imported += len(lines)
-            progress(f"recall db: {imported:,} messages; timing {len(queries)} queries x 4 variants")
+        imported += len(lines)
+        progress(f"recall db: {imported:,} messages; timing {len(queries)} queries x 4 variants")
+        # Reopened, as a service restarted on an existing database: every connection (ours and
+        # the bare-SQL ones) is opened on the data as it now is, with the same pragmas.
+        with open_memory(home) as memory:
             measured.append((imported, measure_recall(memory, db, queries)))
     (half_size, half), (full_size, full) = measured
-    return RecallFigures(half_size, full_size, half, full, imported / seconds)
+    return RecallFigures(half_size, full_size, half, full, imported / seconds, index_facts(db))
 
 
 # --- report ---------------------------------------------------------------------------------------
@@ -587,6 +605,7 @@ def report(args: argparse.Namespace, appends: AppendFigures, peer_note: str, rec
         "raw_fts_p95_growth": ratio(f["raw_fts"]["p95"], h["raw_fts"]["p95"]),
         "naive_scoped_p95_growth": ratio(f["naive_scoped"]["p95"], h["naive_scoped"]["p95"]),
         "mean_hits_per_query": {k: round(v["mean_hits"], 2) for k, v in f.items()},
+        **rec.facts,
         "peer_langchain_msgs_per_s": rounded(peer),
         "peer_langchain_ratio_to_ours_1t": ratio(peer, o1),
     }
@@ -632,7 +651,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--messages", type=int, default=None, help="messages per append run (default 10000)")
     p.add_argument("--history-size", type=int, default=None, help="recall database size (default 200000)")
-    p.add_argument("--rounds", type=int, default=3, help="interleaved append rounds (median taken)")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved append rounds (median taken)")
     p.add_argument("--queries", type=int, default=None, help="recall queries (default 300)")
     p.add_argument("--quick", action="store_true", help="smoke run: 1000 messages, 20000 history")
     p.add_argument("--workdir", type=Path, default=None,

@@ -303,5 +303,6 @@ class AdmissionPolicy:
 
 
 def _scope_for_writes(ctx: WriteContext) -> RecallScope:
-    """A writer may touch the rows it could recall in its ``all`` view (never another owner's)."""
-    return RecallScope.ALL
+    """The rows a writer may change by id: an operator, any row of the owner; the reviewer and
+    tools, only the rows they are shown (the ``current`` view), never another owner's."""
+    return RecallScope.ALL if ctx.writer is WriterKind.OPERATOR else RecallScope.CURRENT
