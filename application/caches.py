@@ -111,13 +111,27 @@ class ConversationStore:
                 e = item.event
                 if isinstance(e, ev.MessageAppended):
                     window = self._windows.get((e.agent_id, e.conversation))
-                    # A window loaded after this commit already holds the message.
-                    if window is not None and (not window or window[-1].id < item.position):
-                        window.append(_message_from_event(item.position, e))
-                        if self._max is not None and len(window) > self._max:
-                            del window[: len(window) - self._max]
+                    if window is not None:
+                        self._insert(window, _message_from_event(item.position, e))
                 elif isinstance(e, ev.ConversationWindowCleared | ev.HistoryCompacted):
                     self._windows.pop((e.agent_id, e.conversation), None)
+
+
+    def _insert(self, window: list[Message], message: Message) -> None:
+        """Put ``message`` where a reload would: windows are ordered by ``(created_at, id)``
+        (the checkpoint of a compaction stays first)."""
+        if any(m.id == message.id for m in window[-8:]):
+            return  # a window loaded after this commit already holds it
+        head = 1 if window and window[0].kind == "checkpoint" else 0
+        key = (message.created_at, message.id)
+        index = len(window)
+        while index > head and (window[index - 1].created_at, window[index - 1].id) > key:
+            index -= 1
+        if self._max is not None and len(window) >= self._max and index == head:
+            return  # older than everything a capped window keeps
+        window.insert(index, message)
+        if self._max is not None and len(window) > self._max:
+            del window[head : head + len(window) - self._max]
 
 
 class MemoryRowCache:

@@ -152,7 +152,7 @@ class Compactor:
         budget = int(self._settings.budget * window_size)
         messages = self._window(agent_id, conversation)
         before = self.window_tokens(messages)
-        older, _kept = self._split(messages, budget)
+        older, kept = self._split(messages, budget)
         if not older:
             return CompactionResult(status="skipped", reason="nothing_to_compact", tokens_before=before)
         try:
@@ -162,6 +162,7 @@ class Compactor:
             return self._fail(agent_id, conversation, exc, before)
         at = self._clock.now()
         up_to = max(m.id for m in older)
+        after = self.window_tokens(kept) + self._count(summary) + MESSAGE_OVERHEAD_TOKENS
 
         def work(tx: WriteTransaction) -> int:
             checkpoint = build_message_event(
@@ -174,12 +175,11 @@ class Compactor:
             tx.append(stream, [ev.HistoryCompacted(
                 at=at, agent_id=agent_id, conversation=conversation, up_to_message_id=up_to,
                 checkpoint_message_id=checkpoint_id, replaced_count=len(older), tokens_before=before,
-                tokens_after=0, provenance=ev.Provenance(agent_id=agent_id, owner_id=older[-1].owner_id,
+                tokens_after=after, provenance=ev.Provenance(agent_id=agent_id, owner_id=older[-1].owner_id,
                                                          source_type="compactor", reason="context window"))])
             return checkpoint_id
 
         checkpoint_id = self._store.write(work)
-        after = self.window_tokens(self._window(agent_id, conversation))
         self.record_peak(agent_id, conversation, after)  # the old peak no longer describes the window
         return CompactionResult(status="compacted", replaced=len(older), tokens_before=before, tokens_after=after,
                                 checkpoint_message_id=checkpoint_id, notice=COMPACTION_NOTICE if notice else None)
@@ -196,7 +196,14 @@ class Compactor:
             kept.append(message)
             used += cost
         kept.reverse()
-        return messages[: len(messages) - len(kept)], kept
+        older = messages[: len(messages) - len(kept)]
+        if not older:
+            return [], kept
+        # The window is "every message after the replaced ids, checkpoint first", so whatever is
+        # replaced must be every window message up to the newest replaced id: a previous
+        # checkpoint (newer id than the messages kept beside it) pulls those into the summary.
+        up_to = max(m.id for m in older)
+        return [m for m in messages if m.id <= up_to], [m for m in messages if m.id > up_to]
 
     def _review_first(self, agent_id: str, conversation: ConversationKey, older: Sequence[Message]) -> None:
         """Review every owner's unseen user messages among those about to leave the window."""

@@ -11,7 +11,7 @@ from fermix_memory.application.errors import NotFound
 from fermix_memory.application.ports import Clock, EventStore, WriteTransaction
 from fermix_memory.application.streams import memory_stream
 from fermix_memory.domain import events as ev
-from fermix_memory.domain.admission import AdmissionPolicy, WriteContext
+from fermix_memory.domain.admission import MAX_MEMORY_ID, AdmissionPolicy, WriteContext
 from fermix_memory.domain.operations import Operation
 from fermix_memory.domain.scopes import Reader, WriterKind
 from fermix_memory.domain.values import Trust
@@ -70,7 +70,7 @@ class MemoryWriter:
         at = self._clock.now()
 
         def work(tx: WriteTransaction) -> OperationOutcome:
-            row = tx.by_id(memory_id)
+            row = tx.by_id(memory_id) if 1 <= memory_id <= MAX_MEMORY_ID else None
             if row is None:
                 raise NotFound(f"no memory row {memory_id}")
             ctx = WriteContext(

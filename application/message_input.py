@@ -8,7 +8,7 @@ from typing import Any
 
 from fermix_memory.domain.errors import DomainError, InvalidConversationKey
 from fermix_memory.domain.events import MessageAppended
-from fermix_memory.domain.values import ConversationKey, Role, Trust, check_identifier
+from fermix_memory.domain.values import ConversationKey, Role, Trust, check_identifier, is_encodable
 
 MAX_CONTENT_CHARS = 1_000_000
 MAX_METADATA_BYTES = 64 * 1024
@@ -72,6 +72,8 @@ def build_message_event(
         raise InvalidMessage(f"content is longer than {MAX_CONTENT_CHARS} characters")
     if "\x00" in content:
         raise InvalidMessage("content must not contain NUL characters")
+    if not is_encodable(content):
+        raise InvalidMessage("content is not valid Unicode text (lone surrogate)")
     check_identifier(sender, "sender", allow_empty=True)
     check_identifier(kind, "kind")
     meta = {} if metadata is None else metadata
@@ -79,6 +81,7 @@ def build_message_event(
         raise InvalidMessage("metadata must be a JSON object")
     try:
         encoded = json.dumps(meta, allow_nan=False)
+        json.dumps(meta, ensure_ascii=False).encode("utf-8")  # lone surrogates cannot be stored
     except (TypeError, ValueError) as exc:
         raise InvalidMessage(f"metadata must be JSON-serialisable: {exc}") from None
     if len(encoded.encode()) > MAX_METADATA_BYTES:

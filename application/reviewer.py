@@ -141,7 +141,12 @@ class Reviewer:
                 source_message_id=last_id or None, reason="memory review",
             ),
         )
-        return self._store.write(lambda tx: self._apply(tx, result, claim, operations, ctx, len(packed), last_id))
+        try:
+            return self._store.write(lambda tx: self._apply(tx, result, claim, operations, ctx, len(packed), last_id))
+        except Exception as exc:  # nothing was applied; release the claim and back off
+            log.exception("applying the review of %s/%s %s failed", agent_id, owner_id, conversation)
+            self._fail(result, claim, exc)
+            raise
 
     def reviewed_up_to(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> int:
         """The id of the last message a completed review covered (0: never reviewed)."""

@@ -38,7 +38,7 @@ from fermix_memory.domain.scopes import (
     memory_filter,
     write_scope,
 )
-from fermix_memory.domain.values import Category, PromoteTarget, Scope, Trust, normalise_key
+from fermix_memory.domain.values import Category, PromoteTarget, Scope, Trust, is_encodable, normalise_key
 
 
 class RowLookup(Protocol):
@@ -71,6 +71,7 @@ class WriteContext:
         return self.provenance.trust
 
 
+MAX_MEMORY_ID = 2**63 - 1  # SQLite's largest rowid
 _CONTROL_EXCEPT_NEWLINE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
 
 
@@ -92,7 +93,7 @@ class AdmissionPolicy:
 
     def restore(self, memory_id: int, ctx: WriteContext, rows: RowLookup, at: datetime) -> list[DomainEvent]:
         """Un-archive a row (operator action). Unknown ids are refused; live rows are a no-op."""
-        row = rows.by_id(memory_id)
+        row = rows.by_id(memory_id) if 1 <= memory_id <= MAX_MEMORY_ID else None
         if row is None:
             return [
                 self._refused(
@@ -128,8 +129,8 @@ class AdmissionPolicy:
         return category
 
     def _value(self, raw: object) -> str:
-        if not isinstance(raw, str):
-            raise Refusal("invalid_value", "value must be text")
+        if not isinstance(raw, str) or not is_encodable(raw):
+            raise Refusal("invalid_value", "value must be valid text")
         value = _CONTROL_EXCEPT_NEWLINE.sub(" ", raw).strip()
         if not value:
             raise Refusal("empty_value", "value is empty")
@@ -150,7 +151,10 @@ class AdmissionPolicy:
     def _confidence(raw: object) -> float:
         if isinstance(raw, bool) or not isinstance(raw, int | float):
             raise Refusal("invalid_confidence", "confidence must be a number from 0 to 1")
-        value = float(raw)
+        try:
+            value = float(raw)
+        except OverflowError:
+            raise Refusal("invalid_confidence", "confidence must be a number from 0 to 1") from None
         if math.isnan(value) or not 0.0 <= value <= 1.0:
             raise Refusal("invalid_confidence", "confidence must be a number from 0 to 1")
         return value
@@ -166,6 +170,8 @@ class AdmissionPolicy:
     def _visible_row(memory_id: object, ctx: WriteContext, rows: RowLookup) -> Memory:
         if isinstance(memory_id, bool) or not isinstance(memory_id, int):
             raise Refusal("invalid_id", "id must be an integer")
+        if not 1 <= memory_id <= MAX_MEMORY_ID:
+            raise Refusal("not_visible", f"memory {memory_id} does not exist")
         row = rows.by_id(memory_id)
         if row is None or not memory_filter(ctx.reader, _scope_for_writes(ctx)).admits(row):
             raise Refusal("not_visible", f"memory {memory_id} does not exist or is not visible here")

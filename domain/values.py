@@ -12,6 +12,8 @@ import attrs
 from fermix_memory.domain.errors import InvalidConversationKey, InvalidIdentifier
 
 MAX_ID_CHARS = 256
+# A conversation scope id percent-encodes three ids: up to 12 characters per code point.
+MAX_SCOPE_ID_CHARS = 3 * 12 * MAX_ID_CHARS + 2
 
 
 class Trust(enum.StrEnum):
@@ -85,7 +87,17 @@ def check_identifier(value: object, what: str, *, allow_empty: bool = False) -> 
         raise InvalidIdentifier(f"{what} is longer than {MAX_ID_CHARS} characters")
     if _CONTROL.search(value):
         raise InvalidIdentifier(f"{what} must not contain control characters")
+    if not is_encodable(value):
+        raise InvalidIdentifier(f"{what} is not valid Unicode text (lone surrogate)")
     return value
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def is_encodable(text: str) -> bool:
+    """True when ``text`` can be stored as UTF-8 (no lone surrogates)."""
+    return _SURROGATE.search(text) is None
 
 
 def _agent_id(value: object) -> str:
@@ -179,7 +191,7 @@ class ConversationKey:
 
 
 def _check_scope_id(value: object) -> str:
-    if not isinstance(value, str) or not value or len(value) > 10 * MAX_ID_CHARS:
+    if not isinstance(value, str) or not value or len(value) > MAX_SCOPE_ID_CHARS:
         raise InvalidIdentifier("scope_id must be non-empty text of reasonable length")
     if _CONTROL.search(value):
         raise InvalidIdentifier("scope_id must not contain control characters")

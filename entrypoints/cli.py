@@ -420,6 +420,9 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except Exception as exc:  # a bug: still one line, and a distinct exit code
+        sys.stderr.write(f"fermix: internal error: {type(exc).__name__}: {exc}\n")
+        return EXIT_INTERNAL
 
 
 def run() -> None:

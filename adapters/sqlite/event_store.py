@@ -26,7 +26,7 @@ from tenacity import (
 )
 
 from fermix_memory.adapters.sqlite.codec import decode_payload, encode_payload
-from fermix_memory.adapters.sqlite.connection import open_connection, translated_errors
+from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection, translated_errors
 from fermix_memory.adapters.sqlite.projections import project
 from fermix_memory.adapters.sqlite.rows import (
     MEMORY_COLUMNS,
@@ -211,8 +211,13 @@ class SqliteEventStore:
         self.path = Path(path)
         self.durability = durability
         self._writer = open_connection(self.path, durability=durability)
-        with translated_errors("migrating memory.db"):
-            migrate(self._writer, str(self.path))
+        try:
+            with translated_errors("migrating memory.db"):
+                migrate(self._writer, str(self.path))
+                enable_wal(self._writer)
+        except BaseException:
+            self._writer.close()
+            raise
         self._write_lock = threading.Lock()
         self._queue_lock = threading.Lock()
         self._queue: list[_Pending] = []

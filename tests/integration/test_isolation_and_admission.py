@@ -273,23 +273,17 @@ def test_a_replace_cannot_move_a_row_between_prompt_files(memory: MemorySystem) 
     assert out.status == "refused" and out.reason == "category_changes_scope"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: an out-of-range integer confidence raises OverflowError from "
-                   "AdmissionPolicy._confidence (float(int)) instead of being refused")
 def test_a_huge_integer_confidence_is_refused_not_raised(memory: MemorySystem) -> None:
     out = memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": "v", "confidence": 10**400},
                               agent_id=AGENT, owner_id="alice")
     assert out[0].status == "refused" and out[0].reason == "invalid_confidence"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a row id beyond SQLite's 64-bit range raises OverflowError from "
-                   "the driver (archive/replace via write_memory) instead of a not_visible refusal")
 def test_an_out_of_range_row_id_is_refused_not_raised(memory: MemorySystem) -> None:
     out = memory.write_memory({"op": "archive", "id": 2**70}, agent_id=AGENT, owner_id="alice")
     assert out[0].status == "refused" and out[0].reason == "not_visible"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: restore(2**70) raises OverflowError from the driver instead "
-                   "of NotFound")
 def test_restore_of_an_out_of_range_id_raises_not_found(memory: MemorySystem) -> None:
     with pytest.raises(NotFound):
         memory.restore(2**70)

@@ -79,8 +79,6 @@ def test_a_much_newer_version_of_our_own_database_is_refused(tmp_path: Path) -> 
         MemorySystem.open(home)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: open_connection's process-wide apsw.bestpractice hooks switch the "
-                   "file to WAL and run PRAGMA optimize before migrate() refuses it, so the bytes change")
 def test_a_database_newer_than_the_code_is_left_byte_for_byte(tmp_path: Path) -> None:
     home = tmp_path / "home"
     make_too_new(home)
@@ -141,8 +139,6 @@ def test_a_database_with_another_application_id_is_refused(tmp_path: Path) -> No
         MemorySystem.open(home)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: opening another application's SQLite file switches it to WAL and "
-                   "creates sqlite_stat1/sqlite_stat4 (apsw.bestpractice hooks) before it is refused")
 def test_another_applications_sqlite_database_is_left_byte_for_byte(tmp_path: Path) -> None:
     home = tmp_path / "home"
     make_foreign_sqlite(home)
@@ -213,8 +209,6 @@ def test_reopening_keeps_everything(tmp_path: Path) -> None:
         conn.close()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: ConversationStore appends to a cached window in commit order, "
-                   "while a reload orders by created_at: history() differs before and after a reopen")
 def test_history_is_the_same_before_and_after_a_reopen(tmp_path: Path) -> None:
     home = tmp_path / "home"
     with MemorySystem.open(home) as memory:

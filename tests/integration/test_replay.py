@@ -45,18 +45,33 @@ def build(memory: MemorySystem, rng: random.Random) -> dict[str, Any]:
         roll = rng.random()
         if roll < 0.55:
             memory.append_message(
-                agent_id=agent, owner_id=owner, conversation=conv, role=rng.choice(("user", "assistant")),
-                sender=owner, content=f"{rng.choice(TEXTS)} #{rng.randrange(10**6)}",
+                agent_id=agent,
+                owner_id=owner,
+                conversation=conv,
+                role=rng.choice(("user", "assistant")),
+                sender=owner,
+                content=f"{rng.choice(TEXTS)} #{rng.randrange(10**6)}",
                 trust=rng.choice(("guest", "operator")),
                 metadata={"n": rng.randrange(100), "tag": "t\u00e4g"} if rng.random() < 0.3 else None,
             )
         elif roll < 0.6:
-            lines = [json.dumps({
-                "agent_id": agent, "owner_id": owner, "channel": conv.channel, "chat_id": conv.chat_id,
-                "thread_scope": conv.thread_scope, "role": "user", "sender": owner,
-                "content": f"imported {rng.choice(TEXTS)} {k}",
-                "created_at": f"2024-0{1 + k % 9}-1{k % 10}T10:00:00+02:00",
-            }, ensure_ascii=False) for k in range(rng.randrange(1, 30))]
+            lines = [
+                json.dumps(
+                    {
+                        "agent_id": agent,
+                        "owner_id": owner,
+                        "channel": conv.channel,
+                        "chat_id": conv.chat_id,
+                        "thread_scope": conv.thread_scope,
+                        "role": "user",
+                        "sender": owner,
+                        "content": f"imported {rng.choice(TEXTS)} {k}",
+                        "created_at": f"2024-0{1 + k % 9}-1{k % 10}T10:00:00+02:00",
+                    },
+                    ensure_ascii=False,
+                )
+                for k in range(rng.randrange(1, 30))
+            ]
             memory.import_history(lines)
         elif roll < 0.75:
             writer = rng.choice(("reviewer", "tool", "operator", "job"))
@@ -64,13 +79,24 @@ def build(memory: MemorySystem, rng: random.Random) -> dict[str, Any]:
             category = rng.choice((*CATEGORIES, "gossip"))
             value = rng.choice(TEXTS) if rng.random() > 0.05 else "x" * 201
             out = memory.write_memory(
-                {"op": "add", "category": category, "key": f"key {rng.randrange(25)}", "value": value,
-                 "confidence": rng.choice((0.5, 0.9, 1.0, 1.5))},
-                agent_id=agent, owner_id=owner, writer=writer, trust=trust,
+                {
+                    "op": "add",
+                    "category": category,
+                    "key": f"key {rng.randrange(25)}",
+                    "value": value,
+                    "confidence": rng.choice((0.5, 0.9, 1.0, 1.5)),
+                },
+                agent_id=agent,
+                owner_id=owner,
+                writer=writer,
+                trust=trust,
                 conversation=conv if writer == "tool" or rng.random() < 0.5 else None,
                 job_source_id=f"job:{rng.randrange(3)}%" if writer == "job" else None,
-                source_type="test", source_id=f"src-{rng.randrange(5)}",
-                session_id="s\u00e9ssion", run_id="r1", source_message_id=rng.randrange(1, 100),
+                source_type="test",
+                source_id=f"src-{rng.randrange(5)}",
+                session_id="s\u00e9ssion",
+                run_id="r1",
+                source_message_id=rng.randrange(1, 100),
                 reason="because",
             )[0]
             if out.status == "refused":
@@ -84,13 +110,20 @@ def build(memory: MemorySystem, rng: random.Random) -> dict[str, Any]:
             agent, owner, memory_id = rng.choice(live_ids)
             out = memory.write_memory(
                 {"op": "replace", "id": memory_id, "value": f"{rng.choice(TEXTS)} v{rng.randrange(99)}"},
-                agent_id=agent, owner_id=rng.choice((owner, owner, "intruder")), trust="operator")[0]
+                agent_id=agent,
+                owner_id=rng.choice((owner, owner, "intruder")),
+                trust="operator",
+            )[0]
             if out.status in ("replaced", "refused"):
                 stats[out.status] += 1
         elif roll < 0.93 and live_ids:
             agent, owner, memory_id = rng.choice(live_ids)
-            out = memory.write_memory({"op": "archive", "id": memory_id, "reason": "no longer true \u2717"},
-                                      agent_id=agent, owner_id=owner, trust="operator")[0]
+            out = memory.write_memory(
+                {"op": "archive", "id": memory_id, "reason": "no longer true \u2717"},
+                agent_id=agent,
+                owner_id=owner,
+                trust="operator",
+            )[0]
             stats["archived"] += out.status == "archived"
         elif roll < 0.97 and live_ids:
             _, _, memory_id = rng.choice(live_ids)
@@ -125,8 +158,15 @@ def test_the_source_has_thousands_of_varied_events(source: MemorySystem) -> None
     for recorded in source.app.store.read_events():
         kinds[recorded.event.kind] = kinds.get(recorded.event.kind, 0) + 1
     assert sum(kinds.values()) >= MIN_EVENTS
-    for kind in ("message.appended", "memory.added", "memory.replaced", "memory.archived",
-                 "memory.restored", "memory.operation_refused", "conversation.window_cleared"):
+    for kind in (
+        "message.appended",
+        "memory.added",
+        "memory.replaced",
+        "memory.archived",
+        "memory.restored",
+        "memory.operation_refused",
+        "conversation.window_cleared",
+    ):
         assert kinds.get(kind, 0) > 0, kind
     scopes = {m.scope_type.value for m in source.memories()}
     assert scopes == {"owner", "agent", "conversation", "job"}
@@ -186,8 +226,9 @@ def test_replay_refuses_even_an_empty_existing_file(source: MemorySystem, tmp_pa
     assert (target / "memory.db").read_bytes() == b""
 
 
-def test_full_text_indexes_pass_integrity_check_after_updates_and_archives(source: MemorySystem,
-                                                                              tmp_path: Path) -> None:
+def test_full_text_indexes_pass_integrity_check_after_updates_and_archives(
+    source: MemorySystem, tmp_path: Path
+) -> None:
     conn = apsw.Connection(str(source.app.store.path))
     try:
         conn.execute("BEGIN IMMEDIATE")
@@ -209,8 +250,7 @@ def test_fts_integrity_catches_a_desynchronised_index(tmp_path: Path) -> None:
     """The check the tests above rely on does detect a damaged index."""
     with MemorySystem.open(tmp_path / "h") as memory:
         memory.append_message(agent_id="a", owner_id="o", conversation="c:1", role="user", content="hello")
-        memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": "v"},
-                            agent_id="a", owner_id="o")
+        memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": "v"}, agent_id="a", owner_id="o")
         path = memory.app.store.path
     conn = apsw.Connection(str(path))
     try:

@@ -1,0 +1,86 @@
+"""Read side of ``memory_sources``, ``scheduled_jobs`` and ``job_runs`` (the ``JobQueries`` port)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import apsw
+
+from fermix_memory.adapters.sqlite.connection import translated_errors
+from fermix_memory.application.jobs import JobRun, JobStatus, MemorySource, ScheduledJob
+
+MAX_LIMIT = 1000
+
+_SOURCE_COLUMNS = "id, agent_id, owner_id, source_type, name, description, created_at, updated_at"
+_JOB_COLUMNS = "id, agent_id, owner_id, name, schedule, prompt, memory_source_id, enabled, created_at, updated_at"
+_RUN_COLUMNS = "id, job_id, status, started_at, finished_at, output, error"
+
+
+def _limit(limit: int | None) -> int:
+    return MAX_LIMIT if limit is None else max(0, min(int(limit), MAX_LIMIT))
+
+
+def _source(row: tuple[Any, ...]) -> MemorySource:
+    return MemorySource(id=row[0], agent_id=row[1], owner_id=row[2], source_type=row[3], name=row[4],
+                        description=row[5], created_at=datetime.fromisoformat(row[6]),
+                        updated_at=datetime.fromisoformat(row[7]))
+
+
+def _job(row: tuple[Any, ...]) -> ScheduledJob:
+    return ScheduledJob(id=row[0], agent_id=row[1], owner_id=row[2], name=row[3], schedule=row[4], prompt=row[5],
+                        memory_source_id=row[6], enabled=bool(row[7]), created_at=datetime.fromisoformat(row[8]),
+                        updated_at=datetime.fromisoformat(row[9]))
+
+
+def _run(row: tuple[Any, ...]) -> JobRun:
+    return JobRun(id=row[0], job_id=row[1], status=JobStatus(row[2]), started_at=datetime.fromisoformat(row[3]),
+                  finished_at=datetime.fromisoformat(row[4]) if row[4] is not None else None, output=row[5],
+                  error=row[6])
+
+
+class SqliteJobQueries:
+    """Implements ``JobQueries``; ``connection`` gives this thread's read connection."""
+
+    def __init__(self, connection: Callable[[], apsw.Connection]) -> None:
+        self._conn = connection
+
+    def _rows(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        with translated_errors("reading memory.db"):
+            return self._conn().execute(sql, params).fetchall()
+
+    def memory_source(self, source_id: str) -> MemorySource | None:
+        rows = self._rows(f"SELECT {_SOURCE_COLUMNS} FROM memory_sources WHERE id = ?", (source_id,))
+        return _source(rows[0]) if rows else None
+
+    def memory_sources(self, agent_id: str, owner_id: str, *, limit: int | None = None) -> list[MemorySource]:
+        rows = self._rows(
+            f"SELECT {_SOURCE_COLUMNS} FROM memory_sources WHERE agent_id = ? AND owner_id = ?"
+            " ORDER BY created_at, id LIMIT ?",
+            (agent_id, owner_id, _limit(limit)),
+        )
+        return [_source(r) for r in rows]
+
+    def job(self, job_id: str) -> ScheduledJob | None:
+        rows = self._rows(f"SELECT {_JOB_COLUMNS} FROM scheduled_jobs WHERE id = ?", (job_id,))
+        return _job(rows[0]) if rows else None
+
+    def jobs(self, agent_id: str, owner_id: str) -> list[ScheduledJob]:
+        rows = self._rows(
+            f"SELECT {_JOB_COLUMNS} FROM scheduled_jobs WHERE agent_id = ? AND owner_id = ? ORDER BY created_at, id",
+            (agent_id, owner_id),
+        )
+        return [_job(r) for r in rows]
+
+    def job_run(self, run_id: str) -> JobRun | None:
+        rows = self._rows(f"SELECT {_RUN_COLUMNS} FROM job_runs WHERE id = ?", (run_id,))
+        return _run(rows[0]) if rows else None
+
+    def job_runs(self, job_id: str, *, limit: int | None = None) -> list[JobRun]:
+        # Served by the (job_id, started_at) index.
+        rows = self._rows(
+            f"SELECT {_RUN_COLUMNS} FROM job_runs WHERE job_id = ? ORDER BY started_at DESC, id DESC LIMIT ?",
+            (job_id, _limit(limit)),
+        )
+        return [_run(r) for r in rows]
