@@ -12,6 +12,7 @@ from typing import Any
 
 from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
 from fermix_memory.adapters.sqlite import audit
+from fermix_memory.application import jobs
 from fermix_memory.application.compaction import CompactionResult
 from fermix_memory.application.composer import compose_prompt
 from fermix_memory.application.errors import NotFound, StorageError
@@ -23,9 +24,10 @@ from fermix_memory.application.prompt_files import check_resource_name, unified_
 from fermix_memory.application.recall import RecallResult, recall
 from fermix_memory.application.reviewer import ReviewResult
 from fermix_memory.application.settings import Settings
+from fermix_memory.application.tools import ToolContext, anthropic_tool_definitions, openai_tool_definitions
 from fermix_memory.application.turns import CommandResult, PreflightResult
 from fermix_memory.domain.admission import WriteContext
-from fermix_memory.domain.errors import InvalidOperation
+from fermix_memory.domain.errors import DomainError, InvalidOperation
 from fermix_memory.domain.events import Provenance
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
@@ -340,6 +342,55 @@ class MemorySystem:
         targets = self._app.queries.conversations_with_unreviewed(agent_id=agent_id, owner_id=owner_id,
                                                                   conversation=key)
         return [self._app.reviewer.review(a, o, c, now=True) for a, o, c in targets]
+
+    # --- memory tools and scheduled jobs -----------------------------------------------------------
+
+    @staticmethod
+    def tool_definitions(style: str = "openai") -> list[dict[str, Any]]:
+        """JSON-Schema definitions of ``memory_store``, ``memory_recall`` and
+        ``memory_sources_list`` in OpenAI (``"openai"``) or Anthropic (``"anthropic"``) form."""
+        if style == "openai":
+            return openai_tool_definitions()
+        if style == "anthropic":
+            return anthropic_tool_definitions()
+        raise InvalidMessage("style must be 'openai' or 'anthropic'")
+
+    def dispatch_tool(self, name: str, arguments: Any, *, agent_id: str, owner_id: str, trust: str = "guest",
+                      conversation: Any = None, job_source_id: str | None = None, session_id: str = "",
+                      run_id: str = "", source_message_id: int | None = None) -> dict[str, Any]:
+        """Run a memory tool call for the model. Bad calls come back as ``{"ok": false, "error",
+        "code"}``, never as an exception; a job run (``job_source_id``) only ever sees its own rows."""
+        self._check_open()
+        try:
+            context = ToolContext(agent_id=agent_id, owner_id=owner_id, trust=trust, conversation=conversation,
+                                  job_source_id=job_source_id, session_id=session_id, run_id=run_id,
+                                  source_message_id=source_message_id)
+        except DomainError as exc:
+            return {"ok": False, "error": str(exc), "code": "invalid_context"}
+        return self._app.tools.dispatch_tool(name, arguments, context)
+
+    def register_memory_source(self, *, source_id: str, agent_id: str, owner_id: str, source_type: str,
+                               name: str, description: str = "") -> str:
+        self._check_open()
+        app = self._app
+        return jobs.register_memory_source(app.store, app.clock, source_id=source_id, agent_id=agent_id,
+                                           owner_id=owner_id, source_type=source_type, name=name,
+                                           description=description)
+
+    def save_job(self, *, job_id: str, agent_id: str, owner_id: str, name: str, schedule: str, prompt: str,
+                 memory_source_id: str | None = None, enabled: bool = True) -> jobs.ScheduledJob:
+        """Save a scheduled job (and its job-scoped memory source, ``job:<job_id>``, if none given)."""
+        self._check_open()
+        app = self._app
+        return jobs.save_job(app.store, app.clock, job_id=job_id, agent_id=agent_id, owner_id=owner_id, name=name,
+                             schedule=schedule, prompt=prompt, memory_source_id=memory_source_id, enabled=enabled)
+
+    def record_job_run(self, *, run_id: str, job_id: str, status: str, started_at: Any, finished_at: Any = None,
+                       output: str = "", error: str = "") -> jobs.JobRun:
+        self._check_open()
+        app = self._app
+        return jobs.record_job_run(app.store, app.clock, run_id=run_id, job_id=job_id, status=status,
+                                   started_at=started_at, finished_at=finished_at, output=output, error=error)
 
     # --- prompt files and resources --------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from fermix_memory.adapters.config_toml import load_settings
 from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
 from fermix_memory.adapters.providers.route import ProviderRoute, build_provider
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
+from fermix_memory.adapters.sqlite.job_queries import SqliteJobQueries
 from fermix_memory.adapters.sqlite.queries import SqliteQueries
 from fermix_memory.adapters.tokens_tiktoken import TiktokenCounter
 from fermix_memory.application.background import BackgroundWorker
@@ -33,6 +34,7 @@ from fermix_memory.application.ports import ChatModel, Clock, TokenCounter, Trac
 from fermix_memory.application.prompt_files import PromptFiles
 from fermix_memory.application.reviewer import Reviewer
 from fermix_memory.application.settings import Settings, settings_from_mapping
+from fermix_memory.application.tools import MemoryTools
 from fermix_memory.application.tracing import EventLogTracer
 from fermix_memory.application.turns import TurnService
 
@@ -84,6 +86,8 @@ class App:
     model_for: Callable[[str], ChatModel]
     compactor: Compactor
     turns: TurnService
+    jobs: SqliteJobQueries
+    tools: MemoryTools
 
     def close(self) -> None:
         self.background.close()
@@ -147,6 +151,7 @@ def bootstrap(
         timeout_s=settings.timeouts.llm_buffered_s, holder=f"{socket.gethostname()}:{os.getpid()}",
     )
     history = HistoryService(store, clock)
+    jobs = SqliteJobQueries(store.reader)
     compactor = Compactor(
         store, queries, conversations.window, reviewer, clock, settings.compaction, model_for, tokens.count,
         context_window=settings.providers[0].context_window if settings.providers else DEFAULT_CONTEXT_WINDOW,
@@ -157,7 +162,8 @@ def bootstrap(
         conversations=conversations, rows=rows, history=history,
         memory=writer, tokens=tokens, prompt_files=prompt_files, reviewer=reviewer,
         background=BackgroundWorker("fermix-background"), model_for=model_for,
-        compactor=compactor, turns=TurnService(compactor, history),
+        compactor=compactor, turns=TurnService(compactor, history), jobs=jobs,
+        tools=MemoryTools(writer, queries, jobs),
     )
     try:
         prompt_files.repair()  # files are derived: a crash between commit and write is mended here
