@@ -34,7 +34,8 @@ def conversation_key(value: object) -> ConversationKey:
     raise InvalidConversationKey("conversation must be a ConversationKey, 'CHANNEL:CHAT_ID[:THREAD]' or a mapping")
 
 
-def _enum(enum_cls: Any, value: object, what: str) -> Any:
+def parse_enum(enum_cls: Any, value: object, what: str) -> Any:
+    """``enum_cls(value)``, or :class:`InvalidMessage` naming the allowed values."""
     try:
         return enum_cls(value)
     except ValueError:
@@ -64,8 +65,8 @@ def build_message_event(
     check_identifier(agent_id, "agent_id")
     check_identifier(owner_id, "owner_id")
     key = conversation_key(conversation)
-    role_value = _enum(Role, role, "role")
-    trust_value = _enum(Trust, trust, "trust")
+    role_value = parse_enum(Role, role, "role")
+    trust_value = parse_enum(Trust, trust, "trust")
     if not isinstance(content, str):
         raise InvalidMessage(f"content must be text, got {type(content).__name__}")
     if len(content) > MAX_CONTENT_CHARS:

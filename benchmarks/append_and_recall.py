@@ -2,8 +2,10 @@
 
 What is measured (every ratio comes from numbers taken in THIS run, on THIS machine):
 
-1. Append throughput (msg/s), N messages each, in interleaved rounds (raw, ours 1 thread,
-   ours 8 threads, raw, ...); each figure is the median over the rounds.
+1. Append throughput (msg/s). Each variant appends the same N messages to its own fresh
+   database; the N are cut into slices and the variants take turns slice by slice (in a
+   rotating order), so that a noisy moment on a shared machine hits them all alike. A figure
+   is the median of the variant's slice rates over all rounds; ratios are ratios of those.
 
    * **raw loop** — the limit: plain apsw on a fresh ``memory.db`` with the product's schema
      and pragmas (``open_connection`` + ``migrate``), one ``BEGIN IMMEDIATE`` … ``COMMIT`` per
@@ -12,6 +14,9 @@ What is measured (every ratio comes from numbers taken in THIS run, on THIS mach
      row (FTS5 kept in sync by the schema's triggers) with its scope tokens.
    * **ours, 1 thread** — ``MemorySystem.append_message`` N times (durability "normal").
    * **ours, 8 threads** — 8 host threads appending N/8 each at once (group commit).
+
+   * **raw loop, 8 per transaction** — a diagnostic: what batching alone buys on this
+     machine, i.e. the ceiling a group commit could approach.
 
    ``single_thread_ratio = ours_1t / raw`` (target >= 0.6) and
    ``eight_thread_ratio = ours_8t / raw`` (target >= 1.5), SPEC §13.
@@ -65,14 +70,14 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import apsw
 
 from fermix_memory import MemorySystem, Settings
+from fermix_memory.adapters.sqlite import connection as connection_module
 from fermix_memory.adapters.sqlite.connection import open_connection
 from fermix_memory.adapters.sqlite.fts_query import match_expression, quote_term
 from fermix_memory.adapters.sqlite.schema import migrate
@@ -180,8 +185,16 @@ class RawLoop:
 
     @classmethod
     def create(cls, path: Path) -> RawLoop:
+        """A fresh database set up exactly as the product's writer sets up its own."""
         conn = open_connection(path, durability="normal")
         migrate(conn, str(path))
+        enable_wal = getattr(connection_module, "enable_wal", None)
+        if enable_wal is not None:
+            enable_wal(conn)
+        mode = conn.execute("PRAGMA journal_mode").fetchall()[0][0]
+        sync = conn.execute("PRAGMA synchronous").fetchall()[0][0]
+        if str(mode).lower() != "wal" or sync != 1:
+            raise RuntimeError(f"raw loop database is journal_mode={mode}, synchronous={sync}: expected WAL, 1")
         return cls(conn)
 
     def _key(self, m: Msg) -> ConversationKey:
@@ -241,19 +254,25 @@ class RawLoop:
         return position, new_hash
 
 
-def time_raw(path: Path, messages: Sequence[Msg], per_transaction: int = 1) -> float:
-    loop = RawLoop.create(path)
-    try:
+class RawAppender:
+    """The raw loop as an appender: one transaction per message (or per ``per_transaction``)."""
+
+    def __init__(self, path: Path, per_transaction: int = 1) -> None:
+        self.db, self.loop, self.per_transaction = path, RawLoop.create(path), per_transaction
+
+    def run(self, messages: Sequence[Msg]) -> float:
+        step = self.per_transaction
         start = time.perf_counter()
-        if per_transaction == 1:
+        if step == 1:
             for m in messages:
-                loop.append(m)
+                self.loop.append(m)
         else:
-            for i in range(0, len(messages), per_transaction):
-                loop.append_batch(messages[i:i + per_transaction])
+            for i in range(0, len(messages), step):
+                self.loop.append_batch(messages[i:i + step])
         return time.perf_counter() - start
-    finally:
-        loop.conn.close()
+
+    def close(self) -> None:
+        self.loop.conn.close()
 
 
 # --- 1b. ours, 1 thread and 8 threads ------------------------------------------------------------
@@ -269,40 +288,48 @@ def append_all(memory: MemorySystem, messages: Sequence[Msg]) -> None:
                               role=m.role, sender=m.sender, content=m.content)
 
 
-def time_ours(home: Path, messages: Sequence[Msg], threads: int) -> float:
-    with open_memory(home) as memory:
-        if threads == 1:
+class OursAppender:
+    """``append_message`` from ``threads`` host threads at once (each gets every n-th message)."""
+
+    def __init__(self, home: Path, threads: int) -> None:
+        self.db, self.memory, self.threads = home / "memory.db", open_memory(home), threads
+
+    def run(self, messages: Sequence[Msg]) -> float:
+        if self.threads == 1:
             start = time.perf_counter()
-            append_all(memory, messages)
+            append_all(self.memory, messages)
             return time.perf_counter() - start
-        return _time_threaded(memory, messages, threads)
+        return self._run_threaded(messages)
 
+    def _run_threaded(self, messages: Sequence[Msg]) -> float:
+        barrier = threading.Barrier(self.threads + 1)
+        errors: list[BaseException] = []
 
-def _time_threaded(memory: MemorySystem, messages: Sequence[Msg], threads: int) -> float:
-    barrier = threading.Barrier(threads + 1)
-    errors: list[BaseException] = []
+        def worker(chunk: Sequence[Msg]) -> None:
+            barrier.wait()
+            try:
+                append_all(self.memory, chunk)
+            except BaseException as exc:  # re-raised after the join
+                errors.append(exc)
 
-    def worker(chunk: Sequence[Msg]) -> None:
-        barrier.wait()
-        try:
-            append_all(memory, chunk)
-        except BaseException as exc:  # reported after the join
-            errors.append(exc)
+        pool = [threading.Thread(target=worker, args=(messages[i::self.threads],)) for i in range(self.threads)]
+        for t in pool:
+            t.start()
+        barrier.wait()  # every thread is started and waiting: the clock starts when they all go
+        start = time.perf_counter()
+        for t in pool:
+            t.join()
+        elapsed = time.perf_counter() - start
+        if errors:
+            raise errors[0]
+        return elapsed
 
-    pool = [threading.Thread(target=worker, args=(messages[i::threads],)) for i in range(threads)]
-    for t in pool:
-        t.start()
-    barrier.wait()
-    start = time.perf_counter()
-    for t in pool:
-        t.join()
-    elapsed = time.perf_counter() - start
-    if errors:
-        raise errors[0]
-    return elapsed
+    def close(self) -> None:
+        self.memory.close()
 
 
 def check_count(db: Path, expected: int) -> None:
+    """Every appended message is in the table and in the full-text index."""
     conn = open_connection(db)
     try:
         (count,), = conn.execute("SELECT count(*) FROM messages").fetchall()
@@ -317,70 +344,120 @@ def check_count(db: Path, expected: int) -> None:
 # --- 1c. peer: LangChain SQLChatMessageHistory ---------------------------------------------------
 
 
-def langchain_peer() -> tuple[Callable[[Path, Sequence[Msg]], float] | None, str]:
-    """The peer's timing function, or None and why it is skipped."""
-    try:
+class LangChainAppender:
+    """LangChain's SQLChatMessageHistory on SQLite, one history object per conversation."""
+
+    def __init__(self, path: Path) -> None:
         from langchain_community.chat_message_histories import SQLChatMessageHistory
         from langchain_core.messages import AIMessage, HumanMessage
-    except Exception as exc:  # ImportError, or a broken install
-        return None, f"langchain_community is not importable ({type(exc).__name__}: {exc})"
 
-    def run(path: Path, messages: Sequence[Msg]) -> float:
-        url = f"sqlite:///{path}"
-        histories: dict[str, Any] = {}
+        self.db, self._url, self._histories = None, f"sqlite:///{path}", {}
+        self._history_cls, self._human, self._ai = SQLChatMessageHistory, HumanMessage, AIMessage
+
+    def _history(self, m: Msg) -> Any:
+        session = f"{m.agent_id}/{m.owner_id}/{m.channel}/{m.chat_id}"
+        history = self._histories.get(session)
+        if history is None:
+            try:
+                history = self._history_cls(session_id=session, connection=self._url)
+            except TypeError:  # older releases call it connection_string
+                history = self._history_cls(session_id=session, connection_string=self._url)
+            self._histories[session] = history
+        return history
+
+    def run(self, messages: Sequence[Msg]) -> float:
         start = time.perf_counter()
         for m in messages:
-            session = f"{m.agent_id}/{m.owner_id}/{m.channel}/{m.chat_id}"
-            history = histories.get(session)
-            if history is None:
-                try:
-                    history = SQLChatMessageHistory(session_id=session, connection=url)
-                except TypeError:  # older releases name it connection_string
-                    history = SQLChatMessageHistory(session_id=session, connection_string=url)
-                histories[session] = history
-            history.add_message(HumanMessage(m.content) if m.role == "user" else AIMessage(m.content))
+            self._history(m).add_message(self._human(m.content) if m.role == "user" else self._ai(m.content))
         return time.perf_counter() - start
 
-    return run, ""
+    def close(self) -> None:
+        self._histories.clear()
+
+
+def langchain_available() -> str:
+    """Empty when the peer can run, else why it is skipped (nothing is ever installed)."""
+    try:
+        import langchain_community.chat_message_histories  # noqa: F401
+        import langchain_core.messages  # noqa: F401
+    except Exception as exc:  # ImportError, or a broken install
+        return f"langchain_community is not importable ({type(exc).__name__}: {exc})"
+    return ""
 
 
 # --- 1. the append rounds ------------------------------------------------------------------------
 
 
+class Appender(Protocol):
+    db: Path | None
+
+    def run(self, messages: Sequence[Msg]) -> float: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass
 class AppendFigures:
-    raw: list[float] = field(default_factory=list)
-    ours_1t: list[float] = field(default_factory=list)
-    ours_8t: list[float] = field(default_factory=list)
-    raw_batched: list[float] = field(default_factory=list)
-    peer: list[float] = field(default_factory=list)
+    """Per variant: the rate of every slice, and each round's whole-run rate (msg/s)."""
+
+    slices: dict[str, list[float]] = field(default_factory=dict)
+    rounds: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, name: str, slice_rates: list[float], round_rate: float) -> None:
+        self.slices.setdefault(name, []).extend(slice_rates)
+        self.rounds.setdefault(name, []).append(round_rate)
+
+    def median(self, name: str) -> float | None:
+        return statistics.median(self.slices[name]) if self.slices.get(name) else None
 
 
-def run_appends(workdir: Path, messages: Sequence[Msg], rounds: int) -> tuple[AppendFigures, str]:
-    peer, peer_note = langchain_peer()
+def make_appenders(base: Path, with_peer: bool) -> dict[str, Appender]:
+    appenders: dict[str, Appender] = {
+        "raw": RawAppender(base / "raw.db"),
+        "ours_1t": OursAppender(base / "ours1", 1),
+        "ours_8t": OursAppender(base / "ours8", THREADS),
+        "raw_batched": RawAppender(base / "raw_batched.db", THREADS),
+    }
+    if with_peer:
+        appenders["peer"] = LangChainAppender(base / "langchain.db")
+    return appenders
+
+
+def run_round(base: Path, messages: Sequence[Msg], slices: int, with_peer: bool) -> dict[str, list[float]]:
+    """Every variant appends all of ``messages`` to its own fresh database, slice by slice,
+    the variants taking turns (in a rotating order) so that a noisy moment hits them alike.
+    Returns each variant's slice times (seconds)."""
+    appenders = make_appenders(base, with_peer)
+    names = list(appenders)
+    size = max(THREADS, -(-len(messages) // slices))
+    times: dict[str, list[float]] = {name: [] for name in names}
+    try:
+        for k, i in enumerate(range(0, len(messages), size)):
+            chunk = messages[i:i + size]
+            for name in names[k % len(names):] + names[: k % len(names)]:
+                times[name].append(appenders[name].run(chunk))
+    finally:
+        for appender in appenders.values():
+            appender.close()
+    for appender in appenders.values():
+        if appender.db is not None:
+            check_count(appender.db, len(messages))
+    return times
+
+
+def run_appends(workdir: Path, messages: Sequence[Msg], rounds: int, slices: int) -> tuple[AppendFigures, str]:
+    peer_note = langchain_available()
     figures = AppendFigures()
-    n = len(messages)
+    size = max(THREADS, -(-len(messages) // slices))
     for r in range(rounds):
         base = workdir / f"append-{r}"
-        base.mkdir(parents=True, exist_ok=True)
-        steps: list[tuple[str, list[float], Callable[[], float], Path]] = [
-            ("raw loop", figures.raw, partial(time_raw, base / "raw.db", messages), base / "raw.db"),
-            ("ours 1 thread", figures.ours_1t, partial(time_ours, base / "o1", messages, 1),
-             base / "o1" / "memory.db"),
-            (f"ours {THREADS} threads", figures.ours_8t, partial(time_ours, base / "o8", messages, THREADS),
-             base / "o8" / "memory.db"),
-            (f"raw loop, {THREADS} per transaction", figures.raw_batched,
-             partial(time_raw, base / "rawb.db", messages, THREADS), base / "rawb.db"),
-        ]
-        for label, sink, step, db in steps:
-            elapsed = step()
-            check_count(db, n)
-            sink.append(n / elapsed)
-            progress(f"round {r + 1}/{rounds}: {label}: {n / elapsed:,.0f} msg/s")
-        if peer is not None:
-            elapsed = peer(base / "langchain.db", messages)
-            figures.peer.append(n / elapsed)
-            progress(f"round {r + 1}/{rounds}: langchain: {n / elapsed:,.0f} msg/s")
+        base.mkdir(parents=True)
+        times = run_round(base, messages, slices, with_peer=not peer_note)
+        for name, seconds in times.items():
+            rates = [len(messages[i * size:(i + 1) * size]) / s for i, s in enumerate(seconds)]
+            figures.add(name, rates, len(messages) / sum(seconds))
+        progress(f"round {r + 1}/{rounds}: " + ", ".join(
+            f"{name} {len(messages) / sum(s):,.0f}" for name, s in times.items()) + " msg/s")
         shutil.rmtree(base, ignore_errors=True)
     return figures, peer_note
 
@@ -585,17 +662,13 @@ def rounded(x: float | None, digits: int = 1) -> float | None:
 
 
 def report(args: argparse.Namespace, appends: AppendFigures, peer_note: str, rec: RecallFigures) -> dict[str, Any]:
-    raw, o1, o8, rawb = (statistics.median(v) for v in (appends.raw, appends.ours_1t, appends.ours_8t,
-                                                        appends.raw_batched))
-    peer = statistics.median(appends.peer) if appends.peer else None
+    raw, o1, o8, rawb, peer = (appends.median(name) for name in ("raw", "ours_1t", "ours_8t", "raw_batched", "peer"))
     f, h = rec.full, rec.half
     half_k, full_k = f"{rec.half_size // 1000}k", f"{rec.full_size // 1000}k"
     out: dict[str, Any] = {
-        "messages": args.messages, "rounds": args.rounds, "threads": THREADS,
+        "messages": args.messages, "rounds": args.rounds, "slices": args.slices, "threads": THREADS,
         "raw_msgs_per_s": rounded(raw), "ours_1t_msgs_per_s": rounded(o1), "ours_8t_msgs_per_s": rounded(o8),
-        "raw_msgs_per_s_all": [rounded(x) for x in appends.raw],
-        "ours_1t_msgs_per_s_all": [rounded(x) for x in appends.ours_1t],
-        "ours_8t_msgs_per_s_all": [rounded(x) for x in appends.ours_8t],
+        "per_round_msgs_per_s": {name: [rounded(x) for x in v] for name, v in appends.rounds.items()},
         "single_thread_ratio": ratio(o1, raw), "eight_thread_ratio": ratio(o8, raw),
         "single_thread_target": 0.6, "eight_thread_target": 1.5,
         "raw_batched8_msgs_per_s": rounded(rawb), "group_commit_ceiling_ratio": ratio(rawb, raw),
@@ -625,7 +698,8 @@ def report(args: argparse.Namespace, appends: AppendFigures, peer_note: str, rec
 
 def print_human(r: dict[str, Any], rec: RecallFigures) -> None:
     verdict = {True: "ok", False: "MISSED"}
-    print(f"Append, {r['messages']:,} messages, median of {r['rounds']} interleaved rounds:")
+    print(f"Append, {r['messages']:,} messages per variant per round, {r['rounds']} rounds of "
+          f"{r['slices']} interleaved slices (median slice rate):")
     print(f"  {'raw apsw loop (the limit)':<30}{r['raw_msgs_per_s']:>10,.0f} msg/s")
     print(f"  {'ours, 1 thread':<30}{r['ours_1t_msgs_per_s']:>10,.0f} msg/s   ratio "
           f"{r['single_thread_ratio']:.2f} (target >= 0.6: {verdict[r['single_thread_ratio'] >= 0.6]})")
@@ -660,7 +734,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--messages", type=int, default=None, help="messages per append run (default 10000)")
     p.add_argument("--history-size", type=int, default=None, help="recall database size (default 200000)")
-    p.add_argument("--rounds", type=int, default=5, help="interleaved append rounds (median taken)")
+    p.add_argument("--rounds", type=int, default=3, help="append rounds, each on fresh databases")
+    p.add_argument("--slices", type=int, default=None,
+                   help="each round appends the messages in this many slices, the variants taking turns"
+                        " (default 20; 10 with --quick)")
     p.add_argument("--queries", type=int, default=None, help="recall queries (default 300)")
     p.add_argument("--quick", action="store_true", help="smoke run: 1000 messages, 20000 history")
     p.add_argument("--workdir", type=Path, default=None,
@@ -669,8 +746,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.messages = args.messages or (1_000 if args.quick else 10_000)
     args.history_size = args.history_size or (20_000 if args.quick else 200_000)
     args.queries = args.queries or (200 if args.quick else 300)
-    if args.messages < THREADS or args.history_size < 2 * MESSAGES_PER_AGENT or args.rounds < 1:
-        p.error(f"need --messages >= {THREADS}, --history-size >= {2 * MESSAGES_PER_AGENT}, --rounds >= 1")
+    args.slices = args.slices or (10 if args.quick else 20)
+    if (args.messages < THREADS * args.slices or args.history_size < 2 * MESSAGES_PER_AGENT
+            or args.rounds < 1 or args.slices < 1):
+        p.error(f"need --messages >= {THREADS} x --slices, --history-size >= {2 * MESSAGES_PER_AGENT},"
+                " --rounds >= 1 and --slices >= 1")
     return args
 
 
@@ -683,7 +763,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         corpus = Corpus(random.Random(SEED))
         messages = append_workload(corpus, args.messages, SEED + 1)
         progress(f"append: {args.messages:,} messages x {args.rounds} rounds in {workdir}")
-        appends, peer_note = run_appends(workdir, messages, args.rounds)
+        appends, peer_note = run_appends(workdir, messages, args.rounds, args.slices)
         progress(f"recall: building a {args.history_size:,}-message database")
         rec = run_recall(workdir, corpus, args.history_size, args.queries)
     finally:

@@ -18,7 +18,7 @@ from fermix_memory.application.composer import compose_prompt
 from fermix_memory.application.errors import NotFound, StorageError
 from fermix_memory.application.history import export_lines
 from fermix_memory.application.memory_writes import OperationOutcome
-from fermix_memory.application.message_input import InvalidMessage, conversation_key
+from fermix_memory.application.message_input import InvalidMessage, conversation_key, parse_enum
 from fermix_memory.application.ports import ChatModel, Clock, ResourceRevision, Tracer
 from fermix_memory.application.prompt_files import check_resource_name, unified_diff
 from fermix_memory.application.recall import RecallResult, recall
@@ -35,14 +35,6 @@ from fermix_memory.domain.operations import AddOperation, ArchiveOperation, Oper
 from fermix_memory.domain.scopes import Reader, RecallScope, RecallSource, WriterKind
 from fermix_memory.domain.values import ConversationKey, Trust, check_identifier
 from fermix_memory.entrypoints.bootstrap import App, bootstrap
-
-
-def _enum(cls: Any, value: object, what: str) -> Any:
-    try:
-        return cls(value)
-    except ValueError:
-        allowed = ", ".join(m.value for m in cls)
-        raise InvalidMessage(f"{what} must be one of {allowed}, got {str(value)[:40]!r}") from None
 
 
 def operation_from_mapping(data: Mapping[str, Any]) -> Operation:
@@ -203,9 +195,9 @@ class MemorySystem:
             operations = [operations]
         ops = [op if isinstance(op, AddOperation | ReplaceOperation | ArchiveOperation)
                else operation_from_mapping(op) for op in operations]
-        trust_value = _enum(Trust, trust, "trust")
+        trust_value = parse_enum(Trust, trust, "trust")
         ctx = WriteContext(
-            writer=_enum(WriterKind, writer, "writer"),
+            writer=parse_enum(WriterKind, writer, "writer"),
             reader=Reader(agent_id=agent_id, owner_id=owner_id,
                           conversation=conversation_key(conversation) if conversation is not None else None,
                           job_source_id=job_source_id),
@@ -261,7 +253,7 @@ class MemorySystem:
                         conversation=conversation_key(conversation) if conversation is not None else None,
                         job_source_id=job_source_id)
         return recall(self._app.queries, reader, query=query if isinstance(query, str) else "", key=key,
-                      scope=_enum(RecallScope, scope, "scope"), source=_enum(RecallSource, source, "source"),
+                      scope=parse_enum(RecallScope, scope, "scope"), source=parse_enum(RecallSource, source, "source"),
                       limit=limit)
 
     # --- background review -----------------------------------------------------------------------
@@ -312,7 +304,7 @@ class MemorySystem:
         check_identifier(owner_id, "owner_id")
         return self._app.turns.handle_command(text, agent_id=agent_id, owner_id=owner_id,
                                               conversation=conversation_key(conversation),
-                                              trust=_enum(Trust, trust, "trust"), context_window=context_window)
+                                              trust=parse_enum(Trust, trust, "trust"), context_window=context_window)
 
     def compact(self, *, agent_id: str, conversation: Any, context_window: int | None = None) -> CompactionResult:
         """Compact the conversation's window now (what ``/compact`` does)."""

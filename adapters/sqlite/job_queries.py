@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-import apsw
-
-from fermix_memory.adapters.sqlite.connection import translated_errors
+from fermix_memory.adapters.sqlite.read_side import ReadSide, clamp_limit
 from fermix_memory.application.jobs import JobRun, JobStatus, MemorySource, ScheduledJob
-
-MAX_LIMIT = 1000
 
 _SOURCE_COLUMNS = "id, agent_id, owner_id, source_type, name, description, created_at, updated_at"
 _JOB_COLUMNS = "id, agent_id, owner_id, name, schedule, prompt, memory_source_id, enabled, created_at, updated_at"
 _RUN_COLUMNS = "id, job_id, status, started_at, finished_at, output, error"
 
 
-def _limit(limit: int | None) -> int:
-    return MAX_LIMIT if limit is None else max(0, min(int(limit), MAX_LIMIT))
 
 
 def _source(row: tuple[Any, ...]) -> MemorySource:
@@ -40,15 +33,8 @@ def _run(row: tuple[Any, ...]) -> JobRun:
                   error=row[6])
 
 
-class SqliteJobQueries:
-    """Implements ``JobQueries``; ``connection`` gives this thread's read connection."""
-
-    def __init__(self, connection: Callable[[], apsw.Connection]) -> None:
-        self._conn = connection
-
-    def _rows(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
-        with translated_errors("reading memory.db"):
-            return self._conn().execute(sql, params).fetchall()
+class SqliteJobQueries(ReadSide):
+    """Implements ``JobQueries`` on this thread's read connection."""
 
     def memory_source(self, source_id: str) -> MemorySource | None:
         rows = self._rows(f"SELECT {_SOURCE_COLUMNS} FROM memory_sources WHERE id = ?", (source_id,))
@@ -58,7 +44,7 @@ class SqliteJobQueries:
         rows = self._rows(
             f"SELECT {_SOURCE_COLUMNS} FROM memory_sources WHERE agent_id = ? AND owner_id = ?"
             " ORDER BY created_at, id LIMIT ?",
-            (agent_id, owner_id, _limit(limit)),
+            (agent_id, owner_id, clamp_limit(limit)),
         )
         return [_source(r) for r in rows]
 
@@ -81,6 +67,6 @@ class SqliteJobQueries:
         # Served by the (job_id, started_at) index.
         rows = self._rows(
             f"SELECT {_RUN_COLUMNS} FROM job_runs WHERE job_id = ? ORDER BY started_at DESC, id DESC LIMIT ?",
-            (job_id, _limit(limit)),
+            (job_id, clamp_limit(limit)),
         )
         return [_run(r) for r in rows]

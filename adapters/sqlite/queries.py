@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-import apsw
-
-from fermix_memory.adapters.sqlite.connection import translated_errors
 from fermix_memory.adapters.sqlite.fts_query import match_expression, quote_term
+from fermix_memory.adapters.sqlite.read_side import ReadSide, clamp_limit
 from fermix_memory.adapters.sqlite.rows import (
     MEMORY_COLUMNS,
     MESSAGE_COLUMNS,
@@ -32,8 +30,6 @@ from fermix_memory.domain.messages import Message
 from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
 from fermix_memory.domain.values import ConversationKey
 
-MAX_LIMIT = 1000
-
 
 def _scope_sql(where: MemoryFilter, alias: str = "") -> tuple[str, list[Any]]:
     p = f"{alias}." if alias else ""
@@ -49,21 +45,10 @@ def _scope_sql(where: MemoryFilter, alias: str = "") -> tuple[str, list[Any]]:
     return sql, params
 
 
-def _limit(limit: int | None) -> int:
-    if limit is None:
-        return MAX_LIMIT
-    return max(0, min(int(limit), MAX_LIMIT))
 
 
-class SqliteQueries:
-    """Implements ``MemoryQueries``; ``connection`` gives this thread's read connection."""
-
-    def __init__(self, connection: Callable[[], apsw.Connection]) -> None:
-        self._conn = connection
-
-    def _rows(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
-        with translated_errors("reading memory.db"):
-            return self._conn().execute(sql, params).fetchall()
+class SqliteQueries(ReadSide):
+    """Implements ``MemoryQueries`` on this thread's read connection."""
 
     def memory(self, memory_id: int) -> Memory | None:
         rows = self._rows(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
@@ -103,7 +88,7 @@ class SqliteQueries:
 
     def search_memories(self, query: str, where: MemoryFilter, limit: int) -> list[MemoryHit]:
         expr = match_expression(query)
-        if expr is None or _limit(limit) == 0:
+        if expr is None or clamp_limit(limit) == 0:
             return []
         sql, params = _scope_sql(where, "m")
         cols = ", ".join(f"m.{c.strip()}" for c in MEMORY_COLUMNS.split(","))
@@ -111,7 +96,7 @@ class SqliteQueries:
             f"SELECT {cols}, f.rank, snippet(memories_fts, 1, '[', ']', '…', 12) FROM memories_fts f"
             f" JOIN memories m ON m.id = f.rowid WHERE memories_fts MATCH ? AND {sql}"
             " AND m.archived_at IS NULL ORDER BY f.rank LIMIT ?",
-            [expr, *params, _limit(limit)],
+            [expr, *params, clamp_limit(limit)],
         )
         return [MemoryHit(memory=memory_from_row(r[:22]), rank=float(r[22]), snippet=r[23]) for r in rows]
 
@@ -150,14 +135,14 @@ class SqliteQueries:
 
     def search_history(self, query: str, where: HistoryFilter, limit: int) -> list[MessageHit]:
         terms = match_expression(query, column="content")
-        if terms is None or _limit(limit) == 0:
+        if terms is None or clamp_limit(limit) == 0:
             return []
         if where.conversation is not None:
             scope = conversation_token(where.agent_id, where.owner_id, where.conversation)
         else:
             scope = owner_token(where.agent_id, where.owner_id)
         expr = f"scope_tokens : {quote_term(scope)} AND {terms}"
-        n = _limit(limit)
+        n = clamp_limit(limit)
         rows = self._rows(
             f"SELECT {', '.join('m.' + c.strip() for c in MESSAGE_COLUMNS.split(','))}, h.rank, h.snip FROM"
             " (SELECT rowid, rank, snippet(messages_fts, 0, '[', ']', '…', 16) AS snip FROM messages_fts"
@@ -238,7 +223,7 @@ class SqliteQueries:
         rows = self._rows(
             f"SELECT {_REVISION_COLUMNS} FROM resource_revisions v WHERE v.agent_id = ? AND v.owner_id = ?"
             " AND v.name = ? ORDER BY v.revision DESC LIMIT ?",
-            (agent_id, owner_id, name, _limit(limit)),
+            (agent_id, owner_id, name, clamp_limit(limit)),
         )
         return [_revision(r) for r in rows]
 
