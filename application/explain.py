@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from fermix_memory.application.errors import NotFound
-from fermix_memory.application.ports import EventStore, MemoryQueries, RecordedEvent
-from fermix_memory.application.streams import memory_stream
+from fermix_memory.application.ports import EventStore, RecordedEvent
+from fermix_memory.application.streams import memory_stream, review_stream
 from fermix_memory.domain import events as ev
+from fermix_memory.domain.memory import Memory
+from fermix_memory.domain.messages import Message
+from fermix_memory.domain.values import ConversationKey
+
+MAX_SOURCE_MESSAGES = 100
+
+
+class ExplainQueries(Protocol):
+    def memory(self, memory_id: int) -> Memory | None: ...
+
+    def message(self, message_id: int) -> Message | None: ...
+
+    def user_messages_after(self, agent_id: str, owner_id: str, conversation: ConversationKey, after_id: int,
+                            limit: int) -> list[Message]: ...
 
 
 def _concerns(item: RecordedEvent, memory_id: int) -> bool:
@@ -16,8 +30,35 @@ def _concerns(item: RecordedEvent, memory_id: int) -> bool:
     return getattr(item.event, "memory_id", None) == memory_id
 
 
-def explain_memory(store: EventStore, queries: MemoryQueries, memory_id: int) -> dict[str, Any]:
-    """The row, every event that shaped it (oldest first) and the messages they cite."""
+def _message_entry(message: Message) -> dict[str, Any]:
+    return {"id": message.id, "conversation": str(message.conversation), "sender": message.sender,
+            "role": message.role.value, "trust": message.trust.value, "at": message.created_at.isoformat(),
+            "content": message.content}
+
+
+def _source_messages(store: EventStore, queries: ExplainQueries, row: Memory,
+                     provenance: ev.Provenance) -> list[dict[str, Any]]:
+    """The messages a change came from: for a review, every user message that review read."""
+    if provenance.source_message_id is None:
+        return []
+    last = queries.message(provenance.source_message_id)
+    if last is None:
+        return []
+    if provenance.source_type != "reviewer" or not provenance.run_id:
+        return [_message_entry(last)]
+    after = None
+    for item in store.read_events(stream=review_stream(row.agent_id, row.owner_id, last.conversation)):
+        if isinstance(item.event, ev.ReviewClaimed) and item.event.claim_id == provenance.run_id:
+            after = item.event.reviewed_after_id
+    if after is None:
+        return [_message_entry(last)]
+    read = queries.user_messages_after(row.agent_id, row.owner_id, last.conversation, after, MAX_SOURCE_MESSAGES)
+    return [_message_entry(m) for m in read if m.id <= last.id]
+
+
+def explain_memory(store: EventStore, queries: ExplainQueries, memory_id: int) -> dict[str, Any]:
+    """The row, every event that shaped it (oldest first), who caused each and the messages
+    each came from."""
     row = queries.memory(memory_id)
     if row is None:
         raise NotFound(f"no memory row {memory_id}")
@@ -26,17 +67,18 @@ def explain_memory(store: EventStore, queries: MemoryQueries, memory_id: int) ->
         if not _concerns(item, memory_id):
             continue
         e = item.event
-        provenance = getattr(e, "provenance", None)
         entry: dict[str, Any] = {"position": item.position, "kind": e.kind, "at": e.at.isoformat()}
         for name in ("value", "previous_value", "reason", "category", "key"):
             if hasattr(e, name):
                 entry[name] = getattr(e, name)
-        if provenance is not None:
+        provenance = getattr(e, "provenance", None)
+        if isinstance(provenance, ev.Provenance):
             entry["by"] = {
                 "trust": provenance.trust.value, "source_type": provenance.source_type,
                 "source_id": provenance.source_id, "session_id": provenance.session_id,
                 "run_id": provenance.run_id, "source_message_id": provenance.source_message_id,
                 "reason": provenance.reason,
             }
+            entry["source_messages"] = _source_messages(store, queries, row, provenance)
         trail.append(entry)
     return {"memory": row, "events": trail}

@@ -180,7 +180,8 @@ class Reviewer:
         claim_id = uuid.uuid4().hex
         tx.append(stream, [ev.ReviewClaimed(
             at=at, agent_id=agent_id, owner_id=owner_id, conversation=conversation, claim_id=claim_id,
-            holder=self._holder, expires_at=at + timedelta(seconds=self._settings.review_claim_ttl_s))])
+            holder=self._holder, expires_at=at + timedelta(seconds=self._settings.review_claim_ttl_s),
+            reviewed_after_id=state.reviewed_up_to_id)])
         return _Claim(claim_id=claim_id, after_id=state.reviewed_up_to_id)
 
     def _fail(self, result: ReviewResult, claim: _Claim, exc: BaseException) -> ReviewResult:

@@ -186,6 +186,7 @@ class ReviewClaimed(DomainEvent):
     claim_id: str
     holder: str
     expires_at: datetime
+    reviewed_after_id: int = 0  # the review reads the user messages after this id
 
 
 @attrs.frozen(kw_only=True)

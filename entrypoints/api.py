@@ -16,6 +16,7 @@ from fermix_memory.application import jobs
 from fermix_memory.application.compaction import CompactionResult
 from fermix_memory.application.composer import compose_prompt
 from fermix_memory.application.errors import NotFound, StorageError
+from fermix_memory.application.explain import explain_memory
 from fermix_memory.application.history import export_lines
 from fermix_memory.application.memory_writes import OperationOutcome
 from fermix_memory.application.message_input import InvalidMessage, conversation_key, parse_enum
@@ -219,6 +220,13 @@ class MemorySystem:
         if row is None:
             raise NotFound(f"no memory row {memory_id}")
         return row
+
+    def explain(self, memory_id: int) -> dict[str, Any]:
+        """Why a row says what it says: ``{"memory": row, "events": [...]}``, each event with who
+        caused it (trust, source, run) and the messages it came from (a review: every user
+        message that review read)."""
+        self._check_open()
+        return explain_memory(self._app.store, self._app.queries, int(memory_id))
 
     def memories(self, *, agent_id: str | None = None, owner_id: str | None = None,
                  include_archived: bool = True) -> list[Memory]:

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from fermix_memory.adapters.sqlite.codec import CONVERTER
-from fermix_memory.application.explain import explain_memory
 from fermix_memory.domain.errors import FermixError
 from fermix_memory.entrypoints.api import MemorySystem
 
@@ -147,8 +146,7 @@ def cmd_memory_list(memory: MemorySystem, args: argparse.Namespace, out: Output)
 
 
 def cmd_memory_show(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    app = memory.app
-    result = explain_memory(app.store, app.queries, args.id)
+    result = memory.explain(args.id)
 
     def human(r: dict[str, Any]) -> list[str]:
         lines = [_memory_line(r["memory"]), "history:"]
@@ -157,6 +155,8 @@ def cmd_memory_show(memory: MemorySystem, args: argparse.Namespace, out: Output)
             lines.append(f"  {e['at']}  #{e['position']} {e['kind']}  value={e.get('value', '')!r}  "
                          f"by={by.get('source_type', '')}/{by.get('trust', '')}"
                          f"{'  reason=' + e['reason'] if e.get('reason') else ''}")
+            for m in e.get("source_messages", []):
+                lines.append(f"      from message #{m['id']} ({m['conversation']}, {m['sender']}): {m['content'][:120]}")
         return lines
 
     out.emit(result, human)

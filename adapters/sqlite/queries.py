@@ -112,6 +112,10 @@ class SqliteQueries(ReadSide):
         return ConversationState(window_start_id=int(start), checkpoint_message_id=checkpoint,
                                  compaction_retry_after=datetime.fromisoformat(retry) if retry else None)
 
+    def message(self, message_id: int) -> Message | None:
+        rows = self._rows(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?", (message_id,))
+        return message_from_row(rows[0]) if rows else None
+
     def messages(
         self, agent_id: str, conversation: ConversationKey, *, after_id: int = 0, limit: int | None = None
     ) -> list[Message]:
