@@ -156,7 +156,7 @@ def cmd_memory_show(memory: MemorySystem, args: argparse.Namespace, out: Output)
                          f"by={by.get('source_type', '')}/{by.get('trust', '')}"
                          f"{'  reason=' + e['reason'] if e.get('reason') else ''}")
             for m in e.get("source_messages", []):
-                lines.append(f"      from message #{m['id']} ({m['conversation']}, {m['sender']}): {m['content'][:120]}")
+                lines.append(f"      from #{m['id']} ({m['conversation']}, {m['sender']}): {m['content'][:120]}")
         return lines
 
     out.emit(result, human)
