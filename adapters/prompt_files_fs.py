@@ -4,24 +4,28 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import string
 import tempfile
 from pathlib import Path
-from urllib.parse import quote
 
 from fermix_memory.application.errors import StorageError
 
 FILE_NAMES = {"user_md": "USER.md", "memory_md": "MEMORY.md"}
 _MAX_SEGMENT = 120
+# Kept as they are; everything else (dots, upper case, separators, non-ASCII) becomes %XX.
+_KEEP = frozenset(string.ascii_lowercase + string.digits + "-_~")
 
 
 def path_segment(identifier: str) -> str:
-    """A file-name-safe, injective spelling of an id.
+    """A file-name-safe, injective spelling of an id, also on case-insensitive file systems.
 
-    Percent-encoding with no safe characters (dots too), so no id can be ``..``, contain a
+    Percent-encoding with no safe characters (dots and upper-case letters too, so ``Bob`` and
+    ``bob`` never share a folder on macOS or Windows), so no id can be ``..``, contain a
     separator or a NUL. Long ids become ``%%`` + a SHA-256 prefix: a form ``quote`` never
     produces, so the two kinds cannot collide.
     """
-    encoded = quote(identifier, safe="").replace(".", "%2E")
+    encoded = "".join(c if c in _KEEP else "".join(f"%{b:02X}" for b in c.encode("utf-8")) for c in identifier)
     if not encoded or len(encoded) > _MAX_SEGMENT:
         return "%%" + hashlib.sha256(identifier.encode("utf-8")).hexdigest()[:40]
     return encoded
@@ -43,13 +47,15 @@ class PromptFileFolder:
     def read(self, agent_id: str, owner_id: str, name: str) -> str | None:
         try:
             return self.path(agent_id, owner_id, name).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
+        except (OSError, UnicodeDecodeError):
+            return None  # missing, unreadable or damaged: the caller rewrites it from the log
 
     def write(self, agent_id: str, owner_id: str, name: str, content: str) -> Path:
         """Write atomically: temp file in the same folder, fsync, ``os.replace``, fsync folder."""
         target = self.path(agent_id, owner_id, name)
         target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)  # our derived file's place, taken by a folder: the file wins
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:

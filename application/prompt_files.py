@@ -108,8 +108,11 @@ class PromptFiles:
                 changed.append(name)
             return changed
 
+        # The transaction alone keeps revisions consistent. The lock only orders file writes:
+        # holding it across the write could deadlock, since the thread leading a commit runs
+        # the rebuilds of every caller in its batch.
+        changed = self._store.write(work)
         with self._lock(agent_id, owner_id):
-            changed = self._store.write(work)
             self._sync_files(agent_id, owner_id)
         return changed
 
@@ -127,12 +130,16 @@ class PromptFiles:
         last_resource = self._store.last_positions("resource/")
         for agent_id, owner_id in self._reader.memory_owners():
             rendered_at = max(last_resource.get(resource_stream(agent_id, owner_id, n), 0) for n in RESOURCE_NAMES)
-            if last_memory.get(memory_stream(agent_id, owner_id), 0) > rendered_at:
-                self.rebuild(agent_id, owner_id, reason="repair")
-                repaired += 1
-            else:
-                with self._lock(agent_id, owner_id):
-                    self._sync_files(agent_id, owner_id)
+            try:
+                if last_memory.get(memory_stream(agent_id, owner_id), 0) > rendered_at:
+                    self.rebuild(agent_id, owner_id, reason="repair")
+                    repaired += 1
+                else:
+                    with self._lock(agent_id, owner_id):
+                        self._sync_files(agent_id, owner_id)
+            except OSError:
+                # A derived file that cannot be written must not keep the memory from opening.
+                log.exception("could not repair the prompt files of %s/%s", agent_id, owner_id)
         return repaired
 
     # --- revisions ------------------------------------------------------------------------------
@@ -158,8 +165,8 @@ class PromptFiles:
                                          source_id=by, reason=f"rollback to {revision}"))])
             return new_revision
 
+        new_revision = self._store.write(work)
         with self._lock(agent_id, owner_id):
-            new_revision = self._store.write(work)
             self._sync_files(agent_id, owner_id)
         return new_revision
 

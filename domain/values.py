@@ -70,7 +70,7 @@ class Role(enum.StrEnum):
     TOOL = "tool"
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def check_identifier(value: object, what: str, *, allow_empty: bool = False) -> str:

@@ -54,6 +54,11 @@ def operation_from_mapping(data: Mapping[str, Any]) -> Operation:
         raise InvalidOperation(f"bad {op} operation: {exc}") from None
 
 
+def _check_owner(agent_id: object, owner_id: object) -> None:
+    check_identifier(agent_id, "agent_id")
+    check_identifier(owner_id, "owner_id")
+
+
 class MemorySystem:
     """Durable, auditable memory for one home folder. Thread-safe; use as a context manager.
 
@@ -408,11 +413,13 @@ class MemorySystem:
 
     def prompt_file(self, agent_id: str, owner_id: str, name: str = "user_md") -> Path:
         """Where ``USER.md`` (``user_md``) or ``MEMORY.md`` (``memory_md``) of an owner lives."""
+        _check_owner(agent_id, owner_id)
         return PromptFileFolder(self.home).path(agent_id, owner_id, check_resource_name(name))
 
     def rebuild_prompt_files(self, agent_id: str, owner_id: str) -> list[str]:
         """Re-render an owner's files from the rows now; returns the names that changed."""
         self._check_open()
+        _check_owner(agent_id, owner_id)
         return self._app.prompt_files.rebuild(agent_id, owner_id)
 
     def resources(self, *, agent_id: str | None = None, owner_id: str | None = None) -> list[ResourceRevision]:
@@ -424,10 +431,12 @@ class MemorySystem:
                          limit: int | None = None) -> list[ResourceRevision]:
         """Revisions of a resource, newest first."""
         self._check_open()
+        _check_owner(agent_id, owner_id)
         return self._app.queries.resource_history(agent_id, owner_id, check_resource_name(name), limit)
 
     def resource_revision(self, name: str, revision: int, *, agent_id: str, owner_id: str) -> ResourceRevision:
         self._check_open()
+        _check_owner(agent_id, owner_id)
         found = self._app.queries.resource_revision(agent_id, owner_id, check_resource_name(name), int(revision))
         if found is None:
             raise NotFound(f"{name} of {agent_id}/{owner_id} has no revision {revision}")
@@ -442,6 +451,7 @@ class MemorySystem:
                           by: str = "operator") -> ResourceRevision:
         """Restore revision ``revision``'s content as a new revision and rewrite the file."""
         self._check_open()
+        _check_owner(agent_id, owner_id)
         new = self._app.prompt_files.rollback(agent_id, owner_id, check_resource_name(name), int(revision), by=by)
         return self.resource_revision(name, new, agent_id=agent_id, owner_id=owner_id)
 

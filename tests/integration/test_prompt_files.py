@@ -31,8 +31,6 @@ from fermix_memory.domain.values import Category, PromoteTarget, ScopeType
 
 AGENT, OWNER, CONV = "ada", "alice", "telegram:42"
 NAMES = ("user_md", "memory_md")
-USER_SECTIONS = ("Identity", "Preferences", "Interests", "Goals")
-MEMORY_SECTIONS = ("Context", "Working Rules")
 _LINE = re.compile(r"(## (Identity|Preferences|Interests|Goals|Context|Working Rules)|- [a-z0-9_.]+:( .*)?|)")
 
 
@@ -443,8 +441,6 @@ def test_ids_with_control_characters_are_refused_before_anything_is_written(
     assert not (home / "memory").exists() or files_under(home / "memory") == set()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: check_identifier (domain/values.py _CONTROL) lets C1 control "
-                                        "characters U+0080-U+009F (e.g. CSI U+009B, NEL U+0085) through")
 @pytest.mark.parametrize("bad", ["a\x85b", "\x9b31mred"])
 def test_ids_with_c1_control_characters_are_refused(memory: MemorySystem, bad: str) -> None:
     assert unicodedata.category(bad[1] if bad[0] == "a" else bad[0]) == "Cc"
@@ -453,8 +449,6 @@ def test_ids_with_c1_control_characters_are_refused(memory: MemorySystem, bad: s
                             agent_id=AGENT, owner_id=bad, writer="reviewer")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: MemorySystem.prompt_file / rebuild_prompt_files do not call "
-                                        "check_identifier, unlike write_memory and compose_prompt")
 def test_prompt_file_entry_points_refuse_control_character_ids(memory: MemorySystem) -> None:
     with pytest.raises(DomainError):
         memory.prompt_file("a\x00b", OWNER)
@@ -462,8 +456,6 @@ def test_prompt_file_entry_points_refuse_control_character_ids(memory: MemorySys
         memory.rebuild_prompt_files(AGENT, "a\x00b")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: adapters/prompt_files_fs.py path_segment keeps letter case, so ids "
-                                        "differing only in case share a folder on case-insensitive file systems")
 def test_ids_differing_only_in_case_get_folders_distinct_on_case_insensitive_file_systems(
     memory: MemorySystem,
 ) -> None:
@@ -475,14 +467,9 @@ def test_ids_differing_only_in_case_get_folders_distinct_on_case_insensitive_fil
 # --- crash repair ---------------------------------------------------------------------------------------
 
 
-_UNREADABLE = pytest.mark.xfail(strict=True, reason=(
-    "BUG: PromptFileFolder.read (adapters/prompt_files_fs.py) only catches FileNotFoundError; a USER.md that "
-    "is not UTF-8 or not a file makes repair() raise, so MemorySystem.open fails instead of rewriting it"))
-
-
 @pytest.mark.parametrize("damage", [
     "delete", "junk", "truncate", "stale", "directory_missing",
-    pytest.param("junk_bytes", marks=_UNREADABLE), pytest.param("now_a_directory", marks=_UNREADABLE),
+    "junk_bytes", "now_a_directory",
 ])
 def test_a_damaged_file_is_repaired_on_the_next_open(home: Path, damage: str) -> None:
     with MemorySystem.open(home) as m:
@@ -683,7 +670,7 @@ def test_a_reader_only_ever_sees_complete_renderings(memory: MemorySystem) -> No
 
 
 _DEADLOCK_SCRIPT = textwrap.dedent("""
-    import os, sys, tempfile, threading, time
+    import os, sys, threading, time
     from fermix_memory import MemorySystem
 
     m = MemorySystem.open(sys.argv[1])
@@ -706,9 +693,6 @@ _DEADLOCK_SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: PromptFiles.rebuild holds the per-owner lock across store.write; the "
-                                        "group-commit leader runs on_commit for other callers' events and re-enters "
-                                        "rebuild for the same owner -> self-deadlock (application/prompt_files.py)")
 def test_concurrent_writers_to_one_owner_never_deadlock(home: Path) -> None:
     # In a subprocess so that a deadlock fails the test instead of hanging the suite.
     result = subprocess.run([sys.executable, "-c", _DEADLOCK_SCRIPT, str(home)], capture_output=True, text=True,
