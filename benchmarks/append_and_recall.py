@@ -14,7 +14,6 @@ What is measured (every ratio comes from numbers taken in THIS run, on THIS mach
      row (FTS5 kept in sync by the schema's triggers) with its scope tokens.
    * **ours, 1 thread** — ``MemorySystem.append_message`` N times (durability "normal").
    * **ours, 8 threads** — 8 host threads appending N/8 each at once (group commit).
-
    * **raw loop, 8 per transaction** — a diagnostic: what batching alone buys on this
      machine, i.e. the ceiling a group commit could approach.
 
@@ -24,7 +23,9 @@ What is measured (every ratio comes from numbers taken in THIS run, on THIS mach
 2. History recall on one database of ``--history-size`` messages (default 200,000), built
    through the product's own bulk path ``MemorySystem.import_history`` (SPEC §12 JSON Lines)
    in a few big batches. The first half goes in, recall is measured, then the second half
-   (new agents, owners and conversations) goes in and everything is measured again. The same
+   (new agents, owners and conversations) goes in and everything is measured again; before
+   each measurement the database is reopened (as by a restarted service), so every
+   connection, ours and the bare-SQL ones, starts on the data as it is. The same
    few hundred 1-3 word queries (Zipf-drawn from the corpus vocabulary, its most frequent
    "stop words" left out) are timed, each against one conversation of the first half, with:
 
@@ -67,9 +68,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from itertools import accumulate
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -126,8 +128,8 @@ class Corpus:
             words["".join(rng.choice(syllables) for _ in range(rng.choice((2, 2, 3, 3, 4))))] = None
         self.words = list(words)
         weights = [1.0 / (rank + 1) ** ZIPF_EXPONENT for rank in range(size)]
-        self._cum = list(_accumulate(weights))
-        self._query_cum = list(_accumulate(weights[QUERY_SKIP_TOP_WORDS:]))
+        self._cum = list(accumulate(weights))
+        self._query_cum = list(accumulate(weights[QUERY_SKIP_TOP_WORDS:]))
 
     def text(self, rng: random.Random, n_words: int) -> str:
         return " ".join(rng.choices(self.words, cum_weights=self._cum, k=n_words))
@@ -135,13 +137,6 @@ class Corpus:
     def query(self, rng: random.Random) -> str:
         pool = self.words[QUERY_SKIP_TOP_WORDS:]
         return " ".join(rng.choices(pool, cum_weights=self._query_cum, k=rng.choice((1, 2, 2, 3))))
-
-
-def _accumulate(values: Sequence[float]) -> Iterator[float]:
-    total = 0.0
-    for v in values:
-        total += v
-        yield total
 
 
 @dataclass(frozen=True, slots=True)
@@ -423,17 +418,20 @@ def make_appenders(base: Path, with_peer: bool) -> dict[str, Appender]:
     return appenders
 
 
-def run_round(base: Path, messages: Sequence[Msg], slices: int, with_peer: bool) -> dict[str, list[float]]:
-    """Every variant appends all of ``messages`` to its own fresh database, slice by slice,
-    the variants taking turns (in a rotating order) so that a noisy moment hits them alike.
-    Returns each variant's slice times (seconds)."""
+def cut(messages: Sequence[Msg], slices: int) -> list[Sequence[Msg]]:
+    size = max(THREADS, -(-len(messages) // slices))
+    return [messages[i:i + size] for i in range(0, len(messages), size)]
+
+
+def run_round(base: Path, chunks: Sequence[Sequence[Msg]], with_peer: bool) -> dict[str, list[float]]:
+    """Every variant appends every chunk to its own fresh database, the variants taking turns
+    chunk by chunk (in a rotating order) so that a noisy moment hits them alike.
+    Returns each variant's time per chunk (seconds)."""
     appenders = make_appenders(base, with_peer)
     names = list(appenders)
-    size = max(THREADS, -(-len(messages) // slices))
     times: dict[str, list[float]] = {name: [] for name in names}
     try:
-        for k, i in enumerate(range(0, len(messages), size)):
-            chunk = messages[i:i + size]
+        for k, chunk in enumerate(chunks):
             for name in names[k % len(names):] + names[: k % len(names)]:
                 times[name].append(appenders[name].run(chunk))
     finally:
@@ -441,21 +439,22 @@ def run_round(base: Path, messages: Sequence[Msg], slices: int, with_peer: bool)
             appender.close()
     for appender in appenders.values():
         if appender.db is not None:
-            check_count(appender.db, len(messages))
+            check_count(appender.db, sum(len(c) for c in chunks))
     return times
 
 
 def run_appends(workdir: Path, messages: Sequence[Msg], rounds: int, slices: int) -> tuple[AppendFigures, str]:
     peer_note = langchain_available()
     figures = AppendFigures()
-    size = max(THREADS, -(-len(messages) // slices))
+    chunks = cut(messages, slices)
     for r in range(rounds):
         base = workdir / f"append-{r}"
+        shutil.rmtree(base, ignore_errors=True)
         base.mkdir(parents=True)
-        times = run_round(base, messages, slices, with_peer=not peer_note)
+        times = run_round(base, chunks, with_peer=not peer_note)
         for name, seconds in times.items():
-            rates = [len(messages[i * size:(i + 1) * size]) / s for i, s in enumerate(seconds)]
-            figures.add(name, rates, len(messages) / sum(seconds))
+            figures.add(name, [len(c) / t for c, t in zip(chunks, seconds, strict=True)],
+                        len(messages) / sum(seconds))
         progress(f"round {r + 1}/{rounds}: " + ", ".join(
             f"{name} {len(messages) / sum(s):,.0f}" for name, s in times.items()) + " msg/s")
         shutil.rmtree(base, ignore_errors=True)
@@ -520,7 +519,7 @@ class Query:
     text: str
     conversation: Conversation
     terms: str  # the quoted-OR form, as the product builds it (content column)
-    scope: str  # the product's conversation scope token
+    scoped: str  # the product's expression: conversation scope token AND the terms
 
 
 def make_queries(corpus: Corpus, convs: Sequence[Conversation], n: int, seed: int) -> list[Query]:
@@ -558,7 +557,7 @@ def variants(memory: MemorySystem, conns: dict[str, apsw.Connection]) -> dict[st
             NAIVE_SCOPED_SQL, (q.terms, c.agent_id, c.owner_id, c.channel, c.chat_id)).fetchall())
 
     def raw_scoped(q: Query) -> int:
-        return len(conns["raw_scoped"].execute(RAW_SCOPED_SQL, (q.scope,)).fetchall())
+        return len(conns["raw_scoped"].execute(RAW_SCOPED_SQL, (q.scoped,)).fetchall())
 
     return {"ours": ours, "raw_fts": raw_fts, "naive_scoped": naive_scoped, "raw_scoped": raw_scoped}
 
@@ -633,6 +632,7 @@ def run_recall(workdir: Path, corpus: Corpus, history_size: int, n_queries: int)
     first, second = conversations_for(range(agents // 2)), conversations_for(range(agents // 2, agents))
     queries = make_queries(corpus, first, n_queries, SEED + 3)
     home, db = workdir / "recall", workdir / "recall" / "memory.db"
+    shutil.rmtree(home, ignore_errors=True)
     imported, seconds = 0, 0.0
     measured: list[tuple[int, dict[str, dict[str, float]]]] = []
     for part, convs in enumerate((first, second)):

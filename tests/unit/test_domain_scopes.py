@@ -24,9 +24,11 @@ from fermix_memory.domain.values import Category, ConversationKey, Scope, ScopeT
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
-# Identifiers as the domain accepts them: 1..256 characters, no ASCII control characters.
-ident = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters=[chr(c) for c in range(32)]
-                              + ["\x7f"]), min_size=1, max_size=40)
+# Identifiers as the domain accepts them: 1..256 characters, no control characters (C0, DEL, C1,
+# line and paragraph separators).
+ident = st.text(st.characters(blacklist_categories=("Cs",),
+                              blacklist_characters=[chr(c) for c in (*range(32), *range(0x7F, 0xA0))]
+                              + ["\u2028", "\u2029"]), min_size=1, max_size=40)
 small_ids = st.sampled_from(["a", "b", "alice", "bob", "x:y", "p%3A", "\u00e9", "\U0001f600"])
 threads = st.one_of(st.just(""), ident)
 conversation_keys = st.builds(ConversationKey, ident, ident, threads)
