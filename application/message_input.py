@@ -80,6 +80,8 @@ def build_message_event(
     meta = {} if metadata is None else metadata
     if not isinstance(meta, dict):
         raise InvalidMessage("metadata must be a JSON object")
+    if not meta:
+        return _event(at, agent_id, owner_id, key, sender, role_value, kind, content, {}, trust_value, created_at)
     try:
         encoded = json.dumps(meta, allow_nan=False)
         json.dumps(meta, ensure_ascii=False).encode("utf-8")  # lone surrogates cannot be stored
@@ -87,27 +89,35 @@ def build_message_event(
         raise InvalidMessage(f"metadata must be JSON-serialisable: {exc}") from None
     if len(encoded.encode()) > MAX_METADATA_BYTES:
         raise InvalidMessage(f"metadata is larger than {MAX_METADATA_BYTES} bytes")
+    return _event(at, agent_id, owner_id, key, sender, role_value, kind, content, json.loads(encoded), trust_value,
+                  created_at)
+
+
+def _created_at(created_at: object, at: datetime) -> datetime:
     if created_at is None:
-        created = at
-    elif isinstance(created_at, datetime):
-        created = _aware(created_at)
-    elif isinstance(created_at, str):
+        return at.astimezone(UTC)
+    if isinstance(created_at, datetime):
+        return _aware(created_at).astimezone(UTC)
+    if isinstance(created_at, str):
         try:
-            created = _aware(datetime.fromisoformat(created_at))
+            return _aware(datetime.fromisoformat(created_at)).astimezone(UTC)
         except ValueError:
             raise InvalidMessage(f"created_at is not an ISO 8601 time: {created_at[:40]!r}") from None
-    else:
-        raise InvalidMessage("created_at must be an ISO 8601 string or a datetime")
+    raise InvalidMessage("created_at must be an ISO 8601 string or a datetime")
+
+
+def _event(at: datetime, agent_id: object, owner_id: object, key: ConversationKey, sender: object, role: Role,
+           kind: object, content: str, metadata: dict[str, Any], trust: Trust, created_at: object) -> MessageAppended:
     return MessageAppended(
         at=at,
         agent_id=str(agent_id),
         owner_id=str(owner_id),
         conversation=key,
         sender=str(sender),
-        role=role_value,
+        role=role,
         message_kind=str(kind),
         content=content,
-        metadata=json.loads(encoded),
-        trust=trust_value,
-        created_at=created.astimezone(UTC),
+        metadata=metadata,
+        trust=trust,
+        created_at=_created_at(created_at, at),
     )

@@ -12,7 +12,8 @@ What is measured (every ratio comes from numbers taken in THIS run, on THIS mach
      message that reads the last (position, hash) and the stream version, builds the canonical
      JSON payload, hashes it, chains the hash, inserts the ``events`` row and the ``messages``
      row (FTS5 kept in sync by the schema's triggers) with its scope tokens.
-   * **ours, 1 thread** — ``MemorySystem.append_message`` N times (durability "normal").
+   * **ours, 1 thread** — ``MemorySystem.append_message`` N times (``--durability``, default "normal",
+     the same for the raw loop).
    * **ours, 8 threads** — 8 host threads appending N/8 each at once (group commit).
    * **raw loop, 8 per transaction** — a diagnostic: what batching alone buys on this
      machine, i.e. the ceiling a group commit could approach.
@@ -181,15 +182,17 @@ class RawLoop:
     @classmethod
     def create(cls, path: Path) -> RawLoop:
         """A fresh database set up exactly as the product's writer sets up its own."""
-        conn = open_connection(path, durability="normal")
+        conn = open_connection(path, durability=DURABILITY["value"])
         migrate(conn, str(path))
         enable_wal = getattr(connection_module, "enable_wal", None)
         if enable_wal is not None:
             enable_wal(conn)
         mode = conn.execute("PRAGMA journal_mode").fetchall()[0][0]
         sync = conn.execute("PRAGMA synchronous").fetchall()[0][0]
-        if str(mode).lower() != "wal" or sync != 1:
-            raise RuntimeError(f"raw loop database is journal_mode={mode}, synchronous={sync}: expected WAL, 1")
+        expected_sync = {"normal": 1, "full": 2}[DURABILITY["value"]]
+        if str(mode).lower() != "wal" or sync != expected_sync:
+            raise RuntimeError(f"raw loop database is journal_mode={mode}, synchronous={sync}: expected WAL, "
+                               f"{expected_sync}")
         return cls(conn)
 
     def _key(self, m: Msg) -> ConversationKey:
@@ -208,7 +211,7 @@ class RawLoop:
         cur.execute("BEGIN IMMEDIATE")
         try:
             last = cur.execute("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1").fetchall()
-            position, prev_hash = last[0] if last else (0, "0" * 64)
+            position, prev_hash = (int(str(last[0][0])), str(last[0][1])) if last else (0, "0" * 64)
             positions = []
             for m in batch:
                 position, prev_hash = self._write(cur, m, position + 1, prev_hash)
@@ -222,8 +225,8 @@ class RawLoop:
     def _write(self, cur: apsw.Cursor, m: Msg, position: int, prev_hash: str) -> tuple[int, str]:
         key = self._key(m)
         stream = f"conversation/{quote(m.agent_id, safe='')}/{key.scope_id}"
-        version = (cur.execute("SELECT max(version) FROM events WHERE stream = ?", (stream,))
-                   .fetchall()[0][0] or 0) + 1
+        version = int(cur.execute("SELECT max(version) FROM events WHERE stream = ?", (stream,))
+                      .fetchall()[0][0] or 0) + 1
         now = datetime.now(UTC).isoformat()
         payload = json.dumps(
             {"agent_id": m.agent_id, "at": now, "content": m.content,
@@ -274,7 +277,7 @@ class RawAppender:
 
 
 def open_memory(home: Path) -> MemorySystem:
-    return MemorySystem.open(home, config=Settings(memory=MemorySettings(durability="normal")))
+    return MemorySystem.open(home, config=Settings(memory=MemorySettings(durability=DURABILITY["value"])))
 
 
 def append_all(memory: MemorySystem, messages: Sequence[Msg]) -> None:
@@ -346,7 +349,9 @@ class LangChainAppender:
         from langchain_community.chat_message_histories import SQLChatMessageHistory
         from langchain_core.messages import AIMessage, HumanMessage
 
-        self.db, self._url, self._histories = None, f"sqlite:///{path}", {}
+        self.db = None  # not ours to check
+        self._url = f"sqlite:///{path}"
+        self._histories: dict[str, Any] = {}
         self._history_cls, self._human, self._ai = SQLChatMessageHistory, HumanMessage, AIMessage
 
     def _history(self, m: Msg) -> Any:
@@ -384,7 +389,8 @@ def langchain_available() -> str:
 
 
 class Appender(Protocol):
-    db: Path | None
+    @property
+    def db(self) -> Path | None: ...
 
     def run(self, messages: Sequence[Msg]) -> float: ...
 
@@ -635,6 +641,7 @@ def run_recall(workdir: Path, corpus: Corpus, history_size: int, n_queries: int)
     shutil.rmtree(home, ignore_errors=True)
     imported, seconds = 0, 0.0
     measured: list[tuple[int, dict[str, dict[str, float]]]] = []
+    facts: dict[str, int] = {}
     for part, convs in enumerate((first, second)):
         lines = history_lines(corpus, convs, SEED + 10 + part, EPOCH + timedelta(days=400 * part))
         progress(f"recall db: importing {len(lines):,} messages (part {part + 1}/2)")
@@ -646,8 +653,9 @@ def run_recall(workdir: Path, corpus: Corpus, history_size: int, n_queries: int)
         # the bare-SQL ones) is opened on the data as it now is, with the same pragmas.
         with open_memory(home) as memory:
             measured.append((imported, measure_recall(memory, db, queries)))
+        facts.update({f"{k}_{imported // 1000}k": v for k, v in index_facts(db).items()})
     (half_size, half), (full_size, full) = measured
-    return RecallFigures(half_size, full_size, half, full, imported / seconds, index_facts(db))
+    return RecallFigures(half_size, full_size, half, full, imported / seconds, facts)
 
 
 # --- report ---------------------------------------------------------------------------------------
@@ -666,7 +674,8 @@ def report(args: argparse.Namespace, appends: AppendFigures, peer_note: str, rec
     f, h = rec.full, rec.half
     half_k, full_k = f"{rec.half_size // 1000}k", f"{rec.full_size // 1000}k"
     out: dict[str, Any] = {
-        "messages": args.messages, "rounds": args.rounds, "slices": args.slices, "threads": THREADS,
+        "messages": args.messages, "durability": args.durability, "rounds": args.rounds, "slices": args.slices,
+        "threads": THREADS,
         "raw_msgs_per_s": rounded(raw), "ours_1t_msgs_per_s": rounded(o1), "ours_8t_msgs_per_s": rounded(o8),
         "per_round_msgs_per_s": {name: [rounded(x) for x in v] for name, v in appends.rounds.items()},
         "single_thread_ratio": ratio(o1, raw), "eight_thread_ratio": ratio(o8, raw),
@@ -729,6 +738,10 @@ def print_human(r: dict[str, Any], rec: RecallFigures) -> None:
 # --- main -----------------------------------------------------------------------------------------
 
 
+# Both sides of every append comparison use the same durability (--durability).
+DURABILITY = {"value": "normal"}
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -740,6 +753,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         " (default 20; 10 with --quick)")
     p.add_argument("--queries", type=int, default=None, help="recall queries (default 300)")
     p.add_argument("--quick", action="store_true", help="smoke run: 1000 messages, 20000 history")
+    p.add_argument("--durability", choices=("normal", "full"), default="normal",
+                   help="durability of both the raw loop and ours (full: an fsync per commit)")
     p.add_argument("--workdir", type=Path, default=None,
                    help="where the databases go (default: a temporary directory, removed after)")
     args = p.parse_args(argv)
@@ -756,6 +771,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    DURABILITY["value"] = args.durability
     owned = args.workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="fermix-bench-")) if owned else args.workdir
     workdir.mkdir(parents=True, exist_ok=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 import re
 import unicodedata
 from urllib.parse import quote, unquote
@@ -71,6 +72,7 @@ class Role(enum.StrEnum):
 
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_UNSAFE_ID = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
 def check_identifier(value: object, what: str, *, allow_empty: bool = False) -> str:
@@ -85,9 +87,9 @@ def check_identifier(value: object, what: str, *, allow_empty: bool = False) -> 
         raise InvalidIdentifier(f"{what} must not be empty")
     if len(value) > MAX_ID_CHARS:
         raise InvalidIdentifier(f"{what} is longer than {MAX_ID_CHARS} characters")
-    if _CONTROL.search(value):
-        raise InvalidIdentifier(f"{what} must not contain control characters")
-    if not is_encodable(value):
+    if _UNSAFE_ID.search(value):  # one scan on the hot path; say which problem only on failure
+        if _CONTROL.search(value):
+            raise InvalidIdentifier(f"{what} must not contain control characters")
         raise InvalidIdentifier(f"{what} is not valid Unicode text (lone surrogate)")
     return value
 
@@ -159,7 +161,7 @@ class ConversationKey:
     chat_id: str = attrs.field(converter=_check_chat_id)
     thread_scope: str = attrs.field(default="", converter=_check_thread)
 
-    @property
+    @functools.cached_property
     def scope_id(self) -> str:
         return ":".join(quote(part, safe="") for part in (self.channel, self.chat_id, self.thread_scope))
 

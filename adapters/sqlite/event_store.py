@@ -47,6 +47,7 @@ log = logging.getLogger("fermix_memory.storage")
 T = TypeVar("T")
 GENESIS_HASH = "0" * 64
 WRITE_ATTEMPTS = 3
+GATHER_S = 0.001
 
 
 def payload_digest(payload: str) -> str:
@@ -80,13 +81,6 @@ class _Transaction:
         self.position, self.hash = (row[0][0], row[0][1]) if row else (0, GENESIS_HASH)
         self.versions: dict[str, int] = {}
         self.recorded: list[RecordedEvent] = []
-
-    def snapshot(self) -> tuple[int, str, dict[str, int], int]:
-        return self.position, self.hash, dict(self.versions), len(self.recorded)
-
-    def restore(self, snap: tuple[int, str, dict[str, int], int]) -> None:
-        self.position, self.hash, self.versions, n = snap
-        del self.recorded[n:]
 
     def _next_version(self, stream: str) -> int:
         version = self.versions.get(stream)
@@ -218,8 +212,12 @@ class SqliteEventStore:
         except BaseException:
             self._writer.close()
             raise
-        self._write_lock = threading.Lock()
-        self._queue_lock = threading.Lock()
+        lock = threading.Lock()
+        self._turn = threading.Condition(lock)  # followers wait here for their commit
+        self._arrived = threading.Condition(lock)  # a gathering leader waits here for followers
+        self._leading = False
+        self._gathering = False
+        self._expected = 1
         self._queue: list[_Pending] = []
         self._listeners: list[CommitListener] = []
         self._reactions: list[CommitListener] = []
@@ -255,7 +253,9 @@ class SqliteEventStore:
         self._reactions.append(reaction)
 
     def close(self) -> None:
-        with self._write_lock:
+        with self._turn:
+            while self._leading:  # let the batch in flight commit first
+                self._turn.wait()
             self._closed = True
             with self._readers_lock:
                 for conn in self._readers:
@@ -267,16 +267,36 @@ class SqliteEventStore:
 
     def write(self, work: Callable[[Any], T]) -> T:
         pending = _Pending(work)
-        with self._queue_lock:
+        batch: list[_Pending] = []
+        with self._turn:
             self._queue.append(pending)
-        recorded: list[RecordedEvent] = []
-        with self._write_lock:
+            if self._gathering and len(self._queue) >= self._expected:
+                self._arrived.notify()
+            # Wait until a leader has committed our work, or lead the next batch ourselves.
+            while not pending.done and self._leading:
+                self._turn.wait()
             if not pending.done:
+                self._leading = True
+                if self._expected > 1:
+                    # The last batch was shared: let the other writers, who are preparing their next
+                    # message right now, queue up behind us (group commit), for at most a moment.
+                    self._gathering = True
+                    self._arrived.wait_for(lambda: len(self._queue) >= self._expected, GATHER_S)
+                    self._gathering = False
+                batch, self._queue = self._queue, []
+                self._expected = len(batch)
+        recorded: list[RecordedEvent] = []
+        if batch:
+            try:
                 if self._closed:
-                    raise StorageError("the memory store is closed")
-                with self._queue_lock:
-                    batch, self._queue = self._queue, []
-                recorded = self._commit_batch(batch)
+                    for p in batch:
+                        p.result, p.error, p.done = None, StorageError("the memory store is closed"), True
+                else:
+                    recorded = self._commit_batch(batch)
+            finally:
+                with self._turn:
+                    self._leading = False
+                    self._turn.notify_all()
         if recorded:
             self._react(recorded)
         if pending.error is not None:
@@ -293,14 +313,18 @@ class SqliteEventStore:
     def _commit_batch(self, batch: list[_Pending]) -> list[RecordedEvent]:
         recorded: list[RecordedEvent] = []
         try:
-            for attempt in Retrying(
-                retry=retry_if_exception_type((apsw.BusyError, apsw.LockedError)),
-                stop=stop_after_attempt(WRITE_ATTEMPTS),
-                wait=wait_random_exponential(multiplier=0.05, max=1),
-                reraise=False,
-            ):
-                with attempt:
-                    recorded = self._run_batch(batch)
+            try:
+                recorded = self._run_batch(batch)
+            except (apsw.BusyError, apsw.LockedError):
+                # Rare: built only when needed (a retry object per write costs more than the write).
+                for attempt in Retrying(
+                    retry=retry_if_exception_type((apsw.BusyError, apsw.LockedError)),
+                    stop=stop_after_attempt(WRITE_ATTEMPTS - 1),
+                    wait=wait_random_exponential(multiplier=0.05, max=1),
+                    reraise=False,
+                ):
+                    with attempt:
+                        recorded = self._run_batch(batch)
         except RetryError as exc:
             cause = exc.last_attempt.exception()
             log.warning("write to %s failed after %d attempts: %s", self.path, WRITE_ATTEMPTS, cause)
@@ -326,29 +350,37 @@ class SqliteEventStore:
         return recorded
 
     def _run_batch(self, batch: list[_Pending]) -> list[RecordedEvent]:
+        """Run the batch in one transaction. A caller whose work fails is dropped from the batch,
+        everything is rolled back and the others run again (work must be re-runnable anyway,
+        for busy retries): no savepoints, which cost an FTS segment flush each."""
         conn = self._writer
         cur = conn.cursor()
-        cur.execute("BEGIN IMMEDIATE")
-        try:
-            tx = _Transaction(cur)
-            for p in batch:
-                snap = tx.snapshot()
-                cur.execute("SAVEPOINT work")
-                try:
-                    p.result, p.error = p.work(tx), None
-                except (apsw.BusyError, apsw.LockedError):
-                    raise
-                except Exception as exc:  # this caller's failure only: undo its part, keep the rest
-                    cur.execute("ROLLBACK TO work")
-                    tx.restore(snap)
-                    p.result, p.error = None, _translate(exc)
-                cur.execute("RELEASE work")
-            cur.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        return tx.recorded
+        remaining = list(batch)
+        while remaining:
+            cur.execute("BEGIN IMMEDIATE")
+            failed: tuple[_Pending, Exception] | None = None
+            try:
+                tx = _Transaction(cur)
+                for p in remaining:
+                    try:
+                        p.result, p.error = p.work(tx), None
+                    except (apsw.BusyError, apsw.LockedError):
+                        raise
+                    except Exception as exc:  # this caller's failure only
+                        failed = (p, exc)
+                        break
+                if failed is None:
+                    cur.execute("COMMIT")
+                    return tx.recorded
+                cur.execute("ROLLBACK")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            caller, error = failed
+            caller.result, caller.error = None, _translate(error)
+            remaining.remove(caller)
+        return []
 
     # --- reads ----------------------------------------------------------------------------------
 
