@@ -102,7 +102,7 @@ class LoopbackModelServer:
     @property
     def root_url(self) -> str:
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host}:{port}"  # bound to 127.0.0.1 above
 
     @property
     def base_url(self) -> str:

@@ -9,7 +9,6 @@ summarises the older part of the window now, on the same provider route as auto-
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from fermix_memory.domain import events as ev
 from fermix_memory.domain.values import ConversationKey, Role
 from fermix_memory.entrypoints.api import MemorySystem
 from tests.integration.loopback_models import LoopbackModelServer, RecordedRequest, Reply
+from tests.manual_clock import TestClock
 
 AGENT, OWNER, CONV = "ada", "alice", "telegram:7"
 KEY = ConversationKey("telegram", "7")
@@ -29,18 +29,6 @@ SUMMARY = "Checkpoint: the user planned a sailing trip and asked about tides."
 COMMANDS = ("/compact", "/new", "/clear", "/clear@mybot")
 CLEARING = ("/new", "/clear", "/clear@mybot", "/new@mybot now please")
 
-
-class TestClock:
-    __test__ = False
-
-    def __init__(self) -> None:
-        self.t = datetime(2026, 4, 1, 12, 0, tzinfo=UTC)
-
-    def now(self) -> datetime:
-        return self.t
-
-    def advance(self, **delta: float) -> None:
-        self.t += timedelta(**delta)
 
 
 def is_compactor(request: RecordedRequest) -> bool:

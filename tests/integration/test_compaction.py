@@ -28,6 +28,7 @@ from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import ConversationKey, Role
 from fermix_memory.entrypoints.api import MemorySystem
 from tests.integration.loopback_models import LoopbackModelServer, RecordedRequest, Reply
+from tests.manual_clock import TestClock
 
 AGENT, OWNER, CONV = "ada", "alice", "telegram:100"
 KEY = ConversationKey("telegram", "100")
@@ -44,20 +45,6 @@ COUNT = TiktokenCounter().count
 Servers = Callable[[str], LoopbackModelServer]
 Responder = Callable[[RecordedRequest], Reply]
 
-
-class TestClock:
-    """A clock the test moves by hand (aware UTC)."""
-
-    __test__ = False
-
-    def __init__(self, start: datetime = START) -> None:
-        self.t = start
-
-    def now(self) -> datetime:
-        return self.t
-
-    def advance(self, **delta: float) -> None:
-        self.t += timedelta(**delta)
 
 
 # --- the model server ------------------------------------------------------------------------------

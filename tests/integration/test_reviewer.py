@@ -37,6 +37,7 @@ from tests.integration.loopback_models import (
     fenced_json,
     prose_around_json,
 )
+from tests.manual_clock import TestClock
 
 AGENT, OWNER, CONV = "ada", "alice", "telegram:1"
 KEY = "sk-reviewer-SECRET-7f3a9c2e41"
@@ -47,20 +48,6 @@ MEMORY_EVENT_PREFIX = "memory."
 
 Servers = Callable[[str], LoopbackModelServer]
 
-
-class TestClock:
-    """A clock the test moves by hand (aware UTC)."""
-
-    __test__ = False
-
-    def __init__(self, start: datetime = START) -> None:
-        self.t = start
-
-    def now(self) -> datetime:
-        return self.t
-
-    def advance(self, **delta: float) -> None:
-        self.t += timedelta(**delta)
 
 
 # --- helpers ------------------------------------------------------------------------------------------
