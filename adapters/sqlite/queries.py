@@ -31,6 +31,14 @@ from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
 from fermix_memory.domain.values import ConversationKey
 
 
+def _where(*optional: tuple[str, str, str | None], extra: tuple[str, ...] = ()) -> tuple[str, list[Any]]:
+    """``WHERE`` for the ``(alias, column, value)`` filters whose value is given (empty if none)."""
+    clauses = [f"{alias}{column} = ?" for alias, column, value in optional if value is not None]
+    params: list[Any] = [value for _, _, value in optional if value is not None]
+    clauses.extend(extra)
+    return (f"WHERE {' AND '.join(clauses)}" if clauses else ""), params
+
+
 def _scope_sql(where: MemoryFilter, alias: str = "") -> tuple[str, list[Any]]:
     p = f"{alias}." if alias else ""
     clauses, params = [], [where.agent_id, where.owner_id]
@@ -65,16 +73,8 @@ class SqliteQueries(ReadSide):
         self, *, agent_id: str | None = None, owner_id: str | None = None, include_archived: bool = True
     ) -> list[Memory]:
         """Every row (optionally of one agent / owner): for operators, never for prompts."""
-        clauses, params = [], []
-        if agent_id is not None:
-            clauses.append("agent_id = ?")
-            params.append(agent_id)
-        if owner_id is not None:
-            clauses.append("owner_id = ?")
-            params.append(owner_id)
-        if not include_archived:
-            clauses.append("archived_at IS NULL")
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        where, params = _where(("", "agent_id", agent_id), ("", "owner_id", owner_id),
+                               extra=() if include_archived else ("archived_at IS NULL",))
         rows = self._rows(f"SELECT {MEMORY_COLUMNS} FROM memories {where} ORDER BY id", params)
         return [memory_from_row(r) for r in rows]
 
@@ -187,14 +187,7 @@ class SqliteQueries(ReadSide):
 
     def resources(self, *, agent_id: str | None = None, owner_id: str | None = None) -> list[ResourceRevision]:
         """The current revision of every versioned resource (optionally of one agent / owner)."""
-        clauses, params = [], []
-        if agent_id is not None:
-            clauses.append("r.agent_id = ?")
-            params.append(agent_id)
-        if owner_id is not None:
-            clauses.append("r.owner_id = ?")
-            params.append(owner_id)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        where, params = _where(("r.", "agent_id", agent_id), ("r.", "owner_id", owner_id))
         rows = self._rows(
             f"SELECT {_REVISION_COLUMNS} FROM resources r JOIN resource_revisions v ON v.agent_id = r.agent_id"
             " AND v.owner_id = r.owner_id AND v.name = r.name AND v.revision = r.current_revision"
