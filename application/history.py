@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from fermix_memory.application.message_input import build_message_event
@@ -56,11 +56,14 @@ class HistoryService:
 
         return self._store.write(work)
 
-    def parse_jsonl(self, lines: Iterable[str]) -> list[MessageAppended]:
+    def parse_jsonl(self, lines: Sequence[str], progress: Callable[[int, int], None] | None = None
+                    ) -> list[MessageAppended]:
         """Validate every line first; the first bad one raises with its line number."""
         at = self._clock.now()
         events = []
         for number, line in enumerate(lines, start=1):
+            if progress is not None and (number % 1000 == 0 or number == len(lines)):
+                progress(number, len(lines))
             if not line.strip():
                 continue
             try:

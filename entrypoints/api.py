@@ -163,7 +163,7 @@ class MemorySystem:
         """Import JSON Lines (SPEC §12) atomically: every line is checked first, then all or none."""
         self._check_open()
         service = self._app.history
-        return service.import_events(service.parse_jsonl(lines))
+        return service.import_events(service.parse_jsonl(list(lines)))
 
     def export_history(self, *, agent_id: str | None = None) -> Iterator[str]:
         """Every stored message as JSON Lines (the import format), in log order."""

@@ -116,7 +116,7 @@ def cmd_history_import(memory: MemorySystem, args: argparse.Namespace, out: Outp
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {path}: {exc}") from None
     service = memory.app.history
-    events = service.parse_jsonl(lines)
+    events = service.parse_jsonl(lines, Progress("checking", sys.stderr))
     ids = service.import_events(events)
     out.emit({"imported": len(ids), "first_id": ids[0] if ids else None, "last_id": ids[-1] if ids else None},
              lambda r: [f"imported {r['imported']} messages from {path}"])
