@@ -299,6 +299,60 @@ def cmd_memory_review(memory: MemorySystem, args: argparse.Namespace, out: Outpu
     return EXIT_ERROR if any(r.status == "failed" for r in results) else EXIT_OK
 
 
+# --- setup (works on the config file alone: it can mend a config that keeps memory from opening) ---
+
+
+def _config_path(args: argparse.Namespace) -> Path:
+    from fermix_memory.entrypoints.bootstrap import CONFIG_NAME, resolve_home
+
+    return resolve_home(args.home) / CONFIG_NAME
+
+
+def cmd_setup_review_interval(args: argparse.Namespace, out: Output) -> int:
+    from fermix_memory.adapters.config_toml import set_review_interval
+
+    path = _config_path(args)
+    set_review_interval(path, args.hours)
+    out.emit({"file": str(path), "review_interval_hours": args.hours},
+             lambda r: [f"review_interval_hours = {r['review_interval_hours']:g} in {r['file']}"
+                        + (" (background review disabled)" if r["review_interval_hours"] == 0 else "")])
+    return EXIT_OK
+
+
+def cmd_setup_init(args: argparse.Namespace, out: Output) -> int:
+    from fermix_memory.adapters.config_toml import render_default_config
+
+    path = _config_path(args)
+    if path.exists():
+        raise UsageError(f"{path} already exists; edit it, or use 'fermix setup review-interval'")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_default_config(), encoding="utf-8")
+    out.emit({"file": str(path)}, lambda r: [f"wrote {r['file']} (every knob at its default)"])
+    return EXIT_OK
+
+
+def cmd_setup_show(args: argparse.Namespace, out: Output) -> int:
+    from fermix_memory.adapters.config_toml import load_settings
+
+    path = _config_path(args)
+    settings = load_settings(path)
+    data = jsonable(settings)
+    out.emit({"file": str(path), "exists": path.exists(), "settings": data},
+             lambda r: [f"{r['file']}{'' if r['exists'] else ' (not present: defaults)'}",
+                        json.dumps(r["settings"], indent=2, sort_keys=True)])
+    return EXIT_OK
+
+
+def _hours(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of hours") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError("hours must be 0 (off) or more")
+    return value
+
+
 # --- parser -----------------------------------------------------------------------------------------
 
 
@@ -326,7 +380,8 @@ def _id(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fermix", description="Admin and audit tool of fermix-memory.")
     _common(parser, top=True)
-    groups = parser.add_subparsers(dest="group", required=True, metavar="{demo,events,history,memory,resource}")
+    groups = parser.add_subparsers(dest="group", required=True,
+                                   metavar="{demo,events,history,memory,resource,setup}")
 
     def command(sub: Any, name: str, func: Any, help_text: str) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = sub.add_parser(name, help=help_text)
@@ -378,6 +433,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(mem, "restore", cmd_memory_restore, "un-archive a memory row and rebuild the prompt files")
     p.add_argument("id", type=_id)
 
+    setup = groups.add_parser("setup", help="the config file: init, show, review-interval").add_subparsers(
+        dest="command", required=True)
+    command(setup, "init", cmd_setup_init, "write a config.toml with every knob at its default")
+    command(setup, "show", cmd_setup_show, "the settings in effect")
+    p = command(setup, "review-interval", cmd_setup_review_interval,
+                "set the background review interval in hours (0 disables it; --now still works)")
+    p.add_argument("hours", type=_hours)
+
     res = groups.add_parser("resource", help="versioned prompt files: list, history, show, diff, rollback")
     res_cmds = res.add_subparsers(dest="command", required=True)
 
@@ -410,6 +473,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
     args = parser.parse_args(argv)
     out = Output(bool(args.json), stdout or sys.stdout)
     try:
+        if args.group == "setup":
+            return int(args.func(args, out))
         with MemorySystem.open(args.home) as memory:
             return int(args.func(memory, args, out))
     except FermixError as exc:

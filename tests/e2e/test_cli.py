@@ -180,3 +180,22 @@ def test_a_foreign_file_is_refused_and_left_alone(home: Path) -> None:
     result = fermix("memory", "list", home=home)
     assert result.returncode == 1 and "not a fermix-memory database" in result.stderr
     assert db.read_bytes() == before
+
+
+def test_setup_writes_the_config_and_keeps_the_rest(home: Path) -> None:
+    assert fermix("setup", "init", home=home).returncode == 0
+    again = fermix("setup", "init", home=home)
+    assert again.returncode == 1 and "already exists" in again.stderr
+    config = home / "config.toml"
+    config.write_text(config.read_text(encoding="utf-8") + '\n[host_app]\ncolour = "blue"\n', encoding="utf-8")
+    assert fermix("setup", "review-interval", "6", home=home).returncode == 0
+    shown = json.loads(fermix("setup", "show", "--json", home=home).stdout)
+    assert shown["settings"]["memory"]["review_interval_hours"] == 6
+    assert 'colour = "blue"' in config.read_text(encoding="utf-8")
+    assert fermix("setup", "review-interval", "0", home=home).returncode == 0
+    bad = fermix("setup", "review-interval", "-3", home=home)
+    assert bad.returncode == 2
+    # A config the memory refuses to open with can still be inspected and mended by setup.
+    config.write_text("[fermix_core.memory]\nreview_intervl_hours = 3\n", encoding="utf-8")
+    refused = fermix("memory", "list", home=home)
+    assert refused.returncode == 1 and "did you mean review_interval_hours" in refused.stderr
