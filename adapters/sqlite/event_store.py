@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -223,7 +224,9 @@ class SqliteEventStore:
         self._reactions: list[CommitListener] = []
         self._closed = False
         self._local = threading.local()
-        self._readers: list[apsw.Connection] = []
+        # Weak: a reader dies with its thread (thread-local), so short-lived host threads don't pile
+        # up open connections; the ones still alive are closed by close().
+        self._readers: weakref.WeakSet[apsw.Connection] = weakref.WeakSet()
         self._readers_lock = threading.Lock()
 
     # --- connections --------------------------------------------------------------------------
@@ -237,7 +240,7 @@ class SqliteEventStore:
             conn = open_connection(self.path, durability=self.durability)
             self._local.conn = conn
             with self._readers_lock:
-                self._readers.append(conn)
+                self._readers.add(conn)
         return conn
 
     def add_commit_listener(self, listener: CommitListener) -> None:
@@ -258,7 +261,7 @@ class SqliteEventStore:
                 self._turn.wait()
             self._closed = True
             with self._readers_lock:
-                for conn in self._readers:
+                for conn in list(self._readers):
                     conn.close()
                 self._readers.clear()
             self._writer.close()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import threading
@@ -259,3 +260,20 @@ def test_a_lock_released_within_the_retry_window_lets_the_write_through(tmp_path
         assert [(m.id, m.content) for m in memory.history(AGENT, "test:busy")] == [(mid, "made it")]
         assert count(home / "memory.db", "SELECT count(*) FROM messages") == 1
         assert memory.verify().ok
+
+
+def test_reader_connections_of_finished_threads_are_released(tmp_path: Path) -> None:
+    with MemorySystem.open(tmp_path / "home") as memory:
+        memory.append_message(agent_id="ada", owner_id="alice", conversation="tg:1", role="user", sender="a",
+                              content="hello")
+
+        def read() -> None:
+            assert memory.recall("hello", agent_id="ada", owner_id="alice", conversation="tg:1",
+                                 source="history").messages
+
+        for _ in range(50):
+            thread = threading.Thread(target=read)
+            thread.start()
+            thread.join()
+        gc.collect()
+        assert len(memory.app.store._readers) < 10
