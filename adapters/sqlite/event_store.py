@@ -181,10 +181,6 @@ class _Transaction:
         ).fetchall()
         return int(rows[0][0] or 0)
 
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """A read inside the transaction, for use cases that decide on projection state."""
-        return self.cursor.execute(sql, params).fetchall()
-
 
 class _Pending:
     __slots__ = ("done", "error", "result", "work")
