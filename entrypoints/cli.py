@@ -409,7 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--agent")
     p.add_argument("--output", "-o", help="file to write (default stdout)")
 
-    mem = groups.add_parser("memory", help="memory rows: list, show, search, restore").add_subparsers(
+    mem = groups.add_parser("memory", help="memory rows: list, show, search, review, restore").add_subparsers(
         dest="command", required=True)
     p = command(mem, "list", cmd_memory_list, "list memory rows")
     p.add_argument("--agent")
