@@ -551,3 +551,24 @@ def test_back_to_back_auto_compactions_keep_every_recent_message(
     stored = {m.id: m for m in memory.app.queries.messages(AGENT, KEY)}
     missing = [mid for mid in kept + new if mid not in window and stored[mid].content not in summarised]
     assert missing == [], f"messages {missing} left the window without being summarised"
+
+
+def test_offline_compaction_keeps_each_user_message_first_sentence(tmp_path: Path) -> None:
+    """No provider configured: the rules fallback answers the compactor with an extractive
+    checkpoint, so the whole loop (review first, then compaction) works offline."""
+    with MemorySystem.open(tmp_path / "home") as memory:
+        for i in range(30):
+            content = "I live in Lisbon. " if i == 2 else f"Point {i} matters. "
+            memory.append_message(agent_id="ada", owner_id="alice", conversation="tg:9", role="user",
+                                  sender="alice", content=content + "filler words " * 40)
+            memory.append_message(agent_id="ada", owner_id="alice", conversation="tg:9", role="assistant",
+                                  sender="ada", content="ok")
+        reply = memory.handle_command("/compact", agent_id="ada", owner_id="alice", conversation="tg:9",
+                                      trust="operator", context_window=3000)
+        assert reply is not None and reply.ok, reply
+        checkpoint = memory.history("ada", "tg:9")[0]
+        assert checkpoint.kind == "checkpoint"
+        assert checkpoint.content.startswith("Earlier in this conversation (extractive checkpoint, offline):")
+        assert "- alice: Point 0 matters." in checkpoint.content
+        assert "- alice: I live in Lisbon." in checkpoint.content
+        assert [m.value for m in memory.memories()] == ["Lives in Lisbon"]
