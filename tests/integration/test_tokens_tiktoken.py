@@ -193,3 +193,11 @@ def test_renderer_with_the_real_counter_stays_within_budget(budget: int | None) 
         assert counter.count(text) <= limit
         if limit >= 400:
             assert text  # something fits
+
+
+def test_a_missing_encoding_stops_start_up_with_a_clear_error(tmp_path: Path) -> None:
+    from fermix_memory import ConfigError, MemorySystem
+
+    with pytest.raises(ConfigError, match="no-such-encoding"):
+        MemorySystem.open(tmp_path / "home", config={"fermix_core": {"memory": {"token_encoding": "no-such-encoding"}}})
+    assert not (tmp_path / "home" / "memory.db").exists()  # refused before anything was created
