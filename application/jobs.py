@@ -21,7 +21,7 @@ from urllib.parse import quote
 import attrs
 
 from fermix_memory.application.errors import NotFound
-from fermix_memory.application.ports import Clock, EventStore, WriteTransaction
+from fermix_memory.application.ports import Clock, EventStore, RecordedEvent, WriteTransaction
 from fermix_memory.application.streams import job_stream, source_stream
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.errors import DomainError
@@ -163,8 +163,14 @@ def _owned(kind: str, item_id: str, found: tuple[str, str], wanted: tuple[str, s
 E = TypeVar("E", bound=ev.DomainEvent)
 
 
-def _history(store: EventStore, stream: str, kind: type[E]) -> list[E]:
-    return [r.event for r in store.read_events(stream=stream) if isinstance(r.event, kind)]
+class StreamReader(Protocol):
+    """The log as seen by a decision: the store, or better an open write transaction."""
+
+    def read_events(self, after: int = 0, *, stream: str | None = None) -> Iterable[RecordedEvent]: ...
+
+
+def _history(log: StreamReader, stream: str, kind: type[E]) -> list[E]:
+    return [r.event for r in log.read_events(stream=stream) if isinstance(r.event, kind)]
 
 
 def _source_of(events: Iterable[ev.MemorySourceRegistered]) -> MemorySource | None:
@@ -188,12 +194,12 @@ def _job_of(events: Iterable[ev.ScheduledJobSaved]) -> ScheduledJob | None:
                         enabled=last.enabled, created_at=first.at, updated_at=last.at)
 
 
-def _load_source(store: EventStore, source_id: str) -> MemorySource | None:
-    return _source_of(_history(store, source_stream(source_id), ev.MemorySourceRegistered))
+def _load_source(log: StreamReader, source_id: str) -> MemorySource | None:
+    return _source_of(_history(log, source_stream(source_id), ev.MemorySourceRegistered))
 
 
-def _load_job(store: EventStore, job_id: str) -> ScheduledJob | None:
-    return _job_of(_history(store, job_stream(job_id), ev.ScheduledJobSaved))
+def _load_job(log: StreamReader, job_id: str) -> ScheduledJob | None:
+    return _job_of(_history(log, job_stream(job_id), ev.ScheduledJobSaved))
 
 
 def _source_event(existing: MemorySource | None, event: ev.MemorySourceRegistered
@@ -206,17 +212,6 @@ def _source_event(existing: MemorySource | None, event: ev.MemorySourceRegistere
     same = (existing.source_type, existing.name, existing.description) == (
         event.source_type, event.name, event.description)
     return None if same else event
-
-
-def _write(store: EventStore, appends: list[tuple[str, ev.DomainEvent]]) -> None:
-    if not appends:
-        return
-
-    def work(tx: WriteTransaction) -> None:
-        for stream, event in appends:
-            tx.append(stream, [event])
-
-    store.write(work)
 
 
 # --- use cases --------------------------------------------------------------------------------
@@ -246,8 +241,14 @@ def register_memory_source(
         name=_text(name, "name", MAX_NAME_CHARS, required=True, one_line=True),
         description=_text(description, "description", MAX_DESCRIPTION_CHARS),
     )
-    change = _source_event(_load_source(store, source_id), event)
-    _write(store, [(source_stream(source_id), change)] if change else [])
+
+    def work(tx: WriteTransaction) -> None:
+        # Decided inside the write: two first registrations of one id cannot both pass the check.
+        change = _source_event(_load_source(tx, source_id), event)
+        if change is not None:
+            tx.append(source_stream(source_id), [change])
+
+    store.write(work)
     return source_id
 
 
@@ -280,41 +281,46 @@ def save_job(
         raise InvalidJob(f"enabled must be true or false, got {type(enabled).__name__}")
     at = clock.now()
     who = (agent_id, owner_id)
-    job = _load_job(store, job_id)
-    if job is not None:
-        _owned("job", job_id, (job.agent_id, job.owner_id), who)
-    appends: list[tuple[str, ev.DomainEvent]] = []
-    if memory_source_id is not None:
-        check_identifier(memory_source_id, "memory_source_id")
-        source = _load_source(store, memory_source_id)
-        if source is None:
-            raise NotFound(f"no memory source {memory_source_id!r}; register it first")
-        _owned("memory source", memory_source_id, (source.agent_id, source.owner_id), who)
-        source_id = memory_source_id
-    elif job is not None and job.memory_source_id != job_source_id(job_id):
-        source_id = job.memory_source_id  # re-saving must not orphan the memory the job already has
-    else:
-        source_id = job_source_id(job_id)
-        if len(source_id) > MAX_ID_CHARS:
-            raise InvalidJob(f"job_id is too long to derive its memory source id (max "
-                             f"{MAX_ID_CHARS - len(JOB_SOURCE_PREFIX)} characters)")
-        own = ev.MemorySourceRegistered(at=at, source_id=source_id, agent_id=agent_id, owner_id=owner_id,
-                                        source_type=JOB_SOURCE_TYPE, name=name,
-                                        description=f"Memory of scheduled job {job_id}")
-        change = _source_event(_load_source(store, source_id), own)
-        if change is not None:
-            appends.append((source_stream(source_id), change))
-    saved = ev.ScheduledJobSaved(at=at, job_id=job_id, agent_id=agent_id, owner_id=owner_id, name=name,
-                                 schedule=schedule, prompt=prompt, memory_source_id=source_id, enabled=enabled)
-    fields = (name, schedule, prompt, source_id, enabled)
-    if job is None or fields != (job.name, job.schedule, job.prompt, job.memory_source_id, job.enabled):
-        appends.append((job_stream(job_id), saved))
-    _write(store, appends)
-    if job is not None and len(appends) == 0:
-        return job
-    return ScheduledJob(id=job_id, agent_id=agent_id, owner_id=owner_id, name=name, schedule=schedule,
-                        prompt=prompt, memory_source_id=source_id, enabled=enabled,
-                        created_at=job.created_at if job else at, updated_at=at)
+
+    def work(tx: WriteTransaction) -> ScheduledJob:
+        job = _load_job(tx, job_id)
+        if job is not None:
+            _owned("job", job_id, (job.agent_id, job.owner_id), who)
+        appends: list[tuple[str, ev.DomainEvent]] = []
+        if memory_source_id is not None:
+            check_identifier(memory_source_id, "memory_source_id")
+            source = _load_source(tx, memory_source_id)
+            if source is None:
+                raise NotFound(f"no memory source {memory_source_id!r}; register it first")
+            _owned("memory source", memory_source_id, (source.agent_id, source.owner_id), who)
+            source_id = memory_source_id
+        elif job is not None and job.memory_source_id != job_source_id(job_id):
+            source_id = job.memory_source_id  # re-saving must not orphan the memory the job already has
+        else:
+            source_id = job_source_id(job_id)
+            if len(source_id) > MAX_ID_CHARS:
+                raise InvalidJob(f"job_id is too long to derive its memory source id (max "
+                                 f"{MAX_ID_CHARS - len(JOB_SOURCE_PREFIX)} characters)")
+            own = ev.MemorySourceRegistered(at=at, source_id=source_id, agent_id=agent_id, owner_id=owner_id,
+                                            source_type=JOB_SOURCE_TYPE, name=name,
+                                            description=f"Memory of scheduled job {job_id}")
+            change = _source_event(_load_source(tx, source_id), own)
+            if change is not None:
+                appends.append((source_stream(source_id), change))
+        saved = ev.ScheduledJobSaved(at=at, job_id=job_id, agent_id=agent_id, owner_id=owner_id, name=name,
+                                     schedule=schedule, prompt=prompt, memory_source_id=source_id, enabled=enabled)
+        fields = (name, schedule, prompt, source_id, enabled)
+        if job is None or fields != (job.name, job.schedule, job.prompt, job.memory_source_id, job.enabled):
+            appends.append((job_stream(job_id), saved))
+        for stream, event in appends:
+            tx.append(stream, [event])
+        if job is not None and len(appends) == 0:
+            return job
+        return ScheduledJob(id=job_id, agent_id=agent_id, owner_id=owner_id, name=name, schedule=schedule,
+                            prompt=prompt, memory_source_id=source_id, enabled=enabled,
+                            created_at=job.created_at if job else at, updated_at=at)
+
+    return store.write(work)
 
 
 def record_job_run(
@@ -350,10 +356,15 @@ def record_job_run(
             raise InvalidJob("finished_at is before started_at")
     output = _text(output, "output", MAX_RUN_TEXT_CHARS)
     error = _text(error, "error", MAX_RUN_TEXT_CHARS)
-    if _load_job(store, job_id) is None:
-        raise NotFound(f"no scheduled job {job_id!r}")
     at = clock.now()
-    previous = _history(store, job_run_stream(run_id), ev.JobRunRecorded)
+    return store.write(lambda tx: _record_run(tx, at, run_id, job_id, state, started_at, finished_at, output, error))
+
+
+def _record_run(tx: WriteTransaction, at: datetime, run_id: str, job_id: str, state: JobStatus,
+                started_at: datetime, finished_at: datetime | None, output: str, error: str) -> JobRun:
+    if _load_job(tx, job_id) is None:
+        raise NotFound(f"no scheduled job {job_id!r}")
+    previous = _history(tx, job_run_stream(run_id), ev.JobRunRecorded)
     last = previous[-1] if previous else None
     if state.finished and finished_at is None:
         # A repeated end report without a time restates the recorded end; a first one ends now.
@@ -370,7 +381,7 @@ def record_job_run(
             raise InvalidJob(f"job run {run_id!r} already finished as {last.status}")
     event = ev.JobRunRecorded(at=at, run_id=run_id, job_id=job_id, status=state.value, started_at=started_at,
                               finished_at=finished_at, output=output, error=error)
-    _write(store, [(job_run_stream(run_id), event)])
+    tx.append(job_run_stream(run_id), [event])
     return _run_of(event)
 
 

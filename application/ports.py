@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
@@ -108,6 +108,10 @@ class WriteTransaction(RowLookup, Protocol):
         ...
 
     def review_state(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> ReviewState: ...
+
+    def read_events(self, after: int = 0, *, stream: str | None = None) -> Iterable[RecordedEvent]:
+        """The log as this transaction sees it, for decisions that replay an aggregate's stream."""
+        ...
 
     def last_user_message_id(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> int:
         """The newest user-sent message of this owner in the conversation (0: none)."""

@@ -73,6 +73,26 @@ def chain_hash(
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
+def read_log(cursor: apsw.Cursor, after: int = 0, stream: str | None = None) -> Iterator[RecordedEvent]:
+    """Decoded events after ``after`` (of one stream when given); redacted ones are skipped."""
+    if stream is None:
+        rows = cursor.execute(
+            "SELECT position, stream, version, kind, schema, payload FROM events WHERE position > ? ORDER BY position",
+            (after,),
+        )
+    else:
+        rows = cursor.execute(
+            "SELECT position, stream, version, kind, schema, payload FROM events"
+            " WHERE stream = ? AND position > ? ORDER BY version",
+            (stream, after),
+        )
+    for position, stream_name, version, kind, schema, payload in rows:
+        if payload is None:
+            continue  # redacted: the digest stays in the chain, the content is gone
+        yield RecordedEvent(position=position, stream=stream_name, version=version,
+                            event=decode_payload(kind, schema, payload))
+
+
 class _Transaction:
     """The :class:`WriteTransaction` handed to use cases inside one write."""
 
@@ -168,6 +188,10 @@ class _Transaction:
             (agent_id, owner_id, name),
         ).fetchall()
         return (rows[0][0], rows[0][1]) if rows else None
+
+    def read_events(self, after: int = 0, *, stream: str | None = None) -> list[RecordedEvent]:
+        """The log as this transaction sees it (its own appends included)."""
+        return list(read_log(self.cursor.connection.cursor(), after, stream))
 
     def review_state(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> ReviewState:
         rows = self.cursor.execute(REVIEW_STATE_SQL, review_state_key(agent_id, owner_id, conversation)).fetchall()
@@ -385,29 +409,8 @@ class SqliteEventStore:
 
     def read_events(self, after: int = 0, *, stream: str | None = None) -> Iterator[RecordedEvent]:
         """Events after ``after`` in log order (only ``stream``'s when given); redacted ones skipped."""
-        conn = self.reader()
         with translated_errors("reading the event log"):
-            if stream is None:
-                rows = conn.execute(
-                    "SELECT position, stream, version, kind, schema, payload FROM events WHERE position > ?"
-                    " ORDER BY position",
-                    (after,),
-                )
-            else:
-                rows = conn.execute(
-                    "SELECT position, stream, version, kind, schema, payload FROM events"
-                    " WHERE stream = ? AND position > ? ORDER BY version",
-                    (stream, after),
-                )
-            for position, stream, version, kind, schema, payload in rows:
-                if payload is None:
-                    continue  # redacted: the digest stays in the chain, the content is gone
-                yield RecordedEvent(
-                    position=position,
-                    stream=stream,
-                    version=version,
-                    event=decode_payload(kind, schema, payload),
-                )
+            yield from read_log(self.reader().cursor(), after, stream)
 
     def last_positions(self, stream_prefix: str) -> dict[str, int]:
         # A range on the UNIQUE(stream, version) index: every stream starting with the prefix.

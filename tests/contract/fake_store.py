@@ -59,6 +59,9 @@ class FakeTransaction:
     def review_state(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> ReviewState:
         return ReviewState()
 
+    def read_events(self, after: int = 0, *, stream: str | None = None) -> list[RecordedEvent]:
+        return [r for r in self.log if r.position > after and (stream is None or r.stream == stream)]
+
     def last_user_message_id(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> int:
         return 0
 

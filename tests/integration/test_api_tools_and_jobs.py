@@ -84,3 +84,31 @@ def test_a_job_run_sees_only_its_own_rows(memory: MemorySystem) -> None:
                                    conversation="telegram:1")
     assert {s["id"] for s in sources["sources"]} >= {job.memory_source_id, other.memory_source_id}
     assert memory.verify().ok
+
+
+def test_racing_first_saves_of_one_job_id_cannot_both_win(memory: MemorySystem) -> None:
+    import threading
+
+    from fermix_memory.application.jobs import IdentifierInUse
+
+    for round_ in range(20):
+        barrier = threading.Barrier(2)
+        outcomes: dict[str, str] = {}
+
+        def save(owner: str, job_id: str = f"race-{round_}", barrier: threading.Barrier = barrier,
+                 outcomes: dict[str, str] = outcomes) -> None:
+            barrier.wait()
+            try:
+                memory.save_job(job_id=job_id, agent_id="ada", owner_id=owner, name="n", schedule="@daily",
+                                prompt="p")
+                outcomes[owner] = "saved"
+            except IdentifierInUse:
+                outcomes[owner] = "refused"
+
+        threads = [threading.Thread(target=save, args=(owner,)) for owner in ("alice", "bob")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(outcomes.values()) == ["refused", "saved"], outcomes
+    assert memory.verify().ok
