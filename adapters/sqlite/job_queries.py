@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from fermix_memory.adapters.sqlite.read_side import ReadSide, clamp_limit
+from fermix_memory.adapters.sqlite.rows import optional_time
 from fermix_memory.application.jobs import JobRun, JobStatus, MemorySource, ScheduledJob
 
 _SOURCE_COLUMNS = "id, agent_id, owner_id, source_type, name, description, created_at, updated_at"
@@ -29,7 +30,7 @@ def _job(row: tuple[Any, ...]) -> ScheduledJob:
 
 def _run(row: tuple[Any, ...]) -> JobRun:
     return JobRun(id=row[0], job_id=row[1], status=JobStatus(row[2]), started_at=datetime.fromisoformat(row[3]),
-                  finished_at=datetime.fromisoformat(row[4]) if row[4] is not None else None, output=row[5],
+                  finished_at=optional_time(row[4]), output=row[5],
                   error=row[6])
 
 

@@ -14,6 +14,7 @@ from fermix_memory.adapters.sqlite.rows import (
     REVIEW_STATE_SQL,
     memory_from_row,
     message_from_row,
+    optional_time,
     review_state_from_row,
     review_state_key,
 )
@@ -110,7 +111,7 @@ class SqliteQueries(ReadSide):
             return ConversationState()
         start, checkpoint, retry = rows[0]
         return ConversationState(window_start_id=int(start), checkpoint_message_id=checkpoint,
-                                 compaction_retry_after=datetime.fromisoformat(retry) if retry else None)
+                                 compaction_retry_after=optional_time(retry))
 
     def message(self, message_id: int) -> Message | None:
         rows = self._rows(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?", (message_id,))

@@ -23,7 +23,8 @@ MESSAGE_COLUMNS = (
 )
 
 
-def _dt(value: str | None) -> datetime | None:
+def optional_time(value: str | None) -> datetime | None:
+    """A stored ISO time, or ``None`` for SQL NULL."""
     return datetime.fromisoformat(value) if value is not None else None
 
 
@@ -48,7 +49,7 @@ def memory_from_row(row: tuple[Any, ...]) -> Memory:
         session_id=row[14],
         run_id=row[15],
         source_message_id=row[16],
-        archived_at=_dt(row[17]),
+        archived_at=optional_time(row[17]),
         archived_by=row[18],
         archive_reason=row[19],
         created_at=created,
@@ -83,5 +84,5 @@ def review_state_key(agent_id: str, owner_id: str, conversation: ConversationKey
 
 
 def review_state_from_row(r: tuple[Any, ...]) -> ReviewState:
-    return ReviewState(reviewed_up_to_id=r[0], last_review_at=_dt(r[1]), retry_after=_dt(r[2]), claim_id=r[3],
-                       claim_expires_at=_dt(r[4]), last_skip_reason=r[5])
+    return ReviewState(reviewed_up_to_id=r[0], last_review_at=optional_time(r[1]), retry_after=optional_time(r[2]),
+                       claim_id=r[3], claim_expires_at=optional_time(r[4]), last_skip_reason=r[5])
