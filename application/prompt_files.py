@@ -88,8 +88,13 @@ class PromptFiles:
         for agent_id, owner_id in pairs:
             self.rebuild(agent_id, owner_id)
 
-    def rebuild(self, agent_id: str, owner_id: str, *, reason: str = "rebuild") -> list[str]:
-        """Re-render from the rows; record and write what changed. Returns the changed names."""
+    def rebuild(self, agent_id: str, owner_id: str, *, reason: str = "rebuild", check_files: bool = False
+                ) -> list[str]:
+        """Re-render from the rows; record and write what changed. Returns the changed names.
+
+        Files are only touched when a revision was recorded (most memory commits change no
+        rendering: tool rows, refusals); ``check_files`` also mends files that drifted on disk.
+        """
         at = self._clock.now()
 
         def work(tx: WriteTransaction) -> list[str]:
@@ -112,8 +117,9 @@ class PromptFiles:
         # holding it across the write could deadlock, since the thread leading a commit runs
         # the rebuilds of every caller in its batch.
         changed = self._store.write(work)
-        with self._lock(agent_id, owner_id):
-            self._sync_files(agent_id, owner_id)
+        if changed or check_files:
+            with self._lock(agent_id, owner_id):
+                self._sync_files(agent_id, owner_id)
         return changed
 
     def _sync_files(self, agent_id: str, owner_id: str) -> None:
@@ -132,7 +138,7 @@ class PromptFiles:
             rendered_at = max(last_resource.get(resource_stream(agent_id, owner_id, n), 0) for n in RESOURCE_NAMES)
             try:
                 if last_memory.get(memory_stream(agent_id, owner_id), 0) > rendered_at:
-                    self.rebuild(agent_id, owner_id, reason="repair")
+                    self.rebuild(agent_id, owner_id, reason="repair", check_files=True)
                     repaired += 1
                 else:
                     with self._lock(agent_id, owner_id):

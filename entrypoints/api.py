@@ -420,7 +420,7 @@ class MemorySystem:
         """Re-render an owner's files from the rows now; returns the names that changed."""
         self._check_open()
         _check_owner(agent_id, owner_id)
-        return self._app.prompt_files.rebuild(agent_id, owner_id)
+        return self._app.prompt_files.rebuild(agent_id, owner_id, check_files=True)
 
     def resources(self, *, agent_id: str | None = None, owner_id: str | None = None) -> list[ResourceRevision]:
         """The current revision of every versioned resource."""
