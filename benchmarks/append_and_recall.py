@@ -273,6 +273,79 @@ class RawAppender:
         self.loop.conn.close()
 
 
+class RawGroupCommitAppender:
+    """A diagnostic: the raw loop's work behind the smallest possible group commit, 8 threads.
+
+    Each thread appends its messages one by one and blocks until its commit, like ``ours_8t``;
+    whichever thread finds no batch in flight leads: it waits up to 1 ms for the others to
+    queue (as the product does), runs ``RawLoop.append_batch`` on them all and wakes them.
+    There is no library code at all, so the gap between this and ``raw_batched`` is the cost of
+    eight blocking threads handing a batch back and forth on this machine.
+    """
+
+    def __init__(self, path: Path, threads: int) -> None:
+        self.db, self.loop, self.threads = path, RawLoop.create(path), threads
+        self._lock = threading.Lock()
+        self._done = threading.Condition(self._lock)
+        self._arrived = threading.Condition(self._lock)
+        self._queue: list[list[Any]] = []
+        self._leading = self._gathering = False
+
+    def _append(self, m: Msg) -> None:
+        item: list[Any] = [m, False]
+        with self._lock:
+            self._queue.append(item)
+            if self._gathering and len(self._queue) >= self.threads:
+                self._arrived.notify()
+            while not item[1] and self._leading:
+                self._done.wait()
+            if item[1]:
+                return
+            self._leading = self._gathering = True
+            self._arrived.wait_for(lambda: len(self._queue) >= self.threads, 0.001)
+            self._gathering = False
+            batch, self._queue = self._queue, []
+        try:
+            self.loop.append_batch([it[0] for it in batch])
+        finally:
+            with self._lock:
+                for it in batch:
+                    it[1] = True
+                self._leading = False
+                self._done.notify_all()
+
+    def run(self, messages: Sequence[Msg]) -> float:
+        return run_threads(self.threads, messages, lambda chunk: [self._append(m) for m in chunk])
+
+    def close(self) -> None:
+        self.loop.conn.close()
+
+
+def run_threads(threads: int, messages: Sequence[Msg], work: Callable[[Sequence[Msg]], object]) -> float:
+    """Seconds for ``threads`` threads, started together, to run ``work`` on every n-th message."""
+    barrier = threading.Barrier(threads + 1)
+    errors: list[BaseException] = []
+
+    def worker(chunk: Sequence[Msg]) -> None:
+        barrier.wait()
+        try:
+            work(chunk)
+        except BaseException as exc:  # re-raised after the join
+            errors.append(exc)
+
+    pool = [threading.Thread(target=worker, args=(messages[i::threads],)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    barrier.wait()  # every thread is started and waiting: the clock starts when they all go
+    start = time.perf_counter()
+    for t in pool:
+        t.join()
+    elapsed = time.perf_counter() - start
+    if errors:
+        raise errors[0]
+    return elapsed
+
+
 # --- 1b. ours, 1 thread and 8 threads ------------------------------------------------------------
 
 
@@ -300,27 +373,7 @@ class OursAppender:
         return self._run_threaded(messages)
 
     def _run_threaded(self, messages: Sequence[Msg]) -> float:
-        barrier = threading.Barrier(self.threads + 1)
-        errors: list[BaseException] = []
-
-        def worker(chunk: Sequence[Msg]) -> None:
-            barrier.wait()
-            try:
-                append_all(self.memory, chunk)
-            except BaseException as exc:  # re-raised after the join
-                errors.append(exc)
-
-        pool = [threading.Thread(target=worker, args=(messages[i::self.threads],)) for i in range(self.threads)]
-        for t in pool:
-            t.start()
-        barrier.wait()  # every thread is started and waiting: the clock starts when they all go
-        start = time.perf_counter()
-        for t in pool:
-            t.join()
-        elapsed = time.perf_counter() - start
-        if errors:
-            raise errors[0]
-        return elapsed
+        return run_threads(self.threads, messages, lambda chunk: append_all(self.memory, chunk))
 
     def close(self) -> None:
         self.memory.close()
@@ -378,8 +431,8 @@ class LangChainAppender:
 def langchain_available() -> str:
     """Empty when the peer can run, else why it is skipped (nothing is ever installed)."""
     try:
-        import langchain_community.chat_message_histories  # noqa: F401
-        import langchain_core.messages  # noqa: F401
+        from langchain_community.chat_message_histories import SQLChatMessageHistory  # noqa: F401
+        from langchain_core.messages import AIMessage, HumanMessage  # noqa: F401
     except Exception as exc:  # ImportError, or a broken install
         return f"langchain_community is not importable ({type(exc).__name__}: {exc})"
     return ""
@@ -418,6 +471,7 @@ def make_appenders(base: Path, with_peer: bool) -> dict[str, Appender]:
         "ours_1t": OursAppender(base / "ours1", 1),
         "ours_8t": OursAppender(base / "ours8", THREADS),
         "raw_batched": RawAppender(base / "raw_batched.db", THREADS),
+        "raw_8t": RawGroupCommitAppender(base / "raw_8t.db", THREADS),
     }
     if with_peer:
         appenders["peer"] = LangChainAppender(base / "langchain.db")
@@ -670,7 +724,8 @@ def rounded(x: float | None, digits: int = 1) -> float | None:
 
 
 def report(args: argparse.Namespace, appends: AppendFigures, peer_note: str, rec: RecallFigures) -> dict[str, Any]:
-    raw, o1, o8, rawb, peer = (appends.median(name) for name in ("raw", "ours_1t", "ours_8t", "raw_batched", "peer"))
+    raw, o1, o8, rawb, raw8t, peer = (
+        appends.median(name) for name in ("raw", "ours_1t", "ours_8t", "raw_batched", "raw_8t", "peer"))
     f, h = rec.full, rec.half
     half_k, full_k = f"{rec.half_size // 1000}k", f"{rec.full_size // 1000}k"
     out: dict[str, Any] = {
@@ -681,6 +736,8 @@ def report(args: argparse.Namespace, appends: AppendFigures, peer_note: str, rec
         "single_thread_ratio": ratio(o1, raw), "eight_thread_ratio": ratio(o8, raw),
         "single_thread_target": 0.6, "eight_thread_target": 1.5,
         "raw_batched8_msgs_per_s": rounded(rawb), "group_commit_ceiling_ratio": ratio(rawb, raw),
+        "raw_8t_group_commit_msgs_per_s": rounded(raw8t), "raw_8t_group_commit_ratio": ratio(raw8t, raw),
+        "ours_8t_to_raw_8t_group_commit": ratio(o8, raw8t),
         "history_size": rec.full_size, "queries": args.queries,
         "import_msgs_per_s": rounded(rec.import_msgs_per_s),
         "recall_p50_ms": rounded(f["ours"]["p50"], 3), "recall_p95_ms": rounded(f["ours"]["p95"], 3),
@@ -716,6 +773,9 @@ def print_human(r: dict[str, Any], rec: RecallFigures) -> None:
           f"{r['eight_thread_ratio']:.2f} (target >= 1.5: {verdict[r['eight_thread_ratio'] >= 1.5]})")
     print(f"  {f'raw loop, {THREADS} per transaction':<30}{r['raw_batched8_msgs_per_s']:>10,.0f} msg/s   ratio "
           f"{r['group_commit_ceiling_ratio']:.2f} (what batching alone buys on this machine)")
+    print(f"  {f'raw loop, {THREADS} threads, group':<30}{r['raw_8t_group_commit_msgs_per_s']:>10,.0f} msg/s   ratio "
+          f"{r['raw_8t_group_commit_ratio']:.2f} (no library code: what {THREADS} blocking threads can reach;"
+          f" ours is {r['ours_8t_to_raw_8t_group_commit']:.2f}x of it)")
     if r["peer_langchain_msgs_per_s"] is None:
         print(f"  LangChain SQLChatMessageHistory: skipped: {r['peer_langchain_skipped']}")
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from fermix_memory.adapters.sqlite.codec import decode_payload
 from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection
 from fermix_memory.adapters.sqlite.event_store import GENESIS_HASH, chain_hash, payload_digest
 from fermix_memory.adapters.sqlite.projections import project
-from fermix_memory.adapters.sqlite.schema import PROJECTION_TABLES, migrate
+from fermix_memory.adapters.sqlite.schema import FTS_TABLES, PROJECTION_TABLES, deferred_indexing, migrate
 from fermix_memory.application.errors import IntegrityError, StorageError
 
 Progress = Callable[[int, int], None]
@@ -57,7 +57,7 @@ def table_checksums(conn: apsw.Connection) -> dict[str, str]:
 
 def fts_integrity(conn: apsw.Connection) -> None:
     """Run FTS5's 'integrity-check' on both full-text indexes (raises on damage)."""
-    for table in ("messages_fts", "memories_fts"):
+    for table in FTS_TABLES:
         try:
             conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
         except apsw.Error as exc:
@@ -111,40 +111,67 @@ def check_chain(conn: apsw.Connection, progress: Progress | None = None) -> Veri
     return VerifyReport(ok=True, events=count, redacted=redacted)
 
 
+@attrs.frozen(kw_only=True)
+class LogEntry:
+    """One row of the log as an auditor reads it; ``event`` is ``None`` once redacted."""
+
+    position: int
+    stream: str
+    version: int
+    kind: str
+    recorded_at: str
+    payload_sha256: str
+    event: Any
+
+
+def log_entries(conn: apsw.Connection, after: int = 0, kind: str | None = None) -> Iterator[LogEntry]:
+    """Every event after ``after`` in log order (of one kind when given), redacted ones included."""
+    sql = ("SELECT position, stream, version, kind, schema, recorded_at, payload, payload_sha256 FROM events"
+           " WHERE position > ?" + (" AND kind = ?" if kind else "") + " ORDER BY position")
+    for position, stream, version, row_kind, schema, recorded_at, payload, digest in conn.execute(
+        sql, (after, kind) if kind else (after,)
+    ):
+        yield LogEntry(position=position, stream=stream, version=version, kind=row_kind, recorded_at=recorded_at,
+                       payload_sha256=digest,
+                       event=None if payload is None else decode_payload(row_kind, schema, payload))
+
+
 def fold_log(source: apsw.Connection, target: apsw.Connection, progress: Progress | None = None) -> int:
     """Copy ``source``'s log into the empty ``target`` and rebuild every projection from it.
 
-    Runs in batched transactions on ``target``; returns the number of events folded.
+    Runs in batched transactions on ``target``, with the full-text indexes and plain indexes
+    built once at the end (:func:`deferred_indexing`); returns the number of events folded.
     """
     total = source.execute("SELECT count(*) FROM events").fetchall()[0][0]
-    cur = target.cursor()
     count = 0
-    rows = source.execute(
-        "SELECT position, stream, version, kind, schema, recorded_at, payload, payload_sha256, prev_hash, hash"
-        " FROM events ORDER BY position"
-    )
-    cur.execute("BEGIN IMMEDIATE")
-    try:
-        for row in rows:
-            cur.execute(
-                "INSERT INTO events(position, stream, version, kind, schema, recorded_at, payload,"
-                " payload_sha256, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                row,
-            )
-            position, kind, schema, payload = row[0], row[3], row[4], row[6]
-            if payload is not None:
-                project(cur, position, decode_payload(kind, schema, payload))
-            count += 1
-            if count % _BATCH == 0:
-                cur.execute("COMMIT")
-                if progress is not None:
-                    progress(count, total)
-                cur.execute("BEGIN IMMEDIATE")
-        cur.execute("COMMIT")
-    except BaseException:
-        if target.in_transaction:
-            target.execute("ROLLBACK")
-        raise
+    with deferred_indexing(target):
+        cur = target.cursor()
+        rows = source.execute(
+            "SELECT position, stream, version, kind, schema, recorded_at, payload, payload_sha256, prev_hash, hash"
+            " FROM events ORDER BY position"
+        )
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            for row in rows:
+                cur.execute(
+                    "INSERT INTO events(position, stream, version, kind, schema, recorded_at, payload,"
+                    " payload_sha256, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    row,
+                )
+                position, kind, schema, payload = row[0], row[3], row[4], row[6]
+                if payload is not None:
+                    project(cur, position, decode_payload(kind, schema, payload))
+                count += 1
+                if count % _BATCH == 0:
+                    cur.execute("COMMIT")
+                    if progress is not None:
+                        progress(count, total)
+                    cur.execute("BEGIN IMMEDIATE")
+            cur.execute("COMMIT")
+        except BaseException:
+            if target.in_transaction:
+                target.execute("ROLLBACK")
+            raise
     if progress is not None:
         progress(count, total)
     return count
@@ -161,7 +188,12 @@ def replay_into(source_path: Path, target_dir: Path, progress: Progress | None =
     if target_path.exists():
         raise StorageError(f"{target_path} already exists; replay only writes into a new folder")
     source = open_connection(source_path, readonly=True)
-    target = open_connection(target_path)
+    try:
+        target = open_connection(target_path)
+    except BaseException:
+        source.close()
+        raise
+    finished = False
     try:
         migrate(target, str(target_path))
         enable_wal(target)
@@ -173,9 +205,13 @@ def replay_into(source_path: Path, target_dir: Path, progress: Progress | None =
             source.execute("COMMIT")
         rebuilt = table_checksums(target)
         fts_integrity(target)
+        finished = True
     finally:
         source.close()
         target.close()
+        if not finished:  # a half-built copy is no copy: remove the files this call created
+            for leftover in (target_path, *(target_path.with_name(target_path.name + s) for s in ("-wal", "-shm"))):
+                leftover.unlink(missing_ok=True)
     differing = sorted(t for t in live if live[t] != rebuilt[t])
     return {
         "events": events,

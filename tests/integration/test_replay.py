@@ -13,7 +13,7 @@ import pytest
 
 from fermix_memory import ConversationKey, IntegrityError, MemorySystem, StorageError
 from fermix_memory.adapters.sqlite import audit
-from fermix_memory.adapters.sqlite.schema import PROJECTION_TABLES
+from fermix_memory.adapters.sqlite.schema import PROJECTION_TABLES, deferred_indexing
 
 AGENTS = ("ada", "bo:t", "c%3Aagent")
 OWNERS = ("alice", "bob", "ch%25rlie", "d:ana")
@@ -259,5 +259,68 @@ def test_fts_integrity_catches_a_desynchronised_index(tmp_path: Path) -> None:
         conn.execute("UPDATE memories SET value = 'changed behind the index'")
         with pytest.raises(IntegrityError):
             audit.fts_integrity(conn)
+    finally:
+        conn.close()
+
+
+def schema_of(path: Path | str) -> list[tuple[str, str, str]]:
+    conn = apsw.Connection(str(path))
+    try:
+        return [(str(t), str(n), str(s)) for t, n, s in conn.execute(
+            "SELECT type, name, sql FROM sqlite_schema WHERE sql IS NOT NULL ORDER BY type, name")]
+    finally:
+        conn.close()
+
+
+def test_the_rebuilt_database_has_every_trigger_and_index_of_a_new_one(source: MemorySystem, tmp_path: Path) -> None:
+    """The rebuild drops the full-text triggers and plain indexes while it loads; they all come back."""
+    with MemorySystem.open(tmp_path / "fresh"):
+        pass
+    result = source.replay_into(tmp_path / "rebuilt")
+    expected = schema_of(tmp_path / "fresh" / "memory.db")
+    assert any(kind == "trigger" and name == "messages_fts_insert" for kind, name, _ in expected)
+    assert any(kind == "index" and name == "messages_by_conversation" for kind, name, _ in expected)
+    assert schema_of(result["target"]) == expected
+    # ...and they work: what is written after the replay is found, updates reach the index.
+    with MemorySystem.open(tmp_path / "rebuilt") as rebuilt:
+        new_id = rebuilt.append_message(agent_id="ada", owner_id="alice", conversation=CONVERSATIONS[0],
+                                        role="user", content="zanzibar marmalade after the replay")
+        hits = rebuilt.recall("zanzibar", agent_id="ada", owner_id="alice", conversation=CONVERSATIONS[0],
+                              source="history")
+        assert [h.message.id for h in hits.messages] == [new_id]
+        [added] = rebuilt.write_memory({"op": "add", "category": "interest", "key": "hobby_reading",
+                                        "value": "Reads about quokkas"}, agent_id="ada", owner_id="alice")
+        assert added.memory_id is not None
+        rebuilt.write_memory({"op": "replace", "id": added.memory_id, "value": "Reads about wombats"},
+                             agent_id="ada", owner_id="alice")
+        assert rebuilt.recall("quokkas", agent_id="ada", owner_id="alice", scope="all").memories == []
+        assert [h.memory.id for h in rebuilt.recall("wombats", agent_id="ada", owner_id="alice",
+                                                     scope="all").memories] == [added.memory_id]
+        assert rebuilt.verify().ok
+
+
+def test_a_replay_that_fails_leaves_no_half_built_copy(tmp_path: Path) -> None:
+    with MemorySystem.open(tmp_path / "h") as memory:
+        for i in range(20):
+            memory.append_message(agent_id="a", owner_id="o", conversation="c:1", role="user", content=f"m{i}")
+        path = memory.app.store.path
+    conn = apsw.Connection(str(path))
+    conn.execute("DROP TRIGGER events_append_only_update")
+    conn.execute("DROP TRIGGER events_redact_only")
+    conn.execute("UPDATE events SET payload = '{not json' WHERE position = 7")
+    conn.close()
+    with MemorySystem.open(tmp_path / "h") as memory:
+        with pytest.raises((IntegrityError, ValueError)):
+            memory.replay_into(tmp_path / "copy")
+        assert memory.app.store.last_position() == 20  # the source is as it was
+    assert list((tmp_path / "copy").iterdir()) == []
+
+
+def test_deferred_indexing_refuses_a_database_that_has_events(source: MemorySystem) -> None:
+    conn = apsw.Connection(str(source.app.store.path))
+    try:
+        with pytest.raises(ValueError, match="empty"), deferred_indexing(conn):
+            pass
+        assert any(name == "messages_fts_insert" for _, name, _ in schema_of(source.app.store.path))
     finally:
         conn.close()
