@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -73,3 +74,22 @@ class PromptFileFolder:
             finally:
                 os.close(dir_fd)
         return target
+
+    def remove(self, agent_id: str, owner_id: str) -> bool:
+        """Delete the owner's prompt files (and the folder, once empty of anything else)."""
+        folder = self.path(agent_id, owner_id, "user_md").parent
+        found = False
+        for name in FILE_NAMES.values():
+            target = folder / name
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+                found = True
+            elif target.exists() or target.is_symlink():
+                target.unlink()
+                found = True
+        for leftover in folder.glob(".*.tmp"):  # an interrupted atomic write
+            leftover.unlink(missing_ok=True)
+            found = True
+        with contextlib.suppress(OSError):  # absent, or holds something that is not ours: left alone
+            folder.rmdir()
+        return found

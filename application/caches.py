@@ -107,6 +107,9 @@ class ConversationStore:
             if not self._follower.observe(recorded):
                 self._windows.clear()
                 return
+            if any(isinstance(item.event, ev.OwnerForgotten) for item in recorded):
+                self._windows.clear()  # erased messages must not outlive their rows here
+                return
             for item in recorded:
                 e = item.event
                 if isinstance(e, ev.MessageAppended):
@@ -166,6 +169,9 @@ class MemoryRowCache:
         with self._lock:
             self._generation += 1
             if not self._follower.observe(recorded):
+                self._rows.clear()
+                return
+            if any(isinstance(item.event, ev.OwnerForgotten) for item in recorded):
                 self._rows.clear()
                 return
             for item in recorded:

@@ -117,6 +117,29 @@ class WriteTransaction(RowLookup, Protocol):
         """The newest user-sent message of this owner in the conversation (0: none)."""
         ...
 
+    def agents_of_owner(self, owner_id: str) -> list[str]:
+        """Every agent that holds anything of this owner (messages, rows, files, jobs, reviews)."""
+        ...
+
+    def owner_event_positions(self, agent_id: str, owner_id: str) -> list[int]:
+        """Log positions of every not yet redacted event that carries this owner's content with
+        this agent: their messages, memory rows (every change and refusal naming one), reviews,
+        prompt-file revisions, memory sources, jobs and job runs."""
+        ...
+
+    def redact(self, positions: Sequence[int]) -> int:
+        """Erase the payloads at ``positions`` (their digests stay in the chain); returns how many."""
+        ...
+
+
+@attrs.frozen
+class ScrubReport:
+    """What :meth:`EventStore.scrub` achieved."""
+
+    wal_truncated: bool
+    bytes_before: int
+    bytes_after: int
+
 
 class EventStore(Protocol):
     """The append-only, hash-chained event log and the projections written with it."""
@@ -135,6 +158,11 @@ class EventStore(Protocol):
 
     def last_positions(self, stream_prefix: str) -> dict[str, int]:
         """The last log position of every stream whose name starts with ``stream_prefix``."""
+        ...
+
+    def scrub(self) -> ScrubReport:
+        """Leave no byte of deleted or redacted content in the database files: full-text
+        indexes merged, the file rewritten and the write-ahead log emptied (slow, exclusive)."""
         ...
 
 
@@ -220,3 +248,7 @@ class PromptFileSink(Protocol):
     def read(self, agent_id: str, owner_id: str, name: str) -> str | None: ...
 
     def write(self, agent_id: str, owner_id: str, name: str, content: str) -> Any: ...
+
+    def remove(self, agent_id: str, owner_id: str) -> bool:
+        """Delete the owner's prompt files and their folder; ``True`` when something was there."""
+        ...

@@ -25,7 +25,7 @@ from fermix_memory.application.ports import (
     ResourceRevision,
     WriteTransaction,
 )
-from fermix_memory.application.streams import memory_stream, resource_stream
+from fermix_memory.application.streams import memory_stream, parse_owner_stream, resource_stream
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.rendering import render_memory_md, render_user_md
@@ -146,7 +146,18 @@ class PromptFiles:
             except OSError:
                 # A derived file that cannot be written must not keep the memory from opening.
                 log.exception("could not repair the prompt files of %s/%s", agent_id, owner_id)
+        self._remove_forgotten_files()
         return repaired
+
+    def _remove_forgotten_files(self) -> None:
+        """Files of a forgotten owner that a crash left behind (the erasure had committed)."""
+        for stream in self._store.last_positions("owner/"):
+            agent_id, owner_id = parse_owner_stream(stream)
+            if all(self._reader.resource_revision(agent_id, owner_id, n) is None for n in RESOURCE_NAMES):
+                try:
+                    self._files.remove(agent_id, owner_id)
+                except OSError:
+                    log.exception("could not remove the prompt files of forgotten %s/%s", agent_id, owner_id)
 
     # --- revisions ------------------------------------------------------------------------------
 

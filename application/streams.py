@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from fermix_memory.domain.values import ConversationKey
 
@@ -25,6 +25,17 @@ def review_stream(agent_id: str, owner_id: str, conversation: ConversationKey) -
 
 def resource_stream(agent_id: str, owner_id: str, name: str) -> str:
     return f"resource/{_q(agent_id)}/{_q(owner_id)}/{_q(name)}"
+
+
+def owner_stream(agent_id: str, owner_id: str) -> str:
+    """Where erasures of an owner are recorded."""
+    return f"owner/{_q(agent_id)}/{_q(owner_id)}"
+
+
+def parse_owner_stream(stream: str) -> tuple[str, str]:
+    """``(agent_id, owner_id)`` of an :func:`owner_stream` name."""
+    _, agent, owner = stream.split("/")
+    return unquote(agent), unquote(owner)
 
 
 def job_stream(job_id: str) -> str:

@@ -304,6 +304,22 @@ class ModelCallTraced(DomainEvent):
     outcome: str
 
 
+# --- erasure -------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class OwnerForgotten(DomainEvent):
+    """Everything one owner left with one agent was erased: the payloads of their events are
+    redacted (the chain keeps their digests) and their projection rows deleted. This record of
+    the erasure carries no content: who, when, on whose request and how many events."""
+
+    kind: ClassVar[str] = "owner.forgotten"
+    agent_id: str
+    owner_id: str
+    erased_events: int
+    provenance: Provenance
+
+
 ALL_EVENTS: tuple[type[DomainEvent], ...] = (
     MessageAppended,
     ConversationWindowCleared,
@@ -324,6 +340,7 @@ ALL_EVENTS: tuple[type[DomainEvent], ...] = (
     ResourceRevised,
     ResourceRolledBack,
     ModelCallTraced,
+    OwnerForgotten,
 )
 
 EVENTS_BY_KIND: dict[str, type[DomainEvent]] = {cls.kind: cls for cls in ALL_EVENTS}

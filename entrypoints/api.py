@@ -17,6 +17,7 @@ from fermix_memory.application.compaction import CompactionResult
 from fermix_memory.application.composer import compose_prompt
 from fermix_memory.application.errors import NotFound, StorageError
 from fermix_memory.application.explain import explain_memory
+from fermix_memory.application.forget import ForgetReport
 from fermix_memory.application.history import export_lines
 from fermix_memory.application.memory_writes import OperationOutcome
 from fermix_memory.application.message_input import InvalidMessage, conversation_key, parse_enum
@@ -454,6 +455,23 @@ class MemorySystem:
         _check_owner(agent_id, owner_id)
         new = self._app.prompt_files.rollback(agent_id, owner_id, check_resource_name(name), int(revision), by=by)
         return self.resource_revision(name, new, agent_id=agent_id, owner_id=owner_id)
+
+    # --- erasure ---------------------------------------------------------------------------------
+
+    def forget_owner(self, owner_id: str, *, agent_id: str | None = None, by: str = "operator",
+                     reason: str = "") -> ForgetReport:
+        """Erase everything ``owner_id`` left with ``agent_id`` (every agent when ``None``).
+
+        Their messages, memory rows (archived ones too), reviews, prompt files and revisions,
+        memory sources, jobs and job runs are deleted; the payloads of the events that carried
+        them are redacted (the hash chain and ``verify`` still hold); an ``owner.forgotten``
+        event records who asked, when and how much went, without any content. The database is
+        then rewritten so no erased byte stays in ``memory.db`` or its WAL (``wal_truncated``
+        is false when another process held a read open: run it again when it has closed).
+        Slow on a large database: it rewrites the whole file.
+        """
+        self._check_open()
+        return self._app.forgetting.forget_owner(owner_id, agent_id=agent_id, by=by, reason=reason)
 
     # --- audit -----------------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from fermix_memory.application.background import BackgroundWorker
 from fermix_memory.application.caches import ConversationStore, MemoryRowCache
 from fermix_memory.application.compaction import Compactor
 from fermix_memory.application.errors import ConfigError
+from fermix_memory.application.forget import Forgetting
 from fermix_memory.application.history import HistoryService
 from fermix_memory.application.memory_writes import MemoryWriter
 from fermix_memory.application.ports import ChatModel, Clock, TokenCounter, Tracer
@@ -88,6 +89,7 @@ class App:
     turns: TurnService
     jobs: SqliteJobQueries
     tools: MemoryTools
+    forgetting: Forgetting
 
     def close(self) -> None:
         self.background.close()
@@ -138,7 +140,8 @@ def bootstrap(
     rows = MemoryRowCache(queries, store.last_position)
     store.add_commit_listener(conversations.on_commit)
     store.add_commit_listener(rows.on_commit)
-    prompt_files = PromptFiles(store, queries, PromptFileFolder(home_path), tokens.count, clock)
+    files = PromptFileFolder(home_path)
+    prompt_files = PromptFiles(store, queries, files, tokens.count, clock)
     store.add_after_commit(prompt_files.on_commit)
     try:
         model_for = build_model_route(settings, providers, tracer or EventLogTracer(store), clock)
@@ -163,7 +166,7 @@ def bootstrap(
         memory=writer, tokens=tokens, prompt_files=prompt_files, reviewer=reviewer,
         background=BackgroundWorker("fermix-background"), model_for=model_for,
         compactor=compactor, turns=TurnService(compactor, history), jobs=jobs,
-        tools=MemoryTools(writer, queries, jobs),
+        tools=MemoryTools(writer, queries, jobs), forgetting=Forgetting(store, files, clock),
     )
     try:
         prompt_files.repair()  # files are derived: a crash between commit and write is mended here

@@ -95,16 +95,18 @@ def cmd_events_replay(memory: MemorySystem, args: argparse.Namespace, out: Outpu
 
 
 def cmd_events_log(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    from fermix_memory.adapters.sqlite import audit
+
     items = []
-    for item in memory.app.store.read_events(after=args.after):
-        if args.kind and item.event.kind != args.kind:
-            continue
-        items.append({"position": item.position, "stream": item.stream, "version": item.version,
-                      "kind": item.event.kind, "event": jsonable(item.event)})
+    for entry in audit.log_entries(memory.app.store.reader(), after=args.after, kind=args.kind):
+        items.append({"position": entry.position, "stream": entry.stream, "version": entry.version,
+                      "kind": entry.kind, "recorded_at": entry.recorded_at, "redacted": entry.event is None,
+                      "payload_sha256": entry.payload_sha256,
+                      "event": None if entry.event is None else jsonable(entry.event)})
         if len(items) >= args.limit:
             break
-    out.emit(items, lambda rows: [f"{r['position']}\t{r['kind']}\t{r['stream']}\t"
-                                  f"{json.dumps(r['event'], ensure_ascii=False)[:160]}" for r in rows])
+    out.emit(items, lambda rows: [f"{r['position']}\t{r['kind']}\t{r['stream']}\t" + (
+        "[redacted]" if r["redacted"] else json.dumps(r["event"], ensure_ascii=False)[:160]) for r in rows])
     return EXIT_OK
 
 
@@ -180,6 +182,28 @@ def cmd_memory_restore(memory: MemorySystem, args: argparse.Namespace, out: Outp
     row = memory.restore(args.id, by="cli")
     out.emit(row, lambda m: [f"restored: {_memory_line(m)}"])
     return EXIT_OK
+
+
+def cmd_forget(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    if not args.yes:
+        where = f"agent {args.agent!r}" if args.agent else "every agent"
+        raise UsageError(f"forget erases everything of owner {args.owner!r} with {where}, for good;"
+                         " add --yes to go ahead")
+    report = memory.forget_owner(args.owner, agent_id=args.agent, by="cli", reason=args.reason or "")
+
+    def human(r: Any) -> list[str]:
+        if not r.erased_events:
+            return [f"nothing of owner {r.owner_id!r} was found; nothing erased"]
+        lines = [f"forgot owner {r.owner_id!r} with {agent}: {n} events redacted, their rows deleted"
+                 for agent, n in sorted(r.erased_events.items())]
+        lines.append(f"memory.db rewritten: {r.bytes_before:,} -> {r.bytes_after:,} bytes")
+        if not r.wal_truncated:
+            lines.append("warning: another process holds a read open, so the WAL still has old pages;"
+                         " run forget again once it has closed")
+        return lines
+
+    out.emit(report, human)
+    return EXIT_OK if report.wal_truncated else EXIT_ERROR
 
 
 def _resource_owner(memory: MemorySystem, args: argparse.Namespace) -> tuple[str, str]:
@@ -381,7 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fermix", description="Admin and audit tool of fermix-memory.")
     _common(parser, top=True)
     groups = parser.add_subparsers(dest="group", required=True,
-                                   metavar="{demo,events,history,memory,resource,setup}")
+                                   metavar="{demo,events,forget,history,memory,resource,setup}")
 
     def command(sub: Any, name: str, func: Any, help_text: str) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = sub.add_parser(name, help=help_text)
@@ -400,6 +424,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--after", type=int, default=0, help="only events after this position")
     p.add_argument("--limit", type=_positive, default=100)
     p.add_argument("--kind", help="only events of this kind, e.g. memory.added")
+
+    p = command(groups, "forget", cmd_forget, "erase everything an owner left (messages, facts, files, jobs)")
+    p.add_argument("owner", help="the owner id to forget")
+    p.add_argument("--agent", help="only what they left with this agent (default: every agent)")
+    p.add_argument("--reason", help="kept in the record of the erasure (no content of the owner's)")
+    p.add_argument("--yes", action="store_true", help="required: the erasure cannot be undone")
 
     history = groups.add_parser("history", help="conversation history: import, export").add_subparsers(
         dest="command", required=True)

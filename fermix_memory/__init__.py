@@ -18,6 +18,7 @@ from fermix_memory.application.errors import (
     StorageBusy,
     StorageError,
 )
+from fermix_memory.application.forget import ForgetReport
 from fermix_memory.application.memory_writes import OperationOutcome
 from fermix_memory.application.recall import RecallResult
 from fermix_memory.application.settings import Settings
@@ -37,6 +38,7 @@ __all__ = [
     "DomainError",
     "FermixError",
     "ForeignDatabase",
+    "ForgetReport",
     "IntegrityError",
     "Memory",
     "MemorySystem",

@@ -36,9 +36,9 @@ from fermix_memory.adapters.sqlite.rows import (
     review_state_from_row,
     review_state_key,
 )
-from fermix_memory.adapters.sqlite.schema import migrate
+from fermix_memory.adapters.sqlite.schema import FTS_TABLES, migrate
 from fermix_memory.application.errors import StorageBusy, StorageError
-from fermix_memory.application.ports import RecordedEvent, ReviewState
+from fermix_memory.application.ports import RecordedEvent, ReviewState, ScrubReport
 from fermix_memory.domain.events import DomainEvent
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.values import ConversationKey, Scope
@@ -204,6 +204,47 @@ class _Transaction:
             (agent_id, conversation.channel, conversation.chat_id, conversation.thread_scope, owner_id),
         ).fetchall()
         return int(rows[0][0] or 0)
+
+
+    def agents_of_owner(self, owner_id: str) -> list[str]:
+        rows = self.cursor.execute(
+            "SELECT agent_id FROM messages WHERE owner_id = :o UNION SELECT agent_id FROM memories WHERE owner_id = :o"
+            " UNION SELECT agent_id FROM resources WHERE owner_id = :o"
+            " UNION SELECT agent_id FROM review_state WHERE owner_id = :o"
+            " UNION SELECT agent_id FROM scheduled_jobs WHERE owner_id = :o"
+            " UNION SELECT agent_id FROM memory_sources WHERE owner_id = :o"
+            " UNION SELECT json_extract(payload, '$.provenance.agent_id') FROM events"
+            "  WHERE kind = 'memory.operation_refused' AND json_extract(payload, '$.provenance.owner_id') = :o",
+            {"o": owner_id},
+        ).fetchall()
+        return sorted(str(r[0]) for r in rows if r[0] is not None)
+
+    def owner_event_positions(self, agent_id: str, owner_id: str) -> list[int]:
+        # One pass over the log in SQL (an erasure is rare; the log is not indexed by owner).
+        rows = self.cursor.execute(_OWNER_EVENTS_SQL, {"a": agent_id, "o": owner_id}).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def redact(self, positions: Sequence[int]) -> int:
+        self.cursor.executemany("UPDATE events SET payload = NULL WHERE position = ? AND payload IS NOT NULL",
+                                [(p,) for p in positions])
+        return len(positions)
+
+
+# Events that carry an owner's content with an agent (see WriteTransaction.owner_event_positions).
+_OWNER_EVENTS_SQL = """
+WITH own_rows(id) AS (SELECT id FROM memories WHERE agent_id = :a AND owner_id = :o),
+     own_jobs(id) AS (SELECT id FROM scheduled_jobs WHERE agent_id = :a AND owner_id = :o)
+SELECT position FROM events
+WHERE payload IS NOT NULL AND kind != 'owner.forgotten' AND (
+    (json_extract(payload, '$.agent_id') = :a AND json_extract(payload, '$.owner_id') = :o)
+    OR (kind IN ('memory.replaced', 'memory.archived', 'memory.restored', 'memory.operation_refused')
+        AND json_extract(payload, '$.memory_id') IN own_rows)
+    OR (kind = 'memory.operation_refused' AND json_extract(payload, '$.provenance.agent_id') = :a
+        AND json_extract(payload, '$.provenance.owner_id') = :o)
+    OR (kind = 'job_run.recorded' AND json_extract(payload, '$.job_id') IN own_jobs)
+)
+ORDER BY position
+"""
 
 
 class _Pending:
@@ -404,6 +445,41 @@ class SqliteEventStore:
             caller.result, caller.error = None, _translate(error)
             remaining.remove(caller)
         return []
+
+    # --- erasure -------------------------------------------------------------------------------
+
+    def scrub(self) -> ScrubReport:
+        """Merge the full-text indexes (dropping deleted entries), rewrite the file (``VACUUM``,
+        with ``secure_delete``) and empty the WAL, with every other writer of this store held
+        back meanwhile. ``wal_truncated`` is false when a reader elsewhere kept the WAL alive."""
+        with self._turn:
+            while self._leading:
+                self._turn.wait()
+            if self._closed:
+                raise StorageError("the memory store is closed")
+            self._leading = True
+        try:
+            before = self._file_bytes()
+            conn = self._writer
+            with translated_errors("scrubbing memory.db"):
+                conn.execute("PRAGMA secure_delete = ON")
+                try:
+                    with conn:
+                        for table in FTS_TABLES:
+                            conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+                    conn.execute("VACUUM")
+                finally:
+                    conn.execute("PRAGMA secure_delete = OFF")
+                busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0][0]
+            return ScrubReport(wal_truncated=busy == 0, bytes_before=before, bytes_after=self._file_bytes())
+        finally:
+            with self._turn:
+                self._leading = False
+                self._turn.notify_all()
+
+    def _file_bytes(self) -> int:
+        files = (self.path, self.path.with_name(self.path.name + "-wal"))
+        return sum(f.stat().st_size for f in files if f.exists())
 
     # --- reads ----------------------------------------------------------------------------------
 

@@ -301,6 +301,17 @@ def _resource_rolled_back(cur: apsw.Cursor, position: int, e: ev.ResourceRolledB
     _revision(cur, e, e.new_revision, f"rollback to {e.to_revision}")
 
 
+def _owner_forgotten(cur: apsw.Cursor, position: int, e: ev.OwnerForgotten) -> None:
+    """Every projection row of the owner with the agent goes (the redacted events that made
+    them are skipped by a replay, so a rebuilt database has none either)."""
+    key = {"a": e.agent_id, "o": e.owner_id}
+    cur.execute("DELETE FROM job_runs WHERE job_id IN"
+                " (SELECT id FROM scheduled_jobs WHERE agent_id = :a AND owner_id = :o)", key)
+    for table in ("messages", "memories", "review_state", "scheduled_jobs", "memory_sources",
+                  "resource_revisions", "resources"):
+        cur.execute(f"DELETE FROM {table} WHERE agent_id = :a AND owner_id = :o", key)
+
+
 def _no_projection(cur: apsw.Cursor, position: int, e: Any) -> None:
     """Audit-only events: the log is their only home."""
 
@@ -325,6 +336,7 @@ PROJECTIONS: dict[type[ev.DomainEvent], Projection] = {
     ev.ResourceRevised: _resource_revised,
     ev.ResourceRolledBack: _resource_rolled_back,
     ev.ModelCallTraced: _no_projection,
+    ev.OwnerForgotten: _owner_forgotten,
 }
 
 assert set(PROJECTIONS) == set(ev.ALL_EVENTS), "every event kind needs a projection entry"

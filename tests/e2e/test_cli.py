@@ -199,3 +199,48 @@ def test_setup_writes_the_config_and_keeps_the_rest(home: Path) -> None:
     config.write_text("[fermix_core.memory]\nreview_intervl_hours = 3\n", encoding="utf-8")
     refused = fermix("memory", "list", home=home)
     assert refused.returncode == 1 and "did you mean review_interval_hours" in refused.stderr
+
+
+def test_forget_asks_for_yes_then_erases_the_owner(home: Path, tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join([line(content="I keep a pet Axolotlbertram"),
+                                 line(owner_id="bob", sender="bob", chat_id="7", content="bob stays")]) + "\n",
+                      encoding="utf-8")
+    assert fermix("history", "import", str(source), home=home).returncode == 0
+    refused = fermix("forget", "alice", home=home)
+    assert refused.returncode == 1
+    assert "--yes" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    assert b"axolotlbertram" in (home / "memory.db").read_bytes().lower() + (
+        (home / "memory.db-wal").read_bytes().lower() if (home / "memory.db-wal").exists() else b"")
+    done = fermix("forget", "alice", "--yes", "--reason", "request 7", "--json", home=home)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["owner_id"] == "alice" and report["erased_events"] == {"ada": 1} and report["wal_truncated"]
+    for path in home.rglob("*"):
+        if path.is_file():
+            assert b"axolotlbertram" not in path.read_bytes().lower(), path
+    exported = fermix("history", "export", home=home)
+    assert "bob stays" in exported.stdout and "Axolotl" not in exported.stdout
+    assert fermix("events", "verify", home=home).returncode == 0
+    human = fermix("forget", "nobody", "--yes", home=home)
+    assert human.returncode == 0 and "nothing erased" in human.stdout
+
+
+def test_events_log_shows_redacted_events_as_such(home: Path, tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join([line(content="first words"), line(owner_id="bob", sender="bob", content="hi"),
+                                 line(content="second words")]) + "\n", encoding="utf-8")
+    assert fermix("history", "import", str(source), home=home).returncode == 0
+    assert fermix("forget", "alice", "--agent", "ada", "--yes", home=home).returncode == 0
+    result = fermix("events", "log", "--json", home=home)
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert [(r["position"], r["kind"], r["redacted"]) for r in rows] == [
+        (1, "message.appended", True), (2, "message.appended", False), (3, "message.appended", True),
+        (4, "owner.forgotten", False)]
+    assert rows[0]["event"] is None and len(rows[0]["payload_sha256"]) == 64
+    assert rows[1]["event"]["content"] == "hi"
+    assert rows[3]["event"]["erased_events"] == 2
+    human = fermix("events", "log", "--kind", "message.appended", "--limit", "2", home=home).stdout.splitlines()
+    assert len(human) == 2 and human[0].endswith("[redacted]") and '"owner_id": "bob"' in human[1]
+    assert fermix("events", "log", "--after", "3", home=home).stdout.count("\n") == 1

@@ -1,0 +1,75 @@
+"""Forgetting an owner: erase what they left with an agent, keep a content-free record of it.
+
+One write transaction redacts the payload of every event that carries the owner's content
+and records ``owner.forgotten``, whose projection deletes the owner's rows; then the prompt
+files go and the store is scrubbed so no deleted byte lingers in the database files.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from fermix_memory.application.errors import StorageError
+from fermix_memory.application.ports import Clock, EventStore, PromptFileSink, WriteTransaction
+from fermix_memory.application.streams import owner_stream
+from fermix_memory.domain import events as ev
+from fermix_memory.domain.values import Trust, check_identifier
+
+
+@attrs.frozen(kw_only=True)
+class ForgetReport:
+    """What an erasure did: per agent, how many events were redacted; whether the prompt-file
+    folders existed; and whether the database files were fully scrubbed."""
+
+    owner_id: str
+    erased_events: dict[str, int]
+    prompt_files_removed: list[str]
+    wal_truncated: bool
+    bytes_before: int
+    bytes_after: int
+
+    @property
+    def agents(self) -> list[str]:
+        return sorted(self.erased_events)
+
+
+class Forgetting:
+    def __init__(self, store: EventStore, files: PromptFileSink, clock: Clock) -> None:
+        self._store = store
+        self._files = files
+        self._clock = clock
+
+    def forget_owner(self, owner_id: str, *, agent_id: str | None = None, by: str = "operator",
+                     reason: str = "") -> ForgetReport:
+        """Erase ``owner_id``'s messages, memory rows, reviews, prompt files, sources and jobs with
+        ``agent_id`` (every agent when ``None``). Idempotent: forgetting twice erases nothing more."""
+        check_identifier(owner_id, "owner_id")
+        if agent_id is not None:
+            check_identifier(agent_id, "agent_id")
+        check_identifier(by, "by")
+        at = self._clock.now()
+
+        def work(tx: WriteTransaction) -> dict[str, int]:
+            agents = [agent_id] if agent_id is not None else tx.agents_of_owner(owner_id)
+            erased = {}
+            for agent in agents:
+                count = tx.redact(tx.owner_event_positions(agent, owner_id))
+                tx.append(owner_stream(agent, owner_id), [ev.OwnerForgotten(
+                    at=at, agent_id=agent, owner_id=owner_id, erased_events=count,
+                    provenance=ev.Provenance(agent_id=agent, owner_id=owner_id, trust=Trust.OPERATOR,
+                                             source_type="forget", source_id=by, reason=reason[:500]))])
+                erased[agent] = count
+            return erased
+
+        erased = self._store.write(work)
+        removed = [agent for agent in sorted(erased) if self._files.remove(agent, owner_id)]
+        try:
+            scrub = self._store.scrub()
+        except StorageError as exc:
+            raise StorageError(
+                f"owner {owner_id!r} is erased from the log and the tables, but memory.db could not be"
+                f" rewritten yet ({exc}); run forget again to finish"
+            ) from exc
+        return ForgetReport(owner_id=owner_id, erased_events=erased, prompt_files_removed=removed,
+                            wal_truncated=scrub.wal_truncated, bytes_before=scrub.bytes_before,
+                            bytes_after=scrub.bytes_after)
