@@ -197,13 +197,14 @@ def cmd_forget(memory: MemorySystem, args: argparse.Namespace, out: Output) -> i
         lines = [f"forgot owner {r.owner_id!r} with {agent}: {n} events redacted, their rows deleted"
                  for agent, n in sorted(r.erased_events.items())]
         lines.append(f"memory.db rewritten: {r.bytes_before:,} -> {r.bytes_after:,} bytes")
-        if not r.wal_truncated:
-            lines.append("warning: another process holds a read open, so the WAL still has old pages;"
-                         " run forget again once it has closed")
         return lines
 
     out.emit(report, human)
-    return EXIT_OK if report.wal_truncated else EXIT_ERROR
+    if not report.wal_truncated:
+        sys.stderr.write("fermix: error: another process holds a read open, so the WAL still has old pages;"
+                         " run forget again once it has closed\n")
+        return EXIT_ERROR
+    return EXIT_OK
 
 
 def _resource_owner(memory: MemorySystem, args: argparse.Namespace) -> tuple[str, str]:

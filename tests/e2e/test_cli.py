@@ -244,3 +244,25 @@ def test_events_log_shows_redacted_events_as_such(home: Path, tmp_path: Path) ->
     human = fermix("events", "log", "--kind", "message.appended", "--limit", "2", home=home).stdout.splitlines()
     assert len(human) == 2 and human[0].endswith("[redacted]") and '"owner_id": "bob"' in human[1]
     assert fermix("events", "log", "--after", "3", home=home).stdout.count("\n") == 1
+
+
+def test_forget_with_a_reader_elsewhere_exits_1_and_says_to_run_it_again(home: Path, tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text(line(content="Capybaraquince") + "\n", encoding="utf-8")
+    assert fermix("history", "import", str(source), home=home).returncode == 0
+    reader = apsw.Connection(str(home / "memory.db"))
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM messages").fetchall()  # an open read pins the WAL
+    try:
+        pinned = fermix("forget", "alice", "--yes", home=home)
+    finally:
+        reader.execute("COMMIT")
+        reader.close()
+    assert pinned.returncode == 1
+    assert pinned.stderr.count("\n") == 1 and "run forget again" in pinned.stderr
+    assert "forgot owner 'alice'" in pinned.stdout
+    again = fermix("forget", "alice", "--yes", home=home)
+    assert again.returncode == 0 and "nothing erased" in again.stdout
+    for path in home.rglob("*"):
+        if path.is_file():
+            assert b"capybaraquince" not in path.read_bytes().lower(), path
