@@ -8,6 +8,8 @@ from pathlib import Path
 
 import apsw
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fermix_memory import DomainError, MemorySystem, NotFound, StorageError
 
@@ -251,3 +253,37 @@ def test_a_scrub_that_cannot_run_says_the_erasure_is_committed_and_how_to_finish
             other.execute("ROLLBACK")
         other.close()
     assert found(home, ALICE_SECRETS) == {}
+
+
+OWNER_IDS = ("ann", "Ann", "ann:x", "b%20b", "ćora")
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    plan=st.lists(st.tuples(st.sampled_from(("ada", "bo:t")), st.sampled_from(OWNER_IDS),
+                            st.sampled_from(("tg:1", "tg:2", "slack:c:t"))), min_size=1, max_size=25),
+    victim=st.sampled_from(OWNER_IDS),
+    one_agent=st.sampled_from((None, "ada")),
+)
+def test_forgetting_any_owner_erases_exactly_their_words(
+    tmp_path_factory: pytest.TempPathFactory, plan: list[tuple[str, str, str]], victim: str, one_agent: str | None
+) -> None:
+    """Random writers in shared and private conversations, with look-alike owner ids: the victim's
+    words leave every file, everybody else's stay, and the log still verifies."""
+    home = tmp_path_factory.mktemp("prop") / "home"
+    words = {}
+    with MemorySystem.open(home) as memory:
+        for i, (agent, owner, conv) in enumerate(plan):
+            word = f"Wordq{i:03d}zx"
+            words[word] = (agent, owner)
+            memory.append_message(agent_id=agent, owner_id=owner, conversation=conv, role="user",
+                                  content=f"{word} says {owner}")
+            memory.write_memory({"op": "add", "category": "interest", "key": f"k{i}", "value": f"Likes {word}y"},
+                                agent_id=agent, owner_id=owner)
+        memory.forget_owner(victim, agent_id=one_agent)
+        assert memory.verify().ok
+    gone = {w for w, (agent, owner) in words.items() if owner == victim and one_agent in (None, agent)}
+    kept = set(words) - gone
+    remaining = found(home, tuple(words))
+    assert not gone & set(remaining), gone & set(remaining)
+    assert kept <= set(remaining)
