@@ -13,7 +13,10 @@ from fermix_memory.application.errors import StorageError
 from fermix_memory.application.ports import Clock, EventStore, PromptFileSink, WriteTransaction
 from fermix_memory.application.streams import owner_stream
 from fermix_memory.domain import events as ev
-from fermix_memory.domain.values import Trust, check_identifier
+from fermix_memory.domain.errors import DomainError
+from fermix_memory.domain.values import Trust, check_identifier, is_encodable
+
+MAX_REASON_CHARS = 500
 
 
 @attrs.frozen(kw_only=True)
@@ -47,6 +50,9 @@ class Forgetting:
         if agent_id is not None:
             check_identifier(agent_id, "agent_id")
         check_identifier(by, "by")
+        if not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS or "\x00" in reason \
+                or not is_encodable(reason):
+            raise DomainError(f"reason must be text of at most {MAX_REASON_CHARS} characters, without NUL")
         at = self._clock.now()
 
         def work(tx: WriteTransaction) -> dict[str, int]:
@@ -57,7 +63,7 @@ class Forgetting:
                 tx.append(owner_stream(agent, owner_id), [ev.OwnerForgotten(
                     at=at, agent_id=agent, owner_id=owner_id, erased_events=count,
                     provenance=ev.Provenance(agent_id=agent, owner_id=owner_id, trust=Trust.OPERATOR,
-                                             source_type="forget", source_id=by, reason=reason[:500]))])
+                                             source_type="forget", source_id=by, reason=reason))])
                 erased[agent] = count
             return erased
 

@@ -193,6 +193,9 @@ def test_bad_input_is_refused_and_an_unknown_owner_is_a_safe_no_op(home: Path) -
                 memory.forget_owner(bad)
         with pytest.raises(DomainError):
             memory.forget_owner("alice", agent_id="")
+        for reason in ("\ud800", "a\x00b", "x" * 501):
+            with pytest.raises(DomainError, match="reason"):
+                memory.forget_owner("alice", reason=reason)
         assert memory.app.store.last_position() == last
         nobody = memory.forget_owner("nobody-at-all")
         assert nobody.erased_events == {} and nobody.wal_truncated
