@@ -40,10 +40,12 @@ class _LogFollower:
         self.seen = last_position()
 
     def observe(self, recorded: Sequence[RecordedEvent]) -> bool:
-        """Advance past ``recorded``; False when they do not follow on from what was seen."""
+        """Advance past ``recorded``; False when a cache cannot just apply them and must empty:
+        they do not follow on from what was seen (a foreign write), or they erase an owner
+        (whose messages and rows must not outlive the erasure in any cache)."""
         contiguous = recorded[0].position == self.seen + 1
         self.seen = recorded[-1].position
-        return contiguous
+        return contiguous and not any(isinstance(item.event, ev.OwnerForgotten) for item in recorded)
 
     def fresh(self) -> bool:
         current = self._last_position()
@@ -107,9 +109,6 @@ class ConversationStore:
             if not self._follower.observe(recorded):
                 self._windows.clear()
                 return
-            if any(isinstance(item.event, ev.OwnerForgotten) for item in recorded):
-                self._windows.clear()  # erased messages must not outlive their rows here
-                return
             for item in recorded:
                 e = item.event
                 if isinstance(e, ev.MessageAppended):
@@ -169,9 +168,6 @@ class MemoryRowCache:
         with self._lock:
             self._generation += 1
             if not self._follower.observe(recorded):
-                self._rows.clear()
-                return
-            if any(isinstance(item.event, ev.OwnerForgotten) for item in recorded):
                 self._rows.clear()
                 return
             for item in recorded:
