@@ -65,6 +65,9 @@ class MessageAppended(DomainEvent):
     metadata: dict[str, Any] = attrs.field(factory=dict)
     trust: Trust = Trust.GUEST
     created_at: datetime
+    # Owners other than ``owner_id`` whose words this message quotes (a group chat's
+    # compaction checkpoint summarises several people): their erasure must reach it too.
+    quoted_owners: tuple[str, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
