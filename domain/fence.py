@@ -23,9 +23,14 @@ means: the characters whose NFKC form is ``<``/``>`` (U+FF1C/FF1E full-width, U+
 small) and the visual look-alikes U+02C2/02C3 (modifier arrowheads), U+1438/1433 (Canadian
 syllabics), U+2329/232A, U+27E8/27E9, U+3008/3009 (angle brackets), U+276E/276F,
 U+276C/276D, U+29FC/29FD (ornaments). HTML character references that decode to one of
-them (``&lt;``, ``&#60;``, ``&#x3C;``, ``&#65308;``, ``&LT``, chains of encoded ampersands
-such as ``&amp;lt;`` or ``&#38;lt;``, and all of these spelled with full-width characters
-or with zero-width characters inside) are replaced the same way. Whitespace, case and
+them (``&lt;``, ``&#60;``, ``&#x3C;``, ``&#65308;``, ``&LT``, and all of these spelled with
+full-width characters or with zero-width characters inside) are replaced the same way, and
+so are references that only make one after repeated decoding (``&amp;lt;``, ``&#38;lt;``,
+``&&#108;t;``, ``&#38;&#35;60;``): the text is decoded pass after pass as HTML would, and
+every stretch that ends up a bracket becomes one safe bracket. Escaping is a fixed point:
+escaping the result again changes nothing, and decoding it any number of times never
+yields a bracket (a chain of encodings deeper than :data:`MAX_DECODE_PASSES` has its
+ampersands made full-width instead). Whitespace, case and
 zero-width characters inside a tag need no handling of their own: without a bracket there
 is no tag. All other text is kept as it is; the files on disk are never changed by this.
 """
@@ -59,57 +64,115 @@ GT_LIKE = ">\uff1e\ufe65" + "\u02c3\u1433\u232a\u27e9\u3009\u276f\u276d\u29fd"
 _BRACKETS = str.maketrans(dict.fromkeys(LT_LIKE, SAFE_LT) | dict.fromkeys(GT_LIKE, SAFE_GT))
 
 _AMP_LIKE = re.compile("[&\uff06\ufe60]")
-# A character reference, possibly behind a chain of encoded ampersands (``&amp;lt;``).
-_REFERENCE = re.compile(
-    r"&(?:(?:amp|#0*38|#x0*26);?)*(#[0-9]+;?|#x[0-9a-f]+;?|[a-z][a-z0-9]*;?)",
-    re.IGNORECASE,
-)
+# The pattern ``html.unescape`` itself decodes (a numeric or named character reference).
+_CHARREF = re.compile(r"&(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[^\t\n\f <&#;]{1,32};?)")
+# Decoding passes followed before giving up on a chain of encodings (``&amp;amp;...``); text
+# still changing after that many has every ampersand neutralised instead.
+MAX_DECODE_PASSES = 8
+SAFE_AMP = "\uff06"  # FULLWIDTH AMPERSAND: read as "&", never decoded by an HTML decoder
 
 
 def escape_fence(text: str) -> str:
-    """``text`` with every ``<``/``>`` look-alike replaced by :data:`SAFE_LT` / :data:`SAFE_GT`."""
-    if _AMP_LIKE.search(text) is not None:
-        text = _escape_references(text)
-    return text.translate(_BRACKETS)
+    """``text`` with every ``<``/``>`` look-alike replaced by :data:`SAFE_LT` / :data:`SAFE_GT`.
 
-
-def _escape_references(text: str) -> str:
-    """Replace the character references that decode to a bracket.
-
-    References are matched on a normalised view of the text — NFKC per character, format
-    characters (zero-width spaces, joiners, soft hyphens) removed — so look-alike spellings
-    (a full-width ``&lt;``, a zero-width space inside ``&lt;``) match too; ``source[j]`` maps
-    view position ``j`` back to its character in ``text``.
+    A fixed point: escaping the result again changes nothing, and decoding the result as
+    HTML any number of times never yields a bracket.
     """
-    view: list[str] = []
-    source: list[int] = []
+    if _AMP_LIKE.search(text) is None:
+        return text.translate(_BRACKETS)
+    escaped = _escape_decoded(text)
+    if _decodes_to_bracket(escaped):
+        escaped = escaped.replace("&", SAFE_AMP)
+    return escaped
+
+
+def _escape_decoded(text: str) -> str:
+    """Replace every stretch of ``text`` that reads as a bracket once decoded.
+
+    Decoding runs on a normalised view of the text — NFKC per character, format characters
+    (zero-width spaces, joiners, soft hyphens) removed — so look-alike spellings (a full-width
+    ``&lt;``, a zero-width space inside ``&lt;``) decode too; then the view is decoded as HTML
+    again and again (``&amp;lt;``, ``&&#108;t;``, ``&#38;&#35;60;`` need two passes) until it no
+    longer changes. Each character of the view remembers the stretch ``[start, end)`` of
+    ``text`` it came from; a stretch whose character ends up a bracket becomes one safe bracket.
+    """
+    chars: list[str] = []
+    spans: list[tuple[int, int]] = []
     for i, ch in enumerate(text):
         if ch < "\x80":
-            view.append(ch)
-            source.append(i)
-            continue
-        if unicodedata.category(ch) == "Cf":
-            continue
-        for part in unicodedata.normalize("NFKC", ch):
-            view.append(part)
-            source.append(i)
-    flat = "".join(view)
+            chars.append(ch)
+            spans.append((i, i + 1))
+        elif unicodedata.category(ch) != "Cf":
+            for part in unicodedata.normalize("NFKC", ch):
+                chars.append(part)
+                spans.append((i, i + 1))
+    for _ in range(MAX_DECODE_PASSES):
+        decoded = _decode_pass(chars, spans)
+        if decoded is None:
+            break
+        chars, spans = decoded
+    replaced: dict[int, tuple[int, str]] = {}  # start -> (end, safe bracket)
+    for ch, (start, end) in zip(chars, spans, strict=True):
+        if ch in LT_LIKE or ch in GT_LIKE:
+            replaced.setdefault(start, (end, ch.translate(_BRACKETS)))
     out: list[str] = []
-    done = 0
-    for match in _REFERENCE.finditer(flat):
-        decoded = html.unescape("&" + match.group(1))
-        if not any(ch in LT_LIKE or ch in GT_LIKE for ch in decoded):
-            continue
-        last = match.end() - 1
-        # The rest of a multi-character NFKC expansion the match ends inside.
-        tail_end = match.end()
-        while tail_end < len(flat) and source[tail_end] == source[last]:
-            tail_end += 1
-        out.append(text[done : source[match.start()]])
-        out.append((decoded + flat[match.end() : tail_end]).translate(_BRACKETS))
-        done = source[last] + 1
-    out.append(text[done:])
+    i = 0
+    while i < len(text):
+        if i in replaced:
+            end, safe = replaced[i]
+            out.append(safe)
+            i = end
+        else:
+            out.append(text[i])
+            i += 1
     return "".join(out)
+
+
+def _decode_pass(chars: list[str], spans: list[tuple[int, int]]
+                 ) -> tuple[list[str], list[tuple[int, int]]] | None:
+    """One ``html.unescape`` pass over ``chars`` keeping each character's source stretch;
+    ``None`` when nothing decodes."""
+    flat = "".join(chars)
+    out_chars: list[str] = []
+    out_spans: list[tuple[int, int]] = []
+    done = 0
+    for match in _CHARREF.finditer(flat):
+        reference = match.group(0)
+        decoded = html.unescape(reference)
+        if decoded == reference:
+            continue
+        # "&ltx;" decodes to "<x;": the undecoded tail keeps its own characters.
+        tail = 0
+        while (tail < len(decoded) - 1 and tail < len(reference) - 2
+               and decoded[-1 - tail] == reference[-1 - tail]):
+            tail += 1
+        head_end = match.end() - tail
+        out_chars.extend(chars[done : match.start()])
+        out_spans.extend(spans[done : match.start()])
+        stretch = (spans[match.start()][0], spans[head_end - 1][1])
+        for ch in decoded[: len(decoded) - tail]:
+            out_chars.append(ch)
+            out_spans.append(stretch)
+        out_chars.extend(chars[head_end : match.end()])
+        out_spans.extend(spans[head_end : match.end()])
+        done = match.end()
+    if not done:
+        return None
+    out_chars.extend(chars[done:])
+    out_spans.extend(spans[done:])
+    return out_chars, out_spans
+
+
+def _decodes_to_bracket(text: str) -> bool:
+    """True when decoding ``text`` as HTML, pass after pass, shows a bracket (or never settles)."""
+    for _ in range(MAX_DECODE_PASSES):
+        if any(ch in LT_LIKE or ch in GT_LIKE for ch in text):
+            return True
+        decoded = html.unescape(text)
+        if decoded == text:
+            return False
+        text = decoded
+    return True
 
 
 def _block(heading: str, content: str) -> str:
