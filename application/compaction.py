@@ -1,11 +1,15 @@
-"""Use case: compaction of long conversations (R-COMPACT), with review first.
+"""Use case: compaction of long conversations (R-COMPACT).
 
 When the provider-reported peak prompt tokens of a turn reach ``threshold * context_window``,
 the older part of the window is summarised into ONE checkpoint message that replaces it in
 the window. The replaced messages stay in the event log and in ``messages`` (audit, recall).
-Before anything leaves the window, the user messages in it that the reviewer has not seen
-yet are reviewed, so no fact is lost to compaction; if that review cannot finish, nothing
-is compacted. A failure backs off ``failure_backoff_s`` (60 s).
+Before anything leaves the window the reviewer is asked to catch up on every owner's unseen
+user messages of the conversation; a review that fails does not stop compaction (the window
+must not overflow because of the reviewer): the reviewer reads the messages table by id
+after each owner's reviewed-up-to mark, so what left the window stays queued for the next
+review that succeeds. The checkpoint text is fenced as data (``<conversation-summary>``),
+keeps the trust of its least trusted source and names the other owners whose words it holds
+(``domain/checkpoint.py``). A failure of the summary backs off ``failure_backoff_s`` (60 s).
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from fermix_memory.application.reviewer import Reviewer
 from fermix_memory.application.settings import CompactionSettings
 from fermix_memory.application.streams import conversation_stream
 from fermix_memory.domain import events as ev
+from fermix_memory.domain.checkpoint import CHECKPOINT_KIND, CHECKPOINT_SENDER, checkpoint_sources
+from fermix_memory.domain.fence import conversation_summary_block
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import ConversationKey, Role
 
@@ -68,6 +74,10 @@ class CompactionResult:
 
 class CompactionQueries(Protocol):
     def conversation_state(self, agent_id: str, conversation: ConversationKey) -> ConversationState: ...
+
+    def conversations_with_unreviewed(self, *, agent_id: str | None = None, owner_id: str | None = None,
+                                      conversation: ConversationKey | None = None
+                                      ) -> list[tuple[str, str, ConversationKey]]: ...
 
 
 class Compactor:
@@ -155,27 +165,29 @@ class Compactor:
         older, kept = self._split(messages, budget)
         if not older:
             return CompactionResult(status="skipped", reason="nothing_to_compact", tokens_before=before)
+        self._review_first(agent_id, conversation)
         try:
-            self._review_first(agent_id, conversation, older)
-            summary = self._summarise(agent_id, older, budget)
-        except (ModelError, _ReviewIncomplete) as exc:
+            summary = conversation_summary_block(self._summarise(agent_id, older, budget))
+        except ModelError as exc:
             return self._fail(agent_id, conversation, exc, before)
         at = self._clock.now()
         up_to = max(m.id for m in older)
         after = self.window_tokens(kept) + self._count(summary) + MESSAGE_OVERHEAD_TOKENS
+        sources = checkpoint_sources(older)
 
         def work(tx: WriteTransaction) -> int:
-            checkpoint = build_message_event(
-                agent_id=agent_id, owner_id=older[-1].owner_id, conversation=conversation, role=Role.SYSTEM.value,
-                content=summary, sender="compactor", kind="checkpoint",
-                metadata={"replaces_up_to": up_to, "replaced": len(older)}, trust="operator", at=at,
-            )
+            checkpoint = attrs.evolve(build_message_event(
+                agent_id=agent_id, owner_id=sources.owner_id, conversation=conversation, role=Role.SYSTEM.value,
+                content=summary, sender=CHECKPOINT_SENDER, kind=CHECKPOINT_KIND,
+                metadata={"replaces_up_to": up_to, "replaced": len(older), **sources.metadata()},
+                trust=sources.trust.value, at=at,
+            ), quoted_owners=sources.quoted_owners)
             stream = conversation_stream(agent_id, conversation)
             [checkpoint_id] = tx.append(stream, [checkpoint])
             tx.append(stream, [ev.HistoryCompacted(
                 at=at, agent_id=agent_id, conversation=conversation, up_to_message_id=up_to,
                 checkpoint_message_id=checkpoint_id, replaced_count=len(older), tokens_before=before,
-                tokens_after=after, provenance=ev.Provenance(agent_id=agent_id, owner_id=older[-1].owner_id,
+                tokens_after=after, provenance=ev.Provenance(agent_id=agent_id, owner_id=sources.owner_id,
                                                          source_type="compactor", reason="context window"))])
             return checkpoint_id
 
@@ -205,20 +217,22 @@ class Compactor:
         up_to = max(m.id for m in older)
         return [m for m in messages if m.id <= up_to], [m for m in messages if m.id > up_to]
 
-    def _review_first(self, agent_id: str, conversation: ConversationKey, older: Sequence[Message]) -> None:
-        """Review every owner's unseen user messages among those about to leave the window."""
-        owners = {m.owner_id: m.id for m in older if m.role is Role.USER}
-        for owner_id, last_id in owners.items():
+    def _review_first(self, agent_id: str, conversation: ConversationKey) -> None:
+        """Let the reviewer catch up on every owner of the conversation with unseen user messages.
+
+        Best effort: an owner whose review fails or is held elsewhere keeps its messages queued
+        (they stay in ``messages``, after the owner's reviewed-up-to mark) for a later review.
+        """
+        pending = self._queries.conversations_with_unreviewed(agent_id=agent_id, conversation=conversation)
+        for _, owner_id, _ in pending:
             for _ in range(MAX_REVIEW_ROUNDS):
                 result = self._reviewer.review(agent_id, owner_id, conversation, now=True)
-                if result.status == "skipped" and result.reason == "no_new_messages":
-                    break
-                if result.status != "completed":
-                    raise _ReviewIncomplete(f"review before compaction {result.status}: {result.reason}")
-                if self._reviewer.reviewed_up_to(agent_id, owner_id, conversation) >= last_id:
-                    break
-            else:
-                raise _ReviewIncomplete("review before compaction did not catch up")
+                if result.status == "completed" and result.messages_reviewed > 0:
+                    continue  # more than one batch was waiting
+                if result.status != "completed" and result.reason != "no_new_messages":
+                    log.warning("review of %s/%s %s before compaction %s (%s); its messages stay queued",
+                                agent_id, owner_id, conversation, result.status, result.reason)
+                break
 
     def _summarise(self, agent_id: str, older: Sequence[Message], budget: int) -> str:
         transcript = "\n".join(f"[{m.role.value} {m.sender}]: {m.content}" for m in older)
@@ -243,10 +257,6 @@ class Compactor:
                                     retry_after=at + timedelta(seconds=self._settings.failure_backoff_s))
         self._store.write(lambda tx: tx.append(conversation_stream(agent_id, conversation), [event]))
         return CompactionResult(status="failed", reason=error, tokens_before=before)
-
-
-class _ReviewIncomplete(Exception):
-    pass
 
 
 class _EmptySummary(ModelError):

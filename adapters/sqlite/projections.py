@@ -43,7 +43,7 @@ def _message_appended(cur: apsw.Cursor, position: int, e: ev.MessageAppended) ->
             json.dumps(e.metadata, sort_keys=True, separators=(",", ":"), ensure_ascii=False) if e.metadata else "{}",
             e.created_at.isoformat(),
             e.trust.value,
-            message_scope_tokens(e.agent_id, e.owner_id, conv),
+            message_scope_tokens(e.agent_id, e.owner_id, conv, e.quoted_owners),
         ),
     )
 

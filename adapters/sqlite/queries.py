@@ -26,6 +26,7 @@ from fermix_memory.application.ports import (
     ResourceRevision,
     ReviewState,
 )
+from fermix_memory.domain.checkpoint import readable_by_its_owner
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
@@ -160,6 +161,8 @@ class SqliteQueries(ReadSide):
             message = message_from_row(r[:13])
             # The token narrows the search; equality here makes isolation exact.
             if message.agent_id != where.agent_id or message.owner_id != where.owner_id:
+                continue
+            if not readable_by_its_owner(message):  # a checkpoint holding other owners' words
                 continue
             if where.conversation is not None and message.conversation != where.conversation:
                 continue

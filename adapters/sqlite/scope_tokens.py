@@ -21,5 +21,10 @@ def conversation_token(agent_id: str, owner_id: str, conversation: ConversationK
     return _token("c", agent_id, owner_id, conversation.scope_id)
 
 
-def message_scope_tokens(agent_id: str, owner_id: str, conversation: ConversationKey) -> str:
+def message_scope_tokens(agent_id: str, owner_id: str, conversation: ConversationKey,
+                         quoted_owners: tuple[str, ...] = ()) -> str:
+    """The tokens of a message; none for one that quotes other owners (a group chat's
+    checkpoint): no owner's scoped search can then find it."""
+    if quoted_owners:
+        return ""
     return f"{owner_token(agent_id, owner_id)} {conversation_token(agent_id, owner_id, conversation)}"

@@ -17,6 +17,7 @@ import pytest
 from fermix_memory.application.compaction import COMPACTOR_SYSTEM_PROMPT
 from fermix_memory.application.turns import CommandResult
 from fermix_memory.domain import events as ev
+from fermix_memory.domain.fence import conversation_summary_block
 from fermix_memory.domain.values import ConversationKey, Role
 from fermix_memory.entrypoints.api import MemorySystem
 from tests.integration.loopback_models import LoopbackModelServer, RecordedRequest, Reply
@@ -103,7 +104,8 @@ def test_operator_compact_compacts_now(memory: MemorySystem, server: LoopbackMod
     [compacted] = [r.event for r in memory.app.store.read_events() if isinstance(r.event, ev.HistoryCompacted)]
     assert result.reply == f"Summarised {compacted.replaced_count} older messages into a checkpoint."
     window = memory.history(AGENT, CONV)
-    assert window[0].kind == "checkpoint" and window[0].role is Role.SYSTEM and window[0].content == SUMMARY
+    assert window[0].kind == "checkpoint" and window[0].role is Role.SYSTEM
+    assert window[0].content == conversation_summary_block(SUMMARY)
     assert [m.id for m in window[1:]] == [mid for mid, _ in ids][-(len(window) - 1):]
     assert len([r for r in server.requests if is_compactor(r)]) == 1
     # No peak was ever measured: /compact does not wait for one, and the notice is for preflight only.

@@ -1,0 +1,51 @@
+"""Whose words a compaction checkpoint holds, its trust, and who may read it (ADR-0008)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from fermix_memory.domain.checkpoint import checkpoint_sources, readable_by_its_owner
+from fermix_memory.domain.messages import Message
+from fermix_memory.domain.values import ConversationKey, Role, Trust
+
+KEY = ConversationKey("tg", "1")
+AT = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def message(owner: str, *, role: Role = Role.USER, trust: Trust = Trust.OPERATOR, kind: str = "text",
+            sender: str = "", metadata: dict[str, Any] | None = None) -> Message:
+    return Message(id=1, agent_id="ada", owner_id=owner, conversation=KEY, sender=sender or owner, role=role,
+                   kind=kind, content="x", metadata=metadata or {}, trust=trust, created_at=AT)
+
+
+def checkpoint(owner: str, **metadata: Any) -> Message:
+    return message(owner, role=Role.SYSTEM, kind="checkpoint", sender="compactor", metadata=metadata)
+
+
+def test_assistant_answers_count_as_words_of_the_owner_they_are_recorded_under() -> None:
+    sources = checkpoint_sources([message("bob"), message("bob", role=Role.ASSISTANT), message("alice")])
+    assert (sources.owner_id, sources.quoted_owners) == ("alice", ("bob",))
+    assert sources.metadata() == {"quoted_owners": ["bob"]}
+    alone = checkpoint_sources([message("alice"), message("alice", role=Role.ASSISTANT)])
+    assert (alone.owner_id, alone.quoted_owners, alone.metadata()) == ("alice", (), {"quoted_owners": []})
+
+
+def test_a_summarised_checkpoint_brings_its_owners() -> None:
+    sources = checkpoint_sources([checkpoint("alice", quoted_owners=["bob", "carol"]), message("alice")])
+    assert sources.quoted_owners == ("bob", "carol") and sources.owners_known
+
+
+def test_a_checkpoint_of_unknown_sources_is_never_readable_outside_the_window() -> None:
+    legacy = checkpoint("alice")  # written before checkpoints recorded their owners
+    assert not readable_by_its_owner(legacy)
+    sources = checkpoint_sources([legacy, message("alice")])
+    assert not sources.owners_known and sources.metadata() == {}
+    assert not readable_by_its_owner(checkpoint("alice", quoted_owners=["bob"]))
+    assert readable_by_its_owner(checkpoint("alice", quoted_owners=[]))
+    assert readable_by_its_owner(message("alice", kind="checkpoint"))  # a host's own message of that kind
+
+
+def test_one_guest_message_makes_the_checkpoint_guest() -> None:
+    assert checkpoint_sources([message("a"), message("a", role=Role.ASSISTANT)]).trust is Trust.OPERATOR
+    assert checkpoint_sources([message("a"), message("b", trust=Trust.GUEST)]).trust is Trust.GUEST
