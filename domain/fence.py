@@ -207,3 +207,15 @@ def conversation_summary_block(summary: str) -> str:
     the escaped summary, ``</conversation-summary>``; neither tag occurs anywhere else, and no
     quoted text can close it or forge the memory-context fence."""
     return f"{SUMMARY_OPEN_TAG}\n{SUMMARY_LABEL}\n\n{escape_fence(summary.strip())}\n{SUMMARY_CLOSE_TAG}"
+
+
+def as_summary_block(text: str) -> str:
+    """``text`` when it is already a well-formed ``<conversation-summary>`` block, else the block
+    around it (a checkpoint written before checkpoints were fenced is fenced when composed)."""
+    head = f"{SUMMARY_OPEN_TAG}\n{SUMMARY_LABEL}\n\n"
+    tail = f"\n{SUMMARY_CLOSE_TAG}"
+    if text.startswith(head) and text.endswith(tail) and len(text) >= len(head) + len(tail):
+        inner = text[len(head) : len(text) - len(tail)]
+        if escape_fence(inner) == inner:
+            return text
+    return conversation_summary_block(text)
