@@ -222,6 +222,8 @@ class Compactor:
 
         Best effort: an owner whose review fails or is held elsewhere keeps its messages queued
         (they stay in ``messages``, after the owner's reviewed-up-to mark) for a later review.
+        After one failed review the others are left for later too: a failing model would
+        otherwise make the compaction wait one model timeout per owner.
         """
         pending = self._queries.conversations_with_unreviewed(agent_id=agent_id, conversation=conversation)
         for _, owner_id, _ in pending:
@@ -230,8 +232,10 @@ class Compactor:
                 if result.status == "completed" and result.messages_reviewed > 0:
                     continue  # more than one batch was waiting
                 if result.status != "completed" and result.reason != "no_new_messages":
-                    log.warning("review of %s/%s %s before compaction %s (%s); its messages stay queued",
+                    log.warning("review of %s/%s %s before compaction %s (%s); unreviewed messages stay queued",
                                 agent_id, owner_id, conversation, result.status, result.reason)
+                if result.status == "failed":
+                    return
                 break
 
     def _summarise(self, agent_id: str, older: Sequence[Message], budget: int) -> str:

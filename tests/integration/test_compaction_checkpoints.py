@@ -93,6 +93,9 @@ def test_group_chat_checkpoint_does_not_hand_one_owners_words_to_another(memory:
     assert {event.owner_id, *event.quoted_owners} == {"alice", "bob"}
     assert event.owner_id not in event.quoted_owners
     assert checkpoint.metadata["quoted_owners"] == list(event.quoted_owners)
+    replayed = memory.replay_into(memory.home.parent / "replayed")
+    assert replayed["identical"] is True, replayed["differing_tables"]
+    assert memory.verify().ok
 
 
 def test_single_owner_checkpoint_stays_searchable_by_its_owner(memory: MemorySystem) -> None:
