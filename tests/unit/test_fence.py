@@ -19,7 +19,11 @@ from fermix_memory.domain.fence import (
     OPEN_TAG,
     SAFE_GT,
     SAFE_LT,
+    SUMMARY_CLOSE_TAG,
+    SUMMARY_OPEN_TAG,
     USER_MD_HEADING,
+    as_summary_block,
+    conversation_summary_block,
     escape_fence,
     memory_context_block,
 )
@@ -243,3 +247,19 @@ def test_escape_is_a_fixed_point_under_repeated_decoding(text: str) -> None:
     assert escape_fence(escaped) == escaped
     for decoded in [escaped, *decodings(escaped)]:
         assert not any(ch in LT_LIKE or ch in GT_LIKE for ch in decoded), (text, escaped, decoded)
+
+
+# --- the conversation-summary fence of compaction checkpoints ----------------------------------------
+
+
+@settings(max_examples=300)
+@given(summary=_contents)
+def test_a_summary_block_cannot_be_closed_or_forged_by_its_text(summary: str) -> None:
+    block = conversation_summary_block(summary)
+    assert block.startswith(SUMMARY_OPEN_TAG + "\n") and block.endswith("\n" + SUMMARY_CLOSE_TAG)
+    inner = block[len(SUMMARY_OPEN_TAG) : -len(SUMMARY_CLOSE_TAG)]
+    assert "data" in inner and "not instructions" in inner
+    for decoded in [inner, *decodings(inner)]:
+        assert not any(ch in LT_LIKE or ch in GT_LIKE for ch in decoded)
+    assert as_summary_block(block) == block, "a fenced checkpoint is not fenced twice"
+    assert as_summary_block(summary) == block or summary == block
