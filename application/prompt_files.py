@@ -129,7 +129,7 @@ class PromptFiles:
             self.rebuild_agent(agent_id, touched={o for a, o in pairs if a == agent_id})
         for agent_id, owner_id in arrivals:
             if (agent_id, owner_id) not in pairs and agent_id not in rules_changed:
-                self._welcome(agent_id, owner_id)
+                self.welcome(agent_id, owner_id)
 
     def _changes_a_rule(self, e: ev.MemoryReplaced | ev.MemoryArchived | ev.MemoryRestored) -> bool:
         """Did this change touch one of the agent's standing rules? Only an operator-trusted
@@ -141,8 +141,9 @@ class PromptFiles:
         row = self._reader.memory(e.memory_id)
         return row is not None and is_agent_rule(attrs.evolve(row, archived_at=None))
 
-    def _welcome(self, agent_id: str, owner_id: str) -> None:
-        """An owner's first message: render the agent's rules for them if they have no MEMORY.md."""
+    def welcome(self, agent_id: str, owner_id: str) -> None:
+        """An owner new to this process (first message, first composed prompt): render the
+        agent's rules for them if they have no MEMORY.md yet. A set lookup after the first call."""
         if (agent_id, owner_id) in self._welcomed:
             return
         if self._reader.resource_revision(agent_id, owner_id, "memory_md") is None \

@@ -116,6 +116,12 @@ def test_a_guest_who_arrives_after_the_rule_gets_it_with_the_first_message(memor
     assert revisions(memory, "erin") == [1]
 
 
+def test_a_prompt_composed_for_an_owner_never_seen_before_has_the_rules(memory: MemorySystem) -> None:
+    write(memory, {"op": "add", "category": "directive", "key": "language", "value": RULE})
+    assert f"- language: {RULE}" in block(memory, "frank")
+    assert f"- language: {RULE}" in memory_md(memory, "frank")
+
+
 def test_no_rules_no_files_for_a_new_guest(memory: MemorySystem) -> None:
     say(memory, "erin", "hello, I am new here")
     assert memory.resources(agent_id=AGENT) == []
