@@ -103,6 +103,14 @@ class WriteTransaction(RowLookup, Protocol):
         """Every live (not archived) row of one agent and owner, as of this transaction."""
         ...
 
+    def agent_rules(self, agent_id: str) -> list[Memory]:
+        """The agent's standing rules (``scopes.is_agent_rule``) of every owner, as of this transaction."""
+        ...
+
+    def agent_owners(self, agent_id: str) -> list[str]:
+        """Every owner with messages, memory rows or prompt files of the agent."""
+        ...
+
     def current_resource(self, agent_id: str, owner_id: str, name: str) -> tuple[int, str] | None:
         """``(revision, content)`` of a resource's current revision, as of this transaction."""
         ...

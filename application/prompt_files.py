@@ -5,6 +5,11 @@ memory rows, the affected pairs are re-rendered INSIDE a write transaction (so t
 always matches the rows it was made from, across threads and processes); a changed file is
 recorded as a new revision of resource ``user_md`` / ``memory_md`` and only then written to
 disk, atomically. Files are derived: ``repair`` makes them match the log again after a crash.
+
+The agent's standing rules (operator directives, ``scopes.is_agent_rule``) are in every
+owner's ``MEMORY.md``: a commit that changes one re-renders the ``MEMORY.md`` of every owner
+of the agent in one transaction, and an owner's first message gets the rules rendered for
+them if they have no ``MEMORY.md`` yet. Other commits re-render only the owners they touch.
 """
 
 from __future__ import annotations
@@ -13,8 +18,11 @@ import difflib
 import hashlib
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
+from datetime import datetime
 from typing import Protocol
+
+import attrs
 
 from fermix_memory.application.errors import NotFound
 from fermix_memory.application.ports import (
@@ -29,11 +37,16 @@ from fermix_memory.application.streams import memory_stream, parse_owner_stream,
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.rendering import render_memory_md, render_user_md
+from fermix_memory.domain.scopes import is_agent_rule
+from fermix_memory.domain.values import Category, PromoteTarget, ScopeType, Trust
 
 log = logging.getLogger("fermix_memory.prompt_files")
 
 RESOURCE_NAMES = ("user_md", "memory_md")
 _MEMORY_EVENTS = (ev.MemoryAdded, ev.MemoryReplaced, ev.MemoryArchived, ev.MemoryRestored)
+_ROW_EVENTS = (ev.MemoryReplaced, ev.MemoryArchived, ev.MemoryRestored)
+# Owners whose first message was checked for the agent's rules (a bound, not a correctness need).
+MAX_WELCOMED = 100_000
 
 
 class ResourceReader(Protocol):
@@ -43,6 +56,14 @@ class ResourceReader(Protocol):
                           revision: int | None = None) -> ResourceRevision | None: ...
 
     def memory_owners(self) -> list[tuple[str, str]]: ...
+
+    def memory(self, memory_id: int) -> Memory | None: ...
+
+    def agent_rules(self, agent_id: str) -> list[Memory]: ...
+
+    def agent_owners(self, agent_id: str) -> list[str]: ...
+
+    def agent_rules_changed_at(self) -> dict[str, datetime]: ...
 
 
 def sha256(text: str) -> str:
@@ -65,28 +86,72 @@ class PromptFiles:
         self._clock = clock
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        self._welcomed: set[tuple[str, str]] = set()
 
     def _lock(self, agent_id: str, owner_id: str) -> threading.Lock:
         with self._locks_guard:
             return self._locks.setdefault((agent_id, owner_id), threading.Lock())
 
-    def render(self, rows: Iterable[Memory]) -> dict[str, str]:
+    def render(self, rows: Iterable[Memory], agent_rules: Iterable[Memory] = ()) -> dict[str, str]:
         rows = list(rows)
-        return {"user_md": render_user_md(rows, self._count), "memory_md": render_memory_md(rows, self._count)}
+        return {"user_md": render_user_md(rows, self._count),
+                "memory_md": render_memory_md(rows, self._count, agent_rules=agent_rules)}
 
     # --- rebuild -------------------------------------------------------------------------------
 
     def on_commit(self, recorded: list[RecordedEvent]) -> None:
-        """After-commit reaction: rebuild the files of every (agent, owner) whose rows changed."""
+        """After-commit reaction: rebuild the files of every (agent, owner) whose rows changed;
+        every owner's MEMORY.md of an agent whose standing rules changed; and the files of an
+        owner who just arrived at an agent that has rules."""
         pairs: dict[tuple[str, str], None] = {}
+        rules_changed: dict[str, None] = {}
+        arrivals: dict[tuple[str, str], None] = {}
         for item in recorded:
             e = item.event
             if isinstance(e, ev.MemoryAdded):
                 pairs[(e.agent_id, e.owner_id)] = None
-            elif isinstance(e, _MEMORY_EVENTS):
+                if e.category == Category.DIRECTIVE and e.scope_type == ScopeType.AGENT \
+                        and e.promote_target == PromoteTarget.MEMORY_MD:
+                    rules_changed[e.agent_id] = None
+            elif isinstance(e, _ROW_EVENTS):
                 pairs[(e.provenance.agent_id, e.provenance.owner_id)] = None
+                if self._changes_a_rule(e):
+                    rules_changed[e.provenance.agent_id] = None
+            elif isinstance(e, ev.OwnerForgotten):
+                rules_changed[e.agent_id] = None  # they may have held rules; a forget is rare
+                self._welcomed.discard((e.agent_id, e.owner_id))
+            elif isinstance(e, ev.MessageAppended):
+                arrivals[(e.agent_id, e.owner_id)] = None
         for agent_id, owner_id in pairs:
-            self.rebuild(agent_id, owner_id)
+            if agent_id not in rules_changed:
+                self.rebuild(agent_id, owner_id)
+        for agent_id in rules_changed:
+            self.rebuild_agent(agent_id, touched={o for a, o in pairs if a == agent_id})
+        for agent_id, owner_id in arrivals:
+            if (agent_id, owner_id) not in pairs and agent_id not in rules_changed:
+                self.welcome(agent_id, owner_id)
+
+    def _changes_a_rule(self, e: ev.MemoryReplaced | ev.MemoryArchived | ev.MemoryRestored) -> bool:
+        """Did this change touch one of the agent's standing rules? Only an operator-trusted
+        write can (admission), and a replace never turns a row into or out of a directive."""
+        if e.provenance.trust is not Trust.OPERATOR:
+            return False
+        if isinstance(e, ev.MemoryReplaced) and e.category != Category.DIRECTIVE:
+            return False
+        row = self._reader.memory(e.memory_id)
+        return row is not None and is_agent_rule(attrs.evolve(row, archived_at=None))
+
+    def welcome(self, agent_id: str, owner_id: str) -> None:
+        """An owner new to this process (first message, first composed prompt): render the
+        agent's rules for them if they have no MEMORY.md yet. A set lookup after the first call."""
+        if (agent_id, owner_id) in self._welcomed:
+            return
+        if self._reader.resource_revision(agent_id, owner_id, "memory_md") is None \
+                and self._reader.agent_rules(agent_id):
+            self.rebuild(agent_id, owner_id, reason="rules")
+        if len(self._welcomed) >= MAX_WELCOMED:
+            self._welcomed.clear()
+        self._welcomed.add((agent_id, owner_id))
 
     def rebuild(self, agent_id: str, owner_id: str, *, reason: str = "rebuild", check_files: bool = False
                 ) -> list[str]:
@@ -98,20 +163,7 @@ class PromptFiles:
         at = self._clock.now()
 
         def work(tx: WriteTransaction) -> list[str]:
-            contents = self.render(tx.memories_of(agent_id, owner_id))
-            changed = []
-            for name, content in contents.items():
-                current = tx.current_resource(agent_id, owner_id, name)
-                if current is not None and current[1] == content:
-                    continue
-                if current is None and not content:
-                    continue  # nothing to render, nothing rendered before: no empty revision 1
-                revision = (current[0] if current else 0) + 1
-                tx.append(resource_stream(agent_id, owner_id, name), [ev.ResourceRevised(
-                    at=at, agent_id=agent_id, owner_id=owner_id, name=name, revision=revision,
-                    content=content, content_sha256=sha256(content), reason=reason)])
-                changed.append(name)
-            return changed
+            return self._record(tx, agent_id, owner_id, RESOURCE_NAMES, tx.agent_rules(agent_id), at, reason)
 
         # The transaction alone keeps revisions consistent. The lock only orders file writes:
         # holding it across the write could deadlock, since the thread leading a commit runs
@@ -120,6 +172,45 @@ class PromptFiles:
         if changed or check_files:
             with self._lock(agent_id, owner_id):
                 self._sync_files(agent_id, owner_id)
+        return changed
+
+    def rebuild_agent(self, agent_id: str, *, touched: Collection[str] = (), reason: str = "rules"
+                      ) -> list[tuple[str, str]]:
+        """Re-render the MEMORY.md of every owner of the agent (both files of the ``touched``
+        owners) in one transaction; returns the changed ``(owner, name)`` pairs."""
+        at = self._clock.now()
+
+        def work(tx: WriteTransaction) -> list[tuple[str, str]]:
+            rules = tx.agent_rules(agent_id)
+            changed = []
+            for owner_id in tx.agent_owners(agent_id):
+                names = RESOURCE_NAMES if owner_id in touched else ("memory_md",)
+                changed += [(owner_id, n) for n in self._record(tx, agent_id, owner_id, names, rules, at, reason)]
+            return changed
+
+        changed = self._store.write(work)
+        for owner_id in dict.fromkeys(owner for owner, _ in changed):
+            with self._lock(agent_id, owner_id):
+                self._sync_files(agent_id, owner_id)
+        return changed
+
+    def _record(self, tx: WriteTransaction, agent_id: str, owner_id: str, names: Collection[str],
+                rules: list[Memory], at: datetime, reason: str) -> list[str]:
+        """Render ``names`` for one owner and record a revision of each that changed."""
+        contents = self.render(tx.memories_of(agent_id, owner_id), rules)
+        changed = []
+        for name in names:
+            content = contents[name]
+            current = tx.current_resource(agent_id, owner_id, name)
+            if current is not None and current[1] == content:
+                continue
+            if current is None and not content:
+                continue  # nothing to render, nothing rendered before: no empty revision 1
+            revision = (current[0] if current else 0) + 1
+            tx.append(resource_stream(agent_id, owner_id, name), [ev.ResourceRevised(
+                at=at, agent_id=agent_id, owner_id=owner_id, name=name, revision=revision,
+                content=content, content_sha256=sha256(content), reason=reason)])
+            changed.append(name)
         return changed
 
     def _sync_files(self, agent_id: str, owner_id: str) -> None:
@@ -146,7 +237,24 @@ class PromptFiles:
             except OSError:
                 # A derived file that cannot be written must not keep the memory from opening.
                 log.exception("could not repair the prompt files of %s/%s", agent_id, owner_id)
+        repaired += self._repair_rules()
         self._remove_forgotten_files()
+        return repaired
+
+    def _repair_rules(self) -> int:
+        """Owners whose MEMORY.md is older than the agent's last change of a standing rule (a
+        crash between that commit and the re-rendering of every owner): re-render them."""
+        repaired = 0
+        for agent_id, changed_at in self._reader.agent_rules_changed_at().items():
+            live = bool(self._reader.agent_rules(agent_id))
+            for owner_id in self._reader.agent_owners(agent_id):
+                current = self._reader.resource_revision(agent_id, owner_id, "memory_md")
+                if live if current is None else current.created_at < changed_at:
+                    try:
+                        if self.rebuild(agent_id, owner_id, reason="repair", check_files=True):
+                            repaired += 1
+                    except OSError:
+                        log.exception("could not repair the prompt files of %s/%s", agent_id, owner_id)
         return repaired
 
     def _remove_forgotten_files(self) -> None:

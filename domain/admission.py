@@ -38,7 +38,15 @@ from fermix_memory.domain.scopes import (
     memory_filter,
     write_scope,
 )
-from fermix_memory.domain.values import Category, PromoteTarget, Scope, Trust, is_encodable, normalise_key
+from fermix_memory.domain.values import (
+    Category,
+    PromoteTarget,
+    Scope,
+    Trust,
+    is_encodable,
+    normalise_key,
+    shorten,
+)
 
 
 class RowLookup(Protocol):
@@ -128,13 +136,18 @@ class AdmissionPolicy:
             raise Refusal("guest_directive", "only the operator may write directive rows")
         return category
 
-    def _value(self, raw: object) -> str:
+    def _value(self, raw: object, writer: WriterKind) -> str:
+        """Values up to ``max_value_chars`` are stored whole (the prompt files show the first 200
+        characters). A longer one is refused — except from the reviewer, whose facts come from
+        messages that will not be reviewed again: it is cut at a word boundary and ends in ``…``."""
         if not isinstance(raw, str) or not is_encodable(raw):
             raise Refusal("invalid_value", "value must be valid text")
         value = _CONTROL_EXCEPT_NEWLINE.sub(" ", raw).strip()
         if not value:
             raise Refusal("empty_value", "value is empty")
         if len(value) > self.max_value_chars:
+            if writer is WriterKind.REVIEWER:
+                return shorten(value, self.max_value_chars)
             raise Refusal(
                 "value_too_long", f"value has {len(value)} characters, limit {self.max_value_chars}"
             )
@@ -184,7 +197,7 @@ class AdmissionPolicy:
     def _add(self, op: AddOperation, ctx: WriteContext, rows: RowLookup, at: datetime) -> list[DomainEvent]:
         category = self._category(op.category, ctx)
         key = self._key(op.key)
-        value = self._value(op.value)
+        value = self._value(op.value, ctx.writer)
         confidence = self._confidence(op.confidence)
         scope = write_scope(ctx.writer, category, ctx.reader)
         if scope is None:
@@ -195,6 +208,7 @@ class AdmissionPolicy:
         if existing is not None:
             if existing.category.operator_only and ctx.trust is not Trust.OPERATOR:
                 raise Refusal("guest_directive", "only the operator may change directive rows")
+            _check_rule_stays_rule(existing, category)
             # Latest statement wins: the same key in the same scope replaces, never duplicates.
             return self._replacement(existing, category, key, value, confidence, promote, ctx, at)
         return [
@@ -223,8 +237,9 @@ class AdmissionPolicy:
                 "category_changes_scope",
                 "archive the row and add a new one to move it between USER.md and MEMORY.md",
             )
+        _check_rule_stays_rule(row, category)
         key = row.key if op.key is None else self._key(op.key)
-        value = row.value if op.value is None else self._value(op.value)
+        value = row.value if op.value is None else self._value(op.value, ctx.writer)
         confidence = row.confidence if op.confidence is None else self._confidence(op.confidence)
         if key != row.key:
             clash = rows.by_key(row.agent_id, row.owner_id, row.scope, key)
@@ -305,6 +320,17 @@ class AdmissionPolicy:
             key=str(key)[:80] if key is not None else "",
             memory_id=memory_id if isinstance(memory_id, int) and not isinstance(memory_id, bool) else None,
             provenance=ctx.provenance,
+        )
+
+
+def _check_rule_stays_rule(row: Memory, category: Category) -> None:
+    """A directive is shown to every owner of the agent, any other row only to its owner: a
+    change between the two would change who sees the row, so it is refused like a move
+    between the prompt files."""
+    if (category is Category.DIRECTIVE) != (row.category is Category.DIRECTIVE):
+        raise Refusal(
+            "category_changes_scope",
+            "archive the row and add a new one to turn it into or out of a directive",
         )
 
 

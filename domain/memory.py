@@ -6,9 +6,9 @@ from datetime import datetime
 
 import attrs
 
-from fermix_memory.domain.values import Category, PromoteTarget, Scope, ScopeType
+from fermix_memory.domain.values import MAX_VALUE_CHARS, Category, PromoteTarget, Scope, ScopeType
 
-MAX_VALUE_CHARS = 200
+__all__ = ["MAX_VALUE_CHARS", "Memory"]
 
 
 @attrs.frozen(kw_only=True)

@@ -19,14 +19,21 @@ Layout (``\\n`` line endings, UTF-8 safe)::
   used to choose which rows survive the section cap, so the output depends only on the set
   of rows, never on their input order.
 - No row renders → the empty string (the file exists but is empty).
+- Working Rules (``MEMORY.md``) also show the agent's standing rules recorded with other
+  owners (``agent_rules``, see :func:`~fermix_memory.domain.scopes.is_agent_rule`): the
+  owner's own directives first, then the others, each group most recently updated first; one
+  bullet per key (the owner's own statement of a key wins, else the most recent); the cap of 8
+  applies to the merged list in that order.
 
 Text hygiene: every key and value is put on one line — control characters (C0, DEL, C1),
 line and paragraph separators become spaces, runs of whitespace collapse to one space and
 the ends are trimmed — so stored text can never start a heading, a bullet or a new section.
-Lone surrogates become U+FFFD so the file always encodes as UTF-8. Values are then cut to
-200 characters and keys to 64: a longer text keeps its first 199 characters (backing off a
-few code points rather than splitting a combining mark or a ZWJ sequence) followed by
-``…``, so the result, ellipsis included, is never longer than the limit.
+Lone surrogates become U+FFFD so the file always encodes as UTF-8. Values (stored up to
+2,000 characters) are then cut to 200 characters and keys to 64: a longer text ends at the
+last word boundary within its first 199 characters (when that keeps at least half the
+limit; otherwise it keeps 199 characters, backing off a few code points rather than
+splitting a combining mark or a ZWJ sequence) followed by ``…``, so the result, ellipsis
+included, is never longer than the limit.
 
 Token budget: if the whole text counts more than ``budget`` tokens, the least recently
 updated rows of the file (across all its sections) are dropped, as few as possible: the
@@ -38,26 +45,27 @@ from __future__ import annotations
 
 import heapq
 import re
-import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from operator import attrgetter
 
 import attrs
 
-from fermix_memory.domain.memory import MAX_VALUE_CHARS, Memory
-from fermix_memory.domain.values import MAX_KEY_CHARS, Category, PromoteTarget, ScopeType
+from fermix_memory.domain.memory import Memory
+from fermix_memory.domain.scopes import is_agent_rule
+from fermix_memory.domain.values import (
+    MAX_KEY_CHARS,
+    MAX_RENDERED_VALUE_CHARS,
+    Category,
+    PromoteTarget,
+    ScopeType,
+    shorten,
+)
 
 TokenCount = Callable[[str], int]
 
 USER_MD_BUDGET = 1500
 MEMORY_MD_BUDGET = 2000
-ELLIPSIS = "…"
-
-# How far a cut may back off to avoid splitting a combining sequence; beyond that a hard cut
-# is fine (pathological text), and the bound keeps the cut O(1).
-_MAX_CUT_BACKOFF = 8
-_ZWJ = "\u200d"
 
 
 @attrs.frozen
@@ -130,35 +138,12 @@ _SURROGATES = re.compile("[\ud800-\udfff]")
 def one_line(text: str, limit: int) -> str:
     """``text`` on one line (see the module docstring), at most ``limit`` characters long."""
     text = _SURROGATES.sub("\ufffd", _UNSAFE_CHARS.sub(" ", text))
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    cut = limit - 1
-    if cut < 1:
-        return ELLIPSIS[: max(limit, 0)]
-    floor = max(cut - _MAX_CUT_BACKOFF, 1)
-    back = cut
-    while back > floor and _joins_previous(text, back):
-        back -= 1
-    if not _joins_previous(text, back):
-        cut = back
-    return text[:cut].rstrip() + ELLIPSIS
-
-
-def _joins_previous(text: str, i: int) -> bool:
-    """True if cutting before ``text[i]`` would split a grapheme (mark, ZWJ, selector)."""
-    ch = text[i]
-    return (
-        ch == _ZWJ
-        or text[i - 1] == _ZWJ
-        or unicodedata.category(ch) in ("Mn", "Mc", "Me")
-        or "\ufe00" <= ch <= "\ufe0f"
-    )
+    return shorten(" ".join(text.split()), limit)
 
 
 def _bullet(row: Memory) -> str:
     key = one_line(row.key, MAX_KEY_CHARS)
-    value = one_line(row.value, MAX_VALUE_CHARS)
+    value = one_line(row.value, MAX_RENDERED_VALUE_CHARS)
     return f"- {key}: {value}" if value else f"- {key}:"
 
 
@@ -169,8 +154,9 @@ class _Entry:
     line: str
 
 
-def _select(rows: Iterable[Memory], layout: FileLayout) -> list[list[Memory]]:
-    """Rows of each section after the rendering rules and the section cap, newest first."""
+def _select(rows: Iterable[Memory], layout: FileLayout, agent_rules: Iterable[Memory] = ()
+            ) -> list[list[Memory]]:
+    """Rows of each section after the rendering rules and the section cap, in display order."""
     index = layout.section_index()
     buckets: list[list[Memory]] = [[] for _ in layout.sections]
     target = layout.target.value
@@ -185,10 +171,31 @@ def _select(rows: Iterable[Memory], layout: FileLayout) -> list[list[Memory]]:
         if scope == _JOB or (scope == _CONVERSATION and row.category == _DIRECTIVE):
             continue
         buckets[i].append(row)
-    return [
+    selected = [
         heapq.nlargest(section.cap, bucket, key=_recency)
         for section, bucket in zip(layout.sections, buckets, strict=True)
     ]
+    rules = index.get(_DIRECTIVE)
+    if rules is not None:
+        selected[rules] = _working_rules(buckets[rules], agent_rules, layout.sections[rules].cap)
+    return selected
+
+
+def _working_rules(own: list[Memory], agent_rules: Iterable[Memory], cap: int) -> list[Memory]:
+    """The owner's own directives (most recent first), then the agent's standing rules recorded
+    with other owners (most recent first), one row per key — the owner's own statement of a key
+    wins, else the most recent — cut to ``cap`` in that order."""
+    own_ids = {row.id for row in own}
+    taken = {row.key for row in own}
+    shared: dict[str, Memory] = {}
+    for row in agent_rules:
+        if row.id in own_ids or row.key in taken or not is_agent_rule(row):
+            continue
+        held = shared.get(row.key)
+        if held is None or _recency(row) > _recency(held):
+            shared[row.key] = row
+    first = heapq.nlargest(cap, own, key=_recency)
+    return first + heapq.nlargest(cap - len(first), shared.values(), key=_recency)
 
 
 def _assemble(layout: FileLayout, entries: Sequence[_Entry], dropped: frozenset[int]) -> str:
@@ -210,16 +217,19 @@ def render_prompt_file(
     count_tokens: TokenCount,
     *,
     budget: int | None = None,
+    agent_rules: Iterable[Memory] = (),
 ) -> str:
     """Render the rows that belong to ``layout`` into a prompt file (module docstring).
 
     ``budget`` defaults to the layout's budget; it must be ≥ 0. The rows are expected to be
     the rows of one agent / owner already (this function does not filter by reader).
+    ``agent_rules`` are the agent's standing rules of every owner (rows that fail
+    :func:`is_agent_rule` are ignored); they join the owner's own in the Working Rules.
     """
     limit = layout.budget if budget is None else budget
     if limit < 0:
         raise ValueError(f"token budget must be >= 0, got {limit}")
-    selected = _select(rows, layout)
+    selected = _select(rows, layout, agent_rules)
     entries = [
         _Entry(section=i, rank=_recency(row), line=_bullet(row))
         for i, section_rows in enumerate(selected)
@@ -254,7 +264,12 @@ def render_user_md(rows: Iterable[Memory], count_tokens: TokenCount, *, budget: 
 
 
 def render_memory_md(
-    rows: Iterable[Memory], count_tokens: TokenCount, *, budget: int = MEMORY_MD_BUDGET
+    rows: Iterable[Memory],
+    count_tokens: TokenCount,
+    *,
+    budget: int = MEMORY_MD_BUDGET,
+    agent_rules: Iterable[Memory] = (),
 ) -> str:
-    """``MEMORY.md``: Context 12, Working Rules 8 (directive rows); ``budget`` tokens."""
-    return render_prompt_file(rows, MEMORY_MD, count_tokens, budget=budget)
+    """``MEMORY.md``: Context 12, Working Rules 8 (the owner's directives, then the agent's
+    standing rules recorded with other owners); ``budget`` tokens."""
+    return render_prompt_file(rows, MEMORY_MD, count_tokens, budget=budget, agent_rules=agent_rules)

@@ -1,7 +1,9 @@
 """Scope resolution (R-SCOPE, R-ISOLATION): which rows a reader may see, where writes go.
 
 Every filter this module produces is pinned to one ``agent_id`` and one ``owner_id``: no
-reader ever sees another owner's rows or messages, whatever scope it asks for.
+reader ever sees another owner's rows or messages, whatever scope it asks for. The one thing
+shared between owners is the agent's standing rules (:func:`is_agent_rule`): they reach every
+owner's ``MEMORY.md``, never their recall.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import enum
 import attrs
 
 from fermix_memory.domain.memory import Memory
-from fermix_memory.domain.values import Category, ConversationKey, Scope, ScopeType
+from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, Scope, ScopeType
 
 
 class RecallScope(enum.StrEnum):
@@ -120,3 +122,19 @@ def write_scope(writer: WriterKind, category: Category, reader: Reader) -> Scope
     if category.is_profile:
         return Scope.owner(reader.owner_id)
     return Scope.agent(reader.agent_id)
+
+
+def is_agent_rule(row: Memory) -> bool:
+    """True if ``row`` is one of the agent's standing rules, shown to every owner of the agent.
+
+    A live, agent-scoped ``directive`` row that renders into ``MEMORY.md``. Admission lets only
+    an operator-trusted write add, change, archive or restore a directive, so every such row
+    is the operator's; agent-scoped ``context`` rows and conversation- or job-scoped
+    directives stay private to their owner.
+    """
+    return (
+        row.category == Category.DIRECTIVE
+        and row.scope_type == ScopeType.AGENT
+        and row.promote_target == PromoteTarget.MEMORY_MD
+        and row.archived_at is None
+    )

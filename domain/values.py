@@ -13,6 +13,11 @@ import attrs
 from fermix_memory.domain.errors import InvalidConversationKey, InvalidIdentifier
 
 MAX_ID_CHARS = 256
+# A memory value is stored whole up to MAX_VALUE_CHARS; the prompt files show at most
+# MAX_RENDERED_VALUE_CHARS of it (cut at a word boundary, with an ellipsis). Recall searches
+# and returns the whole stored value.
+MAX_VALUE_CHARS = 2000
+MAX_RENDERED_VALUE_CHARS = 200
 # A conversation scope id percent-encodes three ids: up to 12 characters per code point.
 MAX_SCOPE_ID_CHARS = 3 * 12 * MAX_ID_CHARS + 2
 
@@ -95,6 +100,47 @@ def check_identifier(value: object, what: str, *, allow_empty: bool = False) -> 
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+ELLIPSIS = "…"
+# How far a cut may back off to avoid splitting a combining sequence; beyond that a hard cut
+# is fine (pathological text), and the bound keeps the cut O(1).
+_MAX_CUT_BACKOFF = 8
+_ZWJ = "\u200d"
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` if it has at most ``limit`` characters, else a prefix ending in ``…`` that is
+    never longer than ``limit``: it ends at the last word boundary (space or line break) of
+    its first ``limit - 1`` characters when that keeps at least half the limit, otherwise it
+    keeps ``limit - 1`` characters, backing off a few code points rather than splitting a
+    combining mark or a ZWJ sequence."""
+    if len(text) <= limit:
+        return text
+    cut = limit - 1
+    if cut < 1:
+        return ELLIPSIS[: max(limit, 0)]
+    if not text[cut].isspace():
+        boundary = max(text.rfind(" ", limit // 2, cut), text.rfind("\n", limit // 2, cut))
+        if boundary > 0:
+            return text[:boundary].rstrip() + ELLIPSIS
+    floor = max(cut - _MAX_CUT_BACKOFF, 1)
+    back = cut
+    while back > floor and _joins_previous(text, back):
+        back -= 1
+    if not _joins_previous(text, back):
+        cut = back
+    return text[:cut].rstrip() + ELLIPSIS
+
+
+def _joins_previous(text: str, i: int) -> bool:
+    """True if cutting before ``text[i]`` would split a grapheme (mark, ZWJ, selector)."""
+    ch = text[i]
+    return (
+        ch == _ZWJ
+        or text[i - 1] == _ZWJ
+        or unicodedata.category(ch) in ("Mn", "Mc", "Me")
+        or "\ufe00" <= ch <= "\ufe0f"
+    )
 
 
 def is_encodable(text: str) -> bool:

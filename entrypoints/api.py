@@ -406,6 +406,7 @@ class MemorySystem:
         check_identifier(agent_id, "agent_id")
         check_identifier(owner_id, "owner_id")
         app = self._app
+        app.prompt_files.welcome(agent_id, owner_id)  # the agent's rules, even before a first message
         messages = compose_prompt(
             lambda a, o, n: app.queries.resource_revision(a, o, n), app.conversations.window,
             agent_id, owner_id, conversation_key(conversation),

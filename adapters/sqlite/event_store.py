@@ -29,6 +29,7 @@ from tenacity import (
 from fermix_memory.adapters.sqlite.codec import decode_payload, encode_payload
 from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection, translated_errors
 from fermix_memory.adapters.sqlite.projections import project
+from fermix_memory.adapters.sqlite.queries import AGENT_OWNERS_SQL, AGENT_RULES_SQL
 from fermix_memory.adapters.sqlite.rows import (
     MEMORY_COLUMNS,
     REVIEW_STATE_SQL,
@@ -179,6 +180,12 @@ class _Transaction:
             (agent_id, owner_id),
         ).fetchall()
         return [memory_from_row(r) for r in rows]
+
+    def agent_rules(self, agent_id: str) -> list[Memory]:
+        return [memory_from_row(r) for r in self.cursor.execute(AGENT_RULES_SQL, (agent_id,)).fetchall()]
+
+    def agent_owners(self, agent_id: str) -> list[str]:
+        return [str(r[0]) for r in self.cursor.execute(AGENT_OWNERS_SQL, {"a": agent_id}).fetchall()]
 
     def current_resource(self, agent_id: str, owner_id: str, name: str) -> tuple[int, str] | None:
         rows = self.cursor.execute(

@@ -56,6 +56,17 @@ def _scope_sql(where: MemoryFilter, alias: str = "") -> tuple[str, list[Any]]:
 
 
 
+# The agent's standing rules (``domain.scopes.is_agent_rule``): shown to every owner of the agent.
+AGENT_RULES_SQL = (
+    f"SELECT {MEMORY_COLUMNS} FROM memories WHERE agent_id = ? AND scope_type = 'agent'"
+    " AND category = 'directive' AND promote_target = 'memory_md' AND archived_at IS NULL ORDER BY id"
+)
+# Every owner of an agent that could hold prompt files: their messages, rows or files.
+AGENT_OWNERS_SQL = (
+    "SELECT owner_id FROM messages WHERE agent_id = :a UNION SELECT owner_id FROM memories WHERE agent_id = :a"
+    " UNION SELECT owner_id FROM resources WHERE agent_id = :a ORDER BY 1"
+)
+
 
 class SqliteQueries(ReadSide):
     """Implements ``MemoryQueries`` on this thread's read connection."""
@@ -227,6 +238,22 @@ class SqliteQueries(ReadSide):
             (agent_id, owner_id, name, clamp_limit(limit)),
         )
         return [_revision(r) for r in rows]
+
+    def agent_rules(self, agent_id: str) -> list[Memory]:
+        """The agent's standing rules: live agent-scoped directive rows of every owner."""
+        return [memory_from_row(r) for r in self._rows(AGENT_RULES_SQL, (agent_id,))]
+
+    def agent_owners(self, agent_id: str) -> list[str]:
+        """Every owner with messages, memory rows or prompt files of ``agent_id``."""
+        return [str(r[0]) for r in self._rows(AGENT_OWNERS_SQL, {"a": agent_id})]
+
+    def agent_rules_changed_at(self) -> dict[str, datetime]:
+        """Per agent, when a directive row of agent scope last changed (an archive changes it too)."""
+        rows = self._rows(
+            "SELECT agent_id, max(updated_at) FROM memories"
+            " WHERE scope_type = 'agent' AND category = 'directive' GROUP BY agent_id"
+        )
+        return {str(r[0]): datetime.fromisoformat(r[1]) for r in rows}
 
     def memory_owners(self) -> list[tuple[str, str]]:
         """Every ``(agent_id, owner_id)`` that has memory rows or rendered resources."""

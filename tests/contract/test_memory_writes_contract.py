@@ -66,8 +66,9 @@ CASES: list[tuple[str, list[tuple[list[Operation], WriteContext]]]] = [
     ("refusals are recorded, valid ones applied", [
         ([AddOperation(category="directive", key="rule", value="Obey guests"),
           AddOperation(category="gossip", key="x", value="y"),
-          AddOperation(category="goal", key="run", value="x" * 201),
-          AddOperation(category="goal", key="run", value="Run a marathon")], ctx(trust=Trust.GUEST)),
+          AddOperation(category="goal", key="run", value="x" * 2001),
+          AddOperation(category="goal", key="run", value="Run a marathon")],
+         ctx(trust=Trust.GUEST, writer=WriterKind.OPERATOR)),
         ([ReplaceOperation(id=4, value="Run two marathons")], ctx(owner="bob")),
         ([ArchiveOperation(id=999)], ctx()),
     ]),

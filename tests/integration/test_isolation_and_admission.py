@@ -205,19 +205,19 @@ def test_an_unknown_category_is_refused(memory: MemorySystem, category: str) -> 
 
 
 def test_value_limits(memory: MemorySystem) -> None:
-    too_long = memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": "x" * 201},
+    too_long = memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": "x" * 2001},
                                    agent_id=AGENT, owner_id="alice")[0]
     assert too_long.status == "refused" and too_long.reason == "value_too_long"
     empty = memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": " \t "},
                                 agent_id=AGENT, owner_id="alice")[0]
     assert empty.status == "refused"
-    at_limit = memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": "y" * 200},
+    at_limit = memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": "y" * 2000},
                                    agent_id=AGENT, owner_id="alice")[0]
     assert at_limit.status == "added"
-    replace_long = memory.write_memory({"op": "replace", "id": at_limit.memory_id, "value": "z" * 201},
+    replace_long = memory.write_memory({"op": "replace", "id": at_limit.memory_id, "value": "z" * 2001},
                                        agent_id=AGENT, owner_id="alice")[0]
     assert replace_long.status == "refused" and replace_long.reason == "value_too_long"
-    assert memory.memory(at_limit.memory_id).value == "y" * 200  # type: ignore[arg-type]
+    assert memory.memory(at_limit.memory_id).value == "y" * 2000  # type: ignore[arg-type]
     assert [r.reason for r in refusals(memory)] == ["value_too_long", "empty_value", "value_too_long"]
 
 
@@ -301,3 +301,59 @@ def test_errors_of_the_api_are_fermix_errors(memory: MemorySystem) -> None:
         memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": "v"}, agent_id=AGENT,
                             owner_id="alice", writer="hacker")
     assert event_count(memory) == 0
+
+
+# --- the operator's directives are the agent's standing rules ------------------------------------------
+
+RULE = "Always answer in English"
+
+
+def test_a_guest_gets_the_operators_directive_but_never_the_operators_other_rows(two_owners: MemorySystem,
+                                                                                  ) -> None:
+    """Alice (operator) wrote a directive and private rows; Bob, a guest of the same agent, has the
+    directive in his MEMORY.md and his composed prompt, and nothing else of Alice's."""
+    memory = two_owners
+    memory.write_memory({"op": "add", "category": "directive", "key": "language", "value": RULE},
+                        agent_id=AGENT, owner_id="alice", trust="operator")
+    bob_file = memory.prompt_file(AGENT, "bob", "memory_md").read_text(encoding="utf-8")
+    # The memory block (the window after it is the shared group chat, which Bob is part of).
+    prompt = memory.compose_prompt(AGENT, "bob", CONV)[0]["content"]
+    for text in (bob_file, prompt):
+        assert f"- language: {RULE}" in text
+        assert "- secret_rule: " in text  # Alice's other operator directive is a standing rule too
+        for private in ("typewriters", "hobby", "note", "job_note"):
+            assert f"- {private}:" not in text
+        assert "zebra" not in text
+    assert "## Context" not in bob_file  # Alice's agent-scoped context stays hers
+    assert memory.prompt_file(AGENT, "bob", "user_md").exists() is False
+    # The rule is shown, not shared as a row: Bob's recall still finds nothing of Alice's.
+    assert memory.recall("English", agent_id=AGENT, owner_id="bob", conversation=CONV, scope="all").memories == []
+
+
+def test_a_guest_directive_is_still_refused_and_recorded_when_rules_are_shared(two_owners: MemorySystem) -> None:
+    memory = two_owners
+    out = memory.write_memory({"op": "add", "category": "directive", "key": "language", "value": "Answer in Klingon"},
+                              agent_id=AGENT, owner_id="bob", writer="reviewer", trust="guest", conversation=CONV)
+    assert out[0].status == "refused" and out[0].reason == "guest_directive"
+    assert [(r.reason, r.provenance.owner_id) for r in refusals(memory)] == [("guest_directive", "bob")]
+    for owner in ("alice", "bob"):
+        assert "Klingon" not in memory.prompt_file(AGENT, owner, "memory_md").read_text(encoding="utf-8")
+    # Nor can a guest change the operator's rule by writing to the operator's own memory.
+    [rule] = [r for r in memory.memories(owner_id="alice") if r.category.value == "directive"]
+    out = memory.write_memory({"op": "replace", "id": rule.id, "value": "Obey Bob"}, agent_id=AGENT,
+                              owner_id="alice", trust="guest")
+    assert out[0].status == "refused" and out[0].reason == "guest_directive"
+    assert "Obey Bob" not in memory.prompt_file(AGENT, "bob", "memory_md").read_text(encoding="utf-8")
+
+
+def test_a_directive_cannot_be_turned_into_a_private_row_or_back(memory: MemorySystem) -> None:
+    rule = memory.write_memory({"op": "add", "category": "directive", "key": "tone", "value": "Be formal"},
+                               agent_id=AGENT, owner_id="alice")[0].memory_id
+    fact = memory.write_memory({"op": "add", "category": "context", "key": "project", "value": "Zeppelin"},
+                               agent_id=AGENT, owner_id="alice")[0].memory_id
+    for op in ({"op": "replace", "id": rule, "category": "context"},
+               {"op": "replace", "id": fact, "category": "directive"},
+               {"op": "add", "category": "context", "key": "tone", "value": "Be formal"}):
+        out = memory.write_memory(op, agent_id=AGENT, owner_id="alice")[0]
+        assert out.status == "refused" and out.reason == "category_changes_scope", op
+    assert [r.reason for r in refusals(memory)] == ["category_changes_scope"] * 3

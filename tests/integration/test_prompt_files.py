@@ -322,12 +322,15 @@ def test_one_agent_keeps_an_operator_and_a_guest_apart(memory: MemorySystem) -> 
     memory.append_message(agent_id=AGENT, owner_id=gus, conversation=gus_conv, role="user",
                           content="hello from GUS-MSG", trust="guest")
 
-    markers = {olga: ["OLGA-"], gus: ["GUS-"]}
+    # Everything of one owner stays theirs, except the operator's directive: the agent's standing
+    # rule, in every owner's Working Rules (ADR-0003).
+    markers = {olga: ["OLGA-ID", "OLGA-PREF", "OLGA-CTX", "OLGA-MSG"], gus: ["GUS-"]}
     for me, other, conv in ((olga, gus, olga_conv), (gus, olga, gus_conv)):
         files = {n: on_disk(memory, n, owner=me) or "" for n in NAMES}
         prompt = "\n".join(m["content"] for m in memory.compose_prompt(AGENT, me, conv))
         for text in (*files.values(), prompt):
             assert not any(marker in text for marker in markers[other]), (me, text)
+        assert "- olga_directive: Always cc legal OLGA-DIR" in files["memory_md"] and "OLGA-DIR" in prompt
         assert any(marker in prompt for marker in markers[me])
         assert memory.prompt_file(AGENT, me).parent != memory.prompt_file(AGENT, other).parent
         # Recall (every scope, both sources) stays inside the owner too.
@@ -339,7 +342,7 @@ def test_one_agent_keeps_an_operator_and_a_guest_apart(memory: MemorySystem) -> 
     assert "OLGA-CTX" in (on_disk(memory, "memory_md", owner=olga) or "")
     assert "OLGA-DIR" in (on_disk(memory, "memory_md", owner=olga) or "")
     assert "GUS-CTX" in (on_disk(memory, "memory_md", owner=gus) or "")
-    assert "Working Rules" not in (on_disk(memory, "memory_md", owner=gus) or "")
+    assert "GUS-DIR" not in (on_disk(memory, "memory_md", owner=gus) or "")
     assert {(r.owner_id, r.name) for r in memory.resources(agent_id=AGENT)} == {
         (olga, "user_md"), (olga, "memory_md"), (gus, "user_md"), (gus, "memory_md")}
 

@@ -21,7 +21,7 @@ from fermix_memory.domain.events import (
     OperationRefused,
     Provenance,
 )
-from fermix_memory.domain.memory import Memory
+from fermix_memory.domain.memory import MAX_VALUE_CHARS, Memory
 from fermix_memory.domain.operations import AddOperation, ArchiveOperation, Operation, ReplaceOperation
 from fermix_memory.domain.scopes import Reader, RecallScope, WriterKind, memory_filter, write_scope
 from fermix_memory.domain.values import (
@@ -109,8 +109,8 @@ weird = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(), st.
 categories = st.one_of(st.sampled_from([c.value for c in Category]), st.text(max_size=12), weird)
 keys = st.one_of(st.sampled_from(["coffee", "tone", "project", "name", "note", "report", "marathon",
                                   "Coffee", " TONE ", "conv_rule"]), st.text(max_size=80), weird)
-values = st.one_of(st.text(max_size=260), st.sampled_from(["Flat white", "Be formal", " ", "x" * 200,
-                                                           "x" * 201]), weird)
+values = st.one_of(st.text(max_size=260), st.sampled_from(["Flat white", "Be formal", " ", "x" * 2000,
+                                                           "x" * 2001, "word " * 500]), weird)
 confidences = st.one_of(st.floats(), st.integers(-5, 5), st.sampled_from([0, 1, 0.5, 1.0]), weird)
 ids = st.one_of(st.integers(-2, 12), st.integers(), weird)
 ops = st.one_of(
@@ -161,7 +161,7 @@ def test_what_admission_lets_through_respects_trust_owner_and_limits(op: Operati
             assert scope is not None and (e.scope_type, e.scope_id) == (scope.type, scope.id)
             assert lookup.by_key(e.agent_id, e.owner_id, scope, e.key) is None
         if isinstance(e, MemoryAdded | MemoryReplaced):
-            assert 0 < len(e.value) <= 200 and e.value == e.value.strip()
+            assert 0 < len(e.value) <= MAX_VALUE_CHARS and e.value == e.value.strip()
             assert not any(ord(c) < 32 and c != "\n" for c in e.value)
             assert e.key == normalise_key(e.key)
             assert isinstance(e.confidence, float) and 0.0 <= e.confidence <= 1.0
@@ -271,16 +271,48 @@ def test_unknown_categories_are_refused(category: Any) -> None:
     assert refusal(decide(AddOperation(category=category, key="k", value="v"))) == "unknown_category"
 
 
-@pytest.mark.parametrize(("value", "reason"), [("x" * 201, "value_too_long"), ("", "empty_value"),
+@pytest.mark.parametrize(("value", "reason"), [("x" * 2001, "value_too_long"), ("", "empty_value"),
                                                ("\x00\x01 ", "empty_value"), (None, "invalid_value"),
                                                (42, "invalid_value")])
 def test_bad_values_are_refused(value: Any, reason: str) -> None:
-    assert refusal(decide(AddOperation(category="goal", key="k", value=value))) == reason
+    op = AddOperation(category="goal", key="k", value=value)
+    assert refusal(decide(op, ctx(WriterKind.OPERATOR))) == reason
 
 
-def test_a_value_of_exactly_two_hundred_characters_is_admitted() -> None:
-    events = decide(AddOperation(category="goal", key="k", value="y" * 200))
-    assert isinstance(events[0], MemoryAdded) and events[0].value == "y" * 200
+def test_a_value_of_exactly_the_stored_bound_is_admitted_whole() -> None:
+    assert MAX_VALUE_CHARS == 2000
+    for writer in WriterKind:
+        events = decide(AddOperation(category="goal", key="k", value="y" * 2000), ctx(writer, job="nightly"))
+        assert isinstance(events[0], MemoryAdded) and events[0].value == "y" * 2000, writer
+
+
+def test_a_reviewer_fact_over_200_characters_is_stored_whole() -> None:
+    fact = "Works on " + "the long migration of the billing system " * 8
+    events = decide(AddOperation(category="context", key="migration", value=fact))
+    assert isinstance(events[0], MemoryAdded) and events[0].value == fact.strip()
+
+
+def test_a_reviewer_fact_over_the_stored_bound_is_cut_at_a_word_boundary_with_a_marker() -> None:
+    fact = "Plans " + "a careful walk through every street of Lisbon " * 60
+    for op in (AddOperation(category="goal", key="walk", value=fact),
+               ReplaceOperation(id=1, value=fact)):
+        [event] = decide(op)
+        assert isinstance(event, MemoryAdded | MemoryReplaced)
+        assert len(event.value) <= MAX_VALUE_CHARS and event.value.endswith("…")
+        assert fact.startswith(event.value[:-1]) and fact[len(event.value) - 1] == " "
+    # Anybody else is refused, and told so (the caller can shorten and retry).
+    for writer in (WriterKind.OPERATOR, WriterKind.TOOL, WriterKind.JOB):
+        refused = decide(AddOperation(category="goal", key="walk", value=fact), ctx(writer, job="nightly"))
+        assert refusal(refused) == "value_too_long"
+
+
+def test_a_directive_cannot_turn_into_a_private_row_or_back() -> None:
+    """A directive is every owner's Working Rule, a context row its owner's alone: switching
+    would change who sees the row, so it is refused like a move between the prompt files."""
+    for op in (ReplaceOperation(id=2, category="context"), ReplaceOperation(id=3, category="directive"),
+               AddOperation(category="context", key="tone", value="Be formal"),
+               AddOperation(category="directive", key="project", value="Ship in May")):
+        assert refusal(decide(op, ctx(WriterKind.OPERATOR))) == "category_changes_scope", op
 
 
 @pytest.mark.parametrize("confidence", [-0.1, 1.0001, math.nan, math.inf, -math.inf, True, "0.5", None, 2])

@@ -6,6 +6,7 @@ import random
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -404,3 +405,44 @@ def test_many_huge_unicode_rows_fit_the_default_budgets() -> None:
     for render, budget in ((render_user_md, 1500), (render_memory_md, 2000)):
         text = render(rows, chars4)
         assert 0 < chars4(text) <= budget
+
+
+# --- word-boundary cut and the agent's standing rules ---------------------------------------------
+
+
+def test_values_over_200_characters_are_cut_at_a_word_boundary() -> None:
+    value = "Migrating forty years of paper maintenance records " * 8
+    shown = one_line(value, 200)
+    assert len(shown) <= 200 and shown.endswith("…")
+    kept = shown.removesuffix("…")
+    assert value.startswith(kept) and value[len(kept)] == " " and len(kept) >= 100
+    # A word longer than half the limit is still cut inside (never more than half is given up).
+    assert one_line("short " + "x" * 300, 200) == "short " + "x" * 193 + "…"
+
+
+def rule(id: int, key: str, value: str, *, owner: str = "operator", archived: bool = False,
+         scope_type: ScopeType = ScopeType.AGENT) -> Memory:
+    r = row(id, Category.DIRECTIVE, key, value, scope_type=scope_type, archived=archived)
+    return attrs.evolve(r, owner_id=owner)
+
+
+def test_working_rules_are_the_owners_own_then_the_agents_one_per_key_capped_at_eight() -> None:
+    own = [rule(50, "tone", "Be brief with Bob", owner="owner")]
+    shared = [rule(i, f"rule_{i}", f"General rule {i}") for i in range(1, 11)]
+    shared += [rule(40, "tone", "Be formal"), own[0],
+               rule(41, "hidden", "Archived rule", archived=True),
+               rule(42, "local", "A conversation's rule", scope_type=ScopeType.CONVERSATION)]
+    context = row(60, Category.CONTEXT, "project", "Zeppelin")
+    text = render_memory_md([*own, context], chars4, agent_rules=shared)
+    assert text == (
+        "## Context\n- project: Zeppelin\n\n## Working Rules\n- tone: Be brief with Bob\n"
+        + "".join(f"- rule_{i}: General rule {i}\n" for i in range(10, 3, -1))
+    )
+    # The same row sets in any order give the same bytes; without own rules the newest shared win.
+    assert render_memory_md([context, *own], chars4, agent_rules=shared[::-1]) == text
+    alone = render_memory_md([], chars4, agent_rules=shared)
+    # (the newest statement of "tone" wins: the one recorded with the other owner)
+    assert alone.splitlines()[1:3] == ["- tone: Be brief with Bob", "- rule_10: General rule 10"]
+    assert len(alone.splitlines()) == 9
+    # USER.md never shows them.
+    assert render_user_md([], chars4) == ""

@@ -149,7 +149,7 @@ def test_definitions_fix_the_limits() -> None:
     store, recall_, sources = (d["parameters"] for d in tool_definitions())
     assert store["required"] == ["key", "value"]
     assert store["properties"]["key"]["maxLength"] == 64
-    assert store["properties"]["value"]["maxLength"] == 200
+    assert store["properties"]["value"]["maxLength"] == 2000  # the stored bound (ADR-0003)
     assert recall_["required"] == []
     assert recall_["properties"]["scope"]["enum"] == ["current", "owner", "all"]
     assert recall_["properties"]["source"]["enum"] == ["memories", "history", "all"]
