@@ -13,6 +13,7 @@ from fermix_memory.application.errors import StorageError
 from fermix_memory.application.ports import Clock, EventStore, PromptFileSink, WriteTransaction
 from fermix_memory.application.streams import owner_stream
 from fermix_memory.domain import events as ev
+from fermix_memory.domain.erasure import OwnerContentFinder
 from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.values import Trust, check_identifier, is_encodable
 
@@ -56,12 +57,19 @@ class Forgetting:
         at = self._clock.now()
 
         def work(tx: WriteTransaction) -> dict[str, int]:
-            agents = [agent_id] if agent_id is not None else tx.agents_of_owner(owner_id)
+            finder = OwnerContentFinder(owner_id, agent_id)
+            for item in tx.read_events():
+                finder.add(item.position, item.event)
+            found = finder.positions()
+            conversations = finder.conversations()
+            agents = [agent_id] if agent_id is not None else sorted(set(tx.agents_of_owner(owner_id)) | set(found))
             erased = {}
             for agent in agents:
-                count = tx.redact(tx.owner_event_positions(agent, owner_id))
+                positions = tuple(found.get(agent, ()))
+                count = tx.redact(positions)
                 tx.append(owner_stream(agent, owner_id), [ev.OwnerForgotten(
-                    at=at, agent_id=agent, owner_id=owner_id, erased_events=count,
+                    at=at, agent_id=agent, owner_id=owner_id, erased_events=count, redacted_positions=positions,
+                    conversations=tuple(conv for of, conv in conversations if of == agent),
                     provenance=ev.Provenance(agent_id=agent, owner_id=owner_id, trust=Trust.OPERATOR,
                                              source_type="forget", source_id=by, reason=reason))])
                 erased[agent] = count

@@ -121,14 +121,11 @@ class WriteTransaction(RowLookup, Protocol):
         """Every agent that holds anything of this owner (messages, rows, files, jobs, reviews)."""
         ...
 
-    def owner_event_positions(self, agent_id: str, owner_id: str) -> list[int]:
-        """Log positions of every not yet redacted event that carries this owner's content with
-        this agent: their messages, memory rows (every change and refusal naming one), reviews,
-        prompt-file revisions, memory sources, jobs and job runs."""
-        ...
-
     def redact(self, positions: Sequence[int]) -> int:
-        """Erase the payloads at ``positions`` (their digests stay in the chain); returns how many."""
+        """Erase the payloads at ``positions`` (their digests stay in the chain); returns how many.
+
+        The store remembers, durably and in this transaction, that its files still hold the
+        erased bytes until the next :meth:`EventStore.scrub` succeeds."""
         ...
 
 

@@ -38,13 +38,47 @@ class Provenance:
     reason: str = ""
 
 
+OwnerRef = tuple[str, str]  # (agent_id, owner_id)
+
+
+@attrs.frozen(kw_only=True)
+class Erasure:
+    """Whose content an event carries: what forgetting an owner must redact (ADR-0010).
+
+    ``owners``: (agent, owner) pairs whose words or data the event carries. ``memory_row`` /
+    ``job``: it also carries content of the owner of that memory row / scheduled job.
+    ``conversation``: it carries text of the conversation (model output quoting anyone), so it
+    belongs to every owner who takes part in it. The ``creates_*`` / ``takes_part`` facts let
+    those references be resolved from the log alone: this event creates memory row
+    <its position> / job ``creates_job`` for ``owners[0]``; its owners take part in
+    ``conversation``.
+    """
+
+    owners: tuple[OwnerRef, ...] = ()
+    memory_row: int | None = None
+    job: str = ""
+    conversation: tuple[str, ConversationKey] | None = None
+    creates_row: bool = False
+    creates_job: str = ""
+    takes_part: bool = False
+
+
+NO_OWNER_CONTENT = Erasure()
+
+
 @attrs.frozen(kw_only=True)
 class DomainEvent:
-    """Base of all events; ``at`` is when the change happened (passed in, never read here)."""
+    """Base of all events; ``at`` is when the change happened (passed in, never read here).
+
+    Every event class declares :meth:`erasure` itself (no default: a new kind must decide
+    whose content it carries)."""
 
     kind: ClassVar[str] = ""
     schema: ClassVar[int] = 1
     at: datetime
+
+    def erasure(self) -> Erasure:
+        raise NotImplementedError(f"{type(self).__name__} does not declare whose content it carries")
 
 
 # --- conversation history -------------------------------------------------------------------
@@ -69,6 +103,10 @@ class MessageAppended(DomainEvent):
     # compaction checkpoint summarises several people): their erasure must reach it too.
     quoted_owners: tuple[str, ...] = ()
 
+    def erasure(self) -> Erasure:
+        owners = tuple((self.agent_id, o) for o in (self.owner_id, *self.quoted_owners))
+        return Erasure(owners=owners, conversation=(self.agent_id, self.conversation), takes_part=True)
+
 
 @attrs.frozen(kw_only=True)
 class ConversationWindowCleared(DomainEvent):
@@ -79,6 +117,9 @@ class ConversationWindowCleared(DomainEvent):
     conversation: ConversationKey
     up_to_message_id: int
     provenance: Provenance
+
+    def erasure(self) -> Erasure:
+        return NO_OWNER_CONTENT  # ids and times only; other participants' windows depend on it
 
 
 @attrs.frozen(kw_only=True)
@@ -99,6 +140,9 @@ class HistoryCompacted(DomainEvent):
     tokens_after: int = 0
     provenance: Provenance
 
+    def erasure(self) -> Erasure:
+        return NO_OWNER_CONTENT  # ids, counts and times; the checkpoint text is its own message
+
 
 @attrs.frozen(kw_only=True)
 class CompactionFailed(DomainEvent):
@@ -107,6 +151,9 @@ class CompactionFailed(DomainEvent):
     conversation: ConversationKey
     error: str
     retry_after: datetime
+
+    def erasure(self) -> Erasure:
+        return Erasure(conversation=(self.agent_id, self.conversation))  # ``error`` may quote the model
 
 
 # --- memory rows ----------------------------------------------------------------------------
@@ -130,6 +177,9 @@ class MemoryAdded(DomainEvent):
     source_description: str = ""
     provenance: Provenance
 
+    def erasure(self) -> Erasure:
+        return Erasure(owners=((self.agent_id, self.owner_id),), creates_row=True)
+
 
 @attrs.frozen(kw_only=True)
 class MemoryReplaced(DomainEvent):
@@ -145,6 +195,9 @@ class MemoryReplaced(DomainEvent):
     previous_value: str
     provenance: Provenance
 
+    def erasure(self) -> Erasure:
+        return Erasure(memory_row=self.memory_id)
+
 
 @attrs.frozen(kw_only=True)
 class MemoryArchived(DomainEvent):
@@ -154,6 +207,9 @@ class MemoryArchived(DomainEvent):
     reason: str
     provenance: Provenance
 
+    def erasure(self) -> Erasure:
+        return Erasure(memory_row=self.memory_id)
+
 
 @attrs.frozen(kw_only=True)
 class MemoryRestored(DomainEvent):
@@ -161,6 +217,9 @@ class MemoryRestored(DomainEvent):
     memory_id: int
     restored_by: str
     provenance: Provenance
+
+    def erasure(self) -> Erasure:
+        return Erasure(memory_row=self.memory_id)
 
 
 @attrs.frozen(kw_only=True)
@@ -175,6 +234,10 @@ class OperationRefused(DomainEvent):
     key: str = ""
     memory_id: int | None = None
     provenance: Provenance
+
+    def erasure(self) -> Erasure:
+        p = self.provenance
+        return Erasure(owners=((p.agent_id, p.owner_id),), memory_row=self.memory_id)
 
 
 # --- background review ----------------------------------------------------------------------
@@ -191,6 +254,9 @@ class ReviewClaimed(DomainEvent):
     expires_at: datetime
     reviewed_after_id: int = 0  # the review reads the user messages after this id
 
+    def erasure(self) -> Erasure:
+        return Erasure(owners=((self.agent_id, self.owner_id),))
+
 
 @attrs.frozen(kw_only=True)
 class ReviewCompleted(DomainEvent):
@@ -205,6 +271,9 @@ class ReviewCompleted(DomainEvent):
     refused: int
     nothing_to_save: bool = False
 
+    def erasure(self) -> Erasure:
+        return Erasure(owners=((self.agent_id, self.owner_id),))
+
 
 @attrs.frozen(kw_only=True)
 class ReviewFailed(DomainEvent):
@@ -216,6 +285,9 @@ class ReviewFailed(DomainEvent):
     error: str
     retry_after: datetime
 
+    def erasure(self) -> Erasure:
+        return Erasure(owners=((self.agent_id, self.owner_id),))
+
 
 @attrs.frozen(kw_only=True)
 class ReviewSkipped(DomainEvent):
@@ -224,6 +296,9 @@ class ReviewSkipped(DomainEvent):
     owner_id: str
     conversation: ConversationKey
     reason: str
+
+    def erasure(self) -> Erasure:
+        return Erasure(owners=((self.agent_id, self.owner_id),))
 
 
 # --- jobs, sources, resources ---------------------------------------------------------------
@@ -239,6 +314,9 @@ class MemorySourceRegistered(DomainEvent):
     name: str
     description: str = ""
 
+    def erasure(self) -> Erasure:
+        return Erasure(owners=((self.agent_id, self.owner_id),))
+
 
 @attrs.frozen(kw_only=True)
 class ScheduledJobSaved(DomainEvent):
@@ -252,6 +330,9 @@ class ScheduledJobSaved(DomainEvent):
     memory_source_id: str
     enabled: bool = True
 
+    def erasure(self) -> Erasure:
+        return Erasure(owners=((self.agent_id, self.owner_id),), creates_job=self.job_id)
+
 
 @attrs.frozen(kw_only=True)
 class JobRunRecorded(DomainEvent):
@@ -263,6 +344,9 @@ class JobRunRecorded(DomainEvent):
     finished_at: datetime | None = None
     output: str = ""
     error: str = ""
+
+    def erasure(self) -> Erasure:
+        return Erasure(job=self.job_id)
 
 
 @attrs.frozen(kw_only=True)
@@ -278,6 +362,9 @@ class ResourceRevised(DomainEvent):
     content_sha256: str
     reason: str = "rebuild"
 
+    def erasure(self) -> Erasure:
+        return Erasure(owners=((self.agent_id, self.owner_id),))
+
 
 @attrs.frozen(kw_only=True)
 class ResourceRolledBack(DomainEvent):
@@ -290,6 +377,9 @@ class ResourceRolledBack(DomainEvent):
     content: str
     content_sha256: str
     provenance: Provenance
+
+    def erasure(self) -> Erasure:
+        return Erasure(owners=((self.agent_id, self.owner_id),))
 
 
 @attrs.frozen(kw_only=True)
@@ -306,6 +396,9 @@ class ModelCallTraced(DomainEvent):
     completion_tokens: int = 0
     outcome: str
 
+    def erasure(self) -> Erasure:
+        return NO_OWNER_CONTENT  # provider, tokens, latency
+
 
 # --- erasure -------------------------------------------------------------------------------
 
@@ -314,13 +407,23 @@ class ModelCallTraced(DomainEvent):
 class OwnerForgotten(DomainEvent):
     """Everything one owner left with one agent was erased: the payloads of their events are
     redacted (the chain keeps their digests) and their projection rows deleted. This record of
-    the erasure carries no content: who, when, on whose request and how many events."""
+    the erasure carries no content: who, when, on whose request and which events."""
 
     kind: ClassVar[str] = "owner.forgotten"
+    schema: ClassVar[int] = 2
     agent_id: str
     owner_id: str
     erased_events: int
     provenance: Provenance
+    # The log positions it redacted (``verify`` accounts every NULL payload by them); ``None``
+    # for a schema-1 record, which only gave their number.
+    redacted_positions: tuple[int, ...] | None = None
+    # Conversations whose conversation-level events (compaction failures) it redacted: their
+    # back-off is reset, as a replay without those events would have it.
+    conversations: tuple[ConversationKey, ...] = ()
+
+    def erasure(self) -> Erasure:
+        return NO_OWNER_CONTENT  # the record of an erasure is never erased
 
 
 ALL_EVENTS: tuple[type[DomainEvent], ...] = (

@@ -27,7 +27,7 @@ from fermix_memory.adapters.tokens_tiktoken import TiktokenCounter
 from fermix_memory.application.background import BackgroundWorker
 from fermix_memory.application.caches import ConversationStore, MemoryRowCache
 from fermix_memory.application.compaction import Compactor
-from fermix_memory.application.errors import ConfigError
+from fermix_memory.application.errors import ConfigError, StorageError
 from fermix_memory.application.forget import Forgetting
 from fermix_memory.application.history import HistoryService
 from fermix_memory.application.memory_writes import MemoryWriter
@@ -119,6 +119,22 @@ def build_model_route(
     return model_for
 
 
+def finish_erasures(store: SqliteEventStore) -> None:
+    """An erasure committed but its scrub never finished (the process died, or a reader kept
+    the WAL): finish it now, or say plainly that the erased bytes are still in the files."""
+    if not store.scrub_pending():
+        return
+    try:
+        report = store.scrub()
+    except StorageError as exc:
+        log.warning("an erasure is not finished: %s still holds erased bytes (%s); open it again or run"
+                    " forget again when no other process uses it", store.path, exc)
+        return
+    if not report.wal_truncated:
+        log.warning("an erasure is not finished: another process keeps %s-wal open; erased bytes stay in it"
+                    " until it closes and the memory is opened again", store.path)
+
+
 def bootstrap(
     home: str | os.PathLike[str] | None = None,
     *,
@@ -170,6 +186,7 @@ def bootstrap(
     )
     try:
         prompt_files.repair()  # files are derived: a crash between commit and write is mended here
+        finish_erasures(store)
     except BaseException:
         store.close()
         raise

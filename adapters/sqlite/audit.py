@@ -18,6 +18,7 @@ from fermix_memory.adapters.sqlite.event_store import GENESIS_HASH, chain_hash, 
 from fermix_memory.adapters.sqlite.projections import project
 from fermix_memory.adapters.sqlite.schema import FTS_TABLES, PROJECTION_TABLES, deferred_indexing, migrate
 from fermix_memory.application.errors import IntegrityError, StorageError
+from fermix_memory.domain.events import OwnerForgotten
 
 Progress = Callable[[int, int], None]
 _BATCH = 5_000
@@ -68,6 +69,7 @@ def check_chain(conn: apsw.Connection, progress: Progress | None = None) -> Veri
     """Walk the log in order; name the first row whose payload or chain hash is wrong."""
     total = conn.execute("SELECT count(*) FROM events").fetchall()[0][0]
     prev, count, redacted, expected_position = GENESIS_HASH, 0, 0, 1
+    erasures = _ErasureAccount()
     rows = conn.execute(
         "SELECT position, stream, version, kind, schema, recorded_at, payload, payload_sha256, prev_hash, hash"
         " FROM events ORDER BY position"
@@ -84,6 +86,7 @@ def check_chain(conn: apsw.Connection, progress: Progress | None = None) -> Veri
         expected_position += 1
         if payload is None:
             redacted += 1
+            erasures.unaccounted[position] = kind
         elif payload_digest(payload) != digest:
             return VerifyReport(
                 ok=False,
@@ -106,9 +109,48 @@ def check_chain(conn: apsw.Connection, progress: Progress | None = None) -> Veri
                 problem=f"event {position} ({kind}): row hash does not match its contents",
             )
         prev = row_hash
+        if kind == OwnerForgotten.kind and payload is not None:
+            problem = erasures.record(position, schema, payload)
+            if problem:
+                return VerifyReport(ok=False, events=count, first_bad_position=position, problem=problem,
+                                    redacted=redacted)
         if progress is not None and count % _BATCH == 0:
             progress(count, total)
+    if erasures.unaccounted:
+        position, kind = min(erasures.unaccounted.items())
+        return VerifyReport(
+            ok=False, events=count, first_bad_position=position, redacted=redacted,
+            problem=f"event {position} ({kind}): payload is NULL but no recorded erasure names it"
+                    f" ({len(erasures.unaccounted)} such events)",
+        )
     return VerifyReport(ok=True, events=count, redacted=redacted)
+
+
+class _ErasureAccount:
+    """Every NULL payload must be named by a later ``owner.forgotten`` record; schema-1 records
+    (which only gave a number) account for that many of the unnamed ones before them."""
+
+    def __init__(self) -> None:
+        self.unaccounted: dict[int, str] = {}
+        self.accounted: set[int] = set()
+
+    def record(self, position: int, schema: int, payload: str) -> str:
+        try:
+            event = decode_payload(OwnerForgotten.kind, schema, payload)
+        except IntegrityError as exc:
+            return f"event {position} (owner.forgotten): {exc}"
+        assert isinstance(event, OwnerForgotten)
+        if event.redacted_positions is None:
+            for old in sorted(self.unaccounted)[:event.erased_events]:
+                del self.unaccounted[old]
+                self.accounted.add(old)
+            return ""
+        for named in event.redacted_positions:
+            if self.unaccounted.pop(named, None) is None:
+                state = "was already accounted for" if named in self.accounted else "is not redacted"
+                return f"event {position} (owner.forgotten) names event {named} as erased, but it {state}"
+            self.accounted.add(named)
+        return ""
 
 
 @attrs.frozen(kw_only=True)

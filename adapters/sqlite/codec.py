@@ -19,7 +19,10 @@ from fermix_memory.domain.events import EVENTS_BY_KIND, DomainEvent
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
 # (kind, from_schema) -> function giving the payload of schema from_schema + 1.
-UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+UPCASTERS: dict[tuple[str, int], Upcaster] = {
+    # Schema-1 erasure records gave only how many events they redacted, not which.
+    ("owner.forgotten", 1): lambda data: {**data, "redacted_positions": None, "conversations": []},
+}
 
 
 def _make_converter() -> cattrs.Converter:

@@ -212,39 +212,18 @@ class _Transaction:
             " UNION SELECT agent_id FROM resources WHERE owner_id = :o"
             " UNION SELECT agent_id FROM review_state WHERE owner_id = :o"
             " UNION SELECT agent_id FROM scheduled_jobs WHERE owner_id = :o"
-            " UNION SELECT agent_id FROM memory_sources WHERE owner_id = :o"
-            " UNION SELECT json_extract(payload, '$.provenance.agent_id') FROM events"
-            "  WHERE kind = 'memory.operation_refused' AND json_extract(payload, '$.provenance.owner_id') = :o",
+            " UNION SELECT agent_id FROM memory_sources WHERE owner_id = :o",
             {"o": owner_id},
         ).fetchall()
         return sorted(str(r[0]) for r in rows if r[0] is not None)
 
-    def owner_event_positions(self, agent_id: str, owner_id: str) -> list[int]:
-        # One pass over the log in SQL (an erasure is rare; the log is not indexed by owner).
-        rows = self.cursor.execute(_OWNER_EVENTS_SQL, {"a": agent_id, "o": owner_id}).fetchall()
-        return [int(r[0]) for r in rows]
-
     def redact(self, positions: Sequence[int]) -> int:
         self.cursor.executemany("UPDATE events SET payload = NULL WHERE position = ? AND payload IS NOT NULL",
                                 [(p,) for p in positions])
+        if positions:  # the erased bytes stay in free pages and FTS segments until scrubbed
+            self.cursor.execute("INSERT OR IGNORE INTO scrub_pending(id, since_position) VALUES (1, ?)",
+                                (self.position,))
         return len(positions)
-
-
-# Events that carry an owner's content with an agent (see WriteTransaction.owner_event_positions).
-_OWNER_EVENTS_SQL = """
-WITH own_rows(id) AS (SELECT id FROM memories WHERE agent_id = :a AND owner_id = :o),
-     own_jobs(id) AS (SELECT id FROM scheduled_jobs WHERE agent_id = :a AND owner_id = :o)
-SELECT position FROM events
-WHERE payload IS NOT NULL AND kind != 'owner.forgotten' AND (
-    (json_extract(payload, '$.agent_id') = :a AND json_extract(payload, '$.owner_id') = :o)
-    OR (kind IN ('memory.replaced', 'memory.archived', 'memory.restored', 'memory.operation_refused')
-        AND json_extract(payload, '$.memory_id') IN own_rows)
-    OR (kind = 'memory.operation_refused' AND json_extract(payload, '$.provenance.agent_id') = :a
-        AND json_extract(payload, '$.provenance.owner_id') = :o)
-    OR (kind = 'job_run.recorded' AND json_extract(payload, '$.job_id') IN own_jobs)
-)
-ORDER BY position
-"""
 
 
 class _Pending:
@@ -471,11 +450,20 @@ class SqliteEventStore:
                 finally:
                     conn.execute("PRAGMA secure_delete = OFF")
                 busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0][0]
+                if busy == 0:  # every erased byte is gone from the files: the erasure is finished
+                    conn.execute("DELETE FROM scrub_pending")
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             return ScrubReport(wal_truncated=busy == 0, bytes_before=before, bytes_after=self._file_bytes())
         finally:
             with self._turn:
                 self._leading = False
                 self._turn.notify_all()
+
+    def scrub_pending(self) -> bool:
+        """Whether an erasure committed but its scrub has not finished (killed, or a reader
+        elsewhere kept the WAL): its bytes may still be in the files."""
+        with translated_errors("reading memory.db"):
+            return bool(self.reader().execute("SELECT count(*) FROM scrub_pending").fetchall()[0][0])
 
     def _file_bytes(self) -> int:
         files = (self.path, self.path.with_name(self.path.name + "-wal"))
