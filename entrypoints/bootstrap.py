@@ -45,6 +45,7 @@ DEFAULT_HOME = Path("~/.fermix")
 DEFAULT_CONTEXT_WINDOW = 128_000
 DB_NAME = "memory.db"
 CONFIG_NAME = "config.toml"
+HEAD_NAME = "head"  # the last log head this home saw, outside the database (ADR-0011)
 
 
 def resolve_home(home: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path:
@@ -150,7 +151,8 @@ def bootstrap(
     tokens = tokens or TiktokenCounter(settings.memory.token_encoding)
     home_path.mkdir(parents=True, exist_ok=True)
     clock = clock or SystemClock()
-    store = SqliteEventStore(home_path / DB_NAME, durability=settings.memory.durability)
+    store = SqliteEventStore(home_path / DB_NAME, durability=settings.memory.durability,
+                             head_file=home_path / HEAD_NAME)
     queries = SqliteQueries(store.reader)
     conversations = ConversationStore(queries, store.last_position, settings.memory.max_conversation_history)
     rows = MemoryRowCache(queries, store.last_position)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +15,16 @@ import attrs
 from fermix_memory.adapters.sqlite.codec import decode_payload
 from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection
 from fermix_memory.adapters.sqlite.event_store import GENESIS_HASH, chain_hash, payload_digest
+from fermix_memory.adapters.sqlite.head import Head, head_problem
 from fermix_memory.adapters.sqlite.projections import project
-from fermix_memory.adapters.sqlite.schema import FTS_TABLES, PROJECTION_TABLES, deferred_indexing, migrate
-from fermix_memory.application.errors import IntegrityError, StorageError
+from fermix_memory.adapters.sqlite.schema import (
+    FTS_TABLES,
+    PROJECTION_TABLES,
+    deferred_indexing,
+    migrate,
+    missing_triggers,
+)
+from fermix_memory.application.errors import ForeignDatabase, IntegrityError, StorageError
 from fermix_memory.domain.events import OwnerForgotten
 
 Progress = Callable[[int, int], None]
@@ -264,8 +271,19 @@ def replay_into(source_path: Path, target_dir: Path, progress: Progress | None =
     }
 
 
-def verify_database(path: Path, progress: Progress | None = None) -> VerifyReport:
-    """Check the hash chain, the FTS indexes, and that replaying the log gives the same tables."""
+def verify_database(path: Path, progress: Progress | None = None, *, anchors: Sequence[tuple[str, Head]] = (),
+                    noted: Sequence[str] = ()) -> VerifyReport:
+    """Check the hash chain, the head ``anchors`` (``(label, head)``: the log must hold each),
+    the append-only triggers, the FTS indexes, and that replaying the log gives the same tables.
+    ``noted``: problems found when the store was opened. A damaged file is a failed check."""
+    try:
+        return _verify(path, progress, anchors, noted)
+    except (apsw.CorruptError, apsw.NotADBError, ForeignDatabase) as exc:
+        return VerifyReport(ok=False, events=0, problem=f"memory.db is damaged and cannot be read: {exc}")
+
+
+def _verify(path: Path, progress: Progress | None, anchors: Sequence[tuple[str, Head]],
+            noted: Sequence[str]) -> VerifyReport:
     conn = open_connection(path)
     try:
         fts_problem = ""
@@ -281,8 +299,13 @@ def verify_database(path: Path, progress: Progress | None = None) -> VerifyRepor
             report = check_chain(conn, progress)
             if not report.ok:
                 return report
-            if fts_problem:
-                return attrs.evolve(report, ok=False, problem=fts_problem)
+            problems = [p for label, head in anchors if (p := head_problem(conn, head, label))]
+            missing = missing_triggers(conn)
+            if missing:
+                problems.append(f"the append-only triggers {', '.join(missing)} are missing")
+            problems += [*noted, *([fts_problem] if fts_problem else [])]
+            if problems:
+                return attrs.evolve(report, ok=False, problem="; ".join(problems))
             live = table_checksums(conn)
             scratch = open_connection(":memory:")
             try:
@@ -294,7 +317,8 @@ def verify_database(path: Path, progress: Progress | None = None) -> VerifyRepor
             finally:
                 scratch.close()
         finally:
-            conn.execute("COMMIT")
+            if conn.in_transaction:
+                conn.execute("COMMIT")
     finally:
         conn.close()
     differing = sorted(t for t in live if live[t] != rebuilt[t])

@@ -28,6 +28,7 @@ from tenacity import (
 
 from fermix_memory.adapters.sqlite.codec import decode_payload, encode_payload
 from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection, translated_errors
+from fermix_memory.adapters.sqlite.head import GENESIS_HASH, Head, HeadFile, read_head
 from fermix_memory.adapters.sqlite.projections import project
 from fermix_memory.adapters.sqlite.rows import (
     MEMORY_COLUMNS,
@@ -36,7 +37,7 @@ from fermix_memory.adapters.sqlite.rows import (
     review_state_from_row,
     review_state_key,
 )
-from fermix_memory.adapters.sqlite.schema import FTS_TABLES, migrate
+from fermix_memory.adapters.sqlite.schema import FTS_TABLES, migrate, restore_triggers
 from fermix_memory.application.errors import StorageBusy, StorageError
 from fermix_memory.application.ports import RecordedEvent, ReviewState, ScrubReport
 from fermix_memory.domain.events import DomainEvent
@@ -46,7 +47,6 @@ from fermix_memory.domain.values import ConversationKey, Scope
 log = logging.getLogger("fermix_memory.storage")
 
 T = TypeVar("T")
-GENESIS_HASH = "0" * 64
 WRITE_ATTEMPTS = 3
 GATHER_S = 0.001
 
@@ -242,7 +242,8 @@ CommitListener = Callable[[list[RecordedEvent]], None]
 class SqliteEventStore:
     """Implements the ``EventStore`` port on one ``memory.db`` file."""
 
-    def __init__(self, path: Path, *, durability: str = "normal") -> None:
+    def __init__(self, path: Path, *, durability: str = "normal", head_file: Path | None = None) -> None:
+        """``head_file``: where this home keeps its last-seen log head (ADR-0011); checked here."""
         self.path = Path(path)
         self.durability = durability
         self._writer = open_connection(self.path, durability=durability)
@@ -250,15 +251,24 @@ class SqliteEventStore:
             with translated_errors("migrating memory.db"):
                 migrate(self._writer, str(self.path))
                 enable_wal(self._writer)
+                # Append-only triggers someone dropped are put back; verify reports it.
+                self.restored_triggers = restore_triggers(self._writer)
+                self._head_file = HeadFile(head_file) if head_file is not None else None
+                if self._head_file is not None:
+                    self._head_file.check_at_open(self._writer)
         except BaseException:
             self._writer.close()
             raise
+        if self.restored_triggers:
+            log.warning("the append-only triggers %s of %s were missing; re-created (verify reports it)",
+                        ", ".join(self.restored_triggers), self.path)
         lock = threading.Lock()
         self._turn = threading.Condition(lock)  # followers wait here for their commit
         self._arrived = threading.Condition(lock)  # a gathering leader waits here for followers
         self._leading = False
         self._gathering = False
         self._expected = 1
+        self._head = Head(0, GENESIS_HASH)
         self._queue: list[_Pending] = []
         self._listeners: list[CommitListener] = []
         self._reactions: list[CommitListener] = []
@@ -300,6 +310,8 @@ class SqliteEventStore:
             while self._leading:  # let the batch in flight commit first
                 self._turn.wait()
             self._closed = True
+            if self._head_file is not None:
+                self._head_file.flush(sync=True)
             with self._readers_lock:
                 for conn in list(self._readers):
                     conn.close()
@@ -385,6 +397,8 @@ class SqliteEventStore:
             for p in batch:
                 p.done = True
         if recorded:
+            if self._head_file is not None:
+                self._head_file.advanced(self._head, len(recorded))
             for listener in self._listeners:
                 try:
                     listener(recorded)
@@ -414,6 +428,7 @@ class SqliteEventStore:
                         break
                 if failed is None:
                     cur.execute("COMMIT")
+                    self._head = Head(tx.position, tx.hash)
                     return tx.recorded
                 cur.execute("ROLLBACK")
             except BaseException:
@@ -483,6 +498,25 @@ class SqliteEventStore:
             (stream_prefix, stream_prefix + "\U0010ffff"),
         ).fetchall()
         return {r[0]: int(r[1]) for r in rows}
+
+    def head(self) -> Head:
+        """The log's last (position, hash): an anchor to keep elsewhere (ADR-0011)."""
+        with translated_errors("reading the event log"):
+            return read_head(self.reader())
+
+    def home_anchor(self) -> Head | None:
+        """The last head this home recorded outside the database (``None``: none)."""
+        return self._head_file.anchor() if self._head_file is not None else None
+
+    def problems_at_open(self) -> list[str]:
+        """What opening found wrong and mended or kept as evidence (verify reports these)."""
+        problems = []
+        if self._head_file is not None and self._head_file.problem:
+            problems.append(self._head_file.problem)
+        if self.restored_triggers:
+            problems.append(f"the append-only triggers {', '.join(self.restored_triggers)} were missing when"
+                            " memory.db was opened (re-created): the log could be changed meanwhile")
+        return problems
 
     def last_position(self) -> int:
         row = self.reader().execute("SELECT max(position) FROM events").fetchall()
