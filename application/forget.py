@@ -7,10 +7,12 @@ files go and the store is scrubbed so no deleted byte lingers in the database fi
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import attrs
 
 from fermix_memory.application.errors import StorageError
-from fermix_memory.application.ports import Clock, EventStore, PromptFileSink, WriteTransaction
+from fermix_memory.application.ports import Clock, EventStore, WriteTransaction
 from fermix_memory.application.streams import owner_stream
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.erasure import OwnerContentFinder
@@ -37,8 +39,16 @@ class ForgetReport:
         return sorted(self.erased_events)
 
 
+class OwnerFiles(Protocol):
+    """The prompt files of (agent, owner), removed after their erasure."""
+
+    def remove_files(self, agent_id: str, owner_id: str) -> bool:
+        """Delete them unless a current revision exists again; ``True`` when some were deleted."""
+        ...
+
+
 class Forgetting:
-    def __init__(self, store: EventStore, files: PromptFileSink, clock: Clock) -> None:
+    def __init__(self, store: EventStore, files: OwnerFiles, clock: Clock) -> None:
         self._store = store
         self._files = files
         self._clock = clock
@@ -76,7 +86,7 @@ class Forgetting:
             return erased
 
         erased = self._store.write(work)
-        removed = [agent for agent in sorted(erased) if self._files.remove(agent, owner_id)]
+        removed = [agent for agent in sorted(erased) if self._files.remove_files(agent, owner_id)]
         try:
             scrub = self._store.scrub()
         except StorageError as exc:

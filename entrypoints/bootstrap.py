@@ -184,7 +184,7 @@ def bootstrap(
         memory=writer, tokens=tokens, prompt_files=prompt_files, reviewer=reviewer,
         background=BackgroundWorker("fermix-background"), model_for=model_for,
         compactor=compactor, turns=TurnService(compactor, history), jobs=jobs,
-        tools=MemoryTools(writer, queries, jobs), forgetting=Forgetting(store, files, clock),
+        tools=MemoryTools(writer, queries, jobs), forgetting=Forgetting(store, prompt_files, clock),
     )
     try:
         prompt_files.repair()  # files are derived: a crash between commit and write is mended here
