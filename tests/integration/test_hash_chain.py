@@ -3,15 +3,21 @@ triggers and redaction."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
 
 from fermix_memory import MemorySystem
+from fermix_memory.adapters.sqlite.codec import decode_payload
 from fermix_memory.adapters.sqlite.event_store import GENESIS_HASH, chain_hash, payload_digest
+from fermix_memory.adapters.sqlite.projections import project
+from fermix_memory.application.streams import owner_stream
+from fermix_memory.domain.erasure import OwnerContentFinder
 
 AGENT = "chain-agent"
 CONV = "test:chain"
@@ -327,3 +333,45 @@ def test_an_erasure_record_naming_a_payload_that_is_back_is_reported(home: Path,
     result = verify(home)
     assert not result.ok and result.first_bad_position == erasure
     assert f"names event {named} as erased, but it is not redacted" in result.problem
+
+
+def append_schema_1_erasure(tx: Any, agent: str, owner: str) -> int:
+    """Forget ``owner`` as a schema-1 fermix-memory did: payloads redacted, rows deleted, and a
+    record that only says how many events went."""
+    finder = OwnerContentFinder(owner, agent)
+    for item in tx.read_events():
+        finder.add(item.position, item.event)
+    count = tx.redact(finder.positions().get(agent, []))
+    at = "2026-02-01T00:00:00+00:00"
+    payload = json.dumps({"agent_id": agent, "owner_id": owner, "erased_events": count, "at": at,
+                          "provenance": {"agent_id": agent, "owner_id": owner}}, sort_keys=True, separators=(",", ":"))
+    stream, position = owner_stream(agent, owner), tx.position + 1
+    version, digest = tx._next_version(stream), payload_digest(payload)
+    row_hash = chain_hash(tx.hash, position, stream, version, "owner.forgotten", 1, at, digest)
+    tx.cursor.execute("INSERT INTO events(position, stream, version, kind, schema, recorded_at, payload,"
+                      " payload_sha256, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                      (position, stream, version, "owner.forgotten", 1, at, payload, digest, tx.hash, row_hash))
+    project(tx.cursor, position, decode_payload("owner.forgotten", 1, payload))
+    tx.position, tx.hash = position, row_hash
+    return count
+
+
+def test_an_old_erasure_record_accounts_for_its_redactions_by_count(home: Path, tmp_path: Path) -> None:
+    with MemorySystem.open(home) as memory:
+        count = memory.app.store.write(lambda tx: append_schema_1_erasure(tx, AGENT, "bob"))
+        assert count > 0
+        [record] = [r.event for r in memory.app.store.read_events() if r.event.kind == "owner.forgotten"]
+        assert record.redacted_positions is None and record.erased_events == count  # upcast from schema 1
+        report = memory.verify()
+        assert report.ok, report.problem
+        assert report.redacted == count
+        assert memory.replay_into(tmp_path / "replayed")["identical"]
+    raw = apsw.Connection(str(home / "memory.db"))
+    try:
+        # One NULL payload more than the old record accounts for is still tampering.
+        position = raw.execute("SELECT min(position) FROM events WHERE kind = 'message.appended'"
+                               " AND payload IS NOT NULL").fetchall()[0][0]
+        raw.execute("UPDATE events SET payload = NULL WHERE position = ?", (position,))
+    finally:
+        raw.close()
+    assert not verify(home).ok
