@@ -68,7 +68,7 @@ class Forgetting:
 
         def work(tx: WriteTransaction) -> dict[str, int]:
             finder = OwnerContentFinder(owner_id, agent_id)
-            for item in tx.read_events():
+            for item in tx.erasure_candidates(owner_id, ev.REFERRING_KINDS):
                 finder.add(item.position, item.event)
             found = finder.positions()
             conversations = finder.conversations()

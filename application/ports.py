@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
@@ -119,6 +119,11 @@ class WriteTransaction(RowLookup, Protocol):
 
     def agents_of_owner(self, owner_id: str) -> list[str]:
         """Every agent that holds anything of this owner (messages, rows, files, jobs, reviews)."""
+        ...
+
+    def erasure_candidates(self, owner_id: str, kinds: Collection[str]) -> Iterable[RecordedEvent]:
+        """Readable events in log order that are of one of ``kinds`` or whose payload names
+        ``owner_id``: every event that can carry their content (and a few others)."""
         ...
 
     def redact(self, positions: Sequence[int]) -> int:

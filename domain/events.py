@@ -75,6 +75,9 @@ class DomainEvent:
 
     kind: ClassVar[str] = ""
     schema: ClassVar[int] = 1
+    # True when ``erasure()`` can name an owner's content by reference (a memory row, a job, a
+    # conversation) instead of by the owner ids in the event itself. Declared by every class.
+    refers_to_others: ClassVar[bool]
     at: datetime
 
     def erasure(self) -> Erasure:
@@ -89,6 +92,7 @@ class MessageAppended(DomainEvent):
     """A message joined a conversation. Its message id is this event's log position."""
 
     kind: ClassVar[str] = "message.appended"
+    refers_to_others: ClassVar[bool] = False
     agent_id: str
     owner_id: str
     conversation: ConversationKey
@@ -113,6 +117,7 @@ class ConversationWindowCleared(DomainEvent):
     """``/new`` or ``/clear``: later turns no longer see messages up to ``up_to_message_id``."""
 
     kind: ClassVar[str] = "conversation.window_cleared"
+    refers_to_others: ClassVar[bool] = False
     agent_id: str
     conversation: ConversationKey
     up_to_message_id: int
@@ -131,6 +136,7 @@ class HistoryCompacted(DomainEvent):
     """
 
     kind: ClassVar[str] = "conversation.compacted"
+    refers_to_others: ClassVar[bool] = False
     agent_id: str
     conversation: ConversationKey
     up_to_message_id: int
@@ -147,6 +153,7 @@ class HistoryCompacted(DomainEvent):
 @attrs.frozen(kw_only=True)
 class CompactionFailed(DomainEvent):
     kind: ClassVar[str] = "conversation.compaction_failed"
+    refers_to_others: ClassVar[bool] = True
     agent_id: str
     conversation: ConversationKey
     error: str
@@ -164,6 +171,7 @@ class MemoryAdded(DomainEvent):
     """A new memory row. Its memory id is this event's log position."""
 
     kind: ClassVar[str] = "memory.added"
+    refers_to_others: ClassVar[bool] = False
     agent_id: str
     owner_id: str
     scope_type: ScopeType
@@ -186,6 +194,7 @@ class MemoryReplaced(DomainEvent):
     """A row's statement changed (latest statement wins). Un-archives the row if archived."""
 
     kind: ClassVar[str] = "memory.replaced"
+    refers_to_others: ClassVar[bool] = True
     memory_id: int
     category: Category
     key: str
@@ -202,6 +211,7 @@ class MemoryReplaced(DomainEvent):
 @attrs.frozen(kw_only=True)
 class MemoryArchived(DomainEvent):
     kind: ClassVar[str] = "memory.archived"
+    refers_to_others: ClassVar[bool] = True
     memory_id: int
     archived_by: str
     reason: str
@@ -214,6 +224,7 @@ class MemoryArchived(DomainEvent):
 @attrs.frozen(kw_only=True)
 class MemoryRestored(DomainEvent):
     kind: ClassVar[str] = "memory.restored"
+    refers_to_others: ClassVar[bool] = True
     memory_id: int
     restored_by: str
     provenance: Provenance
@@ -227,6 +238,7 @@ class OperationRefused(DomainEvent):
     """Admission refused a memory operation; nothing else was written for it."""
 
     kind: ClassVar[str] = "memory.operation_refused"
+    refers_to_others: ClassVar[bool] = True
     op: str
     reason: str
     detail: str = ""
@@ -246,6 +258,7 @@ class OperationRefused(DomainEvent):
 @attrs.frozen(kw_only=True)
 class ReviewClaimed(DomainEvent):
     kind: ClassVar[str] = "review.claimed"
+    refers_to_others: ClassVar[bool] = False
     agent_id: str
     owner_id: str
     conversation: ConversationKey
@@ -261,6 +274,7 @@ class ReviewClaimed(DomainEvent):
 @attrs.frozen(kw_only=True)
 class ReviewCompleted(DomainEvent):
     kind: ClassVar[str] = "review.completed"
+    refers_to_others: ClassVar[bool] = False
     agent_id: str
     owner_id: str
     conversation: ConversationKey
@@ -278,6 +292,7 @@ class ReviewCompleted(DomainEvent):
 @attrs.frozen(kw_only=True)
 class ReviewFailed(DomainEvent):
     kind: ClassVar[str] = "review.failed"
+    refers_to_others: ClassVar[bool] = False
     agent_id: str
     owner_id: str
     conversation: ConversationKey
@@ -292,6 +307,7 @@ class ReviewFailed(DomainEvent):
 @attrs.frozen(kw_only=True)
 class ReviewSkipped(DomainEvent):
     kind: ClassVar[str] = "review.skipped"
+    refers_to_others: ClassVar[bool] = False
     agent_id: str
     owner_id: str
     conversation: ConversationKey
@@ -307,6 +323,7 @@ class ReviewSkipped(DomainEvent):
 @attrs.frozen(kw_only=True)
 class MemorySourceRegistered(DomainEvent):
     kind: ClassVar[str] = "memory_source.registered"
+    refers_to_others: ClassVar[bool] = False
     source_id: str
     agent_id: str
     owner_id: str
@@ -321,6 +338,7 @@ class MemorySourceRegistered(DomainEvent):
 @attrs.frozen(kw_only=True)
 class ScheduledJobSaved(DomainEvent):
     kind: ClassVar[str] = "scheduled_job.saved"
+    refers_to_others: ClassVar[bool] = False
     job_id: str
     agent_id: str
     owner_id: str
@@ -337,6 +355,7 @@ class ScheduledJobSaved(DomainEvent):
 @attrs.frozen(kw_only=True)
 class JobRunRecorded(DomainEvent):
     kind: ClassVar[str] = "job_run.recorded"
+    refers_to_others: ClassVar[bool] = True
     run_id: str
     job_id: str
     status: str
@@ -354,6 +373,7 @@ class ResourceRevised(DomainEvent):
     """A new revision of a versioned resource (``user_md``, ``memory_md``, …)."""
 
     kind: ClassVar[str] = "resource.revised"
+    refers_to_others: ClassVar[bool] = False
     agent_id: str
     owner_id: str = ""
     name: str
@@ -369,6 +389,7 @@ class ResourceRevised(DomainEvent):
 @attrs.frozen(kw_only=True)
 class ResourceRolledBack(DomainEvent):
     kind: ClassVar[str] = "resource.rolled_back"
+    refers_to_others: ClassVar[bool] = False
     agent_id: str
     owner_id: str = ""
     name: str
@@ -387,6 +408,7 @@ class ModelCallTraced(DomainEvent):
     """One model call (reviewer, compactor): who asked, which provider, cost and outcome."""
 
     kind: ClassVar[str] = "model.call_traced"
+    refers_to_others: ClassVar[bool] = False
     agent: str
     agent_id: str
     provider: str
@@ -410,6 +432,7 @@ class OwnerForgotten(DomainEvent):
     the erasure carries no content: who, when, on whose request and which events."""
 
     kind: ClassVar[str] = "owner.forgotten"
+    refers_to_others: ClassVar[bool] = False
     schema: ClassVar[int] = 2
     agent_id: str
     owner_id: str
@@ -450,3 +473,7 @@ ALL_EVENTS: tuple[type[DomainEvent], ...] = (
 )
 
 EVENTS_BY_KIND: dict[str, type[DomainEvent]] = {cls.kind: cls for cls in ALL_EVENTS}
+
+# Kinds whose erasure must be decided on every event; any other event concerns an owner only
+# if its payload names them.
+REFERRING_KINDS: frozenset[str] = frozenset(cls.kind for cls in ALL_EVENTS if cls.refers_to_others)

@@ -40,6 +40,11 @@ def encode_payload(event: DomainEvent) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def encoded_text(text: str) -> str:
+    """How a string value appears inside an encoded payload (quotes included)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
 def decode_payload(kind: str, schema: int, payload: str) -> DomainEvent:
     """Structure a stored payload into its event class, upcasting older schemas first."""
     cls = EVENTS_BY_KIND.get(kind)

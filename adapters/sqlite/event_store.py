@@ -13,7 +13,7 @@ import hashlib
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,7 +26,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from fermix_memory.adapters.sqlite.codec import decode_payload, encode_payload
+from fermix_memory.adapters.sqlite.codec import decode_payload, encode_payload, encoded_text
 from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection, translated_errors
 from fermix_memory.adapters.sqlite.head import GENESIS_HASH, Head, HeadFile, read_head
 from fermix_memory.adapters.sqlite.projections import project
@@ -216,6 +216,18 @@ class _Transaction:
             {"o": owner_id},
         ).fetchall()
         return sorted(str(r[0]) for r in rows if r[0] is not None)
+
+    def erasure_candidates(self, owner_id: str, kinds: Collection[str]) -> list[RecordedEvent]:
+        # The payload filter only narrows what is decoded; the events' own declarations decide.
+        wanted = sorted(kinds)
+        rows = self.cursor.connection.cursor().execute(
+            "SELECT position, stream, version, kind, schema, payload FROM events WHERE payload IS NOT NULL"
+            f" AND (kind IN ({','.join('?' * len(wanted))}) OR instr(payload, ?) > 0) ORDER BY position",
+            (*wanted, encoded_text(owner_id)),
+        ).fetchall()
+        return [RecordedEvent(position=position, stream=stream, version=version,
+                              event=decode_payload(kind, schema, payload))
+                for position, stream, version, kind, schema, payload in rows]
 
     def redact(self, positions: Sequence[int]) -> int:
         self.cursor.executemany("UPDATE events SET payload = NULL WHERE position = ? AND payload IS NOT NULL",

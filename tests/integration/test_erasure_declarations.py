@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -12,8 +13,9 @@ import pytest
 from fermix_memory import MemorySystem
 from fermix_memory.application.streams import conversation_stream
 from fermix_memory.domain import events as ev
+from fermix_memory.domain.erasure import OwnerContentFinder
 from fermix_memory.domain.values import ConversationKey, Role
-from tests.integration.test_forget import found
+from tests.integration.test_forget import found, write_everything
 
 AT = datetime(2026, 3, 1, tzinfo=UTC)
 GROUP = ConversationKey(channel="telegram", chat_id="group")
@@ -21,7 +23,7 @@ ALICE_WORD, BOB_WORD, CAROL_WORD = "Alicequotedzeppelin", "Bobownwordfalcon", "C
 
 
 def test_every_event_kind_declares_whose_content_it_carries() -> None:
-    undeclared = [cls.kind for cls in ev.ALL_EVENTS if "erasure" not in vars(cls)]
+    undeclared = [cls.kind for cls in ev.ALL_EVENTS if not {"erasure", "refers_to_others"} <= set(vars(cls))]
     assert undeclared == []
 
     @attrs.frozen(kw_only=True)
@@ -95,3 +97,21 @@ def test_an_owner_of_another_conversation_does_not_reach_the_group(tmp_path: Pat
         assert memory.forget_owner("dave").erased_events == {"ada": 1}
         assert memory.verify().ok
     assert set(found(home, (ALICE_WORD, BOB_WORD, CAROL_WORD))) == {ALICE_WORD, BOB_WORD, CAROL_WORD}
+
+
+def test_the_payload_filter_finds_what_a_pass_over_the_whole_log_finds(tmp_path: Path) -> None:
+    with MemorySystem.open(tmp_path / "home") as memory:
+        write_everything(memory)
+        group_chat(memory)
+
+        def both(tx: Any, owner: str) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+            full, narrow = OwnerContentFinder(owner), OwnerContentFinder(owner)
+            for item in tx.read_events():
+                full.add(item.position, item.event)
+            for item in tx.erasure_candidates(owner, ev.REFERRING_KINDS):
+                narrow.add(item.position, item.event)
+            return full.positions(), narrow.positions()
+
+        for owner in ("alice", "bob", "carol"):
+            full, narrow = memory.app.store.write(lambda tx, o=owner: both(tx, o))
+            assert full and full == narrow, owner
