@@ -15,13 +15,27 @@ from tests.integration.test_forget import found
 
 SECRETS = ("Quasarlemonpie", "Hiddenmarmotvalley")
 
-KILLED_DURING_SCRUB = """
+KILLED_BEFORE_SCRUB = """
 import os, sys
 from fermix_memory import MemorySystem
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 
 SqliteEventStore.scrub = lambda self: os._exit(9)  # the process dies right before the rewrite
 with MemorySystem.open(sys.argv[1]) as memory:
+    memory.forget_owner("alice")
+"""
+
+KILLED_DURING_VACUUM = """
+import os, sys
+from fermix_memory import MemorySystem
+
+def die_inside_vacuum(cursor, sql, bindings):
+    if sql.lstrip().upper().startswith("VACUUM"):
+        cursor.connection.set_progress_handler(lambda: os._exit(9), 50)
+    return True
+
+with MemorySystem.open(sys.argv[1]) as memory:
+    memory.app.store._writer.exec_trace = die_inside_vacuum
     memory.forget_owner("alice")
 """
 
@@ -37,17 +51,18 @@ def alice_and_bob(home: Path) -> None:
                             agent_id="ada", owner_id="alice")
 
 
-def killed_forget(home: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", KILLED_DURING_SCRUB, str(home)], capture_output=True, text=True,
+def killed_forget(home: Path, script: str = KILLED_BEFORE_SCRUB) -> None:
+    done = subprocess.run([sys.executable, "-c", script, str(home)], capture_output=True, text=True,
                           timeout=120, check=False)
     assert done.returncode == 9, done.stderr
     assert found(home, SECRETS), "the erased text should still be in the files before the next open"
 
 
-def test_a_forget_killed_before_the_scrub_is_finished_by_the_next_open(tmp_path: Path) -> None:
+@pytest.mark.parametrize("script", [KILLED_BEFORE_SCRUB, KILLED_DURING_VACUUM], ids=["before", "during-vacuum"])
+def test_a_forget_killed_during_the_scrub_is_finished_by_the_next_open(tmp_path: Path, script: str) -> None:
     home = tmp_path / "home"
     alice_and_bob(home)
-    killed_forget(home)
+    killed_forget(home, script)
     with MemorySystem.open(home) as memory:
         assert not memory.app.store.scrub_pending()
         assert memory.memories(owner_id="alice") == []
