@@ -8,6 +8,7 @@ import os
 import shutil
 import string
 import tempfile
+import threading
 from pathlib import Path
 
 from fermix_memory.application.errors import StorageError
@@ -37,6 +38,13 @@ class PromptFileFolder:
 
     def __init__(self, home: Path) -> None:
         self.root = (home / "memory").resolve()
+        # One lock per folder: a removal never runs between a write's mkdir, temp file and rename.
+        self._locks: dict[Path, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    def _lock(self, folder: Path) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(folder, threading.Lock())
 
     def path(self, agent_id: str, owner_id: str, name: str) -> Path:
         target = self.root / path_segment(agent_id) / path_segment(owner_id) / FILE_NAMES[name]
@@ -54,6 +62,10 @@ class PromptFileFolder:
     def write(self, agent_id: str, owner_id: str, name: str, content: str) -> Path:
         """Write atomically: temp file in the same folder, fsync, ``os.replace``, fsync folder."""
         target = self.path(agent_id, owner_id, name)
+        with self._lock(target.parent):
+            return self._write(target, content)
+
+    def _write(self, target: Path, content: str) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.is_dir() and not target.is_symlink():
             shutil.rmtree(target)  # our derived file's place, taken by a folder: the file wins
@@ -78,6 +90,10 @@ class PromptFileFolder:
     def remove(self, agent_id: str, owner_id: str) -> bool:
         """Delete the owner's prompt files (and the folder, once empty of anything else)."""
         folder = self.path(agent_id, owner_id, "user_md").parent
+        with self._lock(folder):
+            return self._remove(folder)
+
+    def _remove(self, folder: Path) -> bool:
         found = False
         for name in FILE_NAMES.values():
             target = folder / name
@@ -87,7 +103,9 @@ class PromptFileFolder:
             elif target.exists() or target.is_symlink():
                 target.unlink()
                 found = True
-        for leftover in folder.glob(".*.tmp"):  # an interrupted atomic write
+        # A temp file here is a write that died midway (writes of this process hold the lock):
+        # it holds the owner's text too.
+        for leftover in folder.glob(".*.tmp"):
             leftover.unlink(missing_ok=True)
             found = True
         with contextlib.suppress(OSError):  # absent, or holds something that is not ours: left alone

@@ -7,12 +7,15 @@ files go and the store is scrubbed so no deleted byte lingers in the database fi
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import attrs
 
 from fermix_memory.application.errors import StorageError
-from fermix_memory.application.ports import Clock, EventStore, PromptFileSink, WriteTransaction
+from fermix_memory.application.ports import Clock, EventStore, WriteTransaction
 from fermix_memory.application.streams import owner_stream
 from fermix_memory.domain import events as ev
+from fermix_memory.domain.erasure import OwnerContentFinder
 from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.values import Trust, check_identifier, is_encodable
 
@@ -36,8 +39,16 @@ class ForgetReport:
         return sorted(self.erased_events)
 
 
+class OwnerFiles(Protocol):
+    """The prompt files of (agent, owner), removed after their erasure."""
+
+    def remove_files(self, agent_id: str, owner_id: str) -> bool:
+        """Delete them unless a current revision exists again; ``True`` when some were deleted."""
+        ...
+
+
 class Forgetting:
-    def __init__(self, store: EventStore, files: PromptFileSink, clock: Clock) -> None:
+    def __init__(self, store: EventStore, files: OwnerFiles, clock: Clock) -> None:
         self._store = store
         self._files = files
         self._clock = clock
@@ -56,19 +67,26 @@ class Forgetting:
         at = self._clock.now()
 
         def work(tx: WriteTransaction) -> dict[str, int]:
-            agents = [agent_id] if agent_id is not None else tx.agents_of_owner(owner_id)
+            finder = OwnerContentFinder(owner_id, agent_id)
+            for item in tx.erasure_candidates(owner_id, ev.REFERRING_KINDS):
+                finder.add(item.position, item.event)
+            found = finder.positions()
+            conversations = finder.conversations()
+            agents = [agent_id] if agent_id is not None else sorted(set(tx.agents_of_owner(owner_id)) | set(found))
             erased = {}
             for agent in agents:
-                count = tx.redact(tx.owner_event_positions(agent, owner_id))
+                positions = tuple(found.get(agent, ()))
+                count = tx.redact(positions)
                 tx.append(owner_stream(agent, owner_id), [ev.OwnerForgotten(
-                    at=at, agent_id=agent, owner_id=owner_id, erased_events=count,
+                    at=at, agent_id=agent, owner_id=owner_id, erased_events=count, redacted_positions=positions,
+                    conversations=tuple(conv for of, conv in conversations if of == agent),
                     provenance=ev.Provenance(agent_id=agent, owner_id=owner_id, trust=Trust.OPERATOR,
                                              source_type="forget", source_id=by, reason=reason))])
                 erased[agent] = count
             return erased
 
         erased = self._store.write(work)
-        removed = [agent for agent in sorted(erased) if self._files.remove(agent, owner_id)]
+        removed = [agent for agent in sorted(erased) if self._files.remove_files(agent, owner_id)]
         try:
             scrub = self._store.scrub()
         except StorageError as exc:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
@@ -129,14 +129,16 @@ class WriteTransaction(RowLookup, Protocol):
         """Every agent that holds anything of this owner (messages, rows, files, jobs, reviews)."""
         ...
 
-    def owner_event_positions(self, agent_id: str, owner_id: str) -> list[int]:
-        """Log positions of every not yet redacted event that carries this owner's content with
-        this agent: their messages, memory rows (every change and refusal naming one), reviews,
-        prompt-file revisions, memory sources, jobs and job runs."""
+    def erasure_candidates(self, owner_id: str, kinds: Collection[str]) -> Iterable[RecordedEvent]:
+        """Readable events in log order that are of one of ``kinds`` or whose payload names
+        ``owner_id``: every event that can carry their content (and a few others)."""
         ...
 
     def redact(self, positions: Sequence[int]) -> int:
-        """Erase the payloads at ``positions`` (their digests stay in the chain); returns how many."""
+        """Erase the payloads at ``positions`` (their digests stay in the chain); returns how many.
+
+        The store remembers, durably and in this transaction, that its files still hold the
+        erased bytes until the next :meth:`EventStore.scrub` succeeds."""
         ...
 
 

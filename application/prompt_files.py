@@ -214,6 +214,8 @@ class PromptFiles:
         return changed
 
     def _sync_files(self, agent_id: str, owner_id: str) -> None:
+        """Make the files match their current revisions (caller holds the pair's lock); a file
+        without a current revision is never written, so a forgotten owner's folder stays gone."""
         for name in RESOURCE_NAMES:
             current = self._reader.resource_revision(agent_id, owner_id, name)
             if current is not None and self._files.read(agent_id, owner_id, name) != current.content:
@@ -261,11 +263,21 @@ class PromptFiles:
         """Files of a forgotten owner that a crash left behind (the erasure had committed)."""
         for stream in self._store.last_positions("owner/"):
             agent_id, owner_id = parse_owner_stream(stream)
-            if all(self._reader.resource_revision(agent_id, owner_id, n) is None for n in RESOURCE_NAMES):
-                try:
-                    self._files.remove(agent_id, owner_id)
-                except OSError:
-                    log.exception("could not remove the prompt files of forgotten %s/%s", agent_id, owner_id)
+            try:
+                self.remove_files(agent_id, owner_id)
+            except OSError:
+                log.exception("could not remove the prompt files of forgotten %s/%s", agent_id, owner_id)
+
+    def remove_files(self, agent_id: str, owner_id: str) -> bool:
+        """After an erasure: delete the owner's files, unless a current revision exists again (the
+        owner came back meanwhile: then the files are made to match it). Holds the same lock as
+        every file write, so a write in flight can neither lose its file to the removal nor
+        bring back a folder the removal just deleted. ``True`` when files were deleted."""
+        with self._lock(agent_id, owner_id):
+            if any(self._reader.resource_revision(agent_id, owner_id, n) is not None for n in RESOURCE_NAMES):
+                self._sync_files(agent_id, owner_id)
+                return False
+            return self._files.remove(agent_id, owner_id)
 
     # --- revisions ------------------------------------------------------------------------------
 

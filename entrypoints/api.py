@@ -12,6 +12,7 @@ from typing import Any
 
 from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
 from fermix_memory.adapters.sqlite import audit
+from fermix_memory.adapters.sqlite.head import Head, parse_head
 from fermix_memory.application import jobs
 from fermix_memory.application.compaction import CompactionResult
 from fermix_memory.application.composer import compose_prompt
@@ -476,10 +477,24 @@ class MemorySystem:
 
     # --- audit -----------------------------------------------------------------------------------
 
-    def verify(self) -> audit.VerifyReport:
-        """Check the hash chain, the FTS indexes and that the log replays to the same tables."""
+    def head(self) -> Head:
+        """The log's last event as ``Head(position, hash)`` (``str()`` gives ``POSITION:HASH``):
+        keep it elsewhere and pass it to :meth:`verify` later to prove nothing was cut off."""
         self._check_open()
-        return audit.verify_database(self._app.store.path)
+        return self._app.store.head()
+
+    def verify(self, *, expect_head: Head | str | None = None) -> audit.VerifyReport:
+        """Check the hash chain, the FTS indexes and that the log replays to the same tables;
+        that the log still holds ``expect_head`` (a :meth:`head` kept elsewhere, or its
+        ``POSITION:HASH`` text) and this home's own last-seen head; and report what opening
+        found wrong (append-only triggers missing, a head the log no longer holds)."""
+        self._check_open()
+        store = self._app.store
+        anchors = [("this home's last-seen head", head) for head in [store.home_anchor()] if head is not None]
+        if expect_head is not None:
+            anchors.insert(0, ("expected head", expect_head if isinstance(expect_head, Head)
+                               else parse_head(expect_head)))
+        return audit.verify_database(store.path, anchors=anchors, noted=store.problems_at_open())
 
     def replay_into(self, target_dir: str | os.PathLike[str]) -> dict[str, Any]:
         """Rebuild every projection from the log alone into ``target_dir/memory.db``."""

@@ -27,7 +27,7 @@ from fermix_memory.adapters.tokens_tiktoken import TiktokenCounter
 from fermix_memory.application.background import BackgroundWorker
 from fermix_memory.application.caches import ConversationStore, MemoryRowCache
 from fermix_memory.application.compaction import Compactor
-from fermix_memory.application.errors import ConfigError
+from fermix_memory.application.errors import ConfigError, StorageError
 from fermix_memory.application.forget import Forgetting
 from fermix_memory.application.history import HistoryService
 from fermix_memory.application.memory_writes import MemoryWriter
@@ -45,6 +45,7 @@ DEFAULT_HOME = Path("~/.fermix")
 DEFAULT_CONTEXT_WINDOW = 128_000
 DB_NAME = "memory.db"
 CONFIG_NAME = "config.toml"
+HEAD_NAME = "head"  # the last log head this home saw, outside the database (ADR-0011)
 
 
 def resolve_home(home: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path:
@@ -119,6 +120,22 @@ def build_model_route(
     return model_for
 
 
+def finish_erasures(store: SqliteEventStore) -> None:
+    """An erasure committed but its scrub never finished (the process died, or a reader kept
+    the WAL): finish it now, or say plainly that the erased bytes are still in the files."""
+    if not store.scrub_pending():
+        return
+    try:
+        report = store.scrub()
+    except StorageError as exc:
+        log.warning("an erasure is not finished: %s still holds erased bytes (%s); open it again or run"
+                    " forget again when no other process uses it", store.path, exc)
+        return
+    if not report.wal_truncated:
+        log.warning("an erasure is not finished: another process keeps %s-wal open; erased bytes stay in it"
+                    " until it closes and the memory is opened again", store.path)
+
+
 def bootstrap(
     home: str | os.PathLike[str] | None = None,
     *,
@@ -134,7 +151,8 @@ def bootstrap(
     tokens = tokens or TiktokenCounter(settings.memory.token_encoding)
     home_path.mkdir(parents=True, exist_ok=True)
     clock = clock or SystemClock()
-    store = SqliteEventStore(home_path / DB_NAME, durability=settings.memory.durability)
+    store = SqliteEventStore(home_path / DB_NAME, durability=settings.memory.durability,
+                             head_file=home_path / HEAD_NAME)
     queries = SqliteQueries(store.reader)
     conversations = ConversationStore(queries, store.last_position, settings.memory.max_conversation_history)
     rows = MemoryRowCache(queries, store.last_position)
@@ -166,10 +184,11 @@ def bootstrap(
         memory=writer, tokens=tokens, prompt_files=prompt_files, reviewer=reviewer,
         background=BackgroundWorker("fermix-background"), model_for=model_for,
         compactor=compactor, turns=TurnService(compactor, history), jobs=jobs,
-        tools=MemoryTools(writer, queries, jobs), forgetting=Forgetting(store, files, clock),
+        tools=MemoryTools(writer, queries, jobs), forgetting=Forgetting(store, prompt_files, clock),
     )
     try:
         prompt_files.repair()  # files are derived: a crash between commit and write is mended here
+        finish_erasures(store)
     except BaseException:
         store.close()
         raise

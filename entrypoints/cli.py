@@ -74,13 +74,20 @@ def _memory_line(m: Any) -> str:
 
 
 def cmd_events_verify(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    report = memory.verify()
+    report = memory.verify(expect_head=args.expect_head)
     out.emit(report, lambda r: [f"ok: {r.events} events, chain and projections verified"
                                 + (f" ({r.redacted} redacted)" if r.redacted else "")] if r.ok else
-             [f"FAILED at event {r.first_bad_position}: {r.problem}"])
+             [f"FAILED at event {r.first_bad_position}: {r.problem}" if r.first_bad_position is not None
+              else f"FAILED: {r.problem}"])
     if not report.ok:
         sys.stderr.write(f"fermix: error: verification failed: {report.problem}\n")
         return EXIT_ERROR
+    return EXIT_OK
+
+
+def cmd_events_head(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    head = memory.head()
+    out.emit({"position": head.position, "hash": head.hash}, lambda h: [f"{h['position']}:{h['hash']}"])
     return EXIT_OK
 
 
@@ -418,7 +425,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     events = groups.add_parser("events", help="the event log: verify, replay, log").add_subparsers(
         dest="command", required=True)
-    command(events, "verify", cmd_events_verify, "check the hash chain and the projections")
+    p = command(events, "verify", cmd_events_verify, "check the hash chain and the projections")
+    p.add_argument("--expect-head", metavar="POSITION:HASH",
+                   help="a head printed earlier by 'events head': the log must still hold it")
+    command(events, "head", cmd_events_head, "print the log's last POSITION:HASH, to keep elsewhere")
     p = command(events, "replay", cmd_events_replay, "rebuild every projection from the log into a new folder")
     p.add_argument("--into", required=True, help="folder for the rebuilt memory.db (must not hold one)")
     p = command(events, "log", cmd_events_log, "print events in log order")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +15,17 @@ import attrs
 from fermix_memory.adapters.sqlite.codec import decode_payload
 from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection
 from fermix_memory.adapters.sqlite.event_store import GENESIS_HASH, chain_hash, payload_digest
+from fermix_memory.adapters.sqlite.head import Head, head_problem
 from fermix_memory.adapters.sqlite.projections import project
-from fermix_memory.adapters.sqlite.schema import FTS_TABLES, PROJECTION_TABLES, deferred_indexing, migrate
-from fermix_memory.application.errors import IntegrityError, StorageError
+from fermix_memory.adapters.sqlite.schema import (
+    FTS_TABLES,
+    PROJECTION_TABLES,
+    deferred_indexing,
+    migrate,
+    missing_triggers,
+)
+from fermix_memory.application.errors import ForeignDatabase, IntegrityError, StorageError
+from fermix_memory.domain.events import OwnerForgotten
 
 Progress = Callable[[int, int], None]
 _BATCH = 5_000
@@ -68,6 +76,7 @@ def check_chain(conn: apsw.Connection, progress: Progress | None = None) -> Veri
     """Walk the log in order; name the first row whose payload or chain hash is wrong."""
     total = conn.execute("SELECT count(*) FROM events").fetchall()[0][0]
     prev, count, redacted, expected_position = GENESIS_HASH, 0, 0, 1
+    erasures = _ErasureAccount()
     rows = conn.execute(
         "SELECT position, stream, version, kind, schema, recorded_at, payload, payload_sha256, prev_hash, hash"
         " FROM events ORDER BY position"
@@ -84,6 +93,7 @@ def check_chain(conn: apsw.Connection, progress: Progress | None = None) -> Veri
         expected_position += 1
         if payload is None:
             redacted += 1
+            erasures.unaccounted[position] = kind
         elif payload_digest(payload) != digest:
             return VerifyReport(
                 ok=False,
@@ -106,9 +116,48 @@ def check_chain(conn: apsw.Connection, progress: Progress | None = None) -> Veri
                 problem=f"event {position} ({kind}): row hash does not match its contents",
             )
         prev = row_hash
+        if kind == OwnerForgotten.kind and payload is not None:
+            problem = erasures.record(position, schema, payload)
+            if problem:
+                return VerifyReport(ok=False, events=count, first_bad_position=position, problem=problem,
+                                    redacted=redacted)
         if progress is not None and count % _BATCH == 0:
             progress(count, total)
+    if erasures.unaccounted:
+        position, kind = min(erasures.unaccounted.items())
+        return VerifyReport(
+            ok=False, events=count, first_bad_position=position, redacted=redacted,
+            problem=f"event {position} ({kind}): payload is NULL but no recorded erasure names it"
+                    f" ({len(erasures.unaccounted)} such events)",
+        )
     return VerifyReport(ok=True, events=count, redacted=redacted)
+
+
+class _ErasureAccount:
+    """Every NULL payload must be named by a later ``owner.forgotten`` record; schema-1 records
+    (which only gave a number) account for that many of the unnamed ones before them."""
+
+    def __init__(self) -> None:
+        self.unaccounted: dict[int, str] = {}
+        self.accounted: set[int] = set()
+
+    def record(self, position: int, schema: int, payload: str) -> str:
+        try:
+            event = decode_payload(OwnerForgotten.kind, schema, payload)
+        except IntegrityError as exc:
+            return f"event {position} (owner.forgotten): {exc}"
+        assert isinstance(event, OwnerForgotten)
+        if event.redacted_positions is None:
+            for old in sorted(self.unaccounted)[:event.erased_events]:
+                del self.unaccounted[old]
+                self.accounted.add(old)
+            return ""
+        for named in event.redacted_positions:
+            if self.unaccounted.pop(named, None) is None:
+                state = "was already accounted for" if named in self.accounted else "is not redacted"
+                return f"event {position} (owner.forgotten) names event {named} as erased, but it {state}"
+            self.accounted.add(named)
+        return ""
 
 
 @attrs.frozen(kw_only=True)
@@ -222,8 +271,19 @@ def replay_into(source_path: Path, target_dir: Path, progress: Progress | None =
     }
 
 
-def verify_database(path: Path, progress: Progress | None = None) -> VerifyReport:
-    """Check the hash chain, the FTS indexes, and that replaying the log gives the same tables."""
+def verify_database(path: Path, progress: Progress | None = None, *, anchors: Sequence[tuple[str, Head]] = (),
+                    noted: Sequence[str] = ()) -> VerifyReport:
+    """Check the hash chain, the head ``anchors`` (``(label, head)``: the log must hold each),
+    the append-only triggers, the FTS indexes, and that replaying the log gives the same tables.
+    ``noted``: problems found when the store was opened. A damaged file is a failed check."""
+    try:
+        return _verify(path, progress, anchors, noted)
+    except (apsw.CorruptError, apsw.NotADBError, ForeignDatabase) as exc:
+        return VerifyReport(ok=False, events=0, problem=f"memory.db is damaged and cannot be read: {exc}")
+
+
+def _verify(path: Path, progress: Progress | None, anchors: Sequence[tuple[str, Head]],
+            noted: Sequence[str]) -> VerifyReport:
     conn = open_connection(path)
     try:
         fts_problem = ""
@@ -239,8 +299,13 @@ def verify_database(path: Path, progress: Progress | None = None) -> VerifyRepor
             report = check_chain(conn, progress)
             if not report.ok:
                 return report
-            if fts_problem:
-                return attrs.evolve(report, ok=False, problem=fts_problem)
+            problems = [p for label, head in anchors if (p := head_problem(conn, head, label))]
+            missing = missing_triggers(conn)
+            if missing:
+                problems.append(f"the append-only triggers {', '.join(missing)} are missing")
+            problems += [*noted, *([fts_problem] if fts_problem else [])]
+            if problems:
+                return attrs.evolve(report, ok=False, problem="; ".join(problems))
             live = table_checksums(conn)
             scratch = open_connection(":memory:")
             try:
@@ -252,7 +317,8 @@ def verify_database(path: Path, progress: Progress | None = None) -> VerifyRepor
             finally:
                 scratch.close()
         finally:
-            conn.execute("COMMIT")
+            if conn.in_transaction:
+                conn.execute("COMMIT")
     finally:
         conn.close()
     differing = sorted(t for t in live if live[t] != rebuilt[t])

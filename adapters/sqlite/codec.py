@@ -19,7 +19,10 @@ from fermix_memory.domain.events import EVENTS_BY_KIND, DomainEvent
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
 # (kind, from_schema) -> function giving the payload of schema from_schema + 1.
-UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+UPCASTERS: dict[tuple[str, int], Upcaster] = {
+    # Schema-1 erasure records gave only how many events they redacted, not which.
+    ("owner.forgotten", 1): lambda data: {**data, "redacted_positions": None, "conversations": []},
+}
 
 
 def _make_converter() -> cattrs.Converter:
@@ -35,6 +38,11 @@ CONVERTER = _make_converter()
 def encode_payload(event: DomainEvent) -> str:
     data = CONVERTER.unstructure(event)
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def encoded_text(text: str) -> str:
+    """How a string value appears inside an encoded payload (quotes included)."""
+    return json.dumps(text, ensure_ascii=False)
 
 
 def decode_payload(kind: str, schema: int, payload: str) -> DomainEvent:

@@ -13,7 +13,7 @@ import hashlib
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,8 +26,9 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from fermix_memory.adapters.sqlite.codec import decode_payload, encode_payload
+from fermix_memory.adapters.sqlite.codec import decode_payload, encode_payload, encoded_text
 from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection, translated_errors
+from fermix_memory.adapters.sqlite.head import GENESIS_HASH, Head, HeadFile, read_head
 from fermix_memory.adapters.sqlite.projections import project
 from fermix_memory.adapters.sqlite.queries import AGENT_OWNERS_SQL, AGENT_RULES_SQL
 from fermix_memory.adapters.sqlite.rows import (
@@ -37,7 +38,7 @@ from fermix_memory.adapters.sqlite.rows import (
     review_state_from_row,
     review_state_key,
 )
-from fermix_memory.adapters.sqlite.schema import FTS_TABLES, migrate
+from fermix_memory.adapters.sqlite.schema import FTS_TABLES, migrate, restore_triggers
 from fermix_memory.application.errors import StorageBusy, StorageError
 from fermix_memory.application.ports import RecordedEvent, ReviewState, ScrubReport
 from fermix_memory.domain.events import DomainEvent
@@ -47,7 +48,6 @@ from fermix_memory.domain.values import ConversationKey, Scope
 log = logging.getLogger("fermix_memory.storage")
 
 T = TypeVar("T")
-GENESIS_HASH = "0" * 64
 WRITE_ATTEMPTS = 3
 GATHER_S = 0.001
 
@@ -219,39 +219,30 @@ class _Transaction:
             " UNION SELECT agent_id FROM resources WHERE owner_id = :o"
             " UNION SELECT agent_id FROM review_state WHERE owner_id = :o"
             " UNION SELECT agent_id FROM scheduled_jobs WHERE owner_id = :o"
-            " UNION SELECT agent_id FROM memory_sources WHERE owner_id = :o"
-            " UNION SELECT json_extract(payload, '$.provenance.agent_id') FROM events"
-            "  WHERE kind = 'memory.operation_refused' AND json_extract(payload, '$.provenance.owner_id') = :o",
+            " UNION SELECT agent_id FROM memory_sources WHERE owner_id = :o",
             {"o": owner_id},
         ).fetchall()
         return sorted(str(r[0]) for r in rows if r[0] is not None)
 
-    def owner_event_positions(self, agent_id: str, owner_id: str) -> list[int]:
-        # One pass over the log in SQL (an erasure is rare; the log is not indexed by owner).
-        rows = self.cursor.execute(_OWNER_EVENTS_SQL, {"a": agent_id, "o": owner_id}).fetchall()
-        return [int(r[0]) for r in rows]
+    def erasure_candidates(self, owner_id: str, kinds: Collection[str]) -> list[RecordedEvent]:
+        # The payload filter only narrows what is decoded; the events' own declarations decide.
+        wanted = sorted(kinds)
+        rows = self.cursor.connection.cursor().execute(
+            "SELECT position, stream, version, kind, schema, payload FROM events WHERE payload IS NOT NULL"
+            f" AND (kind IN ({','.join('?' * len(wanted))}) OR instr(payload, ?) > 0) ORDER BY position",
+            (*wanted, encoded_text(owner_id)),
+        ).fetchall()
+        return [RecordedEvent(position=position, stream=stream, version=version,
+                              event=decode_payload(kind, schema, payload))
+                for position, stream, version, kind, schema, payload in rows]
 
     def redact(self, positions: Sequence[int]) -> int:
         self.cursor.executemany("UPDATE events SET payload = NULL WHERE position = ? AND payload IS NOT NULL",
                                 [(p,) for p in positions])
+        if positions:  # the erased bytes stay in free pages and FTS segments until scrubbed
+            self.cursor.execute("INSERT OR IGNORE INTO scrub_pending(id, since_position) VALUES (1, ?)",
+                                (self.position,))
         return len(positions)
-
-
-# Events that carry an owner's content with an agent (see WriteTransaction.owner_event_positions).
-_OWNER_EVENTS_SQL = """
-WITH own_rows(id) AS (SELECT id FROM memories WHERE agent_id = :a AND owner_id = :o),
-     own_jobs(id) AS (SELECT id FROM scheduled_jobs WHERE agent_id = :a AND owner_id = :o)
-SELECT position FROM events
-WHERE payload IS NOT NULL AND kind != 'owner.forgotten' AND (
-    (json_extract(payload, '$.agent_id') = :a AND json_extract(payload, '$.owner_id') = :o)
-    OR (kind IN ('memory.replaced', 'memory.archived', 'memory.restored', 'memory.operation_refused')
-        AND json_extract(payload, '$.memory_id') IN own_rows)
-    OR (kind = 'memory.operation_refused' AND json_extract(payload, '$.provenance.agent_id') = :a
-        AND json_extract(payload, '$.provenance.owner_id') = :o)
-    OR (kind = 'job_run.recorded' AND json_extract(payload, '$.job_id') IN own_jobs)
-)
-ORDER BY position
-"""
 
 
 class _Pending:
@@ -270,7 +261,8 @@ CommitListener = Callable[[list[RecordedEvent]], None]
 class SqliteEventStore:
     """Implements the ``EventStore`` port on one ``memory.db`` file."""
 
-    def __init__(self, path: Path, *, durability: str = "normal") -> None:
+    def __init__(self, path: Path, *, durability: str = "normal", head_file: Path | None = None) -> None:
+        """``head_file``: where this home keeps its last-seen log head (ADR-0011); checked here."""
         self.path = Path(path)
         self.durability = durability
         self._writer = open_connection(self.path, durability=durability)
@@ -278,15 +270,24 @@ class SqliteEventStore:
             with translated_errors("migrating memory.db"):
                 migrate(self._writer, str(self.path))
                 enable_wal(self._writer)
+                # Append-only triggers someone dropped are put back; verify reports it.
+                self.restored_triggers = restore_triggers(self._writer)
+                self._head_file = HeadFile(head_file) if head_file is not None else None
+                if self._head_file is not None:
+                    self._head_file.check_at_open(self._writer)
         except BaseException:
             self._writer.close()
             raise
+        if self.restored_triggers:
+            log.warning("the append-only triggers %s of %s were missing; re-created (verify reports it)",
+                        ", ".join(self.restored_triggers), self.path)
         lock = threading.Lock()
         self._turn = threading.Condition(lock)  # followers wait here for their commit
         self._arrived = threading.Condition(lock)  # a gathering leader waits here for followers
         self._leading = False
         self._gathering = False
         self._expected = 1
+        self._head = Head(0, GENESIS_HASH)
         self._queue: list[_Pending] = []
         self._listeners: list[CommitListener] = []
         self._reactions: list[CommitListener] = []
@@ -328,6 +329,8 @@ class SqliteEventStore:
             while self._leading:  # let the batch in flight commit first
                 self._turn.wait()
             self._closed = True
+            if self._head_file is not None:
+                self._head_file.flush(sync=True)
             with self._readers_lock:
                 for conn in list(self._readers):
                     conn.close()
@@ -413,6 +416,8 @@ class SqliteEventStore:
             for p in batch:
                 p.done = True
         if recorded:
+            if self._head_file is not None:
+                self._head_file.advanced(self._head, len(recorded))
             for listener in self._listeners:
                 try:
                     listener(recorded)
@@ -442,6 +447,7 @@ class SqliteEventStore:
                         break
                 if failed is None:
                     cur.execute("COMMIT")
+                    self._head = Head(tx.position, tx.hash)
                     return tx.recorded
                 cur.execute("ROLLBACK")
             except BaseException:
@@ -478,11 +484,20 @@ class SqliteEventStore:
                 finally:
                     conn.execute("PRAGMA secure_delete = OFF")
                 busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0][0]
+                if busy == 0:  # every erased byte is gone from the files: the erasure is finished
+                    conn.execute("DELETE FROM scrub_pending")
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             return ScrubReport(wal_truncated=busy == 0, bytes_before=before, bytes_after=self._file_bytes())
         finally:
             with self._turn:
                 self._leading = False
                 self._turn.notify_all()
+
+    def scrub_pending(self) -> bool:
+        """Whether an erasure committed but its scrub has not finished (killed, or a reader
+        elsewhere kept the WAL): its bytes may still be in the files."""
+        with translated_errors("reading memory.db"):
+            return bool(self.reader().execute("SELECT count(*) FROM scrub_pending").fetchall()[0][0])
 
     def _file_bytes(self) -> int:
         files = (self.path, self.path.with_name(self.path.name + "-wal"))
@@ -502,6 +517,25 @@ class SqliteEventStore:
             (stream_prefix, stream_prefix + "\U0010ffff"),
         ).fetchall()
         return {r[0]: int(r[1]) for r in rows}
+
+    def head(self) -> Head:
+        """The log's last (position, hash): an anchor to keep elsewhere (ADR-0011)."""
+        with translated_errors("reading the event log"):
+            return read_head(self.reader())
+
+    def home_anchor(self) -> Head | None:
+        """The last head this home recorded outside the database (``None``: none)."""
+        return self._head_file.anchor() if self._head_file is not None else None
+
+    def problems_at_open(self) -> list[str]:
+        """What opening found wrong and mended or kept as evidence (verify reports these)."""
+        problems = []
+        if self._head_file is not None and self._head_file.problem:
+            problems.append(self._head_file.problem)
+        if self.restored_triggers:
+            problems.append(f"the append-only triggers {', '.join(self.restored_triggers)} were missing when"
+                            " memory.db was opened (re-created): the log could be changed meanwhile")
+        return problems
 
     def last_position(self) -> int:
         row = self.reader().execute("SELECT max(position) FROM events").fetchall()

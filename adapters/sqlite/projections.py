@@ -305,6 +305,17 @@ def _owner_forgotten(cur: apsw.Cursor, position: int, e: ev.OwnerForgotten) -> N
     """Every projection row of the owner with the agent goes (the redacted events that made
     them are skipped by a replay, so a rebuilt database has none either)."""
     key = {"a": e.agent_id, "o": e.owner_id}
+    # Rows made by redacted events of other owners that quoted this one (a group checkpoint).
+    erased = [(p,) for p in e.redacted_positions or ()]
+    cur.executemany("DELETE FROM messages WHERE id = ?", erased)
+    cur.executemany("DELETE FROM memories WHERE id = ?", erased)
+    # A redacted compaction failure no longer holds the conversation back; the row is kept (or
+    # made, in a replay that skipped the failure that made it) so both agree.
+    cur.executemany(
+        "INSERT INTO conversation_state(agent_id, channel, chat_id, thread_scope) VALUES (?,?,?,?)"
+        " ON CONFLICT(agent_id, channel, chat_id, thread_scope) DO UPDATE SET compaction_retry_after = NULL",
+        [(e.agent_id, c.channel, c.chat_id, c.thread_scope) for c in e.conversations],
+    )
     cur.execute("DELETE FROM job_runs WHERE job_id IN"
                 " (SELECT id FROM scheduled_jobs WHERE agent_id = :a AND owner_id = :o)", key)
     for table in ("messages", "memories", "review_state", "scheduled_jobs", "memory_sources",

@@ -16,6 +16,20 @@ from fermix_memory.application.errors import DatabaseTooNew, ForeignDatabase
 
 APPLICATION_ID = 0x46524D58  # "FRMX"
 
+# The triggers that make ``events`` append-only (only ``payload`` may change, and only to NULL).
+# Kept apart so that opening a database whose triggers were dropped can put them back.
+APPEND_ONLY_TRIGGERS: dict[str, str] = {
+    "events_append_only_delete": """CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;""",
+    "events_append_only_update": """CREATE TRIGGER events_append_only_update
+BEFORE UPDATE OF position, stream, version, kind, schema, recorded_at, payload_sha256, prev_hash, hash
+ON events
+BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;""",
+    "events_redact_only": "CREATE TRIGGER events_redact_only BEFORE UPDATE OF payload ON events"
+    """ WHEN NEW.payload IS NOT NULL
+BEGIN SELECT RAISE(ABORT, 'an event payload can only be redacted'); END;""",
+}
+
 _V1 = """
 CREATE TABLE events(
     position       INTEGER PRIMARY KEY,
@@ -30,14 +44,7 @@ CREATE TABLE events(
     hash           TEXT NOT NULL,
     UNIQUE(stream, version)
 );
-CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
-BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
-CREATE TRIGGER events_append_only_update
-BEFORE UPDATE OF position, stream, version, kind, schema, recorded_at, payload_sha256, prev_hash, hash
-ON events
-BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
-CREATE TRIGGER events_redact_only BEFORE UPDATE OF payload ON events WHEN NEW.payload IS NOT NULL
-BEGIN SELECT RAISE(ABORT, 'an event payload can only be redacted'); END;
+""" + "\n".join(APPEND_ONLY_TRIGGERS.values()) + """
 
 CREATE TABLE messages(
     id            INTEGER PRIMARY KEY,   -- the position of its message.appended event
@@ -201,7 +208,16 @@ CREATE TABLE review_state(
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1,)
+# Erasures whose bytes may still be in the files: written in the erasure's transaction, cleared
+# once the scrub (VACUUM, WAL emptied) succeeded; a pending row makes the next open scrub.
+_V2 = """
+CREATE TABLE scrub_pending(
+    id             INTEGER PRIMARY KEY CHECK (id = 1),
+    since_position INTEGER NOT NULL
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 PROJECTION_TABLES: tuple[str, ...] = (
@@ -247,6 +263,22 @@ def migrate(conn: apsw.Connection, path: str) -> int:
         conn.execute("ROLLBACK")
         raise
     return int(version)
+
+
+def missing_triggers(conn: apsw.Connection) -> list[str]:
+    """Names of the append-only triggers that are not in the database."""
+    present = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'trigger'")}
+    return [name for name in APPEND_ONLY_TRIGGERS if name not in present]
+
+
+def restore_triggers(conn: apsw.Connection) -> list[str]:
+    """Re-create missing append-only triggers; returns the names that were missing."""
+    missing = missing_triggers(conn)
+    if missing:
+        with conn:
+            for name in missing:
+                conn.execute(APPEND_ONLY_TRIGGERS[name])
+    return missing
 
 
 # External-content FTS5 tables kept in sync by ``<table>_insert|delete|update`` triggers.

@@ -3,15 +3,21 @@ triggers and redaction."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
 
 from fermix_memory import MemorySystem
+from fermix_memory.adapters.sqlite.codec import decode_payload
 from fermix_memory.adapters.sqlite.event_store import GENESIS_HASH, chain_hash, payload_digest
+from fermix_memory.adapters.sqlite.projections import project
+from fermix_memory.application.streams import owner_stream
+from fermix_memory.domain.erasure import OwnerContentFinder
 
 AGENT = "chain-agent"
 CONV = "test:chain"
@@ -251,41 +257,36 @@ def test_the_triggers_also_hold_for_the_open_store(home: Path) -> None:
         assert memory.verify().ok
 
 
-def test_a_redacted_message_payload_keeps_the_chain_valid(home: Path, raw: apsw.Connection) -> None:
-    position = raw.execute(
-        "SELECT position FROM events WHERE kind = 'message.appended' ORDER BY position LIMIT 1 OFFSET 20"
-    ).fetchall()[0][0]
+def first_message_position(raw: apsw.Connection, offset: int = 20) -> int:
+    return int(raw.execute("SELECT position FROM events WHERE kind = 'message.appended' ORDER BY position"
+                           " LIMIT 1 OFFSET ?", (offset,)).fetchall()[0][0])
+
+
+def test_tamper_a_null_payload_with_its_row_deleted_is_named_not_passed_as_a_redaction(
+        home: Path, raw: apsw.Connection) -> None:
+    position = first_message_position(raw)
     digest = raw.execute("SELECT payload_sha256 FROM events WHERE position = ?", (position,)).fetchall()[0][0]
-    # Forgetting = redact the payload (the one update the triggers allow) AND scrub the projection row.
+    # What an erasure does (the one update the triggers allow, and the row scrubbed) but with no
+    # recorded erasure naming it: tampering, however tidy.
     raw.execute("UPDATE events SET payload = NULL WHERE position = ?", (position,))
     raw.execute("DELETE FROM messages WHERE id = ?", (position,))
     assert raw.execute("SELECT payload, payload_sha256 FROM events WHERE position = ?",
                        (position,)).fetchall() == [(None, digest)]
     report = verify(home)
-    assert report.ok, report.problem
-    assert report.redacted == 1
-    assert report.first_bad_position is None
-    with MemorySystem.open(home) as memory:
-        positions = [r.position for r in memory.app.store.read_events()]
-        assert position not in positions
-        assert len(positions) == report.events - 1
+    assert not report.ok and report.redacted == 1
+    assert report.first_bad_position == position
+    assert f"event {position} (message.appended)" in report.problem and "no recorded erasure" in report.problem
 
 
 def test_a_redaction_that_leaves_the_row_behind_is_reported(home: Path, raw: apsw.Connection) -> None:
-    position = raw.execute(
-        "SELECT position FROM events WHERE kind = 'message.appended' ORDER BY position LIMIT 1 OFFSET 20"
-    ).fetchall()[0][0]
+    position = first_message_position(raw)
     raw.execute("UPDATE events SET payload = NULL WHERE position = ?", (position,))
     report = verify(home)
-    # The chain holds, but the content is still in the messages table: not really forgotten.
-    assert not report.ok and report.first_bad_position is None
-    assert "messages" in report.problem and report.redacted == 1
+    assert not report.ok and report.first_bad_position == position and report.redacted == 1
 
 
 def test_tampering_after_a_redaction_is_still_named(home: Path, raw: apsw.Connection) -> None:
-    position = raw.execute(
-        "SELECT position FROM events WHERE kind = 'message.appended' ORDER BY position LIMIT 1 OFFSET 20"
-    ).fetchall()[0][0]
+    position = first_message_position(raw)
     raw.execute("UPDATE events SET payload = NULL WHERE position = ?", (position,))
     drop_update_triggers(raw)
     raw.execute("UPDATE events SET payload = replace(payload, 'message', 'massage') WHERE position = ?",
@@ -294,44 +295,83 @@ def test_tampering_after_a_redaction_is_still_named(home: Path, raw: apsw.Connec
     assert not report.ok and report.first_bad_position == position + 1
 
 
-def test_a_forged_memory_row_is_named_even_after_a_message_was_redacted(home: Path, raw: apsw.Connection) -> None:
-    position = raw.execute(
-        "SELECT position FROM events WHERE kind = 'message.appended' ORDER BY position LIMIT 1"
-    ).fetchall()[0][0]
-    raw.execute("UPDATE events SET payload = NULL WHERE position = ?", (position,))
+def test_a_forged_memory_row_is_named_even_after_an_erasure(home: Path, raw: apsw.Connection) -> None:
+    with MemorySystem.open(home) as memory:
+        memory.forget_owner("bob")
+        assert memory.verify().ok
     raw.execute("UPDATE memories SET value = 'forged fact' WHERE id = (SELECT min(id) FROM memories)")
     report = verify(home)
-    assert not report.ok
+    assert not report.ok and report.redacted > 0
     assert "memories" in report.problem
 
 
-def test_forgetting_a_memory_row_keeps_verify_and_replay_ok(home: Path, raw: apsw.Connection, tmp_path: Path) -> None:
+def test_tamper_a_whole_memory_row_redacted_by_hand_is_named(home: Path, raw: apsw.Connection) -> None:
     position = raw.execute(
         "SELECT a.position FROM events a WHERE a.kind = 'memory.added' AND EXISTS (SELECT 1 FROM events r"
         " WHERE r.kind = 'memory.replaced' AND r.payload LIKE '%\"memory_id\":' || a.position || ',%')"
         " ORDER BY a.position LIMIT 1"
     ).fetchall()[0][0]
-    # Forgetting a row redacts every event about it and scrubs the row, in one transaction.
+    # Every event about the row redacted and the row scrubbed, in one transaction, by hand.
     raw.execute("BEGIN")
     raw.execute("UPDATE events SET payload = NULL WHERE position = ? OR (kind LIKE 'memory.%' AND payload LIKE"
                 " '%\"memory_id\":' || ? || ',%')", (position, position))
     raw.execute("DELETE FROM memories WHERE id = ?", (position,))
     raw.execute("COMMIT")
     report = verify(home)
-    assert report.ok, report.problem
-    assert report.redacted >= 2
+    assert not report.ok and report.redacted >= 2 and report.first_bad_position == position
+
+
+def test_an_erasure_record_naming_a_payload_that_is_back_is_reported(home: Path, raw: apsw.Connection) -> None:
+    payloads = dict(raw.execute("SELECT position, payload FROM events").fetchall())
     with MemorySystem.open(home) as memory:
+        assert memory.forget_owner("bob").erased_events["chain-agent"] > 0
+    [(erasure,)] = raw.execute("SELECT position FROM events WHERE kind = 'owner.forgotten'").fetchall()
+    named = raw.execute("SELECT min(position) FROM events WHERE payload IS NULL").fetchall()[0][0]
+    # Someone kept a copy and puts the original payload back: the chain cannot tell, the record can.
+    drop_update_triggers(raw)
+    raw.execute("UPDATE events SET payload = ? WHERE position = ?", (payloads[named], named))
+    result = verify(home)
+    assert not result.ok and result.first_bad_position == erasure
+    assert f"names event {named} as erased, but it is not redacted" in result.problem
+
+
+def append_schema_1_erasure(tx: Any, agent: str, owner: str) -> int:
+    """Forget ``owner`` as a schema-1 fermix-memory did: payloads redacted, rows deleted, and a
+    record that only says how many events went."""
+    finder = OwnerContentFinder(owner, agent)
+    for item in tx.read_events():
+        finder.add(item.position, item.event)
+    count = tx.redact(finder.positions().get(agent, []))
+    at = "2026-02-01T00:00:00+00:00"
+    payload = json.dumps({"agent_id": agent, "owner_id": owner, "erased_events": count, "at": at,
+                          "provenance": {"agent_id": agent, "owner_id": owner}}, sort_keys=True, separators=(",", ":"))
+    stream, position = owner_stream(agent, owner), tx.position + 1
+    version, digest = tx._next_version(stream), payload_digest(payload)
+    row_hash = chain_hash(tx.hash, position, stream, version, "owner.forgotten", 1, at, digest)
+    tx.cursor.execute("INSERT INTO events(position, stream, version, kind, schema, recorded_at, payload,"
+                      " payload_sha256, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                      (position, stream, version, "owner.forgotten", 1, at, payload, digest, tx.hash, row_hash))
+    project(tx.cursor, position, decode_payload("owner.forgotten", 1, payload))
+    tx.position, tx.hash = position, row_hash
+    return count
+
+
+def test_an_old_erasure_record_accounts_for_its_redactions_by_count(home: Path, tmp_path: Path) -> None:
+    with MemorySystem.open(home) as memory:
+        count = memory.app.store.write(lambda tx: append_schema_1_erasure(tx, AGENT, "bob"))
+        assert count > 0
+        [record] = [r.event for r in memory.app.store.read_events() if r.event.kind == "owner.forgotten"]
+        assert record.redacted_positions is None and record.erased_events == count  # upcast from schema 1
+        report = memory.verify()
+        assert report.ok, report.problem
+        assert report.redacted == count
         assert memory.replay_into(tmp_path / "replayed")["identical"]
-
-
-def test_a_partial_redaction_of_a_memory_row_is_reported(home: Path, raw: apsw.Connection) -> None:
-    position = raw.execute(
-        "SELECT a.position FROM events a WHERE a.kind = 'memory.added' AND EXISTS (SELECT 1 FROM events r"
-        " WHERE r.kind = 'memory.replaced' AND r.payload LIKE '%\"memory_id\":' || a.position || ',%')"
-        " ORDER BY a.position LIMIT 1"
-    ).fetchall()[0][0]
-    raw.execute("UPDATE events SET payload = NULL WHERE position = ?", (position,))
-    report = verify(home)
-    # The chain still holds; the log no longer replays, and verify says so instead of raising.
-    assert not report.ok and report.first_bad_position is None and report.redacted == 1
-    assert "does not replay" in report.problem
+    raw = apsw.Connection(str(home / "memory.db"))
+    try:
+        # One NULL payload more than the old record accounts for is still tampering.
+        position = raw.execute("SELECT min(position) FROM events WHERE kind = 'message.appended'"
+                               " AND payload IS NOT NULL").fetchall()[0][0]
+        raw.execute("UPDATE events SET payload = NULL WHERE position = ?", (position,))
+    finally:
+        raw.close()
+    assert not verify(home).ok

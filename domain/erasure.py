@@ -1,0 +1,70 @@
+"""Which logged events carry one owner's content: each event declares it (``erasure()``),
+this folds those declarations over the log and resolves the references they make
+(the owner of a memory row or job, the participants of a conversation). Pure."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from fermix_memory.domain.events import DomainEvent, OwnerRef
+from fermix_memory.domain.values import ConversationKey
+
+ConversationRef = tuple[str, ConversationKey]
+
+
+class OwnerContentFinder:
+    """Feed it every readable event in log order; ask which positions carry ``owner_id``'s
+    content, per agent (only ``agent_id``'s when given)."""
+
+    def __init__(self, owner_id: str, agent_id: str | None = None) -> None:
+        self.owner_id = owner_id
+        self.agent_id = agent_id
+        self._hits: dict[str, set[int]] = defaultdict(set)
+        self._row_owner: dict[int, OwnerRef] = {}
+        self._job_owner: dict[str, OwnerRef] = {}
+        self._row_refs: list[tuple[int, int]] = []  # (memory row, position)
+        self._job_refs: list[tuple[str, int]] = []
+        self._participants: dict[ConversationRef, set[str]] = defaultdict(set)
+        self._conversation_events: dict[ConversationRef, list[int]] = defaultdict(list)
+
+    def _mine(self, ref: OwnerRef | None) -> bool:
+        return ref is not None and ref[1] == self.owner_id and self.agent_id in (None, ref[0])
+
+    def add(self, position: int, event: DomainEvent) -> None:
+        decl = event.erasure()
+        for ref in decl.owners:
+            if self._mine(ref):
+                self._hits[ref[0]].add(position)
+        if decl.creates_row and decl.owners:
+            self._row_owner[position] = decl.owners[0]
+        if decl.creates_job and decl.owners:
+            self._job_owner[decl.creates_job] = decl.owners[0]
+        if decl.memory_row is not None:
+            self._row_refs.append((decl.memory_row, position))
+        if decl.job:
+            self._job_refs.append((decl.job, position))
+        if decl.conversation is not None:
+            if decl.takes_part:
+                self._participants[decl.conversation].update(owner for _, owner in decl.owners)
+            else:
+                self._conversation_events[decl.conversation].append(position)
+
+    def positions(self) -> dict[str, list[int]]:
+        """Per agent, the sorted positions to redact (agents with nothing are left out)."""
+        hits = {agent: set(found) for agent, found in self._hits.items()}
+        resolved = [(self._row_owner.get(row), p) for row, p in self._row_refs]
+        resolved += [(self._job_owner.get(job), p) for job, p in self._job_refs]
+        for ref, position in resolved:
+            if ref is not None and self._mine(ref):
+                hits.setdefault(ref[0], set()).add(position)
+        for agent, conversation in self.conversations():
+            hits.setdefault(agent, set()).update(self._conversation_events[(agent, conversation)])
+        return {agent: sorted(found) for agent, found in hits.items() if found}
+
+    def conversations(self) -> list[ConversationRef]:
+        """Conversations the owner took part in that have conversation-level events to redact."""
+        return sorted(
+            (ref for ref, owners in self._participants.items()
+             if self.owner_id in owners and self.agent_id in (None, ref[0]) and self._conversation_events.get(ref)),
+            key=lambda ref: (ref[0], ref[1].scope_id),
+        )

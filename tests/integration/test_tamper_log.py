@@ -1,0 +1,149 @@
+"""Tampering that a valid chain alone cannot show: a cut-off tail, dropped append-only
+triggers; and a damaged file, which is a failed verification, not a crash."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import apsw
+import pytest
+
+from fermix_memory import FermixError, MemorySystem
+from fermix_memory.adapters.sqlite.schema import APPEND_ONLY_TRIGGERS
+from fermix_memory.entrypoints.cli import main
+
+CUT = 5
+
+
+def fill(home: Path, messages: int = 40) -> None:
+    with MemorySystem.open(home) as memory:
+        for i in range(messages):
+            memory.append_message(agent_id="ada", owner_id="alice", conversation="telegram:alice", role="user",
+                                  content=f"message number {i} " + "padding " * 20)
+
+
+def cli(*args: str, home: Path) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(["--home", str(home), *args], stdout=out)
+    return code, out.getvalue()
+
+
+def cut_the_tail(home: Path, count: int = CUT) -> None:
+    """What an attacker does: drop the delete trigger, delete the last events and the rows they
+    made (so replay still matches), put the trigger back."""
+    raw = apsw.Connection(str(home / "memory.db"))
+    try:
+        with raw:
+            raw.execute("DROP TRIGGER events_append_only_delete")
+            last = raw.execute("SELECT max(position) FROM events").fetchall()[0][0]
+            raw.execute("DELETE FROM events WHERE position > ?", (last - count,))
+            raw.execute("DELETE FROM messages WHERE id > ?", (last - count,))
+            raw.execute(APPEND_ONLY_TRIGGERS["events_append_only_delete"])
+    finally:
+        raw.close()
+
+
+def test_events_head_prints_position_and_hash_and_verify_expect_head_checks_it(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    fill(home)
+    code, text = cli("events", "head", home=home)
+    assert code == 0
+    anchor = text.strip()
+    position, digest = anchor.split(":")
+    assert int(position) == 40 and len(digest) == 64
+    code, text = cli("events", "head", "--json", home=home)
+    assert code == 0 and json.loads(text) == {"position": 40, "hash": digest}
+    assert cli("events", "verify", "--expect-head", anchor, home=home)[0] == 0
+    wrong = f"{position}:{'0' * 64}"
+    assert cli("events", "verify", "--expect-head", wrong, home=home)[0] == 1
+    assert cli("events", "verify", "--expect-head", "not-a-head", home=home)[0] == 1
+
+
+def test_tail_truncation_fails_verify_against_a_kept_head(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home = tmp_path / "home"
+    fill(home)
+    with MemorySystem.open(home) as memory:
+        kept = memory.head()
+    cut_the_tail(home)
+    (home / "head").unlink()  # even with the home's own anchor gone too
+    code, _ = cli("events", "verify", "--expect-head", str(kept), home=home)
+    assert code == 1
+    assert "cut off" in capsys.readouterr().err
+    with MemorySystem.open(home) as memory:
+        report = memory.verify(expect_head=kept)
+        assert not report.ok and f"{kept.position}" in report.problem
+        assert memory.verify().ok  # without an anchor, a shorter chain is a valid chain
+
+
+def test_tail_truncation_is_reported_on_open_from_the_homes_own_head(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    home = tmp_path / "home"
+    fill(home)
+    anchor = (home / "head").read_text(encoding="ascii").strip()
+    assert anchor.startswith("40:")
+    cut_the_tail(home)
+    with MemorySystem.open(home) as memory:
+        assert "cut off" in caplog.text
+        report = memory.verify()
+        assert not report.ok and "cut off" in report.problem and "35" in report.problem
+        memory.append_message(agent_id="ada", owner_id="alice", conversation="telegram:alice", role="user",
+                              content="a new message after the cut")
+    # The evidence stays: the anchor is not overwritten while it is unexplained.
+    assert (home / "head").read_text(encoding="ascii").strip() == anchor
+    with MemorySystem.open(home) as memory:
+        assert not memory.verify().ok
+
+
+def test_the_homes_head_follows_commits_and_a_clean_reopen_verifies(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    fill(home, 3)
+    with MemorySystem.open(home) as memory:
+        head = memory.head()
+        assert (home / "head").read_text(encoding="ascii").strip() == str(head)
+        assert memory.verify(expect_head=head).ok and memory.verify(expect_head=str(head)).ok
+        with pytest.raises(FermixError, match="POSITION:HASH"):
+            memory.verify(expect_head="3:xyz")
+
+
+def test_dropped_append_only_triggers_are_restored_on_open_and_reported_by_verify(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    fill(home, 5)
+    raw = apsw.Connection(str(home / "memory.db"))
+    for name in APPEND_ONLY_TRIGGERS:
+        raw.execute(f"DROP TRIGGER {name}")
+    raw.close()
+    code, _ = cli("events", "verify", home=home)
+    assert code == 1
+    with MemorySystem.open(home) as memory:  # put back by the previous open
+        conn = memory.app.store.reader()
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'trigger'")}
+        assert set(APPEND_ONLY_TRIGGERS) <= names
+        with pytest.raises(apsw.ConstraintError):
+            conn.execute("DELETE FROM events WHERE position = 1")
+        assert memory.verify().ok
+    raw = apsw.Connection(str(home / "memory.db"))
+    raw.execute("DROP TRIGGER events_redact_only")
+    raw.close()
+    with MemorySystem.open(home) as memory:
+        report = memory.verify()
+        assert not report.ok and "events_redact_only" in report.problem and "missing" in report.problem
+
+
+def test_verify_of_a_file_with_a_corrupt_page_is_a_failed_verification(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home = tmp_path / "home"
+    fill(home, 200)
+    db = home / "memory.db"
+    raw = apsw.Connection(str(db))
+    page_size = raw.execute("PRAGMA page_size").fetchall()[0][0]
+    [(page,)] = raw.execute("SELECT min(pageno) FROM dbstat WHERE name = 'events' AND pagetype = 'leaf'").fetchall()
+    raw.close()
+    with db.open("r+b") as fh:
+        fh.seek((page - 1) * page_size)
+        fh.write(b"\xff" * 64 + b"\x00" * 64)
+    code, _ = cli("events", "verify", home=home)
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "internal error" not in err and "damaged" in err
