@@ -138,7 +138,6 @@ class _Knob:
     type: _Type
     check: Callable[[Any], bool] = _anything
     rule: str = ""  # ``check`` in words: "<key> must be <rule>"
-    echo: bool = True  # False for values that may be a credential pasted in the wrong place
 
 
 def _choice(*options: str) -> _Knob:
@@ -215,7 +214,6 @@ _PROVIDER_KNOBS: Mapping[str, _Knob] = {
         "the NAME of the environment variable that holds the API key (letters, digits and _,"
         " like OPENAI_API_KEY), not the key itself: put the key in that variable and the"
         " variable's name here",
-        echo=False,
     ),
     "context_window": _POSITIVE_INT,
     "retries": _Knob(_INT, lambda v: 0 <= v <= 5, "between 0 and 5"),
@@ -255,7 +253,11 @@ def settings_from_mapping(data: Mapping[str, Any], source: str) -> Settings:
 def _knob_values(
     table: Mapping[str, Any], prefix: str, knobs: Mapping[str, _Knob], source: str
 ) -> dict[str, Any]:
-    """Check every key of ``table`` against ``knobs``; return the converted values."""
+    """Check every key of ``table`` against ``knobs``; return the converted values.
+
+    Errors name the file, the key and what is allowed, never the value: any value may be a
+    credential pasted in the wrong place.
+    """
     values: dict[str, Any] = {}
     for name, raw in table.items():
         key = f"{prefix}.{name}"
@@ -263,12 +265,10 @@ def _knob_values(
         if knob is None:
             raise _unknown_key(key, name, knobs, source)
         if not knob.type.accepts(raw):
-            # The type, never the value: a wrong-typed value can still be a secret.
             raise ConfigError(f"{source}: {key} must be {knob.type.name}, got {_describe(raw)}")
         value = knob.type.convert(raw)
         if not knob.check(value):
-            shown = f", got {raw!r}" if knob.echo else " (value not shown)"
-            raise ConfigError(f"{source}: {key} must be {knob.rule}{shown}")
+            raise ConfigError(f"{source}: {key} must be {knob.rule} (value not shown)")
         values[name] = value
     return values
 
@@ -291,7 +291,7 @@ def _providers(value: Any, key: str, source: str) -> tuple[ProviderSettings, ...
         provider_name = values["name"]
         if provider_name in first_index:
             raise ConfigError(
-                f"{source}: {prefix}.name {provider_name!r} is already used by"
+                f"{source}: {prefix}.name is already used by"
                 f" {key}[{first_index[provider_name]}]; provider names must be unique"
             )
         first_index[provider_name] = index
