@@ -29,6 +29,7 @@ from fermix_memory.application.streams import memory_stream, parse_owner_stream,
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.rendering import render_memory_md, render_user_md
+from fermix_memory.domain.values import preview
 
 log = logging.getLogger("fermix_memory.prompt_files")
 
@@ -51,7 +52,7 @@ def sha256(text: str) -> str:
 
 def check_resource_name(name: str) -> str:
     if name not in RESOURCE_NAMES:
-        raise NotFound(f"unknown resource {name!r}; resources are {', '.join(RESOURCE_NAMES)}")
+        raise NotFound(f"unknown resource {preview(name)}; resources are {', '.join(RESOURCE_NAMES)}")
     return name
 
 

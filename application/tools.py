@@ -45,6 +45,7 @@ from fermix_memory.domain.values import (
     Trust,
     check_identifier,
     normalise_key,
+    preview,
 )
 
 MAX_QUERY_CHARS = 500
@@ -174,7 +175,7 @@ def _trust(value: Trust | str) -> Trust:
     try:
         return Trust(value)
     except ValueError:
-        raise InvalidToolContext(f"trust must be operator or guest, got {str(value)[:40]!r}") from None
+        raise InvalidToolContext(f"trust must be operator or guest, got {preview(value)}") from None
 
 
 def _conversation(value: ConversationKey | str | None) -> ConversationKey | None:

@@ -38,7 +38,7 @@ from fermix_memory.domain.scopes import (
     memory_filter,
     write_scope,
 )
-from fermix_memory.domain.values import Category, PromoteTarget, Scope, Trust, is_encodable, normalise_key
+from fermix_memory.domain.values import Category, PromoteTarget, Scope, Trust, is_encodable, normalise_key, preview
 
 
 class RowLookup(Protocol):
@@ -123,7 +123,7 @@ class AdmissionPolicy:
                 raise ValueError(raw)
             category = Category(raw)
         except ValueError:
-            raise Refusal("unknown_category", f"{str(raw)[:40]!r} is not a memory category") from None
+            raise Refusal("unknown_category", f"{preview(raw)} is not a memory category") from None
         if category.operator_only and ctx.trust is not Trust.OPERATOR:
             raise Refusal("guest_directive", "only the operator may write directive rows")
         return category
