@@ -116,13 +116,16 @@ def _nesting_exceeds(value: object, limit: int) -> bool:
 def _created_at(created_at: object, at: datetime) -> datetime:
     if created_at is None:
         return at.astimezone(UTC)
-    if isinstance(created_at, datetime):
-        return _aware(created_at).astimezone(UTC)
-    if isinstance(created_at, str):
-        try:
-            return _aware(datetime.fromisoformat(created_at)).astimezone(UTC)
-        except ValueError:
-            raise InvalidMessage(f"created_at is not an ISO 8601 time: {created_at[:40]!r}") from None
+    try:
+        if isinstance(created_at, datetime):
+            return _aware(created_at).astimezone(UTC)
+        if isinstance(created_at, str):
+            try:
+                return _aware(datetime.fromisoformat(created_at)).astimezone(UTC)
+            except ValueError:
+                raise InvalidMessage(f"created_at is not an ISO 8601 time: {created_at[:40]!r}") from None
+    except OverflowError:  # a time near year 1 or 9999 whose offset pushes it out of range in UTC
+        raise InvalidMessage("created_at is out of range once converted to UTC") from None
     raise InvalidMessage("created_at must be an ISO 8601 string or a datetime")
 
 

@@ -325,9 +325,11 @@ class MemorySystem:
                  include_archived: bool = True) -> list[Memory]:
         """Every row (optionally of one agent / owner): an operator's view, not a prompt's."""
         self._check_open()
+        if not isinstance(include_archived, bool):
+            raise InvalidArgument("include_archived must be true or false")
         return self._app.queries.all_memories(agent_id=_optional_id(agent_id, "agent_id"),
                                               owner_id=_optional_id(owner_id, "owner_id"),
-                                              include_archived=bool(include_archived))
+                                              include_archived=include_archived)
 
     # --- recall ----------------------------------------------------------------------------------
 

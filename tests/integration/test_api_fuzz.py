@@ -13,6 +13,7 @@ import itertools
 import json
 from collections.abc import Iterator
 from concurrent.futures import Future
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,8 @@ VALID: dict[str, dict[str, Any]] = {
     "dispatch_tool": {"name": "memory_recall", "arguments": {"query": "paris"}, **TURN},
     "register_memory_source": {"source_id": "notes", **OWNER, "source_type": "notes", "name": "Notes"},
     "save_job": {"job_id": "daily", **OWNER, "name": "Daily", "schedule": "0 9 * * *", "prompt": "Summarise"},
-    "record_job_run": {"run_id": "r1", "job_id": "daily", "status": "ok", "started_at": "2026-01-01T09:00:00+00:00"},
+    "record_job_run": {"run_id": "r1", "job_id": "daily", "status": "succeeded",
+                       "started_at": datetime(2026, 1, 1, 9, tzinfo=UTC)},
     "compose_prompt": TURN,
     "prompt_file": OWNER,
     "rebuild_prompt_files": OWNER,
@@ -138,8 +140,8 @@ def default_home(scratch: Path) -> Iterator[None]:
 @pytest.fixture(scope="module")
 def memory(scratch: Path) -> Iterator[MemorySystem]:
     with MemorySystem.open(scratch / "home") as system:
+        system.write_memory(VALID["write_memory"]["operations"], **OWNER)  # memory row 1
         system.append_message(**VALID["append_message"])
-        system.write_memory(VALID["write_memory"]["operations"], **OWNER)
         yield system
 
 
@@ -174,6 +176,16 @@ def test_every_public_method_is_known() -> None:
     # VALID honest, so renamed or removed methods are noticed.
     assert set(VALID) <= set(public_methods())
     assert set(public_methods()) >= NOT_FUZZED
+
+
+def test_the_well_formed_arguments_are_accepted(scratch: Path) -> None:
+    # Otherwise the fuzzer would only ever meet the first check of a method.
+    with MemorySystem.open(scratch / "well-formed") as system:
+        system.write_memory(VALID["write_memory"]["operations"], **OWNER)  # memory row 1
+        system.append_message(**VALID["append_message"])
+        for name, arguments in VALID.items():
+            if name not in NOT_FUZZED:
+                call(system, scratch, name, dict(arguments))
 
 
 @pytest.mark.parametrize("name", sorted(set(public_methods()) - NOT_FUZZED))
