@@ -321,3 +321,19 @@ def test_config_toml_nested_400_levels_deep_is_a_config_error(tmp_path: Path, de
     error = config_error(path)
     assert error.startswith(f"{path}: ")
     assert "durability" in error or "nested too deeply" in error
+
+
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        ("[fermix_core.memory]\nreview_interval_hours = 1e8", "fermix_core.memory.review_interval_hours"),
+        ("[fermix_core.memory]\nreview_failure_backoff_ms = 922337203685477580", "review_failure_backoff_ms"),
+        ("[fermix_core.memory]\nreview_claim_ttl_s = 1e300", "fermix_core.memory.review_claim_ttl_s"),
+        ("[fermix_core.compaction]\nfailure_backoff_s = 1e12", "fermix_core.compaction.failure_backoff_s"),
+        ("[fermix_core.timeouts]\nllm_buffered_s = 1e10", "fermix_core.timeouts.llm_buffered_s"),
+    ],
+)
+def test_a_duration_too_long_for_date_arithmetic_is_a_config_error(tmp_path: Path, line: str, key: str) -> None:
+    error = config_error(write(tmp_path / "config.toml", line + "\n"))
+    assert key in error
+    assert "at most" in error

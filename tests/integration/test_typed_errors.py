@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from fermix_memory import FermixError, MemorySystem, NotFound, StorageError
+from fermix_memory import ConfigError, FermixError, MemorySystem, NotFound, StorageError
 from fermix_memory.application.history import HistoryImportError
 from fermix_memory.application.message_input import InvalidMessage
 from fermix_memory.domain.errors import DomainError, InvalidNumber
@@ -176,3 +176,18 @@ def test_disk_full_during_a_large_import_reports_disk_full_and_writes_nothing(me
     assert event_count(memory) == 0
     assert memory.append_message(**MESSAGE) == 1
     assert memory.verify().ok
+
+
+@pytest.mark.parametrize("config", [
+    {"fermix_core": {1: 2}},
+    {"fermix_core": {"memory": {("a",): 1}}},
+    {"fermix_core": {"memory": {"review_max_messages": 2**70}}},
+    {"fermix_core": {"memory": {"review_interval_hours": 10**400}}},
+    {"fermix_core": {"memory": {"review_interval_hours": 1e300}}},
+    {"fermix_core": {"providers": [{"name": "x", "kind": "rules", "context_window": 2**64}]}},
+])
+def test_a_config_mapping_with_non_text_keys_or_huge_numbers_is_a_config_error(
+    tmp_path: Path, config: dict[Any, Any]
+) -> None:
+    with pytest.raises(ConfigError):
+        MemorySystem.open(tmp_path / "home", config=config)
