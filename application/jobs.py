@@ -25,7 +25,7 @@ from fermix_memory.application.ports import Clock, EventStore, RecordedEvent, Wr
 from fermix_memory.application.streams import job_stream, source_stream
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.errors import DomainError
-from fermix_memory.domain.values import MAX_ID_CHARS, check_identifier, preview
+from fermix_memory.domain.values import MAX_ID_CHARS, check_identifier, is_encodable, preview
 
 JOB_SOURCE_TYPE = "job"
 JOB_SOURCE_PREFIX = "job:"
@@ -141,6 +141,8 @@ def _text(value: object, what: str, limit: int, *, required: bool = False, one_l
         raise InvalidJob(f"{what} must not be empty")
     if len(value) > limit:
         raise InvalidJob(f"{what} is longer than {limit} characters")
+    if "\x00" in value or not is_encodable(value):
+        raise InvalidJob(f"{what} must be Unicode text without NUL characters or lone surrogates")
     if one_line and any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise InvalidJob(f"{what} must not contain control characters")
     return value

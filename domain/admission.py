@@ -171,7 +171,7 @@ class AdmissionPolicy:
         if isinstance(memory_id, bool) or not isinstance(memory_id, int):
             raise Refusal("invalid_id", "id must be an integer")
         if not 1 <= memory_id <= MAX_MEMORY_ID:
-            raise Refusal("not_visible", f"memory {memory_id} does not exist")
+            raise Refusal("not_visible", f"memory ids run from 1 to {MAX_MEMORY_ID}: no such memory")
         row = rows.by_id(memory_id)
         if row is None or not memory_filter(ctx.reader, _scope_for_writes(ctx)).admits(row):
             raise Refusal("not_visible", f"memory {memory_id} does not exist or is not visible here")
@@ -301,11 +301,21 @@ class AdmissionPolicy:
             op=op_name or operation.op,
             reason=refusal.reason,
             detail=refusal.detail,
-            category=str(category)[:40] if category is not None else "",
-            key=str(key)[:80] if key is not None else "",
-            memory_id=memory_id if isinstance(memory_id, int) and not isinstance(memory_id, bool) else None,
+            category=_clipped(category, 40),
+            key=_clipped(key, 80),
+            memory_id=memory_id if isinstance(memory_id, int) and not isinstance(memory_id, bool)
+            and 1 <= memory_id <= MAX_MEMORY_ID else None,
             provenance=ctx.provenance,
         )
+
+
+def _clipped(value: object, limit: int) -> str:
+    """A refused field as the refusal records it: text cut short, another value by its type."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value[:limit] if is_encodable(value) else ""
+    return f"<{type(value).__name__}>"
 
 
 def _scope_for_writes(ctx: WriteContext) -> RecallScope:

@@ -191,3 +191,34 @@ def test_a_config_mapping_with_non_text_keys_or_huge_numbers_is_a_config_error(
 ) -> None:
     with pytest.raises(ConfigError):
         MemorySystem.open(tmp_path / "home", config=config)
+
+
+@pytest.mark.parametrize("text", ["\ud800", "a\x00b"])
+@pytest.mark.parametrize("field", ["schedule", "prompt", "name", "description"])
+def test_job_and_source_text_with_nul_or_lone_surrogates_is_a_typed_error(
+    memory: MemorySystem, field: str, text: str
+) -> None:
+    job = {"job_id": "daily", "agent_id": AGENT, "owner_id": OWNER_ID, "name": "Daily", "schedule": "0 9 * * *",
+           "prompt": "Summarise"}
+    with pytest.raises(DomainError):
+        if field == "description":
+            memory.register_memory_source(source_id="notes", agent_id=AGENT, owner_id=OWNER_ID, source_type="notes",
+                                          name="Notes", description=text)
+        else:
+            memory.save_job(**{**job, field: text})
+    assert event_count(memory) == 0
+
+
+@pytest.mark.parametrize("operation", [
+    {"op": "archive", "id": 2**70},
+    {"op": "replace", "id": 10**5000, "value": "x"},
+    {"op": "add", "category": 10**5000, "key": "k", "value": "v"},
+    {"op": "add", "category": "goal", "key": 10**5000, "value": "v"},
+])
+def test_a_refused_operation_with_huge_numbers_is_recorded_without_them(
+    memory: MemorySystem, operation: dict[str, Any]
+) -> None:
+    [outcome] = memory.write_memory(operation, agent_id=AGENT, owner_id=OWNER_ID)
+    assert outcome.status == "refused"
+    assert outcome.memory_id is None
+    assert memory.verify().ok
