@@ -48,7 +48,8 @@ from fermix_memory.domain.values import (
 )
 from fermix_memory.entrypoints.bootstrap import App, bootstrap
 
-MAX_WAIT_S = 86_400.0  # threading refuses larger timeouts on some platforms
+MAX_WAIT_S = 86_400.0  # longer is a host bug (and past threading.TIMEOUT_MAX, an OverflowError)
+MAX_REASON_CHARS = 2000
 
 
 def operation_from_mapping(data: Mapping[str, Any]) -> Operation:
@@ -97,9 +98,6 @@ def _folder(value: object, what: str) -> Path:
     if not isinstance(text, str) or "\x00" in text or not is_encodable(text) or not text:
         raise InvalidArgument(f"{what} must be a non-empty folder path without NUL or lone surrogates")
     return Path(text)
-
-
-MAX_REASON_CHARS = 2000
 
 
 def _provenance(*, agent_id: str, owner_id: object, trust: Trust, source_type: object, source_id: object,
