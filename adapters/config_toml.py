@@ -53,6 +53,9 @@ def _read(path: Path) -> dict[str, Any] | None:
         raise ConfigError(
             f"{path}: TOML syntax error at line {error.lineno}, column {error.colno}: {error.msg}"
         ) from error
+    except RecursionError:
+        # tomli refuses (as RecursionError) arrays / inline tables nested past 400 levels.
+        raise ConfigError(f"{path}: values are nested too deeply (at most 400 levels)") from None
     except UnicodeDecodeError as error:
         raise ConfigError(f"{path}: not valid UTF-8 (byte {error.start})") from error
     except OSError as error:

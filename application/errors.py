@@ -29,6 +29,10 @@ class NotFound(FermixError, LookupError):
     """A memory row, resource revision or other named thing does not exist."""
 
 
+class BackgroundTimeout(FermixError, TimeoutError):
+    """Background work (reviews, compaction) was still running when the wait timed out."""
+
+
 class ConfigError(FermixError):
     """``config.toml`` has an unknown key, a wrong type or a bad value (names key and file)."""
 

@@ -64,12 +64,16 @@ class HistoryService:
         for number, line in enumerate(lines, start=1):
             if progress is not None and (number % 1000 == 0 or number == len(lines)):
                 progress(number, len(lines))
+            if not isinstance(line, str):
+                raise HistoryImportError(number, f"each line must be text, got {type(line).__name__}")
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise HistoryImportError(number, f"not valid JSON ({exc.msg})") from None
+            except RecursionError:
+                raise HistoryImportError(number, "JSON nested too deeply") from None
             if not isinstance(record, dict):
                 raise HistoryImportError(number, "each line must be one JSON object")
             unknown = sorted(set(record) - IMPORT_KEYS)

@@ -25,7 +25,7 @@ from fermix_memory.application.ports import Clock, EventStore, RecordedEvent, Wr
 from fermix_memory.application.streams import job_stream, source_stream
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.errors import DomainError
-from fermix_memory.domain.values import MAX_ID_CHARS, check_identifier
+from fermix_memory.domain.values import MAX_ID_CHARS, check_identifier, is_encodable, preview
 
 JOB_SOURCE_TYPE = "job"
 JOB_SOURCE_PREFIX = "job:"
@@ -141,6 +141,8 @@ def _text(value: object, what: str, limit: int, *, required: bool = False, one_l
         raise InvalidJob(f"{what} must not be empty")
     if len(value) > limit:
         raise InvalidJob(f"{what} is longer than {limit} characters")
+    if "\x00" in value or not is_encodable(value):
+        raise InvalidJob(f"{what} must be Unicode text without NUL characters or lone surrogates")
     if one_line and any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise InvalidJob(f"{what} must not contain control characters")
     return value
@@ -346,7 +348,7 @@ def record_job_run(
         state = JobStatus(status)
     except ValueError:
         allowed = ", ".join(s.value for s in JobStatus)
-        raise InvalidJob(f"status must be one of {allowed}, got {str(status)[:40]!r}") from None
+        raise InvalidJob(f"status must be one of {allowed}, got {preview(status)}") from None
     started_at = _aware(started_at, "started_at")
     if finished_at is not None:
         finished_at = _aware(finished_at, "finished_at")

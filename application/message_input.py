@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from fermix_memory.domain.errors import DomainError, InvalidConversationKey
 from fermix_memory.domain.events import MessageAppended
-from fermix_memory.domain.values import ConversationKey, Role, Trust, check_identifier, is_encodable
+from fermix_memory.domain.values import ConversationKey, Role, Trust, check_identifier, is_encodable, preview
 
 MAX_CONTENT_CHARS = 1_000_000
 MAX_METADATA_BYTES = 64 * 1024
+MAX_METADATA_DEPTH = 32
 
 
 class InvalidMessage(DomainError):
@@ -40,7 +42,7 @@ def parse_enum(enum_cls: Any, value: object, what: str) -> Any:
         return enum_cls(value)
     except ValueError:
         allowed = ", ".join(m.value for m in enum_cls)
-        raise InvalidMessage(f"{what} must be one of {allowed}, got {str(value)[:40]!r}") from None
+        raise InvalidMessage(f"{what} must be one of {allowed}, got {preview(value)}") from None
 
 
 def _aware(value: datetime) -> datetime:
@@ -78,13 +80,16 @@ def build_message_event(
     check_identifier(sender, "sender", allow_empty=True)
     check_identifier(kind, "kind")
     meta = {} if metadata is None else metadata
-    if not isinstance(meta, dict):
-        raise InvalidMessage("metadata must be a JSON object")
+    if not isinstance(meta, Mapping):
+        raise InvalidMessage(f"metadata must be a JSON object, got {type(meta).__name__}")
     if not meta:
         return _event(at, agent_id, owner_id, key, sender, role_value, kind, content, {}, trust_value, created_at)
+    if _nesting_exceeds(meta, MAX_METADATA_DEPTH):
+        raise InvalidMessage(f"metadata is nested more than {MAX_METADATA_DEPTH} levels deep")
     try:
-        encoded = json.dumps(meta, allow_nan=False)
-        json.dumps(meta, ensure_ascii=False).encode("utf-8")  # lone surrogates cannot be stored
+        plain = dict(meta)
+        encoded = json.dumps(plain, allow_nan=False)
+        json.dumps(plain, ensure_ascii=False).encode("utf-8")  # lone surrogates cannot be stored
     except (TypeError, ValueError) as exc:
         raise InvalidMessage(f"metadata must be JSON-serialisable: {exc}") from None
     if len(encoded.encode()) > MAX_METADATA_BYTES:
@@ -93,16 +98,34 @@ def build_message_event(
                   created_at)
 
 
+def _nesting_exceeds(value: object, limit: int) -> bool:
+    """True when ``value`` holds objects / arrays nested deeper than ``limit`` (a cycle counts
+    as infinitely deep). Iterative: a hostile depth must not exhaust the Python stack."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, Mapping) else item if isinstance(item, list | tuple) else ()
+        for child in children:
+            if isinstance(child, Mapping | list | tuple):
+                if depth >= limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
 def _created_at(created_at: object, at: datetime) -> datetime:
     if created_at is None:
         return at.astimezone(UTC)
-    if isinstance(created_at, datetime):
-        return _aware(created_at).astimezone(UTC)
-    if isinstance(created_at, str):
-        try:
-            return _aware(datetime.fromisoformat(created_at)).astimezone(UTC)
-        except ValueError:
-            raise InvalidMessage(f"created_at is not an ISO 8601 time: {created_at[:40]!r}") from None
+    try:
+        if isinstance(created_at, datetime):
+            return _aware(created_at).astimezone(UTC)
+        if isinstance(created_at, str):
+            try:
+                return _aware(datetime.fromisoformat(created_at)).astimezone(UTC)
+            except ValueError:
+                raise InvalidMessage(f"created_at is not an ISO 8601 time: {created_at[:40]!r}") from None
+    except OverflowError:  # a time near year 1 or 9999 whose offset pushes it out of range in UTC
+        raise InvalidMessage("created_at is out of range once converted to UTC") from None
     raise InvalidMessage("created_at must be an ISO 8601 string or a datetime")
 
 

@@ -38,7 +38,7 @@ from fermix_memory.domain import events as ev
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.rendering import render_memory_md, render_user_md
 from fermix_memory.domain.scopes import is_agent_rule
-from fermix_memory.domain.values import Category, PromoteTarget, ScopeType, Trust
+from fermix_memory.domain.values import Category, PromoteTarget, ScopeType, Trust, preview
 
 log = logging.getLogger("fermix_memory.prompt_files")
 
@@ -72,7 +72,7 @@ def sha256(text: str) -> str:
 
 def check_resource_name(name: str) -> str:
     if name not in RESOURCE_NAMES:
-        raise NotFound(f"unknown resource {name!r}; resources are {', '.join(RESOURCE_NAMES)}")
+        raise NotFound(f"unknown resource {preview(name)}; resources are {', '.join(RESOURCE_NAMES)}")
     return name
 
 

@@ -13,7 +13,7 @@ from fermix_memory.domain.scopes import (
     history_filter,
     memory_filter,
 )
-from fermix_memory.domain.values import normalise_key
+from fermix_memory.domain.values import check_int, normalise_key
 
 MAX_RECALL = 100
 
@@ -38,7 +38,7 @@ def recall(
 
     A job run only ever gets its own job rows (never history), whatever it asks.
     """
-    limit = max(0, min(int(limit), MAX_RECALL))
+    limit = max(0, min(check_int(limit, "limit"), MAX_RECALL))
     memories: list[MemoryHit] = []
     messages: list[MessageHit] = []
     if source in (RecallSource.MEMORIES, RecallSource.ALL):

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import attrs
 
 from fermix_memory.application.errors import ConfigError
+from fermix_memory.domain.values import INT64_MAX, INT64_MIN
 
 
 @attrs.frozen(kw_only=True)
@@ -100,7 +101,7 @@ def _is_number(value: object) -> bool:
     # TOML allows `inf` and `nan`; no knob means anything by them.
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
-    return math.isfinite(value)
+    return isinstance(value, int) or math.isfinite(value)  # a huge int is refused by its range
 
 
 def _unchanged(value: Any) -> Any:
@@ -138,7 +139,6 @@ class _Knob:
     type: _Type
     check: Callable[[Any], bool] = _anything
     rule: str = ""  # ``check`` in words: "<key> must be <rule>"
-    echo: bool = True  # False for values that may be a credential pasted in the wrong place
 
 
 def _choice(*options: str) -> _Knob:
@@ -149,15 +149,24 @@ _POSITIVE_INT = _Knob(_INT, lambda v: v > 0, "> 0")
 _NON_NEGATIVE_INT = _Knob(_INT, lambda v: v >= 0, ">= 0")
 _POSITIVE_NUMBER = _Knob(_NUMBER, lambda v: v > 0, "> 0")
 _NON_NEGATIVE_NUMBER = _Knob(_NUMBER, lambda v: v >= 0, ">= 0")
+
+
+def _at_most(knob: _Knob, most: float, words: str) -> _Knob:
+    """``knob`` with an upper bound: durations past it overflow the date arithmetic."""
+    return _Knob(knob.type, lambda v: knob.check(v) and v <= most, f"{knob.rule} and at most {most:,.0f} ({words})")
+
+
+_CENTURY_S = 100 * 365 * 24 * 3600
+_MILLENNIUM_S = 10 * _CENTURY_S
 _NON_EMPTY_STR = _Knob(_STR, lambda v: bool(v.strip()), "a non-empty string")
 
 _MEMORY_KNOBS: Mapping[str, _Knob] = {
-    "review_interval_hours": _NON_NEGATIVE_NUMBER,
+    "review_interval_hours": _at_most(_NON_NEGATIVE_NUMBER, _MILLENNIUM_S / 3600, "1000 years"),
     "review_max_messages": _POSITIVE_INT,
     "review_input_token_budget": _POSITIVE_INT,
-    "review_failure_backoff_ms": _NON_NEGATIVE_INT,
+    "review_failure_backoff_ms": _at_most(_NON_NEGATIVE_INT, _MILLENNIUM_S * 1000, "1000 years"),
     "review_max_output_tokens": _POSITIVE_INT,
-    "review_claim_ttl_s": _POSITIVE_NUMBER,
+    "review_claim_ttl_s": _at_most(_POSITIVE_NUMBER, _MILLENNIUM_S, "1000 years"),
     "max_conversation_history": _Knob(
         _INT_OR_INFINITY, lambda v: v is None or v > 0, 'a positive integer or "infinity"'
     ),
@@ -170,10 +179,10 @@ _COMPACTION_KNOBS: Mapping[str, _Knob] = {
     "threshold": _Knob(_NUMBER, lambda v: 0 < v <= 1, "in (0, 1]"),
     "reasoning_effort": _choice("none", "minimal", "low", "medium", "high"),
     "budget": _Knob(_NUMBER, lambda v: 0 < v < 1, "in (0, 1)"),
-    "failure_backoff_s": _NON_NEGATIVE_NUMBER,
+    "failure_backoff_s": _at_most(_NON_NEGATIVE_NUMBER, _MILLENNIUM_S, "1000 years"),
 }
 
-_TIMEOUT_KNOBS: Mapping[str, _Knob] = {"llm_buffered_s": _POSITIVE_NUMBER}
+_TIMEOUT_KNOBS: Mapping[str, _Knob] = {"llm_buffered_s": _at_most(_POSITIVE_NUMBER, _CENTURY_S, "100 years")}
 
 _REALTIME_KNOBS: Mapping[str, _Knob] = {"persist_transcripts": _Knob(_BOOL)}
 
@@ -215,7 +224,6 @@ _PROVIDER_KNOBS: Mapping[str, _Knob] = {
         "the NAME of the environment variable that holds the API key (letters, digits and _,"
         " like OPENAI_API_KEY), not the key itself: put the key in that variable and the"
         " variable's name here",
-        echo=False,
     ),
     "context_window": _POSITIVE_INT,
     "retries": _Knob(_INT, lambda v: 0 <= v <= 5, "between 0 and 5"),
@@ -255,7 +263,11 @@ def settings_from_mapping(data: Mapping[str, Any], source: str) -> Settings:
 def _knob_values(
     table: Mapping[str, Any], prefix: str, knobs: Mapping[str, _Knob], source: str
 ) -> dict[str, Any]:
-    """Check every key of ``table`` against ``knobs``; return the converted values."""
+    """Check every key of ``table`` against ``knobs``; return the converted values.
+
+    Errors name the file, the key and what is allowed, never the value: any value may be a
+    credential pasted in the wrong place.
+    """
     values: dict[str, Any] = {}
     for name, raw in table.items():
         key = f"{prefix}.{name}"
@@ -263,12 +275,12 @@ def _knob_values(
         if knob is None:
             raise _unknown_key(key, name, knobs, source)
         if not knob.type.accepts(raw):
-            # The type, never the value: a wrong-typed value can still be a secret.
             raise ConfigError(f"{source}: {key} must be {knob.type.name}, got {_describe(raw)}")
+        if _is_int(raw) and not INT64_MIN <= raw <= INT64_MAX:  # a host mapping; TOML stops at 64 bits
+            raise ConfigError(f"{source}: {key} is out of range (value not shown)")
         value = knob.type.convert(raw)
         if not knob.check(value):
-            shown = f", got {raw!r}" if knob.echo else " (value not shown)"
-            raise ConfigError(f"{source}: {key} must be {knob.rule}{shown}")
+            raise ConfigError(f"{source}: {key} must be {knob.rule} (value not shown)")
         values[name] = value
     return values
 
@@ -291,7 +303,7 @@ def _providers(value: Any, key: str, source: str) -> tuple[ProviderSettings, ...
         provider_name = values["name"]
         if provider_name in first_index:
             raise ConfigError(
-                f"{source}: {prefix}.name {provider_name!r} is already used by"
+                f"{source}: {prefix}.name is already used by"
                 f" {key}[{first_index[provider_name]}]; provider names must be unique"
             )
         first_index[provider_name] = index
@@ -302,6 +314,8 @@ def _providers(value: Any, key: str, source: str) -> tuple[ProviderSettings, ...
 def _table(value: Any, key: str, source: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise ConfigError(f"{source}: {key} must be a table, got {_describe(value)}")
+    if not all(isinstance(name, str) for name in value):  # only a host's mapping can have such keys
+        raise ConfigError(f"{source}: {key} has a key that is not text")
     return value
 
 

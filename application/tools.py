@@ -44,7 +44,9 @@ from fermix_memory.domain.values import (
     ConversationKey,
     Trust,
     check_identifier,
+    check_int,
     normalise_key,
+    preview,
 )
 
 MAX_QUERY_CHARS = 500
@@ -174,7 +176,7 @@ def _trust(value: Trust | str) -> Trust:
     try:
         return Trust(value)
     except ValueError:
-        raise InvalidToolContext(f"trust must be operator or guest, got {str(value)[:40]!r}") from None
+        raise InvalidToolContext(f"trust must be operator or guest, got {preview(value)}") from None
 
 
 def _conversation(value: ConversationKey | str | None) -> ConversationKey | None:
@@ -197,6 +199,18 @@ def _job_source(value: str | None) -> str | None:
     return None if value is None else check_identifier(value, "job_source_id")
 
 
+def _session_id(value: str) -> str:
+    return check_identifier(value, "session_id", allow_empty=True)
+
+
+def _run_id(value: str) -> str:
+    return check_identifier(value, "run_id", allow_empty=True)
+
+
+def _message_id(value: int | None) -> int | None:
+    return None if value is None else check_int(value, "source_message_id")
+
+
 @attrs.frozen(kw_only=True)
 class ToolContext:
     """Who calls a tool, from where: a conversation turn, or a scheduled job run (``job_source_id``)."""
@@ -206,9 +220,9 @@ class ToolContext:
     trust: Trust = attrs.field(converter=_trust)
     conversation: ConversationKey | None = attrs.field(default=None, converter=_conversation)
     job_source_id: str | None = attrs.field(default=None, converter=_job_source)
-    session_id: str = ""
-    run_id: str = ""
-    source_message_id: int | None = None
+    session_id: str = attrs.field(default="", converter=_session_id)
+    run_id: str = attrs.field(default="", converter=_run_id)
+    source_message_id: int | None = attrs.field(default=None, converter=_message_id)
 
     @property
     def reader(self) -> Reader:

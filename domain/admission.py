@@ -45,6 +45,7 @@ from fermix_memory.domain.values import (
     Trust,
     is_encodable,
     normalise_key,
+    preview,
     shorten,
 )
 
@@ -131,7 +132,7 @@ class AdmissionPolicy:
                 raise ValueError(raw)
             category = Category(raw)
         except ValueError:
-            raise Refusal("unknown_category", f"{str(raw)[:40]!r} is not a memory category") from None
+            raise Refusal("unknown_category", f"{preview(raw)} is not a memory category") from None
         if category.operator_only and ctx.trust is not Trust.OPERATOR:
             raise Refusal("guest_directive", "only the operator may write directive rows")
         return category
@@ -184,7 +185,7 @@ class AdmissionPolicy:
         if isinstance(memory_id, bool) or not isinstance(memory_id, int):
             raise Refusal("invalid_id", "id must be an integer")
         if not 1 <= memory_id <= MAX_MEMORY_ID:
-            raise Refusal("not_visible", f"memory {memory_id} does not exist")
+            raise Refusal("not_visible", f"memory ids run from 1 to {MAX_MEMORY_ID}: no such memory")
         row = rows.by_id(memory_id)
         if row is None or not memory_filter(ctx.reader, _scope_for_writes(ctx)).admits(row):
             raise Refusal("not_visible", f"memory {memory_id} does not exist or is not visible here")
@@ -316,9 +317,10 @@ class AdmissionPolicy:
             op=op_name or operation.op,
             reason=refusal.reason,
             detail=refusal.detail,
-            category=str(category)[:40] if category is not None else "",
-            key=str(key)[:80] if key is not None else "",
-            memory_id=memory_id if isinstance(memory_id, int) and not isinstance(memory_id, bool) else None,
+            category=_clipped(category, 40),
+            key=_clipped(key, 80),
+            memory_id=memory_id if isinstance(memory_id, int) and not isinstance(memory_id, bool)
+            and 1 <= memory_id <= MAX_MEMORY_ID else None,
             provenance=ctx.provenance,
         )
 
@@ -332,6 +334,15 @@ def _check_rule_stays_rule(row: Memory, category: Category) -> None:
             "category_changes_scope",
             "archive the row and add a new one to turn it into or out of a directive",
         )
+
+
+def _clipped(value: object, limit: int) -> str:
+    """A refused field as the refusal records it: text cut short, another value by its type."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value[:limit] if is_encodable(value) else ""
+    return f"<{type(value).__name__}>"
 
 
 def _scope_for_writes(ctx: WriteContext) -> RecallScope:

@@ -11,8 +11,16 @@ class DomainError(FermixError, ValueError):
     """Base class of every error the domain raises for bad input."""
 
 
+class InvalidArgument(DomainError):
+    """An argument has the wrong type or an unusable value (when no narrower error fits)."""
+
+
 class InvalidIdentifier(DomainError):
     """An agent id, owner id, key or other identifier is empty, too long or malformed."""
+
+
+class InvalidNumber(DomainError):
+    """A count, limit, position or numeric id is not a whole number SQLite can store, or is out of range."""
 
 
 class InvalidConversationKey(DomainError):

@@ -10,7 +10,7 @@ from urllib.parse import quote, unquote
 
 import attrs
 
-from fermix_memory.domain.errors import InvalidConversationKey, InvalidIdentifier
+from fermix_memory.domain.errors import InvalidArgument, InvalidConversationKey, InvalidIdentifier, InvalidNumber
 
 MAX_ID_CHARS = 256
 # A memory value is stored whole up to MAX_VALUE_CHARS; the prompt files show at most
@@ -96,6 +96,46 @@ def check_identifier(value: object, what: str, *, allow_empty: bool = False) -> 
         if _CONTROL.search(value):
             raise InvalidIdentifier(f"{what} must not contain control characters")
         raise InvalidIdentifier(f"{what} is not valid Unicode text (lone surrogate)")
+    return value
+
+
+def preview(value: object, limit: int = 40) -> str:
+    """How an error message shows a bad value: text cut to ``limit`` characters (``repr``), any
+    other value by its type only (``repr`` of a huge int or a deep structure can itself fail)."""
+    if isinstance(value, str):
+        return repr(value[:limit])
+    return f"a value of type {type(value).__name__}"
+
+
+# SQLite stores integers as signed 64-bit values; a larger one cannot be bound at all.
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+
+def check_int(value: object, what: str, *, minimum: int = INT64_MIN) -> int:
+    """Return ``value`` if it is a whole number in SQLite's signed 64-bit range and at least
+    ``minimum``, else raise :class:`InvalidNumber`. ``True``/``False``, floats and digit strings
+    are refused: a host passing them has a bug worth hearing about."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidNumber(f"{what} must be a whole number, got {type(value).__name__}")
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise InvalidNumber(f"{what} is out of range (it must fit in a signed 64-bit integer)")
+    if value < minimum:
+        raise InvalidNumber(f"{what} must be at least {minimum}")
+    return value
+
+
+def check_text(value: object, what: str, *, max_chars: int) -> str:
+    """Return ``value`` if it is storable free text (newlines allowed) of at most ``max_chars``
+    characters, else raise :class:`InvalidArgument`."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{what} must be text, got {type(value).__name__}")
+    if len(value) > max_chars:
+        raise InvalidArgument(f"{what} is longer than {max_chars} characters")
+    if "\x00" in value:
+        raise InvalidArgument(f"{what} must not contain NUL characters")
+    if _SURROGATE.search(value):
+        raise InvalidArgument(f"{what} is not valid Unicode text (lone surrogate)")
     return value
 
 

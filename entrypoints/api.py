@@ -16,7 +16,7 @@ from fermix_memory.adapters.sqlite.head import Head, parse_head
 from fermix_memory.application import jobs
 from fermix_memory.application.compaction import CompactionResult
 from fermix_memory.application.composer import compose_prompt
-from fermix_memory.application.errors import NotFound, StorageError
+from fermix_memory.application.errors import BackgroundTimeout, NotFound, StorageError
 from fermix_memory.application.explain import explain_memory
 from fermix_memory.application.forget import ForgetReport
 from fermix_memory.application.history import export_lines
@@ -30,14 +30,27 @@ from fermix_memory.application.settings import Settings
 from fermix_memory.application.tools import ToolContext, anthropic_tool_definitions, openai_tool_definitions
 from fermix_memory.application.turns import CommandResult, PreflightResult
 from fermix_memory.domain.admission import WriteContext
-from fermix_memory.domain.errors import DomainError, InvalidOperation
+from fermix_memory.domain.errors import DomainError, InvalidArgument, InvalidOperation
 from fermix_memory.domain.events import Provenance
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.operations import AddOperation, ArchiveOperation, Operation, ReplaceOperation
 from fermix_memory.domain.scopes import Reader, RecallScope, RecallSource, WriterKind
-from fermix_memory.domain.values import ConversationKey, Trust, check_identifier
+from fermix_memory.domain.values import (
+    INT64_MAX,
+    INT64_MIN,
+    ConversationKey,
+    Trust,
+    check_identifier,
+    check_int,
+    check_text,
+    is_encodable,
+    preview,
+)
 from fermix_memory.entrypoints.bootstrap import App, bootstrap
+
+MAX_WAIT_S = 86_400.0  # longer is a host bug (and past threading.TIMEOUT_MAX, an OverflowError)
+MAX_REASON_CHARS = 2000
 
 
 def operation_from_mapping(data: Mapping[str, Any]) -> Operation:
@@ -48,12 +61,66 @@ def operation_from_mapping(data: Mapping[str, Any]) -> Operation:
                                          "archive": ArchiveOperation}
     op = data.get("op")
     if op not in kinds:
-        raise InvalidOperation(f"op must be add, replace or archive, got {str(op)[:20]!r}")
+        raise InvalidOperation(f"op must be add, replace or archive, got {preview(op, 20)}")
     fields = {k: v for k, v in data.items() if k != "op"}
     try:
         return kinds[op](**fields)
     except TypeError as exc:
         raise InvalidOperation(f"bad {op} operation: {exc}") from None
+
+
+def _optional_count(value: object, what: str) -> int | None:
+    """``None`` (not given) or a positive whole number (a context window, a token count)."""
+    return None if value is None else check_int(value, what, minimum=1)
+
+
+def _optional_id(value: object, what: str) -> str | None:
+    """``None`` (no filter) or a usable identifier."""
+    return None if value is None else check_identifier(value, what)
+
+
+def _row_id(value: object, what: str) -> int:
+    """An id to look up: a whole number (else :class:`InvalidNumber`); one outside SQLite's
+    64-bit range names nothing (:class:`NotFound`)."""
+    if isinstance(value, int) and not isinstance(value, bool) and not INT64_MIN <= value <= INT64_MAX:
+        raise NotFound(f"no {what} with that id (it is beyond the 64-bit range)")
+    return check_int(value, f"the {what} id")
+
+
+def _has(value: object, method: str) -> bool:
+    return callable(getattr(value, method, None))
+
+
+def _folder(value: object, what: str) -> Path:
+    """A folder the host names: text or a path, without NUL or lone surrogates."""
+    if not isinstance(value, str | os.PathLike):
+        raise InvalidArgument(f"{what} must be a folder path, got {preview(value)}")
+    text = os.fspath(value)
+    if not isinstance(text, str) or "\x00" in text or not is_encodable(text) or not text:
+        raise InvalidArgument(f"{what} must be a non-empty folder path without NUL or lone surrogates")
+    return Path(text)
+
+
+def _provenance(*, agent_id: str, owner_id: object, trust: Trust, source_type: object, source_id: object,
+                session_id: object = "", run_id: object = "", source_message_id: object = None,
+                reason: object = "") -> Provenance:
+    """Who causes a change, as the host tells it: every field checked, so the event can be stored."""
+    return Provenance(
+        agent_id=agent_id, owner_id=check_identifier(owner_id, "owner_id"), trust=trust,
+        source_type=check_identifier(source_type, "source_type", allow_empty=True),
+        source_id=check_identifier(source_id, "source_id", allow_empty=True),
+        session_id=check_identifier(session_id, "session_id", allow_empty=True),
+        run_id=check_identifier(run_id, "run_id", allow_empty=True),
+        source_message_id=None if source_message_id is None else check_int(source_message_id, "source_message_id"),
+        reason=check_text(reason, "reason", max_chars=MAX_REASON_CHARS),
+    )
+
+
+def _reader(agent_id: object, owner_id: object, conversation: object, job_source_id: object) -> Reader:
+    """Who reads (or writes): a conversation turn, or a job run when ``job_source_id`` is given."""
+    return Reader(agent_id=check_identifier(agent_id, "agent_id"), owner_id=check_identifier(owner_id, "owner_id"),
+                  conversation=conversation_key(conversation) if conversation is not None else None,
+                  job_source_id=_optional_id(job_source_id, "job_source_id"))
 
 
 def _check_owner(agent_id: object, owner_id: object) -> None:
@@ -87,7 +154,17 @@ class MemorySystem:
 
         ``providers`` (chat models, tried in order) override the configured provider route.
         """
-        return cls(bootstrap(home, config=config, clock=clock, providers=providers, tracer=tracer))
+        folder = None if home is None else _folder(home, "home")
+        if providers is not None and (isinstance(providers, str) or not isinstance(providers, Sequence)
+                                      or not all(_has(p, "complete") for p in providers)):
+            raise InvalidArgument("providers must be a list of chat models (objects with a complete method)")
+        for value, method, what in ((clock, "now", "clock"), (tracer, "record", "tracer")):
+            if value is not None and not _has(value, method):
+                raise InvalidArgument(f"{what} must be an object with a {method} method")
+        try:
+            return cls(bootstrap(folder, config=config, clock=clock, providers=providers, tracer=tracer))
+        except OSError as exc:
+            raise StorageError(f"cannot open the memory home {folder}: {exc.strerror or exc}") from exc
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -141,7 +218,7 @@ class MemorySystem:
         self._check_open()
         return self._app.history.append(
             agent_id=agent_id, owner_id=owner_id, conversation=conversation, role=role, content=content,
-            sender=sender, kind=kind, trust=trust, metadata=dict(metadata) if metadata is not None else None,
+            sender=sender, kind=kind, trust=trust, metadata=metadata,
             created_at=created_at,
         )
 
@@ -149,28 +226,36 @@ class MemorySystem:
         """The conversation's current window (after the last clear / compaction), oldest first."""
         self._check_open()
         check_identifier(agent_id, "agent_id")
+        if limit is not None:
+            check_int(limit, "limit")
         window = self._app.conversations.window(agent_id, conversation_key(conversation))
         if limit is not None:
-            window = window[-max(0, int(limit)):] if limit > 0 else []
+            window = window[-limit:] if limit > 0 else []
         return window
 
     def clear_window(self, agent_id: str, conversation: Any, *, owner_id: str = "", by: str = "operator") -> None:
         """Start the conversation's window afresh (``/new``); nothing is deleted from the log."""
         self._check_open()
+        check_identifier(agent_id, "agent_id")
+        check_identifier(owner_id, "owner_id", allow_empty=True)
         key = conversation_key(conversation)
-        self._app.history.clear_window(agent_id, key, Provenance(
+        self._app.history.clear_window(agent_id, key, _provenance(
             agent_id=agent_id, owner_id=owner_id or by, trust=Trust.OPERATOR, source_type="api", source_id=by))
 
     def import_history(self, lines: Iterable[str]) -> list[int]:
         """Import JSON Lines (SPEC §12) atomically: every line is checked first, then all or none."""
         self._check_open()
+        if isinstance(lines, str):
+            lines = lines.splitlines()
+        if not isinstance(lines, Iterable):
+            raise InvalidMessage(f"lines must be JSON Lines text or an iterable of lines, got {type(lines).__name__}")
         service = self._app.history
         return service.import_events(service.parse_jsonl(list(lines)))
 
     def export_history(self, *, agent_id: str | None = None) -> Iterator[str]:
         """Every stored message as JSON Lines (the import format), in log order."""
         self._check_open()
-        return export_lines(self._app.queries.iter_messages(agent_id=agent_id))
+        return export_lines(self._app.queries.iter_messages(agent_id=_optional_id(agent_id, "agent_id")))
 
     # --- memory rows -----------------------------------------------------------------------------
 
@@ -201,29 +286,29 @@ class MemorySystem:
         check_identifier(owner_id, "owner_id")
         if isinstance(operations, AddOperation | ReplaceOperation | ArchiveOperation | Mapping):
             operations = [operations]
+        if isinstance(operations, str) or not isinstance(operations, Sequence):
+            raise InvalidOperation("operations must be an operation, a mapping or a list of them")
         ops = [op if isinstance(op, AddOperation | ReplaceOperation | ArchiveOperation)
                else operation_from_mapping(op) for op in operations]
         trust_value = parse_enum(Trust, trust, "trust")
         ctx = WriteContext(
             writer=parse_enum(WriterKind, writer, "writer"),
-            reader=Reader(agent_id=agent_id, owner_id=owner_id,
-                          conversation=conversation_key(conversation) if conversation is not None else None,
-                          job_source_id=job_source_id),
-            provenance=Provenance(agent_id=agent_id, owner_id=owner_id, trust=trust_value,
-                                  source_type=source_type, source_id=source_id, session_id=session_id,
-                                  run_id=run_id, source_message_id=source_message_id, reason=reason),
+            reader=_reader(agent_id, owner_id, conversation, job_source_id),
+            provenance=_provenance(agent_id=agent_id, owner_id=owner_id, trust=trust_value,
+                                   source_type=source_type, source_id=source_id, session_id=session_id,
+                                   run_id=run_id, source_message_id=source_message_id, reason=reason),
         )
         return self._app.memory.apply(ops, ctx)
 
     def restore(self, memory_id: int, *, by: str = "operator") -> Memory:
         """Un-archive a memory row; returns the row. Raises :class:`NotFound` for an unknown id."""
         self._check_open()
-        self._app.memory.restore(int(memory_id), by=by)
+        self._app.memory.restore(_row_id(memory_id, "memory row"), by=check_identifier(by, "by"))
         return self.memory(memory_id)
 
     def memory(self, memory_id: int) -> Memory:
         self._check_open()
-        row = self._app.rows.get(int(memory_id))
+        row = self._app.rows.get(_row_id(memory_id, "memory row"))
         if row is None:
             raise NotFound(f"no memory row {memory_id}")
         return row
@@ -233,13 +318,16 @@ class MemorySystem:
         caused it (trust, source, run) and the messages it came from (a review: every user
         message that review read)."""
         self._check_open()
-        return explain_memory(self._app.store, self._app.queries, int(memory_id))
+        return explain_memory(self._app.store, self._app.queries, _row_id(memory_id, "memory row"))
 
     def memories(self, *, agent_id: str | None = None, owner_id: str | None = None,
                  include_archived: bool = True) -> list[Memory]:
         """Every row (optionally of one agent / owner): an operator's view, not a prompt's."""
         self._check_open()
-        return self._app.queries.all_memories(agent_id=agent_id, owner_id=owner_id,
+        if not isinstance(include_archived, bool):
+            raise InvalidArgument("include_archived must be true or false")
+        return self._app.queries.all_memories(agent_id=_optional_id(agent_id, "agent_id"),
+                                              owner_id=_optional_id(owner_id, "owner_id"),
                                               include_archived=include_archived)
 
     # --- recall ----------------------------------------------------------------------------------
@@ -262,11 +350,7 @@ class MemorySystem:
         Any text is a safe query (R-FTS); results never include another owner's rows.
         """
         self._check_open()
-        check_identifier(agent_id, "agent_id")
-        check_identifier(owner_id, "owner_id")
-        reader = Reader(agent_id=agent_id, owner_id=owner_id,
-                        conversation=conversation_key(conversation) if conversation is not None else None,
-                        job_source_id=job_source_id)
+        reader = _reader(agent_id, owner_id, conversation, job_source_id)
         return recall(self._app.queries, reader, query=query if isinstance(query, str) else "", key=key,
                       scope=parse_enum(RecallScope, scope, "scope"), source=parse_enum(RecallSource, source, "source"),
                       limit=limit)
@@ -281,7 +365,8 @@ class MemorySystem:
         self._check_open()
         check_identifier(agent_id, "agent_id")
         check_identifier(owner_id, "owner_id")
-        return self._app.turns.before_turn(agent_id, conversation_key(conversation), context_window=context_window)
+        return self._app.turns.before_turn(agent_id, conversation_key(conversation),
+                                           context_window=_optional_count(context_window, "context_window"))
 
     def after_turn(self, *, agent_id: str, owner_id: str, conversation: Any,
                    peak_prompt_tokens: int | None = None, context_window: int | None = None) -> Future[ReviewResult]:
@@ -294,9 +379,9 @@ class MemorySystem:
         check_identifier(agent_id, "agent_id")
         check_identifier(owner_id, "owner_id")
         app = self._app
+        context_window = _optional_count(context_window, "context_window")
         if peak_prompt_tokens is not None:
-            if isinstance(peak_prompt_tokens, bool) or not isinstance(peak_prompt_tokens, int):
-                raise InvalidMessage("peak_prompt_tokens must be a whole number")
+            check_int(peak_prompt_tokens, "peak_prompt_tokens", minimum=0)
             app.compactor.record_peak(agent_id, key, peak_prompt_tokens)
             if app.compactor.due(agent_id, key, context_window=context_window):
                 app.background.submit(("compact", agent_id, key), lambda: app.compactor.compact_if_due(
@@ -308,7 +393,13 @@ class MemorySystem:
     def wait_for_background(self, timeout: float | None = None) -> None:
         """Block until the background work queued so far is done (tests, orderly shutdown)."""
         self._check_open()
-        self._app.background.submit(("barrier", object()), lambda: None).result(timeout)
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
+                                    or not 0 <= timeout <= MAX_WAIT_S):
+            raise InvalidArgument(f"timeout must be None or a number of seconds from 0 to {MAX_WAIT_S}")
+        try:
+            self._app.background.submit(("barrier", object()), lambda: None).result(timeout)
+        except TimeoutError:
+            raise BackgroundTimeout(f"background work still running after {timeout} s") from None
 
     def handle_command(self, text: str, *, agent_id: str, owner_id: str, conversation: Any,
                        trust: str = "guest", context_window: int | None = None) -> CommandResult | None:
@@ -319,12 +410,15 @@ class MemorySystem:
         check_identifier(owner_id, "owner_id")
         return self._app.turns.handle_command(text, agent_id=agent_id, owner_id=owner_id,
                                               conversation=conversation_key(conversation),
-                                              trust=parse_enum(Trust, trust, "trust"), context_window=context_window)
+                                              trust=parse_enum(Trust, trust, "trust"),
+                                              context_window=_optional_count(context_window, "context_window"))
 
     def compact(self, *, agent_id: str, conversation: Any, context_window: int | None = None) -> CompactionResult:
         """Compact the conversation's window now (what ``/compact`` does)."""
         self._check_open()
-        return self._app.compactor.compact(agent_id, conversation_key(conversation), context_window=context_window)
+        check_identifier(agent_id, "agent_id")
+        return self._app.compactor.compact(agent_id, conversation_key(conversation),
+                                           context_window=_optional_count(context_window, "context_window"))
 
     def record_transcript(self, *, agent_id: str, owner_id: str, device_id: str, role: str, text: str,
                           trust: str = "operator") -> int | None:
@@ -346,6 +440,7 @@ class MemorySystem:
         new user messages; runs in the calling thread and returns one result per conversation."""
         self._check_open()
         key = conversation_key(conversation) if conversation is not None else None
+        agent_id, owner_id = _optional_id(agent_id, "agent_id"), _optional_id(owner_id, "owner_id")
         targets = self._app.queries.conversations_with_unreviewed(agent_id=agent_id, owner_id=owner_id,
                                                                   conversation=key)
         return [self._app.reviewer.review(a, o, c, now=True) for a, o, c in targets]
@@ -428,19 +523,23 @@ class MemorySystem:
     def resources(self, *, agent_id: str | None = None, owner_id: str | None = None) -> list[ResourceRevision]:
         """The current revision of every versioned resource."""
         self._check_open()
-        return self._app.queries.resources(agent_id=agent_id, owner_id=owner_id)
+        return self._app.queries.resources(agent_id=_optional_id(agent_id, "agent_id"),
+                                           owner_id=_optional_id(owner_id, "owner_id"))
 
     def resource_history(self, name: str, *, agent_id: str, owner_id: str,
                          limit: int | None = None) -> list[ResourceRevision]:
         """Revisions of a resource, newest first."""
         self._check_open()
         _check_owner(agent_id, owner_id)
+        if limit is not None:
+            check_int(limit, "limit")
         return self._app.queries.resource_history(agent_id, owner_id, check_resource_name(name), limit)
 
     def resource_revision(self, name: str, revision: int, *, agent_id: str, owner_id: str) -> ResourceRevision:
         self._check_open()
         _check_owner(agent_id, owner_id)
-        found = self._app.queries.resource_revision(agent_id, owner_id, check_resource_name(name), int(revision))
+        found = self._app.queries.resource_revision(agent_id, owner_id, check_resource_name(name),
+                                                   _row_id(revision, "revision"))
         if found is None:
             raise NotFound(f"{name} of {agent_id}/{owner_id} has no revision {revision}")
         return found
@@ -455,7 +554,8 @@ class MemorySystem:
         """Restore revision ``revision``'s content as a new revision and rewrite the file."""
         self._check_open()
         _check_owner(agent_id, owner_id)
-        new = self._app.prompt_files.rollback(agent_id, owner_id, check_resource_name(name), int(revision), by=by)
+        new = self._app.prompt_files.rollback(agent_id, owner_id, check_resource_name(name),
+                                             _row_id(revision, "revision"), by=check_identifier(by, "by"))
         return self.resource_revision(name, new, agent_id=agent_id, owner_id=owner_id)
 
     # --- erasure ---------------------------------------------------------------------------------
@@ -499,4 +599,4 @@ class MemorySystem:
     def replay_into(self, target_dir: str | os.PathLike[str]) -> dict[str, Any]:
         """Rebuild every projection from the log alone into ``target_dir/memory.db``."""
         self._check_open()
-        return audit.replay_into(self._app.store.path, Path(target_dir))
+        return audit.replay_into(self._app.store.path, _folder(target_dir, "target_dir"))

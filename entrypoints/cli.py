@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 from fermix_memory.adapters.sqlite.codec import CONVERTER
 from fermix_memory.domain.errors import FermixError
+from fermix_memory.domain.values import INT64_MAX
 from fermix_memory.entrypoints.api import MemorySystem
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 70
@@ -395,14 +396,22 @@ def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
                         help="print one JSON document on stdout")
 
 
-def _positive(text: str) -> int:
+def _whole(text: str, minimum: int, rule: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be a positive number")
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number") from None
+    if not minimum <= value <= INT64_MAX:  # SQLite cannot even compare with a larger number
+        raise argparse.ArgumentTypeError(f"must be {rule} of at most {INT64_MAX}")
     return value
+
+
+def _positive(text: str) -> int:
+    return _whole(text, 1, "a positive number")
+
+
+def _position(text: str) -> int:
+    return _whole(text, 0, "a position (0 or more)")
 
 
 def _id(text: str) -> int:
@@ -432,7 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(events, "replay", cmd_events_replay, "rebuild every projection from the log into a new folder")
     p.add_argument("--into", required=True, help="folder for the rebuilt memory.db (must not hold one)")
     p = command(events, "log", cmd_events_log, "print events in log order")
-    p.add_argument("--after", type=int, default=0, help="only events after this position")
+    p.add_argument("--after", type=_position, default=0, help="only events after this position")
     p.add_argument("--limit", type=_positive, default=100)
     p.add_argument("--kind", help="only events of this kind, e.g. memory.added")
 

@@ -8,6 +8,7 @@ Import :class:`MemorySystem` and open it on a home folder::
 """
 
 from fermix_memory.application.errors import (
+    BackgroundTimeout,
     ConfigError,
     DatabaseTooNew,
     ForeignDatabase,
@@ -22,7 +23,7 @@ from fermix_memory.application.forget import ForgetReport
 from fermix_memory.application.memory_writes import OperationOutcome
 from fermix_memory.application.recall import RecallResult
 from fermix_memory.application.settings import Settings
-from fermix_memory.domain.errors import DomainError, FermixError
+from fermix_memory.domain.errors import DomainError, FermixError, InvalidArgument, InvalidNumber
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.operations import AddOperation, ArchiveOperation, ReplaceOperation
@@ -32,6 +33,7 @@ from fermix_memory.entrypoints.api import MemorySystem
 __all__ = [
     "AddOperation",
     "ArchiveOperation",
+    "BackgroundTimeout",
     "ConfigError",
     "ConversationKey",
     "DatabaseTooNew",
@@ -40,6 +42,8 @@ __all__ = [
     "ForeignDatabase",
     "ForgetReport",
     "IntegrityError",
+    "InvalidArgument",
+    "InvalidNumber",
     "Memory",
     "MemorySystem",
     "Message",

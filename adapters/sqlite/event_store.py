@@ -449,10 +449,9 @@ class SqliteEventStore:
                     cur.execute("COMMIT")
                     self._head = Head(tx.position, tx.hash)
                     return tx.recorded
-                cur.execute("ROLLBACK")
+                _roll_back(conn)
             except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                _roll_back(conn)
                 raise
             caller, error = failed
             caller.result, caller.error = None, _translate(error)
@@ -540,6 +539,17 @@ class SqliteEventStore:
     def last_position(self) -> int:
         row = self.reader().execute("SELECT max(position) FROM events").fetchall()
         return int(row[0][0] or 0)
+
+
+def _roll_back(conn: apsw.Connection) -> None:
+    """Roll back the open transaction, if SQLite has not already done so itself (it does on a
+    full disk or an I/O error); the error being handled, not this one, is what gets reported."""
+    if not conn.in_transaction:
+        return
+    try:
+        conn.execute("ROLLBACK")
+    except apsw.Error as exc:
+        log.warning("rollback on %s failed: %s", conn.filename, exc)
 
 
 def _translate(exc: Exception) -> Exception:

@@ -19,6 +19,7 @@ import apsw
 import attrs
 
 from fermix_memory.application.errors import IntegrityError
+from fermix_memory.domain.values import preview
 
 log = logging.getLogger("fermix_memory.storage")
 
@@ -46,7 +47,7 @@ class Head:
 def parse_head(text: str) -> Head:
     match = _HEAD.fullmatch(text.strip()) if isinstance(text, str) else None
     if match is None:
-        raise BadHeadAnchor(f"a head anchor is POSITION:HASH (64 hex digits), got {str(text)[:80]!r}")
+        raise BadHeadAnchor(f"a head anchor is POSITION:HASH (64 hex digits), got {preview(text, 80)}")
     return Head(int(match.group(1)), match.group(2))
 
 

@@ -266,3 +266,74 @@ def test_the_commented_provider_example_is_valid_once_uncommented(tmp_path: Path
     )
     assert provider.kind == "openai"
     assert provider.api_key_env == "OPENAI_API_KEY"
+
+
+# --- errors never show a value -------------------------------------------------------------------
+
+SECRET = "sk-proj-Zq81mXv0aPq7RkT2wLs9BcYe4HnJd6Uf"
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        (f'[fermix_core.memory]\ndurability = "{SECRET}"\n', 'fermix_core.memory.durability must be one of "normal"'),
+        (f'[fermix_core.compaction]\nreasoning_effort = "{SECRET}"\n', "fermix_core.compaction.reasoning_effort"),
+        (f'[fermix_core.memory]\nreview_max_messages = "{SECRET}"\n', "review_max_messages must be an integer"),
+        (f'[fermix_core.memory]\ntoken_encoding = ["{SECRET}"]\n', "token_encoding must be a string, got an array"),
+        (f'[fermix_core.memory]\nmax_conversation_history = "{SECRET}"\n', "max_conversation_history must be"),
+        (f'[fermix_core]\nmemory = "{SECRET}"\n', "fermix_core.memory must be a table, got a string"),
+        (f'[fermix_core]\nproviders = "{SECRET}"\n', "fermix_core.providers must be an array of tables"),
+        ("[fermix_core.memory]\nreview_max_messages = 123456789012345\nreview_claim_ttl_s = -123456789012345.5\n",
+         "review_claim_ttl_s must be > 0"),
+        (f'[fermix_core.memory]\ndurabilty = "{SECRET}"\n', "unknown key fermix_core.memory.durabilty"),
+        (f'[fermix_core]\nsecrets = "{SECRET}"\n', "unknown key fermix_core.secrets"),
+        (EXISTING.replace('model = "llama3.1"', f'model = "llama3.1"\napi_key = "{SECRET}"'),
+         "unknown key fermix_core.providers[0].api_key"),
+        (EXISTING.replace('base_url = "http://127.0.0.1:11434/v1"', f'base_url = "{SECRET}"'),
+         "fermix_core.providers[0].base_url must be an http:// or https:// URL"),
+        (EXISTING.replace('name = "offline"', f'name = "{SECRET}"').replace('name = "local"', f'name = "{SECRET}"'),
+         "fermix_core.providers[1].name is already used by fermix_core.providers[0]"),
+        (EXISTING.replace('kind = "rules"', f'kind = "{SECRET}"'), "fermix_core.providers[1].kind must be one of"),
+    ],
+)
+def test_config_errors_never_echo_a_secret_looking_value(tmp_path: Path, text: str, named: str) -> None:
+    path = write(tmp_path / "config.toml", text)
+    error = config_error(path)
+    assert error.startswith(f"{path}: ")
+    assert named in error
+    for shown in (SECRET, SECRET[:12], "123456789012345"):
+        assert shown not in error
+
+
+def test_config_errors_name_what_is_allowed_without_the_value(tmp_path: Path) -> None:
+    path = write(tmp_path / "config.toml", f'[fermix_core.memory]\ndurability = "{SECRET}"\n')
+    assert config_error(path) == (
+        f'{path}: fermix_core.memory.durability must be one of "normal", "full" (value not shown)'
+    )
+
+
+@pytest.mark.parametrize("depth", [400, 401, 5000])
+@pytest.mark.parametrize("shape", ["[ ]", "{a= }"])
+def test_config_toml_nested_400_levels_deep_is_a_config_error(tmp_path: Path, depth: int, shape: str) -> None:
+    opening, closing = shape.split(" ")
+    value = opening * depth + "1" + closing * depth
+    path = write(tmp_path / "config.toml", f"[fermix_core.memory]\ndurability = {value}\n")
+    error = config_error(path)
+    assert error.startswith(f"{path}: ")
+    assert "durability" in error or "nested too deeply" in error
+
+
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        ("[fermix_core.memory]\nreview_interval_hours = 1e8", "fermix_core.memory.review_interval_hours"),
+        ("[fermix_core.memory]\nreview_failure_backoff_ms = 922337203685477580", "review_failure_backoff_ms"),
+        ("[fermix_core.memory]\nreview_claim_ttl_s = 1e300", "fermix_core.memory.review_claim_ttl_s"),
+        ("[fermix_core.compaction]\nfailure_backoff_s = 1e12", "fermix_core.compaction.failure_backoff_s"),
+        ("[fermix_core.timeouts]\nllm_buffered_s = 1e10", "fermix_core.timeouts.llm_buffered_s"),
+    ],
+)
+def test_a_duration_too_long_for_date_arithmetic_is_a_config_error(tmp_path: Path, line: str, key: str) -> None:
+    error = config_error(write(tmp_path / "config.toml", line + "\n"))
+    assert key in error
+    assert "at most" in error

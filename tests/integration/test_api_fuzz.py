@@ -1,0 +1,222 @@
+"""Every public method of MemorySystem, fed arbitrary JSON-ish values: a result or a FermixError.
+
+The methods are found with ``inspect``, so a new public method is fuzzed without touching this
+file: ``VALID`` only gives well-formed arguments to start from, so that a fuzzed argument is
+checked past the others. Any argument without one is always fuzzed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import itertools
+import json
+from collections.abc import Iterator
+from concurrent.futures import Future
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fermix_memory import FermixError, MemorySystem
+
+AGENT, OWNER_ID, CONV = "ada", "alice", "telegram:42"
+OWNER = {"agent_id": AGENT, "owner_id": OWNER_ID}
+TURN = {**OWNER, "conversation": CONV}
+LINE = json.dumps({"agent_id": AGENT, "owner_id": OWNER_ID, "channel": "telegram", "chat_id": "42",
+                   "role": "user", "sender": OWNER_ID, "content": "I drink my coffee black"})
+
+# Well-formed arguments per method; the fuzzer replaces one or two of them per call.
+VALID: dict[str, dict[str, Any]] = {
+    "open": {},  # home is always a fresh folder, see call()
+    "close": {},
+    "append_message": {**TURN, "role": "user", "sender": OWNER_ID, "content": "I live in Paris"},
+    "history": {"agent_id": AGENT, "conversation": CONV},
+    "clear_window": {"agent_id": AGENT, "conversation": CONV},
+    "import_history": {"lines": [LINE]},
+    "export_history": {},
+    "write_memory": {"operations": {"op": "add", "category": "preference", "key": "coffee", "value": "black"},
+                     **OWNER},
+    "restore": {"memory_id": 1},
+    "memory": {"memory_id": 1},
+    "explain": {"memory_id": 1},
+    "memories": {},
+    "recall": {"query": "paris", **OWNER},
+    "before_turn": TURN,
+    "after_turn": TURN,
+    "wait_for_background": {},
+    "handle_command": {"text": "/new", **TURN},
+    "compact": {"agent_id": AGENT, "conversation": CONV},
+    "record_transcript": {**OWNER, "device_id": "phone", "role": "user", "text": "hello"},
+    "review_now": {},
+    "tool_definitions": {},
+    "dispatch_tool": {"name": "memory_recall", "arguments": {"query": "paris"}, **TURN},
+    "register_memory_source": {"source_id": "notes", **OWNER, "source_type": "notes", "name": "Notes"},
+    "save_job": {"job_id": "daily", **OWNER, "name": "Daily", "schedule": "0 9 * * *", "prompt": "Summarise"},
+    "record_job_run": {"run_id": "r1", "job_id": "daily", "status": "succeeded",
+                       "started_at": datetime(2026, 1, 1, 9, tzinfo=UTC)},
+    "compose_prompt": TURN,
+    "prompt_file": OWNER,
+    "rebuild_prompt_files": OWNER,
+    "resources": {},
+    "resource_history": {"name": "user_md", **OWNER},
+    "resource_revision": {"name": "user_md", "revision": 1, **OWNER},
+    "resource_diff": {"name": "user_md", "a": 1, "b": 1, **OWNER},
+    "resource_rollback": {"name": "user_md", "revision": 1, **OWNER},
+    "forget_owner": {"owner_id": "mallory"},
+    "verify": {},
+    "replay_into": {},  # target_dir is always a fresh folder, see call()
+}
+PATH_ARGUMENTS = {("open", "home"), ("replay_into", "target_dir")}
+NOT_FUZZED = {"close"}  # ends the home every other method runs on; covered by its own test
+
+
+def nested(depth: int, leaf: Any, as_list: bool) -> Any:
+    for _ in range(depth):
+        leaf = [leaf] if as_list else {"k": leaf}
+    return leaf
+
+
+_TEXT = st.text(st.characters(blacklist_categories=()), max_size=12)  # surrogates and NUL included
+_SPECIAL_TEXT = st.sampled_from([
+    "", " ", "\x00", "a\x00b", "\ud800", "x" * 300, "y" * 1_100_000, "telegram:42", "telegram:42:t", ":",
+    AGENT, OWNER_ID, "user", "assistant", "operator", "guest", "user_md", "memory_md", "/new", "/compact", "/clear",
+    "add", "memory_store", "memory_recall", "memory_sources_list", "openai", "anthropic", "1", "-1", "nan", "{}",
+    "2026-01-01T00:00:00", "not a time", "* * * * *", LINE,
+])
+def too_long_to_print() -> int:
+    return 10**5000  # str() refuses it: an error message that shows it fails
+
+
+_INTS = st.one_of(
+    st.integers(-3, 3),
+    st.integers(),
+    st.sampled_from([2**31, 2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 2**70, -(2**70)]),
+    st.builds(too_long_to_print),
+)
+_SCALARS = st.one_of(st.none(), st.booleans(), _INTS, st.floats(), _TEXT, _SPECIAL_TEXT)
+_DEEP = st.builds(nested, st.integers(0, 500), _SCALARS, st.booleans())
+JSONISH = st.one_of(
+    st.recursive(_SCALARS, lambda kids: st.lists(kids, max_size=3) | st.dictionaries(_TEXT, kids, max_size=3),
+                 max_leaves=8),
+    _DEEP,
+    st.fixed_dictionaries({"op": st.sampled_from(["add", "replace", "archive"])},
+                          optional={k: _SCALARS for k in ("category", "key", "value", "memory_id", "reason")}),
+)
+
+
+def public_methods() -> list[str]:
+    names = []
+    for name, member in inspect.getmembers(MemorySystem):
+        if name.startswith("_") or isinstance(inspect.getattr_static(MemorySystem, name), property):
+            continue
+        if callable(member):
+            names.append(name)
+    return names
+
+
+def parameters(name: str) -> list[inspect.Parameter]:
+    signature = inspect.signature(getattr(MemorySystem, name))
+    return [p for p in signature.parameters.values() if p.name not in ("self", "cls")
+            and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("fuzz")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def default_home(scratch: Path) -> Iterator[None]:
+    """``open(home=None)`` means $FERMIX_HOME: keep that inside the scratch folder too."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FERMIX_HOME", str(scratch / "default-home"))
+        yield
+
+
+@pytest.fixture(scope="module")
+def memory(scratch: Path) -> Iterator[MemorySystem]:
+    with MemorySystem.open(scratch / "home") as system:
+        system.write_memory(VALID["write_memory"]["operations"], **OWNER)  # memory row 1
+        system.append_message(**VALID["append_message"])
+        yield system
+
+
+_fresh = itertools.count()
+
+
+def as_path(value: Any, scratch: Path) -> Any:
+    """A fuzzed folder stays inside the scratch folder: text becomes one fresh name there."""
+    if not isinstance(value, str):
+        return value
+    return str(scratch / f"d{next(_fresh)}{value.replace('/', '_').replace('.', '_')}")
+
+
+def call(memory: MemorySystem, scratch: Path, name: str, arguments: dict[str, Any]) -> Any:
+    for method, argument in PATH_ARGUMENTS:
+        if method == name:
+            arguments.setdefault(argument, str(scratch / f"fresh{next(_fresh)}"))
+            arguments[argument] = as_path(arguments[argument], scratch)
+    if name == "open":
+        with MemorySystem.open(**arguments):
+            return None
+    result = getattr(memory, name)(**arguments)
+    if isinstance(result, Iterator):
+        result = list(result)
+    if isinstance(result, Future):
+        memory.wait_for_background()
+    return result
+
+
+def test_every_public_method_is_known() -> None:
+    # AGENT method missing here is still fuzzed (with every argument arbitrary); this only keeps
+    # VALID honest, so renamed or removed methods are noticed.
+    assert set(VALID) <= set(public_methods())
+    assert set(public_methods()) >= NOT_FUZZED
+
+
+def test_the_well_formed_arguments_are_accepted(scratch: Path) -> None:
+    # Otherwise the fuzzer would only ever meet the first check of a method.
+    with MemorySystem.open(scratch / "well-formed") as system:
+        system.write_memory(VALID["write_memory"]["operations"], **OWNER)  # memory row 1
+        system.append_message(**VALID["append_message"])
+        for name, arguments in VALID.items():
+            if name not in NOT_FUZZED:
+                call(system, scratch, name, dict(arguments))
+
+
+@pytest.mark.parametrize("name", sorted(set(public_methods()) - NOT_FUZZED))
+def test_a_public_method_only_ever_raises_fermix_errors(memory: MemorySystem, scratch: Path, name: str) -> None:
+    params = parameters(name)
+    base = VALID.get(name, {})
+    must_fuzz = [p.name for p in params if p.name not in base and p.default is p.empty
+                 and (name, p.name) not in PATH_ARGUMENTS]
+    choices = [p.name for p in params]
+
+    @settings(max_examples=25, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(data=st.data())
+    def run(data: st.DataObject) -> None:
+        fuzzed = set(must_fuzz)
+        if choices:
+            fuzzed |= data.draw(st.sets(st.sampled_from(choices), min_size=1, max_size=2), label="fuzzed")
+        arguments = dict(base)
+        for argument in sorted(fuzzed):
+            arguments[argument] = data.draw(JSONISH, label=argument)
+        with contextlib.suppress(FermixError):
+            call(memory, scratch, name, arguments)
+
+    run()
+    assert memory.verify().ok
+
+
+def test_close_then_any_call_is_a_fermix_error(scratch: Path) -> None:
+    system = MemorySystem.open(scratch / "closing")
+    system.close()
+    system.close()
+    for name in sorted(set(VALID) - {"open", "close", "tool_definitions", "prompt_file"}):
+        with pytest.raises(FermixError):
+            call(system, scratch, name, dict(VALID[name]))
