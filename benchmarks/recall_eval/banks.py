@@ -106,7 +106,7 @@ FACTS: dict[str, dict[str, list]] = {
         "gold": ["{job} {where}"],
         "distractors": ["My uncle was a {job} for thirty years, he'd have stories for you.",
                         "I could never be a {djob}, I'd lose my mind.",
-                        "Did you ever think about being a {job}? I did, for about a week.",
+                        "My cousin keeps saying she'll retrain as a {job}. I give it a week.",
                         "The {djob} who lives upstairs works even worse hours than me."],
         "dfield": ["job"],
     },
@@ -510,6 +510,7 @@ EVENT_PROMPTS = [
     "How are things, {name}?",
 ]
 
+# "bad_news" marks an event the listener commiserates with rather than celebrates.
 EVENTS: dict[str, dict[str, list[str]]] = {
     "new_job": {"say": ["First day at the new job was {when}! My brain is full.",
                         "Started the new job {when}. Everyone's nice, the coffee is terrible."],
@@ -523,7 +524,7 @@ EVENTS: dict[str, dict[str, list[str]]] = {
     "concert": {"say": ["Saw {band} live {when}, best gig of my life.",
                         "Finally got to see {band} {when}! My ears are still ringing."],
                 "q": ["see {band} live"], "distractor": ["I missed {band} last time they toured, still bitter."]},
-    "ankle": {"say": ["I sprained my ankle {when} stepping off a bus. So embarrassing.",
+    "ankle": {"bad_news": ["yes"], "say": ["I sprained my ankle {when} stepping off a bus. So embarrassing.",
                       "Rolled my ankle {when} on the stairs, it's the size of a grapefruit."],
               "q": ["sprain {pos} ankle"], "distractor": ["Careful on those stairs, I nearly fell down them last winter."]},
     "engaged": {"say": ["{Fiance} proposed {when}! I said yes, obviously.", "We got engaged {when}!! {Fiance} cried first."],
@@ -555,7 +556,7 @@ EVENTS: dict[str, dict[str, list[str]]] = {
     "blood": {"say": ["Gave blood for the first time {when}, felt a bit faint after.",
                       "Donated blood {when}. They gave me two biscuits, worth it."],
               "q": ["give blood"], "distractor": ["I can't do needles, I'd pass out just watching."]},
-    "phone": {"say": ["Dropped my phone in the canal {when}. Don't ask.",
+    "phone": {"bad_news": ["yes"], "say": ["Dropped my phone in the canal {when}. Don't ask.",
                       "My phone went swimming {when}, fell off the bridge. New number soon."],
               "q": ["lose {pos} phone in the canal"], "distractor": ["My phone screen has been cracked for a year now."]},
     "museum": {"say": ["Spent the whole day at the natural history museum {when}, the whale skeleton!",
@@ -715,22 +716,36 @@ SMALL_TALK: list[list[tuple[int, str]]] = [
 GREETINGS = [
     "Hey {n1}! Long time, how are you?", "Morning {n1}! Got a minute?", "{n1}! Sorry I vanished last week.",
     "Hi {n1}, how's things?", "Evening! You around, {n1}?", "Hey you. Good weekend?", "Hiya {n1}!",
+    "Happy Monday, {n1}. Or is it?", "Knock knock. Anyone awake?", "{n1}, you will not believe my day.",
+    "Oi, {n1}! Got five minutes?", "Morning! Coffee in hand yet?", "Hello stranger!", "Quick hello before my train, {n1}.",
+    "Are you free for a chat, {n1}?", "Guess who finally has a day off.",
 ]
 GREETING_REPLIES = [
     "Hi {n0}! All good here, just busy.", "Hey! Not bad, not bad. You?", "There you are, {n0}! I was about to message.",
     "Hello hello. Surviving!", "Hey {n0}, perfect timing, I'm on my break.", "Hi! Yes, all good. Tired, but good.",
+    "Awake, barely. What's up?", "Always, {n0}. Go on.", "Hello! Just got in.", "Ha, hi! I was literally thinking about you.",
+    "Two coffees in, ready for anything.", "Go on then, tell me everything.", "Hey! Sorry, slow replies today.",
 ]
 CLOSINGS = [
     "Anyway, I should run. Talk soon, {n1}!", "Right, dinner's ready. Speak later!", "I'm falling asleep, night {n1}.",
     "Okay, back to work for me. Catch you later.", "Got to go, the meeting's starting. Bye {n1}!",
+    "My stop's next, talk tomorrow?", "Battery's about to die, bye for now!", "Right, the oven's beeping. Later, {n1}.",
+    "I'd better get some sleep. Night!", "Lunch is over, sadly. Speak soon.", "Have to pick something up before they close, bye!",
+    "Okay, I'm off to the gym. Wish me luck.", "Flatmate just walked in with pizza. Bye {n1}!",
 ]
-CLOSING_REPLIES = ["Bye {n0}! Take care.", "Night! Sleep well.", "Later! Good luck with it all.", "Speak soon, {n0}."]
+CLOSING_REPLIES = ["Bye {n0}! Take care.", "Night! Sleep well.", "Later! Good luck with it all.", "Speak soon, {n0}.",
+                   "Bye! Good chat.", "Take care of yourself, {n0}.", "Talk tomorrow!", "Go go go. Bye!", "Cheers, {n0}, later."]
 REACTIONS = [
     "Oh nice!", "No way, {name}!", "Ha, I love that.", "That sounds amazing.", "Good for you!", "Oh, really?",
-    "I had no idea!", "Makes sense, honestly.", "Ha! Of course.", "Wow.",
+    "I had no idea!", "Makes sense, honestly.", "Ha! Of course.", "Wow.", "Ooh, tell me more, {name}.",
+    "Very you.", "Love it.", "Now that I did not expect.", "You kept that quiet!", "Nice one.",
 ]
 # Neutral replies to a remark that states nothing about the listener.
 REMARK_REPLIES = [
     "Ha, fair.", "Really?", "Oh no.", "Funny you say that.", "Same, honestly.", "Huh.", "Fair enough, {name}.",
     "Ha! Classic.", "Can't argue with that.", "Noted.",
 ]
+GOOD_NEWS = ["Congratulations!", "Amazing, {name}!", "That's brilliant news.", "So happy for you!", "Well done!",
+             "Yes! Finally.", "Love that for you, {name}."]
+BAD_NEWS = ["Oh no, {name}!", "Ouch. Are you okay?", "That's awful, sorry.", "Nightmare.", "Poor you.",
+            "Oh {name}, that's rotten luck."]

@@ -196,7 +196,7 @@ class ConversationBuilder:
             lines.append(Line(asker.name, fill(self.rng.choice(banks.EVENT_PROMPTS), {"name": person.name})))
         lines.append(Line(person.name, fill(self.rng.choice(bank["say"]), fields), tag))
         if self.rng.random() < 0.7:
-            lines.append(self.reaction(asker, person))
+            lines.append(self.reaction(asker, person, banks.BAD_NEWS if "bad_news" in bank else banks.GOOD_NEWS))
         self.blocks[session].append(lines)
         person.sheet.setdefault("events", {})[kind] = answer
         what = fill(self.rng.choice(bank["q"]), fields)
