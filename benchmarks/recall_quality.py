@@ -1,0 +1,291 @@
+"""Recall quality of ``memory_recall(source="history")`` on our own evaluation set, beside raw FTS5.
+
+The set (``benchmarks/recall_eval/``, see its README) holds long multi-session chats between
+named people and questions whose answers are specific turns. Every question is asked, in the
+same run, of:
+
+* **ours** — ``MemorySystem.recall(question, agent_id, owner_id, conversation, scope="current",
+  source="history", limit=10)``; each result carries the message id ``append_message`` returned,
+  which maps back to a turn id;
+* **raw FTS5** — an in-memory apsw FTS5 table (same tokenizer as the product: porter,
+  unicode61, diacritics removed) holding ``"speaker: text"`` of the same turns; the question's
+  every word token is quoted and OR-ed (no stop words dropped) and ranked by ``bm25``, top 10.
+
+How a host would store these chats: the memory belongs to the FIRST participant of each
+conversation (the account holder; the agent keeps that person's memory and reads along), so
+every turn of a conversation is appended under ``agent_id="companion"``,
+``owner_id="<conv id>-<first name>"`` (e.g. ``conv03-aisha``), conversation ``chat:<conv id>``,
+``role="user"`` (every speaker is a person), ``sender=<speaker name>``, ``created_at`` = the
+turn's time, in time order. Questions are asked as that owner in that conversation.
+
+Two modes, both printed:
+
+(a) **one home**: all conversations in ONE home (and, for raw FTS5, one table: term statistics
+    span every conversation, the question filtered to its conversation after ``MATCH``);
+(b) **alone**: each conversation in its own home (and its own FTS5 table).
+
+Figures: R@1/5/10 per category (a hit when ANY answering turn is in the top k) and, for
+multi-hop, "all answering turns in the top k"; p50/p95 latency per call. Progress goes to
+stderr; the LAST line of stdout is one JSON object with every figure.
+
+Run (from the repository root)::
+
+    .venv/bin/python benchmarks/recall_quality.py --quick    # 3 conversations, seconds
+    .venv/bin/python benchmarks/recall_quality.py            # the whole set
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import apsw
+from append_and_recall import percentile, progress
+
+from fermix_memory import MemorySystem
+from fermix_memory.adapters.sqlite.fts_query import quote_term
+
+DATA = Path(__file__).resolve().parent / "recall_eval"
+AGENT = "companion"
+KS = (1, 5, 10)
+CATEGORIES = ("single-hop", "multi-hop", "temporal")
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+# --- the evaluation set ---------------------------------------------------------------------------
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def load_set(folder: Path, quick: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    conversations = read_jsonl(folder / "conversations.jsonl")
+    questions = read_jsonl(folder / "questions.jsonl")
+    if quick:
+        conversations = conversations[:3]
+        kept = {c["id"] for c in conversations}
+        questions = [q for q in questions if q["conversation"] in kept]
+    preceding = {turn["id"]: previous["id"] for c in conversations for session in c["sessions"]
+                 for previous, turn in zip(session["turns"], session["turns"][1:], strict=False)}
+    for q in questions:  # the turn each answering turn replies to, for the diagnostic figure
+        q["preceding_turn_ids"] = [preceding[a] for a in q["answer_turn_ids"] if a in preceding]
+    return conversations, questions
+
+
+def owner_of(conversation: dict[str, Any]) -> str:
+    return f"{conversation['id']}-{conversation['participants'][0]['name'].lower()}"
+
+
+def chat_of(conversation: dict[str, Any]) -> str:
+    return f"chat:{conversation['id']}"
+
+
+def turns_of(conversation: dict[str, Any]) -> list[dict[str, Any]]:
+    return [turn for session in conversation["sessions"] for turn in session["turns"]]
+
+
+# --- the two systems --------------------------------------------------------------------------------
+
+
+class Ours:
+    """The product, through its public API, on a home of its own."""
+
+    def __init__(self, home: Path, conversations: Sequence[dict[str, Any]]) -> None:
+        self.memory = MemorySystem.open(home)
+        self.turn_of: dict[int, str] = {}
+        self.where: dict[str, tuple[str, str]] = {}
+        rows = [(turn, c) for c in conversations for turn in turns_of(c)]
+        rows.sort(key=lambda row: row[0]["created_at"])  # a host appends as messages arrive
+        for turn, conversation in rows:
+            message_id = self.memory.append_message(
+                agent_id=AGENT, owner_id=owner_of(conversation), conversation=chat_of(conversation), role="user",
+                sender=turn["speaker"], content=turn["text"], created_at=turn["created_at"])
+            self.turn_of[message_id] = turn["id"]
+        for conversation in conversations:
+            self.where[conversation["id"]] = (owner_of(conversation), chat_of(conversation))
+
+    def search(self, question: dict[str, Any]) -> list[str]:
+        owner, chat = self.where[question["conversation"]]
+        result = self.memory.recall(question["question"], agent_id=AGENT, owner_id=owner, conversation=chat,
+                                    scope="current", source="history", limit=10)
+        return [self.turn_of.get(hit.message.id, "?") for hit in result.messages]
+
+    def close(self) -> None:
+        self.memory.close()
+
+
+def or_query(text: str) -> str:
+    """Every word token of ``text``, quoted and OR-ed (duplicates once)."""
+    terms = dict.fromkeys(match.group(0).lower() for match in _WORD.finditer(text))
+    return " OR ".join(quote_term(term) for term in terms)
+
+
+class RawFts:
+    """Plain FTS5 over ``"speaker: text"``: one in-memory table, bm25, no scoping beyond a filter."""
+
+    def __init__(self, conversations: Sequence[dict[str, Any]]) -> None:
+        self.conn = apsw.Connection(":memory:")
+        self.conn.execute(f"CREATE VIRTUAL TABLE turns USING fts5(body, conv UNINDEXED, turn UNINDEXED,"
+                          f" tokenize='{TOKENIZER}')")
+        with self.conn:
+            self.conn.executemany("INSERT INTO turns(body, conv, turn) VALUES (?, ?, ?)", [
+                (f"{turn['speaker']}: {turn['text']}", c["id"], turn["id"])
+                for c in conversations for turn in turns_of(c)])
+
+    def search(self, question: dict[str, Any]) -> list[str]:
+        rows = self.conn.execute("SELECT turn FROM turns WHERE turns MATCH ? AND conv = ? ORDER BY bm25(turns)"
+                                 " LIMIT 10", (or_query(question["question"]), question["conversation"]))
+        return [row[0] for row in rows]
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+# --- scoring --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Score:
+    """Hits of one system over some questions."""
+
+    n: int = 0
+    any_hits: dict[int, int] = field(default_factory=lambda: dict.fromkeys(KS, 0))
+    all_hits: dict[int, int] = field(default_factory=lambda: dict.fromkeys(KS, 0))
+
+    near_hits: int = 0  # diagnostic: an answering turn, or the turn just before it, in the top 10
+
+    def add(self, ranked: Sequence[str], question: dict[str, Any]) -> None:
+        answers = question["answer_turn_ids"]
+        self.n += 1
+        for k in KS:
+            top = set(ranked[:k])
+            self.any_hits[k] += any(a in top for a in answers)
+            self.all_hits[k] += all(a in top for a in answers)
+        self.near_hits += any(a in ranked for a in [*answers, *question["preceding_turn_ids"]])
+
+    def figures(self, with_all: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {"n": self.n}
+        for k in KS:
+            out[f"R@{k}"] = round(self.any_hits[k] / self.n, 3) if self.n else None
+            if with_all:
+                out[f"all@{k}"] = round(self.all_hits[k] / self.n, 3) if self.n else None
+        out["R@10_or_preceding"] = round(self.near_hits / self.n, 3) if self.n else None
+        return out
+
+
+@dataclass
+class SystemRun:
+    scores: dict[str, Score] = field(default_factory=lambda: {c: Score() for c in (*CATEGORIES, "all")})
+    latencies_ms: list[float] = field(default_factory=list)
+
+    def figures(self) -> dict[str, Any]:
+        out: dict[str, Any] = {c: s.figures(with_all=c == "multi-hop") for c, s in self.scores.items()}
+        out["latency_ms"] = {"p50": round(percentile(self.latencies_ms, 50), 3),
+                             "p95": round(percentile(self.latencies_ms, 95), 3)}
+        return out
+
+
+def ask(search: Callable[[dict[str, Any]], list[str]], question: dict[str, Any], run: SystemRun) -> list[str]:
+    started = time.perf_counter()
+    ranked = search(question)
+    run.latencies_ms.append((time.perf_counter() - started) * 1000)
+    for bucket in (question["category"], "all"):
+        run.scores[bucket].add(ranked, question)
+    return ranked
+
+
+def measure(groups: Sequence[Sequence[dict[str, Any]]], questions: Sequence[dict[str, Any]],
+            workdir: Path, label: str, dump: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each group of conversations goes into one home (ours) and one FTS5 table (raw); every
+    question's top 10 of both goes to ``dump``."""
+    runs = {"ours": SystemRun(), "raw_fts5": SystemRun()}
+    for index, group in enumerate(groups):
+        ids = {c["id"] for c in group}
+        asked = [q for q in questions if q["conversation"] in ids]
+        progress(f"[{label}] home {index + 1}/{len(groups)}: {len(group)} conversation(s), {len(asked)} questions")
+        ours = Ours(workdir / f"{label}-{index}", group)
+        raw = RawFts(group)
+        try:
+            # Take turns question by question so a noisy moment hits both alike.
+            for question in asked:
+                dump.append({"mode": label, "id": question["id"], "category": question["category"],
+                             "answer_turn_ids": question["answer_turn_ids"],
+                             "ours": ask(ours.search, question, runs["ours"]),
+                             "raw_fts5": ask(raw.search, question, runs["raw_fts5"])})
+        finally:
+            ours.close()
+            raw.close()
+    return {name: run.figures() for name, run in runs.items()}
+
+
+# --- report ---------------------------------------------------------------------------------------
+
+
+def print_table(title: str, figures: dict[str, Any]) -> None:
+    print(f"\n{title}")
+    print(f"{'category':<12}{'n':>5} | {'ours R@1':>9}{'R@5':>7}{'R@10':>7} | {'fts5 R@1':>9}{'R@5':>7}{'R@10':>7}")
+    for category in (*CATEGORIES, "all"):
+        ours, raw = figures["ours"][category], figures["raw_fts5"][category]
+        cells = " | ".join("".join(f"{row[f'R@{k}']:>{9 if k == 1 else 7}.1%}" for k in KS) for row in (ours, raw))
+        print(f"{category:<12}{ours['n']:>5} | {cells}")
+    ours, raw = figures["ours"]["multi-hop"], figures["raw_fts5"]["multi-hop"]
+    cells = " | ".join("".join(f"{row[f'all@{k}']:>{9 if k == 1 else 7}.1%}" for k in KS) for row in (ours, raw))
+    print(f"{'multi: all':<12}{ours['n']:>5} | {cells}   (every answering turn in the top k)")
+    near = "  ".join(f"{c} " + "/".join(f"{figures[name][c]['R@10_or_preceding']:.1%}" for name in ("ours", "raw_fts5"))
+                     for c in (*CATEGORIES, "all"))
+    print(f"diagnostic, answering turn OR the turn before it in the top 10 (ours/fts5): {near}")
+    for name in ("ours", "raw_fts5"):
+        lat = figures[name]["latency_ms"]
+        print(f"latency {name:<9} p50 {lat['p50']:.3f} ms   p95 {lat['p95']:.3f} ms")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Recall quality of history search vs raw FTS5 on our own set.")
+    parser.add_argument("--quick", action="store_true", help="smoke run: the first 3 conversations only")
+    parser.add_argument("--data", type=Path, default=DATA, help="folder with conversations.jsonl, questions.jsonl")
+    parser.add_argument("--workdir", type=Path, default=None, help="keep the homes here (default: a temp folder)")
+    parser.add_argument("--dump", type=Path, default=None,
+                        help="write every question's top 10 (ours and raw FTS5, both modes) here as JSON Lines")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    conversations, questions = load_set(args.data, args.quick)
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="fermix-recall-quality-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    dump: list[dict[str, Any]] = []
+    try:
+        one_home = measure([conversations], questions, workdir, "one-home", dump)
+        alone = measure([[c] for c in conversations], questions, workdir, "alone", dump)
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    if args.dump is not None:
+        args.dump.write_text("".join(json.dumps(row) + "\n" for row in dump), encoding="utf-8")
+    turns = sum(len(turns_of(c)) for c in conversations)
+    print(f"recall quality: {len(conversations)} conversations, {turns} turns, {len(questions)} questions"
+          f"{' (quick)' if args.quick else ''}")
+    print_table("(a) all conversations in ONE home", one_home)
+    print_table("(b) each conversation alone in its own home", alone)
+    report = {"benchmark": "recall_quality", "quick": args.quick, "conversations": len(conversations),
+              "turns": turns, "questions": len(questions), "limit": 10,
+              "one_home": one_home, "alone": alone}
+    print(json.dumps(report, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""Integrity of the committed recall evaluation set (benchmarks/recall_eval); no benchmark run."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "recall_eval"
+CATEGORIES = {"single-hop", "multi-hop", "temporal"}
+
+
+def _jsonl(name: str) -> list[dict[str, Any]]:
+    with (DATA / name).open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle]
+
+
+@pytest.fixture(scope="module")
+def conversations() -> list[dict[str, Any]]:
+    return _jsonl("conversations.jsonl")
+
+
+@pytest.fixture(scope="module")
+def questions() -> list[dict[str, Any]]:
+    return _jsonl("questions.jsonl")
+
+
+def _turns(conversation: dict[str, Any]) -> list[dict[str, Any]]:
+    return [turn for session in conversation["sessions"] for turn in session["turns"]]
+
+
+def test_conversations_meet_the_minimums(conversations: list[dict[str, Any]]) -> None:
+    assert len(conversations) >= 10
+    for conversation in conversations:
+        names = [p["name"] for p in conversation["participants"]]
+        assert len(names) >= 2 and len(set(names)) == len(names)
+        assert len(_turns(conversation)) >= 300
+        dates = [session["date"] for session in conversation["sessions"]]
+        assert len(dates) >= 5 and dates == sorted(dates)
+        assert {turn["speaker"] for turn in _turns(conversation)} <= set(names)
+
+
+def test_ids_are_unique(conversations: list[dict[str, Any]], questions: list[dict[str, Any]]) -> None:
+    turn_ids = [turn["id"] for c in conversations for turn in _turns(c)]
+    assert len(turn_ids) == len(set(turn_ids))
+    assert len({c["id"] for c in conversations}) == len(conversations)
+    assert len({q["id"] for q in questions}) == len(questions)
+
+
+def test_every_question_points_at_existing_turns_of_its_conversation(
+    conversations: list[dict[str, Any]], questions: list[dict[str, Any]]
+) -> None:
+    session_day = {turn["id"]: (c["id"], session["date"])
+                   for c in conversations for session in c["sessions"] for turn in session["turns"]}
+    for q in questions:
+        assert q["category"] in CATEGORIES
+        assert q["question"].strip() and q["answer"].strip()
+        ids = q["answer_turn_ids"]
+        assert ids and len(ids) == len(set(ids))
+        for turn_id in ids:
+            assert session_day[turn_id][0] == q["conversation"], q["id"]
+        if q["category"] == "multi-hop":
+            assert len(ids) >= 2
+        if q["category"] == "temporal":
+            assert q["answer_date"] <= session_day[ids[0]][1]
+
+
+def test_question_counts_meet_the_minimums(questions: list[dict[str, Any]]) -> None:
+    by_category = Counter(q["category"] for q in questions)
+    assert len(questions) >= 500
+    assert set(by_category) == CATEGORIES and min(by_category.values()) >= 50
+
+
+def test_committed_files_are_the_generator_output() -> None:
+    spec = importlib.util.spec_from_file_location("recall_eval_generate", DATA / "generate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    path, modules = list(sys.path), set(sys.modules)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    try:
+        spec.loader.exec_module(module)
+        conversations, questions = module.generate()
+    finally:  # the generator puts its folder on the path to import its banks; undo that
+        sys.path[:] = path
+        for name in set(sys.modules) - modules:
+            del sys.modules[name]
+    assert module.as_jsonl(conversations) == (DATA / "conversations.jsonl").read_text(encoding="utf-8")
+    assert module.as_jsonl(questions) == (DATA / "questions.jsonl").read_text(encoding="utf-8")
