@@ -284,7 +284,9 @@ def test_context_window_passed_to_the_hooks_sets_the_threshold(
 def test_compactor_request_carries_the_configured_reasoning_effort(
         open_memory: Callable[..., MemorySystem], model: FakeModel, configured: str | None, sent: str) -> None:
     compaction = {"reasoning_effort": configured} if configured else None
-    memory = open_memory(make_config(model.server, compaction=compaction))
+    config = make_config(model.server, compaction=compaction)
+    config["fermix_core"]["providers"][0]["model"] = "o4-mini"  # effort goes only to reasoning models
+    memory = open_memory(config)
     fill(memory, 12)
     after_turn(memory, THRESHOLD_TOKENS + 50)
     [request] = model.compactor_requests()

@@ -243,6 +243,9 @@ def test_logging_tracer_writes_one_structured_line_without_secrets(
         "completion_tokens": 1,
         "outcome": "ok",
         "at": NOW.isoformat(),
+        "served_model": "loopback",
+        "attempts": 1,
+        "notes": [],
     }
     assert lines[1].model_call == fields  # type: ignore[attr-defined]
     assert KEY not in caplog.text

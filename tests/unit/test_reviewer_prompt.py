@@ -26,7 +26,7 @@ from fermix_memory.application.reviewer_prompt import (
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.operations import AddOperation, ArchiveOperation, ReplaceOperation
-from fermix_memory.domain.reviewer_answer import parse_reviewer_answer
+from fermix_memory.domain.reviewer_answer import OPERATIONS_SCHEMA, parse_reviewer_answer
 from fermix_memory.domain.values import Category, ConversationKey, Role, ScopeType, Trust
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
@@ -206,6 +206,20 @@ def test_request_shape() -> None:
 )
 def test_system_prompt_states_the_contract(fragment: str) -> None:
     assert fragment in REVIEWER_SYSTEM_PROMPT
+
+
+def test_prompt_says_empty_operations_means_nothing_to_save() -> None:
+    # A model held to JSON mode cannot write the sentence; it must know the JSON spelling.
+    assert '{"operations": []} means the same' in REVIEWER_SYSTEM_PROMPT
+
+
+def test_review_request_asks_for_the_operations_schema_and_a_repair_turn() -> None:
+    req = build_review_request(messages=[message(1, "hello")], memories=[], max_output_tokens=10, timeout_s=1.0)
+    assert req.output_schema == OPERATIONS_SCHEMA and req.output_schema_name == "memory_operations"
+    assert req.repair_prompt and req.check is not None
+    req.check('{"operations": []}')
+    with pytest.raises(ModelBadResponse, match="unusable reviewer answer"):
+        req.check("I saved it for you.")
 
 
 def test_system_prompt_example_is_a_valid_answer() -> None:
