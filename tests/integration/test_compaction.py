@@ -414,7 +414,7 @@ def test_fact_in_a_compacted_message_is_reviewed_first_rules(open_memory: Callab
     assert provider.calls == ["review:memory_reviewer", "compact:low:compactor"]
     assert lisbon not in window_ids(memory)
     [row] = memory.memories(agent_id=AGENT, owner_id=OWNER)
-    assert (row.category.value, row.key, row.value) == ("identity", "home_city", "Lives in Lisbon")
+    assert (row.category.value, row.key, row.value) == ("identity", "home_city", "Lisbon")
 
 
 @pytest.mark.parametrize("bad_review", ["http_500", "unparseable"])
@@ -573,4 +573,4 @@ def test_offline_compaction_keeps_each_user_message_first_sentence(tmp_path: Pat
         assert checkpoint.content.startswith("Earlier in this conversation (extractive checkpoint, offline):")
         assert "- alice: Point 0 matters." in checkpoint.content
         assert "- alice: I live in Lisbon." in checkpoint.content
-        assert [m.value for m in memory.memories()] == ["Lives in Lisbon"]
+        assert [m.value for m in memory.memories()] == ["Lisbon"]
