@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import httpx
@@ -149,14 +148,10 @@ class OpenAICompatibleProvider:
             self._learned.set("limit_field", other)
             return f"{param} refused by the server: {other} sent instead"
         if param in ("response_format", "json_schema", "json_object"):
-            mode = self._learned.get("structured", "json_schema")
-            if "json_schema" not in json.dumps(body["response_format"]) and mode == "json_schema":
-                mode = "json_object"  # json_object was sent (no schema given)
-            if mode == "none":
-                return None
-            lower = STRUCTURED_MODES[STRUCTURED_MODES.index(mode) + 1]
+            sent_mode = body["response_format"]["type"]  # json_schema, or json_object
+            lower = STRUCTURED_MODES[STRUCTURED_MODES.index(sent_mode) + 1]
             self._learned.set("structured", lower)
-            return f"response_format {mode} refused by the server: {lower} from now on"
+            return f"response_format {sent_mode} refused by the server: {lower} from now on"
         return None
 
     def _parse(self, data: dict[str, Any], attempts: int, notes: tuple[str, ...]) -> ChatResponse:
