@@ -46,6 +46,8 @@ _REFUSAL_WORDS = (
     "invalid parameter",
     "does not accept",
     "unexpected",
+    "must be one of",  # llama.cpp: 'response_format type must be one of "text" or "json_object"'
+    "is not one of",
 )
 
 

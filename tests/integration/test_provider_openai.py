@@ -401,3 +401,16 @@ def test_failure_carries_its_attempts(openai_server: LoopbackModelServer, http_c
         provider(openai_server, http_client, retries=2).complete(request())
 
     assert caught.value.attempts == 3  # type: ignore[attr-defined]
+
+
+def test_llama_cpp_style_refusal_of_json_schema_steps_down(
+    openai_server: LoopbackModelServer, http_client: httpx.Client
+):
+    refusal = Reply(status=400, json={"error": {"code": 400, "type": "invalid_request_error", "message":
+                    'response_format type must be one of "text" or "json_object", but got: json_schema'}})
+    openai_server.script(refusal)
+
+    response = provider(openai_server, http_client).complete(schema_request())
+
+    assert response.attempts == 2
+    assert [r.json["response_format"]["type"] for r in openai_server.requests] == ["json_schema", "json_object"]
