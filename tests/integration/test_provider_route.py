@@ -397,3 +397,15 @@ def test_readme_provider_examples_build_and_send_the_documented_parameters(
                                       reasoning_effort="medium", timeout_s=2.0))
         sent = server.requests[-1].json
         assert {k: sent[k] for k in LIMIT_KEYS if k in sent} == README_EXAMPLES[settings.name], settings.name
+
+
+@pytest.mark.parametrize(
+    ("kind", "key", "value"),
+    [("openai", "structured_output", "tool"), ("anthropic", "structured_output", "json_schema"),
+     ("anthropic", "max_tokens_field", "max_completion_tokens")],
+)
+def test_a_parameter_setting_of_the_other_kind_is_a_config_error(kind: str, key: str, value: str):
+    settings = ProviderSettings(name="p", kind=kind, model="m", **{key: value})
+
+    with pytest.raises(ConfigError, match=f'{key} "{value}" is for kind'):
+        build_provider(settings, {})
