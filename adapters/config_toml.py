@@ -159,4 +159,7 @@ persist_transcripts = false
 # api_key_env = "OPENAI_API_KEY"  # the NAME of the variable holding the key, never the key
 # context_window = 128000
 # retries = 1  # extra attempts on this provider before falling back to the next
+# reasoning_effort = "auto"  # "auto" (only models known to take it), "none", or a level
+# max_tokens_field = "auto"  # openai: "auto", "max_tokens" or "max_completion_tokens"
+# structured_output = "auto"  # "auto", "json_schema", "json_object", "tool" or "none"
 """

@@ -18,6 +18,7 @@ def trace_fields(trace: ModelCallTrace) -> dict[str, object]:
     fields = attrs.asdict(trace)
     fields["at"] = trace.at.isoformat()
     fields["latency_ms"] = round(trace.latency_ms, 1)
+    fields["notes"] = list(trace.notes)
     return fields
 
 

@@ -5,9 +5,11 @@ One review of one (agent, owner, conversation):
    and an atomic claim (a claim past its expiry was left by a dead process and is taken over);
 2. outside any transaction, one bounded model call tagged ``memory_reviewer`` on the agent's
    provider route, with the unseen user messages and the visible memory state;
-3. strict parsing of the answer; each operation through admission; the claim checked again;
-   applied operations, refusals and the completion recorded in ONE transaction. Any failure
-   records ``review.failed`` with a back-off and writes nothing else.
+3. parsing of the answer (strict, plus the documented conservative repairs; an unusable answer
+   got one repair turn, then the next provider, on the route); each operation through
+   admission; the claim checked again; applied operations, refusals and the completion
+   recorded in ONE transaction. Any failure records ``review.failed`` with a back-off and
+   writes nothing else.
 Prompt files are rebuilt by the after-commit reaction of the store.
 """
 
@@ -38,7 +40,7 @@ from fermix_memory.domain.errors import ReviewerAnswerError
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.operations import Operation
-from fermix_memory.domain.reviewer_answer import parse_reviewer_answer
+from fermix_memory.domain.reviewer_answer import parse_reviewer_answer_tolerant
 from fermix_memory.domain.scopes import MemoryFilter, Reader, RecallScope, WriterKind, memory_filter
 from fermix_memory.domain.values import ConversationKey, Trust
 
@@ -122,7 +124,9 @@ class Reviewer:
             request = attrs.evolve(request, tags={**request.tags, "agent": REVIEWER_AGENT_TAG,
                                                   "agent_id": agent_id})
             answer = self._model_for(agent_id).complete(request)
-            operations = parse_reviewer_answer(answer.text)
+            operations, repairs = parse_reviewer_answer_tolerant(answer.text)
+            if repairs:
+                log.info("reviewer answer of %s (%s) repaired: %s", answer.provider, answer.model, ", ".join(repairs))
         except (ModelError, ReviewerAnswerError) as exc:
             return self._fail(result, claim, exc)
         except Exception as exc:  # a bug must not leave the claim held until it expires

@@ -58,6 +58,14 @@ class ProviderSettings:
     api_key_env: str | None = None  # the NAME of an environment variable, never the key
     context_window: int = 128_000
     retries: int = 1  # extra attempts on the same provider before falling back
+    # "auto": the caller's effort (compaction's), only to models known to accept one;
+    # "none": never sent; a level: sent on every call that asks for reasoning.
+    reasoning_effort: str = "auto"
+    # openai only. "auto": max_completion_tokens for o-series and gpt-5 models, else max_tokens.
+    max_tokens_field: str = "auto"
+    # "auto": openai json_schema, anthropic a forced tool call (each falls back on a 400);
+    # "json_schema" | "json_object" (openai), "tool" (anthropic), "none": plain text.
+    structured_output: str = "auto"
 
 
 @attrs.frozen(kw_only=True)
@@ -227,6 +235,9 @@ _PROVIDER_KNOBS: Mapping[str, _Knob] = {
     ),
     "context_window": _POSITIVE_INT,
     "retries": _Knob(_INT, lambda v: 0 <= v <= 5, "between 0 and 5"),
+    "reasoning_effort": _choice("auto", "none", "minimal", "low", "medium", "high"),
+    "max_tokens_field": _choice("auto", "max_tokens", "max_completion_tokens"),
+    "structured_output": _choice("auto", "json_schema", "json_object", "tool", "none"),
 }
 
 _SECTIONS: Mapping[str, tuple[type[Any], Mapping[str, _Knob]]] = {

@@ -22,7 +22,8 @@ class EventLogTracer:
             at=trace.at, agent=trace.agent, agent_id=trace.agent_id, provider=trace.provider, model=trace.model,
             latency_ms=round(trace.latency_ms, 3), prompt_tokens=trace.prompt_tokens,
             completion_tokens=trace.completion_tokens, outcome=trace.outcome,
+            served_model=trace.served_model, attempts=trace.attempts, notes=trace.notes,
         )
         self._store.write(lambda tx: tx.append(TRACE_STREAM, [event]))
-        log.info("model call %s %s/%s %s %.0f ms", trace.agent, trace.provider, trace.model, trace.outcome,
-                 trace.latency_ms)
+        log.info("model call %s %s/%s %s %.0f ms, %d attempt(s)", trace.agent, trace.provider, trace.model,
+                 trace.outcome, trace.latency_ms, trace.attempts)

@@ -417,6 +417,9 @@ class ModelCallTraced(DomainEvent):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     outcome: str
+    served_model: str = ""  # the model the server says answered; ``model`` is the configured one
+    attempts: int = 1  # HTTP requests made (retries and parameter fallbacks included)
+    notes: tuple[str, ...] = ()  # a parameter dropped as unsupported, a repair turn, ...
 
     def erasure(self) -> Erasure:
         return NO_OWNER_CONTENT  # provider, tokens, latency

@@ -7,25 +7,32 @@ case-insensitively at the start of a sentence (after a greeting or filler such a
 ============================================  ==========  ===========================  =============================
 statement                                     category    key                          value
 ============================================  ==========  ===========================  =============================
-my name is X / I'm called X                   identity    ``name``                     ``Name is X``
-I live in X / I moved to X / I'm based in X   identity    ``home_city``                ``Lives in X``
+my name is X / I'm called X                   identity    ``name``                     ``X``
+I live in X / I moved to X / I'm based in X   identity    ``home_city``                ``X``
 I prefer X / I like X / I love X              preference  ``prefers_<slug X>``         ``Prefers X`` / ``Likes X`` …
 I don't like X any more / I no longer like X  preference  archives the matching row    —
 I'm interested in X / I'm into X              interest    ``interest_<slug X>``        ``Interested in X``
 I want to X / my goal is to X /               goal        ``goal_<slug X>``            ``Wants to X``
 I'm trying to X
-remember that X                               context     ``<slug of X's subject>``    X
+remember that S is Y / remember that X         context     ``<slug of S>``              ``Y`` / X
 always X / never X (operator only)            directive   ``rule_<first words of X>``  ``Always X`` / ``Never X``
 ============================================  ==========  ===========================  =============================
 
-Key derivation (``<slug X>``): X folded to ASCII lower case, leading articles and possessives
-dropped, cut before the first connecting word ("over", "because", "with", "in", …), at most
-four words joined by ``_`` ("I prefer flat whites over lattes" → ``prefers_flat_whites``).
+Values read as a person writes them down: where the key already names the relation, the
+value is the bare answer (``name: Alice Martin``, ``home_city: Berlin``, ``training_days:
+Tuesday and Thursday``); otherwise a short declarative fact (``Prefers flat whites``).
+
+Key derivation (``<slug X>``): X up to its first comma, folded to ASCII lower case, leading
+articles and possessives dropped, cut before the first connecting or time word ("over",
+"because", "with", "in", "next", "even", …), at most four words joined by ``_``, never ending
+on such a word, so a key is whole words of one phrase ("I prefer flat whites over lattes" →
+``prefers_flat_whites``, "my goal is to climb Mont Blanc next summer" →
+``goal_climb_mont_blanc``, "always answer in English, even if …" → ``rule_answer_in_english``).
 The three liking verbs share the ``prefers_`` key so that "I love jazz" after "I like jazz"
 updates one row. For ``remember that X`` the key is the subject before "is"/"are"/"was"
-("the deploy server is prod-3" → ``deploy_server``), so a later correction replaces it, or,
-without such a verb, X's first four words; a leading "I"/"I'm" is left out of the key and
-written as "The user" in the value.
+("the deploy server is prod-3" → ``deploy_server: prod-3``; a leading "called"/"named" is
+dropped from the value), so a later correction replaces it, or, without such a verb, X's first
+four words; a leading "I"/"I'm" is left out of the key and written as "The user" in the value.
 
 Ignored: questions (a sentence ending in "?"), hypotheticals (a sentence starting with "if",
 "suppose", "imagine", "what if" …), quoted lines (``>``) and fenced code, objects that point
@@ -90,6 +97,8 @@ _GOAL = re.compile(
 _REMEMBER = re.compile(r"(?:please\s+)?remember\s+that\s+(?P<x>.+)", re.IGNORECASE)
 _DIRECTIVE = re.compile(r"(?:please\s+)?(?P<mode>always|never)\s+(?P<x>.+)", re.IGNORECASE)
 _COPULA = re.compile(r"\s(?:is|are|was|were|will be|=)\s", re.IGNORECASE)
+_CLAUSE_END = re.compile(r"\s*(?:[,;:()]|\s[-\u2013\u2014]\s)")
+_NAMED = re.compile(r"^(?:called|named)\s+", re.IGNORECASE)
 
 _PREFERENCE_VERBS = {"prefer": "Prefers", "like": "Likes", "love": "Loves"}
 # Words that point at the conversation itself: "I like this", "I want to fix it".
@@ -124,16 +133,22 @@ _NOT_RULES = frozenset(
     {"mind", "again", "ever", "before", "been", "had", "have", "has", "was", "were", "is", "are", "will",
      "would", "did", "do", "does", "knew", "thought", "seen", "heard", "mind.", "happy", "fun", "a", "the"}
 )  # fmt: skip
+# Words that start a time or a condition: a key stops before them ("climb Mont Blanc next summer").
+_TIME_WORDS = frozenset(
+    {"next", "last", "this", "every", "each", "tomorrow", "today", "tonight", "soon", "someday", "eventually",
+     "even", "yet", "already", "by", "until", "within", "ago", "now"}
+)  # fmt: skip
 _SLUG_SKIP_LEADING = frozenset({"a", "an", "the", "my", "our", "some", "to"})
 _SLUG_CONNECTORS = frozenset(
     {"over", "than", "instead", "rather", "because", "since", "but", "when", "while", "whenever", "if",
      "unless", "although", "though", "for", "with", "without", "at", "on", "in", "during", "after",
      "before", "from", "to", "as", "so", "which", "who", "where", "that", "especially", "like", "except",
-     "via"}
+     "via", *_TIME_WORDS}
 )  # fmt: skip
 _SLUG_TRAILING = frozenset(
-    {"and", "or", "of", "the", "a", "an", "my", "again", "too", "also", "still", "lot", "much", "very", "so"}
-)
+    {"and", "or", "of", "the", "a", "an", "my", "again", "too", "also", "still", "lot", "much", "very", "so",
+     "to", "in", "on", "at", "for", "with", "by", "from", "if", "when", "than", "as", "that", *_TIME_WORDS}
+)  # fmt: skip
 _PLACE_CONNECTORS = frozenset(
     {"because", "since", "for", "with", "but", "when", "where", "after", "before", "last", "this", "next",
      "recently", "ago", "yesterday", "today", "now", "so", "which", "who", "to", "and"}
@@ -347,7 +362,7 @@ def _name(raw: str) -> _Statement | None:
     name = " ".join(words)
     if len(words) > 4 or not re.fullmatch(r"[^\W\d_][\w'.\-]*(?:\s[^\W\d_][\w'.\-]*)*", name):
         return None
-    return _Statement("identity", "name", _cap(f"Name is {name}"))
+    return _Statement("identity", "name", _cap(name))
 
 
 def _home(raw: str, *, all_lower_case: bool) -> _Statement | None:
@@ -364,7 +379,7 @@ def _home(raw: str, *, all_lower_case: bool) -> _Statement | None:
     # this keeps "I live in fear" or "I live in the countryside" out.
     if place == place.lower() and not all_lower_case:
         return None
-    return _Statement("identity", "home_city", _cap(f"Lives in {place}"))
+    return _Statement("identity", "home_city", _cap(place))
 
 
 def _about(category: str, prefix: str, lead: str, raw: str) -> _Statement | None:
@@ -398,6 +413,11 @@ def _remember(raw: str, *, operator: bool) -> _Statement | None:
     key = _key("", subject[: copula.start()] if copula else subject, cut_at_connectors=False)
     if not key:
         return None
+    if copula is not None:
+        # The key names the subject, so the value is what it is: "training_days: Tuesday and Thursday".
+        answer = _NAMED.sub("", _trim(subject[copula.end() :]), count=1)
+        if answer:
+            return _Statement("context", key, _cap(answer))  # as written: "prod-3" stays lower case
     return _Statement("context", key, _cap(fact[:1].upper() + fact[1:]))
 
 
@@ -422,6 +442,7 @@ def _bare(word: str) -> str:
 
 def _key(prefix: str, phrase: str, *, cut_at_connectors: bool = True) -> str:
     """``prefix`` + the slug of ``phrase`` (see the module docstring), at most 64 characters."""
+    phrase = _CLAUSE_END.split(phrase, maxsplit=1)[0]  # one phrase: "answer in English, even if …"
     spelled = phrase.replace("+", " plus ").replace("#", " sharp ")  # C++ and C# are not C
     folded = unicodedata.normalize("NFKD", spelled).encode("ascii", "ignore").decode().lower()
     words = re.findall(r"[a-z0-9]+", folded)

@@ -274,6 +274,10 @@ def cmd_resource_rollback(memory: MemorySystem, args: argparse.Namespace, out: O
     return EXIT_OK
 
 
+# Full-text recall matches words: rows hold "home_city: Berlin", so the demo asks in those words.
+DEMO_QUESTION = "home city"
+
+
 def cmd_demo(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
     """The whole loop on the embedded default: import the sample conversation shipped with the
     package, review it (the offline ``rules`` extractor unless a provider is configured), show
@@ -284,7 +288,7 @@ def cmd_demo(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int
     agent, owner, conversation = "ada", "alice", "telegram:12345"
     imported = 0 if memory.history(agent, conversation) else len(memory.import_history(sample.splitlines()))
     reviews = memory.review_now(agent_id=agent, owner_id=owner, conversation=conversation)
-    found = memory.recall("where does the user live", agent_id=agent, owner_id=owner, conversation=conversation,
+    found = memory.recall(DEMO_QUESTION, agent_id=agent, owner_id=owner, conversation=conversation,
                           source="all", limit=3)
     report = memory.verify()
     result = {
@@ -307,8 +311,8 @@ def cmd_demo(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int
                          f"({review.messages_reviewed} messages, {review.applied} applied, {review.refused} refused)")
         lines += ["", f"--- {memory.prompt_file(agent, owner, 'user_md')}", r["user_md"].rstrip(),
                   f"--- {memory.prompt_file(agent, owner, 'memory_md')}", r["memory_md"].rstrip(), "",
-                  "recall 'where does the user live':"]
-        lines += [f"  memory #{h['id']}: {h['key']} = {h['value']}" for h in r["recall_memories"]]
+                  f"recall '{DEMO_QUESTION}':"]
+        lines += [f"  memory #{h['id']}: {h['key']}: {h['value']}" for h in r["recall_memories"]]
         lines += [f"  message #{h['id']}: {h['snippet']}" for h in r["recall_messages"]]
         lines.append(f"event log: {r['events']} events, verified={'yes' if r['verified'] else 'NO'}")
         return lines

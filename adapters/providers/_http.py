@@ -10,13 +10,14 @@ auth header.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from fermix_memory.application.errors import ModelBadResponse, ModelUnavailable
+from fermix_memory.adapters.providers._params import ProviderRejected, error_details
+from fermix_memory.application.errors import ModelBadResponse, ModelError, ModelUnavailable
 
 log = logging.getLogger("fermix_memory.providers")
 
@@ -75,7 +76,11 @@ class JsonPoster:
         self._owns_client = client is None
         self._client = client if client is not None else httpx.Client()
 
-    def post(self, body: Mapping[str, Any], timeout_s: float) -> dict[str, Any]:
+    def post(self, body: Mapping[str, Any], timeout_s: float) -> tuple[dict[str, Any], int]:
+        """The answer's JSON object and how many HTTP requests it took.
+
+        A failure carries that count too, as ``exc.attempts``, for the call's trace.
+        """
         retrying = Retrying(
             retry=retry_if_exception_type(ModelUnavailable),
             stop=stop_after_attempt(self._retries + 1),
@@ -83,8 +88,47 @@ class JsonPoster:
             before_sleep=self._log_retry,
             reraise=True,
         )
-        result: dict[str, Any] = retrying(self._post_once, body, timeout_s)
-        return result
+        attempts = 0
+
+        def once() -> dict[str, Any]:
+            nonlocal attempts
+            attempts += 1
+            return self._post_once(body, timeout_s)
+
+        try:
+            result: dict[str, Any] = retrying(once)
+        except ModelError as exc:
+            exc.attempts = attempts  # type: ignore[attr-defined]
+            raise
+        return result, attempts
+
+    def post_adapting(
+        self,
+        build: Callable[[], dict[str, Any]],
+        learn: Callable[[ModelError, dict[str, Any]], str | None],
+        timeout_s: float,
+    ) -> tuple[dict[str, Any], int, tuple[str, ...]]:
+        """POST ``build()``; when ``learn`` can adapt to a refusal (it returns a note), rebuild
+        and POST again. Returns the answer, the HTTP requests made in all, and the notes.
+
+        ``learn`` must make each adaptation once only, so the loop ends.
+        """
+        attempts = 0
+        notes: list[str] = []
+        while True:
+            body = build()
+            try:
+                data, used = self.post(body, timeout_s)
+            except ModelError as exc:
+                attempts += attempts_of(exc)
+                note = learn(exc, body)
+                if note is None:
+                    exc.attempts = attempts  # type: ignore[attr-defined]
+                    raise
+                notes.append(note)
+                log.warning("provider %r: %s", self.provider, note)
+                continue
+            return data, attempts + used, tuple(notes)
 
     def close(self) -> None:
         if self._owns_client:
@@ -118,7 +162,16 @@ class JsonPoster:
                 retry_after_s=_retry_after(response.headers.get("retry-after")),
             )
         if status >= 300:
-            raise ModelBadResponse(f"{where}: HTTP {status}: {self._snippet(response)}")
+            try:
+                message, param = error_details(response.json())
+            except ValueError:
+                message, param = "", None
+            raise ProviderRejected(
+                f"{where}: HTTP {status}: {self._snippet(response)}",
+                status=status,
+                error_text=self.redact(message) or self._snippet(response),
+                param=param,
+            )
         try:
             data = response.json()
         except ValueError:
@@ -142,6 +195,12 @@ class JsonPoster:
             exc,
             sleep,
         )
+
+
+def attempts_of(exc: BaseException) -> int:
+    """How many HTTP requests a failed call made (1 when the error does not say)."""
+    attempts = getattr(exc, "attempts", 1)
+    return attempts if isinstance(attempts, int) and attempts > 0 else 1
 
 
 def int_field(mapping: Any, key: str) -> int:

@@ -10,6 +10,7 @@ from datetime import datetime
 import attrs
 import httpx
 
+from fermix_memory.adapters.providers._http import attempts_of
 from fermix_memory.adapters.providers.anthropic import AnthropicProvider
 from fermix_memory.adapters.providers.openai_compat import OpenAICompatibleProvider
 from fermix_memory.application.errors import (
@@ -19,7 +20,14 @@ from fermix_memory.application.errors import (
     ModelUnavailable,
     RouteExhausted,
 )
-from fermix_memory.application.ports import ChatModel, ChatRequest, ChatResponse, ModelCallTrace, Tracer
+from fermix_memory.application.ports import (
+    ChatMessage,
+    ChatModel,
+    ChatRequest,
+    ChatResponse,
+    ModelCallTrace,
+    Tracer,
+)
 from fermix_memory.application.settings import ProviderSettings
 
 log = logging.getLogger("fermix_memory.providers")
@@ -31,10 +39,13 @@ class ProviderRoute:
     """A :class:`ChatModel` that tries its providers in order until one answers.
 
     A provider that is unavailable *or* answers malformed is skipped for the next one: either
-    way this call got no usable answer from it, and another server may still give one. Every
-    attempted provider leaves one :class:`ModelCallTrace` (outcome ``ok``, ``unavailable``,
-    ``bad_response`` or ``error``); the trace's ``agent`` is ``request.tags["agent"]`` and its
-    ``agent_id`` is ``request.tags["agent_id"]`` if given, else the route's ``agent_id``.
+    way this call got no usable answer from it, and another server may still give one. An
+    answer that ``request.check`` refuses first gets one repair turn on the same provider
+    (when the request has a ``repair_prompt``), then the next provider is tried. Every call
+    leaves one :class:`ModelCallTrace` (outcome ``ok``, ``rejected``, ``unavailable``,
+    ``bad_response`` or ``error``, with the served model, the HTTP attempts and notes); the
+    trace's ``agent`` is ``request.tags["agent"]`` and its ``agent_id`` is
+    ``request.tags["agent_id"]`` if given, else the route's ``agent_id``.
     When all fail, :class:`RouteExhausted` carries each provider's error, in order.
     """
 
@@ -63,28 +74,46 @@ class ProviderRoute:
     def complete(self, request: ChatRequest) -> ChatResponse:
         errors: list[ModelError] = []
         for provider in self._providers:
-            started = time.perf_counter()
             try:
-                response = provider.complete(request)
+                response, problem = self._call(provider, request)
+                if problem is not None and request.repair_prompt:
+                    log.warning("provider %r answered unusably, one repair turn: %s", provider.name, problem)
+                    response, problem = self._call(provider, _repair_request(request, response.text, problem))
+                if problem is not None:
+                    raise problem
+                return response
             except ModelError as exc:
-                self._trace(request, provider, started, _outcome(exc))
-                log.warning("model call failed (%s): %s", _outcome(exc), exc)
                 errors.append(exc)
-                continue
-            except Exception:
-                # A bug, not a provider failure: trace it, then let it surface.
-                self._trace(request, provider, started, "error")
-                raise
-            if not response.provider or not response.model:
-                response = attrs.evolve(
-                    response,
-                    provider=response.provider or provider.name,
-                    model=response.model or _model_of(provider),
-                )
-            self._trace(request, provider, started, "ok", response)
-            return response
         summary = "; ".join(str(e) for e in errors)
         raise RouteExhausted(f"all {len(errors)} providers failed: {summary}", errors)
+
+    def _call(self, provider: ChatModel, request: ChatRequest) -> tuple[ChatResponse, ModelBadResponse | None]:
+        """One traced call, and why ``request.check`` refuses its answer (traced as ``rejected``)."""
+        started = time.perf_counter()
+        try:
+            response = provider.complete(request)
+        except ModelError as exc:
+            self._trace(request, provider, started, _outcome(exc), attempts=attempts_of(exc))
+            log.warning("model call failed (%s): %s", _outcome(exc), exc)
+            raise
+        except Exception:
+            # A bug, not a provider failure: trace it, then let it surface.
+            self._trace(request, provider, started, "error")
+            raise
+        if not response.provider or not response.model:
+            response = attrs.evolve(
+                response,
+                provider=response.provider or provider.name,
+                model=response.model or _model_of(provider),
+            )
+        problem: ModelBadResponse | None = None
+        if request.check is not None:
+            try:
+                request.check(response.text)
+            except ModelBadResponse as exc:
+                problem = exc
+        self._trace(request, provider, started, "ok" if problem is None else "rejected", response)
+        return response, problem
 
     def _trace(
         self,
@@ -93,7 +122,10 @@ class ProviderRoute:
         started: float,
         outcome: str,
         response: ChatResponse | None = None,
+        *,
+        attempts: int = 1,
     ) -> None:
+        note = request.tags.get("note", "")
         trace = ModelCallTrace(
             agent=request.tags.get("agent", ""),
             agent_id=request.tags.get("agent_id") or self._agent_id,
@@ -104,12 +136,32 @@ class ProviderRoute:
             completion_tokens=response.completion_tokens if response is not None else 0,
             outcome=outcome,
             at=self._clock(),
+            served_model=response.served_model if response is not None else "",
+            attempts=response.attempts if response is not None else attempts,
+            notes=((note,) if note else ()) + (response.notes if response is not None else ()),
         )
         try:
             self._tracer.record(trace)
         except Exception:
             # Losing a trace must not lose the answer the caller paid for.
             log.exception("tracer failed to record a model call trace")
+
+
+REPAIR_ERROR_CHARS = 300  # the error quoted back to the model, so a repair turn stays small
+
+
+def _repair_request(request: ChatRequest, answer: str, error: Exception) -> ChatRequest:
+    """``request`` continued by the unusable answer and one message naming what was wrong."""
+    problem = " ".join(str(error).split())[:REPAIR_ERROR_CHARS]
+    return attrs.evolve(
+        request,
+        messages=(
+            *request.messages,
+            ChatMessage(role="assistant", content=answer),
+            ChatMessage(role="user", content=f"{request.repair_prompt}\nThe problem: {problem}"),
+        ),
+        tags={**request.tags, "note": f"repair turn after: {problem}"},
+    )
 
 
 def _outcome(exc: ModelError) -> str:
@@ -152,10 +204,20 @@ def build_provider(
                 f"{where}: environment variable {settings.api_key_env} (named by api_key_env) is not set"
             )
     base_url = settings.base_url or DEFAULT_BASE_URLS[settings.kind]
+    structured = settings.structured_output
     if settings.kind == "openai":
+        if structured == "tool":
+            raise ConfigError(f'{where}: structured_output "tool" is for kind "anthropic"')
         return OpenAICompatibleProvider(
-            settings.name, base_url, settings.model, api_key, retries=settings.retries, client=client
+            settings.name, base_url, settings.model, api_key, retries=settings.retries, client=client,
+            reasoning_effort=settings.reasoning_effort, max_tokens_field=settings.max_tokens_field,
+            structured_output=structured,
         )
+    if structured in ("json_schema", "json_object"):
+        raise ConfigError(f'{where}: structured_output "{structured}" is for kind "openai"')
+    if settings.max_tokens_field == "max_completion_tokens":
+        raise ConfigError(f'{where}: max_tokens_field "max_completion_tokens" is for kind "openai"')
     return AnthropicProvider(
-        settings.name, base_url, settings.model, api_key, retries=settings.retries, client=client
+        settings.name, base_url, settings.model, api_key, retries=settings.retries, client=client,
+        reasoning_effort=settings.reasoning_effort, structured_output=structured,
     )

@@ -52,9 +52,11 @@ def test_demo_runs_the_whole_loop_offline(home: Path) -> None:
     [review] = data["reviews"]
     assert review["status"] == "completed" and review["applied"] > 0
     # "I live in Paris" then "I moved to Berlin": one row, the latest statement.
-    assert "Lives in Berlin" in data["user_md"] and "Paris" not in data["user_md"]
+    assert "- home_city: Berlin" in data["user_md"] and "Paris" not in data["user_md"]
+    assert "- name: Alice Martin" in data["user_md"]
     assert "Always answer in English" in data["memory_md"]
-    assert data["recall_memories"][0]["value"] == "Lives in Berlin"
+    first_hit = data["recall_memories"][0]
+    assert (first_hit["key"], first_hit["value"]) == ("home_city", "Berlin")
     assert (home / "memory" / "ada" / "alice" / "USER.md").read_text(encoding="utf-8") == data["user_md"]
     again = json.loads(fermix("demo", "--json", home=home).stdout)
     assert again["imported"] == 0 and again["reviews"] == [] and again["user_md"] == data["user_md"]

@@ -69,6 +69,24 @@ def prose_around_json(obj: Any) -> str:
     return "Sure! Here is what I found:\n" + json.dumps(obj) + "\nLet me know if you need anything else."
 
 
+def refusing(server: LoopbackModelServer, refused: set[str], answer: Responder,
+             *, style: str = "openai") -> Callable[[RecordedRequest], Reply]:
+    """A responder that, like a real server, answers 400 to any request carrying one of the
+    ``refused`` body fields (``response_format`` types count as ``json_schema`` and
+    ``json_object``), and otherwise answers ``answer``."""
+
+    def respond(request: RecordedRequest) -> Reply:
+        body = request.json if isinstance(request.json, dict) else {}
+        fields = set(body)
+        if isinstance(body.get("response_format"), dict):
+            fields.add(str(body["response_format"].get("type")))
+        for name in sorted(fields & refused):
+            return server.unsupported_parameter(name, style=style)
+        return answer(request) if callable(answer) else answer
+
+    return respond
+
+
 def unused_base_url() -> str:
     """A loopback URL nothing listens on (connections are refused)."""
     with socket.socket() as sock:
@@ -129,15 +147,21 @@ class LoopbackModelServer:
     # --- answers in this server's protocol ---------------------------------------------------
 
     def ok(
-        self, text: str, *, prompt_tokens: int = 12, completion_tokens: int = 5, delay_s: float = 0.0
+        self,
+        text: str,
+        *,
+        prompt_tokens: int = 12,
+        completion_tokens: int = 5,
+        delay_s: float = 0.0,
+        model: str = "loopback",
     ) -> Reply:
-        """A successful completion with ``text`` and the given usage."""
+        """A successful completion with ``text``, the given usage and the served ``model``."""
         if self.protocol == "openai":
             body: dict[str, Any] = {
                 "id": "chatcmpl-loopback",
                 "object": "chat.completion",
                 "created": 0,
-                "model": "loopback",
+                "model": model,
                 "choices": [
                     {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
                 ],
@@ -152,7 +176,7 @@ class LoopbackModelServer:
                 "id": "msg_loopback",
                 "type": "message",
                 "role": "assistant",
-                "model": "loopback",
+                "model": model,
                 "content": [{"type": "text", "text": text}],
                 "stop_reason": "end_turn",
                 "stop_sequence": None,
@@ -175,6 +199,38 @@ class LoopbackModelServer:
             body = {"type": "error", "error": {"type": kind, "message": message}}
         headers = {"retry-after": retry_after} if retry_after is not None else {}
         return Reply(status=status, json=body, headers=headers)
+
+    def unsupported_parameter(self, param: str, *, style: str = "openai") -> Reply:
+        """The 400 a real server sends for a parameter the model does not take.
+
+        ``openai``: OpenAI's own wording and body (``param`` and ``code`` set); ``litellm``: a
+        LiteLLM proxy's (only the message names it); ``anthropic``: Anthropic's validation error.
+        """
+        if style == "openai" and param in ("json_schema", "json_object"):
+            message = f"Invalid parameter: 'response_format' of type '{param}' is not supported with this model."
+            body: dict[str, Any] = {"error": {"message": message, "type": "invalid_request_error",
+                                              "param": "response_format", "code": None}}
+        elif style == "openai":
+            message = f"Unsupported parameter: '{param}' is not supported with this model."
+            if param == "max_tokens":
+                message += " Use 'max_completion_tokens' instead."
+            body = {"error": {"message": message, "type": "invalid_request_error",
+                              "param": param, "code": "unsupported_parameter"}}
+        elif style == "litellm":
+            message = (f"litellm.UnsupportedParamsError: openai does not support parameters: ['{param}'],"
+                       " for model=gpt-4o. To drop these, set `litellm.drop_params=True`.")
+            body = {"error": {"message": message, "type": None, "param": None, "code": "400"}}
+        else:
+            body = {"type": "error", "error": {"type": "invalid_request_error",
+                                               "message": f"{param}: Extra inputs are not permitted"}}
+        return Reply(status=400, json=body)
+
+    def tool_answer(self, name: str, arguments: Any, *, model: str = "loopback") -> Reply:
+        """Anthropic: an answer that is one ``tool_use`` block calling ``name`` with ``arguments``."""
+        body = self.ok("", model=model).json
+        body["content"] = [{"type": "tool_use", "id": "toolu_loopback", "name": name, "input": arguments}]
+        body["stop_reason"] = "tool_use"
+        return Reply(json=body)
 
     def malformed(self) -> Reply:
         """A 200 whose body is not JSON at all."""
@@ -257,3 +313,27 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # keep test output clean
+
+
+# What weak local models (small Ollama / llama.cpp models) answer when asked to save
+# "I live in Paris": name -> (answer, repaired?). The intended operation is WEAK_MODEL_OPERATION.
+WEAK_MODEL_OPERATION = {"op": "add", "category": "identity", "key": "home_city", "value": "Lives in Paris"}
+_OP = json.dumps(WEAK_MODEL_OPERATION)
+_PY_OP = "{'op': 'add', 'category': 'identity', 'key': 'home_city', 'value': 'Lives in Paris'}"
+WEAK_MODEL_ANSWERS: dict[str, tuple[str, bool]] = {
+    "prose-around-json": (f'Sure! Here is the JSON:\n{{"operations": [{_OP}]}}\nLet me know!', True),
+    "prose-and-fence": (f'Here you go:\n```json\n{{"operations": [{_OP}]}}\n```\nHope this helps.', True),
+    "trailing-commas": (f'{{"operations": [{_OP[:-1]},}},]}}', True),
+    "single-quotes": (f"{{'operations': [{_PY_OP}]}}", True),
+    "fence-prose-trailing-comma": (f'Answer:\n```\n{{"operations": [{_OP}],}}\n```', True),
+    "think-block": (f'<think>The user states a home city.</think>\n{{"operations": [{_OP}]}}', True),
+    "json-with-comments": (f'{{"operations": [{_OP}] // the home city\n}}', False),
+    "one-object-per-operation": (f'{{"operations": [{_OP}]}}\n{{"operations": []}}', False),
+    "truncated": (f'{{"operations": [{_OP[:40]}', False),
+    "nothing-without-period": ("Nothing to save", False),
+    "nothing-with-explanation": ("Nothing to save. The user only chatted.", False),
+    "unquoted-keys": ('{operations: [{op: "add", category: "identity", key: "home_city", value: "Paris"}]}', False),
+    "bare-list": (f"[{_OP}]", False),
+    "null-confidence": (f'{{"operations": [{_OP[:-1]}, "confidence": null}}]}}', False),
+    "smart-quotes": ("{\u201coperations\u201d: []}", False),
+}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import traceback
@@ -9,10 +10,10 @@ import traceback
 import httpx
 import pytest
 
-from fermix_memory.adapters.providers.anthropic import AnthropicProvider
+from fermix_memory.adapters.providers.anthropic import OUTPUT_TOOL_DESCRIPTION, AnthropicProvider
 from fermix_memory.application.errors import ModelBadResponse, ModelUnavailable
 from fermix_memory.application.ports import ChatMessage, ChatRequest
-from tests.integration.loopback_models import LoopbackModelServer, Reply, fenced_json, unused_base_url
+from tests.integration.loopback_models import LoopbackModelServer, Reply, fenced_json, refusing, unused_base_url
 
 KEY = "sk-ant-loopback-SECRET-9876543210"
 
@@ -130,27 +131,50 @@ def test_base_url_variants(anthropic_server: LoopbackModelServer, http_client: h
 
 
 @pytest.mark.parametrize(
-    ("effort", "max_tokens", "thinking"),
+    ("effort", "budget"),
+    [("minimal", 1024), ("low", 1024), ("medium", 4096), ("high", 16384)],
+)
+def test_thinking_turns_on_at_every_effort_under_the_compactor_cap(
+    anthropic_server: LoopbackModelServer, http_client: httpx.Client, effort: str, budget: int
+):
+    # The compactor asks for at most 4096 tokens; the budget is added on top so it always fits.
+    p = AnthropicProvider("c", anthropic_server.base_url, "claude-sonnet-4-5", None, client=http_client)
+    p.complete(request(reasoning_effort=effort, max_tokens=4096))
+
+    sent = anthropic_server.requests[0].json
+    assert sent["thinking"] == {"type": "enabled", "budget_tokens": budget}
+    assert sent["max_tokens"] == 4096 + budget
+    assert sent["thinking"]["budget_tokens"] < sent["max_tokens"]
+
+
+@pytest.mark.parametrize(
+    ("model", "effort", "setting"),
     [
-        ("low", 2048, {"type": "enabled", "budget_tokens": 1024}),
-        ("medium", 8192, {"type": "enabled", "budget_tokens": 4096}),
-        ("high", 32000, {"type": "enabled", "budget_tokens": 16384}),
-        ("low", 1024, None),  # the budget must stay below max_tokens
-        ("high", 8192, None),
-        ("none", 8192, None),
-        (None, 8192, None),
+        ("claude-3-5-haiku-latest", "medium", "auto"),  # cannot think: never sent by default
+        ("claude-sonnet-4-5", "none", "auto"),
+        ("claude-sonnet-4-5", None, "auto"),
+        ("claude-sonnet-4-5", "high", "none"),  # configured off for this provider
     ],
 )
-def test_reasoning_effort_maps_to_a_thinking_budget_that_fits(
-    anthropic_server: LoopbackModelServer,
-    http_client: httpx.Client,
-    effort: str | None,
-    max_tokens: int,
-    thinking: dict[str, object] | None,
+def test_no_thinking_where_not_wanted_or_not_supported(
+    anthropic_server: LoopbackModelServer, http_client: httpx.Client, model: str, effort: str | None, setting: str
 ):
-    provider(anthropic_server, http_client).complete(request(reasoning_effort=effort, max_tokens=max_tokens))
+    p = AnthropicProvider("c", anthropic_server.base_url, model, None, client=http_client, reasoning_effort=setting)
+    p.complete(request(reasoning_effort=effort, max_tokens=4096))
 
-    assert anthropic_server.requests[0].json.get("thinking") == thinking
+    sent = anthropic_server.requests[0].json
+    assert "thinking" not in sent
+    assert sent["max_tokens"] == 4096
+
+
+def test_configured_effort_turns_thinking_on_for_any_model(
+    anthropic_server: LoopbackModelServer, http_client: httpx.Client
+):
+    p = AnthropicProvider("c", anthropic_server.base_url, "my-proxy-alias", None, client=http_client,
+                          reasoning_effort="low")
+    p.complete(request(reasoning_effort="high", max_tokens=512))
+
+    assert anthropic_server.requests[0].json["thinking"] == {"type": "enabled", "budget_tokens": 1024}
 
 
 def test_fenced_json_text_is_returned_verbatim(
@@ -248,3 +272,69 @@ def test_api_key_never_in_errors_or_logs(
     assert KEY not in "".join(traceback.format_exception(caught.value))
     assert KEY not in caplog.text
     assert anthropic_server.requests[0].headers["x-api-key"] == KEY  # it was sent
+
+
+# --- structured output: a forced tool call -------------------------------------------------------------
+
+SCHEMA = {"type": "object", "properties": {"operations": {"type": "array"}}, "required": ["operations"]}
+
+
+def schema_request(**overrides: object) -> ChatRequest:
+    return request(json_output=True, output_schema=SCHEMA, output_schema_name="memory_operations", **overrides)
+
+
+def test_structured_request_is_a_forced_tool_call_and_its_input_is_the_answer(
+    anthropic_server: LoopbackModelServer, http_client: httpx.Client
+):
+    anthropic_server.script(anthropic_server.tool_answer("memory_operations", {"operations": []}))
+
+    response = provider(anthropic_server, http_client).complete(schema_request())
+
+    assert json.loads(response.text) == {"operations": []}
+    sent = anthropic_server.requests[0].json
+    assert sent["tools"] == [{"name": "memory_operations", "description": OUTPUT_TOOL_DESCRIPTION,
+                              "input_schema": SCHEMA}]
+    assert sent["tool_choice"] == {"type": "tool", "name": "memory_operations"}
+
+
+def test_forced_tool_call_never_comes_with_thinking(anthropic_server: LoopbackModelServer, http_client: httpx.Client):
+    # The API refuses thinking together with a forced tool choice.
+    p = AnthropicProvider("c", anthropic_server.base_url, "claude-opus-4-1", None, client=http_client)
+    p.complete(schema_request(reasoning_effort="high"))
+
+    sent = anthropic_server.requests[0].json
+    assert "thinking" not in sent and sent["tool_choice"]["type"] == "tool"
+
+
+def test_tools_400_falls_back_to_text_and_remembers(anthropic_server: LoopbackModelServer, http_client: httpx.Client):
+    anthropic_server.always(refusing(anthropic_server, {"tools"}, anthropic_server.ok("Nothing to save."),
+                                     style="anthropic"))
+    p = provider(anthropic_server, http_client)
+
+    first = p.complete(schema_request())
+    p.complete(schema_request())
+
+    assert first.text == "Nothing to save." and first.attempts == 2 and len(first.notes) == 1
+    assert ["tools" in r.json for r in anthropic_server.requests] == [True, False, False]
+
+
+def test_thinking_400_is_dropped_and_remembered(anthropic_server: LoopbackModelServer, http_client: httpx.Client):
+    anthropic_server.always(refusing(anthropic_server, {"thinking"}, anthropic_server.ok("summary"),
+                                     style="anthropic"))
+    p = AnthropicProvider("c", anthropic_server.base_url, "gateway-alias", None, client=http_client,
+                          reasoning_effort="medium")
+
+    assert p.complete(request(reasoning_effort="medium", max_tokens=4096)).text == "summary"
+    p.complete(request(reasoning_effort="medium", max_tokens=4096))
+
+    assert [("thinking" in r.json, r.json["max_tokens"]) for r in anthropic_server.requests] == [
+        (True, 8192), (False, 4096), (False, 4096)]
+
+
+def test_response_carries_served_model(anthropic_server: LoopbackModelServer, http_client: httpx.Client):
+    anthropic_server.script(anthropic_server.ok("hi", model="claude-sonnet-4-5-20250929"))
+
+    response = provider(anthropic_server, http_client).complete(request())
+
+    assert (response.model, response.served_model) == ("claude-test", "claude-sonnet-4-5-20250929")
+    assert response.attempts == 1

@@ -9,6 +9,7 @@ import traceback
 import httpx
 import pytest
 
+from fermix_memory.adapters.providers._params import REASONING_ALLOWANCE
 from fermix_memory.adapters.providers.openai_compat import OpenAICompatibleProvider
 from fermix_memory.application.errors import ModelBadResponse, ModelUnavailable
 from fermix_memory.application.ports import ChatMessage, ChatRequest
@@ -17,6 +18,7 @@ from tests.integration.loopback_models import (
     Reply,
     fenced_json,
     prose_around_json,
+    refusing,
     unused_base_url,
 )
 
@@ -71,14 +73,18 @@ def test_request_shape_by_default(openai_server: LoopbackModelServer, http_clien
     assert sent.headers["content-type"] == "application/json"
 
 
-def test_json_output_and_reasoning_effort_are_sent(
+def test_json_output_and_reasoning_effort_are_sent_to_a_reasoning_model(
     openai_server: LoopbackModelServer, http_client: httpx.Client
 ):
-    provider(openai_server, http_client).complete(request(json_output=True, reasoning_effort="high"))
+    p = OpenAICompatibleProvider("primary", openai_server.base_url, "o4-mini", None, client=http_client)
+    p.complete(request(json_output=True, reasoning_effort="high"))
 
     body = openai_server.requests[0].json
     assert body["response_format"] == {"type": "json_object"}
     assert body["reasoning_effort"] == "high"
+    # o-series models take max_completion_tokens, which also holds their reasoning tokens
+    assert body["max_completion_tokens"] == 64 + REASONING_ALLOWANCE["high"]
+    assert "max_tokens" not in body
 
 
 def test_reasoning_effort_none_is_not_sent(openai_server: LoopbackModelServer, http_client: httpx.Client):
@@ -250,3 +256,161 @@ def test_api_key_never_in_errors_or_logs(
     assert KEY not in rendered
     assert KEY not in caplog.text
     assert openai_server.requests[0].headers["authorization"] == f"Bearer {KEY}"  # it was sent
+
+
+# --- which optional parameters are sent to which model ----------------------------------------------
+
+
+def compaction_request() -> ChatRequest:
+    """What the compactor asks for by default: a "medium" effort, a limit of at most 4096."""
+    return request(reasoning_effort="medium", max_tokens=4096)
+
+
+def test_compaction_against_a_non_reasoning_model_sends_no_reasoning_effort(
+    openai_server: LoopbackModelServer, http_client: httpx.Client
+):
+    # A real gpt-4o deployment answers 400 to reasoning_effort: every compaction used to fail.
+    openai_server.always(refusing(openai_server, {"reasoning_effort"}, openai_server.ok("summary")))
+    p = OpenAICompatibleProvider("p", openai_server.base_url, "gpt-4o", None, client=http_client)
+
+    response = p.complete(compaction_request())
+
+    assert response.text == "summary"
+    [sent] = openai_server.requests
+    assert "reasoning_effort" not in sent.json
+    assert sent.json["max_tokens"] == 4096
+
+
+@pytest.mark.parametrize("style", ["openai", "litellm"])
+def test_unsupported_reasoning_effort_400_is_retried_once_without_it_and_remembered(
+    openai_server: LoopbackModelServer, http_client: httpx.Client, style: str
+):
+    openai_server.always(refusing(openai_server, {"reasoning_effort"}, openai_server.ok("summary"), style=style))
+    # Configured to send it (a proxy alias the name rules cannot recognise).
+    p = OpenAICompatibleProvider("p", openai_server.base_url, "house-model", None, client=http_client,
+                                 reasoning_effort="medium")
+
+    first = p.complete(compaction_request())
+    second = p.complete(compaction_request())
+
+    assert (first.text, second.text) == ("summary", "summary")
+    sent = [r.json for r in openai_server.requests]
+    assert ["reasoning_effort" in body for body in sent] == [True, False, False]
+    assert first.attempts == 2 and second.attempts == 1
+    assert first.notes == ("reasoning_effort refused by the server: no longer sent",)
+    assert second.notes == ()
+
+
+def test_an_unrelated_400_is_not_retried(openai_server: LoopbackModelServer, http_client: httpx.Client):
+    openai_server.always(openai_server.error(400, "This model's maximum context length is 8192 tokens"))
+    p = OpenAICompatibleProvider("p", openai_server.base_url, "o4-mini", None, client=http_client)
+
+    with pytest.raises(ModelBadResponse) as caught:
+        p.complete(compaction_request())
+
+    assert len(openai_server.requests) == 1
+    assert caught.value.attempts == 1  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("model", "field"),
+    [("o3-mini", "max_completion_tokens"), ("o1", "max_completion_tokens"), ("gpt-5-mini", "max_completion_tokens"),
+     ("openai/o4-mini", "max_completion_tokens"), ("gpt-4o", "max_tokens"), ("llama3.1:8b", "max_tokens")],
+)
+def test_o_series_models_get_max_completion_tokens(
+    openai_server: LoopbackModelServer, http_client: httpx.Client, model: str, field: str
+):
+    OpenAICompatibleProvider("p", openai_server.base_url, model, None, client=http_client).complete(request())
+
+    body = openai_server.requests[0].json
+    other = "max_tokens" if field == "max_completion_tokens" else "max_completion_tokens"
+    assert field in body and other not in body
+
+
+def test_max_tokens_400_switches_to_max_completion_tokens_and_remembers(
+    openai_server: LoopbackModelServer, http_client: httpx.Client
+):
+    # An Azure deployment name hides the model family; the server says which field it wants.
+    openai_server.always(refusing(openai_server, {"max_tokens"}, openai_server.ok("fine")))
+    p = OpenAICompatibleProvider("p", openai_server.base_url, "my-deployment", None, client=http_client)
+
+    assert p.complete(request()).notes == ("max_tokens refused by the server: max_completion_tokens sent instead",)
+    assert p.complete(request()).attempts == 1
+
+    sent = [r.json for r in openai_server.requests]
+    assert [("max_tokens" in b, b.get("max_completion_tokens")) for b in sent] == [(True, None), (False, 64),
+                                                                                 (False, 64)]
+
+
+def test_configured_max_tokens_field_is_sent(openai_server: LoopbackModelServer, http_client: httpx.Client):
+    p = OpenAICompatibleProvider("p", openai_server.base_url, "o3", None, client=http_client,
+                                 max_tokens_field="max_tokens", reasoning_effort="none")
+    p.complete(request(reasoning_effort="high"))
+
+    body = openai_server.requests[0].json
+    assert body["max_tokens"] == 64 and "reasoning_effort" not in body
+
+
+# --- structured output -------------------------------------------------------------------------------
+
+SCHEMA = {"type": "object", "properties": {"operations": {"type": "array"}}, "required": ["operations"]}
+
+
+def schema_request() -> ChatRequest:
+    return request(json_output=True, output_schema=SCHEMA, output_schema_name="memory_operations")
+
+
+def test_output_schema_is_sent_as_json_schema(openai_server: LoopbackModelServer, http_client: httpx.Client):
+    provider(openai_server, http_client).complete(schema_request())
+
+    assert openai_server.requests[0].json["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "memory_operations", "schema": SCHEMA, "strict": False},
+    }
+
+
+def test_json_schema_400_falls_back_to_json_object_then_to_text(
+    openai_server: LoopbackModelServer, http_client: httpx.Client
+):
+    openai_server.always(refusing(openai_server, {"json_schema", "json_object"}, openai_server.ok("{}")))
+    p = provider(openai_server, http_client)
+
+    first = p.complete(schema_request())
+    p.complete(schema_request())
+
+    formats = [(r.json.get("response_format") or {}).get("type") for r in openai_server.requests]
+    assert formats == ["json_schema", "json_object", None, None]
+    assert first.attempts == 3 and len(first.notes) == 2
+
+
+# --- what the trace needs ----------------------------------------------------------------------------
+
+
+def test_response_carries_served_model_and_attempts(openai_server: LoopbackModelServer, http_client: httpx.Client):
+    openai_server.script(openai_server.error(503), openai_server.ok("hi", model="gpt-4o-2024-08-06"))
+
+    response = provider(openai_server, http_client, retries=2).complete(request())
+
+    assert (response.model, response.served_model, response.attempts) == ("gpt-test", "gpt-4o-2024-08-06", 2)
+
+
+def test_failure_carries_its_attempts(openai_server: LoopbackModelServer, http_client: httpx.Client):
+    openai_server.always(openai_server.error(500))
+
+    with pytest.raises(ModelUnavailable) as caught:
+        provider(openai_server, http_client, retries=2).complete(request())
+
+    assert caught.value.attempts == 3  # type: ignore[attr-defined]
+
+
+def test_llama_cpp_style_refusal_of_json_schema_steps_down(
+    openai_server: LoopbackModelServer, http_client: httpx.Client
+):
+    refusal = Reply(status=400, json={"error": {"code": 400, "type": "invalid_request_error", "message":
+                    'response_format type must be one of "text" or "json_object", but got: json_schema'}})
+    openai_server.script(refusal)
+
+    response = provider(openai_server, http_client).complete(schema_request())
+
+    assert response.attempts == 2
+    assert [r.json["response_format"]["type"] for r in openai_server.requests] == ["json_schema", "json_object"]

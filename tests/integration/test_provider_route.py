@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import threading
+import tomllib
 import types
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 
+import attrs
 import httpx
 import pytest
 
@@ -29,7 +33,7 @@ from fermix_memory.application.ports import (
     ChatResponse,
     ModelCallTrace,
 )
-from fermix_memory.application.settings import ProviderSettings
+from fermix_memory.application.settings import ProviderSettings, settings_from_mapping
 from tests.integration.loopback_models import LoopbackModelServer
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -243,6 +247,9 @@ def test_logging_tracer_writes_one_structured_line_without_secrets(
         "completion_tokens": 1,
         "outcome": "ok",
         "at": NOW.isoformat(),
+        "served_model": "loopback",
+        "attempts": 1,
+        "notes": [],
     }
     assert lines[1].model_call == fields  # type: ignore[attr-defined]
     assert KEY not in caplog.text
@@ -354,3 +361,51 @@ def test_rules_kind_is_imported_lazily(monkeypatch: pytest.MonkeyPatch):
 
     assert isinstance(provider, RulesProvider)
     assert made == ["offline"]
+
+
+# --- the README's provider examples -------------------------------------------------------------------
+
+# example name -> what a compaction call ("medium" effort, 1024 tokens) sends
+README_EXAMPLES = {
+    "openai-o4": {"max_completion_tokens": 1024 + 4096, "reasoning_effort": "medium"},
+    "openai-4o": {"max_tokens": 1024},
+    "claude": {"max_tokens": 1024 + 4096, "thinking": {"type": "enabled", "budget_tokens": 4096}},
+    "ollama": {"max_tokens": 1024},
+    "vllm": {"max_tokens": 1024},
+    "litellm": {"max_completion_tokens": 1024 + 1024, "reasoning_effort": "low"},
+}
+LIMIT_KEYS = ("max_tokens", "max_completion_tokens", "reasoning_effort", "thinking")
+
+
+def readme_provider_examples() -> list[ProviderSettings]:
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Model providers", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```toml\n(.*?)```", section, re.DOTALL)
+    return [p for block in blocks for p in settings_from_mapping(tomllib.loads(block), "README.md").providers]
+
+
+def test_readme_provider_examples_build_and_send_the_documented_parameters(
+    model_servers: Servers, http_client: httpx.Client
+):
+    examples = readme_provider_examples()
+    assert [p.name for p in examples] == list(README_EXAMPLES)
+    env = {p.api_key_env: "sk-example" for p in examples if p.api_key_env}
+    for settings in examples:
+        server = model_servers(settings.kind)
+        provider = build_provider(attrs.evolve(settings, base_url=server.base_url), env, client=http_client)
+        provider.complete(ChatRequest(messages=(ChatMessage(role="user", content="Summarise."),), max_tokens=1024,
+                                      reasoning_effort="medium", timeout_s=2.0))
+        sent = server.requests[-1].json
+        assert {k: sent[k] for k in LIMIT_KEYS if k in sent} == README_EXAMPLES[settings.name], settings.name
+
+
+@pytest.mark.parametrize(
+    ("kind", "key", "value"),
+    [("openai", "structured_output", "tool"), ("anthropic", "structured_output", "json_schema"),
+     ("anthropic", "max_tokens_field", "max_completion_tokens")],
+)
+def test_a_parameter_setting_of_the_other_kind_is_a_config_error(kind: str, key: str, value: str):
+    settings = ProviderSettings(name="p", kind=kind, model="m", **{key: value})
+
+    with pytest.raises(ConfigError, match=f'{key} "{value}" is for kind'):
+        build_provider(settings, {})

@@ -28,14 +28,17 @@ from fermix_memory.application.reviewer_prompt import (
     parse_review_input,
 )
 from fermix_memory.domain.events import DomainEvent
+from fermix_memory.domain.reviewer_answer import OPERATIONS_SCHEMA
 from fermix_memory.domain.values import ConversationKey
 from fermix_memory.entrypoints.api import MemorySystem
 from tests.integration.loopback_models import (
+    WEAK_MODEL_ANSWERS,
     LoopbackModelServer,
     RecordedRequest,
     Reply,
     fenced_json,
     prose_around_json,
+    refusing,
 )
 from tests.manual_clock import TestClock
 
@@ -209,7 +212,8 @@ def test_success_over_openai_writes_rows_prompt_file_and_events(
     assert request.path == "/v1/chat/completions"
     body = request.json
     assert body["model"] == "m1"
-    assert body["response_format"] == {"type": "json_object"}
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["schema"] == OPERATIONS_SCHEMA
     assert body["max_tokens"] == memory.settings.memory.review_max_output_tokens
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
     assert system_prompt_of(request) == REVIEWER_SYSTEM_PROMPT
@@ -369,7 +373,6 @@ def test_all_providers_failing_fails_the_review_with_a_trace_per_attempt(
 
 FAILING_ANSWERS = {
     "malformed-body": lambda server: server.malformed(),
-    "prose-around-json": lambda server: server.ok(prose_around_json({"operations": [ADD_TWO[0]]})),
     "extra-top-level-key": lambda server: server.ok(json.dumps({"operations": [ADD_TWO[0]], "note": "done"})),
     "extra-operation-field": lambda server: server.ok(ops({**ADD_TWO[0], "scope": "owner"})),
     "two-fenced-blocks": lambda server: server.ok(fenced_json({"operations": [ADD_TWO[0]]}) + "\n"
@@ -397,14 +400,16 @@ def test_unusable_answer_fails_the_review_writes_nothing_and_backs_off(
     [claimed] = events(memory, "review.claimed")
     assert failed.claim_id == claimed.claim_id
     assert events(memory, "review.completed") == []
-    assert len(openai_server.requests) == 1
+    # An answer that arrived but is unusable gets one repair turn (answered "ok": still unusable).
+    asked = 1 if answer == "malformed-body" else 2
+    assert len(openai_server.requests) == asked
 
     # During the back-off a background review is skipped without asking the model...
     clock.advance(milliseconds=BACKOFF_MS - 1000)
     say(memory, "Actually it is a lovely city")
     skipped = background(memory)
     assert (skipped.status, skipped.reason) == ("skipped", "backoff")
-    assert len(openai_server.requests) == 1
+    assert len(openai_server.requests) == asked
     assert events(memory, "review.skipped")[-1].reason == "backoff"
 
     # ...but review --now runs past it, and reviews the failed batch again.
@@ -682,7 +687,7 @@ def test_contradiction_with_the_offline_rules_provider(open_memory: Callable[...
     say(memory, "I live in Paris")
     [first] = review_now(memory)
     assert (first.status, first.applied) == ("completed", 1)
-    assert [(r.key, r.value) for r in live_rows(memory)] == [("home_city", "Lives in Paris")]
+    assert [(r.key, r.value) for r in live_rows(memory)] == [("home_city", "Paris")]
 
     clock.advance(days=2)
     say(memory, "I moved to Berlin")
@@ -693,13 +698,13 @@ def test_contradiction_with_the_offline_rules_provider(open_memory: Callable[...
     assert len([r for r in rows if r.key == "home_city"]) == 1
     [row] = rows
     assert (row.category.value, row.key, row.value, row.archived_at) == ("identity", "home_city",
-                                                                       "Lives in Berlin", None)
+                                                                       "Berlin", None)
     [replaced] = events(memory, "memory.replaced")
     assert "Paris" in replaced.previous_value
     assert [(t.provider, t.outcome, t.agent) for t in events(memory, "model.call_traced")] == [
         ("rules", "ok", "memory_reviewer")] * 2
     text = user_md(memory)
-    assert "Lives in Berlin" in text and "Paris" not in text
+    assert "home_city: Berlin" in text and "Paris" not in text
 
 
 # --- the background hook -------------------------------------------------------------------------------------
@@ -884,3 +889,145 @@ def test_a_review_whose_expired_claim_was_taken_over_writes_nothing(
     assert len(events(late, "review.claimed")) == 2
     assert events(late, "review.skipped")[-1].reason == "claim_lost"
     assert "Lyon" not in user_md(late)
+
+
+# --- answers from real-world servers: structured output, weak models, repair turns, traces ----------------
+
+
+def test_anthropic_review_is_a_forced_tool_call(
+    open_memory: Callable[..., MemorySystem], anthropic_server: LoopbackModelServer,
+) -> None:
+    anthropic_server.script(anthropic_server.tool_answer("memory_operations", {"operations": [ADD_TWO[0]]}))
+    memory = open_memory(make_config(anthropic_entry(anthropic_server)), clock=TestClock())
+    say(memory, "I live in Paris")
+
+    result = background(memory)
+
+    assert (result.status, result.applied) == ("completed", 1)
+    [sent] = anthropic_server.requests
+    assert sent.json["tool_choice"] == {"type": "tool", "name": "memory_operations"}
+    assert sent.json["tools"][0]["input_schema"] == OPERATIONS_SCHEMA
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+def test_empty_operations_is_nothing_to_save_everywhere(
+    open_memory: Callable[..., MemorySystem], model_servers: Servers, protocol: str,
+) -> None:
+    server = model_servers(protocol)
+    reply = (server.tool_answer("memory_operations", {"operations": []}) if protocol == "anthropic"
+             else server.ok('{"operations": []}'))
+    server.script(reply)
+    entry = anthropic_entry(server) if protocol == "anthropic" else openai_entry(server)
+    memory = open_memory(make_config(entry), clock=TestClock())
+    say(memory, "Nice weather today")
+
+    result = background(memory)
+
+    assert (result.status, result.reason) == ("completed", "nothing_to_save")
+    [completed] = events(memory, "review.completed")
+    assert completed.nothing_to_save is True
+    assert len(server.requests) == 1
+
+
+def test_prose_around_json_from_a_weak_model_is_repaired_without_another_call(
+    open_memory: Callable[..., MemorySystem], openai_server: LoopbackModelServer,
+) -> None:
+    openai_server.script(openai_server.ok(prose_around_json({"operations": [ADD_TWO[0]]})))
+    memory = open_memory(make_config(openai_entry(openai_server)), clock=TestClock())
+    say(memory, "I live in Paris")
+
+    result = background(memory)
+
+    assert (result.status, result.applied) == ("completed", 1)
+    assert len(openai_server.requests) == 1
+    [trace] = events(memory, "model.call_traced")
+    assert trace.outcome == "ok"
+
+
+def test_unusable_answer_gets_one_repair_turn_on_the_same_provider(
+    open_memory: Callable[..., MemorySystem], openai_server: LoopbackModelServer,
+) -> None:
+    openai_server.script(openai_server.ok("The user lives in Paris, I would save that."),
+                         openai_server.ok(ops(ADD_TWO[0])))
+    memory = open_memory(make_config(openai_entry(openai_server)), clock=TestClock())
+    say(memory, "I live in Paris")
+
+    result = background(memory)
+
+    assert (result.status, result.applied) == ("completed", 1)
+    first, repair = openai_server.requests
+    assert repair.json["messages"][:2] == first.json["messages"]
+    assert repair.json["messages"][2] == {"role": "assistant",
+                                          "content": "The user lives in Paris, I would save that."}
+    assert repair.json["messages"][3]["role"] == "user"
+    assert "could not be used" in repair.json["messages"][3]["content"]
+    assert "Nothing to save." in repair.json["messages"][3]["content"]
+    traces = events(memory, "model.call_traced")
+    assert [t.outcome for t in traces] == ["rejected", "ok"]
+    assert traces[1].notes[0].startswith("repair turn after: unusable reviewer answer")
+    assert len(traces[1].notes[0]) < 400  # the error quoted back is bounded
+
+
+def test_malformed_answer_tries_the_next_provider_after_the_repair_turn(
+    open_memory: Callable[..., MemorySystem], model_servers: Servers,
+) -> None:
+    primary, backup = model_servers("openai"), model_servers("anthropic")
+    primary.always(primary.ok("Sure, I will remember that!"))
+    backup.script(backup.tool_answer("memory_operations", {"operations": [ADD_TWO[0]]}))
+    memory = open_memory(make_config(openai_entry(primary), anthropic_entry(backup)), clock=TestClock())
+    say(memory, "I live in Paris")
+
+    result = background(memory)
+
+    assert (result.status, result.applied) == ("completed", 1)
+    assert (len(primary.requests), len(backup.requests)) == (2, 1)
+    assert [(t.provider, t.outcome) for t in events(memory, "model.call_traced")] == [
+        ("primary", "rejected"), ("primary", "rejected"), ("backup", "ok")]
+    assert events(memory, "review.failed") == []
+
+
+def test_trace_records_configured_and_served_model_and_retries(
+    open_memory: Callable[..., MemorySystem], openai_server: LoopbackModelServer,
+) -> None:
+    openai_server.script(openai_server.error(503), openai_server.ok(ops(ADD_TWO[0]), model="m1-2025-06-01"))
+    memory = open_memory(make_config(openai_entry(openai_server, retries=2)), clock=TestClock())
+    say(memory, "I live in Paris")
+
+    assert background(memory).status == "completed"
+
+    [trace] = events(memory, "model.call_traced")
+    assert (trace.model, trace.served_model, trace.attempts, trace.outcome) == ("m1", "m1-2025-06-01", 2, "ok")
+
+
+def test_unsupported_parameter_adjustment_is_recorded_in_the_trace(
+    open_memory: Callable[..., MemorySystem], openai_server: LoopbackModelServer,
+) -> None:
+    # A llama.cpp-style server without json_schema support: the review still runs, in JSON mode.
+    openai_server.always(refusing(openai_server, {"json_schema"}, openai_server.ok(ops(ADD_TWO[0]))))
+    memory = open_memory(make_config(openai_entry(openai_server)), clock=TestClock())
+    say(memory, "I live in Paris")
+
+    assert background(memory).status == "completed"
+
+    [trace] = events(memory, "model.call_traced")
+    assert trace.attempts == 2
+    assert trace.notes == ("response_format json_schema refused by the server: json_object from now on",)
+
+
+@pytest.mark.parametrize("name", list(WEAK_MODEL_ANSWERS))
+def test_weak_model_server_reviews_complete_only_when_safely_repaired(
+    open_memory: Callable[..., MemorySystem], openai_server: LoopbackModelServer, name: str,
+) -> None:
+    text, repaired = WEAK_MODEL_ANSWERS[name]
+    openai_server.always(openai_server.ok(text))  # a weak model answers the repair turn alike
+    memory = open_memory(make_config(openai_entry(openai_server)), clock=TestClock())
+    say(memory, "I live in Paris")
+
+    result = background(memory)
+
+    if repaired:
+        assert (result.status, result.applied) == ("completed", 1)
+        assert [(r.key, r.value) for r in live_rows(memory)] == [("home_city", "Lives in Paris")]
+    else:
+        assert result.status == "failed" and live_rows(memory) == []
+        assert len(openai_server.requests) == 2  # the answer, then one repair turn

@@ -12,12 +12,16 @@ from hypothesis import strategies as st
 from fermix_memory.domain.errors import ReviewerAnswerError
 from fermix_memory.domain.operations import AddOperation, ArchiveOperation, Operation, ReplaceOperation
 from fermix_memory.domain.reviewer_answer import (
+    _FIELDS,
     MAX_ANSWER_BYTES,
     MAX_OPERATIONS,
+    OPERATIONS_SCHEMA,
     format_reviewer_answer,
     operation_to_dict,
     parse_reviewer_answer,
+    parse_reviewer_answer_tolerant,
 )
+from tests.integration.loopback_models import WEAK_MODEL_ANSWERS, WEAK_MODEL_OPERATION
 
 SPEC_EXAMPLE = """{"operations": [
  {"op": "add", "category": "preference", "key": "coffee", "value": "Prefers flat whites", "confidence": 0.9},
@@ -330,3 +334,70 @@ def test_any_operation_objects_parse_or_raise_reviewer_answer_error(ops: list[di
     except ReviewerAnswerError:
         return
     assert len(result) == len(ops)
+
+
+# --- weak-model answers: conservative repairs ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(WEAK_MODEL_ANSWERS))
+def test_weak_model_answers_are_repaired_or_refused_never_misread(name: str) -> None:
+    text, repaired = WEAK_MODEL_ANSWERS[name]
+    with pytest.raises(ReviewerAnswerError):
+        parse_reviewer_answer(text)  # the strict contract refuses every one of them
+    if not repaired:
+        with pytest.raises(ReviewerAnswerError):
+            parse_reviewer_answer_tolerant(text)
+        return
+    operations, repairs = parse_reviewer_answer_tolerant(text)
+    if name == "think-block":
+        assert repairs == ("thinking dropped",)
+    assert repairs
+    assert [operation_to_dict(op) for op in operations] == [{**WEAK_MODEL_OPERATION, "confidence": 1.0}]
+
+
+def test_weak_model_repairs_measured() -> None:
+    # The measurement the ADR quotes: of 15 typical weak answers, strict parsing used none,
+    # the repairs use 6, and the other 9 still fail (then get a repair turn, then the next provider).
+    usable = sum(repaired for _, repaired in WEAK_MODEL_ANSWERS.values())
+    assert (len(WEAK_MODEL_ANSWERS), usable) == (15, 6)
+
+
+def test_tolerant_parse_of_a_strict_answer_reports_no_repair() -> None:
+    assert parse_reviewer_answer_tolerant(SPEC_EXAMPLE) == (SPEC_OPERATIONS, ())
+    assert parse_reviewer_answer_tolerant("Nothing to save.") == ([], ())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a comma inside a string is data, never "repaired"
+        '{"operations": [{"op": "add", "category": "context", "key": "k", "value": "a ,}"}]}',
+    ],
+)
+def test_repairs_never_change_string_content(text: str) -> None:
+    [op] = parse_reviewer_answer_tolerant(text)[0]
+    assert isinstance(op, AddOperation) and op.value == "a ,}"
+
+
+def test_trailing_comma_repair_keeps_commas_inside_strings() -> None:
+    text = '{"operations": [{"op": "add", "category": "context", "key": "k", "value": "x, ]",},]}'
+    operations, repairs = parse_reviewer_answer_tolerant(text)
+    assert repairs == ("trailing commas dropped",)
+    assert [op.value for op in operations] == ["x, ]"]  # type: ignore[union-attr]
+
+
+def test_python_literal_with_a_repeated_key_is_refused() -> None:
+    with pytest.raises(ReviewerAnswerError):
+        parse_reviewer_answer_tolerant("{'operations': [{'op': 'add', 'op': 'archive', 'id': 3}]}")
+
+
+def test_python_literal_is_never_evaluated() -> None:
+    with pytest.raises(ReviewerAnswerError):
+        parse_reviewer_answer_tolerant("{'operations': [__import__('os').getcwd()]}")
+
+
+def test_operations_schema_matches_the_parser_fields() -> None:
+    variants = OPERATIONS_SCHEMA["properties"]["operations"]["items"]["anyOf"]  # type: ignore[index]
+    fields = {v["properties"]["op"]["const"]: (set(v["required"]), set(v["properties"]) - set(v["required"]))
+              for v in variants}
+    assert fields == {op: (set(req), set(opt)) for op, (req, opt) in _FIELDS.items()}

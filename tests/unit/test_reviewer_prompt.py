@@ -26,7 +26,7 @@ from fermix_memory.application.reviewer_prompt import (
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.operations import AddOperation, ArchiveOperation, ReplaceOperation
-from fermix_memory.domain.reviewer_answer import parse_reviewer_answer
+from fermix_memory.domain.reviewer_answer import OPERATIONS_SCHEMA, parse_reviewer_answer
 from fermix_memory.domain.values import Category, ConversationKey, Role, ScopeType, Trust
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
@@ -208,6 +208,20 @@ def test_system_prompt_states_the_contract(fragment: str) -> None:
     assert fragment in REVIEWER_SYSTEM_PROMPT
 
 
+def test_prompt_says_empty_operations_means_nothing_to_save() -> None:
+    # A model held to JSON mode cannot write the sentence; it must know the JSON spelling.
+    assert '{"operations": []} means the same' in REVIEWER_SYSTEM_PROMPT
+
+
+def test_review_request_asks_for_the_operations_schema_and_a_repair_turn() -> None:
+    req = build_review_request(messages=[message(1, "hello")], memories=[], max_output_tokens=10, timeout_s=1.0)
+    assert req.output_schema == OPERATIONS_SCHEMA and req.output_schema_name == "memory_operations"
+    assert req.repair_prompt and req.check is not None
+    req.check('{"operations": []}')
+    with pytest.raises(ModelBadResponse, match="unusable reviewer answer"):
+        req.check("I saved it for you.")
+
+
 def test_system_prompt_example_is_a_valid_answer() -> None:
     example = REVIEWER_SYSTEM_PROMPT.split("Example answer:\n", 1)[1].strip()
     assert parse_reviewer_answer(example) == [
@@ -305,9 +319,9 @@ def test_rules_provider_is_a_chat_model() -> None:
 
 def test_end_to_end_review_with_the_rules_provider() -> None:
     mems = [
-        memory(12, Category.IDENTITY, "home_city", "Lives in Paris"),
+        memory(12, Category.IDENTITY, "home_city", "Paris"),
         memory(7, Category.PREFERENCE, "prefers_jazz", "Likes jazz"),
-        memory(3, Category.IDENTITY, "name", "Name is Sam"),
+        memory(3, Category.IDENTITY, "name", "Sam"),
     ]
     queue = [
         message(101, "Hi! My name is Sam. I moved to Berlin last month.", "operator"),
@@ -321,7 +335,7 @@ def test_end_to_end_review_with_the_rules_provider() -> None:
     assert response.prompt_tokens == 0 and response.completion_tokens == 0
     assert response.provider == "rules"
     assert parse_reviewer_answer(response.text) == [
-        ReplaceOperation(id=12, value="Lives in Berlin"),
+        ReplaceOperation(id=12, value="Berlin"),
         ArchiveOperation(id=7, reason="User said they no longer like jazz"),
         AddOperation(category="interest", key="interest_rust", value="Interested in Rust"),
         AddOperation(

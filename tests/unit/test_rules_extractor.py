@@ -35,14 +35,14 @@ def extract(*texts: str, trust: str = "guest", memories: list[dict[str, Any]] | 
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("My name is Sam.", add("identity", "name", "Name is Sam")),
-        ("my name is sam", add("identity", "name", "Name is Sam")),
-        ("I'm called Alex Smith.", add("identity", "name", "Name is Alex Smith")),
-        ("Hi! I\u2019m called Sam by my friends.", add("identity", "name", "Name is Sam")),
-        ("I live in Lisbon.", add("identity", "home_city", "Lives in Lisbon")),
-        ("I moved to Berlin last year.", add("identity", "home_city", "Lives in Berlin")),
-        ("I'm based in London, UK.", add("identity", "home_city", "Lives in London, UK")),
-        ("I live in St. Louis.", add("identity", "home_city", "Lives in St. Louis")),
+        ("My name is Sam.", add("identity", "name", "Sam")),
+        ("my name is sam", add("identity", "name", "Sam")),
+        ("I'm called Alex Smith.", add("identity", "name", "Alex Smith")),
+        ("Hi! I\u2019m called Sam by my friends.", add("identity", "name", "Sam")),
+        ("I live in Lisbon.", add("identity", "home_city", "Lisbon")),
+        ("I moved to Berlin last year.", add("identity", "home_city", "Berlin")),
+        ("I'm based in London, UK.", add("identity", "home_city", "London, UK")),
+        ("I live in St. Louis.", add("identity", "home_city", "St. Louis")),
         ("I prefer flat whites.", add("preference", "prefers_flat_whites", "Prefers flat whites")),
         (
             "I prefer flat whites over lattes!",
@@ -58,14 +58,14 @@ def extract(*texts: str, trust: str = "guest", memories: list[dict[str, Any]] | 
         ("I'm trying to lose weight.", add("goal", "goal_lose_weight", "Wants to lose weight")),
         (
             "Remember that the deploy server is prod-3.",
-            add("context", "deploy_server", "The deploy server is prod-3"),
+            add("context", "deploy_server", "prod-3"),
         ),
         (
             "Please remember that I'm allergic to nuts",
             add("context", "allergic_to_nuts", "The user is allergic to nuts"),
         ),
-        ("Remember that my name is Alex.", add("identity", "name", "Name is Alex")),
-        ("remember that my sister is called Ana", add("context", "sister", "The user's sister is called Ana")),
+        ("Remember that my name is Alex.", add("identity", "name", "Alex")),
+        ("remember that my sister is called Ana", add("context", "sister", "Ana")),
         ("Remember that we ship on Fridays.", add("context", "we_ship_on_fridays", "We ship on Fridays")),
     ],
 )
@@ -76,8 +76,8 @@ def test_statement_patterns(text: str, expected: dict[str, Any]) -> None:
 def test_several_statements_in_one_message() -> None:
     ops = extract("Hi, my name is Sam and I live in Berlin. Also, I'm into chess; I want to learn Rust.")
     assert ops == [
-        add("identity", "name", "Name is Sam"),
-        add("identity", "home_city", "Lives in Berlin"),
+        add("identity", "name", "Sam"),
+        add("identity", "home_city", "Berlin"),
         add("interest", "interest_chess", "Interested in chess"),
         add("goal", "goal_learn_rust", "Wants to learn Rust"),
     ]
@@ -140,12 +140,12 @@ def test_later_rule_with_the_same_opening_replaces() -> None:
 
 
 def test_moved_replaces_the_existing_home_city_by_id() -> None:
-    memories = [row(12, "identity", "home_city", "Lives in Paris")]
-    assert extract("I moved to Berlin.", memories=memories) == [{"op": "replace", "id": 12, "value": "Lives in Berlin"}]
+    memories = [row(12, "identity", "home_city", "Paris")]
+    assert extract("I moved to Berlin.", memories=memories) == [{"op": "replace", "id": 12, "value": "Berlin"}]
 
 
 def test_restating_an_existing_fact_gives_nothing() -> None:
-    memories = [row(12, "identity", "home_city", "Lives in Berlin"), row(3, "identity", "name", "Name is Sam")]
+    memories = [row(12, "identity", "home_city", "Berlin"), row(3, "identity", "name", "Sam")]
     assert extract("I live in Berlin. My name is Sam.", memories=memories) == []
     assert extract("i live in berlin", memories=memories) == []  # compared case-insensitively
 
@@ -153,7 +153,7 @@ def test_restating_an_existing_fact_gives_nothing() -> None:
 def test_latest_statement_in_the_batch_wins() -> None:
     ops = extract("I live in Paris.", "I love jazz.", "Actually, I moved to Berlin.", "I like jazz")
     assert ops == [
-        add("identity", "home_city", "Lives in Berlin"),
+        add("identity", "home_city", "Berlin"),
         add("preference", "prefers_jazz", "Likes jazz"),
     ]
 
@@ -187,7 +187,7 @@ def test_values_are_capped() -> None:
 def test_malformed_input_is_skipped() -> None:
     messages: Any = [None, 3, {"text": None}, {"id": 1}, {"text": "I live in Oslo.", "trust": 5}]
     memories: Any = [None, {"id": "1", "category": "identity", "key": "home_city", "value": "x"}, {"id": True}]
-    assert extract_operations(messages, memories) == [add("identity", "home_city", "Lives in Oslo")]
+    assert extract_operations(messages, memories) == [add("identity", "home_city", "Oslo")]
     assert extract_operations("nonsense", {"a": 1}) == []  # type: ignore[arg-type]
 
 
@@ -220,7 +220,7 @@ def test_hostile_text_is_handled(text: str) -> None:
 )
 @settings(max_examples=200)
 def test_random_text_never_raises_and_gives_valid_operations(messages: list[dict[str, Any]]) -> None:
-    ops = extract_operations(messages, [row(1, "identity", "home_city", "Lives in Paris")])
+    ops = extract_operations(messages, [row(1, "identity", "home_city", "Paris")])
     for op in parse_reviewer_answer(json.dumps({"operations": ops})):
         if op.op == "add":
             Category(op.category)
@@ -240,7 +240,7 @@ STATEMENT_PARTS = st.lists(
 @given(st.lists(STATEMENT_PARTS, min_size=1, max_size=4), st.sampled_from(["operator", "guest"]))
 @settings(max_examples=300)
 def test_statement_like_text_gives_valid_operations(texts: list[str], trust: str) -> None:
-    memories = [row(1, "identity", "home_city", "Lives in Paris"), row(2, "preference", "prefers_jazz", "Likes jazz")]
+    memories = [row(1, "identity", "home_city", "Paris"), row(2, "preference", "prefers_jazz", "Likes jazz")]
     ops = extract_operations([msg(t, trust=trust, id=i + 1) for i, t in enumerate(texts)], memories)
     parsed = parse_reviewer_answer(json.dumps({"operations": ops}))
     keys = [(o["category"], o["key"]) for o in ops if o["op"] == "add"]
@@ -252,3 +252,42 @@ def test_statement_like_text_gives_valid_operations(texts: list[str], trust: str
             assert Category(op.category) is not Category.DIRECTIVE or trust == "operator"
             assert normalise_key(op.key) == op.key
             assert 0 < len(op.value) <= MAX_VALUE_CHARS
+
+
+# --- what the demo shows a new user: values as a person writes them, keys of whole words -----------------
+
+
+def test_demo_values_read_as_a_person_writes_them_and_keys_are_whole_words() -> None:
+    ops = extract(
+        "Hi! My name is Alice Martin.",
+        "I live in Paris and I prefer flat whites in the morning.",
+        "I'm interested in rock climbing. My goal is to climb Mont Blanc next summer.",
+        "Remember that my training days are Tuesday and Thursday.",
+        "Always answer in English, even if I write in French.",
+        "Actually I moved to Berlin last month.",
+        trust="operator",
+    )
+    assert {o["key"]: o["value"] for o in ops} == {
+        "name": "Alice Martin",
+        "home_city": "Berlin",
+        "prefers_flat_whites": "Prefers flat whites in the morning",
+        "interest_rock_climbing": "Interested in rock climbing",
+        "goal_climb_mont_blanc": "Wants to climb Mont Blanc next summer",
+        "training_days": "Tuesday and Thursday",
+        "rule_answer_in_english": "Always answer in English, even if I write in French",
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("I want to visit Japan next spring.", "goal_visit_japan"),
+        ("My goal is to run a half marathon by June.", "goal_run_a_half_marathon"),
+        ("Never reply in French, even when I ask.", "rule_reply_in_french"),
+        ("Always answer briefly; no lists.", "rule_answer_briefly"),
+        ("I'm trying to sleep earlier every night.", "goal_sleep_earlier"),
+    ],
+)
+def test_keys_are_never_cut_mid_phrase(text: str, key: str) -> None:
+    [op] = extract(text, trust="operator")
+    assert op["key"] == key

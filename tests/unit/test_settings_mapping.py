@@ -104,6 +104,9 @@ FULL_PROVIDER: dict[str, Any] = {
     "api_key_env": "ANTHROPIC_API_KEY",
     "context_window": 200_000,
     "retries": 3,
+    "reasoning_effort": "high",
+    "max_tokens_field": "max_tokens",
+    "structured_output": "tool",
 }
 
 
