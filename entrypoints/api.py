@@ -81,12 +81,18 @@ class MemorySystem:
         providers: Sequence[ChatModel] | None = None,
         clock: Clock | None = None,
         tracer: Tracer | None = None,
+        create: bool = True,
+        readonly: bool = False,
     ) -> MemorySystem:
         """Open (creating if needed) the memory at ``home`` (default ``$FERMIX_HOME`` or ``~/.fermix``).
 
         ``providers`` (chat models, tried in order) override the configured provider route.
+        ``create=False`` raises :class:`HomeNotFound` instead of creating a missing home;
+        ``readonly=True`` opens an existing home so that nothing can be written (every write
+        raises :class:`ReadOnlyStore`): for audits, read-only mounts and copies.
         """
-        return cls(bootstrap(home, config=config, clock=clock, providers=providers, tracer=tracer))
+        return cls(bootstrap(home, config=config, clock=clock, providers=providers, tracer=tracer,
+                             create=create, readonly=readonly))
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -475,10 +481,12 @@ class MemorySystem:
 
     # --- audit -----------------------------------------------------------------------------------
 
-    def verify(self) -> audit.VerifyReport:
-        """Check the hash chain, the FTS indexes and that the log replays to the same tables."""
+    def verify(self, progress: audit.Progress | None = None) -> audit.VerifyReport:
+        """Check the hash chain, the FTS indexes and that the log replays to the same tables
+        (``progress(done, total)`` is called as the log is walked). A read-only memory is
+        verified without writing anything."""
         self._check_open()
-        return audit.verify_database(self._app.store.path)
+        return audit.verify_database(self._app.store.path, progress, readonly=self._app.store.readonly)
 
     def replay_into(self, target_dir: str | os.PathLike[str]) -> dict[str, Any]:
         """Rebuild every projection from the log alone into ``target_dir/memory.db``."""
