@@ -11,7 +11,7 @@ import attrs
 
 from fermix_memory.application.errors import StorageError
 from fermix_memory.application.ports import Clock, EventStore, PromptFileSink, WriteTransaction
-from fermix_memory.application.streams import owner_stream
+from fermix_memory.application.streams import owner_stream, parse_owner_stream
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.values import Trust, check_identifier, is_encodable
@@ -22,7 +22,8 @@ MAX_REASON_CHARS = 500
 @attrs.frozen(kw_only=True)
 class ForgetReport:
     """What an erasure did: per agent, how many events were redacted; whether the prompt-file
-    folders existed; and whether the database files were fully scrubbed."""
+    folders existed; and whether the database files were fully scrubbed. When nothing was
+    found, nothing is rewritten and both byte counts are 0."""
 
     owner_id: str
     erased_events: dict[str, int]
@@ -34,6 +35,14 @@ class ForgetReport:
     @property
     def agents(self) -> list[str]:
         return sorted(self.erased_events)
+
+
+def _is_owner_stream(stream: str, owner_id: str, agent_id: str | None) -> bool:
+    try:
+        agent, owner = parse_owner_stream(stream)
+    except ValueError:
+        return False
+    return owner == owner_id and agent_id in (None, agent)
 
 
 class Forgetting:
@@ -56,7 +65,8 @@ class Forgetting:
         at = self._clock.now()
 
         def work(tx: WriteTransaction) -> dict[str, int]:
-            agents = [agent_id] if agent_id is not None else tx.agents_of_owner(owner_id)
+            # Only agents the owner left something with: nothing found means nothing recorded.
+            agents = [a for a in tx.agents_of_owner(owner_id) if agent_id is None or a == agent_id]
             erased = {}
             for agent in agents:
                 count = tx.redact(tx.owner_event_positions(agent, owner_id))
@@ -68,6 +78,10 @@ class Forgetting:
             return erased
 
         erased = self._store.write(work)
+        if not erased and not self._forgotten_before(owner_id, agent_id):
+            # Nothing to erase and no earlier erasure left to finish: the files are not rewritten.
+            return ForgetReport(owner_id=owner_id, erased_events={}, prompt_files_removed=[],
+                                wal_truncated=True, bytes_before=0, bytes_after=0)
         removed = [agent for agent in sorted(erased) if self._files.remove(agent, owner_id)]
         try:
             scrub = self._store.scrub()
@@ -79,3 +93,8 @@ class Forgetting:
         return ForgetReport(owner_id=owner_id, erased_events=erased, prompt_files_removed=removed,
                             wal_truncated=scrub.wal_truncated, bytes_before=scrub.bytes_before,
                             bytes_after=scrub.bytes_after)
+
+    def _forgotten_before(self, owner_id: str, agent_id: str | None) -> bool:
+        """Whether an earlier erasure of this owner was recorded: running forget again finishes
+        it (prompt files, file rewrite) if it was interrupted."""
+        return any(_is_owner_stream(s, owner_id, agent_id) for s in self._store.last_positions("owner/"))
