@@ -33,6 +33,13 @@ class UsageError(FermixError):
     """Bad command-line input (argparse's complaints included)."""
 
 
+def one_line(text: str) -> str:
+    """``text`` with control characters and line breaks escaped: one terminal line, always."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def plural(count: int, noun: str) -> str:
     """``1 message``, ``2 messages``."""
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
@@ -97,8 +104,9 @@ MEMORY_HEADER = "ID\tAGENT\tOWNER\tSCOPE\tCATEGORY\tKEY = VALUE"
 
 def _memory_line(m: Any) -> str:
     state = f" (archived: {m.archive_reason or 'no reason'})" if m.archived_at else ""
-    return (f"{m.id}\t{m.agent_id}\t{m.owner_id}\t{m.scope_type.value}:{m.scope_id}\t{m.category.value}\t"
-            f"{m.key} = {m.value}{state}")
+    cells = (str(m.id), m.agent_id, m.owner_id, f"{m.scope_type.value}:{m.scope_id}", m.category.value,
+             f"{m.key} = {m.value}{state}")
+    return "\t".join(one_line(c) for c in cells)
 
 
 def _verify_lines(r: Any) -> list[str]:
@@ -151,7 +159,7 @@ def _event_detail(event: dict[str, Any] | None) -> str:
     shown = ("agent_id", "owner_id", "key", "value", "content", "role", "sender", "provenance", "at")
     rest = {k: v for k, v in event.items() if k not in shown}
     parts.append(json.dumps(rest, ensure_ascii=False, sort_keys=True))
-    text = "  ".join(parts)
+    text = one_line("  ".join(parts))
     return text if len(text) <= 240 else text[:239] + "…"
 
 
@@ -674,7 +682,7 @@ def _error(as_json: bool, exc: BaseException, lines: Sequence[str] | None = None
         sys.stderr.write("\n")
     else:
         for line in lines:
-            sys.stderr.write(f"fermix: error: {line}\n")
+            sys.stderr.write(f"fermix: error: {one_line(line)}\n")
 
 
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
