@@ -75,6 +75,14 @@ def open_readonly(path: Path | str) -> apsw.Connection:
             conn = apsw.Connection(uri, flags=flags)
             _configure(conn, "normal")
         except (apsw.CantOpenError, apsw.ReadOnlyError):
+            wal = Path(f"{path}-wal")
+            if wal.exists() and wal.stat().st_size > 0:
+                # Immutable would ignore the log's newest commits: refuse rather than show stale rows.
+                raise ReadOnlyStore(
+                    f"{path} has commits in {wal.name} that a read-only open cannot read here (no"
+                    " shared-memory index can be made in its folder); open it once with write access,"
+                    " or copy the folder somewhere writable"
+                ) from None
             conn = apsw.Connection(uri + "?immutable=1", flags=flags)
             _configure(conn, "normal")
     except (apsw.NotADBError, apsw.CorruptError) as exc:

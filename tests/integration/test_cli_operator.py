@@ -192,6 +192,27 @@ def test_a_read_only_home_can_be_verified_listed_and_exported(
     assert out and snapshot(filled) == before
 
 
+def test_a_read_only_home_can_be_replayed_elsewhere(capsys: pytest.CaptureFixture[str], filled: Path,
+                                                   tmp_path: Path) -> None:
+    with read_only(filled):
+        code, out, err = run(capsys, "--home", str(filled), "events", "replay", "--into", str(tmp_path / "copy"))
+    assert code == 0 and "identical" in out, err
+
+
+def test_a_read_only_copy_whose_wal_cannot_be_read_is_refused_not_shown_stale(
+        capsys: pytest.CaptureFixture[str], filled: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    with MemorySystem.open(filled) as memory:
+        memory.append_message(agent_id="ada", owner_id="alice", conversation="telegram:42", role="user",
+                              content="the newest words")
+        shutil.copytree(filled, copy)  # taken while open: the newest commit is only in memory.db-wal
+    (copy / "memory.db-shm").unlink()
+    assert (copy / "memory.db-wal").stat().st_size > 0
+    with read_only(copy):
+        code, out, err = run(capsys, "--home", str(copy), "history", "export")
+    assert code == 1 and out == "" and "memory.db-wal" in err and "read-only" in err
+
+
 def test_read_commands_always_open_the_database_read_only(
         capsys: pytest.CaptureFixture[str], filled: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     opened: list[dict[str, object]] = []
