@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from fermix_memory.adapters.sqlite.codec import CONVERTER
-from fermix_memory.application.errors import IntegrityError, StorageBusy
+from fermix_memory.application.errors import IntegrityError, ModelError, StorageBusy
 from fermix_memory.application.history import HistoryImportError
 from fermix_memory.domain.errors import FermixError
 from fermix_memory.entrypoints.api import MemorySystem
@@ -423,7 +424,11 @@ def cmd_memory_review(memory: MemorySystem, args: argparse.Namespace, out: Outpu
         return lines or ["no conversation has new messages to review"]
 
     out.emit(results, human)
-    return EXIT_ERROR if any(r.status == "failed" for r in results) else EXIT_OK
+    failed = [r for r in results if r.status == "failed"]
+    if failed:
+        _error(out.as_json, ModelError(f"{plural(len(failed), 'review')} failed; the first: {failed[0].reason}"))
+        return EXIT_ERROR
+    return EXIT_OK
 
 
 # --- setup (works on the config file alone: it can mend a config that keeps memory from opening) ---
@@ -721,5 +726,16 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
 
 
 def run() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: the library's warnings (a failed model call) show as
+    ``fermix: warning: ...`` lines on stderr."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(LogLine())
+    logging.getLogger("fermix_memory").addHandler(handler)
     sys.exit(main())
+
+
+class LogLine(logging.Formatter):
+    """One line per log record, no traceback: ``fermix: warning: ...``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"fermix: {record.levelname.lower()}: {one_line(record.getMessage())}"

@@ -176,6 +176,25 @@ def test_an_unset_api_key_env_breaks_only_the_commands_that_call_the_model(
     assert "Traceback" not in err
 
 
+def test_a_failed_review_ends_with_an_error_line_and_library_warnings_are_prefixed(
+        home: Path, tmp_path: Path) -> None:
+    home.mkdir()
+    (home / "config.toml").write_text(
+        '[[fermix_core.providers]]\nname = "main"\nkind = "openai"\nbase_url = "http://127.0.0.1:9/v1"\n'
+        'model = "m"\n'
+        'api_key_env = "FERMIX_TEST_UNSET_KEY"\n', encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "FERMIX_TEST_UNSET_KEY"}
+    fermix = [sys.executable, "-m", "fermix_memory", "--home", str(home)]
+    subprocess.run([*fermix, "history", "import", "-"], input=line() + "\n", text=True, env=env, check=True,
+                   capture_output=True, timeout=120)
+    result = subprocess.run([*fermix, "memory", "review", "--now"], text=True, env=env, capture_output=True,
+                            timeout=120, check=False)
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    assert all(x.startswith(("fermix: warning: ", "fermix: error: ")) for x in lines), result.stderr
+    assert lines[-1].startswith("fermix: error: 1 review failed") and "FERMIX_TEST_UNSET_KEY" in lines[-1]
+
+
 # --- read-only homes -------------------------------------------------------------------------------
 
 
