@@ -167,7 +167,9 @@ class MemorySystem:
             agent_id=agent_id, owner_id=owner_id or by, trust=Trust.OPERATOR, source_type="api", source_id=by))
 
     def import_history(self, lines: Iterable[str]) -> list[int]:
-        """Import JSON Lines (SPEC §12) atomically: every line is checked first, then all or none."""
+        """Import JSON Lines (SPEC §12) atomically: every line is checked first, then all or none.
+        Messages imported before (same ``message_id``, or same line; ADR-0012) are skipped;
+        returns the ids of the messages recorded."""
         self._check_open()
         service = self._app.history
         return service.import_events(service.parse_jsonl(list(lines)))
