@@ -506,13 +506,16 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
+def _meaningful(default: object) -> bool:
+    return not (default is None or default is False or default is argparse.SUPPRESS)
+
+
 class HelpFormatter(argparse.HelpFormatter):
     """Shows each option's default when it has a meaningful one."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
-        if (action.default not in (None, False, argparse.SUPPRESS) and "%(default)" not in text
-                and action.option_strings):
+        if (_meaningful(action.default) and "%(default)" not in text and action.option_strings):
             text += " (default: %(default)s)"
         return text
 
