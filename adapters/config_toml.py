@@ -1,7 +1,7 @@
 """``<home>/config.toml``: read it into :class:`Settings`, and let setup change the review interval.
 
 Validation lives in :func:`fermix_memory.application.settings.settings_from_mapping`; this module
-only does the file work (tomli to read, tomli-w to write, atomic replace).
+only does the file work (tomli to read, tomlkit to edit one value in place, atomic replace).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import tomli
-import tomli_w
+import tomlkit
 
 from fermix_memory.application.errors import ConfigError
 from fermix_memory.application.settings import Settings, settings_from_mapping
@@ -27,20 +27,31 @@ def load_settings(path: Path) -> Settings:
 
 
 def set_review_interval(path: Path, hours: float) -> None:
-    """Set ``fermix_core.memory.review_interval_hours`` in ``path``, keeping every other table and key.
+    """Set ``fermix_core.memory.review_interval_hours`` in ``path``, changing nothing else.
 
-    The new content is validated before anything is written and the file is replaced atomically,
-    so a bad value (or an already invalid file) raises :class:`ConfigError` and leaves the file as
-    it was. Comments and formatting are not kept: tomli-w writes data only.
+    The file is edited in place (tomlkit): comments, key order, other tables and formatting are
+    kept; only that one value changes (or is added). The new content is validated before
+    anything is written and the file is replaced atomically, so a bad value (or an already
+    invalid file) raises :class:`ConfigError` and leaves the file as it was.
     """
     source = str(path)
     data = _read(path) or {}
-    # Validating what is there first means the setdefault calls below only ever meet tables.
+    # Validating what is there first means the edits below only ever meet tables.
     settings_from_mapping(data, source)
-    memory = data.setdefault("fermix_core", {}).setdefault("memory", {})
-    memory["review_interval_hours"] = hours
+    data.setdefault("fermix_core", {}).setdefault("memory", {})["review_interval_hours"] = hours
     settings_from_mapping(data, source)
-    _replace_atomically(path, tomli_w.dumps(data).encode("utf-8"))
+    document = tomlkit.parse(path.read_text(encoding="utf-8")) if path.exists() else tomlkit.document()
+    core = document.get("fermix_core")
+    if core is None:
+        document["fermix_core"] = {"memory": {"review_interval_hours": hours}}
+    elif core.get("memory") is None:
+        core["memory"] = {"review_interval_hours": hours}
+    else:
+        core["memory"]["review_interval_hours"] = hours
+    content = tomlkit.dumps(document)
+    if tomli.loads(content) != data:  # the edit must mean exactly what was validated
+        raise ConfigError(f"{path}: could not change review_interval_hours in place; edit the file by hand")
+    _replace_atomically(path, content.encode("utf-8"))
 
 
 def _read(path: Path) -> dict[str, Any] | None:

@@ -13,6 +13,10 @@ class StorageBusy(StorageError):
     """The database stayed locked by another writer through every retry."""
 
 
+class ReadOnlyStore(StorageError):
+    """The memory was opened read-only (or its files cannot be written): a write was refused."""
+
+
 class DatabaseTooNew(StorageError):
     """``memory.db`` was written by a newer fermix-memory; it is left untouched."""
 
@@ -33,6 +37,10 @@ class BackgroundTimeout(FermixError, TimeoutError):
     """Background work (reviews, compaction) was still running when the wait timed out."""
 
 
+class HomeNotFound(NotFound):
+    """There is no memory home (no ``memory.db``) where a command that must not create one looked."""
+
+
 class ConfigError(FermixError):
     """``config.toml`` has an unknown key, a wrong type or a bad value (names key and file)."""
 
@@ -47,6 +55,11 @@ class ModelUnavailable(ModelError):
 
 class ModelBadResponse(ModelError):
     """The provider answered, but not in its protocol's shape (or with a 4xx other than 429)."""
+
+
+class ProviderKeyMissing(ConfigError, ModelError):
+    """A provider's ``api_key_env`` names a variable that is not set; raised only when that
+    provider is called (the route then tries the next one). Names the variable, never a value."""
 
 
 class RouteExhausted(ModelError):

@@ -13,7 +13,7 @@ import attrs
 
 from fermix_memory.application.errors import StorageError
 from fermix_memory.application.ports import Clock, EventStore, WriteTransaction
-from fermix_memory.application.streams import owner_stream
+from fermix_memory.application.streams import owner_stream, parse_owner_stream
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.erasure import OwnerContentFinder
 from fermix_memory.domain.errors import DomainError
@@ -25,7 +25,8 @@ MAX_REASON_CHARS = 500
 @attrs.frozen(kw_only=True)
 class ForgetReport:
     """What an erasure did: per agent, how many events were redacted; whether the prompt-file
-    folders existed; and whether the database files were fully scrubbed."""
+    folders existed; and whether the database files were fully scrubbed. When nothing was
+    found, nothing is rewritten and both byte counts are 0."""
 
     owner_id: str
     erased_events: dict[str, int]
@@ -45,6 +46,14 @@ class OwnerFiles(Protocol):
     def remove_files(self, agent_id: str, owner_id: str) -> bool:
         """Delete them unless a current revision exists again; ``True`` when some were deleted."""
         ...
+
+
+def _is_owner_stream(stream: str, owner_id: str, agent_id: str | None) -> bool:
+    try:
+        agent, owner = parse_owner_stream(stream)
+    except ValueError:
+        return False
+    return owner == owner_id and agent_id in (None, agent)
 
 
 class Forgetting:
@@ -72,7 +81,9 @@ class Forgetting:
                 finder.add(item.position, item.event)
             found = finder.positions()
             conversations = finder.conversations()
-            agents = [agent_id] if agent_id is not None else sorted(set(tx.agents_of_owner(owner_id)) | set(found))
+            # Only agents the owner left something with: nothing found means nothing recorded.
+            known = set(tx.agents_of_owner(owner_id)) | set(found)
+            agents = sorted(a for a in known if agent_id is None or a == agent_id)
             erased = {}
             for agent in agents:
                 positions = tuple(found.get(agent, ()))
@@ -86,6 +97,10 @@ class Forgetting:
             return erased
 
         erased = self._store.write(work)
+        if not erased and not self._forgotten_before(owner_id, agent_id):
+            # Nothing to erase and no earlier erasure left to finish: the files are not rewritten.
+            return ForgetReport(owner_id=owner_id, erased_events={}, prompt_files_removed=[],
+                                wal_truncated=True, bytes_before=0, bytes_after=0)
         removed = [agent for agent in sorted(erased) if self._files.remove_files(agent, owner_id)]
         try:
             scrub = self._store.scrub()
@@ -97,3 +112,8 @@ class Forgetting:
         return ForgetReport(owner_id=owner_id, erased_events=erased, prompt_files_removed=removed,
                             wal_truncated=scrub.wal_truncated, bytes_before=scrub.bytes_before,
                             bytes_after=scrub.bytes_after)
+
+    def _forgotten_before(self, owner_id: str, agent_id: str | None) -> bool:
+        """Whether an earlier erasure of this owner was recorded: running forget again finishes
+        it (prompt files, file rewrite) if it was interrupted."""
+        return any(_is_owner_stream(s, owner_id, agent_id) for s in self._store.last_positions("owner/"))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import datetime
 from typing import Any
 
 from fermix_memory.application.message_input import build_message_event
@@ -12,21 +14,38 @@ from fermix_memory.application.streams import conversation_stream
 from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.events import ConversationWindowCleared, MessageAppended, Provenance
 from fermix_memory.domain.messages import Message
-from fermix_memory.domain.values import ConversationKey
+from fermix_memory.domain.values import ConversationKey, check_identifier
 
 IMPORT_KEYS = frozenset(
     {"agent_id", "owner_id", "channel", "chat_id", "thread_scope", "role", "sender", "content", "kind",
-     "trust", "created_at", "metadata"}
+     "trust", "created_at", "metadata", "message_id"}
 )
 REQUIRED_IMPORT_KEYS = ("agent_id", "owner_id", "channel", "chat_id", "role", "sender", "content")
+# Where a message's import key is kept: in its metadata, under this reserved name (export writes
+# it back out as the line's ``message_id``). See ADR-0012.
+IMPORT_KEY = "fermix_import_key"
+MAX_REPORTED_LINES = 20
 
 
 class HistoryImportError(DomainError):
-    """A history file line is invalid; nothing of the import was written."""
+    """History file lines are invalid; nothing of the import was written.
 
-    def __init__(self, line: int, message: str) -> None:
-        super().__init__(f"line {line}: {message}")
-        self.line = line
+    ``problems`` lists the first :data:`MAX_REPORTED_LINES` bad lines as ``(number, message)``;
+    ``more`` counts the bad lines after those.
+    """
+
+    def __init__(self, problems: Sequence[tuple[int, str]], more: int = 0) -> None:
+        self.problems = list(problems)
+        self.more = more
+        self.line = self.problems[0][0]
+        super().__init__("; ".join(self.lines()))
+
+    def lines(self) -> list[str]:
+        """One line per reported problem, then how many more there were."""
+        lines = [f"line {number}: {message}" for number, message in self.problems]
+        if self.more:
+            lines.append(f"and {self.more} more bad line{'s' if self.more != 1 else ''}")
+        return lines
 
 
 def append_event(tx: WriteTransaction, event: MessageAppended) -> int:
@@ -58,57 +77,132 @@ class HistoryService:
 
     def parse_jsonl(self, lines: Sequence[str], progress: Callable[[int, int], None] | None = None
                     ) -> list[MessageAppended]:
-        """Validate every line first; the first bad one raises with its line number."""
+        """Validate every line; if any is bad, raise one error listing the bad lines.
+
+        Each event carries its import key (the line's ``message_id``, else one derived from the
+        line's content and how often that same content came before in the file; ADR-0012).
+        """
         at = self._clock.now()
-        events = []
+        events: list[MessageAppended] = []
+        problems: list[tuple[int, str]] = []
+        bad = 0
+        seen: dict[tuple[str, str, str], int] = {}  # (agent, conversation, key) -> first line
+        repeats: dict[str, int] = {}
         for number, line in enumerate(lines, start=1):
             if progress is not None and (number % 1000 == 0 or number == len(lines)):
                 progress(number, len(lines))
             if not isinstance(line, str):
-                raise HistoryImportError(number, f"each line must be text, got {type(line).__name__}")
+                bad += 1
+                if len(problems) < MAX_REPORTED_LINES:
+                    problems.append((number, f"each line must be text, got {type(line).__name__}"))
+                continue
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise HistoryImportError(number, f"not valid JSON ({exc.msg})") from None
-            except RecursionError:
-                raise HistoryImportError(number, "JSON nested too deeply") from None
-            if not isinstance(record, dict):
-                raise HistoryImportError(number, "each line must be one JSON object")
-            unknown = sorted(set(record) - IMPORT_KEYS)
-            if unknown:
-                raise HistoryImportError(number, f"unknown key(s): {', '.join(unknown)}")
-            missing = [k for k in REQUIRED_IMPORT_KEYS if k not in record]
-            if missing:
-                raise HistoryImportError(number, f"missing key(s): {', '.join(missing)}")
-            try:
-                events.append(build_message_event(
-                    agent_id=record["agent_id"], owner_id=record["owner_id"],
-                    conversation=(record["channel"], record["chat_id"], record.get("thread_scope", "")),
-                    role=record["role"], sender=record["sender"], content=record["content"],
-                    kind=record.get("kind", "text"), trust=record.get("trust", "guest"),
-                    metadata=record.get("metadata"), created_at=record.get("created_at"), at=at,
-                ))
+                event = _parse_line(line, at, repeats)
+                where = (event.agent_id, event.conversation.scope_id, str(event.metadata[IMPORT_KEY]))
+                if where in seen:
+                    raise DomainError(f"message_id {where[2]!r} is already used on line {seen[where]}")
+                seen[where] = number
+                events.append(event)
             except DomainError as exc:
-                raise HistoryImportError(number, str(exc)) from None
+                bad += 1
+                if len(problems) < MAX_REPORTED_LINES:
+                    problems.append((number, str(exc)))
+        if problems:
+            raise HistoryImportError(problems, bad - len(problems))
         return events
 
-    def import_events(self, events: list[MessageAppended]) -> list[int]:
-        """Record parsed messages in ONE transaction: all of them, or none."""
-        return self._store.write(lambda tx: [append_event(tx, e) for e in events])
+    def import_events(self, events: list[MessageAppended],
+                      progress: Callable[[int, int], None] | None = None) -> list[int]:
+        """Record parsed messages in ONE transaction: all of them, or none. A message whose
+        import key its conversation already holds is skipped (re-importing a file adds nothing);
+        returns the ids of the messages recorded."""
+
+        def work(tx: WriteTransaction) -> list[int]:
+            known: dict[tuple[str, str], set[str]] = {}
+            ids = []
+            for done, event in enumerate(events, start=1):
+                where = (event.agent_id, event.conversation.scope_id)
+                if where not in known:
+                    known[where] = _import_keys(tx, event)
+                key = str(event.metadata.get(IMPORT_KEY, ""))
+                if not key or key not in known[where]:
+                    ids.append(append_event(tx, event))
+                    known[where].add(key)
+                if progress is not None and (done % 1000 == 0 or done == len(events)):
+                    progress(done, len(events))
+            return ids
+
+        return self._store.write(work)
+
+
+def _parse_line(line: str, at: datetime, repeats: dict[str, int]) -> MessageAppended:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DomainError(f"not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise DomainError("JSON nested too deeply") from None
+    if not isinstance(record, dict):
+        raise DomainError("each line must be one JSON object")
+    unknown = sorted(set(record) - IMPORT_KEYS)
+    if unknown:
+        raise DomainError(f"unknown key(s): {', '.join(k[:40] for k in unknown[:5])}")
+    missing = [k for k in REQUIRED_IMPORT_KEYS if k not in record]
+    if missing:
+        raise DomainError(f"missing key(s): {', '.join(missing)}")
+    channel = record["channel"]
+    if isinstance(channel, str) and ":" in channel:
+        raise DomainError("channel must not contain ':' (conversations are written CHANNEL:CHAT_ID[:THREAD])")
+    metadata = record.get("metadata")
+    if isinstance(metadata, dict) and IMPORT_KEY in metadata:
+        raise DomainError(f"metadata key {IMPORT_KEY} is reserved; give the line a message_id instead")
+    if "message_id" in record:
+        key = check_identifier(record["message_id"], "message_id")
+    else:
+        canonical = json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        repeats[canonical] = repeats.get(canonical, 0) + 1
+        digest = hashlib.sha256(f"{canonical}\n{repeats[canonical]}".encode("utf-8", "surrogatepass")).hexdigest()
+        key = f"sha256:{digest[:32]}"
+    if isinstance(metadata, dict):
+        metadata = {**metadata, IMPORT_KEY: key}
+    elif metadata is None:
+        metadata = {IMPORT_KEY: key}
+    return build_message_event(
+        agent_id=record["agent_id"], owner_id=record["owner_id"],
+        conversation=(channel, record["chat_id"], record.get("thread_scope", "")),
+        role=record["role"], sender=record["sender"], content=record["content"],
+        kind=record.get("kind", "text"), trust=record.get("trust", "guest"),
+        metadata=metadata, created_at=record.get("created_at"), at=at,
+    )
+
+
+def _import_keys(tx: WriteTransaction, event: MessageAppended) -> set[str]:
+    """The import keys the event's conversation already holds (redacted messages excluded)."""
+    keys = set()
+    for recorded in tx.read_events(stream=conversation_stream(event.agent_id, event.conversation)):
+        if isinstance(recorded.event, MessageAppended) and IMPORT_KEY in recorded.event.metadata:
+            keys.add(str(recorded.event.metadata[IMPORT_KEY]))
+    return keys
 
 
 def export_record(message: Message) -> dict[str, Any]:
-    """One message in the SPEC §12 JSON Lines shape (what import reads back)."""
+    """One message in the SPEC §12 JSON Lines shape (what import reads back); its import key,
+    if it has one, as ``message_id``."""
     c = message.conversation
-    return {
+    metadata = dict(message.metadata)
+    key = metadata.pop(IMPORT_KEY, None)
+    record = {
         "agent_id": message.agent_id, "owner_id": message.owner_id, "channel": c.channel,
         "chat_id": c.chat_id, "thread_scope": c.thread_scope, "role": message.role.value,
         "sender": message.sender, "content": message.content, "kind": message.kind,
         "trust": message.trust.value, "created_at": message.created_at.isoformat(),
-        "metadata": message.metadata,
+        "metadata": metadata,
     }
+    if isinstance(key, str):
+        record["message_id"] = key
+    return record
 
 
 def export_lines(messages: Iterable[Message]) -> Iterator[str]:

@@ -149,10 +149,15 @@ class MemorySystem:
         providers: Sequence[ChatModel] | None = None,
         clock: Clock | None = None,
         tracer: Tracer | None = None,
+        create: bool = True,
+        readonly: bool = False,
     ) -> MemorySystem:
         """Open (creating if needed) the memory at ``home`` (default ``$FERMIX_HOME`` or ``~/.fermix``).
 
         ``providers`` (chat models, tried in order) override the configured provider route.
+        ``create=False`` raises :class:`HomeNotFound` instead of creating a missing home;
+        ``readonly=True`` opens an existing home so that nothing can be written (every write
+        raises :class:`ReadOnlyStore`): for audits, read-only mounts and copies.
         """
         folder = None if home is None else _folder(home, "home")
         if providers is not None and (isinstance(providers, str) or not isinstance(providers, Sequence)
@@ -161,8 +166,11 @@ class MemorySystem:
         for value, method, what in ((clock, "now", "clock"), (tracer, "record", "tracer")):
             if value is not None and not _has(value, method):
                 raise InvalidArgument(f"{what} must be an object with a {method} method")
+        if not isinstance(create, bool) or not isinstance(readonly, bool):
+            raise InvalidArgument("create and readonly must be True or False")
         try:
-            return cls(bootstrap(folder, config=config, clock=clock, providers=providers, tracer=tracer))
+            return cls(bootstrap(folder, config=config, clock=clock, providers=providers, tracer=tracer,
+                                 create=create, readonly=readonly))
         except OSError as exc:
             raise StorageError(f"cannot open the memory home {folder}: {exc.strerror or exc}") from exc
 
@@ -243,7 +251,9 @@ class MemorySystem:
             agent_id=agent_id, owner_id=owner_id or by, trust=Trust.OPERATOR, source_type="api", source_id=by))
 
     def import_history(self, lines: Iterable[str]) -> list[int]:
-        """Import JSON Lines (SPEC §12) atomically: every line is checked first, then all or none."""
+        """Import JSON Lines (SPEC §12) atomically: every line is checked first, then all or none.
+        Messages imported before (same ``message_id``, or same line; ADR-0012) are skipped;
+        returns the ids of the messages recorded."""
         self._check_open()
         if isinstance(lines, str):
             lines = lines.splitlines()
@@ -583,18 +593,23 @@ class MemorySystem:
         self._check_open()
         return self._app.store.head()
 
-    def verify(self, *, expect_head: Head | str | None = None) -> audit.VerifyReport:
-        """Check the hash chain, the FTS indexes and that the log replays to the same tables;
-        that the log still holds ``expect_head`` (a :meth:`head` kept elsewhere, or its
-        ``POSITION:HASH`` text) and this home's own last-seen head; and report what opening
-        found wrong (append-only triggers missing, a head the log no longer holds)."""
+    def verify(self, progress: audit.Progress | None = None, *,
+               expect_head: Head | str | None = None) -> audit.VerifyReport:
+        """Check the hash chain, the FTS indexes and that the log replays to the same tables
+        (``progress(done, total)`` is called as the log is walked); that the log still holds
+        ``expect_head`` (a :meth:`head` kept elsewhere, or its ``POSITION:HASH`` text) and this
+        home's own last-seen head; and report what opening found wrong (append-only triggers
+        missing, a head the log no longer holds). A read-only memory is verified without writing."""
         self._check_open()
+        if progress is not None and not callable(progress):
+            raise InvalidArgument("progress must be a function of (done, total)")
         store = self._app.store
         anchors = [("this home's last-seen head", head) for head in [store.home_anchor()] if head is not None]
         if expect_head is not None:
             anchors.insert(0, ("expected head", expect_head if isinstance(expect_head, Head)
                                else parse_head(expect_head)))
-        return audit.verify_database(store.path, anchors=anchors, noted=store.problems_at_open())
+        return audit.verify_database(store.path, progress, anchors=anchors, noted=store.problems_at_open(),
+                                     readonly=store.readonly)
 
     def replay_into(self, target_dir: str | os.PathLike[str]) -> dict[str, Any]:
         """Rebuild every projection from the log alone into ``target_dir/memory.db``."""

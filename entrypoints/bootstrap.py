@@ -27,14 +27,14 @@ from fermix_memory.adapters.tokens_tiktoken import TiktokenCounter
 from fermix_memory.application.background import BackgroundWorker
 from fermix_memory.application.caches import ConversationStore, MemoryRowCache
 from fermix_memory.application.compaction import Compactor
-from fermix_memory.application.errors import ConfigError, StorageError
+from fermix_memory.application.errors import ConfigError, HomeNotFound, ProviderKeyMissing, StorageError
 from fermix_memory.application.forget import Forgetting
 from fermix_memory.application.history import HistoryService
 from fermix_memory.application.memory_writes import MemoryWriter
-from fermix_memory.application.ports import ChatModel, Clock, TokenCounter, Tracer
+from fermix_memory.application.ports import ChatModel, ChatRequest, ChatResponse, Clock, TokenCounter, Tracer
 from fermix_memory.application.prompt_files import PromptFiles
 from fermix_memory.application.reviewer import Reviewer
-from fermix_memory.application.settings import Settings, settings_from_mapping
+from fermix_memory.application.settings import ProviderSettings, Settings, settings_from_mapping
 from fermix_memory.application.tools import MemoryTools
 from fermix_memory.application.tracing import EventLogTracer
 from fermix_memory.application.turns import TurnService
@@ -107,7 +107,7 @@ def build_model_route(
     if providers:
         chain = list(providers)
     elif settings.providers:
-        chain = [build_provider(p, env) for p in settings.providers]
+        chain = [build_provider(p, env) if _key_present(p, env) else KeyNeeded(p, env) for p in settings.providers]
     else:
         from fermix_memory.adapters.providers.rules import RulesProvider
 
@@ -136,6 +136,39 @@ def finish_erasures(store: SqliteEventStore) -> None:
                     " until it closes and the memory is opened again", store.path)
 
 
+def _key_present(settings: ProviderSettings, env: Mapping[str, str]) -> bool:
+    return not settings.api_key_env or bool(env.get(settings.api_key_env))
+
+
+class KeyNeeded:
+    """A configured provider whose key variable was not set when memory opened. Opening, reading
+    and auditing never need the key: the provider is built on its first call, and if the variable
+    is still unset that call fails with :class:`ProviderKeyMissing` (the route moves on)."""
+
+    def __init__(self, settings: ProviderSettings, env: Mapping[str, str]) -> None:
+        self._settings = settings
+        self._env = env
+        self._built: ChatModel | None = None
+
+    @property
+    def name(self) -> str:
+        return self._settings.name
+
+    @property
+    def model(self) -> str:
+        return self._settings.model
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        if self._built is None:
+            if not _key_present(self._settings, self._env):
+                raise ProviderKeyMissing(
+                    f"provider {self._settings.name!r}: environment variable {self._settings.api_key_env}"
+                    " (named by api_key_env) is not set"
+                )
+            self._built = build_provider(self._settings, self._env)
+        return self._built.complete(request)
+
+
 def bootstrap(
     home: str | os.PathLike[str] | None = None,
     *,
@@ -144,15 +177,26 @@ def bootstrap(
     tokens: TokenCounter | None = None,
     providers: Sequence[ChatModel] | None = None,
     tracer: Tracer | None = None,
+    create: bool = True,
+    readonly: bool = False,
 ) -> App:
+    """Wire the app on ``home``. ``create=False`` refuses (:class:`HomeNotFound`) a home without a
+    ``memory.db`` instead of creating one; ``readonly=True`` (implies ``create=False``) opens the
+    database so that nothing can be written, for audits of a read-only mount or copy."""
     home_path = resolve_home(home)
     settings = resolve_settings(home_path, config)
     # Fails fast (no network) when the encoding is missing, before anything is opened.
     tokens = tokens or TiktokenCounter(settings.memory.token_encoding)
-    home_path.mkdir(parents=True, exist_ok=True)
+    if readonly or not create:
+        require_home(home_path)
+    else:
+        try:
+            home_path.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise StorageError(f"cannot create the memory home {home_path}: {error.strerror or error}") from None
     clock = clock or SystemClock()
     store = SqliteEventStore(home_path / DB_NAME, durability=settings.memory.durability,
-                             head_file=home_path / HEAD_NAME)
+                             head_file=home_path / HEAD_NAME, readonly=readonly)
     queries = SqliteQueries(store.reader)
     conversations = ConversationStore(queries, store.last_position, settings.memory.max_conversation_history)
     rows = MemoryRowCache(queries, store.last_position)
@@ -186,10 +230,21 @@ def bootstrap(
         compactor=compactor, turns=TurnService(compactor, history), jobs=jobs,
         tools=MemoryTools(writer, queries, jobs), forgetting=Forgetting(store, prompt_files, clock),
     )
-    try:
-        prompt_files.repair()  # files are derived: a crash between commit and write is mended here
-        finish_erasures(store)
-    except BaseException:
-        store.close()
-        raise
+    if not readonly:
+        try:
+            prompt_files.repair()  # files are derived: a crash between commit and write is mended here
+            finish_erasures(store)
+        except BaseException:
+            store.close()
+            raise
     return app
+
+
+def require_home(home: Path) -> None:
+    """Raise :class:`HomeNotFound` unless ``home`` holds a ``memory.db`` (nothing is created)."""
+    if not (home / DB_NAME).is_file():
+        what = "no such folder" if not home.exists() else f"no {DB_NAME} in it"
+        raise HomeNotFound(
+            f"no memory home at {home} ({what}); 'fermix setup init', 'fermix history import'"
+            " or the embedding API create one"
+        )

@@ -130,6 +130,8 @@ def check_chain(conn: apsw.Connection, progress: Progress | None = None) -> Veri
             problem=f"event {position} ({kind}): payload is NULL but no recorded erasure names it"
                     f" ({len(erasures.unaccounted)} such events)",
         )
+    if progress is not None:
+        progress(count, total)
     return VerifyReport(ok=True, events=count, redacted=redacted)
 
 
@@ -271,29 +273,76 @@ def replay_into(source_path: Path, target_dir: Path, progress: Progress | None =
     }
 
 
+def _fts_problem(conn: apsw.Connection, readonly: bool) -> str:
+    """FTS5's integrity check (an INSERT command, rolled back); on a copy when read-only."""
+    target = conn
+    if readonly:
+        target = apsw.Connection(":memory:")
+        with target.backup("main", conn, "main") as copy:
+            copy.step()
+    try:
+        target.execute("BEGIN IMMEDIATE")
+        try:
+            fts_integrity(target)
+        except IntegrityError as exc:
+            return str(exc)
+        finally:
+            target.execute("ROLLBACK")
+    finally:
+        if target is not conn:
+            target.close()
+    return ""
+
+
+def _sort_key(key: tuple[Any, ...]) -> tuple[tuple[bool, float, str], ...]:
+    return tuple((v is None, v if isinstance(v, int | float) else 0, str(v)) for v in key)
+
+
+def first_difference(live: apsw.Connection, rebuilt: apsw.Connection, table: str) -> str:
+    """The first row (by primary key) of ``table`` that differs between the two databases."""
+    info = live.execute(f"PRAGMA table_info({table})").fetchall()
+    keys = [(row[1], i) for i, row in enumerate(info) if row[5]] or [("rowid", -1)]
+    select = f"SELECT {'rowid, ' if keys[0][1] < 0 else ''}* FROM {table}"
+
+    def rows(conn: apsw.Connection) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+        out = {}
+        for row in conn.execute(select):
+            values = tuple(row[1:]) if keys[0][1] < 0 else tuple(row)
+            out[tuple(row[0:1]) if keys[0][1] < 0 else tuple(row[i] for _, i in keys)] = values
+        return out
+
+    here, there = rows(live), rows(rebuilt)
+    for key in sorted(set(here) | set(there), key=_sort_key):
+        if here.get(key) != there.get(key):
+            name = ", ".join(f"{k}={v!r}" for (k, _), v in zip(keys, key, strict=True))
+            if key not in there:
+                return f"{table} row {name} is not in the log"
+            if key not in here:
+                return f"{table} row {name} is missing"
+            return f"{table} row {name} does not match the log"
+    return f"{table}: rows are equal, their order or encoding is not"
+
+
 def verify_database(path: Path, progress: Progress | None = None, *, anchors: Sequence[tuple[str, Head]] = (),
-                    noted: Sequence[str] = ()) -> VerifyReport:
+                    noted: Sequence[str] = (), readonly: bool = False) -> VerifyReport:
     """Check the hash chain, the head ``anchors`` (``(label, head)``: the log must hold each),
     the append-only triggers, the FTS indexes, and that replaying the log gives the same tables.
-    ``noted``: problems found when the store was opened. A damaged file is a failed check."""
+    ``noted``: problems found when the store was opened. A damaged file is a failed check.
+
+    ``readonly`` opens the file read-only (a read-only mount, an auditor's copy): FTS5's
+    integrity check is a write command, so it then runs on an in-memory copy of the database.
+    """
     try:
-        return _verify(path, progress, anchors, noted)
+        return _verify(path, progress, anchors, noted, readonly)
     except (apsw.CorruptError, apsw.NotADBError, ForeignDatabase) as exc:
         return VerifyReport(ok=False, events=0, problem=f"memory.db is damaged and cannot be read: {exc}")
 
 
 def _verify(path: Path, progress: Progress | None, anchors: Sequence[tuple[str, Head]],
-            noted: Sequence[str]) -> VerifyReport:
-    conn = open_connection(path)
+            noted: Sequence[str], readonly: bool) -> VerifyReport:
+    conn = open_connection(path, readonly=readonly)
     try:
-        fts_problem = ""
-        conn.execute("BEGIN IMMEDIATE")  # the check is an INSERT command; it is rolled back
-        try:
-            fts_integrity(conn)
-        except IntegrityError as exc:
-            fts_problem = str(exc)
-        finally:
-            conn.execute("ROLLBACK")
+        fts_problem = _fts_problem(conn, readonly)
         conn.execute("BEGIN")
         try:
             report = check_chain(conn, progress)
@@ -312,6 +361,8 @@ def _verify(path: Path, progress: Progress | None, anchors: Sequence[tuple[str, 
                 migrate(scratch, ":memory:")
                 fold_log(conn, scratch)
                 rebuilt = table_checksums(scratch)
+                differing = sorted(t for t in live if live[t] != rebuilt[t])
+                where = first_difference(conn, scratch, differing[0]) if differing else ""
             except IntegrityError as exc:
                 return attrs.evolve(report, ok=False, problem=f"the log does not replay: {exc}")
             finally:
@@ -321,7 +372,6 @@ def _verify(path: Path, progress: Progress | None, anchors: Sequence[tuple[str, 
                 conn.execute("COMMIT")
     finally:
         conn.close()
-    differing = sorted(t for t in live if live[t] != rebuilt[t])
     # Strict even after redactions: forgetting must scrub the projections in the same
     # transaction, so a row that replay cannot rebuild is data that was not really forgotten.
     if differing:
@@ -329,6 +379,6 @@ def _verify(path: Path, progress: Progress | None, anchors: Sequence[tuple[str, 
             report,
             ok=False,
             table_checksums=live,
-            problem=f"projection tables differ from the log: {', '.join(differing)}",
+            problem=f"projection tables differ from the log: {', '.join(differing)} (first: {where})",
         )
     return attrs.evolve(report, table_checksums=live)

@@ -10,12 +10,13 @@ from pathlib import Path
 import apsw
 import apsw.bestpractice
 
-from fermix_memory.application.errors import ForeignDatabase, StorageBusy, StorageError
+from fermix_memory.application.errors import ForeignDatabase, ReadOnlyStore, StorageBusy, StorageError
 
 log = logging.getLogger("fermix_memory.storage")
 
 BUSY_TIMEOUT_MS = 5_000
 DURABILITY_PRAGMAS = {"normal": "NORMAL", "full": "FULL"}
+
 
 def open_connection(path: Path | str, *, durability: str = "normal", readonly: bool = False) -> apsw.Connection:
     """Open a connection: busy timeout, foreign keys, no double-quoted strings, recursive
@@ -28,23 +29,79 @@ def open_connection(path: Path | str, *, durability: str = "normal", readonly: b
     """
     if durability not in DURABILITY_PRAGMAS:
         raise StorageError(f"durability must be 'normal' or 'full', got {durability!r}")
-    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    if readonly:
+        return open_readonly(path)
+    flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     try:
         conn = apsw.Connection(str(path), flags=flags)
-        apsw.bestpractice.connection_busy_timeout(conn, BUSY_TIMEOUT_MS)
-        apsw.bestpractice.connection_enable_foreign_keys(conn)
-        apsw.bestpractice.connection_dqs(conn)
-        apsw.bestpractice.connection_recursive_triggers(conn)
-        conn.execute(f"PRAGMA synchronous = {DURABILITY_PRAGMAS[durability]}")
-        # Touch the schema now so a file that is not a database fails here, not mid-write.
-        conn.execute("PRAGMA user_version").fetchall()
+        _configure(conn, durability)
+    except apsw.ReadOnlyError as exc:
+        raise ReadOnlyStore(f"{path} is read-only: {exc}") from None
     except (apsw.NotADBError, apsw.CorruptError) as exc:
         raise ForeignDatabase(f"{path} is not a fermix-memory database (or is corrupt): {exc}") from None
     except apsw.BusyError as exc:
         raise StorageBusy(f"{path} is locked by another process: {exc}") from None
     except apsw.CantOpenError as exc:
+        if _opens_read_only(path):
+            raise ReadOnlyStore(f"{path} is read-only (it, or its folder, cannot be written)") from None
         raise StorageError(f"cannot open {path}: {exc}") from None
     return conn
+
+
+def _opens_read_only(path: Path | str) -> bool:
+    """Whether a file that would not open for writing opens for reading: then it is read-only."""
+    if str(path) == ":memory:" or not Path(path).is_file():
+        return False
+    try:
+        open_readonly(path).close()
+    except StorageError:
+        return False
+    return True
+
+
+def open_readonly(path: Path | str) -> apsw.Connection:
+    """Open an EXISTING database so that nothing can be written through the connection.
+
+    Works on a read-only mount or a folder the user may not change: SQLite needs the WAL's
+    shared-memory file, and when that cannot be created the file is opened ``immutable``
+    (nobody can be writing a file that nobody may change).
+    """
+    if not Path(path).is_file():
+        raise StorageError(f"cannot open {path}: no such database file")
+    uri = Path(path).absolute().as_uri()
+    flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+    try:
+        try:
+            conn = apsw.Connection(uri, flags=flags)
+            _configure(conn, "normal")
+        except (apsw.CantOpenError, apsw.ReadOnlyError):
+            wal = Path(f"{path}-wal")
+            if wal.exists() and wal.stat().st_size > 0:
+                # Immutable would ignore the log's newest commits: refuse rather than show stale rows.
+                raise ReadOnlyStore(
+                    f"{path} has commits in {wal.name} that a read-only open cannot read here (no"
+                    " shared-memory index can be made in its folder); open it once with write access,"
+                    " or copy the folder somewhere writable"
+                ) from None
+            conn = apsw.Connection(uri + "?immutable=1", flags=flags)
+            _configure(conn, "normal")
+    except (apsw.NotADBError, apsw.CorruptError) as exc:
+        raise ForeignDatabase(f"{path} is not a fermix-memory database (or is corrupt): {exc}") from None
+    except apsw.BusyError as exc:
+        raise StorageBusy(f"{path} is locked by another process: {exc}") from None
+    except apsw.Error as exc:
+        raise StorageError(f"cannot open {path} read-only: {exc}") from None
+    return conn
+
+
+def _configure(conn: apsw.Connection, durability: str) -> None:
+    apsw.bestpractice.connection_busy_timeout(conn, BUSY_TIMEOUT_MS)
+    apsw.bestpractice.connection_enable_foreign_keys(conn)
+    apsw.bestpractice.connection_dqs(conn)
+    apsw.bestpractice.connection_recursive_triggers(conn)
+    conn.execute(f"PRAGMA synchronous = {DURABILITY_PRAGMAS[durability]}")
+    # Touch the schema now so a file that is not a database fails here, not mid-write.
+    conn.execute("PRAGMA user_version").fetchall()
 
 
 def enable_wal(conn: apsw.Connection) -> None:
@@ -61,6 +118,8 @@ def translated_errors(what: str) -> Iterator[None]:
         yield
     except (apsw.BusyError, apsw.LockedError) as exc:
         raise StorageBusy(f"{what}: database stayed locked: {exc}") from exc
+    except apsw.ReadOnlyError as exc:
+        raise ReadOnlyStore(f"{what}: memory.db is read-only: {exc}") from exc
     except (apsw.NotADBError, apsw.CorruptError) as exc:
         raise ForeignDatabase(f"{what}: database file is corrupt: {exc}") from exc
     except apsw.Error as exc:

@@ -38,8 +38,8 @@ from fermix_memory.adapters.sqlite.rows import (
     review_state_from_row,
     review_state_key,
 )
-from fermix_memory.adapters.sqlite.schema import FTS_TABLES, migrate, restore_triggers
-from fermix_memory.application.errors import StorageBusy, StorageError
+from fermix_memory.adapters.sqlite.schema import FTS_TABLES, check_schema, migrate, restore_triggers
+from fermix_memory.application.errors import ReadOnlyStore, StorageBusy, StorageError
 from fermix_memory.application.ports import RecordedEvent, ReviewState, ScrubReport
 from fermix_memory.domain.events import DomainEvent
 from fermix_memory.domain.memory import Memory
@@ -261,18 +261,25 @@ CommitListener = Callable[[list[RecordedEvent]], None]
 class SqliteEventStore:
     """Implements the ``EventStore`` port on one ``memory.db`` file."""
 
-    def __init__(self, path: Path, *, durability: str = "normal", head_file: Path | None = None) -> None:
-        """``head_file``: where this home keeps its last-seen log head (ADR-0011); checked here."""
+    def __init__(self, path: Path, *, durability: str = "normal", head_file: Path | None = None,
+                 readonly: bool = False) -> None:
+        """``head_file``: where this home keeps its last-seen log head (ADR-0011); checked here.
+        ``readonly``: no writer at all, the schema only checked; every write raises ReadOnlyStore."""
         self.path = Path(path)
         self.durability = durability
-        self._writer = open_connection(self.path, durability=durability)
+        self.readonly = readonly
+        self._writer = open_connection(self.path, durability=durability, readonly=readonly)
         try:
             with translated_errors("migrating memory.db"):
-                migrate(self._writer, str(self.path))
-                enable_wal(self._writer)
-                # Append-only triggers someone dropped are put back; verify reports it.
-                self.restored_triggers = restore_triggers(self._writer)
-                self._head_file = HeadFile(head_file) if head_file is not None else None
+                if readonly:
+                    check_schema(self._writer, str(self.path))
+                    self.restored_triggers: list[str] = []
+                else:
+                    migrate(self._writer, str(self.path))
+                    enable_wal(self._writer)
+                    # Append-only triggers someone dropped are put back; verify reports it.
+                    self.restored_triggers = restore_triggers(self._writer)
+                self._head_file = HeadFile(head_file, readonly=readonly) if head_file is not None else None
                 if self._head_file is not None:
                     self._head_file.check_at_open(self._writer)
         except BaseException:
@@ -306,7 +313,7 @@ class SqliteEventStore:
         if conn is None:
             if self._closed:
                 raise StorageError("the memory store is closed")
-            conn = open_connection(self.path, durability=self.durability)
+            conn = open_connection(self.path, durability=self.durability, readonly=self.readonly)
             self._local.conn = conn
             with self._readers_lock:
                 self._readers.add(conn)
@@ -340,6 +347,8 @@ class SqliteEventStore:
     # --- writes ---------------------------------------------------------------------------------
 
     def write(self, work: Callable[[Any], T]) -> T:
+        if self.readonly:
+            raise ReadOnlyStore(f"{self.path} was opened read-only; nothing was written")
         pending = _Pending(work)
         batch: list[_Pending] = []
         with self._turn:
@@ -464,6 +473,8 @@ class SqliteEventStore:
         """Merge the full-text indexes (dropping deleted entries), rewrite the file (``VACUUM``,
         with ``secure_delete``) and empty the WAL, with every other writer of this store held
         back meanwhile. ``wal_truncated`` is false when a reader elsewhere kept the WAL alive."""
+        if self.readonly:
+            raise ReadOnlyStore(f"{self.path} was opened read-only; it cannot be rewritten")
         with self._turn:
             while self._leading:
                 self._turn.wait()

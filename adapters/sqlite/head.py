@@ -74,8 +74,9 @@ class HeadFile:
     without an fsync per write, so a crash or power loss can lose the last few seconds of it:
     truncation of events written in that window is not noticed by it."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, readonly: bool = False) -> None:
         self.path = path
+        self.readonly = readonly  # a read-only home is checked against its anchor, never written
         self.problem = ""  # set when, at open, the log did not hold the anchor: the file is then kept
         self._written_at = time.monotonic()
         self._unwritten = 0
@@ -121,7 +122,7 @@ class HeadFile:
             self.flush(sync=False)
 
     def flush(self, *, sync: bool) -> None:
-        if self.problem or self._last is None or self._unwritten == 0:
+        if self.readonly or self.problem or self._last is None or self._unwritten == 0:
             return
         tmp = ""
         try:

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import apsw
 
-from fermix_memory.application.errors import DatabaseTooNew, ForeignDatabase
+from fermix_memory.application.errors import DatabaseTooNew, ForeignDatabase, ReadOnlyStore
 
 APPLICATION_ID = 0x46524D58  # "FRMX"
 
@@ -279,6 +279,25 @@ def restore_triggers(conn: apsw.Connection) -> list[str]:
             for name in missing:
                 conn.execute(APPEND_ONLY_TRIGGERS[name])
     return missing
+
+
+def check_schema(conn: apsw.Connection, path: str) -> None:
+    """What :func:`migrate` checks, for a read-only connection that must not change the file:
+    the database is ours and at exactly :data:`SCHEMA_VERSION`."""
+    version = conn.execute("PRAGMA user_version").fetchall()[0][0]
+    app_id = conn.execute("PRAGMA application_id").fetchall()[0][0]
+    if app_id != APPLICATION_ID or version == 0:
+        raise ForeignDatabase(f"{path} is not a fermix-memory database; not touching it")
+    if version > SCHEMA_VERSION:
+        raise DatabaseTooNew(
+            f"{path} has schema version {version}, newer than this fermix-memory "
+            f"understands ({SCHEMA_VERSION}); upgrade fermix-memory — the file was not changed"
+        )
+    if version < SCHEMA_VERSION:
+        raise ReadOnlyStore(
+            f"{path} has schema version {version} and needs an upgrade, which a read-only open cannot"
+            " do; open it once with write access"
+        )
 
 
 # External-content FTS5 tables kept in sync by ``<table>_insert|delete|update`` triggers.

@@ -67,8 +67,8 @@ def home(tmp_path: Path) -> Path:
 
 
 def test_resource_list(home: Path) -> None:
-    lines = ok(home, "resource", "list").splitlines()
-    assert len(lines) == 2
+    header, *lines = ok(home, "resource", "list").splitlines()
+    assert header.startswith("NAME\t") and len(lines) == 2
     by_name = {line.split("\t")[0]: line for line in lines}
     assert "ada/alice" in by_name["user_md"] and "rev 3" in by_name["user_md"]
     assert "rev 1" in by_name["memory_md"]
@@ -79,8 +79,8 @@ def test_resource_list(home: Path) -> None:
 
 
 def test_resource_history_newest_first_with_limit(home: Path) -> None:
-    lines = ok(home, "resource", "history", "user_md", "--limit", "2").splitlines()
-    assert len(lines) == 2
+    header, *lines = ok(home, "resource", "history", "user_md", "--limit", "2").splitlines()
+    assert header.startswith("NAME\t") and len(lines) == 2
     assert "rev 3" in lines[0] and "rev 2" in lines[1]
     data = as_json(home, "resource", "history", "user_md", "--limit", "2")
     assert [r["revision"] for r in data] == [3, 2]
@@ -155,14 +155,15 @@ def test_unknown_revisions_and_resources_are_one_line_errors(home: Path) -> None
     assert_one_line_error(fermix(home, "resource", "show", "user_md", "99"), "99")
     assert_one_line_error(fermix(home, "resource", "diff", "user_md", "1", "99"), "99")
     assert_one_line_error(fermix(home, "resource", "rollback", "user_md", "99"), "99")
-    assert_one_line_error(fermix(home, "resource", "show", "user_md", "99", "--json"), "99")
+    as_json_error = fermix(home, "resource", "show", "user_md", "99", "--json")
+    assert as_json_error.returncode == 1 and as_json_error.stdout == ""
+    assert "99" in json.loads(as_json_error.stderr)["error"]  # --json: the error is JSON too
     assert_one_line_error(fermix(home, "resource", "history", "user_md", "--agent", AGENT, "--owner", "nobody"),
                           "nobody")
     assert user_md(home) == before
     assert [r["revision"] for r in as_json(home, "resource", "history", "user_md")] == [3, 2, 1]
-    # An unknown resource name is a usage error (argparse: exit 2), not a crash.
-    bad = fermix(home, "resource", "show", "soul_md", "1")
-    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    # An unknown resource name is a usage error (one line, exit 1), not a crash.
+    assert_one_line_error(fermix(home, "resource", "show", "soul_md", "1"), "soul_md")
 
 
 def test_memory_restore_makes_the_fact_reappear_in_user_md(tmp_path: Path) -> None:

@@ -174,7 +174,7 @@ def test_forgetting_twice_erases_nothing_more_and_the_owner_may_come_back(home: 
         again = memory.forget_owner("alice")
         assert again.erased_events == {}  # nothing of alice left with any agent: nothing to record
         again_ada = memory.forget_owner("alice", agent_id="ada")
-        assert again_ada.erased_events == {"ada": 0}
+        assert again_ada.erased_events == {}  # nothing with ada either: nothing recorded
         new_id = memory.append_message(agent_id="ada", owner_id="alice", conversation="telegram:alice",
                                        role="user", content="hello again, fresh start")
         assert [m.id for m in memory.history("ada", "telegram:alice")] == [new_id]

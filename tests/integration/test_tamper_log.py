@@ -114,9 +114,12 @@ def test_dropped_append_only_triggers_are_restored_on_open_and_reported_by_verif
     for name in APPEND_ONLY_TRIGGERS:
         raw.execute(f"DROP TRIGGER {name}")
     raw.close()
-    code, _ = cli("events", "verify", home=home)
+    code, _ = cli("events", "verify", home=home)  # read-only: reports, changes nothing
     assert code == 1
-    with MemorySystem.open(home) as memory:  # put back by the previous open
+    with MemorySystem.open(home) as memory:  # a writable open puts them back, and says so once
+        report = memory.verify()
+        assert not report.ok and "append-only triggers" in report.problem
+    with MemorySystem.open(home) as memory:
         conn = memory.app.store.reader()
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'trigger'")}
         assert set(APPEND_ONLY_TRIGGERS) <= names
