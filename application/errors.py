@@ -13,6 +13,11 @@ class StorageBusy(StorageError):
     """The database stayed locked by another writer through every retry."""
 
 
+class ConcurrencyConflict(StorageError):
+    """A write expected a stream at one version and found another: someone appended first.
+    Nothing of the write was applied; read the stream again and decide again."""
+
+
 class ReadOnlyStore(StorageError):
     """The memory was opened read-only (or its files cannot be written): a write was refused."""
 

@@ -12,7 +12,7 @@ from typing import Protocol
 import attrs
 
 from fermix_memory.application.errors import StorageError
-from fermix_memory.application.ports import Clock, EventStore, WriteTransaction
+from fermix_memory.application.ports import Clock, Erasure, ErasureTransaction, EventStore, WriteTransaction
 from fermix_memory.application.streams import owner_stream, parse_owner_stream
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.erasure import OwnerContentFinder
@@ -57,8 +57,9 @@ def _is_owner_stream(stream: str, owner_id: str, agent_id: str | None) -> bool:
 
 
 class Forgetting:
-    def __init__(self, store: EventStore, files: OwnerFiles, clock: Clock) -> None:
+    def __init__(self, store: EventStore, erasure: Erasure, files: OwnerFiles, clock: Clock) -> None:
         self._store = store
+        self._erasure = erasure
         self._files = files
         self._clock = clock
 
@@ -75,19 +76,19 @@ class Forgetting:
             raise DomainError(f"reason must be text of at most {MAX_REASON_CHARS} characters, without NUL")
         at = self._clock.now()
 
-        def work(tx: WriteTransaction) -> dict[str, int]:
+        def work(tx: WriteTransaction, erasing: ErasureTransaction) -> dict[str, int]:
             finder = OwnerContentFinder(owner_id, agent_id)
-            for item in tx.erasure_candidates(owner_id, ev.REFERRING_KINDS):
+            for item in erasing.erasure_candidates(owner_id, ev.REFERRING_KINDS):
                 finder.add(item.position, item.event)
             found = finder.positions()
             conversations = finder.conversations()
             # Only agents the owner left something with: nothing found means nothing recorded.
-            known = set(tx.agents_of_owner(owner_id)) | set(found)
+            known = set(erasing.agents_of_owner(owner_id)) | set(found)
             agents = sorted(a for a in known if agent_id is None or a == agent_id)
             erased = {}
             for agent in agents:
                 positions = tuple(found.get(agent, ()))
-                count = tx.redact(positions)
+                count = erasing.redact(positions)
                 tx.append(owner_stream(agent, owner_id), [ev.OwnerForgotten(
                     at=at, agent_id=agent, owner_id=owner_id, erased_events=count, redacted_positions=positions,
                     conversations=tuple(conv for of, conv in conversations if of == agent),
@@ -96,14 +97,14 @@ class Forgetting:
                 erased[agent] = count
             return erased
 
-        erased = self._store.write(work)
+        erased = self._erasure.erase(work)
         if not erased and not self._forgotten_before(owner_id, agent_id):
             # Nothing to erase and no earlier erasure left to finish: the files are not rewritten.
             return ForgetReport(owner_id=owner_id, erased_events={}, prompt_files_removed=[],
                                 wal_truncated=True, bytes_before=0, bytes_after=0)
         removed = [agent for agent in sorted(erased) if self._files.remove_files(agent, owner_id)]
         try:
-            scrub = self._store.scrub()
+            scrub = self._erasure.scrub()
         except StorageError as exc:
             raise StorageError(
                 f"owner {owner_id!r} is erased from the log and the tables, but memory.db could not be"

@@ -90,61 +90,75 @@ class ReviewState:
     last_skip_reason: str | None = None
 
 
+class LogHead(Protocol):
+    """The log's last event: its position (0: an empty log) and its chain hash."""
+
+    @property
+    def position(self) -> int: ...
+
+    @property
+    def hash(self) -> str: ...
+
+
+@attrs.frozen(kw_only=True)
+class StreamEvents:
+    """One stream as a transaction sees it: its version (how many events were ever appended to
+    it, redacted ones included) and its readable events in version order."""
+
+    version: int
+    events: tuple[RecordedEvent, ...]
+
+
 class WriteTransaction(RowLookup, Protocol):
-    """What a use case may do inside one atomic write (see :meth:`EventStore.write`)."""
+    """What a use case may do inside one atomic write (see :meth:`EventStore.write`): append
+    events to streams, read the log, and load a few typed states (all as of this transaction,
+    its own appends included)."""
 
-    def append(self, stream: str, events: Sequence[DomainEvent]) -> list[int]:
-        """Record events (and their projections); returns their log positions."""
+    def append(self, stream: str, events: Sequence[DomainEvent], *,
+               expected_version: int | None = None) -> list[int]:
+        """Record events (and their projections) at the end of ``stream``; returns their log
+        positions. ``expected_version``: the stream's version the caller decided on (0: a new
+        stream); another version raises :class:`ConcurrencyConflict` and nothing is appended."""
         ...
 
-    def last_message_id(self, agent_id: str, conversation: ConversationKey) -> int: ...
-
-    def memories_of(self, agent_id: str, owner_id: str) -> list[Memory]:
-        """Every live (not archived) row of one agent and owner, as of this transaction."""
+    def read_stream(self, stream: str) -> StreamEvents:
+        """``stream``'s version and readable events, for decisions that replay an aggregate."""
         ...
-
-    def agent_rules(self, agent_id: str) -> list[Memory]:
-        """The agent's standing rules (``scopes.is_agent_rule``) of every owner, as of this transaction."""
-        ...
-
-    def agent_owners(self, agent_id: str) -> list[str]:
-        """Every owner with messages, memory rows or prompt files of the agent."""
-        ...
-
-    def current_resource(self, agent_id: str, owner_id: str, name: str) -> tuple[int, str] | None:
-        """``(revision, content)`` of a resource's current revision, as of this transaction."""
-        ...
-
-    def review_state(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> ReviewState: ...
 
     def read_events(self, after: int = 0, *, stream: str | None = None) -> Iterable[RecordedEvent]:
-        """The log as this transaction sees it, for decisions that replay an aggregate's stream."""
+        """Readable events after position ``after`` in log order (only ``stream``'s when given)."""
+        ...
+
+    def last_message_id(self, agent_id: str, conversation: ConversationKey) -> int:
+        """The newest message of the agent's conversation (0: none)."""
         ...
 
     def last_user_message_id(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> int:
         """The newest user-sent message of this owner in the conversation (0: none)."""
         ...
 
-    def agents_of_owner(self, owner_id: str) -> list[str]:
-        """Every agent that holds anything of this owner (messages, rows, files, jobs, reviews)."""
+    def memories_of(self, agent_id: str, owner_id: str) -> list[Memory]:
+        """Every live (not archived) row of one agent and owner, by id."""
         ...
 
-    def erasure_candidates(self, owner_id: str, kinds: Collection[str]) -> Iterable[RecordedEvent]:
-        """Readable events in log order that are of one of ``kinds`` or whose payload names
-        ``owner_id``: every event that can carry their content (and a few others)."""
+    def agent_rules(self, agent_id: str) -> list[Memory]:
+        """The agent's standing rules (``scopes.is_agent_rule``) of every owner, by id."""
         ...
 
-    def redact(self, positions: Sequence[int]) -> int:
-        """Erase the payloads at ``positions`` (their digests stay in the chain); returns how many.
-
-        The store remembers, durably and in this transaction, that its files still hold the
-        erased bytes until the next :meth:`EventStore.scrub` succeeds."""
+    def agent_owners(self, agent_id: str) -> list[str]:
+        """Every owner with messages, memory rows or prompt files of the agent, sorted."""
         ...
+
+    def current_resource(self, agent_id: str, owner_id: str, name: str) -> tuple[int, str] | None:
+        """``(revision, content)`` of a resource's current revision (``None``: never written)."""
+        ...
+
+    def review_state(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> ReviewState: ...
 
 
 @attrs.frozen
 class ScrubReport:
-    """What :meth:`EventStore.scrub` achieved."""
+    """What :meth:`Erasure.scrub` achieved."""
 
     wal_truncated: bool
     bytes_before: int
@@ -162,17 +176,58 @@ class EventStore(Protocol):
         """
         ...
 
-    def read_events(self, after: int = 0, *, stream: str | None = None) -> Iterator[RecordedEvent]: ...
+    def read_events(self, after: int = 0, *, stream: str | None = None) -> Iterator[RecordedEvent]:
+        """Committed readable events after position ``after`` in log order (one stream's when given)."""
+        ...
 
-    def last_position(self) -> int: ...
+    def last_position(self) -> int:
+        """The position of the last committed event (0: an empty log)."""
+        ...
 
     def last_positions(self, stream_prefix: str) -> dict[str, int]:
         """The last log position of every stream whose name starts with ``stream_prefix``."""
         ...
 
+    def head(self) -> LogHead:
+        """The log's last ``(position, hash)``: an anchor kept elsewhere (ADR-0011)."""
+        ...
+
+
+class ErasureTransaction(Protocol):
+    """What erasing may do inside one write transaction, beside its :class:`WriteTransaction`."""
+
+    def agents_of_owner(self, owner_id: str) -> list[str]:
+        """Every agent that holds anything of this owner (messages, rows, files, jobs, sources,
+        reviews), sorted."""
+        ...
+
+    def erasure_candidates(self, owner_id: str, kinds: Collection[str]) -> Iterable[RecordedEvent]:
+        """Readable events in log order that are of one of ``kinds`` or may name ``owner_id``:
+        every event that can carry their content (and possibly a few others)."""
+        ...
+
+    def redact(self, positions: Sequence[int]) -> int:
+        """Erase the payloads at ``positions`` (their digests stay in the chain); returns how many
+        were asked for. Redacted events are skipped by every read from then on.
+
+        The store remembers, durably and in this transaction, that its files still hold the
+        erased bytes until the next :meth:`Erasure.scrub` succeeds."""
+        ...
+
+
+class Erasure(Protocol):
+    """Forgetting's own port: redact payloads in a write, then leave no erased byte behind."""
+
+    def erase(self, work: Callable[[WriteTransaction, ErasureTransaction], T]) -> T:
+        """Run ``work`` in one write transaction of the store (same rules as :meth:`EventStore.write`)."""
+        ...
+
     def scrub(self) -> ScrubReport:
-        """Leave no byte of deleted or redacted content in the database files: full-text
-        indexes merged, the file rewritten and the write-ahead log emptied (slow, exclusive)."""
+        """Leave no byte of deleted or redacted content in the store's files (slow, exclusive)."""
+        ...
+
+    def scrub_pending(self) -> bool:
+        """Whether an erasure committed but its scrub has not finished yet."""
         ...
 
 

@@ -20,6 +20,7 @@ from fermix_memory.adapters.clock import SystemClock
 from fermix_memory.adapters.config_toml import load_settings
 from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
 from fermix_memory.adapters.providers.route import ProviderRoute, build_provider
+from fermix_memory.adapters.sqlite.erasure import SqliteErasure
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.adapters.sqlite.job_queries import SqliteJobQueries
 from fermix_memory.adapters.sqlite.queries import SqliteQueries
@@ -120,7 +121,7 @@ def build_model_route(
     return model_for
 
 
-def finish_erasures(store: SqliteEventStore) -> None:
+def finish_erasures(store: SqliteErasure) -> None:
     """An erasure committed but its scrub never finished (the process died, or a reader kept
     the WAL): finish it now, or say plainly that the erased bytes are still in the files."""
     if not store.scrub_pending():
@@ -228,12 +229,13 @@ def bootstrap(
         memory=writer, tokens=tokens, prompt_files=prompt_files, reviewer=reviewer,
         background=BackgroundWorker("fermix-background"), model_for=model_for,
         compactor=compactor, turns=TurnService(compactor, history), jobs=jobs,
-        tools=MemoryTools(writer, queries, jobs), forgetting=Forgetting(store, prompt_files, clock),
+        tools=MemoryTools(writer, queries, jobs),
+        forgetting=Forgetting(store, SqliteErasure(store), prompt_files, clock),
     )
     if not readonly:
         try:
             prompt_files.repair()  # files are derived: a crash between commit and write is mended here
-            finish_erasures(store)
+            finish_erasures(SqliteErasure(store))
         except BaseException:
             store.close()
             raise

@@ -13,7 +13,8 @@ import hashlib
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,7 +27,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from fermix_memory.adapters.sqlite.codec import decode_payload, encode_payload, encoded_text
+from fermix_memory.adapters.sqlite.codec import decode_payload, encode_payload
 from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection, translated_errors
 from fermix_memory.adapters.sqlite.head import GENESIS_HASH, Head, HeadFile, read_head
 from fermix_memory.adapters.sqlite.projections import project
@@ -38,9 +39,9 @@ from fermix_memory.adapters.sqlite.rows import (
     review_state_from_row,
     review_state_key,
 )
-from fermix_memory.adapters.sqlite.schema import FTS_TABLES, check_schema, migrate, restore_triggers
-from fermix_memory.application.errors import ReadOnlyStore, StorageBusy, StorageError
-from fermix_memory.application.ports import RecordedEvent, ReviewState, ScrubReport
+from fermix_memory.adapters.sqlite.schema import check_schema, migrate, restore_triggers
+from fermix_memory.application.errors import ConcurrencyConflict, ReadOnlyStore, StorageBusy, StorageError
+from fermix_memory.application.ports import RecordedEvent, ReviewState, StreamEvents
 from fermix_memory.domain.events import DomainEvent
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.values import ConversationKey, Scope
@@ -87,14 +88,18 @@ def read_log(cursor: apsw.Cursor, after: int = 0, stream: str | None = None) -> 
             " WHERE stream = ? AND position > ? ORDER BY version",
             (stream, after),
         )
-    for position, stream_name, version, kind, schema, payload in rows:
-        if payload is None:
-            continue  # redacted: the digest stays in the chain, the content is gone
-        yield RecordedEvent(position=position, stream=stream_name, version=version,
-                            event=decode_payload(kind, schema, payload))
+    for row in rows:
+        if row[5] is not None:  # redacted: the digest stays in the chain, the content is gone
+            yield recorded_from_row(row)
 
 
-class _Transaction:
+def recorded_from_row(row: tuple[Any, ...]) -> RecordedEvent:
+    """A ``(position, stream, version, kind, schema, payload)`` row of a readable event."""
+    position, stream, version, kind, schema, payload = row
+    return RecordedEvent(position=position, stream=stream, version=version, event=decode_payload(kind, schema, payload))
+
+
+class SqliteTransaction:
     """The :class:`WriteTransaction` handed to use cases inside one write."""
 
     def __init__(self, cursor: apsw.Cursor) -> None:
@@ -104,18 +109,26 @@ class _Transaction:
         self.versions: dict[str, int] = {}
         self.recorded: list[RecordedEvent] = []
 
-    def _next_version(self, stream: str) -> int:
+    def stream_version(self, stream: str) -> int:
+        """How many events were appended to ``stream`` (redacted ones included)."""
         version = self.versions.get(stream)
         if version is None:
             row = self.cursor.execute(
                 "SELECT max(version) FROM events WHERE stream = ?", (stream,)
             ).fetchall()
-            version = row[0][0] or 0
-        version += 1
+            version = self.versions[stream] = int(row[0][0] or 0)
+        return version
+
+    def _next_version(self, stream: str) -> int:
+        version = self.stream_version(stream) + 1
         self.versions[stream] = version
         return version
 
-    def append(self, stream: str, events: Sequence[DomainEvent]) -> list[int]:
+    def append(self, stream: str, events: Sequence[DomainEvent], *,
+               expected_version: int | None = None) -> list[int]:
+        if expected_version is not None and self.stream_version(stream) != expected_version:
+            raise ConcurrencyConflict(f"stream {stream!r} is at version {self.stream_version(stream)},"
+                                      f" not {expected_version}: nothing was appended")
         positions = []
         for event in events:
             payload = encode_payload(event)
@@ -126,22 +139,15 @@ class _Transaction:
             new_hash = chain_hash(
                 self.hash, position, stream, version, event.kind, event.schema, recorded_at, digest
             )
-            self.cursor.execute(
-                "INSERT INTO events(position, stream, version, kind, schema, recorded_at, payload,"
-                " payload_sha256, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (
-                    position,
-                    stream,
-                    version,
-                    event.kind,
-                    event.schema,
-                    recorded_at,
-                    payload,
-                    digest,
-                    self.hash,
-                    new_hash,
-                ),
-            )
+            try:
+                self.cursor.execute(
+                    "INSERT INTO events(position, stream, version, kind, schema, recorded_at, payload,"
+                    " payload_sha256, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    (position, stream, version, event.kind, event.schema, recorded_at, payload, digest,
+                     self.hash, new_hash),
+                )
+            except apsw.ConstraintError as exc:  # UNIQUE(stream, version): someone appended first
+                raise ConcurrencyConflict(f"stream {stream!r} already has version {version}: {exc}") from None
             project(self.cursor, position, event)
             self.position, self.hash = position, new_hash
             self.recorded.append(
@@ -200,6 +206,9 @@ class _Transaction:
         """The log as this transaction sees it (its own appends included)."""
         return list(read_log(self.cursor.connection.cursor(), after, stream))
 
+    def read_stream(self, stream: str) -> StreamEvents:
+        return StreamEvents(version=self.stream_version(stream), events=tuple(self.read_events(stream=stream)))
+
     def review_state(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> ReviewState:
         rows = self.cursor.execute(REVIEW_STATE_SQL, review_state_key(agent_id, owner_id, conversation)).fetchall()
         return review_state_from_row(rows[0]) if rows else ReviewState()
@@ -212,37 +221,6 @@ class _Transaction:
         ).fetchall()
         return int(rows[0][0] or 0)
 
-
-    def agents_of_owner(self, owner_id: str) -> list[str]:
-        rows = self.cursor.execute(
-            "SELECT agent_id FROM messages WHERE owner_id = :o UNION SELECT agent_id FROM memories WHERE owner_id = :o"
-            " UNION SELECT agent_id FROM resources WHERE owner_id = :o"
-            " UNION SELECT agent_id FROM review_state WHERE owner_id = :o"
-            " UNION SELECT agent_id FROM scheduled_jobs WHERE owner_id = :o"
-            " UNION SELECT agent_id FROM memory_sources WHERE owner_id = :o",
-            {"o": owner_id},
-        ).fetchall()
-        return sorted(str(r[0]) for r in rows if r[0] is not None)
-
-    def erasure_candidates(self, owner_id: str, kinds: Collection[str]) -> list[RecordedEvent]:
-        # The payload filter only narrows what is decoded; the events' own declarations decide.
-        wanted = sorted(kinds)
-        rows = self.cursor.connection.cursor().execute(
-            "SELECT position, stream, version, kind, schema, payload FROM events WHERE payload IS NOT NULL"
-            f" AND (kind IN ({','.join('?' * len(wanted))}) OR instr(payload, ?) > 0) ORDER BY position",
-            (*wanted, encoded_text(owner_id)),
-        ).fetchall()
-        return [RecordedEvent(position=position, stream=stream, version=version,
-                              event=decode_payload(kind, schema, payload))
-                for position, stream, version, kind, schema, payload in rows]
-
-    def redact(self, positions: Sequence[int]) -> int:
-        self.cursor.executemany("UPDATE events SET payload = NULL WHERE position = ? AND payload IS NOT NULL",
-                                [(p,) for p in positions])
-        if positions:  # the erased bytes stay in free pages and FTS segments until scrubbed
-            self.cursor.execute("INSERT OR IGNORE INTO scrub_pending(id, since_position) VALUES (1, ?)",
-                                (self.position,))
-        return len(positions)
 
 
 class _Pending:
@@ -445,7 +423,7 @@ class SqliteEventStore:
             cur.execute("BEGIN IMMEDIATE")
             failed: tuple[_Pending, Exception] | None = None
             try:
-                tx = _Transaction(cur)
+                tx = SqliteTransaction(cur)
                 for p in remaining:
                     try:
                         p.result, p.error = p.work(tx), None
@@ -467,14 +445,14 @@ class SqliteEventStore:
             remaining.remove(caller)
         return []
 
-    # --- erasure -------------------------------------------------------------------------------
+    # --- exclusive use (erasure) ----------------------------------------------------------------
 
-    def scrub(self) -> ScrubReport:
-        """Merge the full-text indexes (dropping deleted entries), rewrite the file (``VACUUM``,
-        with ``secure_delete``) and empty the WAL, with every other writer of this store held
-        back meanwhile. ``wal_truncated`` is false when a reader elsewhere kept the WAL alive."""
+    @contextmanager
+    def exclusive(self, what: str) -> Iterator[apsw.Connection]:
+        """The writer connection outside any transaction, with every other writer of this store
+        held back until the block ends (for whole-file work such as a scrub)."""
         if self.readonly:
-            raise ReadOnlyStore(f"{self.path} was opened read-only; it cannot be rewritten")
+            raise ReadOnlyStore(f"{self.path} was opened read-only; it cannot be {what}")
         with self._turn:
             while self._leading:
                 self._turn.wait()
@@ -482,36 +460,11 @@ class SqliteEventStore:
                 raise StorageError("the memory store is closed")
             self._leading = True
         try:
-            before = self._file_bytes()
-            conn = self._writer
-            with translated_errors("scrubbing memory.db"):
-                conn.execute("PRAGMA secure_delete = ON")
-                try:
-                    with conn:
-                        for table in FTS_TABLES:
-                            conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
-                    conn.execute("VACUUM")
-                finally:
-                    conn.execute("PRAGMA secure_delete = OFF")
-                busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0][0]
-                if busy == 0:  # every erased byte is gone from the files: the erasure is finished
-                    conn.execute("DELETE FROM scrub_pending")
-                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            return ScrubReport(wal_truncated=busy == 0, bytes_before=before, bytes_after=self._file_bytes())
+            yield self._writer
         finally:
             with self._turn:
                 self._leading = False
                 self._turn.notify_all()
-
-    def scrub_pending(self) -> bool:
-        """Whether an erasure committed but its scrub has not finished (killed, or a reader
-        elsewhere kept the WAL): its bytes may still be in the files."""
-        with translated_errors("reading memory.db"):
-            return bool(self.reader().execute("SELECT count(*) FROM scrub_pending").fetchall()[0][0])
-
-    def _file_bytes(self) -> int:
-        files = (self.path, self.path.with_name(self.path.name + "-wal"))
-        return sum(f.stat().st_size for f in files if f.exists())
 
     # --- reads ----------------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ import attrs
 import pytest
 
 from fermix_memory import MemorySystem
+from fermix_memory.adapters.sqlite.erasure import SqliteErasure
 from fermix_memory.application.streams import conversation_stream
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.erasure import OwnerContentFinder
@@ -104,14 +105,14 @@ def test_the_payload_filter_finds_what_a_pass_over_the_whole_log_finds(tmp_path:
         write_everything(memory)
         group_chat(memory)
 
-        def both(tx: Any, owner: str) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+        def both(tx: Any, erasing: Any, owner: str) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
             full, narrow = OwnerContentFinder(owner), OwnerContentFinder(owner)
             for item in tx.read_events():
                 full.add(item.position, item.event)
-            for item in tx.erasure_candidates(owner, ev.REFERRING_KINDS):
+            for item in erasing.erasure_candidates(owner, ev.REFERRING_KINDS):
                 narrow.add(item.position, item.event)
             return full.positions(), narrow.positions()
 
         for owner in ("alice", "bob", "carol"):
-            full, narrow = memory.app.store.write(lambda tx, o=owner: both(tx, o))
+            full, narrow = SqliteErasure(memory.app.store).erase(lambda tx, erasing, o=owner: both(tx, erasing, o))
             assert full and full == narrow, owner

@@ -11,6 +11,7 @@ import apsw
 import pytest
 
 from fermix_memory import MemorySystem
+from fermix_memory.adapters.sqlite.erasure import SqliteErasure
 from tests.integration.test_forget import found
 
 SECRETS = ("Quasarlemonpie", "Hiddenmarmotvalley")
@@ -18,9 +19,9 @@ SECRETS = ("Quasarlemonpie", "Hiddenmarmotvalley")
 KILLED_BEFORE_SCRUB = """
 import os, sys
 from fermix_memory import MemorySystem
-from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
+from fermix_memory.adapters.sqlite.erasure import SqliteErasure
 
-SqliteEventStore.scrub = lambda self: os._exit(9)  # the process dies right before the rewrite
+SqliteErasure.scrub = lambda self: os._exit(9)  # the process dies right before the rewrite
 with MemorySystem.open(sys.argv[1]) as memory:
     memory.forget_owner("alice")
 """
@@ -64,7 +65,7 @@ def test_a_forget_killed_during_the_scrub_is_finished_by_the_next_open(tmp_path:
     alice_and_bob(home)
     killed_forget(home, script)
     with MemorySystem.open(home) as memory:
-        assert not memory.app.store.scrub_pending()
+        assert not SqliteErasure(memory.app.store).scrub_pending()
         assert memory.memories(owner_id="alice") == []
         assert memory.verify().ok
     assert found(home, SECRETS) == {}
@@ -80,11 +81,11 @@ def test_an_unfinished_scrub_that_cannot_run_at_open_is_reported_and_kept(
     other.execute("SELECT count(*) FROM messages").fetchall()
     try:
         with caplog.at_level(logging.WARNING), MemorySystem.open(home) as memory:
-            assert memory.app.store.scrub_pending()
+            assert SqliteErasure(memory.app.store).scrub_pending()
         assert "an erasure is not finished" in caplog.text
     finally:
         other.execute("COMMIT")
         other.close()
     with MemorySystem.open(home) as memory:
-        assert not memory.app.store.scrub_pending()
+        assert not SqliteErasure(memory.app.store).scrub_pending()
     assert found(home, SECRETS) == {}

@@ -14,6 +14,7 @@ import pytest
 
 from fermix_memory import MemorySystem
 from fermix_memory.adapters.sqlite.codec import decode_payload
+from fermix_memory.adapters.sqlite.erasure import SqliteErasure
 from fermix_memory.adapters.sqlite.event_store import GENESIS_HASH, chain_hash, payload_digest
 from fermix_memory.adapters.sqlite.projections import project
 from fermix_memory.application.streams import owner_stream
@@ -335,13 +336,13 @@ def test_an_erasure_record_naming_a_payload_that_is_back_is_reported(home: Path,
     assert f"names event {named} as erased, but it is not redacted" in result.problem
 
 
-def append_schema_1_erasure(tx: Any, agent: str, owner: str) -> int:
+def append_schema_1_erasure(tx: Any, erasing: Any, agent: str, owner: str) -> int:
     """Forget ``owner`` as a schema-1 fermix-memory did: payloads redacted, rows deleted, and a
     record that only says how many events went."""
     finder = OwnerContentFinder(owner, agent)
     for item in tx.read_events():
         finder.add(item.position, item.event)
-    count = tx.redact(finder.positions().get(agent, []))
+    count = erasing.redact(finder.positions().get(agent, []))
     at = "2026-02-01T00:00:00+00:00"
     payload = json.dumps({"agent_id": agent, "owner_id": owner, "erased_events": count, "at": at,
                           "provenance": {"agent_id": agent, "owner_id": owner}}, sort_keys=True, separators=(",", ":"))
@@ -358,7 +359,8 @@ def append_schema_1_erasure(tx: Any, agent: str, owner: str) -> int:
 
 def test_an_old_erasure_record_accounts_for_its_redactions_by_count(home: Path, tmp_path: Path) -> None:
     with MemorySystem.open(home) as memory:
-        count = memory.app.store.write(lambda tx: append_schema_1_erasure(tx, AGENT, "bob"))
+        erasure = SqliteErasure(memory.app.store)
+        count = erasure.erase(lambda tx, erasing: append_schema_1_erasure(tx, erasing, AGENT, "bob"))
         assert count > 0
         [record] = [r.event for r in memory.app.store.read_events() if r.event.kind == "owner.forgotten"]
         assert record.redacted_positions is None and record.erased_events == count  # upcast from schema 1
