@@ -1,93 +1,242 @@
-"""An in-memory EventStore for use-case tests: events in a list, memory rows evolved by the
-pure domain function. The contract tests prove it behaves like the apsw store."""
+"""An in-memory implementation of the storage ports (``EventStore`` and ``Erasure``) for
+use-case tests: the log in a list, the state loaders answered from a fold of the log (memory
+rows by the domain's own ``evolve_memory``). The contract suite proves it behaves like apsw."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import hashlib
+import threading
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, TypeVar
 
-from fermix_memory.application.ports import RecordedEvent, ReviewState
+import attrs
+
+from fermix_memory.application.errors import ConcurrencyConflict, IntegrityError
+from fermix_memory.application.ports import RecordedEvent, ReviewState, ScrubReport, StreamEvents
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.memory_evolution import evolve_memory
-from fermix_memory.domain.values import ConversationKey, Scope
+from fermix_memory.domain.scopes import is_agent_rule
+from fermix_memory.domain.values import ConversationKey, Role, Scope
 
 T = TypeVar("T")
+GENESIS = "0" * 64
+ReviewKey = tuple[str, str, ConversationKey]
+
+
+@attrs.frozen
+class FakeHead:
+    position: int
+    hash: str
+
+
+@attrs.define
+class FakeState:
+    """The fake's projections: what the loaders answer from. Values are immutable, so a
+    transaction works on a shallow copy and commits by replacing the store's."""
+
+    log: list[RecordedEvent] = attrs.field(factory=list)
+    redacted: set[int] = attrs.field(factory=set)
+    hashes: list[str] = attrs.field(factory=lambda: [GENESIS])
+    versions: dict[str, int] = attrs.field(factory=dict)
+    rows: dict[int, Memory] = attrs.field(factory=dict)
+    messages: dict[int, ev.MessageAppended] = attrs.field(factory=dict)
+    resources: dict[tuple[str, str, str], tuple[int, str]] = attrs.field(factory=dict)
+    reviews: dict[ReviewKey, ReviewState] = attrs.field(factory=dict)
+    jobs: dict[str, tuple[str, str]] = attrs.field(factory=dict)  # job id -> (agent, owner)
+    sources: dict[str, tuple[str, str]] = attrs.field(factory=dict)
+    scrub_pending: bool = False
+
+    def copy(self) -> FakeState:
+        return FakeState(**{f.name: _copied(getattr(self, f.name)) for f in attrs.fields(FakeState)})
+
+    def readable(self, after: int = 0, stream: str | None = None) -> list[RecordedEvent]:
+        return [r for r in self.log[after:] if r.position not in self.redacted and stream in (None, r.stream)]
+
+
+def _copied(value: Any) -> Any:
+    return value.copy() if isinstance(value, list | set | dict) else value
+
+
+def _review(state: FakeState, e: Any, **changes: Any) -> None:
+    key = (e.agent_id, e.owner_id, e.conversation)
+    state.reviews[key] = attrs.evolve(state.reviews.get(key, ReviewState()), **changes)
+
+
+def _project(state: FakeState, position: int, e: ev.DomainEvent) -> None:
+    """What the apsw projections do, on the fake's dictionaries (rows by the domain's evolve)."""
+    if isinstance(e, ev.MemoryAdded) and any(
+            (r.agent_id, r.owner_id, r.scope_type, r.scope_id, r.key)
+            == (e.agent_id, e.owner_id, e.scope_type, e.scope_id, e.key) for r in state.rows.values()):
+        raise IntegrityError(f"memory.added at {position}: key {e.key!r} already exists in its scope")
+    memory_id = getattr(e, "memory_id", None) if not isinstance(e, ev.OperationRefused) else None
+    if memory_id is not None and memory_id not in state.rows:
+        raise IntegrityError(f"{e.kind} at {position} names a memory row that does not exist")
+    row = evolve_memory(state.rows.get(memory_id) if memory_id is not None else None, position, e)
+    if row is not None:
+        state.rows[row.id] = row
+    if isinstance(e, ev.MessageAppended):
+        state.messages[position] = e
+    elif isinstance(e, ev.ReviewClaimed):
+        _review(state, e, claim_id=e.claim_id, claim_expires_at=e.expires_at, last_skip_reason=None)
+    elif isinstance(e, ev.ReviewCompleted):
+        _review(state, e, reviewed_up_to_id=e.reviewed_up_to_message_id, last_review_at=e.at, retry_after=None,
+                claim_id=None, claim_expires_at=None, last_skip_reason=None)
+    elif isinstance(e, ev.ReviewSkipped):
+        _review(state, e, last_skip_reason=e.reason)
+    elif isinstance(e, ev.ReviewFailed):
+        _review(state, e, retry_after=e.retry_after, claim_id=None, claim_expires_at=None, last_skip_reason=None)
+    elif isinstance(e, ev.ResourceRevised):
+        state.resources[(e.agent_id, e.owner_id, e.name)] = (e.revision, e.content)
+    elif isinstance(e, ev.ResourceRolledBack):
+        state.resources[(e.agent_id, e.owner_id, e.name)] = (e.new_revision, e.content)
+    elif isinstance(e, ev.ScheduledJobSaved):
+        state.jobs[e.job_id] = (e.agent_id, e.owner_id)
+    elif isinstance(e, ev.MemorySourceRegistered):
+        state.sources[e.source_id] = (e.agent_id, e.owner_id)
+    elif isinstance(e, ev.OwnerForgotten):
+        _forget(state, e)
+
+
+def _forget(state: FakeState, e: ev.OwnerForgotten) -> None:
+    mine = (e.agent_id, e.owner_id)
+    erased = set(e.redacted_positions or ())
+    state.rows = {i: r for i, r in state.rows.items() if i not in erased and (r.agent_id, r.owner_id) != mine}
+    state.messages = {i: m for i, m in state.messages.items()
+                      if i not in erased and (m.agent_id, m.owner_id) != mine}
+    state.resources = {k: v for k, v in state.resources.items() if k[:2] != mine}
+    state.reviews = {k: v for k, v in state.reviews.items() if k[:2] != mine}
+    state.jobs = {k: v for k, v in state.jobs.items() if v != mine}
+    state.sources = {k: v for k, v in state.sources.items() if v != mine}
 
 
 class FakeTransaction:
-    def __init__(self, store: FakeEventStore) -> None:
-        self._store = store
-        self.log = list(store.log)
-        self.rows = dict(store.rows)
+    """Implements ``WriteTransaction`` and ``ErasureTransaction`` on a copy of the store's state."""
 
-    def append(self, stream: str, events: Sequence[ev.DomainEvent]) -> list[int]:
+    def __init__(self, state: FakeState) -> None:
+        self.state = state.copy()
+
+    # --- appends and reads ---------------------------------------------------------------------
+
+    def append(self, stream: str, events: Sequence[ev.DomainEvent], *,
+               expected_version: int | None = None) -> list[int]:
+        s = self.state
+        if expected_version is not None and s.versions.get(stream, 0) != expected_version:
+            raise ConcurrencyConflict(f"stream {stream!r} is at version {s.versions.get(stream, 0)},"
+                                      f" not {expected_version}: nothing was appended")
         positions = []
         for event in events:
-            position = len(self.log) + 1
-            version = sum(1 for r in self.log if r.stream == stream) + 1
-            self.log.append(RecordedEvent(position=position, stream=stream, version=version, event=event))
-            memory_id = position if isinstance(event, ev.MemoryAdded) else getattr(event, "memory_id", None)
-            if memory_id is not None:
-                row = evolve_memory(self.rows.get(memory_id), position, event)
-                if row is not None:
-                    self.rows[memory_id] = row
+            position, version = len(s.log) + 1, s.versions.get(stream, 0) + 1
+            _project(s, position, event)
+            s.versions[stream] = version
+            s.log.append(RecordedEvent(position=position, stream=stream, version=version, event=event))
+            material = f"{s.hashes[-1]}\n{position}\n{stream}\n{version}\n{event.kind}\n{event!r}"
+            s.hashes.append(hashlib.sha256(material.encode()).hexdigest())
             positions.append(position)
         return positions
 
-    def by_id(self, memory_id: int) -> Memory | None:
-        return self.rows.get(memory_id)
-
-    def by_key(self, agent_id: str, owner_id: str, scope: Scope, key: str) -> Memory | None:
-        for row in self.rows.values():
-            if (row.agent_id, row.owner_id, row.scope_type, row.scope_id, row.key) == (
-                    agent_id, owner_id, scope.type, scope.id, key):
-                return row
-        return None
-
-    def memories_of(self, agent_id: str, owner_id: str) -> list[Memory]:
-        return sorted((r for r in self.rows.values()
-                       if r.agent_id == agent_id and r.owner_id == owner_id and not r.archived), key=lambda r: r.id)
-
-    def last_message_id(self, agent_id: str, conversation: ConversationKey) -> int:
-        return max((r.position for r in self.log if isinstance(r.event, ev.MessageAppended)
-                    and r.event.agent_id == agent_id and r.event.conversation == conversation), default=0)
-
-    def current_resource(self, agent_id: str, owner_id: str, name: str) -> tuple[int, str] | None:
-        return None
-
-    def review_state(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> ReviewState:
-        return ReviewState()
+    def read_stream(self, stream: str) -> StreamEvents:
+        return StreamEvents(version=self.state.versions.get(stream, 0),
+                            events=tuple(self.state.readable(stream=stream)))
 
     def read_events(self, after: int = 0, *, stream: str | None = None) -> list[RecordedEvent]:
-        return [r for r in self.log if r.position > after and (stream is None or r.stream == stream)]
+        return self.state.readable(after, stream)
+
+    # --- typed state loaders -------------------------------------------------------------------
+
+    def by_id(self, memory_id: int) -> Memory | None:
+        return self.state.rows.get(memory_id)
+
+    def by_key(self, agent_id: str, owner_id: str, scope: Scope, key: str) -> Memory | None:
+        wanted = (agent_id, owner_id, scope.type, scope.id, key)
+        return next((r for r in self.state.rows.values()
+                     if (r.agent_id, r.owner_id, r.scope_type, r.scope_id, r.key) == wanted), None)
+
+    def memories_of(self, agent_id: str, owner_id: str) -> list[Memory]:
+        return sorted((r for r in self.state.rows.values()
+                       if r.agent_id == agent_id and r.owner_id == owner_id and not r.archived), key=lambda r: r.id)
+
+    def agent_rules(self, agent_id: str) -> list[Memory]:
+        return sorted((r for r in self.state.rows.values() if r.agent_id == agent_id and is_agent_rule(r)),
+                      key=lambda r: r.id)
+
+    def agent_owners(self, agent_id: str) -> list[str]:
+        s = self.state
+        owners = {m.owner_id for m in s.messages.values() if m.agent_id == agent_id}
+        owners |= {r.owner_id for r in s.rows.values() if r.agent_id == agent_id}
+        owners |= {owner for agent, owner, _ in s.resources if agent == agent_id}
+        return sorted(owners)
+
+    def current_resource(self, agent_id: str, owner_id: str, name: str) -> tuple[int, str] | None:
+        return self.state.resources.get((agent_id, owner_id, name))
+
+    def review_state(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> ReviewState:
+        return self.state.reviews.get((agent_id, owner_id, conversation), ReviewState())
+
+    def last_message_id(self, agent_id: str, conversation: ConversationKey) -> int:
+        return max((i for i, m in self.state.messages.items()
+                    if m.agent_id == agent_id and m.conversation == conversation), default=0)
 
     def last_user_message_id(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> int:
-        return 0
+        return max((i for i, m in self.state.messages.items() if m.agent_id == agent_id
+                    and m.owner_id == owner_id and m.conversation == conversation and m.role is Role.USER), default=0)
+
+    # --- erasure -------------------------------------------------------------------------------
+
+    def agents_of_owner(self, owner_id: str) -> list[str]:
+        s = self.state
+        agents = {m.agent_id for m in s.messages.values() if m.owner_id == owner_id}
+        agents |= {r.agent_id for r in s.rows.values() if r.owner_id == owner_id}
+        agents |= {agent for agent, owner, *_ in (*s.resources, *s.reviews) if owner == owner_id}
+        agents |= {agent for agent, owner in (*s.jobs.values(), *s.sources.values()) if owner == owner_id}
+        return sorted(agents)
+
+    def erasure_candidates(self, owner_id: str, kinds: Collection[str]) -> list[RecordedEvent]:
+        return [r for r in self.state.readable() if r.event.kind in kinds or repr(owner_id) in repr(r.event)]
+
+    def redact(self, positions: Sequence[int]) -> int:
+        self.state.redacted.update(positions)
+        self.state.scrub_pending = self.state.scrub_pending or bool(positions)
+        return len(positions)
 
 
 class FakeEventStore:
-    """Implements the ``EventStore`` port in memory: a write commits only if its work returns."""
+    """Implements ``EventStore`` and ``Erasure`` in memory: a write commits only if its work
+    returns; writes are serialised (a lock), as the apsw store's are."""
 
     def __init__(self) -> None:
-        self.log: list[RecordedEvent] = []
-        self.rows: dict[int, Memory] = {}
+        self.state = FakeState()
+        self._lock = threading.Lock()
 
     def write(self, work: Callable[[Any], T]) -> T:
-        tx = FakeTransaction(self)
-        result = work(tx)
-        self.log, self.rows = tx.log, tx.rows
-        return result
+        with self._lock:
+            tx = FakeTransaction(self.state)
+            result = work(tx)
+            self.state = tx.state
+            return result
 
     def read_events(self, after: int = 0, *, stream: str | None = None) -> Iterator[RecordedEvent]:
-        return iter([r for r in self.log if r.position > after and (stream is None or r.stream == stream)])
+        return iter(self.state.readable(after, stream))
 
     def last_position(self) -> int:
-        return len(self.log)
+        return len(self.state.log)
 
     def last_positions(self, stream_prefix: str) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for r in self.log:
-            if r.stream.startswith(stream_prefix):
-                out[r.stream] = r.position
-        return out
+        return {r.stream: r.position for r in self.state.log if r.stream.startswith(stream_prefix)}
+
+    def head(self) -> FakeHead:
+        state = self.state
+        return FakeHead(len(state.log), state.hashes[-1])
+
+    # --- the Erasure port ----------------------------------------------------------------------
+
+    def erase(self, work: Callable[[Any, Any], T]) -> T:
+        return self.write(lambda tx: work(tx, tx))
+
+    def scrub(self) -> ScrubReport:
+        with self._lock:
+            self.state.scrub_pending = False
+        return ScrubReport(wal_truncated=True, bytes_before=0, bytes_after=0)
+
+    def scrub_pending(self) -> bool:
+        return self.state.scrub_pending

@@ -1,24 +1,21 @@
-"""The same memory-write cases against the in-memory fake and the apsw store: same outcomes,
-same rows, same events (so use-case tests on the fake say something about production)."""
+"""Memory writes through the use case against every storage adapter: same outcomes, same rows,
+same events (so use-case tests on the fake say something about production)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
-from fermix_memory.adapters.sqlite.queries import SqliteQueries
 from fermix_memory.application.memory_writes import MemoryWriter
 from fermix_memory.domain.admission import WriteContext
 from fermix_memory.domain.events import Provenance
+from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.operations import AddOperation, ArchiveOperation, Operation, ReplaceOperation
 from fermix_memory.domain.scopes import Reader, WriterKind
 from fermix_memory.domain.values import ConversationKey, Trust
-from tests.contract.fake_store import FakeEventStore
+from tests.contract.conftest import Ports
 
 
 class StepClock:
@@ -30,20 +27,11 @@ class StepClock:
         return self.t
 
 
-@pytest.fixture(params=["fake", "apsw"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    if request.param == "fake":
-        yield FakeEventStore()
-        return
-    real = SqliteEventStore(tmp_path / "memory.db")
-    yield real
-    real.close()
-
-
-def rows_of(store: Any) -> list[Any]:
-    if isinstance(store, FakeEventStore):
-        return sorted(store.rows.values(), key=lambda r: r.id)
-    return SqliteQueries(store.reader).all_memories()
+def rows_of(ports: Ports) -> list[Memory]:
+    """Every memory row, archived ones included, by id (row ids are log positions)."""
+    last = ports.store.last_position()
+    found = ports.write(lambda tx: [tx.by_id(i) for i in range(1, last + 1)])
+    return [row for row in found if row is not None]
 
 
 def ctx(owner: str = "alice", trust: Trust = Trust.OPERATOR, writer: WriterKind = WriterKind.REVIEWER,
@@ -82,13 +70,13 @@ CASES: list[tuple[str, list[tuple[list[Operation], WriteContext]]]] = [
 
 
 @pytest.mark.parametrize(("name", "steps"), CASES, ids=[c[0] for c in CASES])
-def test_the_fake_and_the_apsw_store_agree(store: Any, name: str, steps: list[Any]) -> None:
-    writer = MemoryWriter(store, StepClock())
+def test_memory_writes_give_the_same_outcomes_rows_and_events(ports: Ports, name: str, steps: list[Any]) -> None:
+    writer = MemoryWriter(ports.store, StepClock())
     outcomes = [writer.apply(ops, context) for ops, context in steps]
     expected = EXPECTED[name]
     assert [[(o.status, o.reason, o.memory_id) for o in step] for step in outcomes] == expected["outcomes"]
-    assert [(r.id, r.key, r.value, r.archived, r.promote_target) for r in rows_of(store)] == expected["rows"]
-    assert [r.event.kind for r in store.read_events()] == expected["events"]
+    assert [(r.id, r.key, r.value, r.archived, r.promote_target) for r in rows_of(ports)] == expected["rows"]
+    assert [r.event.kind for r in ports.store.read_events()] == expected["events"]
 
 
 EXPECTED: dict[str, dict[str, Any]] = {
