@@ -105,7 +105,8 @@ class SqliteTransaction:
     def __init__(self, cursor: apsw.Cursor) -> None:
         self.cursor = cursor
         row = cursor.execute("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1").fetchall()
-        self.position, self.hash = (row[0][0], row[0][1]) if row else (0, GENESIS_HASH)
+        self.position: int = int(row[0][0]) if row else 0  # type: ignore[arg-type]
+        self.hash: str = str(row[0][1]) if row else GENESIS_HASH
         self.versions: dict[str, int] = {}
         self.recorded: list[RecordedEvent] = []
 
@@ -200,7 +201,7 @@ class SqliteTransaction:
             " WHERE r.agent_id = ? AND r.owner_id = ? AND r.name = ?",
             (agent_id, owner_id, name),
         ).fetchall()
-        return (rows[0][0], rows[0][1]) if rows else None
+        return (int(rows[0][0]), str(rows[0][1])) if rows else None  # type: ignore[arg-type]
 
     def read_events(self, after: int = 0, *, stream: str | None = None) -> list[RecordedEvent]:
         """The log as this transaction sees it (its own appends included)."""
@@ -479,7 +480,7 @@ class SqliteEventStore:
             "SELECT stream, max(position) FROM events WHERE stream >= ? AND stream < ? GROUP BY stream",
             (stream_prefix, stream_prefix + "\U0010ffff"),
         ).fetchall()
-        return {r[0]: int(r[1]) for r in rows}
+        return {str(r[0]): int(r[1]) for r in rows}  # type: ignore[arg-type]
 
     def head(self) -> Head:
         """The log's last (position, hash): an anchor to keep elsewhere (ADR-0011)."""

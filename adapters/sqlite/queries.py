@@ -12,6 +12,7 @@ from fermix_memory.adapters.sqlite.rows import (
     MEMORY_COLUMNS,
     MESSAGE_COLUMNS,
     REVIEW_STATE_SQL,
+    memory_columns,
     memory_from_row,
     message_from_row,
     optional_time,
@@ -104,14 +105,13 @@ class SqliteQueries(ReadSide):
         if expr is None or clamp_limit(limit) == 0:
             return []
         sql, params = _scope_sql(where, "m")
-        cols = ", ".join(f"m.{c.strip()}" for c in MEMORY_COLUMNS.split(","))
         rows = self._rows(
-            f"SELECT {cols}, f.rank, snippet(memories_fts, 1, '[', ']', '…', 12) FROM memories_fts f"
+            f"SELECT {memory_columns('m')}, f.rank, snippet(memories_fts, 1, '[', ']', '…', 12) FROM memories_fts f"
             f" JOIN memories m ON m.id = f.rowid WHERE memories_fts MATCH ? AND {sql}"
             " AND m.archived_at IS NULL ORDER BY f.rank LIMIT ?",
             [expr, *params, clamp_limit(limit)],
         )
-        return [MemoryHit(memory=memory_from_row(r[:22]), rank=float(r[22]), snippet=r[23]) for r in rows]
+        return [MemoryHit(memory=memory_from_row(r[:-2]), rank=float(r[-2]), snippet=r[-1]) for r in rows]
 
     def conversation_state(self, agent_id: str, conversation: ConversationKey) -> ConversationState:
         rows = self._rows(

@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
+
+import attrs
 
 from fermix_memory.application.ports import ReviewState
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, Role, ScopeType, Trust
 
-MEMORY_COLUMNS = (
-    "id, agent_id, owner_id, scope_type, scope_id, category, key, value, confidence, promote_target,"
-    " source_id, source_type, source_name, source_description, session_id, run_id, source_message_id,"
-    " archived_at, archived_by, archive_reason, created_at, updated_at"
-)
+# The columns of a memory row are the fields of ``Memory``, named once (here, by the class).
+MEMORY_FIELDS: tuple[str, ...] = tuple(field.name for field in attrs.fields(Memory))
+
+
+def memory_columns(alias: str = "") -> str:
+    """The memory-row columns for a SELECT, in :data:`MEMORY_FIELDS` order (``alias.`` before each)."""
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(prefix + name for name in MEMORY_FIELDS)
+
+
+MEMORY_COLUMNS = memory_columns()
 
 MESSAGE_COLUMNS = (
     "id, agent_id, owner_id, channel, chat_id, thread_scope, sender, role, kind, content, metadata_json,"
@@ -28,33 +37,27 @@ def optional_time(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value is not None else None
 
 
-def memory_from_row(row: tuple[Any, ...]) -> Memory:
-    created = datetime.fromisoformat(row[20])
-    updated = datetime.fromisoformat(row[21])
-    return Memory(
-        id=row[0],
-        agent_id=row[1],
-        owner_id=row[2],
-        scope_type=ScopeType(row[3]),
-        scope_id=row[4],
-        category=Category(row[5]),
-        key=row[6],
-        value=row[7],
-        confidence=row[8],
-        promote_target=PromoteTarget(row[9]) if row[9] is not None else None,
-        source_id=row[10],
-        source_type=row[11],
-        source_name=row[12],
-        source_description=row[13],
-        session_id=row[14],
-        run_id=row[15],
-        source_message_id=row[16],
-        archived_at=optional_time(row[17]),
-        archived_by=row[18],
-        archive_reason=row[19],
-        created_at=created,
-        updated_at=updated,
-    )
+def _optional_target(value: str | None) -> PromoteTarget | None:
+    return PromoteTarget(value) if value is not None else None
+
+
+# How a stored column becomes a field value, where it is not stored as the value itself.
+_MEMORY_DECODERS: dict[str, Callable[[Any], Any]] = {
+    "scope_type": ScopeType,
+    "category": Category,
+    "promote_target": _optional_target,
+    "archived_at": optional_time,
+    "created_at": datetime.fromisoformat,
+    "updated_at": datetime.fromisoformat,
+}
+
+
+def memory_from_row(row: Sequence[Any]) -> Memory:
+    """A ``Memory`` from the :data:`MEMORY_COLUMNS` of one row, field by name."""
+    values = dict(zip(MEMORY_FIELDS, row, strict=True))
+    for name, decode in _MEMORY_DECODERS.items():
+        values[name] = decode(values[name])
+    return Memory(**values)
 
 
 def message_from_row(row: tuple[Any, ...]) -> Message:
