@@ -14,8 +14,9 @@ from typing import TypeVar
 
 from fermix_memory.adapters.sqlite.codec import encoded_text
 from fermix_memory.adapters.sqlite.connection import translated_errors
-from fermix_memory.adapters.sqlite.event_store import SqliteEventStore, SqliteTransaction, recorded_from_row
+from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.adapters.sqlite.schema import FTS_TABLES
+from fermix_memory.adapters.sqlite.transaction import SqliteTransaction, recorded_from_row
 from fermix_memory.application.ports import ErasureTransaction, RecordedEvent, ScrubReport, WriteTransaction
 
 T = TypeVar("T")

@@ -18,6 +18,6 @@ def test_the_memory_columns_are_named_once_by_the_memory_fields(tmp_path: Path) 
         table = {row[1] for row in store.reader().execute("PRAGMA table_info(memories)").fetchall()}
     finally:
         store.close()
-    assert MEMORY_FIELDS == tuple(f.name for f in attrs.fields(Memory))
+    assert tuple(f.name for f in attrs.fields(Memory)) == MEMORY_FIELDS
     assert set(MEMORY_FIELDS) <= table
     assert memory_columns("m").split(", ")[:2] == ["m.id", "m.agent_id"]

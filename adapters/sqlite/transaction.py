@@ -1,0 +1,197 @@
+"""One write transaction on ``memory.db``: appends to the hash-chained log (with expected
+stream versions) and the typed state loaders the use cases decide with, as of the transaction."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import apsw
+
+from fermix_memory.adapters.sqlite.codec import decode_payload, encode_payload
+from fermix_memory.adapters.sqlite.head import GENESIS_HASH
+from fermix_memory.adapters.sqlite.projections import project
+from fermix_memory.adapters.sqlite.queries import AGENT_OWNERS_SQL, AGENT_RULES_SQL
+from fermix_memory.adapters.sqlite.rows import (
+    MEMORY_COLUMNS,
+    REVIEW_STATE_SQL,
+    memory_from_row,
+    review_state_from_row,
+    review_state_key,
+)
+from fermix_memory.application.errors import ConcurrencyConflict
+from fermix_memory.application.ports import RecordedEvent, ReviewState, StreamEvents
+from fermix_memory.domain.events import DomainEvent
+from fermix_memory.domain.memory import Memory
+from fermix_memory.domain.values import ConversationKey, Scope
+
+
+def payload_digest(payload: str) -> str:
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def chain_hash(
+    prev_hash: str,
+    position: int,
+    stream: str,
+    version: int,
+    kind: str,
+    schema: int,
+    recorded_at: str,
+    digest: str,
+) -> str:
+    """The hash of one log row: it covers the previous hash and the payload's digest (not the
+    payload itself), so a payload can be redacted without breaking the chain."""
+    material = "\n".join(
+        (prev_hash, str(position), stream, str(version), kind, str(schema), recorded_at, digest)
+    )
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+def read_log(cursor: apsw.Cursor, after: int = 0, stream: str | None = None) -> Iterator[RecordedEvent]:
+    """Decoded events after ``after`` (of one stream when given); redacted ones are skipped."""
+    if stream is None:
+        rows = cursor.execute(
+            "SELECT position, stream, version, kind, schema, payload FROM events WHERE position > ? ORDER BY position",
+            (after,),
+        )
+    else:
+        rows = cursor.execute(
+            "SELECT position, stream, version, kind, schema, payload FROM events"
+            " WHERE stream = ? AND position > ? ORDER BY version",
+            (stream, after),
+        )
+    for row in rows:
+        if row[5] is not None:  # redacted: the digest stays in the chain, the content is gone
+            yield recorded_from_row(row)
+
+
+def recorded_from_row(row: tuple[Any, ...]) -> RecordedEvent:
+    """A ``(position, stream, version, kind, schema, payload)`` row of a readable event."""
+    position, stream, version, kind, schema, payload = row
+    return RecordedEvent(position=position, stream=stream, version=version, event=decode_payload(kind, schema, payload))
+
+
+class SqliteTransaction:
+    """The :class:`WriteTransaction` handed to use cases inside one write."""
+
+    def __init__(self, cursor: apsw.Cursor) -> None:
+        self.cursor = cursor
+        row = cursor.execute("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1").fetchall()
+        self.position: int = int(row[0][0]) if row else 0  # type: ignore[arg-type]
+        self.hash: str = str(row[0][1]) if row else GENESIS_HASH
+        self.versions: dict[str, int] = {}
+        self.recorded: list[RecordedEvent] = []
+
+    def stream_version(self, stream: str) -> int:
+        """How many events were appended to ``stream`` (redacted ones included)."""
+        version = self.versions.get(stream)
+        if version is None:
+            row = self.cursor.execute(
+                "SELECT max(version) FROM events WHERE stream = ?", (stream,)
+            ).fetchall()
+            version = self.versions[stream] = int(row[0][0] or 0)
+        return version
+
+    def _next_version(self, stream: str) -> int:
+        version = self.stream_version(stream) + 1
+        self.versions[stream] = version
+        return version
+
+    def append(self, stream: str, events: Sequence[DomainEvent], *,
+               expected_version: int | None = None) -> list[int]:
+        if expected_version is not None and self.stream_version(stream) != expected_version:
+            raise ConcurrencyConflict(f"stream {stream!r} is at version {self.stream_version(stream)},"
+                                      f" not {expected_version}: nothing was appended")
+        positions = []
+        for event in events:
+            payload = encode_payload(event)
+            digest = payload_digest(payload)
+            position = self.position + 1
+            version = self._next_version(stream)
+            recorded_at = event.at.isoformat()
+            new_hash = chain_hash(
+                self.hash, position, stream, version, event.kind, event.schema, recorded_at, digest
+            )
+            try:
+                self.cursor.execute(
+                    "INSERT INTO events(position, stream, version, kind, schema, recorded_at, payload,"
+                    " payload_sha256, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    (position, stream, version, event.kind, event.schema, recorded_at, payload, digest,
+                     self.hash, new_hash),
+                )
+            except apsw.ConstraintError as exc:  # UNIQUE(stream, version): someone appended first
+                raise ConcurrencyConflict(f"stream {stream!r} already has version {version}: {exc}") from None
+            project(self.cursor, position, event)
+            self.position, self.hash = position, new_hash
+            self.recorded.append(
+                RecordedEvent(position=position, stream=stream, version=version, event=event)
+            )
+            positions.append(position)
+        return positions
+
+    # --- reads inside the transaction (RowLookup and friends) -------------------------------
+
+    def by_id(self, memory_id: int) -> Memory | None:
+        rows = self.cursor.execute(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)
+        ).fetchall()
+        return memory_from_row(rows[0]) if rows else None
+
+    def by_key(self, agent_id: str, owner_id: str, scope: Scope, key: str) -> Memory | None:
+        rows = self.cursor.execute(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE agent_id = ? AND owner_id = ? AND scope_type = ?"
+            " AND scope_id = ? AND key = ?",
+            (agent_id, owner_id, scope.type.value, scope.id, key),
+        ).fetchall()
+        return memory_from_row(rows[0]) if rows else None
+
+    def last_message_id(self, agent_id: str, conversation: ConversationKey) -> int:
+        row = self.cursor.execute(
+            "SELECT max(id) FROM messages WHERE agent_id = ? AND channel = ? AND chat_id = ? AND thread_scope = ?",
+            (agent_id, conversation.channel, conversation.chat_id, conversation.thread_scope),
+        ).fetchall()
+        return int(row[0][0] or 0)
+
+    def memories_of(self, agent_id: str, owner_id: str) -> list[Memory]:
+        rows = self.cursor.execute(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE agent_id = ? AND owner_id = ? AND archived_at IS NULL"
+            " ORDER BY id",
+            (agent_id, owner_id),
+        ).fetchall()
+        return [memory_from_row(r) for r in rows]
+
+    def agent_rules(self, agent_id: str) -> list[Memory]:
+        return [memory_from_row(r) for r in self.cursor.execute(AGENT_RULES_SQL, (agent_id,)).fetchall()]
+
+    def agent_owners(self, agent_id: str) -> list[str]:
+        return [str(r[0]) for r in self.cursor.execute(AGENT_OWNERS_SQL, {"a": agent_id}).fetchall()]
+
+    def current_resource(self, agent_id: str, owner_id: str, name: str) -> tuple[int, str] | None:
+        rows = self.cursor.execute(
+            "SELECT v.revision, v.content FROM resources r JOIN resource_revisions v ON v.agent_id = r.agent_id"
+            " AND v.owner_id = r.owner_id AND v.name = r.name AND v.revision = r.current_revision"
+            " WHERE r.agent_id = ? AND r.owner_id = ? AND r.name = ?",
+            (agent_id, owner_id, name),
+        ).fetchall()
+        return (int(rows[0][0]), str(rows[0][1])) if rows else None  # type: ignore[arg-type]
+
+    def read_events(self, after: int = 0, *, stream: str | None = None) -> list[RecordedEvent]:
+        """The log as this transaction sees it (its own appends included)."""
+        return list(read_log(self.cursor.connection.cursor(), after, stream))
+
+    def read_stream(self, stream: str) -> StreamEvents:
+        return StreamEvents(version=self.stream_version(stream), events=tuple(self.read_events(stream=stream)))
+
+    def review_state(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> ReviewState:
+        rows = self.cursor.execute(REVIEW_STATE_SQL, review_state_key(agent_id, owner_id, conversation)).fetchall()
+        return review_state_from_row(rows[0]) if rows else ReviewState()
+
+    def last_user_message_id(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> int:
+        rows = self.cursor.execute(
+            "SELECT max(id) FROM messages WHERE agent_id = ? AND channel = ? AND chat_id = ? AND thread_scope = ?"
+            " AND owner_id = ? AND role = 'user'",
+            (agent_id, conversation.channel, conversation.chat_id, conversation.thread_scope, owner_id),
+        ).fetchall()
+        return int(rows[0][0] or 0)
