@@ -3,10 +3,12 @@ redaction inside a write, and the scrub that finishes an erasure."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pytest
 
+from fermix_memory.application.forget import Forgetting
 from fermix_memory.domain import events as ev
 from tests.contract.conftest import (
     AT,
@@ -108,3 +110,30 @@ def test_an_erasure_redacts_and_records_in_one_write(ports: Ports) -> None:
     assert ports.write(lambda tx: (tx.by_id(row), tx.last_message_id("ada", message().conversation))) == (None, 0)
     assert ports.erase(lambda tx, e: e.agents_of_owner("alice")) == []
     assert ports.store.last_positions("owner/") == {"owner/ada/alice": record}
+
+
+class NoFiles:
+    def remove_files(self, agent_id: str, owner_id: str) -> bool:
+        return False
+
+
+class FixedClock:
+    def now(self) -> datetime:
+        return at(100)
+
+
+def test_forgetting_an_owner_erases_the_same_events_on_every_store(ports: Ports) -> None:
+    said = ports.append("conversation/a", message("I live in Paris"), message("Bob here", owner="bob"))
+    [row] = ports.append("memory/ada/alice", added())
+    ports.append("memory/ada/bob", added(owner="bob"))
+    forgetting = Forgetting(ports.store, ports.erasure, NoFiles(), FixedClock())
+
+    report = forgetting.forget_owner("alice")
+    assert report.erased_events == {"ada": 2}
+    assert not ports.erasure.scrub_pending()
+    readable = [r.event for r in ports.store.read_events()]
+    assert [e.kind for e in readable] == ["message.appended", "memory.added", "owner.forgotten"]
+    assert readable[0].owner_id == "bob" and readable[2].redacted_positions == (said[0], row)
+    assert ports.load("memories_of", "ada", "alice") == [] and len(ports.load("memories_of", "ada", "bob")) == 1
+    again = forgetting.forget_owner("alice")
+    assert again.erased_events == {} and ports.store.last_position() == 5
