@@ -1,0 +1,45 @@
+"""Edges of the apsw storage adapter the port's contract suite cannot reach: memory rows read
+by column name from one list, and the database's own version constraint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+import pytest
+
+from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
+from fermix_memory.adapters.sqlite.rows import MEMORY_FIELDS, memory_columns
+from fermix_memory.adapters.sqlite.transaction import SqliteTransaction
+from fermix_memory.application.errors import ConcurrencyConflict
+from fermix_memory.domain.memory import Memory
+from tests.contract.conftest import message
+
+
+def test_the_memory_columns_are_named_once_by_the_memory_fields(tmp_path: Path) -> None:
+    store = SqliteEventStore(tmp_path / "memory.db")
+    try:
+        table = {row[1] for row in store.reader().execute("PRAGMA table_info(memories)").fetchall()}
+    finally:
+        store.close()
+    assert tuple(f.name for f in attrs.fields(Memory)) == MEMORY_FIELDS
+    assert set(MEMORY_FIELDS) <= table
+    assert memory_columns("m").split(", ")[:2] == ["m.id", "m.agent_id"]
+
+
+def test_a_unique_stream_version_violation_is_a_concurrency_conflict(tmp_path: Path) -> None:
+    """The database's UNIQUE(stream, version) backs the version check: should two appends ever
+    compute the same version, the second is a typed conflict and nothing of its write lands."""
+    store = SqliteEventStore(tmp_path / "memory.db")
+    try:
+        store.write(lambda tx: tx.append("a", [message("first")]))
+
+        def stale(tx: SqliteTransaction) -> list[int]:
+            tx.versions["a"] = 0  # as if another writer's append had not been seen
+            return tx.append("a", [message("second")])
+
+        with pytest.raises(ConcurrencyConflict):
+            store.write(stale)
+        assert [r.event.content for r in store.read_events()] == ["first"]
+    finally:
+        store.close()
