@@ -121,7 +121,10 @@ class SqliteTransaction:
                     (position, stream, version, event.kind, event.schema, recorded_at, payload, digest,
                      self.hash, new_hash),
                 )
-            except apsw.ConstraintError as exc:  # UNIQUE(stream, version): someone appended first
+            except apsw.ConstraintError as exc:
+                if "events.stream, events.version" not in str(exc):
+                    raise  # not the version: a failed write (StorageError), never a conflict to retry
+                # UNIQUE(stream, version): someone appended first.
                 raise ConcurrencyConflict(f"stream {stream!r} already has version {version}: {exc}") from None
             project(self.cursor, position, event)
             self.position, self.hash = position, new_hash
