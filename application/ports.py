@@ -12,6 +12,7 @@ from fermix_memory.domain.admission import RowLookup
 from fermix_memory.domain.events import DomainEvent
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
+from fermix_memory.domain.review_gate import ReviewGateState
 from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
 from fermix_memory.domain.values import ConversationKey
 
@@ -78,16 +79,8 @@ class ConversationState:
     compaction_retry_after: datetime | None = None
 
 
-@attrs.frozen(kw_only=True)
-class ReviewState:
-    """Where the background review of one (agent, owner, conversation) stands."""
-
-    reviewed_up_to_id: int = 0
-    last_review_at: datetime | None = None
-    retry_after: datetime | None = None
-    claim_id: str | None = None
-    claim_expires_at: datetime | None = None
-    last_skip_reason: str | None = None
+# The review gate's state is the domain's (decide/evolve in ``domain.review_gate``).
+ReviewState = ReviewGateState
 
 
 class WriteTransaction(RowLookup, Protocol):
