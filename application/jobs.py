@@ -37,7 +37,7 @@ from fermix_memory.domain.jobs import (
     ReportRun,
     SaveJob,
     ScheduledJob,
-    check_text,
+    check_job_text,
     decide_run_report,
     decide_save_job,
     decide_source,
@@ -163,8 +163,8 @@ def register_memory_source(
         agent_id=check_identifier(agent_id, "agent_id"),
         owner_id=check_identifier(owner_id, "owner_id"),
         source_type=check_identifier(source_type, "source_type"),
-        name=check_text(name, "name", MAX_NAME_CHARS, required=True, one_line=True),
-        description=check_text(description, "description", MAX_DESCRIPTION_CHARS),
+        name=check_job_text(name, "name", MAX_NAME_CHARS, required=True, one_line=True),
+        description=check_job_text(description, "description", MAX_DESCRIPTION_CHARS),
     )
     # Decided inside the write: two first registrations of one id cannot both pass the check.
     store.write(lambda tx: _append(tx, decide_source(_load_source(tx, source_id), registration)))

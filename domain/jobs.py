@@ -17,8 +17,8 @@ from typing import TypeVar
 import attrs
 
 from fermix_memory.domain import events as ev
-from fermix_memory.domain.errors import DomainError
-from fermix_memory.domain.values import MAX_ID_CHARS, check_identifier, is_encodable, preview
+from fermix_memory.domain.errors import DomainError, InvalidArgument
+from fermix_memory.domain.values import MAX_ID_CHARS, check_identifier, check_text, preview
 
 JOB_SOURCE_TYPE = "job"
 JOB_SOURCE_PREFIX = "job:"
@@ -102,18 +102,17 @@ def job_source_id(job_id: str) -> str:
 # --- validation -------------------------------------------------------------------------------
 
 
-def check_text(value: object, what: str, limit: int, *, required: bool = False, one_line: bool = False) -> str:
-    if not isinstance(value, str):
-        raise InvalidJob(f"{what} must be text, got {type(value).__name__}")
-    if required and not value.strip():
+def check_job_text(value: object, what: str, limit: int, *, required: bool = False, one_line: bool = False
+                   ) -> str:
+    try:
+        text = check_text(value, what, max_chars=limit)
+    except InvalidArgument as error:
+        raise InvalidJob(str(error)) from None
+    if required and not text.strip():
         raise InvalidJob(f"{what} must not be empty")
-    if len(value) > limit:
-        raise InvalidJob(f"{what} is longer than {limit} characters")
-    if "\x00" in value or not is_encodable(value):
-        raise InvalidJob(f"{what} must be Unicode text without NUL characters or lone surrogates")
-    if one_line and any(ord(c) < 32 or ord(c) == 127 for c in value):
+    if one_line and any(ord(c) < 32 or ord(c) == 127 for c in text):
         raise InvalidJob(f"{what} must not contain control characters")
-    return value
+    return text
 
 
 def check_aware(value: object, what: str) -> datetime:
@@ -212,9 +211,9 @@ class SaveJob:
                 prompt: str, memory_source_id: str | None = None, enabled: bool = True) -> SaveJob:
         ids = (check_identifier(job_id, "job_id"), check_identifier(agent_id, "agent_id"),
                check_identifier(owner_id, "owner_id"))
-        name = check_text(name, "name", MAX_NAME_CHARS, required=True, one_line=True)
-        schedule = check_text(schedule, "schedule", MAX_SCHEDULE_CHARS, required=True, one_line=True)
-        prompt = check_text(prompt, "prompt", MAX_PROMPT_CHARS)
+        name = check_job_text(name, "name", MAX_NAME_CHARS, required=True, one_line=True)
+        schedule = check_job_text(schedule, "schedule", MAX_SCHEDULE_CHARS, required=True, one_line=True)
+        prompt = check_job_text(prompt, "prompt", MAX_PROMPT_CHARS)
         if not isinstance(enabled, bool):
             raise InvalidJob(f"enabled must be true or false, got {type(enabled).__name__}")
         if memory_source_id is not None:
@@ -286,8 +285,8 @@ class ReportRun:
             if finished < started:
                 raise InvalidJob("finished_at is before started_at")
         return cls(at=at, run_id=run_id, job_id=job_id, status=state, started_at=started, finished_at=finished,
-                   output=check_text(output, "output", MAX_RUN_TEXT_CHARS),
-                   error=check_text(error, "error", MAX_RUN_TEXT_CHARS))
+                   output=check_job_text(output, "output", MAX_RUN_TEXT_CHARS),
+                   error=check_job_text(error, "error", MAX_RUN_TEXT_CHARS))
 
 
 def decide_run_report(run: JobRun | None, cmd: ReportRun) -> list[ev.DomainEvent]:
