@@ -9,6 +9,7 @@ from typing import Any, Protocol, TypeVar
 import attrs
 
 from fermix_memory.domain.admission import RowLookup
+from fermix_memory.domain.conversation_window import ConversationWindow
 from fermix_memory.domain.events import DomainEvent
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
@@ -70,13 +71,8 @@ class ResourceRevision:
     created_at: datetime
 
 
-@attrs.frozen(kw_only=True)
-class ConversationState:
-    """Where a conversation's window starts, its checkpoint, and its compaction back-off."""
-
-    window_start_id: int = 0
-    checkpoint_message_id: int | None = None
-    compaction_retry_after: datetime | None = None
+# A conversation's window is the domain's (evolve in ``domain.conversation_window``).
+ConversationState = ConversationWindow
 
 
 # The review gate's state is the domain's (decide/evolve in ``domain.review_gate``).

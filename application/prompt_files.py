@@ -174,18 +174,6 @@ class PromptFiles:
                 self._sync_files(agent_id, owner_id)
         return changed
 
-    def rebuild_agent(self, agent_id: str, *, touched: Collection[str] = (), reason: str = "rules"
-                      ) -> list[tuple[str, str]]:
-        """Re-render the MEMORY.md of every owner of the agent (both files of the ``touched``
-        owners) in one transaction; returns the changed ``(owner, name)`` pairs."""
-        at = self._clock.now()
-
-        changed = self._store.write(lambda tx: self._record_agent(tx, agent_id, touched, at, reason))
-        for owner_id in dict.fromkeys(owner for owner, _ in changed):
-            with self._lock(agent_id, owner_id):
-                self._sync_files(agent_id, owner_id)
-        return changed
-
     def _record_agent(self, tx: WriteTransaction, agent_id: str, touched: Collection[str], at: datetime,
                       reason: str) -> list[tuple[str, str]]:
         """Render the MEMORY.md of every owner of the agent (both files of the ``touched`` owners)

@@ -3,11 +3,11 @@
 The same functions serve live writes and replay, so the tables can never disagree with the
 log. Ids of messages and memory rows are the positions of the events that created them.
 
-The rules are the domain's (ADR-0015). ``review_state``, ``memory_sources``, ``scheduled_jobs``
-and ``job_runs`` rows are the domain's state: their projections load the row, apply the
-domain's ``evolve`` and write the result. ``memories`` (FTS triggers, the hot path), messages
-and ``resources`` / ``resource_revisions`` keep plain SQL, checked against the domain's evolve
-by tests/integration/test_projections_follow_the_domain.py.
+The rules are the domain's (ADR-0015). ``conversation_state``, ``review_state``,
+``memory_sources``, ``scheduled_jobs`` and ``job_runs`` rows are the domain's state: their
+projections load the row, apply the domain's ``evolve`` and write the result. ``memories``
+(FTS triggers, the hot path), messages and ``resources`` / ``resource_revisions`` keep plain
+SQL, checked against the domain's evolve by tests/integration/test_projections_follow_the_domain.py.
 """
 
 from __future__ import annotations
@@ -32,17 +32,15 @@ from fermix_memory.adapters.sqlite.job_queries import (
 from fermix_memory.adapters.sqlite.rows import optional_time
 from fermix_memory.adapters.sqlite.scope_tokens import message_scope_tokens
 from fermix_memory.application.errors import IntegrityError
+from fermix_memory.domain import conversation_window, resources, review_gate
 from fermix_memory.domain import events as ev
 from fermix_memory.domain import jobs as job_rules
-from fermix_memory.domain import resources, review_gate
+from fermix_memory.domain.conversation_window import ConversationWindow
 from fermix_memory.domain.review_gate import ReviewGateState
+from fermix_memory.domain.values import ConversationKey
 
 Projection = Callable[[apsw.Cursor, int, Any], None]
 S = TypeVar("S")
-
-
-def _iso(value: Any) -> str | None:
-    return value.isoformat() if value is not None else None
 
 
 def _message_appended(cur: apsw.Cursor, position: int, e: ev.MessageAppended) -> None:
@@ -67,42 +65,6 @@ def _message_appended(cur: apsw.Cursor, position: int, e: ev.MessageAppended) ->
             e.trust.value,
             message_scope_tokens(e.agent_id, e.owner_id, conv, e.quoted_owners),
         ),
-    )
-
-
-def _move_window(
-    cur: apsw.Cursor, agent_id: str, conv: Any, start: int, checkpoint: int | None, compacted_at: str | None
-) -> None:
-    cur.execute(
-        "INSERT INTO conversation_state(agent_id, channel, chat_id, thread_scope, window_start_id,"
-        " checkpoint_message_id, compacted_at) VALUES (?,?,?,?,?,?,?)"
-        " ON CONFLICT(agent_id, channel, chat_id, thread_scope) DO UPDATE SET"
-        " window_start_id = excluded.window_start_id,"
-        " checkpoint_message_id = excluded.checkpoint_message_id,"
-        " compacted_at = coalesce(excluded.compacted_at, conversation_state.compacted_at),"
-        " compaction_retry_after = NULL",
-        (agent_id, conv.channel, conv.chat_id, conv.thread_scope, start, checkpoint, compacted_at),
-    )
-
-
-def _window_cleared(cur: apsw.Cursor, position: int, e: ev.ConversationWindowCleared) -> None:
-    _move_window(cur, e.agent_id, e.conversation, e.up_to_message_id, None, None)
-
-
-def _compacted(cur: apsw.Cursor, position: int, e: ev.HistoryCompacted) -> None:
-    # The checkpoint message (appended earlier) stays visible; everything before it leaves.
-    _move_window(
-        cur, e.agent_id, e.conversation, e.up_to_message_id, e.checkpoint_message_id, e.at.isoformat()
-    )
-
-
-def _compaction_failed(cur: apsw.Cursor, position: int, e: ev.CompactionFailed) -> None:
-    conv = e.conversation
-    cur.execute(
-        "INSERT INTO conversation_state(agent_id, channel, chat_id, thread_scope, compaction_retry_after)"
-        " VALUES (?,?,?,?,?) ON CONFLICT(agent_id, channel, chat_id, thread_scope) DO UPDATE SET"
-        " compaction_retry_after = excluded.compaction_retry_after",
-        (e.agent_id, conv.channel, conv.chat_id, conv.thread_scope, e.retry_after.isoformat()),
     )
 
 
@@ -213,6 +175,27 @@ def _evolve_row(cur: apsw.Cursor, table: str, key: Mapping[str, Any], columns: S
     )
 
 
+_WINDOW_COLUMNS = tuple(f.name for f in attrs.fields(ConversationWindow))
+
+
+def _window_state(row: tuple[Any, ...]) -> ConversationWindow:
+    start, checkpoint, retry_after, compacted_at = row
+    return ConversationWindow(window_start_id=start, checkpoint_message_id=checkpoint,
+                              compaction_retry_after=optional_time(retry_after),
+                              compacted_at=optional_time(compacted_at))
+
+
+def _evolve_window(cur: apsw.Cursor, agent_id: str, conv: ConversationKey, e: ev.DomainEvent) -> None:
+    key = {"agent_id": agent_id, "channel": conv.channel, "chat_id": conv.chat_id, "thread_scope": conv.thread_scope}
+    _evolve_row(cur, "conversation_state", key, _WINDOW_COLUMNS, _window_state,
+                lambda state: conversation_window.evolve(state or ConversationWindow(), e))
+
+
+def _window(cur: apsw.Cursor, position: int,
+            e: ev.ConversationWindowCleared | ev.HistoryCompacted | ev.CompactionFailed) -> None:
+    _evolve_window(cur, e.agent_id, e.conversation, e)
+
+
 _REVIEW_COLUMNS = tuple(f.name for f in attrs.fields(ReviewGateState))
 _REVIEW_TIMES = ("last_review_at", "retry_after", "claim_expires_at")
 
@@ -278,11 +261,8 @@ def _owner_forgotten(cur: apsw.Cursor, position: int, e: ev.OwnerForgotten) -> N
     cur.executemany("DELETE FROM memories WHERE id = ?", erased)
     # A redacted compaction failure no longer holds the conversation back; the row is kept (or
     # made, in a replay that skipped the failure that made it) so both agree.
-    cur.executemany(
-        "INSERT INTO conversation_state(agent_id, channel, chat_id, thread_scope) VALUES (?,?,?,?)"
-        " ON CONFLICT(agent_id, channel, chat_id, thread_scope) DO UPDATE SET compaction_retry_after = NULL",
-        [(e.agent_id, c.channel, c.chat_id, c.thread_scope) for c in e.conversations],
-    )
+    for conversation in e.conversations:
+        _evolve_window(cur, e.agent_id, conversation, e)
     cur.execute("DELETE FROM job_runs WHERE job_id IN"
                 " (SELECT id FROM scheduled_jobs WHERE agent_id = :a AND owner_id = :o)", key)
     for table in ("messages", "memories", "review_state", "scheduled_jobs", "memory_sources",
@@ -296,9 +276,9 @@ def _no_projection(cur: apsw.Cursor, position: int, e: Any) -> None:
 
 PROJECTIONS: dict[type[ev.DomainEvent], Projection] = {
     ev.MessageAppended: _message_appended,
-    ev.ConversationWindowCleared: _window_cleared,
-    ev.HistoryCompacted: _compacted,
-    ev.CompactionFailed: _compaction_failed,
+    ev.ConversationWindowCleared: _window,
+    ev.HistoryCompacted: _window,
+    ev.CompactionFailed: _window,
     ev.MemoryAdded: _memory_added,
     ev.MemoryReplaced: _memory_replaced,
     ev.MemoryArchived: _memory_archived,

@@ -29,14 +29,15 @@ from fermix_memory.adapters.sqlite.job_queries import (
     source_from_row,
 )
 from fermix_memory.adapters.sqlite.rows import MEMORY_COLUMNS, memory_from_row, optional_time
+from fermix_memory.domain import conversation_window, jobs, resources, review_gate
 from fermix_memory.domain import events as ev
-from fermix_memory.domain import jobs, resources, review_gate
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.memory_evolution import evolve_memory
+from fermix_memory.domain.values import ConversationKey
 from tests.integration.loopback_models import LoopbackModelServer
 from tests.manual_clock import START, TestClock
 
-AGENT, CONV = "ada", "telegram:1"
+AGENT, CONV, OTHER = "ada", "telegram:1", "telegram:2"
 Pair = tuple[str, str]
 
 
@@ -60,7 +61,7 @@ def home(tmp_path_factory: pytest.TempPathFactory, openai_server: LoopbackModelS
         "timeouts": {"llm_buffered_s": 0.5},
         "memory": {"review_failure_backoff_ms": 60_000},
         "providers": [{"name": "p", "kind": "openai", "base_url": openai_server.base_url, "model": "m",
-                       "retries": 0}],
+                       "retries": 0, "context_window": 2000}],
     }}
     with MemorySystem.open(home, config=config, clock=clock) as m:
         def say(owner: str, text: str) -> None:
@@ -87,6 +88,19 @@ def home(tmp_path_factory: pytest.TempPathFactory, openai_server: LoopbackModelS
         clock.advance(hours=30)
         assert m.after_turn(agent_id=AGENT, owner_id="bob", conversation=CONV).result(timeout=30).status \
             == "failed"
+        # A conversation's window: compacted, a failed compaction (back-off), then cleared elsewhere.
+        openai_server.always(openai_server.ok("Nothing to save."))
+        for i in range(12):
+            m.append_message(agent_id=AGENT, owner_id="alice", conversation=OTHER, role="user",
+                             content=f"message {i} about boats and the weather " * 8, sender="alice",
+                             trust="operator")
+        assert m.compact(agent_id=AGENT, conversation=OTHER).status == "compacted"
+        openai_server.always(openai_server.error(503))
+        say("alice", "more " * 200)
+        assert m.compact(agent_id=AGENT, conversation=CONV).status == "failed"
+        m.compact(agent_id=AGENT, conversation=OTHER)
+        m.clear_window(AGENT, OTHER, owner_id="alice")
+        clock.advance(seconds=1)
         # Memory rows: add, replace, archive, restore, a standing rule of the agent, a tool row.
         row = write("alice", {"op": "add", "category": "context", "key": "project", "value": "Zeppelin"},
                     writer="reviewer").memory_id
@@ -142,6 +156,12 @@ class Fold:
     sources: dict[str, jobs.MemorySource] = attrs.Factory(dict)
     jobs: dict[str, jobs.ScheduledJob] = attrs.Factory(dict)
     runs: dict[str, jobs.JobRun] = attrs.Factory(dict)
+    windows: dict[tuple[str, ...], conversation_window.ConversationWindow] = attrs.Factory(dict)
+
+    def window(self, agent_id: str, c: ConversationKey, e: ev.DomainEvent) -> None:
+        key = (agent_id, c.channel, c.chat_id, c.thread_scope)
+        self.windows[key] = conversation_window.evolve(
+            self.windows.get(key, conversation_window.ConversationWindow()), e)
 
     def apply(self, position: int, e: ev.DomainEvent) -> None:
         if isinstance(e, ev.MemoryAdded | ev.MemoryReplaced | ev.MemoryArchived | ev.MemoryRestored):
@@ -164,8 +184,12 @@ class Fold:
             self.jobs[e.job_id] = jobs.evolve_job(self.jobs.get(e.job_id), e)
         elif isinstance(e, ev.JobRunRecorded):
             self.runs[e.run_id] = jobs.evolve_run(self.runs.get(e.run_id), e)
+        elif isinstance(e, conversation_window.WINDOW_EVENTS):
+            self.window(e.agent_id, e.conversation, e)
         elif isinstance(e, ev.OwnerForgotten):
             self.forget((e.agent_id, e.owner_id), set(e.redacted_positions or ()))
+            for conversation in e.conversations:
+                self.window(e.agent_id, conversation, e)
 
     def forget(self, pair: Pair, redacted: set[int]) -> None:
         """An erasure leaves nothing of the owner with the agent in any aggregate."""
@@ -212,8 +236,10 @@ def test_review_state_follows_the_review_gate(db: apsw.Connection) -> None:
             values[t] = optional_time(values[t])
         stored[r[:5]] = review_gate.ReviewGateState(**values)
     assert stored == folded.reviews
-    [alice] = [s for k, s in stored.items() if k[1] == "alice"]
-    assert alice.reviewed_up_to_id > 0 and alice.last_error and alice.last_skip_reason == "under_interval"
+    alice = stored[(AGENT, "alice", "telegram", "1", "")]
+    assert alice.reviewed_up_to_id > 0 and alice.last_error
+    kinds = {type(item.event) for item in read_log(db.cursor())}
+    assert set(review_gate.REVIEW_EVENTS) <= kinds  # every review event went through the fold
 
 
 def test_resources_and_revisions_follow_the_resource_rules(db: apsw.Connection) -> None:
@@ -238,3 +264,16 @@ def test_sources_jobs_and_runs_follow_the_job_rules(db: apsw.Connection) -> None
     assert {r.id: r for r in map(run_from_row, rows(db, f"SELECT {RUN_COLUMNS} FROM job_runs"))} == folded.runs
     assert set(folded.jobs) == {"job-alice"} and folded.runs["run-alice"].status is jobs.JobStatus.SUCCEEDED
     assert folded.sources["src-alice"].name == "Feed, renamed"
+
+
+def test_conversation_windows_follow_the_window_rules(db: apsw.Connection) -> None:
+    folded = fold_log(db)
+    stored = {r[:4]: conversation_window.ConversationWindow(
+        window_start_id=r[4], checkpoint_message_id=r[5], compaction_retry_after=optional_time(r[6]),
+        compacted_at=optional_time(r[7])) for r in rows(
+        db, "SELECT agent_id, channel, chat_id, thread_scope, window_start_id, checkpoint_message_id,"
+            " compaction_retry_after, compacted_at FROM conversation_state")}
+    assert stored == folded.windows
+    other = stored[(AGENT, "telegram", "2", "")]
+    assert other.compacted_at is not None and other.checkpoint_message_id is None and other.window_start_id > 0
+    assert stored[(AGENT, "telegram", "1", "")].compaction_retry_after is None  # bob's erasure lifted it
