@@ -10,7 +10,8 @@ One review of one (agent, owner, conversation):
    admission; the claim checked again; applied operations, refusals and the completion
    recorded in ONE transaction. Any failure records ``review.failed`` with a back-off and
    writes nothing else.
-
+The gate and claim rules are the domain's (``domain.review_gate``); the prompt-file revisions
+of applied operations are recorded in the same transaction (``MemoryWriter``).
 """
 
 from __future__ import annotations
