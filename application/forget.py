@@ -7,6 +7,8 @@ files go and the store is scrubbed so no deleted byte lingers in the database fi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Protocol
 
 import attrs
@@ -45,6 +47,11 @@ class OwnerFiles(Protocol):
 
     def remove_files(self, agent_id: str, owner_id: str) -> bool:
         """Delete them unless a current revision exists again; ``True`` when some were deleted."""
+        ...
+
+    def record_in(self, tx: WriteTransaction, events: Sequence[ev.DomainEvent], at: datetime) -> None:
+        """Re-render, in the erasure's transaction, the files the erasure changes (other owners'
+        MEMORY.md lose the forgotten owner's standing rules)."""
         ...
 
 
@@ -86,15 +93,18 @@ class Forgetting:
             known = set(erasing.agents_of_owner(owner_id)) | set(found)
             agents = sorted(a for a in known if agent_id is None or a == agent_id)
             erased = {}
+            forgotten: list[ev.DomainEvent] = []
             for agent in agents:
                 positions = tuple(found.get(agent, ()))
                 count = erasing.redact(positions)
-                tx.append(owner_stream(agent, owner_id), [ev.OwnerForgotten(
+                forgotten.append(ev.OwnerForgotten(
                     at=at, agent_id=agent, owner_id=owner_id, erased_events=count, redacted_positions=positions,
                     conversations=tuple(conv for of, conv in conversations if of == agent),
                     provenance=ev.Provenance(agent_id=agent, owner_id=owner_id, trust=Trust.OPERATOR,
-                                             source_type="forget", source_id=by, reason=reason))])
+                                             source_type="forget", source_id=by, reason=reason)))
+                tx.append(owner_stream(agent, owner_id), forgotten[-1:])
                 erased[agent] = count
+            self._files.record_in(tx, forgotten, at)
             return erased
 
         erased = self._erasure.erase(work)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from datetime import datetime
+from typing import Any, Protocol
 
 import attrs
 
@@ -43,21 +44,37 @@ def _outcome(op_name: str, events: Sequence[ev.DomainEvent], positions: Sequence
     return OperationOutcome(op=op_name, status=status, memory_id=getattr(event, "memory_id", None))
 
 
+class DerivedResources(Protocol):
+    """What must change with the rows, in the same transaction (the prompt-file revisions)."""
+
+    def record_in(self, tx: WriteTransaction, events: Sequence[ev.DomainEvent], at: datetime) -> None: ...
+
+
 class MemoryWriter:
-    def __init__(self, store: EventStore, clock: Clock, policy: AdmissionPolicy | None = None) -> None:
+    def __init__(self, store: EventStore, clock: Clock, policy: AdmissionPolicy | None = None, *,
+                 derived: DerivedResources | None = None) -> None:
         self._store = store
         self._clock = clock
         self._policy = policy or AdmissionPolicy()
+        self._derived = derived
+
+    def _derive(self, tx: WriteTransaction, events: Sequence[ev.DomainEvent], at: datetime) -> None:
+        # The prompt-file revisions go in the same commit as the rows they render.
+        if events and self._derived is not None:
+            self._derived.record_in(tx, events, at)
 
     def apply_in(self, tx: WriteTransaction, ops: Sequence[Operation], ctx: WriteContext,
                  at: Any) -> list[OperationOutcome]:
         """Decide and record ``ops`` inside an open transaction (for composed use cases)."""
         stream = memory_stream(ctx.reader.agent_id, ctx.reader.owner_id)
         outcomes = []
+        recorded: list[ev.DomainEvent] = []
         for op in ops:
             events = self._policy.decide(op, ctx, tx, at)
             positions = tx.append(stream, events) if events else []
             outcomes.append(_outcome(op.op, events, positions))
+            recorded += events
+        self._derive(tx, recorded, at)
         return outcomes
 
     def apply(self, ops: Sequence[Operation], ctx: WriteContext) -> list[OperationOutcome]:
@@ -81,6 +98,7 @@ class MemoryWriter:
             )
             events = self._policy.restore(memory_id, ctx, tx, at)
             positions = tx.append(memory_stream(row.agent_id, row.owner_id), events) if events else []
+            self._derive(tx, events, at)
             return _outcome("restore", events, positions)
 
         return self._store.write(work)

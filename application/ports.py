@@ -9,9 +9,11 @@ from typing import Any, Protocol, TypeVar
 import attrs
 
 from fermix_memory.domain.admission import RowLookup
+from fermix_memory.domain.conversation_window import ConversationWindow
 from fermix_memory.domain.events import DomainEvent
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
+from fermix_memory.domain.review_gate import ReviewGateState
 from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
 from fermix_memory.domain.values import ConversationKey
 
@@ -69,25 +71,12 @@ class ResourceRevision:
     created_at: datetime
 
 
-@attrs.frozen(kw_only=True)
-class ConversationState:
-    """Where a conversation's window starts, its checkpoint, and its compaction back-off."""
-
-    window_start_id: int = 0
-    checkpoint_message_id: int | None = None
-    compaction_retry_after: datetime | None = None
+# A conversation's window is the domain's (evolve in ``domain.conversation_window``).
+ConversationState = ConversationWindow
 
 
-@attrs.frozen(kw_only=True)
-class ReviewState:
-    """Where the background review of one (agent, owner, conversation) stands."""
-
-    reviewed_up_to_id: int = 0
-    last_review_at: datetime | None = None
-    retry_after: datetime | None = None
-    claim_id: str | None = None
-    claim_expires_at: datetime | None = None
-    last_skip_reason: str | None = None
+# The review gate's state is the domain's (decide/evolve in ``domain.review_gate``).
+ReviewState = ReviewGateState
 
 
 class LogHead(Protocol):

@@ -1,24 +1,25 @@
 """Use case: keep USER.md / MEMORY.md in step with the memory rows (R-PROMPT, R-RES).
 
-Each (agent, owner) has its own pair of files (ADR-0004). After every commit that touches
-memory rows, the affected pairs are re-rendered INSIDE a write transaction (so the rendering
-always matches the rows it was made from, across threads and processes); a changed file is
-recorded as a new revision of resource ``user_md`` / ``memory_md`` and only then written to
-disk, atomically. Files are derived: ``repair`` makes them match the log again after a crash.
+Each (agent, owner) has its own pair of files (ADR-0004). A use case that changes memory rows
+re-renders the affected pairs INSIDE its own write transaction (:meth:`PromptFiles.record_in`):
+a changed rendering is recorded as a new revision of resource ``user_md`` / ``memory_md``
+(numbered by ``domain.resources``) in the same commit as the change that caused it. After the
+commit, only files whose revision changed are written, atomically (:meth:`PromptFiles.on_commit`):
+no second write transaction, no file rewrite when the text is unchanged. Files are derived:
+``repair`` makes them match the log again after a crash.
 
 The agent's standing rules (operator directives, ``scopes.is_agent_rule``) are in every
-owner's ``MEMORY.md``: a commit that changes one re-renders the ``MEMORY.md`` of every owner
-of the agent in one transaction, and an owner's first message gets the rules rendered for
-them if they have no ``MEMORY.md`` yet. Other commits re-render only the owners they touch.
+owner's ``MEMORY.md``: a change of one re-renders the ``MEMORY.md`` of every owner of the
+agent in the same transaction, and an owner's first message gets the rules rendered for them
+if they have no ``MEMORY.md`` yet. Other changes re-render only the owners they touch.
 """
 
 from __future__ import annotations
 
 import difflib
-import hashlib
 import logging
 import threading
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -35,15 +36,18 @@ from fermix_memory.application.ports import (
 )
 from fermix_memory.application.streams import memory_stream, parse_owner_stream, resource_stream
 from fermix_memory.domain import events as ev
+from fermix_memory.domain import resources as res
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.rendering import render_memory_md, render_user_md
+from fermix_memory.domain.resources import sha256
 from fermix_memory.domain.scopes import is_agent_rule
 from fermix_memory.domain.values import Category, PromoteTarget, ScopeType, Trust, preview
+
+__all__ = ["RESOURCE_NAMES", "PromptFiles", "ResourceReader", "check_resource_name", "sha256", "unified_diff"]
 
 log = logging.getLogger("fermix_memory.prompt_files")
 
 RESOURCE_NAMES = ("user_md", "memory_md")
-_MEMORY_EVENTS = (ev.MemoryAdded, ev.MemoryReplaced, ev.MemoryArchived, ev.MemoryRestored)
 _ROW_EVENTS = (ev.MemoryReplaced, ev.MemoryArchived, ev.MemoryRestored)
 # Owners whose first message was checked for the agent's rules (a bound, not a correctness need).
 MAX_WELCOMED = 100_000
@@ -57,17 +61,11 @@ class ResourceReader(Protocol):
 
     def memory_owners(self) -> list[tuple[str, str]]: ...
 
-    def memory(self, memory_id: int) -> Memory | None: ...
-
     def agent_rules(self, agent_id: str) -> list[Memory]: ...
 
     def agent_owners(self, agent_id: str) -> list[str]: ...
 
     def agent_rules_changed_at(self) -> dict[str, datetime]: ...
-
-
-def sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def check_resource_name(name: str) -> str:
@@ -99,15 +97,13 @@ class PromptFiles:
 
     # --- rebuild -------------------------------------------------------------------------------
 
-    def on_commit(self, recorded: list[RecordedEvent]) -> None:
-        """After-commit reaction: rebuild the files of every (agent, owner) whose rows changed;
-        every owner's MEMORY.md of an agent whose standing rules changed; and the files of an
-        owner who just arrived at an agent that has rules."""
+    def record_in(self, tx: WriteTransaction, events: Sequence[ev.DomainEvent], at: datetime) -> None:
+        """Inside the write that recorded ``events``: re-render the files of every (agent, owner)
+        whose rows changed, and every owner's MEMORY.md of an agent whose standing rules changed
+        (or who forgot an owner: they may have held rules); record the renderings that changed."""
         pairs: dict[tuple[str, str], None] = {}
         rules_changed: dict[str, None] = {}
-        arrivals: dict[tuple[str, str], None] = {}
-        for item in recorded:
-            e = item.event
+        for e in events:
             if isinstance(e, ev.MemoryAdded):
                 pairs[(e.agent_id, e.owner_id)] = None
                 if e.category == Category.DIRECTIVE and e.scope_type == ScopeType.AGENT \
@@ -115,31 +111,35 @@ class PromptFiles:
                     rules_changed[e.agent_id] = None
             elif isinstance(e, _ROW_EVENTS):
                 pairs[(e.provenance.agent_id, e.provenance.owner_id)] = None
-                if self._changes_a_rule(e):
+                if _changes_a_rule(tx, e):
                     rules_changed[e.provenance.agent_id] = None
             elif isinstance(e, ev.OwnerForgotten):
-                rules_changed[e.agent_id] = None  # they may have held rules; a forget is rare
+                rules_changed[e.agent_id] = None  # a forget is rare
+        for agent_id, owner_id in pairs:
+            if agent_id not in rules_changed:
+                self._record(tx, agent_id, owner_id, RESOURCE_NAMES, tx.agent_rules(agent_id), at, "rebuild")
+        for agent_id in rules_changed:
+            self._record_agent(tx, agent_id, {o for a, o in pairs if a == agent_id}, at, "rules")
+
+    def on_commit(self, recorded: list[RecordedEvent]) -> None:
+        """After-commit reaction: write the files whose revision this commit recorded, and render
+        the agent's rules for an owner who just arrived (their first message)."""
+        revised: dict[tuple[str, str], None] = {}
+        arrivals: dict[tuple[str, str], None] = {}
+        for item in recorded:
+            e = item.event
+            if isinstance(e, ev.ResourceRevised | ev.ResourceRolledBack):
+                revised[(e.agent_id, e.owner_id)] = None
+            elif isinstance(e, ev.OwnerForgotten):
                 self._welcomed.discard((e.agent_id, e.owner_id))
             elif isinstance(e, ev.MessageAppended):
                 arrivals[(e.agent_id, e.owner_id)] = None
-        for agent_id, owner_id in pairs:
-            if agent_id not in rules_changed:
-                self.rebuild(agent_id, owner_id)
-        for agent_id in rules_changed:
-            self.rebuild_agent(agent_id, touched={o for a, o in pairs if a == agent_id})
+        for agent_id, owner_id in revised:
+            with self._lock(agent_id, owner_id):
+                self._sync_files(agent_id, owner_id)
         for agent_id, owner_id in arrivals:
-            if (agent_id, owner_id) not in pairs and agent_id not in rules_changed:
+            if (agent_id, owner_id) not in revised:
                 self.welcome(agent_id, owner_id)
-
-    def _changes_a_rule(self, e: ev.MemoryReplaced | ev.MemoryArchived | ev.MemoryRestored) -> bool:
-        """Did this change touch one of the agent's standing rules? Only an operator-trusted
-        write can (admission), and a replace never turns a row into or out of a directive."""
-        if e.provenance.trust is not Trust.OPERATOR:
-            return False
-        if isinstance(e, ev.MemoryReplaced) and e.category != Category.DIRECTIVE:
-            return False
-        row = self._reader.memory(e.memory_id)
-        return row is not None and is_agent_rule(attrs.evolve(row, archived_at=None))
 
     def welcome(self, agent_id: str, owner_id: str) -> None:
         """An owner new to this process (first message, first composed prompt): render the
@@ -174,24 +174,15 @@ class PromptFiles:
                 self._sync_files(agent_id, owner_id)
         return changed
 
-    def rebuild_agent(self, agent_id: str, *, touched: Collection[str] = (), reason: str = "rules"
-                      ) -> list[tuple[str, str]]:
-        """Re-render the MEMORY.md of every owner of the agent (both files of the ``touched``
-        owners) in one transaction; returns the changed ``(owner, name)`` pairs."""
-        at = self._clock.now()
-
-        def work(tx: WriteTransaction) -> list[tuple[str, str]]:
-            rules = tx.agent_rules(agent_id)
-            changed = []
-            for owner_id in tx.agent_owners(agent_id):
-                names = RESOURCE_NAMES if owner_id in touched else ("memory_md",)
-                changed += [(owner_id, n) for n in self._record(tx, agent_id, owner_id, names, rules, at, reason)]
-            return changed
-
-        changed = self._store.write(work)
-        for owner_id in dict.fromkeys(owner for owner, _ in changed):
-            with self._lock(agent_id, owner_id):
-                self._sync_files(agent_id, owner_id)
+    def _record_agent(self, tx: WriteTransaction, agent_id: str, touched: Collection[str], at: datetime,
+                      reason: str) -> list[tuple[str, str]]:
+        """Render the MEMORY.md of every owner of the agent (both files of the ``touched`` owners)
+        and record what changed; returns the changed ``(owner, name)`` pairs."""
+        rules = tx.agent_rules(agent_id)
+        changed = []
+        for owner_id in tx.agent_owners(agent_id):
+            names = RESOURCE_NAMES if owner_id in touched else ("memory_md",)
+            changed += [(owner_id, n) for n in self._record(tx, agent_id, owner_id, names, rules, at, reason)]
         return changed
 
     def _record(self, tx: WriteTransaction, agent_id: str, owner_id: str, names: Collection[str],
@@ -200,17 +191,12 @@ class PromptFiles:
         contents = self.render(tx.memories_of(agent_id, owner_id), rules)
         changed = []
         for name in names:
-            content = contents[name]
-            current = tx.current_resource(agent_id, owner_id, name)
-            if current is not None and current[1] == content:
-                continue
-            if current is None and not content:
-                continue  # nothing to render, nothing rendered before: no empty revision 1
-            revision = (current[0] if current else 0) + 1
-            tx.append(resource_stream(agent_id, owner_id, name), [ev.ResourceRevised(
-                at=at, agent_id=agent_id, owner_id=owner_id, name=name, revision=revision,
-                content=content, content_sha256=sha256(content), reason=reason)])
-            changed.append(name)
+            events = res.decide_revise(_resource_state(tx, agent_id, owner_id, name), res.ReviseResource(
+                key=res.ResourceKey(agent_id=agent_id, owner_id=owner_id, name=name), at=at,
+                content=contents[name], reason=reason))
+            if events:
+                tx.append(resource_stream(agent_id, owner_id, name), events)
+                changed.append(name)
         return changed
 
     def _sync_files(self, agent_id: str, owner_id: str) -> None:
@@ -292,20 +278,37 @@ class PromptFiles:
             raise NotFound(f"{name} of {agent_id}/{owner_id} has no revision {revision}")
         at = self._clock.now()
 
+        cmd = res.RollBackResource(
+            key=res.ResourceKey(agent_id=agent_id, owner_id=owner_id, name=name), at=at, to_revision=revision,
+            content=target.content, content_sha256=target.content_sha256,
+            provenance=ev.Provenance(agent_id=agent_id, owner_id=owner_id, source_type="operator", source_id=by,
+                                     reason=f"rollback to {revision}"))
+
         def work(tx: WriteTransaction) -> int:
-            current = tx.current_resource(agent_id, owner_id, name)
-            new_revision = (current[0] if current else 0) + 1
-            tx.append(resource_stream(agent_id, owner_id, name), [ev.ResourceRolledBack(
-                at=at, agent_id=agent_id, owner_id=owner_id, name=name, to_revision=revision,
-                new_revision=new_revision, content=target.content, content_sha256=target.content_sha256,
-                provenance=ev.Provenance(agent_id=agent_id, owner_id=owner_id, source_type="operator",
-                                         source_id=by, reason=f"rollback to {revision}"))])
-            return new_revision
+            events = res.decide_rollback(_resource_state(tx, agent_id, owner_id, name), cmd)
+            tx.append(resource_stream(agent_id, owner_id, name), events)
+            return res.evolve(res.NEVER_RECORDED, events[-1]).revision
 
         new_revision = self._store.write(work)
         with self._lock(agent_id, owner_id):
             self._sync_files(agent_id, owner_id)
         return new_revision
+
+
+def _resource_state(tx: WriteTransaction, agent_id: str, owner_id: str, name: str) -> res.ResourceState:
+    current = tx.current_resource(agent_id, owner_id, name)
+    return res.NEVER_RECORDED if current is None else res.ResourceState(revision=current[0], content=current[1])
+
+
+def _changes_a_rule(tx: WriteTransaction, e: ev.MemoryReplaced | ev.MemoryArchived | ev.MemoryRestored) -> bool:
+    """Did this change touch one of the agent's standing rules? Only an operator-trusted write
+    can (admission), and a replace never turns a row into or out of a directive."""
+    if e.provenance.trust is not Trust.OPERATOR:
+        return False
+    if isinstance(e, ev.MemoryReplaced) and e.category != Category.DIRECTIVE:
+        return False
+    row = tx.by_id(e.memory_id)
+    return row is not None and is_agent_rule(attrs.evolve(row, archived_at=None))
 
 
 def unified_diff(a: ResourceRevision, b: ResourceRevision) -> str:

@@ -10,7 +10,8 @@ One review of one (agent, owner, conversation):
    admission; the claim checked again; applied operations, refusals and the completion
    recorded in ONE transaction. Any failure records ``review.failed`` with a back-off and
    writes nothing else.
-Prompt files are rebuilt by the after-commit reaction of the store.
+The gate and claim rules are the domain's (``domain.review_gate``); the prompt-file revisions
+of applied operations are recorded in the same transaction (``MemoryWriter``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from fermix_memory.application.reviewer_prompt import (
 from fermix_memory.application.settings import MemorySettings
 from fermix_memory.application.streams import review_stream
 from fermix_memory.domain import events as ev
+from fermix_memory.domain import review_gate as gate
 from fermix_memory.domain.admission import WriteContext
 from fermix_memory.domain.errors import ReviewerAnswerError
 from fermix_memory.domain.memory import Memory
@@ -158,49 +160,34 @@ class Reviewer:
 
     # --- steps --------------------------------------------------------------------------------------
 
+    def _key(self, result: ReviewResult) -> gate.ReviewKey:
+        return gate.ReviewKey(agent_id=result.agent_id, owner_id=result.owner_id, conversation=result.conversation)
+
     def _gate_and_claim(self, tx: WriteTransaction, agent_id: str, owner_id: str, conversation: ConversationKey,
                         now: bool) -> _Claim | str:
-        at = self._clock.now()
         state = tx.review_state(agent_id, owner_id, conversation)
-        reason = ""
-        if tx.last_user_message_id(agent_id, owner_id, conversation) <= state.reviewed_up_to_id:
-            reason = "no_new_messages"
-        elif not now and self._settings.review_interval_hours <= 0:
-            reason = "disabled"
-        elif (not now and state.last_review_at is not None
-              and at < state.last_review_at + timedelta(hours=self._settings.review_interval_hours)):
-            reason = "under_interval"
-        elif not now and state.retry_after is not None and at < state.retry_after:
-            reason = "backoff"
-        elif state.claim_id is not None and state.claim_expires_at is not None and at < state.claim_expires_at:
-            reason = "claimed"
-        stream = review_stream(agent_id, owner_id, conversation)
-        if reason:
-            # One event per change of reason, not one per turn: the log stays readable.
-            if reason != state.last_skip_reason:
-                tx.append(stream, [ev.ReviewSkipped(at=at, agent_id=agent_id, owner_id=owner_id,
-                                                    conversation=conversation, reason=reason)])
-            return reason
-        claim_id = uuid.uuid4().hex
-        tx.append(stream, [ev.ReviewClaimed(
-            at=at, agent_id=agent_id, owner_id=owner_id, conversation=conversation, claim_id=claim_id,
-            holder=self._holder, expires_at=at + timedelta(seconds=self._settings.review_claim_ttl_s),
-            reviewed_after_id=state.reviewed_up_to_id)])
-        return _Claim(claim_id=claim_id, after_id=state.reviewed_up_to_id)
+        cmd = gate.ClaimReview(
+            key=gate.ReviewKey(agent_id=agent_id, owner_id=owner_id, conversation=conversation),
+            at=self._clock.now(), last_user_message_id=tx.last_user_message_id(agent_id, owner_id, conversation),
+            claim_id=uuid.uuid4().hex, holder=self._holder, interval_hours=self._settings.review_interval_hours,
+            claim_ttl=timedelta(seconds=self._settings.review_claim_ttl_s), now=now)
+        events = gate.decide_claim(state, cmd)
+        if events:
+            tx.append(review_stream(agent_id, owner_id, conversation), events)
+        reason = gate.gate_reason(state, cmd)
+        return reason or _Claim(claim_id=cmd.claim_id, after_id=state.reviewed_up_to_id)
 
     def _fail(self, result: ReviewResult, claim: _Claim, exc: BaseException) -> ReviewResult:
-        at = self._clock.now()
-        retry_after = at + timedelta(milliseconds=self._settings.review_failure_backoff_ms)
         error = f"{type(exc).__name__}: {exc}"[:1000]
         log.warning("review of %s/%s %s failed: %s", result.agent_id, result.owner_id, result.conversation, error)
+        cmd = gate.FailReview(key=self._key(result), at=self._clock.now(), claim_id=claim.claim_id, error=error,
+                              backoff=timedelta(milliseconds=self._settings.review_failure_backoff_ms))
 
         def work(tx: WriteTransaction) -> None:
             state = tx.review_state(result.agent_id, result.owner_id, result.conversation)
-            if state.claim_id != claim.claim_id:
-                return  # the claim expired and another review took over: its state is not ours
-            tx.append(review_stream(result.agent_id, result.owner_id, result.conversation), [ev.ReviewFailed(
-                at=at, agent_id=result.agent_id, owner_id=result.owner_id, conversation=result.conversation,
-                claim_id=claim.claim_id, error=error, retry_after=retry_after)])
+            events = gate.decide_fail(state, cmd)
+            if events:
+                tx.append(review_stream(result.agent_id, result.owner_id, result.conversation), events)
 
         self._store.write(work)
         return attrs.evolve(result, status="failed", reason=error)
@@ -210,16 +197,15 @@ class Reviewer:
         at = self._clock.now()
         stream = review_stream(result.agent_id, result.owner_id, result.conversation)
         state = tx.review_state(result.agent_id, result.owner_id, result.conversation)
-        if state.claim_id != claim.claim_id:
-            tx.append(stream, [ev.ReviewSkipped(at=at, agent_id=result.agent_id, owner_id=result.owner_id,
-                                                conversation=result.conversation, reason="claim_lost")])
+        cmd = gate.CompleteReview(key=self._key(result), at=at, claim_id=claim.claim_id,
+                                  reviewed_up_to_message_id=last_id, messages_reviewed=reviewed, applied=0,
+                                  refused=0, nothing_to_save=not operations)
+        if state.claim_id != claim.claim_id:  # nothing of a lost claim's review may be applied
+            tx.append(stream, gate.decide_complete(state, cmd))
             return attrs.evolve(result, reason="claim_lost")
         outcomes = self._writer.apply_in(tx, operations, ctx, at)
         applied = sum(o.status in ("added", "replaced", "archived") for o in outcomes)
         refused = sum(o.status == "refused" for o in outcomes)
-        tx.append(stream, [ev.ReviewCompleted(
-            at=at, agent_id=result.agent_id, owner_id=result.owner_id, conversation=result.conversation,
-            claim_id=claim.claim_id, reviewed_up_to_message_id=last_id, messages_reviewed=reviewed,
-            applied=applied, refused=refused, nothing_to_save=not operations)])
+        tx.append(stream, gate.decide_complete(state, attrs.evolve(cmd, applied=applied, refused=refused)))
         return attrs.evolve(result, status="completed", reason="nothing_to_save" if not operations else "",
                             messages_reviewed=reviewed, applied=applied, refused=refused, outcomes=tuple(outcomes))

@@ -1,4 +1,5 @@
-"""Evolve: the memory row an event leaves behind (pure; the SQL projection does the same)."""
+"""Evolve: the memory row an event leaves behind (pure). The SQL projection of ``memories`` is
+checked against it by tests/integration/test_projections_follow_the_domain.py."""
 
 from __future__ import annotations
 

@@ -211,7 +211,7 @@ def bootstrap(
     except BaseException:
         store.close()
         raise
-    writer = MemoryWriter(store, clock)
+    writer = MemoryWriter(store, clock, derived=prompt_files)
     reviewer = Reviewer(
         store, queries, writer, clock, settings.memory, model_for, tokens.count,
         timeout_s=settings.timeouts.llm_buffered_s, holder=f"{socket.gethostname()}:{os.getpid()}",

@@ -2,25 +2,45 @@
 
 The same functions serve live writes and replay, so the tables can never disagree with the
 log. Ids of messages and memory rows are the positions of the events that created them.
+
+The rules are the domain's (ADR-0015). ``conversation_state``, ``review_state``,
+``memory_sources``, ``scheduled_jobs`` and ``job_runs`` rows are the domain's state: their
+projections load the row, apply the domain's ``evolve`` and write the result. ``memories``
+(FTS triggers, the hot path), messages and ``resources`` / ``resource_revisions`` keep plain
+SQL, checked against the domain's evolve by tests/integration/test_projections_follow_the_domain.py.
 """
 
 from __future__ import annotations
 
+import enum
 import json
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
 
 import apsw
+import attrs
 
+from fermix_memory.adapters.sqlite.job_queries import (
+    JOB_COLUMNS,
+    RUN_COLUMNS,
+    SOURCE_COLUMNS,
+    job_from_row,
+    run_from_row,
+    source_from_row,
+)
+from fermix_memory.adapters.sqlite.rows import optional_time
 from fermix_memory.adapters.sqlite.scope_tokens import message_scope_tokens
 from fermix_memory.application.errors import IntegrityError
+from fermix_memory.domain import conversation_window, resources, review_gate
 from fermix_memory.domain import events as ev
+from fermix_memory.domain import jobs as job_rules
+from fermix_memory.domain.conversation_window import ConversationWindow
+from fermix_memory.domain.review_gate import ReviewGateState
+from fermix_memory.domain.values import ConversationKey
 
 Projection = Callable[[apsw.Cursor, int, Any], None]
-
-
-def _iso(value: Any) -> str | None:
-    return value.isoformat() if value is not None else None
+S = TypeVar("S")
 
 
 def _message_appended(cur: apsw.Cursor, position: int, e: ev.MessageAppended) -> None:
@@ -45,42 +65,6 @@ def _message_appended(cur: apsw.Cursor, position: int, e: ev.MessageAppended) ->
             e.trust.value,
             message_scope_tokens(e.agent_id, e.owner_id, conv, e.quoted_owners),
         ),
-    )
-
-
-def _move_window(
-    cur: apsw.Cursor, agent_id: str, conv: Any, start: int, checkpoint: int | None, compacted_at: str | None
-) -> None:
-    cur.execute(
-        "INSERT INTO conversation_state(agent_id, channel, chat_id, thread_scope, window_start_id,"
-        " checkpoint_message_id, compacted_at) VALUES (?,?,?,?,?,?,?)"
-        " ON CONFLICT(agent_id, channel, chat_id, thread_scope) DO UPDATE SET"
-        " window_start_id = excluded.window_start_id,"
-        " checkpoint_message_id = excluded.checkpoint_message_id,"
-        " compacted_at = coalesce(excluded.compacted_at, conversation_state.compacted_at),"
-        " compaction_retry_after = NULL",
-        (agent_id, conv.channel, conv.chat_id, conv.thread_scope, start, checkpoint, compacted_at),
-    )
-
-
-def _window_cleared(cur: apsw.Cursor, position: int, e: ev.ConversationWindowCleared) -> None:
-    _move_window(cur, e.agent_id, e.conversation, e.up_to_message_id, None, None)
-
-
-def _compacted(cur: apsw.Cursor, position: int, e: ev.HistoryCompacted) -> None:
-    # The checkpoint message (appended earlier) stays visible; everything before it leaves.
-    _move_window(
-        cur, e.agent_id, e.conversation, e.up_to_message_id, e.checkpoint_message_id, e.at.isoformat()
-    )
-
-
-def _compaction_failed(cur: apsw.Cursor, position: int, e: ev.CompactionFailed) -> None:
-    conv = e.conversation
-    cur.execute(
-        "INSERT INTO conversation_state(agent_id, channel, chat_id, thread_scope, compaction_retry_after)"
-        " VALUES (?,?,?,?,?) ON CONFLICT(agent_id, channel, chat_id, thread_scope) DO UPDATE SET"
-        " compaction_retry_after = excluded.compaction_retry_after",
-        (e.agent_id, conv.channel, conv.chat_id, conv.thread_scope, e.retry_after.isoformat()),
     )
 
 
@@ -164,121 +148,91 @@ def _memory_restored(cur: apsw.Cursor, position: int, e: ev.MemoryRestored) -> N
     _require_row(cur, position, e.kind)
 
 
-def _review_key(e: Any) -> tuple[str, str, str, str, str]:
+# --- aggregates whose rows are the domain's state: load the row, apply the domain's evolve, write it
+
+
+def _sql(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, bool):
+        return int(value)
+    return value
+
+
+def _evolve_row(cur: apsw.Cursor, table: str, key: Mapping[str, Any], columns: Sequence[str],
+                decode: Callable[[tuple[Any, ...]], S], evolve: Callable[[S | None], Any]) -> None:
+    """Write the row ``evolve`` makes of the row stored under ``key`` (``None``: no row yet)."""
+    where = " AND ".join(f"{k} = ?" for k in key)
+    rows = cur.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE {where}", tuple(key.values())).fetchall()
+    row = {**key, **attrs.asdict(evolve(decode(rows[0]) if rows else None), recurse=False)}
+    updates = ", ".join(f"{c} = excluded.{c}" for c in row if c not in key)
+    cur.execute(
+        f"INSERT INTO {table}({', '.join(row)}) VALUES ({', '.join('?' * len(row))})"
+        f" ON CONFLICT({', '.join(key)}) DO UPDATE SET {updates}",
+        tuple(_sql(v) for v in row.values()),
+    )
+
+
+_WINDOW_COLUMNS = tuple(f.name for f in attrs.fields(ConversationWindow))
+
+
+def _window_state(row: tuple[Any, ...]) -> ConversationWindow:
+    start, checkpoint, retry_after, compacted_at = row
+    return ConversationWindow(window_start_id=start, checkpoint_message_id=checkpoint,
+                              compaction_retry_after=optional_time(retry_after),
+                              compacted_at=optional_time(compacted_at))
+
+
+def _evolve_window(cur: apsw.Cursor, agent_id: str, conv: ConversationKey, e: ev.DomainEvent) -> None:
+    key = {"agent_id": agent_id, "channel": conv.channel, "chat_id": conv.chat_id, "thread_scope": conv.thread_scope}
+    _evolve_row(cur, "conversation_state", key, _WINDOW_COLUMNS, _window_state,
+                lambda state: conversation_window.evolve(state or ConversationWindow(), e))
+
+
+def _window(cur: apsw.Cursor, position: int,
+            e: ev.ConversationWindowCleared | ev.HistoryCompacted | ev.CompactionFailed) -> None:
+    _evolve_window(cur, e.agent_id, e.conversation, e)
+
+
+_REVIEW_COLUMNS = tuple(f.name for f in attrs.fields(ReviewGateState))
+_REVIEW_TIMES = ("last_review_at", "retry_after", "claim_expires_at")
+
+
+def _review_state(row: tuple[Any, ...]) -> ReviewGateState:
+    values = dict(zip(_REVIEW_COLUMNS, row, strict=True))
+    return ReviewGateState(**{**values, **{t: optional_time(values[t]) for t in _REVIEW_TIMES}})
+
+
+def _review(cur: apsw.Cursor, position: int, e: ev.ReviewClaimed | ev.ReviewCompleted | ev.ReviewFailed
+            | ev.ReviewSkipped) -> None:
     c = e.conversation
-    return (e.agent_id, e.owner_id, c.channel, c.chat_id, c.thread_scope)
-
-
-_REVIEW_UPSERT = (
-    "INSERT INTO review_state(agent_id, owner_id, channel, chat_id, thread_scope, {cols})"
-    " VALUES (?,?,?,?,?,{marks}) ON CONFLICT(agent_id, owner_id, channel, chat_id, thread_scope)"
-    " DO UPDATE SET {sets}"
-)
-
-
-def _review_upsert(cur: apsw.Cursor, e: Any, values: dict[str, Any]) -> None:
-    cols = list(values)
-    sql = _REVIEW_UPSERT.format(
-        cols=", ".join(cols),
-        marks=", ".join("?" for _ in cols),
-        sets=", ".join(f"{c} = excluded.{c}" for c in cols),
-    )
-    cur.execute(sql, (*_review_key(e), *values.values()))
-
-
-def _review_claimed(cur: apsw.Cursor, position: int, e: ev.ReviewClaimed) -> None:
-    _review_upsert(
-        cur,
-        e,
-        {
-            "claim_id": e.claim_id,
-            "claim_holder": e.holder,
-            "claim_expires_at": e.expires_at.isoformat(),
-            "last_skip_reason": None,
-        },
-    )
-
-
-def _review_completed(cur: apsw.Cursor, position: int, e: ev.ReviewCompleted) -> None:
-    _review_upsert(
-        cur,
-        e,
-        {
-            "reviewed_up_to_id": e.reviewed_up_to_message_id,
-            "last_review_at": e.at.isoformat(),
-            "retry_after": None,
-            "last_error": None,
-            "claim_id": None,
-            "claim_holder": None,
-            "claim_expires_at": None,
-            "last_skip_reason": None,
-        },
-    )
-
-
-def _review_skipped(cur: apsw.Cursor, position: int, e: ev.ReviewSkipped) -> None:
-    _review_upsert(cur, e, {"last_skip_reason": e.reason})
-
-
-def _review_failed(cur: apsw.Cursor, position: int, e: ev.ReviewFailed) -> None:
-    _review_upsert(
-        cur,
-        e,
-        {
-            "retry_after": e.retry_after.isoformat(),
-            "last_error": e.error[:500],
-            "claim_id": None,
-            "claim_holder": None,
-            "claim_expires_at": None,
-            "last_skip_reason": None,
-        },
-    )
+    key = {"agent_id": e.agent_id, "owner_id": e.owner_id, "channel": c.channel, "chat_id": c.chat_id,
+           "thread_scope": c.thread_scope}
+    _evolve_row(cur, "review_state", key, _REVIEW_COLUMNS, _review_state,
+                lambda state: review_gate.evolve(state or ReviewGateState(), e))
 
 
 def _source_registered(cur: apsw.Cursor, position: int, e: ev.MemorySourceRegistered) -> None:
-    at = e.at.isoformat()
-    cur.execute(
-        "INSERT INTO memory_sources(id, agent_id, owner_id, source_type, name, description, created_at,"
-        " updated_at) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET source_type = excluded.source_type,"
-        " name = excluded.name, description = excluded.description, updated_at = excluded.updated_at",
-        (e.source_id, e.agent_id, e.owner_id, e.source_type, e.name, e.description, at, at),
-    )
+    _evolve_row(cur, "memory_sources", {"id": e.source_id}, SOURCE_COLUMNS.split(", "), source_from_row,
+                lambda state: job_rules.evolve_source(state, e))
 
 
 def _job_saved(cur: apsw.Cursor, position: int, e: ev.ScheduledJobSaved) -> None:
-    at = e.at.isoformat()
-    cur.execute(
-        "INSERT INTO scheduled_jobs(id, agent_id, owner_id, name, schedule, prompt, memory_source_id, enabled,"
-        " created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET"
-        " name = excluded.name, schedule = excluded.schedule, prompt = excluded.prompt,"
-        " memory_source_id = excluded.memory_source_id, enabled = excluded.enabled,"
-        " updated_at = excluded.updated_at",
-        (
-            e.job_id,
-            e.agent_id,
-            e.owner_id,
-            e.name,
-            e.schedule,
-            e.prompt,
-            e.memory_source_id,
-            int(e.enabled),
-            at,
-            at,
-        ),
-    )
+    _evolve_row(cur, "scheduled_jobs", {"id": e.job_id}, JOB_COLUMNS.split(", "), job_from_row,
+                lambda state: job_rules.evolve_job(state, e))
 
 
 def _job_run(cur: apsw.Cursor, position: int, e: ev.JobRunRecorded) -> None:
-    cur.execute(
-        "INSERT INTO job_runs(id, job_id, status, started_at, finished_at, output, error)"
-        " VALUES (?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET status = excluded.status,"
-        " finished_at = excluded.finished_at, output = excluded.output, error = excluded.error",
-        (e.run_id, e.job_id, e.status, e.started_at.isoformat(), _iso(e.finished_at), e.output, e.error),
-    )
+    _evolve_row(cur, "job_runs", {"id": e.run_id}, RUN_COLUMNS.split(", "), run_from_row,
+                lambda state: job_rules.evolve_run(state, e))
 
 
-def _revision(cur: apsw.Cursor, e: Any, revision: int, reason: str) -> None:
+def _revision(cur: apsw.Cursor, e: ev.ResourceRevised | ev.ResourceRolledBack) -> None:
+    # SQL kept (an insert and an upsert); checked against ``domain.resources.evolve`` by a test.
     at = e.at.isoformat()
+    revision, reason = resources.evolve(resources.NEVER_RECORDED, e).revision, resources.revision_reason(e)
     cur.execute(
         "INSERT INTO resource_revisions(agent_id, owner_id, name, revision, content, content_sha256, reason,"
         " created_at) VALUES (?,?,?,?,?,?,?,?)",
@@ -293,12 +247,8 @@ def _revision(cur: apsw.Cursor, e: Any, revision: int, reason: str) -> None:
     )
 
 
-def _resource_revised(cur: apsw.Cursor, position: int, e: ev.ResourceRevised) -> None:
-    _revision(cur, e, e.revision, e.reason)
-
-
-def _resource_rolled_back(cur: apsw.Cursor, position: int, e: ev.ResourceRolledBack) -> None:
-    _revision(cur, e, e.new_revision, f"rollback to {e.to_revision}")
+def _resource_revised(cur: apsw.Cursor, position: int, e: ev.ResourceRevised | ev.ResourceRolledBack) -> None:
+    _revision(cur, e)
 
 
 def _owner_forgotten(cur: apsw.Cursor, position: int, e: ev.OwnerForgotten) -> None:
@@ -311,11 +261,8 @@ def _owner_forgotten(cur: apsw.Cursor, position: int, e: ev.OwnerForgotten) -> N
     cur.executemany("DELETE FROM memories WHERE id = ?", erased)
     # A redacted compaction failure no longer holds the conversation back; the row is kept (or
     # made, in a replay that skipped the failure that made it) so both agree.
-    cur.executemany(
-        "INSERT INTO conversation_state(agent_id, channel, chat_id, thread_scope) VALUES (?,?,?,?)"
-        " ON CONFLICT(agent_id, channel, chat_id, thread_scope) DO UPDATE SET compaction_retry_after = NULL",
-        [(e.agent_id, c.channel, c.chat_id, c.thread_scope) for c in e.conversations],
-    )
+    for conversation in e.conversations:
+        _evolve_window(cur, e.agent_id, conversation, e)
     cur.execute("DELETE FROM job_runs WHERE job_id IN"
                 " (SELECT id FROM scheduled_jobs WHERE agent_id = :a AND owner_id = :o)", key)
     for table in ("messages", "memories", "review_state", "scheduled_jobs", "memory_sources",
@@ -329,23 +276,23 @@ def _no_projection(cur: apsw.Cursor, position: int, e: Any) -> None:
 
 PROJECTIONS: dict[type[ev.DomainEvent], Projection] = {
     ev.MessageAppended: _message_appended,
-    ev.ConversationWindowCleared: _window_cleared,
-    ev.HistoryCompacted: _compacted,
-    ev.CompactionFailed: _compaction_failed,
+    ev.ConversationWindowCleared: _window,
+    ev.HistoryCompacted: _window,
+    ev.CompactionFailed: _window,
     ev.MemoryAdded: _memory_added,
     ev.MemoryReplaced: _memory_replaced,
     ev.MemoryArchived: _memory_archived,
     ev.MemoryRestored: _memory_restored,
     ev.OperationRefused: _no_projection,
-    ev.ReviewClaimed: _review_claimed,
-    ev.ReviewCompleted: _review_completed,
-    ev.ReviewFailed: _review_failed,
-    ev.ReviewSkipped: _review_skipped,
+    ev.ReviewClaimed: _review,
+    ev.ReviewCompleted: _review,
+    ev.ReviewFailed: _review,
+    ev.ReviewSkipped: _review,
     ev.MemorySourceRegistered: _source_registered,
     ev.ScheduledJobSaved: _job_saved,
     ev.JobRunRecorded: _job_run,
     ev.ResourceRevised: _resource_revised,
-    ev.ResourceRolledBack: _resource_rolled_back,
+    ev.ResourceRolledBack: _resource_revised,
     ev.ModelCallTraced: _no_projection,
     ev.OwnerForgotten: _owner_forgotten,
 }

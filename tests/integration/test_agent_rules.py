@@ -136,7 +136,7 @@ def test_forgetting_the_operator_takes_their_rules_out_of_every_file(agent_with_
     assert memory_md(m, "bob") == "## Context\n- bob_project: Bob builds boats\n"
 
 
-def test_a_crash_before_every_owner_was_rendered_is_repaired_on_the_next_open(
+def test_a_rule_change_records_every_owners_memory_md_in_its_own_commit_and_a_crash_before_the_files_is_repaired(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "home"
     with MemorySystem.open(home) as m:
@@ -146,12 +146,17 @@ def test_a_crash_before_every_owner_was_rendered_is_repaired_on_the_next_open(
               trust="guest")
 
     def crash(self: PromptFiles, *args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("crashed before the files of every owner were rendered (simulated)")
+        raise RuntimeError("crashed before the files of every owner were written (simulated)")
 
-    monkeypatch.setattr(PromptFiles, "rebuild_agent", crash)
+    # Patched before open: the reaction is bound when the system is wired.
+    monkeypatch.setattr(PromptFiles, "on_commit", crash)
     with MemorySystem.open(home) as m:
         write(m, {"op": "add", "category": "directive", "key": "language", "value": RULE})  # committed
         assert all(RULE not in memory_md(m, owner) for owner in (OPERATOR, *GUESTS))
+        # The revisions are in the commit of the rule itself: only the files lag behind.
+        for owner in (OPERATOR, *GUESTS):
+            latest = m.resource_history("memory_md", agent_id=AGENT, owner_id=owner, limit=1)[0]
+            assert f"- language: {RULE}" in latest.content, owner
     monkeypatch.undo()
 
     with MemorySystem.open(home) as m:
@@ -159,7 +164,7 @@ def test_a_crash_before_every_owner_was_rendered_is_repaired_on_the_next_open(
         for owner in (OPERATOR, *GUESTS):
             assert f"- language: {RULE}" in memory_md(m, owner), owner
             assert f"- language: {RULE}" in block(m, owner), owner
-            assert m.resource_history("memory_md", agent_id=AGENT, owner_id=owner, limit=1)[0].reason == "repair"
+            assert m.resource_history("memory_md", agent_id=AGENT, owner_id=owner, limit=1)[0].reason == "rules"
     with MemorySystem.open(home) as m:  # and nothing more to repair the next time
         assert revisions(m, "bob") == [1, 2]
 

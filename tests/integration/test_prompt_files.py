@@ -533,7 +533,8 @@ def test_a_failed_file_write_after_commit_is_repaired_on_the_next_open(
         assert revisions(m) == [1, 2]
 
 
-def test_a_rebuild_that_never_ran_is_redone_on_the_next_open(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_file_write_that_never_ran_is_redone_on_the_next_open(home: Path, monkeypatch: pytest.MonkeyPatch
+                                                                ) -> None:
     real = PromptFiles.on_commit
     fail = {"armed": False, "failed": 0}
 
@@ -549,15 +550,15 @@ def test_a_rebuild_that_never_ran_is_redone_on_the_next_open(home: Path, monkeyp
     with MemorySystem.open(home) as m:
         add(m, "identity", "name", "Alice")
         fail["armed"] = True
-        add(m, "context", "project", "Zeppelin")  # committed and acknowledged
-        assert fail["failed"] == 1 and revisions(m, "memory_md") == [] and on_disk(m, "memory_md") is None
+        add(m, "context", "project", "Zeppelin")  # committed and acknowledged, with its revision
+        assert fail["failed"] == 1 and revisions(m, "memory_md") == [1] and on_disk(m, "memory_md") is None
     monkeypatch.undo()
 
     with MemorySystem.open(home) as m:
         assert on_disk(m, "memory_md") == current(m, "memory_md") == rows_rendering(m)["memory_md"]
         assert "Zeppelin" in (on_disk(m, "memory_md") or "")
         [rev] = m.resource_history("memory_md", agent_id=AGENT, owner_id=OWNER)
-        assert rev.reason == "repair"
+        assert rev.reason == "rebuild"  # recorded with the row; the open only wrote the file
         assert on_disk(m, "user_md") == "## Identity\n- name: Alice\n" and revisions(m, "user_md") == [1]
 
 
@@ -570,7 +571,7 @@ _CRASH_SCRIPT = textwrap.dedent("""
     home, where = sys.argv[1], sys.argv[2]
     def crash(*args, **kwargs):
         os._exit(9)  # a hard crash: no cleanup, no close
-    if where == "before_rebuild":
+    if where == "before_file_sync":
         PromptFiles.on_commit = crash
     else:
         PromptFileFolder.write = crash
@@ -581,7 +582,7 @@ _CRASH_SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("where", ["before_rebuild", "before_file_write"])
+@pytest.mark.parametrize("where", ["before_file_sync", "before_file_write"])
 def test_a_second_process_crashing_between_commit_and_file_write_is_repaired(home: Path, where: str) -> None:
     with MemorySystem.open(home) as m:
         add(m, "identity", "name", "Alice")
@@ -594,9 +595,8 @@ def test_a_second_process_crashing_between_commit_and_file_write_is_repaired(hom
         assert "- city: Lives in Lisbon" in (on_disk(m) or "")
         assert on_disk(m) == current(m) == rows_rendering(m)["user_md"]
         [latest] = m.resource_history("user_md", agent_id=AGENT, owner_id=OWNER, limit=1)
-        # Crash before the rebuild: repair renders (reason "repair"); crash after the revision was
-        # committed: repair only writes the file.
-        assert (latest.revision, latest.reason) == ((2, "repair") if where == "before_rebuild" else (2, "rebuild"))
+        # The revision was committed with the row, whenever the crash came: repair only writes the file.
+        assert (latest.revision, latest.reason) == (2, "rebuild")
 
 
 # --- atomic writes --------------------------------------------------------------------------------------

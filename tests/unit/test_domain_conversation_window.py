@@ -1,0 +1,51 @@
+"""A conversation's window: given its events, the state they leave."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from fermix_memory.domain import conversation_window as cw
+from fermix_memory.domain import events as ev
+from fermix_memory.domain.values import ConversationKey
+
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+CONV = ConversationKey("telegram", "1")
+WHO = ev.Provenance(agent_id="ada", owner_id="alice")
+
+
+def given(*events: ev.DomainEvent) -> cw.ConversationWindow:
+    state = cw.ConversationWindow()
+    for e in events:
+        state = cw.evolve(state, e)
+    return state
+
+
+def compacted(up_to: int = 10, checkpoint: int = 12) -> ev.HistoryCompacted:
+    return ev.HistoryCompacted(at=T0, agent_id="ada", conversation=CONV, up_to_message_id=up_to,
+                               checkpoint_message_id=checkpoint, replaced_count=5, provenance=WHO)
+
+
+def failed() -> ev.CompactionFailed:
+    return ev.CompactionFailed(at=T0, agent_id="ada", conversation=CONV, error="boom",
+                               retry_after=T0 + timedelta(minutes=5))
+
+
+def test_a_compaction_moves_the_window_behind_its_checkpoint_and_lifts_a_back_off() -> None:
+    assert given(failed(), compacted()) == cw.ConversationWindow(window_start_id=10, checkpoint_message_id=12,
+                                                                  compacted_at=T0)
+
+
+def test_a_failed_compaction_holds_the_next_one_back_until_its_retry_time() -> None:
+    assert given(compacted(), failed()).compaction_retry_after == T0 + timedelta(minutes=5)
+
+
+def test_clearing_the_window_drops_the_checkpoint_and_keeps_when_it_was_compacted() -> None:
+    cleared = ev.ConversationWindowCleared(at=T0 + timedelta(hours=1), agent_id="ada", conversation=CONV,
+                                           up_to_message_id=20, provenance=WHO)
+    assert given(compacted(), failed(), cleared) == cw.ConversationWindow(window_start_id=20, compacted_at=T0)
+
+
+def test_an_erasure_lifts_the_back_off_of_a_conversation_it_touched() -> None:
+    forgotten = ev.OwnerForgotten(at=T0, agent_id="ada", owner_id="alice", erased_events=1, redacted_positions=(3,),
+                                  conversations=(CONV,), provenance=WHO)
+    assert given(compacted(), failed(), forgotten) == given(compacted())

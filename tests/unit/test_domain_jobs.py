@@ -1,0 +1,109 @@
+"""Memory sources, jobs and runs: given an aggregate's events, when a command, then the events."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from fermix_memory.domain import events as ev
+from fermix_memory.domain import jobs
+from fermix_memory.domain.errors import InvalidIdentifier
+
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+T1 = T0 + timedelta(minutes=1)
+
+
+def source(name: str = "Feed", *, owner: str = "alice", source_id: str = "src", at: datetime = T0
+           ) -> ev.MemorySourceRegistered:
+    return ev.MemorySourceRegistered(at=at, source_id=source_id, agent_id="ada", owner_id=owner, source_type="feed",
+                                     name=name)
+
+
+def save(**kw: Any) -> jobs.SaveJob:
+    fields: dict[str, Any] = {"at": T1, "job_id": "daily", "agent_id": "ada", "owner_id": "alice",
+                              "name": "Digest", "schedule": "0 9 * * *", "prompt": "Summarise"}
+    return jobs.SaveJob.checked(**{**fields, **kw})
+
+
+def run(status: str, **kw: Any) -> jobs.ReportRun:
+    return jobs.ReportRun.checked(at=T1, run_id="r1", job_id="daily", status=status, started_at=T0, **kw)
+
+
+def fold_job(*events: ev.DomainEvent) -> jobs.ScheduledJob | None:
+    return jobs.fold(jobs.evolve_job, events, ev.ScheduledJobSaved)
+
+
+def fold_run(*events: ev.DomainEvent) -> jobs.JobRun | None:
+    return jobs.fold(jobs.evolve_run, events, ev.JobRunRecorded)
+
+
+def test_a_source_keeps_its_first_owner_and_time_and_a_restatement_records_nothing() -> None:
+    state = jobs.fold(jobs.evolve_source, [source(), source("Renamed", at=T1)], ev.MemorySourceRegistered)
+    assert state is not None and (state.name, state.created_at, state.updated_at) == ("Renamed", T0, T1)
+    assert jobs.decide_source(state, source("Renamed", at=T1)) == []
+    assert jobs.decide_source(None, source()) == [source()]
+    with pytest.raises(jobs.IdentifierInUse):
+        jobs.decide_source(state, source(owner="mallory"))
+
+
+def test_a_new_job_gets_its_own_source_and_a_resave_records_nothing() -> None:
+    events = jobs.decide_save_job(None, None, save())
+    assert [type(e) for e in events] == [ev.MemorySourceRegistered, ev.ScheduledJobSaved]
+    own, saved = events
+    assert isinstance(own, ev.MemorySourceRegistered) and own.source_id == "job:daily"
+    assert isinstance(saved, ev.ScheduledJobSaved) and saved.memory_source_id == "job:daily"
+    own_source = jobs.fold(jobs.evolve_source, events, ev.MemorySourceRegistered)
+    assert jobs.decide_save_job(fold_job(*events), own_source, save()) == []
+
+
+def test_a_job_keeps_a_source_it_was_given_and_refuses_another_owners_source_or_job() -> None:
+    given = jobs.evolve_source(None, source())
+    [saved] = jobs.decide_save_job(None, given, save(memory_source_id="src"))
+    job = fold_job(saved)
+    assert job is not None and job.memory_source_id == "src"
+    [resaved] = jobs.decide_save_job(job, None, save(schedule="hourly"))  # no source named: keeps "src"
+    assert isinstance(resaved, ev.ScheduledJobSaved) and resaved.memory_source_id == "src"
+    with pytest.raises(jobs.IdentifierInUse):
+        jobs.decide_save_job(None, jobs.evolve_source(None, source(owner="mallory")), save(memory_source_id="src"))
+    with pytest.raises(jobs.IdentifierInUse):
+        jobs.decide_save_job(job, None, save(owner_id="mallory"))
+    with pytest.raises(jobs.UnknownSource):
+        jobs.decide_save_job(None, None, save(memory_source_id="nowhere"))
+
+
+@pytest.mark.parametrize(("fields", "error"), [
+    ({"name": " "}, jobs.InvalidJob), ({"schedule": "a\nb"}, jobs.InvalidJob), ({"enabled": "yes"}, jobs.InvalidJob),
+    ({"job_id": ""}, InvalidIdentifier), ({"job_id": "j" * 254}, jobs.InvalidJob),
+])
+def test_malformed_jobs_are_refused_with_a_typed_error(fields: dict[str, Any], error: type[Exception]) -> None:
+    with pytest.raises(error):
+        jobs.decide_save_job(None, None, save(**fields))
+
+
+def test_a_run_starts_ends_once_and_then_cannot_change() -> None:
+    [started] = jobs.decide_run_report(None, run("running"))
+    state = fold_run(started)
+    [ended] = jobs.decide_run_report(state, run("succeeded", output="ok"))
+    assert isinstance(ended, ev.JobRunRecorded) and ended.finished_at == T1  # no finished_at: ends now
+    done = fold_run(started, ended)
+    assert jobs.decide_run_report(done, run("succeeded", output="ok")) == []  # a repeated report
+    assert jobs.decide_run_report(done, run("running")) == []  # a late "running" after the end
+    with pytest.raises(jobs.InvalidJob):
+        jobs.decide_run_report(done, run("failed", error="late"))
+
+
+def test_a_run_keeps_its_job_and_start_and_checks_its_times() -> None:
+    state = fold_run(*jobs.decide_run_report(None, run("running")))
+    with pytest.raises(jobs.IdentifierInUse):
+        jobs.decide_run_report(state, jobs.ReportRun.checked(at=T1, run_id="r1", job_id="other", status="running",
+                                                             started_at=T0))
+    with pytest.raises(jobs.InvalidJob):
+        jobs.decide_run_report(state, jobs.ReportRun.checked(at=T1, run_id="r1", job_id="daily", status="running",
+                                                             started_at=T1))
+    for bad in ({"status": "done"}, {"finished_at": T0 - timedelta(seconds=1), "status": "failed"},
+                {"finished_at": T1, "status": "running"}, {"started_at": T0.replace(tzinfo=None)}):
+        with pytest.raises(jobs.InvalidJob):
+            jobs.ReportRun.checked(**{"at": T1, "run_id": "r1", "job_id": "daily", "status": "running",
+                                      "started_at": T0, **bad})
