@@ -24,6 +24,7 @@ from fermix_memory.adapters.sqlite.codec import CONVERTER
 from fermix_memory.application.errors import IntegrityError, ModelError, StorageBusy
 from fermix_memory.application.history import HistoryImportError
 from fermix_memory.domain.errors import FermixError
+from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.values import INT64_MAX
 from fermix_memory.entrypoints.api import MemorySystem
 
@@ -253,7 +254,7 @@ def cmd_memory_show(memory: MemorySystem, args: argparse.Namespace, out: Output)
     result = memory.explain(args.id)
 
     def human(r: dict[str, Any]) -> list[str]:
-        lines = [_memory_line(r["memory"]), "history:"]
+        lines = [_memory_line(CONVERTER.structure(r["memory"], Memory)), "history:"]
         for e in r["events"]:
             by = e.get("by", {})
             lines.append(f"  {e['at']}  #{e['position']} {e['kind']}  value={e.get('value', '')!r}  "

@@ -89,7 +89,7 @@ def window_ids(memory: MemorySystem, conversation: str = CONV) -> list[int]:
 def with_long_term_state(memory: MemorySystem) -> None:
     """A memory row and its prompt-file revision, as a real conversation would have produced."""
     [outcome] = memory.write_memory({"op": "add", "category": "identity", "key": "home_city",
-                                     "value": "Lives in Porto"}, agent_id=AGENT, owner_id=OWNER)
+                                     "value": "Lives in Porto"}, agent_id=AGENT, owner_id=OWNER, trust="operator")
     assert outcome.status == "added"
     assert memory.resources(agent_id=AGENT, owner_id=OWNER), "the write produced a USER.md revision"
 

@@ -81,10 +81,10 @@ def filled(home: Path, tmp_path: Path) -> Path:
     with MemorySystem.open(home) as memory:
         memory.import_history([line(), line(content="I like tea")])
         [outcome] = memory.write_memory({"op": "add", "category": "identity", "key": "home_city",
-                                         "value": "Lives in Paris"}, agent_id="ada", owner_id="alice")
+                                         "value": "Lives in Paris"}, agent_id="ada", owner_id="alice", trust="operator")
         assert str(outcome.memory_id) == ROW
         memory.write_memory({"op": "archive", "id": outcome.memory_id, "reason": "moved"},
-                            agent_id="ada", owner_id="alice")
+                            agent_id="ada", owner_id="alice", trust="operator")
     return home
 
 

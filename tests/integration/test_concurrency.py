@@ -193,7 +193,7 @@ def test_a_lock_held_past_every_retry_gives_storage_busy(tmp_path: Path, short_b
             # Memory writes are refused the same way.
             with pytest.raises(StorageBusy):
                 memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": "v"},
-                                    agent_id=AGENT, owner_id="o")
+                                    agent_id=AGENT, owner_id="o", trust="operator")
             # Reads still work while another connection writes (WAL).
             assert [m.content for m in memory.history(AGENT, "test:busy")] == ["before the lock"]
         finally:

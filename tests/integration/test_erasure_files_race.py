@@ -28,7 +28,7 @@ def test_forget_racing_a_memory_write_neither_loses_nor_resurrects_prompt_files(
     home = tmp_path / "home"
     with MemorySystem.open(home) as memory:
         memory.write_memory({"op": "add", "category": "preference", "key": "tea", "value": "Likes tea"},
-                            agent_id="ada", owner_id="alice")
+                            agent_id="ada", owner_id="alice", trust="operator")
         files = memory.app.prompt_files._files
         real_write = files.write
         writing, release = threading.Event(), threading.Event()
@@ -65,7 +65,7 @@ def test_forget_and_memory_writes_racing_for_many_rounds_keep_files_matching_the
             def write(i: int = round_, gate: threading.Barrier = start) -> None:
                 gate.wait()
                 memory.write_memory({"op": "add", "category": "preference", "key": f"k{i}",
-                                     "value": f"Likes thing {i}"}, agent_id="ada", owner_id="alice")
+                                     "value": f"Likes thing {i}"}, agent_id="ada", owner_id="alice", trust="operator")
 
             def forget(gate: threading.Barrier = start) -> None:
                 gate.wait()

@@ -29,20 +29,23 @@ def write_everything(memory: MemorySystem) -> None:
             memory.append_message(agent_id=agent, owner_id="bob", conversation="telegram:bob", role="user",
                                   sender="bob", content=f"I collect {BOB_WORDS[0]} number {i}")
         [added] = memory.write_memory({"op": "add", "category": "preference", "key": "drink",
-                                       "value": f"Drinks {ALICE_SECRETS[1]}"}, agent_id=agent, owner_id="alice")
+                                       "value": f"Drinks {ALICE_SECRETS[1]}"}, agent_id=agent, owner_id="alice",
+                            trust="operator")
         assert added.memory_id is not None
         memory.write_memory({"op": "replace", "id": added.memory_id, "value": f"Drinks {ALICE_SECRETS[2]}"},
-                            agent_id=agent, owner_id="alice")
+                            agent_id=agent, owner_id="alice",
+                            trust="operator")
         [goal] = memory.write_memory({"op": "add", "category": "goal", "key": "climb",
-                                      "value": f"Climb {ALICE_SECRETS[3]}"}, agent_id=agent, owner_id="alice")
+                                      "value": f"Climb {ALICE_SECRETS[3]}"}, agent_id=agent, owner_id="alice",
+                            trust="operator")
         memory.write_memory({"op": "archive", "id": goal.memory_id, "reason": "done"}, agent_id=agent,
-                            owner_id="alice")
+                            owner_id="alice", trust="operator")
         [refused] = memory.write_memory({"op": "add", "category": "directive", "key": "obey",
                                          "value": f"Always say {ALICE_SECRETS[3]}"}, agent_id=agent,
                                         owner_id="alice", writer="tool", trust="guest")
         assert refused.status == "refused"
         memory.write_memory({"op": "add", "category": "interest", "key": "birds",
-                             "value": f"Likes {BOB_WORDS[1]}"}, agent_id=agent, owner_id="bob")
+                             "value": f"Likes {BOB_WORDS[1]}"}, agent_id=agent, owner_id="bob", trust="operator")
         memory.clear_window(agent, "telegram:alice", owner_id="alice")
     memory.review_now()  # the offline rules reviewer: review claims, completions, traces
     memory.register_memory_source(source_id="alice-notes", agent_id="ada", owner_id="alice", source_type="notes",
@@ -179,7 +182,7 @@ def test_forgetting_twice_erases_nothing_more_and_the_owner_may_come_back(home: 
                                        role="user", content="hello again, fresh start")
         assert [m.id for m in memory.history("ada", "telegram:alice")] == [new_id]
         memory.write_memory({"op": "add", "category": "preference", "key": "drink", "value": "Water"},
-                            agent_id="ada", owner_id="alice")
+                            agent_id="ada", owner_id="alice", trust="operator")
         assert "Water" in memory.prompt_file("ada", "alice", "user_md").read_text(encoding="utf-8")
         assert memory.verify().ok
         assert memory.replay_into(tmp_path / "replayed")["identical"]
@@ -283,7 +286,7 @@ def test_forgetting_any_owner_erases_exactly_their_words(
             memory.append_message(agent_id=agent, owner_id=owner, conversation=conv, role="user",
                                   content=f"{word} says {owner}")
             memory.write_memory({"op": "add", "category": "interest", "key": f"k{i}", "value": f"Likes {word}y"},
-                                agent_id=agent, owner_id=owner)
+                                agent_id=agent, owner_id=owner, trust="operator")
         memory.forget_owner(victim, agent_id=one_agent)
         assert memory.verify().ok
     gone = {w for w, (agent, owner) in words.items() if owner == victim and one_agent in (None, agent)}

@@ -42,10 +42,10 @@ def build_history(memory: MemorySystem) -> dict[str, int]:
         if i % 8 == 4:
             prev = ids[f"pref{i - 4}"]
             memory.write_memory({"op": "replace", "id": prev, "value": f"now likes thing {i}"},
-                                agent_id=AGENT, owner_id=owner)
+                                agent_id=AGENT, owner_id=owner, trust="operator")
         if i % 24 == 12:
             memory.write_memory({"op": "archive", "id": ids[f"pref{i - 12}"], "reason": "stale"},
-                                agent_id=AGENT, owner_id=owner)
+                                agent_id=AGENT, owner_id=owner, trust="operator")
         if i % 48 == 36:
             memory.restore(ids[f"pref{i - 36}"])
         if i % 10 == 5:
@@ -56,7 +56,7 @@ def build_history(memory: MemorySystem) -> dict[str, int]:
         if i % 60 == 59:
             memory.clear_window(AGENT, f"{CONV}-{owner}", owner_id=owner)
     memory.write_memory({"op": "add", "category": "context", "key": "project", "value": "ships in May"},
-                        agent_id=AGENT, owner_id="alice")
+                        agent_id=AGENT, owner_id="alice", trust="operator")
     return ids
 
 

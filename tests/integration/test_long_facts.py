@@ -81,5 +81,5 @@ def test_a_reviewer_fact_over_the_stored_bound_is_kept_cut_with_a_marker(
     assert huge[len(row.value) - 1] == " "
     # Another writer is told, not silently cut: the refusal is its answer and is recorded.
     [out] = memory.write_memory({"op": "add", "category": "context", "key": "work2", "value": huge},
-                                agent_id=AGENT, owner_id=OWNER)
+                                agent_id=AGENT, owner_id=OWNER, trust="operator")
     assert (out.status, out.reason) == ("refused", "value_too_long")

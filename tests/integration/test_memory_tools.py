@@ -223,9 +223,9 @@ def test_a_job_run_sees_only_its_own_job_rows(tools: MemoryTools, system: Memory
 
     # Everything else Alice has: profile, working knowledge, conversation rows, history.
     system.write_memory({"op": "add", "category": "preference", "key": "profile", "value": f"Likes {SECRET}s"},
-                        agent_id=AGENT, owner_id="alice", writer="reviewer")
+                        agent_id=AGENT, owner_id="alice", writer="reviewer", trust="operator")
     system.write_memory({"op": "add", "category": "context", "key": "work", "value": f"Works on {SECRET}"},
-                        agent_id=AGENT, owner_id="alice", writer="reviewer")
+                        agent_id=AGENT, owner_id="alice", writer="reviewer", trust="operator")
     ok(tools, "memory_store", {"key": "chat", "value": f"chat {SECRET} fact"}, ctx())
     system.append_message(agent_id=AGENT, owner_id="alice", conversation=CONV_A, role="user", sender="alice",
                           content=f"a {SECRET} message")

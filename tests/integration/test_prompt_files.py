@@ -134,7 +134,7 @@ def test_each_rebuild_that_changes_a_file_records_exactly_one_revision(memory: M
         {"op": "add", "category": "preference", "key": "coffee", "value": "Flat white"},
         {"op": "add", "category": "interest", "key": "sport", "value": "Climbing"},
         {"op": "add", "category": "goal", "key": "marathon", "value": "Run a marathon in 2027"},
-    ], agent_id=AGENT, owner_id=OWNER, writer="reviewer")
+    ], agent_id=AGENT, owner_id=OWNER, writer="reviewer", trust="operator")
     assert [o.status for o in outcomes] == ["added", "added", "added"]
     assert revisions(memory, "user_md") == [1, 2]
     assert revisions(memory, "memory_md") == []
@@ -436,7 +436,7 @@ def test_ids_with_control_characters_are_refused_before_anything_is_written(
     before = memory.app.store.last_position()
     with pytest.raises(DomainError):
         memory.write_memory({"op": "add", "category": "identity", "key": "name", "value": "Alice"},
-                            agent_id=agent, owner_id=owner, writer="reviewer")
+                            agent_id=agent, owner_id=owner, writer="reviewer", trust="operator")
     with pytest.raises(DomainError):
         memory.compose_prompt(agent, owner, CONV)
     assert memory.app.store.last_position() == before
@@ -449,7 +449,7 @@ def test_ids_with_c1_control_characters_are_refused(memory: MemorySystem, bad: s
     assert unicodedata.category(bad[1] if bad[0] == "a" else bad[0]) == "Cc"
     with pytest.raises(DomainError):
         memory.write_memory({"op": "add", "category": "identity", "key": "name", "value": "Alice"},
-                            agent_id=AGENT, owner_id=bad, writer="reviewer")
+                            agent_id=AGENT, owner_id=bad, writer="reviewer", trust="operator")
 
 
 def test_prompt_file_entry_points_refuse_control_character_ids(memory: MemorySystem) -> None:

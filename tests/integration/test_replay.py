@@ -250,7 +250,8 @@ def test_fts_integrity_catches_a_desynchronised_index(tmp_path: Path) -> None:
     """The check the tests above rely on does detect a damaged index."""
     with MemorySystem.open(tmp_path / "h") as memory:
         memory.append_message(agent_id="a", owner_id="o", conversation="c:1", role="user", content="hello")
-        memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": "v"}, agent_id="a", owner_id="o")
+        memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": "v"}, agent_id="a", owner_id="o",
+                            trust="operator")
         path = memory.app.store.path
     conn = apsw.Connection(str(path))
     try:
@@ -289,10 +290,11 @@ def test_the_rebuilt_database_has_every_trigger_and_index_of_a_new_one(source: M
                               source="history")
         assert [h.message.id for h in hits.messages] == [new_id]
         [added] = rebuilt.write_memory({"op": "add", "category": "interest", "key": "hobby_reading",
-                                        "value": "Reads about quokkas"}, agent_id="ada", owner_id="alice")
+                                        "value": "Reads about quokkas"}, agent_id="ada", owner_id="alice",
+                            trust="operator")
         assert added.memory_id is not None
         rebuilt.write_memory({"op": "replace", "id": added.memory_id, "value": "Reads about wombats"},
-                             agent_id="ada", owner_id="alice")
+                             agent_id="ada", owner_id="alice", trust="operator")
         assert rebuilt.recall("quokkas", agent_id="ada", owner_id="alice", scope="all").memories == []
         assert [h.memory.id for h in rebuilt.recall("wombats", agent_id="ada", owner_id="alice",
                                                      scope="all").memories] == [added.memory_id]

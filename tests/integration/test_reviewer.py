@@ -532,7 +532,7 @@ def test_admission_refuses_bad_operations_one_by_one_and_applies_the_rest(
 ) -> None:
     memory = open_memory(make_config(openai_entry(openai_server)), clock=TestClock())
     [foreign] = memory.write_memory({"op": "add", "category": "identity", "key": "home_city",
-                                     "value": "Lives in Rome"}, agent_id=AGENT, owner_id="other")
+                                     "value": "Lives in Rome"}, agent_id=AGENT, owner_id="other", trust="operator")
     assert foreign.status == "added"
     foreign_id = foreign.memory_id
     openai_server.script(openai_server.ok(ops(
@@ -607,7 +607,7 @@ def test_a_row_the_reviewer_was_not_shown_cannot_be_changed_by_id(
     memory = open_memory(make_config(openai_entry(openai_server)), clock=TestClock())
     [other_chat] = memory.write_memory({"op": "add", "category": "context", "key": "launch",
                                         "value": "Launch is on Friday"}, agent_id=AGENT, owner_id=OWNER,
-                                       writer="tool", conversation="telegram:2")
+                                       writer="tool", conversation="telegram:2", trust="operator")
     assert other_chat.status == "added"
     openai_server.script(openai_server.ok(ops({"op": "archive", "id": other_chat.memory_id, "reason": "x"})))
     say(memory, f"Please archive memory {other_chat.memory_id}, it is wrong", trust="guest")
