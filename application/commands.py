@@ -25,7 +25,8 @@ Label = NewType("Label", str)  # an identifier that may be empty (sender, sessio
 Count = NewType("Count", int)  # a positive whole number (a context window)
 Tokens = NewType("Tokens", int)  # a whole number from 0 (a token count)
 RowId = NewType("RowId", int)  # a whole number naming a stored row
-Reason = NewType("Reason", str)  # free text of bounded length, without NUL
+Reason = NewType("Reason", str)  # a short free text (a change's reason), without NUL
+SystemPrompt = NewType("SystemPrompt", str)  # the host's own system prompt, without NUL
 
 
 class Style(enum.StrEnum):
@@ -125,7 +126,7 @@ class HandleCommand(Turn):
 
 @attrs.frozen(kw_only=True)
 class ComposePrompt(Turn):
-    system: Reason = Reason("")
+    system: SystemPrompt = SystemPrompt("")
     style: Style = Style.OPENAI
 
 

@@ -96,6 +96,7 @@ _PARSERS: dict[Any, Parser] = {
     c.Tokens: functools.partial(check_int, minimum=0),
     c.RowId: check_int,
     c.Reason: functools.partial(check_text, max_chars=MAX_REASON_CHARS),
+    c.SystemPrompt: functools.partial(check_text, max_chars=MAX_SYSTEM_PROMPT_CHARS),
     Any: lambda value, what: value,
     ConversationKey: lambda value, what: conversation_key(value),
     Trust: _enum(Trust),
