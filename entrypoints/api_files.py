@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from fermix_memory.application.commands import Forget
 from fermix_memory.application.errors import NotFound
 from fermix_memory.application.forget import ForgetReport
 from fermix_memory.application.host_input import row_id
-from fermix_memory.application.ports import ResourceRevision
+from fermix_memory.application.ports import RecordedEvent, ResourceRevision
 from fermix_memory.application.prompt_files import check_resource_name, unified_diff
 from fermix_memory.domain.errors import InvalidArgument
 from fermix_memory.domain.values import check_identifier, check_int
@@ -109,8 +110,7 @@ class FilesApi(ApiBase):
         home's own last-seen head; and report what opening found wrong (append-only triggers
         missing, a head the log no longer holds). A read-only memory is verified without writing."""
         self._check_open()
-        if progress is not None and not callable(progress):
-            raise InvalidArgument("progress must be a function of (done, total)")
+        progress = _progress(progress)
         store = self._app.store
         anchors = [("this home's last-seen head", head) for head in [store.home_anchor()] if head is not None]
         if expect_head is not None:
@@ -119,7 +119,28 @@ class FilesApi(ApiBase):
         return audit.verify_database(store.path, progress, anchors=anchors, noted=store.problems_at_open(),
                                      readonly=store.readonly)
 
-    def replay_into(self, target_dir: str | os.PathLike[str]) -> dict[str, Any]:
-        """Rebuild every projection from the log alone into ``target_dir/memory.db``."""
+    def replay_into(self, target_dir: str | os.PathLike[str], progress: audit.Progress | None = None) -> dict[str, Any]:
+        """Rebuild every projection from the log alone into ``target_dir/memory.db``
+        (``progress(done, total)`` is called as the log is replayed)."""
         self._check_open()
-        return audit.replay_into(self._app.store.path, folder(target_dir, "target_dir"))
+        return audit.replay_into(self._app.store.path, folder(target_dir, "target_dir"), _progress(progress))
+
+    def events(self, *, after: int = 0, stream: str | None = None) -> Iterator[RecordedEvent]:
+        """The event log itself, in log order: every event after position ``after`` (of one
+        ``stream`` when given) as ``RecordedEvent(position, stream, version, event)``; erased
+        (redacted) events are skipped. For audits and tests; the log is never written here."""
+        self._check_open()
+        return self._app.store.read_events(check_int(after, "after", minimum=0), stream=optional_id(stream, "stream"))
+
+    def log_entries(self, *, after: int = 0, kind: str | None = None) -> Iterator[audit.LogEntry]:
+        """Every log entry after ``after`` (of one event ``kind`` when given) as the audit shows
+        it: position, stream, kind, time, payload digest, redacted or not."""
+        self._check_open()
+        return audit.log_entries(self._app.store.reader(), after=check_int(after, "after", minimum=0),
+                                 kind=optional_id(kind, "kind"))
+
+
+def _progress(progress: object) -> audit.Progress | None:
+    if progress is not None and not callable(progress):
+        raise InvalidArgument("progress must be a function of (done, total)")
+    return progress  # type: ignore[return-value]

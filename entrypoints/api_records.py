@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from fermix_memory.adapters.sqlite.codec import CONVERTER
@@ -22,6 +22,8 @@ from fermix_memory.domain.messages import Message
 from fermix_memory.domain.operations import Operation
 from fermix_memory.domain.values import ConversationKey, Trust, check_identifier, check_int
 from fermix_memory.entrypoints.api_base import ApiBase, optional_id
+
+Progress = Callable[[int, int], None]
 
 
 class RecordsApi(ApiBase):
@@ -59,6 +61,16 @@ class RecordsApi(ApiBase):
             window = window[-limit:] if limit > 0 else []
         return window
 
+    def messages(self, agent_id: str, conversation: Any, *, after_id: int = 0,
+                 limit: int | None = None) -> list[Message]:
+        """Every stored message of the conversation, oldest first: those compaction replaced or
+        a ``/new`` left behind too (the window is :meth:`history`)."""
+        self._check_open()
+        check_identifier(agent_id, "agent_id")
+        return self._app.queries.messages(agent_id, conversation_key(conversation),
+                                          after_id=check_int(after_id, "after_id", minimum=0),
+                                          limit=None if limit is None else check_int(limit, "limit", minimum=0))
+
     def clear_window(self, agent_id: str, conversation: Any, *, owner_id: str = "", by: str = "operator") -> None:
         """Start the conversation's window afresh (``/new``); nothing is deleted from the log."""
         self._check_open()
@@ -69,17 +81,22 @@ class RecordsApi(ApiBase):
             agent_id=agent_id, owner_id=check_identifier(owner_id or by, "by"), trust=Trust.OPERATOR,
             source_type="api", source_id=check_identifier(by, "by")))
 
-    def import_history(self, lines: Iterable[str]) -> list[int]:
+    def import_history(self, lines: Iterable[str], *, checking: Progress | None = None,
+                       importing: Progress | None = None) -> list[int]:
         """Import JSON Lines (SPEC §12) atomically: every line is checked first, then all or none.
         Messages imported before (same ``message_id``, or same line; ADR-0012) are skipped;
-        returns the ids of the messages recorded."""
+        returns the ids of the messages recorded. ``checking(done, total)`` and
+        ``importing(done, total)`` are called as the lines are checked, then recorded."""
         self._check_open()
         if isinstance(lines, str):
             lines = lines.splitlines()
         if not isinstance(lines, Iterable):
             raise InvalidMessage(f"lines must be JSON Lines text or an iterable of lines, got {type(lines).__name__}")
+        for progress in (checking, importing):
+            if progress is not None and not callable(progress):
+                raise InvalidArgument("progress must be a function of (done, total)")
         service = self._app.history
-        return service.import_events(service.parse_jsonl(list(lines)))
+        return service.import_events(service.parse_jsonl(list(lines), checking), importing)
 
     def export_history(self, *, agent_id: str | None = None) -> Iterator[str]:
         """Every stored message as JSON Lines (the import format), in log order."""

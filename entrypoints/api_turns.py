@@ -16,12 +16,13 @@ from fermix_memory.application.commands import (
 from fermix_memory.application.compaction import CompactionResult
 from fermix_memory.application.errors import BackgroundTimeout
 from fermix_memory.application.message_input import InvalidMessage, conversation_key
+from fermix_memory.application.ports import ConversationState
 from fermix_memory.application.reviewer import ReviewResult
 from fermix_memory.application.tools import anthropic_tool_definitions, openai_tool_definitions
 from fermix_memory.application.turns import CommandResult, PreflightResult
 from fermix_memory.domain.errors import InvalidArgument
 from fermix_memory.domain.values import ConversationKey, check_identifier, check_int
-from fermix_memory.entrypoints.api_base import ApiBase, optional_id
+from fermix_memory.entrypoints.api_base import ApiBase, check_owner, optional_id
 
 
 def optional_count(value: object) -> int | None:
@@ -94,6 +95,26 @@ class TurnsApi(ApiBase):
             agent_id=agent_id, owner_id=owner_id, conversation=ConversationKey("realtime", device_id), role=role,
             content=text, sender=owner_id if role == "user" else agent_id, kind="voice_turn", trust=trust,
             metadata={"source_type": "realtime"})
+
+    def reviewed_up_to(self, *, agent_id: str, owner_id: str, conversation: Any) -> int:
+        """The id of the last message of this owner a completed review covered (0: never)."""
+        self._check_open()
+        check_owner(agent_id, owner_id)
+        return self._app.reviewer.reviewed_up_to(agent_id, owner_id, conversation_key(conversation))
+
+    def awaiting_review(self, *, agent_id: str | None = None,
+                        owner_id: str | None = None) -> list[tuple[str, str, ConversationKey]]:
+        """Every ``(agent_id, owner_id, conversation)`` with user messages no review covered yet."""
+        self._check_open()
+        return self._app.queries.conversations_with_unreviewed(agent_id=optional_id(agent_id, "agent_id"),
+                                                               owner_id=optional_id(owner_id, "owner_id"))
+
+    def conversation_state(self, *, agent_id: str, conversation: Any) -> ConversationState:
+        """Where the conversation's window starts, its checkpoint, and when compaction may be
+        retried after a failure (``compaction_retry_after``)."""
+        self._check_open()
+        check_identifier(agent_id, "agent_id")
+        return self._app.queries.conversation_state(agent_id, conversation_key(conversation))
 
     def review_now(self, *, agent_id: str | None = None, owner_id: str | None = None,
                    conversation: Any = None) -> list[ReviewResult]:

@@ -47,7 +47,7 @@ def compact(memory: MemorySystem) -> None:
 
 
 def checkpoint_events(memory: MemorySystem) -> list[ev.MessageAppended]:
-    return [r.event for r in memory.app.store.read_events()
+    return [r.event for r in memory.events()
             if isinstance(r.event, ev.MessageAppended) and r.event.message_kind == "checkpoint"]
 
 
@@ -79,7 +79,7 @@ def test_group_chat_checkpoint_does_not_hand_one_owners_words_to_another(memory:
     for scope in ("all", "current", "owner"):
         assert not any("ZEBRA0" in text for text in history_hits(memory, "alice", "ZEBRA0", scope)), scope
         assert not any("ZEBRA0" in text for text in history_hits(memory, "alice", "PIN", scope)), scope
-        assert history_hits(memory, "alice", "Petrel", scope) == [m.content for m in memory.app.queries.messages(
+        assert history_hits(memory, "alice", "Petrel", scope) == [m.content for m in memory.messages(
             AGENT, checkpoint.conversation) if m.role.value == "user" and "Petrel" in m.content], scope
         bob_hits = memory.recall("ZEBRA0", agent_id=AGENT, owner_id="bob", conversation=CONV, scope=scope,
                                  source="history").messages

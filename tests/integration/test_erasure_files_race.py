@@ -15,7 +15,7 @@ SECRET = "Zanzibarhiddenkey"
 
 def files_match_the_log(memory: MemorySystem, agent: str, owner: str) -> None:
     for name in ("user_md", "memory_md"):
-        current = memory.app.queries.resource_revision(agent, owner, name)
+        current = next((r for r in memory.resources(agent_id=agent, owner_id=owner) if r.name == name), None)
         path = memory.prompt_file(agent, owner, name)
         if current is None:
             assert not path.exists(), f"{path} outlived its owner's erasure"

@@ -148,12 +148,12 @@ def test_the_log_still_verifies_replays_and_records_the_erasure(home: Path, tmp_
         assert verified.redacted == sum(report.erased_events.values())
         replay = memory.replay_into(tmp_path / "replayed")
         assert replay["identical"], replay["differing_tables"]
-        records = [r for r in memory.app.store.read_events() if r.event.kind == "owner.forgotten"]
+        records = [r for r in memory.events() if r.event.kind == "owner.forgotten"]
         assert [(r.event.agent_id, r.event.owner_id, r.event.erased_events) for r in records] == [
             ("ada", "alice", report.erased_events["ada"]), ("max", "alice", report.erased_events["max"])]
         assert records[0].event.provenance.reason == "erasure request #12"
         # No event that is still readable carries the owner's content.
-        for recorded in memory.app.store.read_events():
+        for recorded in memory.events():
             text = repr(recorded.event)
             assert not any(secret in text for secret in ALICE_SECRETS), recorded
 
@@ -190,7 +190,7 @@ def test_forgetting_twice_erases_nothing_more_and_the_owner_may_come_back(home: 
 
 def test_bad_input_is_refused_and_an_unknown_owner_is_a_safe_no_op(home: Path) -> None:
     with MemorySystem.open(home) as memory:
-        last = memory.app.store.last_position()
+        last = memory.head().position
         for bad in ("", "a\x00b", "x\u2028y"):
             with pytest.raises(DomainError):
                 memory.forget_owner(bad)
@@ -199,10 +199,10 @@ def test_bad_input_is_refused_and_an_unknown_owner_is_a_safe_no_op(home: Path) -
         for reason in ("\ud800", "a\x00b", "x" * 501):
             with pytest.raises(DomainError, match="reason"):
                 memory.forget_owner("alice", reason=reason)
-        assert memory.app.store.last_position() == last
+        assert memory.head().position == last
         nobody = memory.forget_owner("nobody-at-all")
         assert nobody.erased_events == {} and nobody.wal_truncated
-        assert memory.app.store.last_position() == last
+        assert memory.head().position == last
         assert memory.history("ada", "telegram:bob")
 
 

@@ -251,7 +251,7 @@ def test_the_triggers_refuse_update_and_delete_of_events(home: Path, raw: apsw.C
 
 def test_the_triggers_also_hold_for_the_open_store(home: Path) -> None:
     with MemorySystem.open(home) as memory:
-        conn = memory.app.store.reader()
+        conn = apsw.Connection(str(memory.home / "memory.db"))  # another connection, while it is open
         with pytest.raises(apsw.ConstraintError):
             conn.execute("DELETE FROM events WHERE position = 1")
         assert memory.verify().ok
@@ -360,7 +360,7 @@ def test_an_old_erasure_record_accounts_for_its_redactions_by_count(home: Path, 
     with MemorySystem.open(home) as memory:
         count = memory.app.store.write(lambda tx: append_schema_1_erasure(tx, AGENT, "bob"))
         assert count > 0
-        [record] = [r.event for r in memory.app.store.read_events() if r.event.kind == "owner.forgotten"]
+        [record] = [r.event for r in memory.events() if r.event.kind == "owner.forgotten"]
         assert record.redacted_positions is None and record.erased_events == count  # upcast from schema 1
         report = memory.verify()
         assert report.ok, report.problem

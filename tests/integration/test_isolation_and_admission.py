@@ -23,12 +23,12 @@ def memory(tmp_path: Path) -> Iterator[MemorySystem]:
 
 
 def refusals(memory: MemorySystem) -> list[ev.OperationRefused]:
-    return [r.event for r in memory.app.store.read_events() if isinstance(r.event, ev.OperationRefused)]
+    return [r.event for r in memory.events() if isinstance(r.event, ev.OperationRefused)]
 
 
 def memory_events(memory: MemorySystem) -> list[ev.DomainEvent]:
     """The log's memory-row events (prompt-file revisions and other kinds left out)."""
-    return [r.event for r in memory.app.store.read_events() if r.event.kind.startswith("memory.")]
+    return [r.event for r in memory.events() if r.event.kind.startswith("memory.")]
 
 
 def event_count(memory: MemorySystem) -> int:
@@ -173,7 +173,7 @@ def test_adding_an_existing_key_replaces_it(memory: MemorySystem) -> None:
     assert second.memory_id == first.memory_id
     rows = memory.memories(agent_id=AGENT)
     assert len(rows) == 1 and rows[0].key == "coffee_order" and rows[0].value == "Oat flat white"
-    replaced = [r.event for r in memory.app.store.read_events() if isinstance(r.event, ev.MemoryReplaced)]
+    replaced = [r.event for r in memory.events() if isinstance(r.event, ev.MemoryReplaced)]
     assert len(replaced) == 1
     assert replaced[0].previous_value == "Flat white" and replaced[0].value == "Oat flat white"
     assert replaced[0].memory_id == first.memory_id
@@ -182,8 +182,8 @@ def test_adding_an_existing_key_replaces_it(memory: MemorySystem) -> None:
 def test_an_identical_restatement_is_unchanged_and_writes_no_event(memory: MemorySystem) -> None:
     op = {"op": "add", "category": "goal", "key": "marathon", "value": "Run a marathon in 2026"}
     assert memory.write_memory(op, agent_id=AGENT, owner_id="alice", trust="operator")[0].status == "added"
-    before = memory.app.store.last_position()
-    assert before == len(list(memory.app.store.read_events()))
+    before = memory.head().position
+    assert before == len(list(memory.events()))
     again = memory.write_memory(op, agent_id=AGENT, owner_id="alice", trust="operator")[0]
     assert again.status == "unchanged"
     # Surrounding whitespace is not a change either.
@@ -193,7 +193,7 @@ def test_an_identical_restatement_is_unchanged_and_writes_no_event(memory: Memor
     replace_same = {"op": "replace", "id": row.id, "value": row.value}
     out = memory.write_memory(replace_same, agent_id=AGENT, owner_id="alice", trust="operator")
     assert out[0].status == "unchanged"
-    assert memory.app.store.last_position() == before
+    assert memory.head().position == before
 
 
 @pytest.mark.parametrize("category", ["gossip", "", "Directive ", "USER", "preferences"])

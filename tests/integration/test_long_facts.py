@@ -53,7 +53,7 @@ def test_a_350_character_reviewer_fact_is_stored_whole_shown_cut_and_recalled_by
 
     [row] = memory.memories(agent_id=AGENT, owner_id=OWNER)
     assert row.value == LONG_FACT
-    assert not [e for e in (r.event for r in memory.app.store.read_events()) if isinstance(e, ev.OperationRefused)]
+    assert not [e for e in (r.event for r in memory.events()) if isinstance(e, ev.OperationRefused)]
 
     text = memory.prompt_file(AGENT, OWNER, "memory_md").read_text(encoding="utf-8")
     [bullet] = [line for line in text.splitlines() if line.startswith("- work: ")]

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 
 from fermix_memory.adapters.sqlite.codec import CONVERTER
@@ -109,16 +110,16 @@ def review_now(memory: MemorySystem, conversation: str | None = CONV) -> list[Re
 
 
 def events(memory: MemorySystem, kind: str | None = None) -> list[DomainEvent]:
-    found = [item.event for item in memory.app.store.read_events()]
+    found = [item.event for item in memory.events()]
     return [e for e in found if kind is None or e.kind == kind]
 
 
 def kinds(memory: MemorySystem, after_position: int = 0) -> list[str]:
-    return [item.event.kind for item in memory.app.store.read_events(after=after_position)]
+    return [item.event.kind for item in memory.events(after=after_position)]
 
 
 def last_position(memory: MemorySystem) -> int:
-    return max((item.position for item in memory.app.store.read_events()), default=0)
+    return max((item.position for item in memory.events()), default=0)
 
 
 def memory_events(memory: MemorySystem) -> list[DomainEvent]:
@@ -156,7 +157,7 @@ def system_prompt_of(request: RecordedRequest) -> str:
 
 def all_event_json(memory: MemorySystem) -> str:
     return "\n".join(json.dumps(CONVERTER.unstructure(item.event), ensure_ascii=False)
-                     for item in memory.app.store.read_events())
+                     for item in memory.events())
 
 
 # --- success over the OpenAI protocol -------------------------------------------------------------------
@@ -795,7 +796,9 @@ def test_a_crashing_reviewer_never_raises_from_after_turn_and_releases_its_claim
     assert memory_events(memory) == []
     # The claim is released: the next background review is held back by the back-off, not the claim.
     assert background(memory).reason == "backoff"
-    state = memory.app.store.reader().execute("SELECT claim_id FROM review_state").fetchall()
+    conn = apsw.Connection(str(memory.home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
+    state = conn.execute("SELECT claim_id FROM review_state").fetchall()
+    conn.close()
     assert state == [(None,)]
     memory.close()
 
