@@ -92,7 +92,8 @@ class MemorySystem(RecordsApi, TurnsApi, FilesApi):
 
     @property
     def app(self) -> App:
-        """The wired application (for entry points and tests)."""
+        """The wired application. Not for hosts, the CLI or ordinary tests (every read they need
+        is a method here); only tests that inject faults into the store reach it."""
         return self._app
 
     def close(self) -> None:
