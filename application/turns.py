@@ -1,18 +1,22 @@
-"""Turn lifecycle for hosts: the preflight hook, chat commands and voice transcripts.
+"""Turn lifecycle for hosts: the preflight hook, the post-delivery hook and chat commands.
 
-The post-delivery hook lives on the embedding API (it only queues background work).
+Each use case takes its command (application/commands.py), already checked.
 """
 
 from __future__ import annotations
 
 import re
+from concurrent.futures import Future
 
 import attrs
 
+from fermix_memory.application.background import BackgroundWorker
+from fermix_memory.application.commands import AfterTurn, BeforeTurn, HandleCommand
 from fermix_memory.application.compaction import Compactor
 from fermix_memory.application.history import HistoryService
+from fermix_memory.application.reviewer import Reviewer, ReviewResult
 from fermix_memory.domain.events import Provenance
-from fermix_memory.domain.values import ConversationKey, Trust
+from fermix_memory.domain.values import Trust
 
 COMMANDS = ("/compact", "/new", "/clear")
 _COMMAND = re.compile(r"^\s*(/[A-Za-z]+)(?:@\S+)?(?:\s|$)")
@@ -50,33 +54,47 @@ class TurnService:
         self._compactor = compactor
         self._history = history
 
-    def before_turn(self, agent_id: str, conversation: ConversationKey, *,
-                    context_window: int | None = None) -> PreflightResult:
+    def before_turn(self, cmd: BeforeTurn) -> PreflightResult:
         """Preflight: compact before the turn when the previous turn's peak crossed the threshold.
 
         Nothing is measured yet on a cold turn, so it returns at once; the post-delivery pass
         catches up. Usually the background pass has already compacted, and this is a no-op.
         """
-        result = self._compactor.compact_if_due(agent_id, conversation, context_window=context_window, notice=True)
+        result = self._compactor.compact_if_due(cmd.agent_id, cmd.conversation, context_window=cmd.context_window,
+                                                notice=True)
         if result is None:
             return PreflightResult()
         return PreflightResult(compacted=result.status == "compacted", notice=result.notice, reason=result.reason)
 
-    def handle_command(self, text: str, *, agent_id: str, owner_id: str, conversation: ConversationKey,
-                       trust: Trust, context_window: int | None = None) -> CommandResult | None:
+    def after_turn(self, cmd: AfterTurn, reviewer: Reviewer, background: BackgroundWorker) -> Future[ReviewResult]:
+        """Post-delivery: record the peak prompt tokens, queue compaction if they crossed the
+        threshold, and queue the time-gated review; all in the background, returns at once."""
+        agent_id, key, window = cmd.agent_id, cmd.conversation, cmd.context_window
+        compactor = self._compactor
+        if cmd.peak_prompt_tokens is not None:
+            compactor.record_peak(agent_id, key, cmd.peak_prompt_tokens)
+            if compactor.due(agent_id, key, context_window=window):
+                background.submit(("compact", agent_id, key),
+                                  lambda: compactor.compact_if_due(agent_id, key, context_window=window))
+        return background.submit(("review", agent_id, cmd.owner_id, key),
+                                 lambda: reviewer.review(agent_id, cmd.owner_id, key))
+
+    def handle_command(self, cmd: HandleCommand) -> CommandResult | None:
         """Run a chat command; ``None`` when ``text`` is not one. All of them are operator-only."""
-        command = parse_command(text)
+        command = parse_command(cmd.text)
         if command is None:
             return None
-        if trust is not Trust.OPERATOR:
+        if cmd.trust is not Trust.OPERATOR:
             return CommandResult(command=command, ok=False,
                                  reply=f"Sorry, only the operator can use {command}. Nothing was changed.")
+        agent_id, conversation = cmd.agent_id, cmd.conversation
         if command in ("/new", "/clear"):
             self._history.clear_window(agent_id, conversation, Provenance(
-                agent_id=agent_id, owner_id=owner_id, trust=trust, source_type="chat_command", reason=command))
+                agent_id=agent_id, owner_id=cmd.owner_id, trust=cmd.trust, source_type="chat_command",
+                reason=command))
             return CommandResult(command=command, ok=True,
                                  reply="Started a fresh conversation window. Long-term memory is kept.")
-        result = self._compactor.compact(agent_id, conversation, context_window=context_window)
+        result = self._compactor.compact(agent_id, conversation, context_window=cmd.context_window)
         if result.status == "compacted":
             return CommandResult(command=command, ok=True,
                                  reply=f"Summarised {result.replaced} older messages into a checkpoint.")

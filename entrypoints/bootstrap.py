@@ -11,6 +11,7 @@ import logging
 import os
 import socket
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -25,20 +26,24 @@ from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.adapters.sqlite.job_queries import SqliteJobQueries
 from fermix_memory.adapters.sqlite.queries import SqliteQueries
 from fermix_memory.adapters.tokens_tiktoken import TiktokenCounter
+from fermix_memory.application import commands as cmd_
 from fermix_memory.application.background import BackgroundWorker
 from fermix_memory.application.caches import ConversationStore, MemoryRowCache
 from fermix_memory.application.compaction import Compactor
+from fermix_memory.application.composer import as_anthropic, as_openai, compose_prompt
 from fermix_memory.application.errors import ConfigError, HomeNotFound, ProviderKeyMissing, StorageError
 from fermix_memory.application.forget import Forgetting
 from fermix_memory.application.history import HistoryService
-from fermix_memory.application.memory_writes import MemoryWriter
+from fermix_memory.application.memory_writes import MemoryWriter, OperationOutcome
 from fermix_memory.application.ports import ChatModel, ChatRequest, ChatResponse, Clock, TokenCounter, Tracer
 from fermix_memory.application.prompt_files import PromptFiles
-from fermix_memory.application.reviewer import Reviewer
+from fermix_memory.application.recall import RecallResult, recall
+from fermix_memory.application.reviewer import Reviewer, ReviewResult
 from fermix_memory.application.settings import ProviderSettings, Settings, settings_from_mapping
-from fermix_memory.application.tools import MemoryTools
+from fermix_memory.application.tools import MemoryTools, ToolContext
 from fermix_memory.application.tracing import EventLogTracer
-from fermix_memory.application.turns import TurnService
+from fermix_memory.application.turns import CommandResult, PreflightResult, TurnService
+from fermix_memory.domain.errors import DomainError
 
 log = logging.getLogger("fermix_memory")
 
@@ -96,6 +101,43 @@ class App:
     def close(self) -> None:
         self.background.close()
         self.store.close()
+
+    # --- use cases: each takes its checked command (application/commands.py) -----------------
+
+    def append_message(self, cmd: cmd_.AppendMessage) -> int:
+        return self.history.append(**attrs.asdict(cmd, recurse=False))
+
+    def write_memory(self, cmd: cmd_.WriteMemory) -> list[OperationOutcome]:
+        return self.memory.apply(list(cmd.operations), cmd.context())
+
+    def recall(self, cmd: cmd_.Recall) -> RecallResult:
+        return recall(self.queries, cmd.reader, query=cmd.query if isinstance(cmd.query, str) else "", key=cmd.key,
+                      scope=cmd.scope, source=cmd.source, limit=cmd.limit)
+
+    def before_turn(self, cmd: cmd_.BeforeTurn) -> PreflightResult:
+        return self.turns.before_turn(cmd)
+
+    def after_turn(self, cmd: cmd_.AfterTurn) -> Future[ReviewResult]:
+        return self.turns.after_turn(cmd, self.reviewer, self.background)
+
+    def handle_command(self, cmd: cmd_.HandleCommand) -> CommandResult | None:
+        return self.turns.handle_command(cmd)
+
+    def compose_prompt(self, cmd: cmd_.ComposePrompt) -> list[dict[str, str]] | tuple[str, list[dict[str, str]]]:
+        self.prompt_files.welcome(cmd.agent_id, cmd.owner_id)  # the agent's rules, even before a first message
+        messages = compose_prompt(lambda a, o, n: self.queries.resource_revision(a, o, n), self.conversations.window,
+                                  cmd.agent_id, cmd.owner_id, cmd.conversation, system=cmd.system)
+        return as_anthropic(messages) if cmd.style is cmd_.Style.ANTHROPIC else as_openai(messages)
+
+    def dispatch_tool(self, cmd: cmd_.DispatchTool) -> dict[str, Any]:
+        try:
+            context = ToolContext(agent_id=cmd.agent_id, owner_id=cmd.owner_id, trust=cmd.trust,
+                                  conversation=cmd.conversation, job_source_id=cmd.job_source_id,
+                                  session_id=cmd.session_id, run_id=cmd.run_id,
+                                  source_message_id=cmd.source_message_id)
+        except DomainError as exc:
+            return {"ok": False, "error": str(exc), "code": "invalid_context"}
+        return self.tools.dispatch_tool(cmd.name, cmd.arguments, context)
 
 
 def build_model_route(

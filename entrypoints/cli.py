@@ -24,6 +24,7 @@ from fermix_memory.adapters.sqlite.codec import CONVERTER
 from fermix_memory.application.errors import IntegrityError, ModelError, StorageBusy
 from fermix_memory.application.history import HistoryImportError
 from fermix_memory.domain.errors import FermixError
+from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.values import INT64_MAX
 from fermix_memory.entrypoints.api import MemorySystem
 
@@ -139,11 +140,9 @@ def cmd_events_head(memory: MemorySystem, args: argparse.Namespace, out: Output)
 
 
 def cmd_events_replay(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    from fermix_memory.adapters.sqlite import audit
-
     progress = Progress("replay", sys.stderr)
     try:
-        result = audit.replay_into(memory.app.store.path, Path(args.into), progress)
+        result = memory.replay_into(Path(args.into), progress)
     finally:
         progress.close()
     out.emit(result, lambda r: [f"replayed {plural(r['events'], 'event')} into {r['target']}",
@@ -172,10 +171,8 @@ def _event_detail(event: dict[str, Any] | None) -> str:
 
 
 def cmd_events_log(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    from fermix_memory.adapters.sqlite import audit
-
     items = []
-    for entry in audit.log_entries(memory.app.store.reader(), after=args.after, kind=args.kind):
+    for entry in memory.log_entries(after=args.after, kind=args.kind):
         items.append({"position": entry.position, "stream": entry.stream, "version": entry.version,
                       "kind": entry.kind, "recorded_at": entry.recorded_at, "redacted": entry.event is None,
                       "payload_sha256": entry.payload_sha256,
@@ -207,18 +204,14 @@ def _read_lines(name: str) -> list[str]:
 
 def cmd_history_import(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
     lines = _read_lines(args.file)
-    service = memory.app.history
     checking, writing = Progress("checking", sys.stderr), Progress("importing", sys.stderr)
     try:
-        events = service.parse_jsonl(lines, checking)
+        ids = memory.import_history(lines, checking=checking, importing=writing)
     finally:
         checking.close()
-    try:
-        ids = service.import_events(events, writing)
-    finally:
         writing.close()
     source = "standard input" if args.file == "-" else args.file
-    skipped = len(events) - len(ids)
+    skipped = sum(1 for line in lines if line.strip()) - len(ids)
     out.emit({"imported": len(ids), "skipped": skipped, "first_id": ids[0] if ids else None,
               "last_id": ids[-1] if ids else None},
              lambda r: [f"imported {plural(r['imported'], 'message')} from {source}"
@@ -253,7 +246,7 @@ def cmd_memory_show(memory: MemorySystem, args: argparse.Namespace, out: Output)
     result = memory.explain(args.id)
 
     def human(r: dict[str, Any]) -> list[str]:
-        lines = [_memory_line(r["memory"]), "history:"]
+        lines = [_memory_line(CONVERTER.structure(r["memory"], Memory)), "history:"]
         for e in r["events"]:
             by = e.get("by", {})
             lines.append(f"  {e['at']}  #{e['position']} {e['kind']}  value={e.get('value', '')!r}  "

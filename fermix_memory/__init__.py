@@ -1,10 +1,10 @@
 """fermix-memory: durable, auditable memory for LLM agents.
 
-Import :class:`MemorySystem` and open it on a home folder::
+Import :class:`MemorySystem`, open it on a home folder and talk through a session::
 
     with MemorySystem.open("~/.fermix") as memory:
-        memory.append_message(agent_id="ada", owner_id="alice", conversation="telegram:42",
-                              role="user", sender="alice", content="I live in Paris")
+        s = memory.session(agent_id="ada", owner_id="alice", conversation="telegram:42")
+        s.append("user", "I live in Paris")
 """
 
 from fermix_memory.application.errors import (
@@ -23,19 +23,27 @@ from fermix_memory.application.errors import (
 )
 from fermix_memory.application.forget import ForgetReport
 from fermix_memory.application.memory_writes import OperationOutcome
+from fermix_memory.application.ports import ChatMessage, ChatModel, ChatRequest, ChatResponse
 from fermix_memory.application.recall import RecallResult
 from fermix_memory.application.settings import Settings
+from fermix_memory.application.turns import CommandResult, PreflightResult
 from fermix_memory.domain.errors import DomainError, FermixError, InvalidArgument, InvalidNumber
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.operations import AddOperation, ArchiveOperation, ReplaceOperation
 from fermix_memory.domain.values import ConversationKey
 from fermix_memory.entrypoints.api import MemorySystem
+from fermix_memory.entrypoints.session import Session
 
 __all__ = [
     "AddOperation",
     "ArchiveOperation",
     "BackgroundTimeout",
+    "ChatMessage",
+    "ChatModel",
+    "ChatRequest",
+    "ChatResponse",
+    "CommandResult",
     "ConfigError",
     "ConversationKey",
     "DatabaseTooNew",
@@ -54,9 +62,11 @@ __all__ = [
     "NotFound",
     "OperationOutcome",
     "PermissionDenied",
+    "PreflightResult",
     "ReadOnlyStore",
     "RecallResult",
     "ReplaceOperation",
+    "Session",
     "Settings",
     "StorageBusy",
     "StorageError",

@@ -142,9 +142,9 @@ def test_memory_commands(home: Path, tmp_path: Path) -> None:
 
     with MemorySystem.open(home) as memory:
         [outcome] = memory.write_memory({"op": "add", "category": "identity", "key": "home city",
-                                         "value": "Lives in Paris"}, agent_id="ada", owner_id="alice")
+                                         "value": "Lives in Paris"}, agent_id="ada", owner_id="alice", trust="operator")
         memory.write_memory({"op": "archive", "id": outcome.memory_id, "reason": "moved"},
-                            agent_id="ada", owner_id="alice")
+                            agent_id="ada", owner_id="alice", trust="operator")
     listed = json.loads(fermix("memory", "list", "--json", home=home).stdout)
     assert [row["key"] for row in listed] == ["home_city"] and listed[0]["archived_at"]
     assert json.loads(fermix("memory", "list", "--active", "--json", home=home).stdout) == []

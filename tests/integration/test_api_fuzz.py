@@ -1,4 +1,5 @@
-"""Every public method of MemorySystem, fed arbitrary JSON-ish values: a result or a FermixError.
+"""Every public method of MemorySystem and of its Session, fed arbitrary JSON-ish values: a
+result or a FermixError.
 
 The methods are found with ``inspect``, so a new public method is fuzzed without touching this
 file: ``VALID`` only gives well-formed arguments to start from, so that a fuzzed argument is
@@ -21,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fermix_memory import FermixError, MemorySystem
+from fermix_memory import FermixError, MemorySystem, Session
 
 AGENT, OWNER_ID, CONV = "ada", "alice", "telegram:42"
 OWNER = {"agent_id": AGENT, "owner_id": OWNER_ID}
@@ -35,6 +36,12 @@ VALID: dict[str, dict[str, Any]] = {
     "close": {},
     "append_message": {**TURN, "role": "user", "sender": OWNER_ID, "content": "I live in Paris"},
     "history": {"agent_id": AGENT, "conversation": CONV},
+    "messages": {"agent_id": AGENT, "conversation": CONV, "after_id": 0, "limit": 5},
+    "reviewed_up_to": TURN,
+    "awaiting_review": OWNER,
+    "conversation_state": {"agent_id": AGENT, "conversation": CONV},
+    "events": {"after": 0},
+    "log_entries": {"after": 0, "kind": "message.appended"},
     "clear_window": {"agent_id": AGENT, "conversation": CONV},
     "import_history": {"lines": [LINE]},
     "export_history": {},
@@ -58,7 +65,8 @@ VALID: dict[str, dict[str, Any]] = {
     "save_job": {"job_id": "daily", **OWNER, "name": "Daily", "schedule": "0 9 * * *", "prompt": "Summarise"},
     "record_job_run": {"run_id": "r1", "job_id": "daily", "status": "succeeded",
                        "started_at": datetime(2026, 1, 1, 9, tzinfo=UTC)},
-    "compose_prompt": TURN,
+    "compose_prompt": {**TURN, "system": "You are Ada.", "style": "anthropic"},
+    "session": {**TURN, "trust": "guest"},
     "prompt_file": OWNER,
     "rebuild_prompt_files": OWNER,
     "resources": {},
@@ -69,6 +77,17 @@ VALID: dict[str, dict[str, Any]] = {
     "forget_owner": {"owner_id": "mallory"},
     "verify": {},
     "replay_into": {},  # target_dir is always a fresh folder, see call()
+}
+# The same for the methods of a session (memory.session(**TURN)).
+SESSION_VALID: dict[str, dict[str, Any]] = {
+    "append": {"role": "user", "content": "I live in Paris"},
+    "history": {},
+    "recall": {"query": "paris"},
+    "before_turn": {},
+    "compose_prompt": {"system": "You are Ada.", "style": "openai"},
+    "after_turn": {"peak_prompt_tokens": 10},
+    "handle_command": {"text": "/new"},
+    "dispatch_tool": {"name": "memory_recall", "arguments": {"query": "paris"}},
 }
 PATH_ARGUMENTS = {("open", "home"), ("replay_into", "target_dir")}
 NOT_FUZZED = {"close"}  # ends the home every other method runs on; covered by its own test
@@ -108,18 +127,18 @@ JSONISH = st.one_of(
 )
 
 
-def public_methods() -> list[str]:
+def public_methods(cls: type = MemorySystem) -> list[str]:
     names = []
-    for name, member in inspect.getmembers(MemorySystem):
-        if name.startswith("_") or isinstance(inspect.getattr_static(MemorySystem, name), property):
+    for name, member in inspect.getmembers(cls):
+        if name.startswith("_") or isinstance(inspect.getattr_static(cls, name), property):
             continue
         if callable(member):
             names.append(name)
     return names
 
 
-def parameters(name: str) -> list[inspect.Parameter]:
-    signature = inspect.signature(getattr(MemorySystem, name))
+def parameters(name: str, cls: type = MemorySystem) -> list[inspect.Parameter]:
+    signature = inspect.signature(getattr(cls, name))
     return [p for p in signature.parameters.values() if p.name not in ("self", "cls")
             and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
 
@@ -176,6 +195,7 @@ def test_every_public_method_is_known() -> None:
     # VALID honest, so renamed or removed methods are noticed.
     assert set(VALID) <= set(public_methods())
     assert set(public_methods()) >= NOT_FUZZED
+    assert set(SESSION_VALID) <= set(public_methods(Session))
 
 
 def test_the_well_formed_arguments_are_accepted(scratch: Path) -> None:
@@ -188,10 +208,9 @@ def test_the_well_formed_arguments_are_accepted(scratch: Path) -> None:
                 call(system, scratch, name, dict(arguments))
 
 
-@pytest.mark.parametrize("name", sorted(set(public_methods()) - NOT_FUZZED))
-def test_a_public_method_only_ever_raises_fermix_errors(memory: MemorySystem, scratch: Path, name: str) -> None:
-    params = parameters(name)
-    base = VALID.get(name, {})
+def fuzz(memory: MemorySystem, name: str, params: list[inspect.Parameter], base: dict[str, Any],
+         run_call: Any) -> None:
+    """Call ``run_call(arguments)`` with one or two of ``base`` replaced by arbitrary values."""
     must_fuzz = [p.name for p in params if p.name not in base and p.default is p.empty
                  and (name, p.name) not in PATH_ARGUMENTS]
     choices = [p.name for p in params]
@@ -207,10 +226,34 @@ def test_a_public_method_only_ever_raises_fermix_errors(memory: MemorySystem, sc
         for argument in sorted(fuzzed):
             arguments[argument] = data.draw(JSONISH, label=argument)
         with contextlib.suppress(FermixError):
-            call(memory, scratch, name, arguments)
+            run_call(arguments)
 
     run()
     assert memory.verify().ok
+
+
+@pytest.mark.parametrize("name", sorted(set(public_methods()) - NOT_FUZZED))
+def test_a_public_method_only_ever_raises_fermix_errors(memory: MemorySystem, scratch: Path, name: str) -> None:
+    fuzz(memory, name, parameters(name), VALID.get(name, {}),
+         lambda arguments: call(memory, scratch, name, arguments))
+
+
+def call_session(memory: MemorySystem, name: str, arguments: dict[str, Any]) -> Any:
+    result = getattr(memory.session(**TURN), name)(**arguments)
+    if isinstance(result, Future):
+        memory.wait_for_background()
+    return result
+
+
+@pytest.mark.parametrize("name", sorted(public_methods(Session)))
+def test_a_session_method_only_ever_raises_fermix_errors(memory: MemorySystem, name: str) -> None:
+    fuzz(memory, name, parameters(name, Session), SESSION_VALID.get(name, {}),
+         lambda arguments: call_session(memory, name, arguments))
+
+
+def test_the_well_formed_session_arguments_are_accepted(memory: MemorySystem) -> None:
+    for name, arguments in SESSION_VALID.items():
+        call_session(memory, name, dict(arguments))
 
 
 def test_close_then_any_call_is_a_fermix_error(scratch: Path) -> None:

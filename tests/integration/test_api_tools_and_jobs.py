@@ -63,7 +63,7 @@ def test_bad_tool_calls_are_tool_errors(memory: MemorySystem, name: str, argumen
 
 def test_a_job_run_sees_only_its_own_rows(memory: MemorySystem) -> None:
     memory.write_memory({"op": "add", "category": "identity", "key": "name", "value": "Alice"},
-                        agent_id="ada", owner_id="alice", writer="reviewer")
+                        agent_id="ada", owner_id="alice", writer="reviewer", trust="operator")
     memory.append_message(agent_id="ada", owner_id="alice", conversation="telegram:1", role="user",
                           sender="alice", content="digest please")
     job = memory.save_job(job_id="daily", agent_id="ada", owner_id="alice", name="Daily digest",

@@ -79,7 +79,7 @@ def command(memory: MemorySystem, text: Any, *, trust: str, conversation: str = 
 
 
 def log(memory: MemorySystem) -> list[tuple[int, str]]:
-    return [(r.position, r.event.kind) for r in memory.app.store.read_events()]
+    return [(r.position, r.event.kind) for r in memory.events()]
 
 
 def window_ids(memory: MemorySystem, conversation: str = CONV) -> list[int]:
@@ -89,7 +89,7 @@ def window_ids(memory: MemorySystem, conversation: str = CONV) -> list[int]:
 def with_long_term_state(memory: MemorySystem) -> None:
     """A memory row and its prompt-file revision, as a real conversation would have produced."""
     [outcome] = memory.write_memory({"op": "add", "category": "identity", "key": "home_city",
-                                     "value": "Lives in Porto"}, agent_id=AGENT, owner_id=OWNER)
+                                     "value": "Lives in Porto"}, agent_id=AGENT, owner_id=OWNER, trust="operator")
     assert outcome.status == "added"
     assert memory.resources(agent_id=AGENT, owner_id=OWNER), "the write produced a USER.md revision"
 
@@ -101,7 +101,7 @@ def test_operator_compact_compacts_now(memory: MemorySystem, server: LoopbackMod
     ids = fill(memory)
     result = command(memory, "/compact", trust="operator")
     assert result is not None and result.ok and result.command == "/compact"
-    [compacted] = [r.event for r in memory.app.store.read_events() if isinstance(r.event, ev.HistoryCompacted)]
+    [compacted] = [r.event for r in memory.events() if isinstance(r.event, ev.HistoryCompacted)]
     assert result.reply == f"Summarised {compacted.replaced_count} older messages into a checkpoint."
     window = memory.history(AGENT, CONV)
     assert window[0].kind == "checkpoint" and window[0].role is Role.SYSTEM
@@ -127,7 +127,7 @@ def test_compact_failure_leaves_the_window_alone(memory: MemorySystem, server: L
     result = command(memory, "/compact", trust="operator")
     assert result is not None and result.ok is False and "unchanged" in result.reply
     assert window_ids(memory) == before
-    assert [r.event.kind for r in memory.app.store.read_events()
+    assert [r.event.kind for r in memory.events()
             if r.event.kind.startswith("conversation.")] == ["conversation.compaction_failed"]
 
 
@@ -157,7 +157,7 @@ def test_operator_clear_empties_only_the_window(memory: MemorySystem, server: Lo
     for mid, marker in ids:
         hits = memory.recall(marker, agent_id=AGENT, owner_id=OWNER, conversation=CONV, source="history").messages
         assert mid in [h.message.id for h in hits], f"{marker} must stay recallable after {text}"
-    assert {m.id for m in memory.app.queries.messages(AGENT, KEY)} == {mid for mid, _ in ids}
+    assert {m.id for m in memory.messages(AGENT, KEY)} == {mid for mid, _ in ids}
 
     # The conversation goes on in a fresh window.
     new = say(memory, "Starting over: what is the forecast for tomorrow?")
@@ -171,7 +171,7 @@ def test_clear_after_compaction_drops_the_checkpoint_from_the_window(
     assert memory.history(AGENT, CONV)[0].kind == "checkpoint"
     assert command(memory, "/clear", trust="operator").ok  # type: ignore[union-attr]
     assert memory.history(AGENT, CONV) == []
-    assert memory.app.queries.conversation_state(AGENT, KEY).checkpoint_message_id is None
+    assert memory.conversation_state(agent_id=AGENT, conversation=KEY).checkpoint_message_id is None
 
 
 def test_clear_survives_a_restart(tmp_path: Path, memory: MemorySystem) -> None:
@@ -180,7 +180,7 @@ def test_clear_survives_a_restart(tmp_path: Path, memory: MemorySystem) -> None:
     memory.close()
     with MemorySystem.open(tmp_path / "home", config={}) as reopened:
         assert reopened.history(AGENT, CONV) == []
-        assert len(reopened.app.queries.messages(AGENT, KEY)) == 6
+        assert len(reopened.messages(AGENT, KEY)) == 6
 
 
 # --- guests --------------------------------------------------------------------------------------------------

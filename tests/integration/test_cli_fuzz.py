@@ -74,9 +74,9 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Path:
         memory.import_history(lines)
         for owner in ("alice", "bob"):
             [row] = memory.write_memory({"op": "add", "category": "identity", "key": "city", "value": "Paris"},
-                                        agent_id="ada", owner_id=owner)
+                                        agent_id="ada", owner_id=owner, trust="operator")
         memory.write_memory({"op": "archive", "id": row.memory_id, "reason": "moved"}, agent_id="ada",
-                            owner_id="bob")
+                            owner_id="bob", trust="operator")
     return home
 
 

@@ -81,10 +81,10 @@ def filled(home: Path, tmp_path: Path) -> Path:
     with MemorySystem.open(home) as memory:
         memory.import_history([line(), line(content="I like tea")])
         [outcome] = memory.write_memory({"op": "add", "category": "identity", "key": "home_city",
-                                         "value": "Lives in Paris"}, agent_id="ada", owner_id="alice")
+                                         "value": "Lives in Paris"}, agent_id="ada", owner_id="alice", trust="operator")
         assert str(outcome.memory_id) == ROW
         memory.write_memory({"op": "archive", "id": outcome.memory_id, "reason": "moved"},
-                            agent_id="ada", owner_id="alice")
+                            agent_id="ada", owner_id="alice", trust="operator")
     return home
 
 
@@ -285,11 +285,11 @@ def test_restoring_an_active_row_says_already_active_and_writes_nothing(
         capsys: pytest.CaptureFixture[str], filled: Path) -> None:
     assert run(capsys, "--home", str(filled), "memory", "restore", ROW)[0] == 0
     with MemorySystem.open(filled, readonly=True) as memory:
-        last = memory.app.store.last_position()
+        last = memory.head().position
     code, out, _ = run(capsys, "--home", str(filled), "memory", "restore", ROW)
     assert code == 0 and out.startswith(f"already active: {ROW}\t")
     with MemorySystem.open(filled, readonly=True) as memory:
-        assert memory.app.store.last_position() == last
+        assert memory.head().position == last
 
 
 def test_forget_with_an_agent_the_owner_never_used_erases_nothing_and_leaves_the_files(

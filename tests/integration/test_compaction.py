@@ -169,7 +169,7 @@ def reported_peak(memory: MemorySystem) -> int:
 
 
 def events_of(memory: MemorySystem, cls: type[ev.DomainEvent]) -> list[Any]:
-    return [r.event for r in memory.app.store.read_events() if isinstance(r.event, cls)]
+    return [r.event for r in memory.events() if isinstance(r.event, cls)]
 
 
 def after_turn(memory: MemorySystem, peak: int | None, *, context_window: int | None = None) -> None:
@@ -231,9 +231,9 @@ def test_long_conversation_compacts_at_the_threshold_and_loses_nothing(
     assert compactions >= 2, f"the conversation should have compacted several times, got {peaks}"
 
     # Nothing is lost: every message is in the log, in `messages`, and recallable from history.
-    logged = {r.position: r.event for r in memory.app.store.read_events()
+    logged = {r.position: r.event for r in memory.events()
               if isinstance(r.event, ev.MessageAppended)}
-    stored = {m.id: m for m in memory.app.queries.messages(AGENT, KEY)}
+    stored = {m.id: m for m in memory.messages(AGENT, KEY)}
     window = window_ids(memory)
     left = [mid for mid, _ in appended if mid not in window]
     assert left, "some messages must have left the window"
@@ -342,7 +342,7 @@ def test_failing_summariser_backs_off_sixty_seconds(
     assert len(model.compactor_requests()) == calls + 1, "after the back-off the summariser is called again"
     assert len(events_of(memory, ev.HistoryCompacted)) == 1
     assert memory.history(AGENT, CONV)[0].kind == "checkpoint"
-    assert memory.app.queries.conversation_state(AGENT, KEY).compaction_retry_after is None
+    assert memory.conversation_state(agent_id=AGENT, conversation=KEY).compaction_retry_after is None
 
 
 def test_a_slow_summariser_times_out_and_fails_cleanly(
@@ -385,7 +385,7 @@ def test_fact_in_a_compacted_message_is_reviewed_first_loopback(
     first_compact = next(i for i, r in enumerate(requests) if is_compactor(r))
     assert first_review < first_compact
     assert "Hi! I live in Lisbon, by the river." in review_texts(requests[first_review])
-    assert memory.app.reviewer.reviewed_up_to(AGENT, OWNER, KEY) >= lisbon
+    assert memory.reviewed_up_to(agent_id=AGENT, owner_id=OWNER, conversation=KEY) >= lisbon
 
 
 class RulesAndSummary:
@@ -436,7 +436,8 @@ def test_failing_reviewer_does_not_block_compaction(
     assert lisbon <= compacted.up_to_message_id and lisbon not in window_ids(memory)
     assert content_tokens(memory.history(AGENT, CONV)) < BUDGET, "the window does not overflow"
     assert events_of(memory, ev.CompactionFailed) == [] and memory.memories() == []
-    assert memory.app.reviewer.reviewed_up_to(AGENT, OWNER, KEY) < lisbon, "the message stays queued for review"
+    assert memory.reviewed_up_to(agent_id=AGENT, owner_id=OWNER, conversation=KEY) < lisbon, \
+        "the message stays queued for review"
 
     # A later review that succeeds reads the messages table, not the window: the fact is kept.
     model.review = add_home_city_when_lisbon(model.server)
@@ -446,7 +447,7 @@ def test_failing_reviewer_does_not_block_compaction(
     [row] = memory.memories(agent_id=AGENT, owner_id=OWNER)
     assert (row.key, row.value) == ("home_city", "Lives in Lisbon")
     assert "I live in Lisbon." in review_texts(model.reviewer_requests()[-1])
-    assert memory.app.reviewer.reviewed_up_to(AGENT, OWNER, KEY) >= lisbon
+    assert memory.reviewed_up_to(agent_id=AGENT, owner_id=OWNER, conversation=KEY) >= lisbon
 
 
 def test_compact_command_compacts_while_the_reviewer_fails(
@@ -474,7 +475,7 @@ def test_messages_compacted_while_the_reviewer_failed_are_reviewed_at_the_next_c
     assert second.status == "compacted"
     [row] = memory.memories(agent_id=AGENT, owner_id=OWNER)
     assert row.value == "Lives in Lisbon"
-    assert memory.app.reviewer.reviewed_up_to(AGENT, OWNER, KEY) >= lisbon
+    assert memory.reviewed_up_to(agent_id=AGENT, owner_id=OWNER, conversation=KEY) >= lisbon
 
 
 def test_a_failing_reviewer_is_asked_once_per_compaction_not_once_per_owner(
@@ -486,7 +487,7 @@ def test_a_failing_reviewer_is_asked_once_per_compaction_not_once_per_owner(
     fill(memory, 12)
     assert memory.compact(agent_id=AGENT, conversation=CONV).status == "compacted"
     assert len(model.reviewer_requests()) == 2, "one review (its answer and one repair turn), not one per owner"
-    assert len(memory.app.queries.conversations_with_unreviewed(agent_id=AGENT)) == 2, "both stay queued"
+    assert len(memory.awaiting_review(agent_id=AGENT)) == 2, "both stay queued"
 
 
 def test_model_written_summary_is_fenced_and_keeps_guest_trust(
@@ -599,7 +600,7 @@ def test_compacting_twice_keeps_the_recent_messages(
     second = memory.compact(agent_id=AGENT, conversation=CONV)
     window = window_ids(memory)
     summarised = model.compactor_requests()[-1].json["messages"][1]["content"]
-    stored = {m.id: m for m in memory.app.queries.messages(AGENT, KEY)}
+    stored = {m.id: m for m in memory.messages(AGENT, KEY)}
     # Each recent message is either still in the window or part of what the new checkpoint summarises.
     missing = [mid for mid in kept if mid not in window and stored[mid].content not in summarised]
     assert missing == [], f"messages {missing} left the window without being summarised ({second})"
@@ -618,7 +619,7 @@ def test_back_to_back_auto_compactions_keep_every_recent_message(
     assert len(events_of(memory, ev.HistoryCompacted)) == 2
     window = window_ids(memory)
     summarised = model.compactor_requests()[-1].json["messages"][1]["content"]
-    stored = {m.id: m for m in memory.app.queries.messages(AGENT, KEY)}
+    stored = {m.id: m for m in memory.messages(AGENT, KEY)}
     missing = [mid for mid in kept + new if mid not in window and stored[mid].content not in summarised]
     assert missing == [], f"messages {missing} left the window without being summarised"
 

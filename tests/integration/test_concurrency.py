@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import subprocess
 import sys
 import threading
@@ -193,7 +194,7 @@ def test_a_lock_held_past_every_retry_gives_storage_busy(tmp_path: Path, short_b
             # Memory writes are refused the same way.
             with pytest.raises(StorageBusy):
                 memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": "v"},
-                                    agent_id=AGENT, owner_id="o")
+                                    agent_id=AGENT, owner_id="o", trust="operator")
             # Reads still work while another connection writes (WAL).
             assert [m.content for m in memory.history(AGENT, "test:busy")] == ["before the lock"]
         finally:
@@ -202,7 +203,7 @@ def test_a_lock_held_past_every_retry_gives_storage_busy(tmp_path: Path, short_b
         # Nothing of the failed writes was applied, and the cache does not pretend otherwise.
         assert [m.content for m in memory.history(AGENT, "test:busy")] == ["before the lock"]
         assert memory.memories() == []
-        assert memory.app.store.last_position() == first
+        assert memory.head().position == first
         assert count(home / "memory.db", "SELECT count(*) FROM events") == 1
         # The store is usable again once the lock is gone.
         second = memory.append_message(agent_id=AGENT, owner_id="o", conversation="test:busy", role="user",
@@ -276,4 +277,6 @@ def test_reader_connections_of_finished_threads_are_released(tmp_path: Path) -> 
             thread.start()
             thread.join()
         gc.collect()
-        assert len(memory.app.store._readers) < 10
+        database = os.path.realpath(memory.home / "memory.db")
+        open_files = [p for p in Path("/proc/self/fd").iterdir() if os.path.realpath(p) == database]
+        assert 0 < len(open_files) < 10, "one reader connection per finished thread would leak"

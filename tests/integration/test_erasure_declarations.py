@@ -83,7 +83,7 @@ def test_forget_erases_conversation_events_of_a_conversation_the_owner_took_part
         verified = memory.verify()
         assert verified.ok, verified.problem
         assert memory.replay_into(tmp_path / "replayed")["identical"]
-        [record] = [r.event for r in memory.app.store.read_events() if isinstance(r.event, ev.OwnerForgotten)]
+        [record] = [r.event for r in memory.events() if isinstance(r.event, ev.OwnerForgotten)]
         assert record.conversations == (GROUP,)
     assert found(home, (CAROL_WORD,)) == {}
     assert "kept: nobody forgotten here" in found(home, ("kept: nobody forgotten here",))

@@ -15,7 +15,7 @@ SECRET = "Zanzibarhiddenkey"
 
 def files_match_the_log(memory: MemorySystem, agent: str, owner: str) -> None:
     for name in ("user_md", "memory_md"):
-        current = memory.app.queries.resource_revision(agent, owner, name)
+        current = next((r for r in memory.resources(agent_id=agent, owner_id=owner) if r.name == name), None)
         path = memory.prompt_file(agent, owner, name)
         if current is None:
             assert not path.exists(), f"{path} outlived its owner's erasure"
@@ -28,7 +28,7 @@ def test_forget_racing_a_memory_write_neither_loses_nor_resurrects_prompt_files(
     home = tmp_path / "home"
     with MemorySystem.open(home) as memory:
         memory.write_memory({"op": "add", "category": "preference", "key": "tea", "value": "Likes tea"},
-                            agent_id="ada", owner_id="alice")
+                            agent_id="ada", owner_id="alice", trust="operator")
         files = memory.app.prompt_files._files
         real_write = files.write
         writing, release = threading.Event(), threading.Event()
@@ -65,7 +65,7 @@ def test_forget_and_memory_writes_racing_for_many_rounds_keep_files_matching_the
             def write(i: int = round_, gate: threading.Barrier = start) -> None:
                 gate.wait()
                 memory.write_memory({"op": "add", "category": "preference", "key": f"k{i}",
-                                     "value": f"Likes thing {i}"}, agent_id="ada", owner_id="alice")
+                                     "value": f"Likes thing {i}"}, agent_id="ada", owner_id="alice", trust="operator")
 
             def forget(gate: threading.Barrier = start) -> None:
                 gate.wait()

@@ -49,7 +49,7 @@ def alice_and_bob(home: Path) -> None:
             memory.append_message(agent_id="ada", owner_id="bob", conversation="telegram:bob", role="user",
                                   content=f"bob message {i}")
         memory.write_memory({"op": "add", "category": "preference", "key": "place", "value": SECRETS[1]},
-                            agent_id="ada", owner_id="alice")
+                            agent_id="ada", owner_id="alice", trust="operator")
 
 
 def killed_forget(home: Path, script: str = KILLED_BEFORE_SCRUB) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ def test_a_reviewed_fact_names_the_messages_it_came_from(tmp_path: Path) -> None
         memory.review_now(agent_id="ada")
         [row] = [m for m in memory.memories(agent_id="ada") if m.key == "home_city"]
         why = memory.explain(row.id)
-    assert why["memory"].value == "Berlin"
+    assert why["memory"]["value"] == "Berlin"
     added, replaced = why["events"]
     assert added["kind"] == "memory.added" and added["value"] == "Paris"
     assert [m["content"] for m in added["source_messages"]] == ["I live in Paris."]
@@ -37,10 +38,21 @@ def test_a_reviewed_fact_names_the_messages_it_came_from(tmp_path: Path) -> None
 def test_an_operator_write_and_an_unknown_row(tmp_path: Path) -> None:
     with MemorySystem.open(tmp_path) as memory:
         [outcome] = memory.write_memory({"op": "add", "category": "goal", "key": "run", "value": "Run a marathon"},
-                                        agent_id="ada", owner_id="alice", source_type="cli", reason="set by hand")
+                                        agent_id="ada", owner_id="alice", source_type="cli", reason="set by hand",
+                                        trust="operator")
         why = memory.explain(outcome.memory_id)
         assert why["events"][0]["by"]["source_type"] == "cli"
         assert why["events"][0]["by"]["reason"] == "set by hand"
         assert why["events"][0]["source_messages"] == []
         with pytest.raises(NotFound):
             memory.explain(10**6)
+
+
+def test_explain_returns_json_ready_data(tmp_path: Path) -> None:
+    with MemorySystem.open(tmp_path) as memory:
+        [outcome] = memory.write_memory({"op": "add", "category": "goal", "key": "run", "value": "Run a marathon"},
+                                        agent_id="ada", owner_id="alice", trust="operator")
+        why = memory.explain(outcome.memory_id)
+    assert json.loads(json.dumps(why)) == why
+    assert why["memory"]["value"] == "Run a marathon" and why["memory"]["category"] == "goal"
+    assert why["memory"]["id"] == outcome.memory_id

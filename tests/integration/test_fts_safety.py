@@ -124,14 +124,14 @@ def memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MemorySystem]:
             ],
             agent_id=AGENT,
             owner_id=OWNER,
-            writer="reviewer",
+            writer="reviewer", trust="operator"
         )
         memory.write_memory(
             {"op": "add", "category": "context", "key": "drop", "value": "DROP TABLE talk"},
             agent_id=AGENT,
             owner_id=OWNER,
             writer="tool",
-            conversation=CONV,
+            conversation=CONV, trust="operator"
         )
         yield memory
 

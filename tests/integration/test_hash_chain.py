@@ -43,10 +43,10 @@ def build_history(memory: MemorySystem) -> dict[str, int]:
         if i % 8 == 4:
             prev = ids[f"pref{i - 4}"]
             memory.write_memory({"op": "replace", "id": prev, "value": f"now likes thing {i}"},
-                                agent_id=AGENT, owner_id=owner)
+                                agent_id=AGENT, owner_id=owner, trust="operator")
         if i % 24 == 12:
             memory.write_memory({"op": "archive", "id": ids[f"pref{i - 12}"], "reason": "stale"},
-                                agent_id=AGENT, owner_id=owner)
+                                agent_id=AGENT, owner_id=owner, trust="operator")
         if i % 48 == 36:
             memory.restore(ids[f"pref{i - 36}"])
         if i % 10 == 5:
@@ -57,7 +57,7 @@ def build_history(memory: MemorySystem) -> dict[str, int]:
         if i % 60 == 59:
             memory.clear_window(AGENT, f"{CONV}-{owner}", owner_id=owner)
     memory.write_memory({"op": "add", "category": "context", "key": "project", "value": "ships in May"},
-                        agent_id=AGENT, owner_id="alice")
+                        agent_id=AGENT, owner_id="alice", trust="operator")
     return ids
 
 
@@ -252,7 +252,7 @@ def test_the_triggers_refuse_update_and_delete_of_events(home: Path, raw: apsw.C
 
 def test_the_triggers_also_hold_for_the_open_store(home: Path) -> None:
     with MemorySystem.open(home) as memory:
-        conn = memory.app.store.reader()
+        conn = apsw.Connection(str(memory.home / "memory.db"))  # another connection, while it is open
         with pytest.raises(apsw.ConstraintError):
             conn.execute("DELETE FROM events WHERE position = 1")
         assert memory.verify().ok
@@ -362,7 +362,7 @@ def test_an_old_erasure_record_accounts_for_its_redactions_by_count(home: Path, 
         erasure = SqliteErasure(memory.app.store)
         count = erasure.erase(lambda tx, erasing: append_schema_1_erasure(tx, erasing, AGENT, "bob"))
         assert count > 0
-        [record] = [r.event for r in memory.app.store.read_events() if r.event.kind == "owner.forgotten"]
+        [record] = [r.event for r in memory.events() if r.event.kind == "owner.forgotten"]
         assert record.redacted_positions is None and record.erased_events == count  # upcast from schema 1
         report = memory.verify()
         assert report.ok, report.problem

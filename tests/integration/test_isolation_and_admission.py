@@ -23,12 +23,12 @@ def memory(tmp_path: Path) -> Iterator[MemorySystem]:
 
 
 def refusals(memory: MemorySystem) -> list[ev.OperationRefused]:
-    return [r.event for r in memory.app.store.read_events() if isinstance(r.event, ev.OperationRefused)]
+    return [r.event for r in memory.events() if isinstance(r.event, ev.OperationRefused)]
 
 
 def memory_events(memory: MemorySystem) -> list[ev.DomainEvent]:
     """The log's memory-row events (prompt-file revisions and other kinds left out)."""
-    return [r.event for r in memory.app.store.read_events() if r.event.kind.startswith("memory.")]
+    return [r.event for r in memory.events() if r.event.kind.startswith("memory.")]
 
 
 def event_count(memory: MemorySystem) -> int:
@@ -52,7 +52,7 @@ def two_owners(memory: MemorySystem) -> MemorySystem:
                                   conversation=CONV)
         assert out[0].status == "added"
     out = memory.write_memory({"op": "add", "category": "goal", "key": "job_note", "value": A_FACT},
-                              agent_id=AGENT, owner_id="alice", writer="job", job_source_id="nightly")
+                              agent_id=AGENT, owner_id="alice", writer="job", job_source_id="nightly", trust="operator")
     assert out[0].status == "added"
     assert {m.scope_type.value for m in memory.memories(owner_id="alice")} == {"owner", "agent",
                                                                                "conversation", "job"}
@@ -122,7 +122,7 @@ def test_owner_b_cannot_replace_or_archive_owner_a_rows(two_owners: MemorySystem
 def test_the_same_key_for_two_owners_makes_two_rows(memory: MemorySystem) -> None:
     for owner in ("alice", "bob"):
         memory.write_memory({"op": "add", "category": "identity", "key": "name", "value": f"Name is {owner}"},
-                            agent_id=AGENT, owner_id=owner)
+                            agent_id=AGENT, owner_id=owner, trust="operator")
     rows = memory.memories(agent_id=AGENT)
     assert sorted((r.owner_id, r.value) for r in rows) == [("alice", "Name is alice"), ("bob", "Name is bob")]
     hit = memory.recall(key="name", agent_id=AGENT, owner_id="bob", scope="all")
@@ -166,14 +166,14 @@ def test_a_guest_cannot_change_an_operator_directive(memory: MemorySystem) -> No
 
 def test_adding_an_existing_key_replaces_it(memory: MemorySystem) -> None:
     first = memory.write_memory({"op": "add", "category": "preference", "key": "Coffee Order",
-                                 "value": "Flat white"}, agent_id=AGENT, owner_id="alice")[0]
+                                 "value": "Flat white"}, agent_id=AGENT, owner_id="alice", trust="operator")[0]
     second = memory.write_memory({"op": "add", "category": "preference", "key": "coffee-order",
-                                  "value": "Oat flat white"}, agent_id=AGENT, owner_id="alice")[0]
+                                  "value": "Oat flat white"}, agent_id=AGENT, owner_id="alice", trust="operator")[0]
     assert first.status == "added" and second.status == "replaced"
     assert second.memory_id == first.memory_id
     rows = memory.memories(agent_id=AGENT)
     assert len(rows) == 1 and rows[0].key == "coffee_order" and rows[0].value == "Oat flat white"
-    replaced = [r.event for r in memory.app.store.read_events() if isinstance(r.event, ev.MemoryReplaced)]
+    replaced = [r.event for r in memory.events() if isinstance(r.event, ev.MemoryReplaced)]
     assert len(replaced) == 1
     assert replaced[0].previous_value == "Flat white" and replaced[0].value == "Oat flat white"
     assert replaced[0].memory_id == first.memory_id
@@ -181,24 +181,25 @@ def test_adding_an_existing_key_replaces_it(memory: MemorySystem) -> None:
 
 def test_an_identical_restatement_is_unchanged_and_writes_no_event(memory: MemorySystem) -> None:
     op = {"op": "add", "category": "goal", "key": "marathon", "value": "Run a marathon in 2026"}
-    assert memory.write_memory(op, agent_id=AGENT, owner_id="alice")[0].status == "added"
-    before = memory.app.store.last_position()
-    assert before == len(list(memory.app.store.read_events()))
-    again = memory.write_memory(op, agent_id=AGENT, owner_id="alice")[0]
+    assert memory.write_memory(op, agent_id=AGENT, owner_id="alice", trust="operator")[0].status == "added"
+    before = memory.head().position
+    assert before == len(list(memory.events()))
+    again = memory.write_memory(op, agent_id=AGENT, owner_id="alice", trust="operator")[0]
     assert again.status == "unchanged"
     # Surrounding whitespace is not a change either.
     spaced = dict(op, value="  Run a marathon in 2026  ")
-    assert memory.write_memory(spaced, agent_id=AGENT, owner_id="alice")[0].status == "unchanged"
+    assert memory.write_memory(spaced, agent_id=AGENT, owner_id="alice", trust="operator")[0].status == "unchanged"
     row = memory.memories()[0]
     replace_same = {"op": "replace", "id": row.id, "value": row.value}
-    assert memory.write_memory(replace_same, agent_id=AGENT, owner_id="alice")[0].status == "unchanged"
-    assert memory.app.store.last_position() == before
+    out = memory.write_memory(replace_same, agent_id=AGENT, owner_id="alice", trust="operator")
+    assert out[0].status == "unchanged"
+    assert memory.head().position == before
 
 
 @pytest.mark.parametrize("category", ["gossip", "", "Directive ", "USER", "preferences"])
 def test_an_unknown_category_is_refused(memory: MemorySystem, category: str) -> None:
     out = memory.write_memory({"op": "add", "category": category, "key": "k", "value": "v"},
-                              agent_id=AGENT, owner_id="alice")[0]
+                              agent_id=AGENT, owner_id="alice", trust="operator")[0]
     assert out.status == "refused" and out.reason == "unknown_category"
     assert memory.memories() == []
     assert [r.reason for r in refusals(memory)] == ["unknown_category"]
@@ -206,16 +207,16 @@ def test_an_unknown_category_is_refused(memory: MemorySystem, category: str) -> 
 
 def test_value_limits(memory: MemorySystem) -> None:
     too_long = memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": "x" * 2001},
-                                   agent_id=AGENT, owner_id="alice")[0]
+                                   agent_id=AGENT, owner_id="alice", trust="operator")[0]
     assert too_long.status == "refused" and too_long.reason == "value_too_long"
     empty = memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": " \t "},
-                                agent_id=AGENT, owner_id="alice")[0]
+                                agent_id=AGENT, owner_id="alice", trust="operator")[0]
     assert empty.status == "refused"
     at_limit = memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": "y" * 2000},
-                                   agent_id=AGENT, owner_id="alice")[0]
+                                   agent_id=AGENT, owner_id="alice", trust="operator")[0]
     assert at_limit.status == "added"
     replace_long = memory.write_memory({"op": "replace", "id": at_limit.memory_id, "value": "z" * 2001},
-                                       agent_id=AGENT, owner_id="alice")[0]
+                                       agent_id=AGENT, owner_id="alice", trust="operator")[0]
     assert replace_long.status == "refused" and replace_long.reason == "value_too_long"
     assert memory.memory(at_limit.memory_id).value == "y" * 2000  # type: ignore[arg-type]
     assert [r.reason for r in refusals(memory)] == ["value_too_long", "empty_value", "value_too_long"]
@@ -226,17 +227,17 @@ def test_one_refusal_does_not_stop_the_rest_of_a_batch(memory: MemorySystem) -> 
         {"op": "add", "category": "goal", "key": "a", "value": "first"},
         {"op": "add", "category": "nonsense", "key": "b", "value": "second"},
         {"op": "add", "category": "interest", "key": "c", "value": "third"},
-    ], agent_id=AGENT, owner_id="alice")
+    ], agent_id=AGENT, owner_id="alice", trust="operator")
     assert [o.status for o in out] == ["added", "refused", "added"]
     assert sorted(m.key for m in memory.memories()) == ["a", "c"]
 
 
 def test_restore_unarchives_and_unknown_ids_raise_not_found(memory: MemorySystem) -> None:
     rid = memory.write_memory({"op": "add", "category": "interest", "key": "chess", "value": "Plays chess"},
-                              agent_id=AGENT, owner_id="alice")[0].memory_id
+                              agent_id=AGENT, owner_id="alice", trust="operator")[0].memory_id
     assert rid is not None
     archived = memory.write_memory({"op": "archive", "id": rid, "reason": "quit"}, agent_id=AGENT,
-                                   owner_id="alice")[0]
+                                   owner_id="alice", trust="operator")[0]
     assert archived.status == "archived"
     row = memory.memory(rid)
     assert row.archived and row.archive_reason == "quit"
@@ -259,28 +260,29 @@ def test_restore_unarchives_and_unknown_ids_raise_not_found(memory: MemorySystem
 
 def test_archive_of_an_archived_row_is_unchanged(memory: MemorySystem) -> None:
     rid = memory.write_memory({"op": "add", "category": "goal", "key": "g", "value": "v"},
-                              agent_id=AGENT, owner_id="alice")[0].memory_id
-    assert memory.write_memory({"op": "archive", "id": rid}, agent_id=AGENT, owner_id="alice")[0].status == "archived"
-    assert memory.write_memory({"op": "archive", "id": rid}, agent_id=AGENT, owner_id="alice")[0].status == "unchanged"
+                              agent_id=AGENT, owner_id="alice", trust="operator")[0].memory_id
+    archive = {"op": "archive", "id": rid}
+    assert memory.write_memory(archive, agent_id=AGENT, owner_id="alice", trust="operator")[0].status == "archived"
+    assert memory.write_memory(archive, agent_id=AGENT, owner_id="alice", trust="operator")[0].status == "unchanged"
     assert event_count(memory) == 2
 
 
 def test_a_replace_cannot_move_a_row_between_prompt_files(memory: MemorySystem) -> None:
     rid = memory.write_memory({"op": "add", "category": "preference", "key": "p", "value": "v"},
-                              agent_id=AGENT, owner_id="alice")[0].memory_id
+                              agent_id=AGENT, owner_id="alice", trust="operator")[0].memory_id
     out = memory.write_memory({"op": "replace", "id": rid, "category": "context"}, agent_id=AGENT,
-                              owner_id="alice")[0]
+                              owner_id="alice", trust="operator")[0]
     assert out.status == "refused" and out.reason == "category_changes_scope"
 
 
 def test_a_huge_integer_confidence_is_refused_not_raised(memory: MemorySystem) -> None:
     out = memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": "v", "confidence": 10**400},
-                              agent_id=AGENT, owner_id="alice")
+                              agent_id=AGENT, owner_id="alice", trust="operator")
     assert out[0].status == "refused" and out[0].reason == "invalid_confidence"
 
 
 def test_an_out_of_range_row_id_is_refused_not_raised(memory: MemorySystem) -> None:
-    out = memory.write_memory({"op": "archive", "id": 2**70}, agent_id=AGENT, owner_id="alice")
+    out = memory.write_memory({"op": "archive", "id": 2**70}, agent_id=AGENT, owner_id="alice", trust="operator")
     assert out[0].status == "refused" and out[0].reason == "not_visible"
 
 
@@ -291,15 +293,15 @@ def test_restore_of_an_out_of_range_id_raises_not_found(memory: MemorySystem) ->
 
 def test_errors_of_the_api_are_fermix_errors(memory: MemorySystem) -> None:
     with pytest.raises(FermixError):
-        memory.write_memory({"op": "explode"}, agent_id=AGENT, owner_id="alice")
+        memory.write_memory({"op": "explode"}, agent_id=AGENT, owner_id="alice", trust="operator")
     with pytest.raises(FermixError):
-        memory.write_memory({"op": "add"}, agent_id=AGENT, owner_id="alice")
+        memory.write_memory({"op": "add"}, agent_id=AGENT, owner_id="alice", trust="operator")
     with pytest.raises(FermixError):
         memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": "v"}, agent_id="",
-                            owner_id="alice")
+                            owner_id="alice", trust="operator")
     with pytest.raises(FermixError):
         memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": "v"}, agent_id=AGENT,
-                            owner_id="alice", writer="hacker")
+                            owner_id="alice", writer="hacker", trust="operator")
     assert event_count(memory) == 0
 
 
@@ -348,12 +350,12 @@ def test_a_guest_directive_is_still_refused_and_recorded_when_rules_are_shared(t
 
 def test_a_directive_cannot_be_turned_into_a_private_row_or_back(memory: MemorySystem) -> None:
     rule = memory.write_memory({"op": "add", "category": "directive", "key": "tone", "value": "Be formal"},
-                               agent_id=AGENT, owner_id="alice")[0].memory_id
+                               agent_id=AGENT, owner_id="alice", trust="operator")[0].memory_id
     fact = memory.write_memory({"op": "add", "category": "context", "key": "project", "value": "Zeppelin"},
-                               agent_id=AGENT, owner_id="alice")[0].memory_id
+                               agent_id=AGENT, owner_id="alice", trust="operator")[0].memory_id
     for op in ({"op": "replace", "id": rule, "category": "context"},
                {"op": "replace", "id": fact, "category": "directive"},
                {"op": "add", "category": "context", "key": "tone", "value": "Be formal"}):
-        out = memory.write_memory(op, agent_id=AGENT, owner_id="alice")[0]
+        out = memory.write_memory(op, agent_id=AGENT, owner_id="alice", trust="operator")[0]
         assert out.status == "refused" and out.reason == "category_changes_scope", op
     assert [r.reason for r in refusals(memory)] == ["category_changes_scope"] * 3

@@ -53,7 +53,7 @@ def test_a_350_character_reviewer_fact_is_stored_whole_shown_cut_and_recalled_by
 
     [row] = memory.memories(agent_id=AGENT, owner_id=OWNER)
     assert row.value == LONG_FACT
-    assert not [e for e in (r.event for r in memory.app.store.read_events()) if isinstance(e, ev.OperationRefused)]
+    assert not [e for e in (r.event for r in memory.events()) if isinstance(e, ev.OperationRefused)]
 
     text = memory.prompt_file(AGENT, OWNER, "memory_md").read_text(encoding="utf-8")
     [bullet] = [line for line in text.splitlines() if line.startswith("- work: ")]
@@ -81,5 +81,5 @@ def test_a_reviewer_fact_over_the_stored_bound_is_kept_cut_with_a_marker(
     assert huge[len(row.value) - 1] == " "
     # Another writer is told, not silently cut: the refusal is its answer and is recorded.
     [out] = memory.write_memory({"op": "add", "category": "context", "key": "work2", "value": huge},
-                                agent_id=AGENT, owner_id=OWNER)
+                                agent_id=AGENT, owner_id=OWNER, trust="operator")
     assert (out.status, out.reason) == ("refused", "value_too_long")

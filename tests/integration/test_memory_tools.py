@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import apsw
+import attrs
 import pytest
 
 from fermix_memory import MemorySystem, NotFound
@@ -16,11 +18,8 @@ from fermix_memory.application.jobs import (
     IdentifierInUse,
     InvalidJob,
     JobStatus,
-    record_job_run,
-    register_memory_source,
-    save_job,
 )
-from fermix_memory.application.tools import MemoryTools, ToolContext
+from fermix_memory.application.tools import ToolContext
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.errors import InvalidIdentifier
 from fermix_memory.domain.values import Category, ConversationKey, ScopeType
@@ -37,14 +36,18 @@ def system(tmp_path: Path) -> Iterator[MemorySystem]:
         yield system
 
 
+def read_only(system: MemorySystem) -> apsw.Connection:
+    return apsw.Connection(str(system.home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
+
+
 @pytest.fixture
 def jobs(system: MemorySystem) -> SqliteJobQueries:
-    return SqliteJobQueries(system.app.store.reader)
+    return SqliteJobQueries(lambda: read_only(system))
 
 
 @pytest.fixture
-def tools(system: MemorySystem, jobs: SqliteJobQueries) -> MemoryTools:
-    return MemoryTools(system.app.memory, system.app.queries, jobs)
+def tools(system: MemorySystem) -> MemorySystem:
+    return system
 
 
 def ctx(owner: str = "alice", conversation: ConversationKey | None = CONV_A, trust: str = "operator",
@@ -53,13 +56,13 @@ def ctx(owner: str = "alice", conversation: ConversationKey | None = CONV_A, tru
                        session_id="s1", run_id="run-1" if job else "")
 
 
-def call(tools: MemoryTools, name: str, arguments: Any, context: ToolContext) -> dict[str, Any]:
-    result = tools.dispatch_tool(name, arguments, context)
+def call(tools: MemorySystem, name: str, arguments: Any, context: ToolContext) -> dict[str, Any]:
+    result = tools.dispatch_tool(name, arguments, **attrs.asdict(context, recurse=False))
     json.dumps(result, allow_nan=False)  # what goes back to the model is plain JSON
     return result
 
 
-def ok(tools: MemoryTools, name: str, arguments: Any, context: ToolContext) -> dict[str, Any]:
+def ok(tools: MemorySystem, name: str, arguments: Any, context: ToolContext) -> dict[str, Any]:
     result = call(tools, name, arguments, context)
     assert result["ok"] is True, result
     return result
@@ -70,7 +73,7 @@ def keys(result: dict[str, Any]) -> set[str]:
 
 
 def event_count(system: MemorySystem) -> int:
-    return sum(1 for _ in system.app.store.read_events())
+    return sum(1 for _ in system.events())
 
 
 def assert_audit_clean(system: MemorySystem, tmp_path: Path) -> None:
@@ -83,7 +86,7 @@ def assert_audit_clean(system: MemorySystem, tmp_path: Path) -> None:
 # --- conversations ----------------------------------------------------------------------------
 
 
-def test_store_then_recall_by_key_and_query(tools: MemoryTools, system: MemorySystem, tmp_path: Path) -> None:
+def test_store_then_recall_by_key_and_query(tools: MemorySystem, system: MemorySystem, tmp_path: Path) -> None:
     stored = ok(tools, "memory_store", {"key": "Gate Code", "value": f"The gate code is {SECRET} 4471"}, ctx())
     assert stored == {"ok": True, "status": "added", "id": stored["id"], "key": "gate_code", "scope": "conversation"}
     again = ok(tools, "memory_store", '{"key": "gate-code", "value": "The gate code is zebra 4471"}', ctx())
@@ -106,7 +109,7 @@ def test_store_then_recall_by_key_and_query(tools: MemoryTools, system: MemorySy
     assert_audit_clean(system, tmp_path)
 
 
-def test_history_recall(tools: MemoryTools, system: MemorySystem) -> None:
+def test_history_recall(tools: MemorySystem, system: MemorySystem) -> None:
     system.append_message(agent_id=AGENT, owner_id="alice", conversation=CONV_A, role="user", sender="alice",
                           content=f"my {SECRET} is called Stripes")
     system.append_message(agent_id=AGENT, owner_id="alice", conversation=CONV_B, role="user", sender="alice",
@@ -121,7 +124,7 @@ def test_history_recall(tools: MemoryTools, system: MemorySystem) -> None:
     assert ok(tools, "memory_recall", {"query": SECRET, "source": "history"}, ctx(owner="bob"))["messages"] == []
 
 
-def test_another_conversation_sees_it_only_with_scope_all(tools: MemoryTools) -> None:
+def test_another_conversation_sees_it_only_with_scope_all(tools: MemorySystem) -> None:
     stored = ok(tools, "memory_store", {"key": "parking", "value": f"Parked on level {SECRET} 3"}, ctx())
     other = ctx(conversation=CONV_B)
     for args in ({"key": "parking"}, {"query": SECRET}):
@@ -132,7 +135,7 @@ def test_another_conversation_sees_it_only_with_scope_all(tools: MemoryTools) ->
 
 
 @pytest.mark.parametrize("conversation", [CONV_A, CONV_B, None])
-def test_another_owner_never_sees_it(tools: MemoryTools, system: MemorySystem,
+def test_another_owner_never_sees_it(tools: MemorySystem, system: MemorySystem,
                                      conversation: ConversationKey | None) -> None:
     ok(tools, "memory_store", {"key": "parking", "value": f"Parked on level {SECRET} 3"}, ctx())
     system.append_message(agent_id=AGENT, owner_id="alice", conversation=CONV_A, role="user", sender="alice",
@@ -148,7 +151,7 @@ def test_another_owner_never_sees_it(tools: MemoryTools, system: MemorySystem,
         "status"] == "added"
 
 
-def test_a_guest_directive_stays_a_context_row_and_never_renders(tools: MemoryTools, system: MemorySystem) -> None:
+def test_a_guest_directive_stays_a_context_row_and_never_renders(tools: MemorySystem, system: MemorySystem) -> None:
     system.write_memory({"op": "add", "category": "directive", "key": "tone", "value": "Answer briefly"},
                         agent_id=AGENT, owner_id="alice", trust="operator")
     system.write_memory({"op": "add", "category": "preference", "key": "coffee", "value": "Likes flat whites"},
@@ -170,7 +173,7 @@ def test_a_guest_directive_stays_a_context_row_and_never_renders(tools: MemoryTo
     assert not any("obey" in m["content"] for m in prompt)
 
 
-def test_a_guest_cannot_overwrite_a_directive_through_the_tool(tools: MemoryTools, system: MemorySystem) -> None:
+def test_a_guest_cannot_overwrite_a_directive_through_the_tool(tools: MemorySystem, system: MemorySystem) -> None:
     [out] = system.write_memory({"op": "add", "category": "directive", "key": "rule", "value": "Never share keys"},
                                 agent_id=AGENT, owner_id="alice", writer="tool", trust="operator",
                                 conversation=CONV_A)
@@ -178,7 +181,7 @@ def test_a_guest_cannot_overwrite_a_directive_through_the_tool(tools: MemoryTool
     assert (refused["ok"], refused["code"]) == (False, "guest_directive")
     assert system.memory(out.memory_id).value == "Never share keys"
     assert any(isinstance(r.event, ev.OperationRefused) and r.event.reason == "guest_directive"
-               for r in system.app.store.read_events())
+               for r in system.events())
 
 
 @pytest.mark.parametrize(("name", "arguments", "code"), [
@@ -192,7 +195,7 @@ def test_a_guest_cannot_overwrite_a_directive_through_the_tool(tools: MemoryTool
     ("memory_recall", '{"query": NaN}', "invalid_json"),
     ("memory_wipe", {}, "unknown_tool"),
 ])
-def test_bad_calls_are_tool_errors_and_write_nothing(tools: MemoryTools, system: MemorySystem, name: str,
+def test_bad_calls_are_tool_errors_and_write_nothing(tools: MemorySystem, system: MemorySystem, name: str,
                                                       arguments: Any, code: str) -> None:
     before = event_count(system)
     result = call(tools, name, arguments, ctx(trust="guest"))
@@ -201,7 +204,7 @@ def test_bad_calls_are_tool_errors_and_write_nothing(tools: MemoryTools, system:
 
 
 @pytest.mark.parametrize("query", ['"', "*", "-", "NEAR(a b)", "a AND", "((", "\U0001f600", "", "x OR", "'; DROP"])
-def test_any_text_is_a_safe_query(tools: MemoryTools, query: str) -> None:
+def test_any_text_is_a_safe_query(tools: MemorySystem, query: str) -> None:
     ok(tools, "memory_store", {"key": "k", "value": "plain value"}, ctx())
     result = call(tools, "memory_recall", {"query": query, "source": "all", "scope": "all"}, ctx())
     assert result["ok"] or result["code"] == "missing_argument"
@@ -210,35 +213,34 @@ def test_any_text_is_a_safe_query(tools: MemoryTools, query: str) -> None:
 # --- scheduled jobs ---------------------------------------------------------------------------
 
 
-def test_a_job_run_sees_only_its_own_job_rows(tools: MemoryTools, system: MemorySystem, jobs: SqliteJobQueries,
+def test_a_job_run_sees_only_its_own_job_rows(tools: MemorySystem, system: MemorySystem, jobs: SqliteJobQueries,
                                               tmp_path: Path) -> None:
-    app = system.app
-    nightly = save_job(app.store, app.clock, job_id="nightly", agent_id=AGENT, owner_id="alice",
+    nightly = system.save_job(job_id="nightly", agent_id=AGENT, owner_id="alice",
                        name="Nightly digest", schedule="0 3 * * *", prompt="Summarise the day")
-    weekly = save_job(app.store, app.clock, job_id="weekly", agent_id=AGENT, owner_id="alice",
+    weekly = system.save_job(job_id="weekly", agent_id=AGENT, owner_id="alice",
                       name="Weekly review", schedule="0 9 * * 1", prompt="Review the week")
-    bobs = save_job(app.store, app.clock, job_id="bobs", agent_id=AGENT, owner_id="bob", name="Bob's job",
+    bobs = system.save_job(job_id="bobs", agent_id=AGENT, owner_id="bob", name="Bob's job",
                     schedule="@daily", prompt="")
     assert nightly.memory_source_id == "job:nightly"
 
     # Everything else Alice has: profile, working knowledge, conversation rows, history.
     system.write_memory({"op": "add", "category": "preference", "key": "profile", "value": f"Likes {SECRET}s"},
-                        agent_id=AGENT, owner_id="alice", writer="reviewer")
+                        agent_id=AGENT, owner_id="alice", writer="reviewer", trust="operator")
     system.write_memory({"op": "add", "category": "context", "key": "work", "value": f"Works on {SECRET}"},
-                        agent_id=AGENT, owner_id="alice", writer="reviewer")
+                        agent_id=AGENT, owner_id="alice", writer="reviewer", trust="operator")
     ok(tools, "memory_store", {"key": "chat", "value": f"chat {SECRET} fact"}, ctx())
     system.append_message(agent_id=AGENT, owner_id="alice", conversation=CONV_A, role="user", sender="alice",
                           content=f"a {SECRET} message")
 
-    started = app.clock.now()
-    record_job_run(app.store, app.clock, run_id="run-1", job_id="nightly", status="running", started_at=started)
+    started = datetime.now(UTC)
+    system.record_job_run(run_id="run-1", job_id="nightly", status="running", started_at=started)
     run = ctx(job=nightly.memory_source_id, conversation=CONV_A)  # a conversation given to a job run is ignored
     first = ok(tools, "memory_store", {"key": "last_digest", "value": f"Digest mentioned {SECRET} twice"}, run)
     second = ok(tools, "memory_store", {"key": "topics", "value": f"{SECRET}, weather"}, run)
     assert first["scope"] == second["scope"] == "job"
     ok(tools, "memory_store", {"key": "weekly_note", "value": f"weekly {SECRET}"}, ctx(job=weekly.memory_source_id))
     ok(tools, "memory_store", {"key": "bob_note", "value": f"bob {SECRET}"}, ctx("bob", job=bobs.memory_source_id))
-    record_job_run(app.store, app.clock, run_id="run-1", job_id="nightly", status="succeeded", started_at=started,
+    system.record_job_run(run_id="run-1", job_id="nightly", status="succeeded", started_at=started,
                    output="digest sent")
 
     own = {"last_digest", "topics"}
@@ -276,7 +278,7 @@ def test_a_job_run_sees_only_its_own_job_rows(tools: MemoryTools, system: Memory
     assert (done.id, done.status, done.output, done.started_at) == ("run-1", JobStatus.SUCCEEDED, "digest sent",
                                                                     started)
     assert done.finished_at is not None and done.finished_at >= started
-    rows = app.store.reader().execute("SELECT id, job_id, status FROM job_runs").fetchall()
+    rows = read_only(system).execute("SELECT id, job_id, status FROM job_runs").fetchall()
     assert rows == [("run-1", "nightly", "succeeded")]
     row = system.memory(first["id"])
     assert (row.scope_type, row.scope_id, row.source_type, row.run_id) == (ScopeType.JOB, "job:nightly", "job",
@@ -285,11 +287,10 @@ def test_a_job_run_sees_only_its_own_job_rows(tools: MemoryTools, system: Memory
 
 
 def test_save_job_is_one_transaction_and_idempotent(system: MemorySystem, jobs: SqliteJobQueries) -> None:
-    app = system.app
     before = event_count(system)
-    job = save_job(app.store, app.clock, job_id="nightly", agent_id=AGENT, owner_id="alice", name="Nightly",
+    job = system.save_job(job_id="nightly", agent_id=AGENT, owner_id="alice", name="Nightly",
                    schedule="0 3 * * *", prompt="p")
-    recorded = list(app.store.read_events(after=before))
+    recorded = list(system.events(after=before))
     assert [type(r.event) for r in recorded] == [ev.MemorySourceRegistered, ev.ScheduledJobSaved]
     assert len({r.position for r in recorded}) == 2
     assert jobs.job("nightly") == job
@@ -297,10 +298,10 @@ def test_save_job_is_one_transaction_and_idempotent(system: MemorySystem, jobs: 
     assert source is not None and (source.source_type, source.agent_id, source.owner_id) == ("job", AGENT, "alice")
 
     # Saving the same job again records nothing; renaming renames its own source too.
-    assert save_job(app.store, app.clock, job_id="nightly", agent_id=AGENT, owner_id="alice", name="Nightly",
+    assert system.save_job(job_id="nightly", agent_id=AGENT, owner_id="alice", name="Nightly",
                     schedule="0 3 * * *", prompt="p") == job
     assert event_count(system) == before + 2
-    renamed = save_job(app.store, app.clock, job_id="nightly", agent_id=AGENT, owner_id="alice", name="Night owl",
+    renamed = system.save_job(job_id="nightly", agent_id=AGENT, owner_id="alice", name="Night owl",
                        schedule="0 4 * * *", prompt="p", enabled=False)
     assert (renamed.name, renamed.enabled, renamed.created_at) == ("Night owl", False, job.created_at)
     assert jobs.job("nightly") == renamed
@@ -309,75 +310,72 @@ def test_save_job_is_one_transaction_and_idempotent(system: MemorySystem, jobs: 
 
 
 def test_save_job_with_a_registered_source(system: MemorySystem, jobs: SqliteJobQueries) -> None:
-    app = system.app
-    source_id = register_memory_source(app.store, app.clock, source_id="research", agent_id=AGENT,
+    source_id = system.register_memory_source(source_id="research", agent_id=AGENT,
                                        owner_id="alice", source_type="job", name="Shared research notes")
-    job = save_job(app.store, app.clock, job_id="scan", agent_id=AGENT, owner_id="alice", name="Scan",
+    job = system.save_job(job_id="scan", agent_id=AGENT, owner_id="alice", name="Scan",
                    schedule="@hourly", prompt="scan", memory_source_id=source_id)
     assert job.memory_source_id == "research" and jobs.memory_source("job:scan") is None
     # Re-saving without a source keeps the one the job has (its memory is not orphaned).
-    again = save_job(app.store, app.clock, job_id="scan", agent_id=AGENT, owner_id="alice", name="Scan",
+    again = system.save_job(job_id="scan", agent_id=AGENT, owner_id="alice", name="Scan",
                      schedule="@hourly", prompt="scan")
     assert again.memory_source_id == "research"
     with pytest.raises(NotFound):
-        save_job(app.store, app.clock, job_id="other", agent_id=AGENT, owner_id="alice", name="x", schedule="@daily",
+        system.save_job(job_id="other", agent_id=AGENT, owner_id="alice", name="x", schedule="@daily",
                  prompt="", memory_source_id="no-such-source")
 
 
 def test_ids_of_another_owner_are_refused(system: MemorySystem, jobs: SqliteJobQueries) -> None:
-    app = system.app
-    save_job(app.store, app.clock, job_id="nightly", agent_id=AGENT, owner_id="alice", name="Nightly",
+    system.save_job(job_id="nightly", agent_id=AGENT, owner_id="alice", name="Nightly",
              schedule="@daily", prompt="alice's prompt")
     before = event_count(system)
     with pytest.raises(IdentifierInUse):
-        save_job(app.store, app.clock, job_id="nightly", agent_id=AGENT, owner_id="bob", name="Mine now",
+        system.save_job(job_id="nightly", agent_id=AGENT, owner_id="bob", name="Mine now",
                  schedule="@daily", prompt="bob's prompt")
     with pytest.raises(IdentifierInUse):
-        save_job(app.store, app.clock, job_id="bobs", agent_id=AGENT, owner_id="bob", name="x", schedule="@daily",
+        system.save_job(job_id="bobs", agent_id=AGENT, owner_id="bob", name="x", schedule="@daily",
                  prompt="", memory_source_id="job:nightly")
     with pytest.raises(IdentifierInUse):
-        register_memory_source(app.store, app.clock, source_id="job:nightly", agent_id="other-agent",
+        system.register_memory_source(source_id="job:nightly", agent_id="other-agent",
                                owner_id="alice", source_type="job", name="x")
     assert event_count(system) == before
     assert jobs.job("nightly").prompt == "alice's prompt"  # type: ignore[union-attr]
 
 
 def test_job_run_rules(system: MemorySystem, jobs: SqliteJobQueries) -> None:
-    app = system.app
     for job_id in ("a", "b"):
-        save_job(app.store, app.clock, job_id=job_id, agent_id=AGENT, owner_id="alice", name=job_id,
+        system.save_job(job_id=job_id, agent_id=AGENT, owner_id="alice", name=job_id,
                  schedule="@daily", prompt="")
-    t0 = app.clock.now()
+    t0 = datetime.now(UTC)
     with pytest.raises(NotFound):
-        record_job_run(app.store, app.clock, run_id="r", job_id="nope", status="running", started_at=t0)
+        system.record_job_run(run_id="r", job_id="nope", status="running", started_at=t0)
     with pytest.raises(InvalidJob):
-        record_job_run(app.store, app.clock, run_id="r", job_id="a", status="done", started_at=t0)
+        system.record_job_run(run_id="r", job_id="a", status="done", started_at=t0)
     with pytest.raises(InvalidJob):
-        record_job_run(app.store, app.clock, run_id="r", job_id="a", status="running",
+        system.record_job_run(run_id="r", job_id="a", status="running",
                        started_at=t0.replace(tzinfo=None))
     with pytest.raises(InvalidJob):
-        record_job_run(app.store, app.clock, run_id="r", job_id="a", status="running", started_at=t0,
+        system.record_job_run(run_id="r", job_id="a", status="running", started_at=t0,
                        finished_at=t0)
     with pytest.raises(InvalidJob):
-        record_job_run(app.store, app.clock, run_id="r", job_id="a", status="failed", started_at=t0,
+        system.record_job_run(run_id="r", job_id="a", status="failed", started_at=t0,
                        finished_at=t0 - timedelta(seconds=1))
     with pytest.raises(InvalidIdentifier):
-        record_job_run(app.store, app.clock, run_id="", job_id="a", status="running", started_at=t0)
+        system.record_job_run(run_id="", job_id="a", status="running", started_at=t0)
 
-    record_job_run(app.store, app.clock, run_id="r", job_id="a", status="running", started_at=t0)
+    system.record_job_run(run_id="r", job_id="a", status="running", started_at=t0)
     with pytest.raises(IdentifierInUse):
-        record_job_run(app.store, app.clock, run_id="r", job_id="b", status="running", started_at=t0)
+        system.record_job_run(run_id="r", job_id="b", status="running", started_at=t0)
     with pytest.raises(InvalidJob):
-        record_job_run(app.store, app.clock, run_id="r", job_id="a", status="failed",
+        system.record_job_run(run_id="r", job_id="a", status="failed",
                        started_at=t0 + timedelta(seconds=5))
-    failed = record_job_run(app.store, app.clock, run_id="r", job_id="a", status="failed", started_at=t0,
+    failed = system.record_job_run(run_id="r", job_id="a", status="failed", started_at=t0,
                             error="provider timed out")
     before = event_count(system)
     # Repeated and late reports change nothing; a finished run cannot finish differently.
-    assert record_job_run(app.store, app.clock, run_id="r", job_id="a", status="failed", started_at=t0,
+    assert system.record_job_run(run_id="r", job_id="a", status="failed", started_at=t0,
                           error="provider timed out") == failed
-    assert record_job_run(app.store, app.clock, run_id="r", job_id="a", status="running", started_at=t0) == failed
+    assert system.record_job_run(run_id="r", job_id="a", status="running", started_at=t0) == failed
     assert event_count(system) == before
     with pytest.raises(InvalidJob):
-        record_job_run(app.store, app.clock, run_id="r", job_id="a", status="succeeded", started_at=t0)
+        system.record_job_run(run_id="r", job_id="a", status="succeeded", started_at=t0)
     assert jobs.job_run("r") == failed and jobs.job_runs("b") == []

@@ -186,7 +186,7 @@ def test_reopening_keeps_everything(tmp_path: Path) -> None:
         ids = [memory.append_message(agent_id=AGENT, owner_id="o", conversation="c:1", role="user",
                                      content=f"message {i} \u00e9", metadata={"i": i}) for i in range(20)]
         rid = memory.write_memory({"op": "add", "category": "identity", "key": "name", "value": "Olga"},
-                                  agent_id=AGENT, owner_id="o")[0].memory_id
+                                  agent_id=AGENT, owner_id="o", trust="operator")[0].memory_id
         before_history = memory.history(AGENT, "c:1")
         before_rows = memory.memories()
         before_checksums = memory.verify().table_checksums

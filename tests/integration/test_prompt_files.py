@@ -23,6 +23,7 @@ import pytest
 from fermix_memory import DomainError, MemorySystem, NotFound
 from fermix_memory.adapters import prompt_files_fs
 from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
+from fermix_memory.adapters.tokens_tiktoken import TiktokenCounter
 from fermix_memory.application.prompt_files import PromptFiles
 from fermix_memory.domain.fence import CLOSE_TAG, OPEN_TAG
 from fermix_memory.domain.memory import Memory
@@ -87,7 +88,7 @@ def current(m: MemorySystem, name: str = "user_md", agent: str = AGENT, owner: s
 def rows_rendering(m: MemorySystem, agent: str = AGENT, owner: str = OWNER) -> dict[str, str]:
     """What the renderer makes of the rows stored now (the reference for "the file matches the rows")."""
     rows = m.memories(agent_id=agent, owner_id=owner)
-    count = m.app.tokens.count
+    count = TiktokenCounter(m.settings.memory.token_encoding).count
     return {"user_md": render_user_md(rows, count), "memory_md": render_memory_md(rows, count)}
 
 
@@ -134,7 +135,7 @@ def test_each_rebuild_that_changes_a_file_records_exactly_one_revision(memory: M
         {"op": "add", "category": "preference", "key": "coffee", "value": "Flat white"},
         {"op": "add", "category": "interest", "key": "sport", "value": "Climbing"},
         {"op": "add", "category": "goal", "key": "marathon", "value": "Run a marathon in 2027"},
-    ], agent_id=AGENT, owner_id=OWNER, writer="reviewer")
+    ], agent_id=AGENT, owner_id=OWNER, writer="reviewer", trust="operator")
     assert [o.status for o in outcomes] == ["added", "added", "added"]
     assert revisions(memory, "user_md") == [1, 2]
     assert revisions(memory, "memory_md") == []
@@ -227,7 +228,7 @@ def test_scope_rules_of_rendering_on_rows_the_api_cannot_make(memory: MemorySyst
     for row in (conv_directive, job_context, job_identity, archived, unpromoted):
         assert not renders(row), row
     rows = [conv_context, conv_directive, job_context, job_identity, agent_directive, archived, unpromoted]
-    count = memory.app.tokens.count
+    count = TiktokenCounter(memory.settings.memory.token_encoding).count
     assert render_memory_md(rows, count) == "## Context\n- k1: value 1\n\n## Working Rules\n- k5: value 5\n"
     assert render_user_md(rows, count) == ""
     # The renderer the prompt-file use case runs agrees.
@@ -433,13 +434,13 @@ def test_ids_with_control_characters_are_refused_before_anything_is_written(
     memory: MemorySystem, home: Path, bad: str, role: str
 ) -> None:
     agent, owner = (bad, OWNER) if role == "agent" else (AGENT, bad)
-    before = memory.app.store.last_position()
+    before = memory.head().position
     with pytest.raises(DomainError):
         memory.write_memory({"op": "add", "category": "identity", "key": "name", "value": "Alice"},
-                            agent_id=agent, owner_id=owner, writer="reviewer")
+                            agent_id=agent, owner_id=owner, writer="reviewer", trust="operator")
     with pytest.raises(DomainError):
         memory.compose_prompt(agent, owner, CONV)
-    assert memory.app.store.last_position() == before
+    assert memory.head().position == before
     assert memory.memories() == [] and memory.resources() == []
     assert not (home / "memory").exists() or files_under(home / "memory") == set()
 
@@ -449,7 +450,7 @@ def test_ids_with_c1_control_characters_are_refused(memory: MemorySystem, bad: s
     assert unicodedata.category(bad[1] if bad[0] == "a" else bad[0]) == "Cc"
     with pytest.raises(DomainError):
         memory.write_memory({"op": "add", "category": "identity", "key": "name", "value": "Alice"},
-                            agent_id=AGENT, owner_id=bad, writer="reviewer")
+                            agent_id=AGENT, owner_id=bad, writer="reviewer", trust="operator")
 
 
 def test_prompt_file_entry_points_refuse_control_character_ids(memory: MemorySystem) -> None:

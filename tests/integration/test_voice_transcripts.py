@@ -46,7 +46,7 @@ def test_transcripts_are_not_stored_by_default(open_memory: Callable[..., Memory
     assert memory.settings.realtime.persist_transcripts is False
     assert transcript(memory, "user", "My name is Rosa") is None
     assert transcript(memory, "assistant", "Nice to meet you, Rosa.") is None
-    assert list(memory.app.store.read_events()) == [], "nothing at all is written"
+    assert list(memory.events()) == [], "nothing at all is written"
     assert memory.history(AGENT, ConversationKey("realtime", DEVICE)) == []
     assert list(memory.export_history()) == []
     assert memory.review_now() == [] and memory.memories() == []
@@ -55,7 +55,7 @@ def test_transcripts_are_not_stored_by_default(open_memory: Callable[..., Memory
 def test_explicitly_off_stores_nothing(open_memory: Callable[..., MemorySystem]) -> None:
     memory = open_memory({"fermix_core": {"realtime": {"persist_transcripts": False}}})
     assert transcript(memory, "user", "My name is Rosa") is None
-    assert list(memory.app.store.read_events()) == []
+    assert list(memory.events()) == []
 
 
 def test_transcripts_are_voice_turn_messages_of_the_device_conversation(
@@ -77,7 +77,7 @@ def test_transcripts_are_voice_turn_messages_of_the_device_conversation(
         assert message.metadata["source_type"] == "realtime"
         assert (message.agent_id, message.owner_id) == (AGENT, OWNER)
     # Durable like any message: in the `messages` table and recallable from history.
-    stored = memory.app.queries.messages(AGENT, key)
+    stored = memory.messages(AGENT, key)
     assert [(m.id, m.kind, m.metadata) for m in stored] == [(m.id, m.kind, m.metadata) for m in window]
     hits = memory.recall("Rosa", agent_id=AGENT, owner_id=OWNER, conversation=key, source="history").messages
     assert {h.message.id for h in hits} == {user_id, assistant_id}
@@ -94,7 +94,8 @@ def test_spoken_fact_becomes_a_memory_with_the_rules_reviewer(open_memory: Calla
     assert "Rosa" in row.value and "Nova" not in row.value, "only the user's words are reviewed"
     assert not row.archived
     assert memory.review_now() == [], "nothing new to review"
-    assert memory.app.reviewer.reviewed_up_to(AGENT, OWNER, ConversationKey("realtime", DEVICE)) == spoken
+    realtime = ConversationKey("realtime", DEVICE)
+    assert memory.reviewed_up_to(agent_id=AGENT, owner_id=OWNER, conversation=realtime) == spoken
 
 
 def test_voice_turns_feed_the_background_reviewer(open_memory: Callable[..., MemorySystem]) -> None:
@@ -136,4 +137,4 @@ def test_only_user_and_assistant_transcripts(open_memory: Callable[..., MemorySy
     memory = open_memory(PERSIST)
     with pytest.raises(InvalidMessage):
         transcript(memory, role, "hello")
-    assert list(memory.app.store.read_events()) == []
+    assert list(memory.events()) == []

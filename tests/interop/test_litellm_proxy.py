@@ -48,7 +48,7 @@ def review(memory: MemorySystem, text: str = "I live in Berlin.") -> Any:
 
 
 def traces(memory: MemorySystem) -> list[ev.ModelCallTraced]:
-    return [e.event for e in memory.app.store.read_events() if isinstance(e.event, ev.ModelCallTraced)]
+    return [e.event for e in memory.events() if isinstance(e.event, ev.ModelCallTraced)]
 
 
 def compaction_request(effort: str = "medium") -> ChatRequest:

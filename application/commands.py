@@ -1,0 +1,165 @@
+"""What a host asks of memory, as typed commands (ADR-0017).
+
+Every command is a frozen attrs value whose fields are already checked: hosts, tools and the
+session API never build one by hand from raw input, they go through the one converter in
+:mod:`fermix_memory.application.host_input`, which turns loose values into commands or raises
+a typed :class:`~fermix_memory.domain.errors.DomainError`. The field types below name what a
+field must hold; the converter has one parser per type.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, NewType
+
+import attrs
+
+from fermix_memory.domain.admission import WriteContext
+from fermix_memory.domain.events import Provenance
+from fermix_memory.domain.operations import Operation
+from fermix_memory.domain.scopes import Reader, RecallScope, RecallSource, WriterKind
+from fermix_memory.domain.values import ConversationKey, Trust
+
+Identifier = NewType("Identifier", str)  # a non-empty identifier (agent, owner, source ids)
+Label = NewType("Label", str)  # an identifier that may be empty (sender, session and run ids)
+Count = NewType("Count", int)  # a positive whole number (a context window)
+Tokens = NewType("Tokens", int)  # a whole number from 0 (a token count)
+RowId = NewType("RowId", int)  # a whole number naming a stored row
+Reason = NewType("Reason", str)  # a short free text (a change's reason), without NUL
+SystemPrompt = NewType("SystemPrompt", str)  # the host's own system prompt, without NUL
+
+
+class Style(enum.StrEnum):
+    """The chat API shape a host speaks."""
+
+    OPENAI = "openai"
+    ANTHROPIC = "anthropic"
+
+
+@attrs.frozen(kw_only=True)
+class Turn:
+    """Who talks, where: the three values every turn names."""
+
+    agent_id: Identifier
+    owner_id: Identifier
+    conversation: ConversationKey
+
+
+@attrs.frozen(kw_only=True)
+class AppendMessage:
+    agent_id: Identifier
+    owner_id: Identifier
+    conversation: Any  # checked with the message (application/message_input.py)
+    role: Any
+    content: Any
+    sender: Any = ""
+    kind: Any = "text"
+    trust: Trust = Trust.GUEST
+    metadata: Any = None
+    created_at: Any = None
+
+
+@attrs.frozen(kw_only=True)
+class WriteMemory:
+    operations: tuple[Operation, ...]
+    agent_id: Identifier
+    owner_id: Identifier
+    writer: WriterKind = WriterKind.OPERATOR
+    trust: Trust = Trust.GUEST
+    conversation: ConversationKey | None = None
+    job_source_id: Identifier | None = None
+    source_type: Label = Label("api")
+    source_id: Label = Label("")
+    session_id: Label = Label("")
+    run_id: Label = Label("")
+    source_message_id: RowId | None = None
+    reason: Reason = Reason("")
+
+    def context(self) -> WriteContext:
+        """Who writes, who may read what is written, and the provenance every event records."""
+        return WriteContext(
+            writer=self.writer,
+            reader=Reader(agent_id=self.agent_id, owner_id=self.owner_id, conversation=self.conversation,
+                          job_source_id=self.job_source_id),
+            provenance=Provenance(
+                agent_id=self.agent_id, owner_id=self.owner_id, trust=self.trust, source_type=self.source_type,
+                source_id=self.source_id, session_id=self.session_id, run_id=self.run_id,
+                source_message_id=self.source_message_id, reason=self.reason),
+        )
+
+
+@attrs.frozen(kw_only=True)
+class Recall:
+    query: Any = ""
+    agent_id: Identifier
+    owner_id: Identifier
+    conversation: ConversationKey | None = None
+    scope: RecallScope = RecallScope.CURRENT
+    source: RecallSource = RecallSource.MEMORIES
+    limit: Any = 10
+    key: Any = None
+    job_source_id: Identifier | None = None
+
+    @property
+    def reader(self) -> Reader:
+        return Reader(agent_id=self.agent_id, owner_id=self.owner_id, conversation=self.conversation,
+                      job_source_id=self.job_source_id)
+
+
+@attrs.frozen(kw_only=True)
+class BeforeTurn(Turn):
+    context_window: Count | None = None
+
+
+@attrs.frozen(kw_only=True)
+class AfterTurn(Turn):
+    peak_prompt_tokens: Tokens | None = None
+    context_window: Count | None = None
+
+
+@attrs.frozen(kw_only=True)
+class HandleCommand(Turn):
+    text: Any
+    trust: Trust = Trust.GUEST
+    context_window: Count | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ComposePrompt(Turn):
+    system: SystemPrompt = SystemPrompt("")
+    style: Style = Style.OPENAI
+
+
+@attrs.frozen(kw_only=True)
+class DispatchTool:
+    """A model's tool call; the context fields become a ``ToolContext`` (application/tools.py)."""
+
+    name: Any
+    arguments: Any
+    agent_id: Any
+    owner_id: Any
+    trust: Any = "guest"
+    conversation: Any = None
+    job_source_id: Any = None
+    session_id: Any = ""
+    run_id: Any = ""
+    source_message_id: Any = None
+
+
+@attrs.frozen(kw_only=True)
+class Forget:
+    owner_id: Identifier
+    agent_id: Identifier | None = None
+    by: Identifier = Identifier("operator")
+    reason: Any = ""
+
+
+@attrs.frozen(kw_only=True)
+class StartSession:
+    """What :meth:`MemorySystem.session` binds once for every call of a session."""
+
+    agent_id: Identifier
+    owner_id: Identifier
+    conversation: ConversationKey
+    trust: Trust = Trust.GUEST
+    context_window: Count | None = None

@@ -1,0 +1,150 @@
+"""The one place that turns host input into typed commands (ADR-0017).
+
+Hosts (the embedding API, the session API, the CLI) hand over loose values: text, numbers,
+mappings, enum names. :func:`structure` turns a mapping of them into a command of
+:mod:`fermix_memory.application.commands` with ONE cattrs converter, whose hook checks each
+field by its declared type with the domain's own checks (``check_identifier``, ``check_int``,
+``check_text``, the conversation-key parser, the operation parser the reviewer uses). Bad input
+raises the same typed errors everywhere, and the error names the field the host got wrong.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import attrs
+import cattrs
+
+from fermix_memory.application import commands as c
+from fermix_memory.application.errors import NotFound
+from fermix_memory.application.message_input import conversation_key, parse_enum
+from fermix_memory.domain.errors import InvalidArgument, InvalidOperation
+from fermix_memory.domain.operations import AddOperation, ArchiveOperation, Operation, ReplaceOperation
+from fermix_memory.domain.scopes import RecallScope, RecallSource, WriterKind
+from fermix_memory.domain.values import (
+    INT64_MAX,
+    INT64_MIN,
+    ConversationKey,
+    Trust,
+    check_identifier,
+    check_int,
+    check_text,
+    preview,
+)
+
+MAX_REASON_CHARS = 2000
+MAX_SYSTEM_PROMPT_CHARS = 200_000
+T = TypeVar("T")
+Parser = Callable[[object, str], Any]
+
+
+def _optional(parse: Parser) -> Parser:
+    return lambda value, what: None if value is None else parse(value, what)
+
+
+def _enum(enum_cls: Any) -> Parser:
+    return lambda value, what: parse_enum(enum_cls, value, what)
+
+
+def row_id(value: object, what: str) -> int:
+    """An id to look up: a whole number (else ``InvalidNumber``); one outside SQLite's 64-bit
+    range names nothing (:class:`NotFound`)."""
+    if isinstance(value, int) and not isinstance(value, bool) and not INT64_MIN <= value <= INT64_MAX:
+        raise NotFound(f"no {what} with that id (it is beyond the 64-bit range)")
+    return check_int(value, f"the {what} id")
+
+
+def operations(value: object, what: str = "operations") -> tuple[Operation, ...]:
+    """One operation, its ``{"op": ...}`` mapping, or a list of them (SPEC §12 shape)."""
+    if isinstance(value, AddOperation | ReplaceOperation | ArchiveOperation | Mapping):
+        value = [value]
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise InvalidOperation(f"{what} must be an operation, a mapping or a list of them")
+    parsed = []
+    for index, item in enumerate(value):
+        if isinstance(item, AddOperation | ReplaceOperation | ArchiveOperation):
+            parsed.append(item)
+            continue
+        if not isinstance(item, Mapping):
+            raise InvalidOperation(f"{what}[{index}]: an operation must be a mapping")
+        parsed.append(_operation(item, f"{what}[{index}]"))
+    return tuple(parsed)
+
+
+_OPERATIONS: dict[str, type[Operation]] = {"add": AddOperation, "replace": ReplaceOperation,
+                                           "archive": ArchiveOperation}
+
+
+def _operation(data: Mapping[str, Any], where: str) -> Operation:
+    """The operation's shape only: its values are admission's to judge, so that a bad value is
+    refused and the refusal recorded (ADR-0003), not raised."""
+    op = data.get("op")
+    if op not in _OPERATIONS:
+        raise InvalidOperation(f"{where}: op must be add, replace or archive, got {preview(op, 20)}")
+    try:
+        return _OPERATIONS[op](**{k: v for k, v in data.items() if k != "op"})
+    except TypeError as exc:
+        raise InvalidOperation(f"{where}: bad {op} operation: {exc}") from None
+
+
+_PARSERS: dict[Any, Parser] = {
+    c.Identifier: check_identifier,
+    c.Label: functools.partial(check_identifier, allow_empty=True),
+    c.Count: functools.partial(check_int, minimum=1),
+    c.Tokens: functools.partial(check_int, minimum=0),
+    c.RowId: check_int,
+    c.Reason: functools.partial(check_text, max_chars=MAX_REASON_CHARS),
+    c.SystemPrompt: functools.partial(check_text, max_chars=MAX_SYSTEM_PROMPT_CHARS),
+    Any: lambda value, what: value,
+    ConversationKey: lambda value, what: conversation_key(value),
+    Trust: _enum(Trust),
+    WriterKind: _enum(WriterKind),
+    RecallScope: _enum(RecallScope),
+    RecallSource: _enum(RecallSource),
+    c.Style: _enum(c.Style),
+    tuple[Operation, ...]: operations,
+}
+_PARSERS.update({kind | None: _optional(parse) for kind, parse in list(_PARSERS.items())
+                 if kind is not Any})
+
+
+def _command_hook(cls: type[T]) -> Callable[[Any, Any], T]:
+    """The structure hook of one command class: every field parsed by its type, in order."""
+    fields = attrs.fields(attrs.resolve_types(cls))  # type: ignore[arg-type, type-var]
+    parsers = [(f, _PARSERS[f.type]) for f in fields]
+    names = {f.name for f in fields}
+
+    def structure(data: Any, _: Any) -> T:
+        if not isinstance(data, Mapping):
+            raise InvalidArgument(f"{cls.__name__} input must be a mapping")
+        unknown = sorted(str(k) for k in data if k not in names)
+        if unknown:
+            raise InvalidArgument(f"unknown argument {unknown[0][:40]!r}")
+        values = {}
+        for field, parse in parsers:
+            if field.name in data:
+                value = data[field.name]
+                values[field.name] = parse(value, field.name) if not _is_default(field, value) else value
+            elif field.default is attrs.NOTHING:
+                raise InvalidArgument(f"{field.name} is required")
+        return cls(**values)
+
+    return structure
+
+
+def _is_default(field: Any, value: object) -> bool:
+    """A default value passes unchecked (``None`` for "not given", or the declared default)."""
+    default = field.default
+    return default is not attrs.NOTHING and value is default
+
+
+converter = cattrs.Converter()
+converter.register_structure_hook_factory(
+    lambda cls: attrs.has(cls) and cls.__module__ == c.__name__, _command_hook)
+
+
+def structure(data: Mapping[str, Any], cls: type[T]) -> T:
+    """``data`` as a ``cls`` command, or a typed :class:`DomainError` naming the bad field."""
+    return converter.structure(data, cls)

@@ -1,0 +1,146 @@
+"""The embedding API, part three: prompt files and resources, erasure, audit."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
+from fermix_memory.adapters.sqlite import audit
+from fermix_memory.adapters.sqlite.head import Head, parse_head
+from fermix_memory.application.commands import Forget
+from fermix_memory.application.errors import NotFound
+from fermix_memory.application.forget import ForgetReport
+from fermix_memory.application.host_input import row_id
+from fermix_memory.application.ports import RecordedEvent, ResourceRevision
+from fermix_memory.application.prompt_files import check_resource_name, unified_diff
+from fermix_memory.domain.errors import InvalidArgument
+from fermix_memory.domain.values import check_identifier, check_int
+from fermix_memory.entrypoints.api_base import ApiBase, check_owner, folder, optional_id
+
+
+class FilesApi(ApiBase):
+    """Prompt files and their revisions, erasure and the audit of the log."""
+
+    @property
+    def home(self) -> Path:
+        return self._app.home
+
+    def prompt_file(self, agent_id: str, owner_id: str, name: str = "user_md") -> Path:
+        """Where ``USER.md`` (``user_md``) or ``MEMORY.md`` (``memory_md``) of an owner lives."""
+        check_owner(agent_id, owner_id)
+        return PromptFileFolder(self.home).path(agent_id, owner_id, check_resource_name(name))
+
+    def rebuild_prompt_files(self, agent_id: str, owner_id: str) -> list[str]:
+        """Re-render an owner's files from the rows now; returns the names that changed."""
+        self._check_open()
+        check_owner(agent_id, owner_id)
+        return self._app.prompt_files.rebuild(agent_id, owner_id, check_files=True)
+
+    def resources(self, *, agent_id: str | None = None, owner_id: str | None = None) -> list[ResourceRevision]:
+        """The current revision of every versioned resource."""
+        self._check_open()
+        return self._app.queries.resources(agent_id=optional_id(agent_id, "agent_id"),
+                                           owner_id=optional_id(owner_id, "owner_id"))
+
+    def resource_history(self, name: str, *, agent_id: str, owner_id: str,
+                         limit: int | None = None) -> list[ResourceRevision]:
+        """Revisions of a resource, newest first."""
+        self._check_open()
+        check_owner(agent_id, owner_id)
+        if limit is not None:
+            check_int(limit, "limit")
+        return self._app.queries.resource_history(agent_id, owner_id, check_resource_name(name), limit)
+
+    def resource_revision(self, name: str, revision: int, *, agent_id: str, owner_id: str) -> ResourceRevision:
+        self._check_open()
+        check_owner(agent_id, owner_id)
+        found = self._app.queries.resource_revision(agent_id, owner_id, check_resource_name(name),
+                                                   row_id(revision, "revision"))
+        if found is None:
+            raise NotFound(f"{name} of {agent_id}/{owner_id} has no revision {revision}")
+        return found
+
+    def resource_diff(self, name: str, a: int, b: int, *, agent_id: str, owner_id: str) -> str:
+        """A unified diff from revision ``a`` to revision ``b``."""
+        return unified_diff(self.resource_revision(name, a, agent_id=agent_id, owner_id=owner_id),
+                            self.resource_revision(name, b, agent_id=agent_id, owner_id=owner_id))
+
+    def resource_rollback(self, name: str, revision: int, *, agent_id: str, owner_id: str,
+                          by: str = "operator") -> ResourceRevision:
+        """Restore revision ``revision``'s content as a new revision and rewrite the file."""
+        self._check_open()
+        check_owner(agent_id, owner_id)
+        new = self._app.prompt_files.rollback(agent_id, owner_id, check_resource_name(name),
+                                             row_id(revision, "revision"), by=check_identifier(by, "by"))
+        return self.resource_revision(name, new, agent_id=agent_id, owner_id=owner_id)
+
+    # --- erasure ---------------------------------------------------------------------------------
+
+    def forget_owner(self, owner_id: str, *, agent_id: str | None = None, by: str = "operator",
+                     reason: str = "") -> ForgetReport:
+        """Erase everything ``owner_id`` left with ``agent_id`` (every agent when ``None``).
+
+        Their messages, memory rows (archived ones too), reviews, prompt files and revisions,
+        memory sources, jobs and job runs are deleted; the payloads of the events that carried
+        them are redacted (the hash chain and ``verify`` still hold); an ``owner.forgotten``
+        event records who asked, when and how much went, without any content. The database is
+        then rewritten so no erased byte stays in ``memory.db`` or its WAL (``wal_truncated``
+        is false when another process held a read open: run it again when it has closed).
+        Slow on a large database: it rewrites the whole file.
+        """
+        cmd = self._command(Forget, dict(owner_id=owner_id, agent_id=agent_id, by=by, reason=reason))
+        return self._app.forgetting.forget_owner(cmd.owner_id, agent_id=cmd.agent_id, by=cmd.by, reason=cmd.reason)
+
+    # --- audit -----------------------------------------------------------------------------------
+
+    def head(self) -> Head:
+        """The log's last event as ``Head(position, hash)`` (``str()`` gives ``POSITION:HASH``):
+        keep it elsewhere and pass it to :meth:`verify` later to prove nothing was cut off."""
+        self._check_open()
+        return self._app.store.head()
+
+    def verify(self, progress: audit.Progress | None = None, *,
+               expect_head: Head | str | None = None) -> audit.VerifyReport:
+        """Check the hash chain, the FTS indexes and that the log replays to the same tables
+        (``progress(done, total)`` is called as the log is walked); that the log still holds
+        ``expect_head`` (a :meth:`head` kept elsewhere, or its ``POSITION:HASH`` text) and this
+        home's own last-seen head; and report what opening found wrong (append-only triggers
+        missing, a head the log no longer holds). A read-only memory is verified without writing."""
+        self._check_open()
+        progress = _progress(progress)
+        store = self._app.store
+        anchors = [("this home's last-seen head", head) for head in [store.home_anchor()] if head is not None]
+        if expect_head is not None:
+            anchors.insert(0, ("expected head", expect_head if isinstance(expect_head, Head)
+                               else parse_head(expect_head)))
+        return audit.verify_database(store.path, progress, anchors=anchors, noted=store.problems_at_open(),
+                                     readonly=store.readonly)
+
+    def replay_into(self, target_dir: str | os.PathLike[str], progress: audit.Progress | None = None) -> dict[str, Any]:
+        """Rebuild every projection from the log alone into ``target_dir/memory.db``
+        (``progress(done, total)`` is called as the log is replayed)."""
+        self._check_open()
+        return audit.replay_into(self._app.store.path, folder(target_dir, "target_dir"), _progress(progress))
+
+    def events(self, *, after: int = 0, stream: str | None = None) -> Iterator[RecordedEvent]:
+        """The event log itself, in log order: every event after position ``after`` (of one
+        ``stream`` when given) as ``RecordedEvent(position, stream, version, event)``; erased
+        (redacted) events are skipped. For audits and tests; the log is never written here."""
+        self._check_open()
+        return self._app.store.read_events(check_int(after, "after", minimum=0), stream=optional_id(stream, "stream"))
+
+    def log_entries(self, *, after: int = 0, kind: str | None = None) -> Iterator[audit.LogEntry]:
+        """Every log entry after ``after`` (of one event ``kind`` when given) as the audit shows
+        it: position, stream, kind, time, payload digest, redacted or not."""
+        self._check_open()
+        return audit.log_entries(self._app.store.reader(), after=check_int(after, "after", minimum=0),
+                                 kind=optional_id(kind, "kind"))
+
+
+def _progress(progress: object) -> audit.Progress | None:
+    if progress is not None and not callable(progress):
+        raise InvalidArgument("progress must be a function of (done, total)")
+    return progress  # type: ignore[return-value]

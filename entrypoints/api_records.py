@@ -1,0 +1,214 @@
+"""The embedding API, part one: history, memory rows, recall, sources and jobs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from fermix_memory.adapters.sqlite.codec import CONVERTER
+from fermix_memory.application import jobs
+from fermix_memory.application.commands import AppendMessage, Recall, WriteMemory
+from fermix_memory.application.errors import NotFound
+from fermix_memory.application.explain import explain_memory
+from fermix_memory.application.history import export_lines
+from fermix_memory.application.host_input import row_id
+from fermix_memory.application.memory_writes import OperationOutcome
+from fermix_memory.application.message_input import InvalidMessage, conversation_key
+from fermix_memory.application.recall import RecallResult
+from fermix_memory.domain.errors import InvalidArgument
+from fermix_memory.domain.events import Provenance
+from fermix_memory.domain.memory import Memory
+from fermix_memory.domain.messages import Message
+from fermix_memory.domain.operations import Operation
+from fermix_memory.domain.values import ConversationKey, Trust, check_identifier, check_int
+from fermix_memory.entrypoints.api_base import ApiBase, optional_id
+
+Progress = Callable[[int, int], None]
+
+
+class RecordsApi(ApiBase):
+    """Messages, memory rows and what they are recalled by."""
+
+    # --- history ---------------------------------------------------------------------------------
+
+    def append_message(
+        self,
+        *,
+        agent_id: str,
+        owner_id: str,
+        conversation: ConversationKey | str | Mapping[str, str] | Sequence[str],
+        role: str,
+        content: str,
+        sender: str = "",
+        kind: str = "text",
+        trust: str = "guest",
+        metadata: Mapping[str, Any] | None = None,
+        created_at: Any = None,
+    ) -> int:
+        """Durably record a message; returns its id (its position in the event log)."""
+        return self._app.append_message(self._command(AppendMessage, dict(
+            agent_id=agent_id, owner_id=owner_id, conversation=conversation, role=role, content=content,
+            sender=sender, kind=kind, trust=trust, metadata=metadata, created_at=created_at)))
+
+    def history(self, agent_id: str, conversation: Any, limit: int | None = None) -> list[Message]:
+        """The conversation's current window (after the last clear / compaction), oldest first."""
+        self._check_open()
+        check_identifier(agent_id, "agent_id")
+        if limit is not None:
+            check_int(limit, "limit")
+        window = self._app.conversations.window(agent_id, conversation_key(conversation))
+        if limit is not None:
+            window = window[-limit:] if limit > 0 else []
+        return window
+
+    def messages(self, agent_id: str, conversation: Any, *, after_id: int = 0,
+                 limit: int | None = None) -> list[Message]:
+        """Every stored message of the conversation, oldest first: those compaction replaced or
+        a ``/new`` left behind too (the window is :meth:`history`)."""
+        self._check_open()
+        check_identifier(agent_id, "agent_id")
+        return self._app.queries.messages(agent_id, conversation_key(conversation),
+                                          after_id=check_int(after_id, "after_id", minimum=0),
+                                          limit=None if limit is None else check_int(limit, "limit", minimum=0))
+
+    def clear_window(self, agent_id: str, conversation: Any, *, owner_id: str = "", by: str = "operator") -> None:
+        """Start the conversation's window afresh (``/new``); nothing is deleted from the log."""
+        self._check_open()
+        check_identifier(agent_id, "agent_id")
+        check_identifier(owner_id, "owner_id", allow_empty=True)
+        key = conversation_key(conversation)
+        self._app.history.clear_window(agent_id, key, Provenance(
+            agent_id=agent_id, owner_id=check_identifier(owner_id or by, "by"), trust=Trust.OPERATOR,
+            source_type="api", source_id=check_identifier(by, "by")))
+
+    def import_history(self, lines: Iterable[str], *, checking: Progress | None = None,
+                       importing: Progress | None = None) -> list[int]:
+        """Import JSON Lines (SPEC §12) atomically: every line is checked first, then all or none.
+        Messages imported before (same ``message_id``, or same line; ADR-0012) are skipped;
+        returns the ids of the messages recorded. ``checking(done, total)`` and
+        ``importing(done, total)`` are called as the lines are checked, then recorded."""
+        self._check_open()
+        if isinstance(lines, str):
+            lines = lines.splitlines()
+        if not isinstance(lines, Iterable):
+            raise InvalidMessage(f"lines must be JSON Lines text or an iterable of lines, got {type(lines).__name__}")
+        for progress in (checking, importing):
+            if progress is not None and not callable(progress):
+                raise InvalidArgument("progress must be a function of (done, total)")
+        service = self._app.history
+        return service.import_events(service.parse_jsonl(list(lines), checking), importing)
+
+    def export_history(self, *, agent_id: str | None = None) -> Iterator[str]:
+        """Every stored message as JSON Lines (the import format), in log order."""
+        self._check_open()
+        return export_lines(self._app.queries.iter_messages(agent_id=optional_id(agent_id, "agent_id")))
+
+    # --- memory rows -----------------------------------------------------------------------------
+    # --- memory rows -----------------------------------------------------------------------------
+
+    def write_memory(
+        self,
+        operations: Operation | Mapping[str, Any] | Sequence[Operation | Mapping[str, Any]],
+        *,
+        agent_id: str,
+        owner_id: str,
+        writer: str = "operator",
+        trust: str = "guest",
+        conversation: Any = None,
+        job_source_id: str | None = None,
+        source_type: str = "api",
+        source_id: str = "",
+        session_id: str = "",
+        run_id: str = "",
+        source_message_id: int | None = None,
+        reason: str = "",
+    ) -> list[OperationOutcome]:
+        """Apply memory operations through admission in one transaction.
+
+        Each operation is admitted or refused on its own; refusals are recorded as events and
+        reported in the outcomes, never raised. ``trust`` defaults to ``guest``, as for
+        :meth:`append_message`: pass ``trust="operator"`` to write directives.
+        """
+        return self._app.write_memory(self._command(WriteMemory, dict(
+            operations=operations, agent_id=agent_id, owner_id=owner_id, writer=writer, trust=trust,
+            conversation=conversation, job_source_id=job_source_id, source_type=source_type, source_id=source_id,
+            session_id=session_id, run_id=run_id, source_message_id=source_message_id, reason=reason)))
+
+    def restore(self, memory_id: int, *, by: str = "operator") -> Memory:
+        """Un-archive a memory row; returns the row. Raises :class:`NotFound` for an unknown id."""
+        self._check_open()
+        self._app.memory.restore(row_id(memory_id, "memory row"), by=check_identifier(by, "by"))
+        return self.memory(memory_id)
+
+    def memory(self, memory_id: int) -> Memory:
+        self._check_open()
+        row = self._app.rows.get(row_id(memory_id, "memory row"))
+        if row is None:
+            raise NotFound(f"no memory row {memory_id}")
+        return row
+
+    def explain(self, memory_id: int) -> dict[str, Any]:
+        """Why a row says what it says, as JSON-ready data: ``{"memory": {...row}, "events": [...]}``,
+        each event with who
+        caused it (trust, source, run) and the messages it came from (a review: every user
+        message that review read)."""
+        self._check_open()
+        found = explain_memory(self._app.store, self._app.queries, row_id(memory_id, "memory row"))
+        return dict(CONVERTER.unstructure(found))
+
+    def memories(self, *, agent_id: str | None = None, owner_id: str | None = None,
+                 include_archived: bool = True) -> list[Memory]:
+        """Every row (optionally of one agent / owner): an operator's view, not a prompt's."""
+        self._check_open()
+        if not isinstance(include_archived, bool):
+            raise InvalidArgument("include_archived must be true or false")
+        return self._app.queries.all_memories(agent_id=optional_id(agent_id, "agent_id"),
+                                              owner_id=optional_id(owner_id, "owner_id"),
+                                              include_archived=include_archived)
+
+    # --- recall ----------------------------------------------------------------------------------
+    # --- recall ----------------------------------------------------------------------------------
+
+    def recall(
+        self,
+        query: str = "",
+        *,
+        agent_id: str,
+        owner_id: str,
+        conversation: Any = None,
+        scope: str = "current",
+        source: str = "memories",
+        limit: int = 10,
+        key: str | None = None,
+        job_source_id: str | None = None,
+    ) -> RecallResult:
+        """Memories and/or history this reader may see, by exact ``key`` or full-text ``query``.
+
+        Any text is a safe query (R-FTS); results never include another owner's rows.
+        """
+        return self._app.recall(self._command(Recall, dict(
+            query=query, agent_id=agent_id, owner_id=owner_id, conversation=conversation, scope=scope,
+            source=source, limit=limit, key=key, job_source_id=job_source_id)))
+
+    def register_memory_source(self, *, source_id: str, agent_id: str, owner_id: str, source_type: str,
+                               name: str, description: str = "") -> str:
+        self._check_open()
+        app = self._app
+        return jobs.register_memory_source(app.store, app.clock, source_id=source_id, agent_id=agent_id,
+                                           owner_id=owner_id, source_type=source_type, name=name,
+                                           description=description)
+
+    def save_job(self, *, job_id: str, agent_id: str, owner_id: str, name: str, schedule: str, prompt: str,
+                 memory_source_id: str | None = None, enabled: bool = True) -> jobs.ScheduledJob:
+        """Save a scheduled job (and its job-scoped memory source, ``job:<job_id>``, if none given)."""
+        self._check_open()
+        app = self._app
+        return jobs.save_job(app.store, app.clock, job_id=job_id, agent_id=agent_id, owner_id=owner_id, name=name,
+                             schedule=schedule, prompt=prompt, memory_source_id=memory_source_id, enabled=enabled)
+
+    def record_job_run(self, *, run_id: str, job_id: str, status: str, started_at: Any, finished_at: Any = None,
+                       output: str = "", error: str = "") -> jobs.JobRun:
+        self._check_open()
+        app = self._app
+        return jobs.record_job_run(app.store, app.clock, run_id=run_id, job_id=job_id, status=status,
+                                   started_at=started_at, finished_at=finished_at, output=output, error=error)

@@ -1,0 +1,157 @@
+"""The embedding API, part two: the turn hooks, chat commands, memory tools and the prompt."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Any
+
+from fermix_memory.application.commands import (
+    AfterTurn,
+    BeforeTurn,
+    ComposePrompt,
+    DispatchTool,
+    HandleCommand,
+    Style,
+)
+from fermix_memory.application.compaction import CompactionResult
+from fermix_memory.application.errors import BackgroundTimeout
+from fermix_memory.application.message_input import InvalidMessage, conversation_key
+from fermix_memory.application.ports import ConversationState
+from fermix_memory.application.reviewer import ReviewResult
+from fermix_memory.application.tools import anthropic_tool_definitions, openai_tool_definitions
+from fermix_memory.application.turns import CommandResult, PreflightResult
+from fermix_memory.domain.errors import InvalidArgument
+from fermix_memory.domain.values import ConversationKey, check_identifier, check_int
+from fermix_memory.entrypoints.api_base import ApiBase, check_owner, optional_id
+
+
+def optional_count(value: object) -> int | None:
+    return None if value is None else check_int(value, "context_window", minimum=1)
+
+
+MAX_WAIT_S = 86_400.0  # longer is a host bug (and past threading.TIMEOUT_MAX, an OverflowError)
+Prompt = list[dict[str, str]] | tuple[str, list[dict[str, str]]]
+
+
+class TurnsApi(ApiBase):
+    """What a host calls around each turn of a conversation."""
+
+    def before_turn(self, *, agent_id: str, owner_id: str, conversation: Any,
+                    context_window: int | None = None) -> PreflightResult:
+        """Preflight hook, before a turn: compacts only if the previous turn's peak prompt tokens
+        crossed the threshold and the background pass has not compacted yet. Returns at once
+        otherwise (nothing is measured on a cold turn). ``notice`` is the text to show the chat."""
+        return self._app.before_turn(self._command(BeforeTurn, dict(
+            agent_id=agent_id, owner_id=owner_id, conversation=conversation, context_window=context_window)))
+
+    def after_turn(self, *, agent_id: str, owner_id: str, conversation: Any,
+                   peak_prompt_tokens: int | None = None, context_window: int | None = None) -> Future[ReviewResult]:
+        """Post-delivery hook, after a reply was delivered: records the provider-reported peak
+        prompt tokens, queues compaction if they crossed the threshold, and starts the
+        time-gated reviewer, all in the background; returns at once. A failing review or
+        compaction never raises here (the returned future carries the review's outcome)."""
+        return self._app.after_turn(self._command(AfterTurn, dict(
+            agent_id=agent_id, owner_id=owner_id, conversation=conversation, peak_prompt_tokens=peak_prompt_tokens,
+            context_window=context_window)))
+
+    def wait_for_background(self, timeout: float | None = None) -> None:
+        """Block until the background work queued so far is done (tests, orderly shutdown)."""
+        self._check_open()
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
+                                    or not 0 <= timeout <= MAX_WAIT_S):
+            raise InvalidArgument(f"timeout must be None or a number of seconds from 0 to {MAX_WAIT_S}")
+        try:
+            self._app.background.submit(("barrier", object()), lambda: None).result(timeout)
+        except TimeoutError:
+            raise BackgroundTimeout(f"background work still running after {timeout} s") from None
+
+    def handle_command(self, text: str, *, agent_id: str, owner_id: str, conversation: Any,
+                       trust: str = "guest", context_window: int | None = None) -> CommandResult | None:
+        """Run ``/compact``, ``/new`` or ``/clear`` (operator only; a guest gets a refusal and
+        nothing changes). Returns a :class:`CommandResult` (``reply`` is the text to send back to
+        the chat; the text is a command, do not append it), or ``None`` when ``text`` is not a
+        chat command (append it and run the turn)."""
+        return self._app.handle_command(self._command(HandleCommand, dict(
+            text=text, agent_id=agent_id, owner_id=owner_id, conversation=conversation, trust=trust,
+            context_window=context_window)))
+
+    def compact(self, *, agent_id: str, conversation: Any, context_window: int | None = None) -> CompactionResult:
+        """Compact the conversation's window now (what ``/compact`` does)."""
+        self._check_open()
+        check_identifier(agent_id, "agent_id")
+        return self._app.compactor.compact(agent_id, conversation_key(conversation),
+                                           context_window=optional_count(context_window))
+
+    def record_transcript(self, *, agent_id: str, owner_id: str, device_id: str, role: str, text: str,
+                          trust: str = "operator") -> int | None:
+        """Store a FINAL realtime voice transcript as a ``voice_turn`` message of the device's
+        ``realtime`` conversation, when ``persist_transcripts`` is on; ``None`` when it is off."""
+        self._check_open()
+        if not self._app.settings.realtime.persist_transcripts:
+            return None
+        if role not in ("user", "assistant"):
+            raise InvalidMessage("a transcript's role must be user or assistant")
+        return self._app.history.append(
+            agent_id=agent_id, owner_id=owner_id, conversation=ConversationKey("realtime", device_id), role=role,
+            content=text, sender=owner_id if role == "user" else agent_id, kind="voice_turn", trust=trust,
+            metadata={"source_type": "realtime"})
+
+    def reviewed_up_to(self, *, agent_id: str, owner_id: str, conversation: Any) -> int:
+        """The id of the last message of this owner a completed review covered (0: never)."""
+        self._check_open()
+        check_owner(agent_id, owner_id)
+        return self._app.reviewer.reviewed_up_to(agent_id, owner_id, conversation_key(conversation))
+
+    def awaiting_review(self, *, agent_id: str | None = None,
+                        owner_id: str | None = None) -> list[tuple[str, str, ConversationKey]]:
+        """Every ``(agent_id, owner_id, conversation)`` with user messages no review covered yet."""
+        self._check_open()
+        return self._app.queries.conversations_with_unreviewed(agent_id=optional_id(agent_id, "agent_id"),
+                                                               owner_id=optional_id(owner_id, "owner_id"))
+
+    def conversation_state(self, *, agent_id: str, conversation: Any) -> ConversationState:
+        """Where the conversation's window starts, its checkpoint, and when compaction may be
+        retried after a failure (``compaction_retry_after``)."""
+        self._check_open()
+        check_identifier(agent_id, "agent_id")
+        return self._app.queries.conversation_state(agent_id, conversation_key(conversation))
+
+    def review_now(self, *, agent_id: str | None = None, owner_id: str | None = None,
+                   conversation: Any = None) -> list[ReviewResult]:
+        """Review now (past the interval and back-off gates) every matching conversation with
+        new user messages; runs in the calling thread and returns one result per conversation."""
+        self._check_open()
+        key = conversation_key(conversation) if conversation is not None else None
+        agent_id, owner_id = optional_id(agent_id, "agent_id"), optional_id(owner_id, "owner_id")
+        targets = self._app.queries.conversations_with_unreviewed(agent_id=agent_id, owner_id=owner_id,
+                                                                  conversation=key)
+        return [self._app.reviewer.review(a, o, c, now=True) for a, o, c in targets]
+
+    def compose_prompt(self, agent_id: str, owner_id: str, conversation: Any, *, system: str = "",
+                       style: str = "openai") -> Prompt:
+        """The prompt of a turn: ONE system message (``system``, the host's own system prompt, then
+        the memory-context block, then any checkpoint), followed by the conversation window, which
+        never starts with an orphan assistant reply. ``style="openai"`` gives
+        ``[{"role": "system", ...}, …]``; ``style="anthropic"`` gives ``(system, messages)``."""
+        return self._app.compose_prompt(self._command(ComposePrompt, dict(
+            agent_id=agent_id, owner_id=owner_id, conversation=conversation, system=system, style=style)))
+
+    @staticmethod
+    def tool_definitions(style: str = "openai") -> list[dict[str, Any]]:
+        """JSON-Schema definitions of ``memory_store``, ``memory_recall`` and
+        ``memory_sources_list`` in OpenAI (``"openai"``) or Anthropic (``"anthropic"``) form."""
+        if style == Style.OPENAI:
+            return openai_tool_definitions()
+        if style == Style.ANTHROPIC:
+            return anthropic_tool_definitions()
+        raise InvalidMessage("style must be 'openai' or 'anthropic'")
+
+    def dispatch_tool(self, name: str, arguments: Any, *, agent_id: str, owner_id: str, trust: str = "guest",
+                      conversation: Any = None, job_source_id: str | None = None, session_id: str = "",
+                      run_id: str = "", source_message_id: int | None = None) -> dict[str, Any]:
+        """Run a memory tool call for the model. Bad calls come back as ``{"ok": false, "error",
+        "code"}``, never as an exception; a job run (``job_source_id``) only ever sees its own rows."""
+        return self._app.dispatch_tool(self._command(DispatchTool, dict(
+            name=name, arguments=arguments, agent_id=agent_id, owner_id=owner_id, trust=trust,
+            conversation=conversation, job_source_id=job_source_id, session_id=session_id, run_id=run_id,
+            source_message_id=source_message_id)))

@@ -1,0 +1,103 @@
+"""The session API: one conversation with one owner, named once (ADR-0017).
+
+::
+
+    s = memory.session(agent_id="ada", owner_id="alice", conversation="telegram:42", trust="guest")
+    s.append("user", "I live in Paris")
+    messages = s.compose_prompt(system="You are Ada.")
+
+Every method is the flat :class:`~fermix_memory.MemorySystem` method of the same purpose with
+``agent_id``, ``owner_id``, ``conversation`` and ``trust`` filled in; the checks, errors and
+results are the flat method's. A session holds no state of its own beyond those values: make
+one per turn or keep it, both are cheap, and several may share one memory across threads.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+from fermix_memory.application.commands import StartSession
+from fermix_memory.application.recall import RecallResult
+from fermix_memory.application.reviewer import ReviewResult
+from fermix_memory.application.turns import CommandResult, PreflightResult
+from fermix_memory.domain.messages import Message
+from fermix_memory.domain.values import ConversationKey, Role, Trust
+
+if TYPE_CHECKING:
+    from fermix_memory.entrypoints.api import MemorySystem
+    from fermix_memory.entrypoints.api_turns import Prompt
+
+
+class Session:
+    """Who talks where, bound once; see :meth:`MemorySystem.session`."""
+
+    def __init__(self, memory: MemorySystem, start: StartSession) -> None:
+        self._memory = memory
+        self._start = start
+
+    @property
+    def agent_id(self) -> str:
+        return self._start.agent_id
+
+    @property
+    def owner_id(self) -> str:
+        return self._start.owner_id
+
+    @property
+    def conversation(self) -> ConversationKey:
+        return self._start.conversation
+
+    @property
+    def trust(self) -> Trust:
+        return self._start.trust
+
+    def _turn(self) -> dict[str, Any]:
+        return {"agent_id": self.agent_id, "owner_id": self.owner_id, "conversation": self.conversation}
+
+    def append(self, role: str, content: str, *, sender: str | None = None, kind: str = "text",
+               metadata: Any = None, created_at: Any = None) -> int:
+        """Record a message of this conversation with the session's trust; returns its id.
+        ``sender`` defaults to the owner for a user message, to the agent for a reply."""
+        if sender is None:
+            sender = self.owner_id if role == Role.USER else self.agent_id if role == Role.ASSISTANT else ""
+        return self._memory.append_message(**self._turn(), role=role, content=content, sender=sender, kind=kind,
+                                           trust=self.trust.value, metadata=metadata, created_at=created_at)
+
+    def history(self, limit: int | None = None) -> list[Message]:
+        """The conversation's current window, oldest first."""
+        return self._memory.history(self.agent_id, self.conversation, limit)
+
+    def recall(self, query: str = "", *, scope: str = "current", source: str = "memories", limit: int = 10,
+               key: str | None = None) -> RecallResult:
+        """Memories and/or history this owner may see in this conversation."""
+        return self._memory.recall(query, **self._turn(), scope=scope, source=source, limit=limit, key=key)
+
+    def before_turn(self) -> PreflightResult:
+        """The preflight hook (see :meth:`MemorySystem.before_turn`)."""
+        return self._memory.before_turn(**self._turn(), context_window=self._start.context_window)
+
+    def compose_prompt(self, system: str = "", *, style: str = "openai") -> Prompt:
+        """One system message (``system`` + memory block + checkpoint) then the window;
+        ``style="anthropic"`` returns ``(system, messages)``."""
+        return self._memory.compose_prompt(self.agent_id, self.owner_id, self.conversation, system=system,
+                                           style=style)
+
+    def after_turn(self, peak_prompt_tokens: int | None = None) -> Future[ReviewResult]:
+        """The post-delivery hook (see :meth:`MemorySystem.after_turn`); returns at once."""
+        return self._memory.after_turn(**self._turn(), peak_prompt_tokens=peak_prompt_tokens,
+                                       context_window=self._start.context_window)
+
+    def handle_command(self, text: str) -> CommandResult | None:
+        """``/compact``, ``/new`` or ``/clear`` with the session's trust: a :class:`CommandResult`
+        whose ``reply`` goes back to the chat (do not append the text), or ``None`` when ``text``
+        is no command (append it and run the turn)."""
+        return self._memory.handle_command(text, **self._turn(), trust=self.trust.value,
+                                           context_window=self._start.context_window)
+
+    def dispatch_tool(self, name: str, arguments: Any) -> dict[str, Any]:
+        """Run the model's memory tool call with the session's trust; never raises for bad calls."""
+        return self._memory.dispatch_tool(name, arguments, **self._turn(), trust=self.trust.value)
+
+    def __repr__(self) -> str:
+        return f"Session(agent_id={self.agent_id!r}, owner_id={self.owner_id!r}, conversation='{self.conversation}')"
