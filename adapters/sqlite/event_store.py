@@ -27,7 +27,14 @@ from tenacity import (
 )
 
 from fermix_memory.adapters.sqlite.codec import decode_payload, encode_payload, encoded_text
-from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection, translated_errors
+from fermix_memory.adapters.sqlite.connection import (
+    enable_wal,
+    int_value,
+    open_connection,
+    scalar_int,
+    text_value,
+    translated_errors,
+)
 from fermix_memory.adapters.sqlite.head import GENESIS_HASH, Head, HeadFile, read_head
 from fermix_memory.adapters.sqlite.projections import project
 from fermix_memory.adapters.sqlite.queries import AGENT_OWNERS_SQL, AGENT_RULES_SQL
@@ -100,17 +107,14 @@ class _Transaction:
     def __init__(self, cursor: apsw.Cursor) -> None:
         self.cursor = cursor
         row = cursor.execute("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1").fetchall()
-        self.position, self.hash = (row[0][0], row[0][1]) if row else (0, GENESIS_HASH)
+        self.position, self.hash = (int_value(row[0][0]), text_value(row[0][1])) if row else (0, GENESIS_HASH)
         self.versions: dict[str, int] = {}
         self.recorded: list[RecordedEvent] = []
 
     def _next_version(self, stream: str) -> int:
         version = self.versions.get(stream)
         if version is None:
-            row = self.cursor.execute(
-                "SELECT max(version) FROM events WHERE stream = ?", (stream,)
-            ).fetchall()
-            version = row[0][0] or 0
+            version = scalar_int(self.cursor, "SELECT max(version) FROM events WHERE stream = ?", (stream,))
         version += 1
         self.versions[stream] = version
         return version
@@ -194,7 +198,7 @@ class _Transaction:
             " WHERE r.agent_id = ? AND r.owner_id = ? AND r.name = ?",
             (agent_id, owner_id, name),
         ).fetchall()
-        return (rows[0][0], rows[0][1]) if rows else None
+        return (int_value(rows[0][0]), text_value(rows[0][1])) if rows else None
 
     def read_events(self, after: int = 0, *, stream: str | None = None) -> list[RecordedEvent]:
         """The log as this transaction sees it (its own appends included)."""
@@ -232,8 +236,8 @@ class _Transaction:
             f" AND (kind IN ({','.join('?' * len(wanted))}) OR instr(payload, ?) > 0) ORDER BY position",
             (*wanted, encoded_text(owner_id)),
         ).fetchall()
-        return [RecordedEvent(position=position, stream=stream, version=version,
-                              event=decode_payload(kind, schema, payload))
+        return [RecordedEvent(position=int_value(position), stream=text_value(stream), version=int_value(version),
+                              event=decode_payload(text_value(kind), int_value(schema), text_value(payload)))
                 for position, stream, version, kind, schema, payload in rows]
 
     def redact(self, positions: Sequence[int]) -> int:
@@ -526,7 +530,7 @@ class SqliteEventStore:
             "SELECT stream, max(position) FROM events WHERE stream >= ? AND stream < ? GROUP BY stream",
             (stream_prefix, stream_prefix + "\U0010ffff"),
         ).fetchall()
-        return {r[0]: int(r[1]) for r in rows}
+        return {text_value(r[0]): int_value(r[1]) for r in rows}
 
     def head(self) -> Head:
         """The log's last (position, hash): an anchor to keep elsewhere (ADR-0011)."""
