@@ -16,7 +16,8 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
@@ -745,10 +746,22 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
 def run() -> None:
     """Console-script entry point: the library's warnings (a failed model call) show as
     ``fermix: warning: ...`` lines on stderr."""
-    handler = logging.StreamHandler(sys.stderr)
+    with log_lines(sys.stderr):
+        code = main()
+    sys.exit(code)
+
+
+@contextmanager
+def log_lines(stream: TextIO) -> Iterator[None]:
+    """While inside, the library's log records go to ``stream`` as ``fermix: <level>: ...`` lines."""
+    handler = logging.StreamHandler(stream)
     handler.setFormatter(LogLine())
-    logging.getLogger("fermix_memory").addHandler(handler)
-    sys.exit(main())
+    logger = logging.getLogger("fermix_memory")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 class LogLine(logging.Formatter):

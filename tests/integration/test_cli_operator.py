@@ -19,6 +19,7 @@ import pytest
 
 from fermix_memory import MemorySystem, ReadOnlyStore
 from fermix_memory.entrypoints import cli
+from tests.cli_runner import run_cli
 
 CONFIG_WITH_COMMENTS = """\
 # Operator notes: keep this file in git.
@@ -177,18 +178,15 @@ def test_an_unset_api_key_env_breaks_only_the_commands_that_call_the_model(
 
 
 def test_a_failed_review_ends_with_an_error_line_and_library_warnings_are_prefixed(
-        home: Path, tmp_path: Path) -> None:
+        home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home.mkdir()
     (home / "config.toml").write_text(
         '[[fermix_core.providers]]\nname = "main"\nkind = "openai"\nbase_url = "http://127.0.0.1:9/v1"\n'
         'model = "m"\n'
         'api_key_env = "FERMIX_TEST_UNSET_KEY"\n', encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if k != "FERMIX_TEST_UNSET_KEY"}
-    fermix = [sys.executable, "-m", "fermix_memory", "--home", str(home)]
-    subprocess.run([*fermix, "history", "import", "-"], input=line() + "\n", text=True, env=env, check=True,
-                   capture_output=True, timeout=120)
-    result = subprocess.run([*fermix, "memory", "review", "--now"], text=True, env=env, capture_output=True,
-                            timeout=120, check=False)
+    monkeypatch.delenv("FERMIX_TEST_UNSET_KEY", raising=False)
+    assert run_cli("history", "import", "-", home=home, stdin=(line() + "\n").encode()).returncode == 0
+    result = run_cli("memory", "review", "--now", home=home)
     assert result.returncode == 1
     lines = result.stderr.splitlines()
     assert all(x.startswith(("fermix: warning: ", "fermix: error: ")) for x in lines), result.stderr
