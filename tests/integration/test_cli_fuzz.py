@@ -91,7 +91,7 @@ def test_every_command_answers_arbitrary_arguments_clearly(
     monkeypatch.chdir(tmp_path)  # relative paths the arguments name land here
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
 
-    @settings(max_examples=4 if path == ("demo",) else 40, deadline=None, database=None,
+    @settings(max_examples=4 if path == ("demo",) else 25, deadline=None, database=None,
               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
     @given(arguments(COMMANDS[path]))
     def check(args: list[str]) -> None:
