@@ -518,7 +518,8 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
-def _meaningful(default: object) -> bool:
+def shows_default(default: object) -> bool:
+    """Whether an option's default is worth printing in its help ("(default: ...)")."""
     return not (default is None or default is False or default is argparse.SUPPRESS)
 
 
@@ -527,7 +528,7 @@ class HelpFormatter(argparse.HelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
-        if (_meaningful(action.default) and "%(default)" not in text and action.option_strings):
+        if (shows_default(action.default) and "%(default)" not in text and action.option_strings):
             text += " (default: %(default)s)"
         return text
 
@@ -691,7 +692,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _wants_json(argv: Sequence[str]) -> bool:
+def wants_json(argv: Sequence[str]) -> bool:
+    """Whether ``--json`` is among the options (before any ``--``): errors are then one JSON object."""
     args = list(argv)
     return "--json" in (args[: args.index("--")] if "--" in args else args)
 
@@ -710,7 +712,7 @@ def _error(as_json: bool, exc: BaseException, lines: Sequence[str] | None = None
 
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    as_json = _wants_json(argv)
+    as_json = wants_json(argv)
     try:
         args = build_parser().parse_args(argv)
     except UsageError as exc:

@@ -98,7 +98,7 @@ def test_every_command_answers_arbitrary_arguments_clearly(
         code, _, err = run(seeded, *path, *args)
         assert code in (cli.EXIT_OK, cli.EXIT_ERROR), (args, code, err)
         assert "Traceback" not in err and "internal error" not in err, (args, err)
-        if code == cli.EXIT_ERROR and cli._wants_json(args):
+        if code == cli.EXIT_ERROR and cli.wants_json(args):
             assert json.loads(err)["error"], (args, err)  # one JSON object
         elif code == cli.EXIT_ERROR:
             lines = err.splitlines()

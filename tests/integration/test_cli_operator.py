@@ -423,7 +423,7 @@ def test_every_argument_has_help_and_defaults_are_shown() -> None:
             assert action.help and action.help.strip(), (path, action.dest)
         text = " ".join(parser.format_help().split())
         for action in parser._actions:
-            if action.option_strings and cli._meaningful(action.default):
+            if action.option_strings and cli.shows_default(action.default):
                 assert f"(default: {action.default})" in text, (path, action.dest)
     shown = " ".join(dict(leaf_commands())[("events", "log")].format_help().split())
     assert "(default: 100)" in shown and "only events after this position (default: 0)" in shown
