@@ -19,22 +19,7 @@ from hypothesis import strategies as st
 
 from fermix_memory import MemorySystem
 from fermix_memory.entrypoints import cli
-
-
-def leaf_commands() -> dict[tuple[str, ...], argparse.ArgumentParser]:
-    found: dict[tuple[str, ...], argparse.ArgumentParser] = {}
-
-    def walk(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> None:
-        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-        if not subs:
-            found[path] = parser
-        for action in subs:
-            for name, sub in action.choices.items():
-                walk(sub, (*path, name))
-
-    walk(cli.build_parser(), ())
-    return found
-
+from tests.cli_runner import leaf_commands
 
 COMMANDS = leaf_commands()
 # Words the commands understand, and values that mean something in the seeded home.

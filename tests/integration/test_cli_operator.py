@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import io
 import json
@@ -19,7 +18,7 @@ import pytest
 
 from fermix_memory import MemorySystem, ReadOnlyStore
 from fermix_memory.entrypoints import cli
-from tests.cli_runner import run_cli
+from tests.cli_runner import leaf_commands, run_cli
 
 CONFIG_WITH_COMMENTS = """\
 # Operator notes: keep this file in git.
@@ -111,22 +110,6 @@ def read_only(home: Path) -> Iterator[None]:
     finally:
         for p in reversed(paths):
             os.chmod(p, modes[p])
-
-
-def leaf_commands() -> list[tuple[tuple[str, ...], argparse.ArgumentParser]]:
-    """Every runnable sub-command of the parser, with its own parser."""
-    found = []
-
-    def walk(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> None:
-        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-        if not subs:
-            found.append((path, parser))
-        for action in subs:
-            for name, sub in action.choices.items():
-                walk(sub, (*path, name))
-
-    walk(cli.build_parser(), ())
-    return found
 
 
 # --- a missing home ------------------------------------------------------------------------------
@@ -418,14 +401,14 @@ def test_python_dash_m_fermix_memory_runs_the_cli(tmp_path: Path) -> None:
 
 
 def test_every_argument_has_help_and_defaults_are_shown() -> None:
-    for path, parser in leaf_commands():
+    for path, parser in leaf_commands().items():
         for action in parser._actions:
             assert action.help and action.help.strip(), (path, action.dest)
         text = " ".join(parser.format_help().split())
         for action in parser._actions:
             if action.option_strings and cli.shows_default(action.default):
                 assert f"(default: {action.default})" in text, (path, action.dest)
-    shown = " ".join(dict(leaf_commands())[("events", "log")].format_help().split())
+    shown = " ".join(leaf_commands()[("events", "log")].format_help().split())
     assert "(default: 100)" in shown and "only events after this position (default: 0)" in shown
 
 
