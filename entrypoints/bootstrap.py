@@ -12,6 +12,7 @@ import os
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import attrs
 from fermix_memory.adapters.clock import SystemClock
 from fermix_memory.adapters.config_toml import load_settings
 from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
-from fermix_memory.adapters.providers.route import ProviderRoute, build_provider
+from fermix_memory.adapters.providers.route import ProviderRoute, build_provider, close_model
 from fermix_memory.adapters.sqlite.erasure import SqliteErasure
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.adapters.sqlite.job_queries import SqliteJobQueries
@@ -97,10 +98,12 @@ class App:
     jobs: SqliteJobQueries
     tools: MemoryTools
     forgetting: Forgetting
+    # What bootstrap opened (store, providers it built, the background worker), closed in reverse.
+    resources: ExitStack = attrs.field(factory=ExitStack, repr=False)
 
     def close(self) -> None:
-        self.background.close()
-        self.store.close()
+        """Close everything bootstrap opened, newest first; a second call does nothing."""
+        self.resources.close()
 
     # --- use cases: each takes its checked command (application/commands.py) -----------------
 
@@ -142,15 +145,22 @@ class App:
 
 def build_model_route(
     settings: Settings, providers: Sequence[ChatModel] | None, tracer: Tracer, clock: Clock,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None, *, owned: ExitStack,
 ) -> Callable[[str], ChatModel]:
     """The agent's provider route: given providers, else the configured ones in order, else the
-    offline ``rules`` extractor (a labelled fallback, never used when a provider is configured)."""
+    offline ``rules`` extractor (a labelled fallback, never used when a provider is configured).
+
+    Providers built here from the settings are closed by ``owned``; given ones belong to the caller.
+    """
     env = os.environ if env is None else env
+    chain: list[ChatModel]
     if providers:
         chain = list(providers)
     elif settings.providers:
-        chain = [build_provider(p, env) if _key_present(p, env) else KeyNeeded(p, env) for p in settings.providers]
+        chain = []
+        for provider in settings.providers:
+            chain.append(build_provider(provider, env) if _key_present(provider, env) else KeyNeeded(provider, env))
+            owned.callback(close_model, chain[-1])
     else:
         from fermix_memory.adapters.providers.rules import RulesProvider
 
@@ -211,6 +221,10 @@ class KeyNeeded:
             self._built = build_provider(self._settings, self._env)
         return self._built.complete(request)
 
+    def close(self) -> None:
+        if self._built is not None:
+            close_model(self._built)
+
 
 def bootstrap(
     home: str | os.PathLike[str] | None = None,
@@ -238,50 +252,46 @@ def bootstrap(
         except OSError as error:
             raise StorageError(f"cannot create the memory home {home_path}: {error.strerror or error}") from None
     clock = clock or SystemClock()
-    store = SqliteEventStore(home_path / DB_NAME, durability=settings.memory.durability,
-                             head_file=home_path / HEAD_NAME, readonly=readonly)
-    queries = SqliteQueries(store.reader)
-    conversations = ConversationStore(queries, store.last_position, settings.memory.max_conversation_history)
-    rows = MemoryRowCache(queries, store.last_position)
-    store.add_commit_listener(conversations.on_commit)
-    store.add_commit_listener(rows.on_commit)
-    files = PromptFileFolder(home_path)
-    prompt_files = PromptFiles(store, queries, files, tokens.count, clock)
-    store.add_after_commit(prompt_files.on_commit)
-    try:
-        model_for = build_model_route(settings, providers, tracer or EventLogTracer(store), clock)
-    except BaseException:
-        store.close()
-        raise
-    writer = MemoryWriter(store, clock, derived=prompt_files)
-    reviewer = Reviewer(
-        store, queries, writer, clock, settings.memory, model_for, tokens.count,
-        timeout_s=settings.timeouts.llm_buffered_s, holder=f"{socket.gethostname()}:{os.getpid()}",
-    )
-    history = HistoryService(store, clock)
-    jobs = SqliteJobQueries(store.reader)
-    compactor = Compactor(
-        store, queries, conversations.window, reviewer, clock, settings.compaction, model_for, tokens.count,
-        context_window=settings.providers[0].context_window if settings.providers else DEFAULT_CONTEXT_WINDOW,
-        timeout_s=settings.timeouts.llm_buffered_s,
-    )
-    app = App(
-        home=home_path, settings=settings, clock=clock, store=store, queries=queries,
-        conversations=conversations, rows=rows, history=history,
-        memory=writer, tokens=tokens, prompt_files=prompt_files, reviewer=reviewer,
-        background=BackgroundWorker("fermix-background"), model_for=model_for,
-        compactor=compactor, turns=TurnService(compactor, history), jobs=jobs,
-        tools=MemoryTools(writer, queries, jobs),
-        forgetting=Forgetting(store, SqliteErasure(store), prompt_files, clock),
-    )
-    if not readonly:
-        try:
+    with ExitStack() as opened:  # every resource opened below is closed if a later step fails
+        store = SqliteEventStore(home_path / DB_NAME, durability=settings.memory.durability,
+                                 head_file=home_path / HEAD_NAME, readonly=readonly)
+        opened.callback(store.close)
+        queries = SqliteQueries(store.reader)
+        conversations = ConversationStore(queries, store.last_position, settings.memory.max_conversation_history)
+        rows = MemoryRowCache(queries, store.last_position)
+        store.add_commit_listener(conversations.on_commit)
+        store.add_commit_listener(rows.on_commit)
+        files = PromptFileFolder(home_path)
+        prompt_files = PromptFiles(store, queries, files, tokens.count, clock)
+        store.add_after_commit(prompt_files.on_commit)
+        model_for = build_model_route(settings, providers, tracer or EventLogTracer(store), clock, owned=opened)
+        writer = MemoryWriter(store, clock, derived=prompt_files)
+        reviewer = Reviewer(
+            store, queries, writer, clock, settings.memory, model_for, tokens.count,
+            timeout_s=settings.timeouts.llm_buffered_s, holder=f"{socket.gethostname()}:{os.getpid()}",
+        )
+        history = HistoryService(store, clock)
+        jobs = SqliteJobQueries(store.reader)
+        compactor = Compactor(
+            store, queries, conversations.window, reviewer, clock, settings.compaction, model_for, tokens.count,
+            context_window=settings.providers[0].context_window if settings.providers else DEFAULT_CONTEXT_WINDOW,
+            timeout_s=settings.timeouts.llm_buffered_s,
+        )
+        background = BackgroundWorker("fermix-background")
+        opened.callback(background.close)  # closed first: it may be mid-call on a provider or the store
+        if not readonly:
             prompt_files.repair()  # files are derived: a crash between commit and write is mended here
             finish_erasures(SqliteErasure(store))
-        except BaseException:
-            store.close()
-            raise
-    return app
+        return App(
+            home=home_path, settings=settings, clock=clock, store=store, queries=queries,
+            conversations=conversations, rows=rows, history=history,
+            memory=writer, tokens=tokens, prompt_files=prompt_files, reviewer=reviewer,
+            background=background, model_for=model_for,
+            compactor=compactor, turns=TurnService(compactor, history), jobs=jobs,
+            tools=MemoryTools(writer, queries, jobs),
+            forgetting=Forgetting(store, SqliteErasure(store), prompt_files, clock),
+            resources=opened.pop_all(),
+        )
 
 
 def require_home(home: Path) -> None:

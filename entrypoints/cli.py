@@ -16,7 +16,8 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
@@ -510,7 +511,8 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
-def _meaningful(default: object) -> bool:
+def shows_default(default: object) -> bool:
+    """Whether an option's default is worth printing in its help ("(default: ...)")."""
     return not (default is None or default is False or default is argparse.SUPPRESS)
 
 
@@ -519,7 +521,7 @@ class HelpFormatter(argparse.HelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
-        if (_meaningful(action.default) and "%(default)" not in text and action.option_strings):
+        if (shows_default(action.default) and "%(default)" not in text and action.option_strings):
             text += " (default: %(default)s)"
         return text
 
@@ -683,7 +685,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _wants_json(argv: Sequence[str]) -> bool:
+def wants_json(argv: Sequence[str]) -> bool:
+    """Whether ``--json`` is among the options (before any ``--``): errors are then one JSON object."""
     args = list(argv)
     return "--json" in (args[: args.index("--")] if "--" in args else args)
 
@@ -702,7 +705,7 @@ def _error(as_json: bool, exc: BaseException, lines: Sequence[str] | None = None
 
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    as_json = _wants_json(argv)
+    as_json = wants_json(argv)
     try:
         args = build_parser().parse_args(argv)
     except UsageError as exc:
@@ -738,10 +741,22 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
 def run() -> None:
     """Console-script entry point: the library's warnings (a failed model call) show as
     ``fermix: warning: ...`` lines on stderr."""
-    handler = logging.StreamHandler(sys.stderr)
+    with log_lines(sys.stderr):
+        code = main()
+    sys.exit(code)
+
+
+@contextmanager
+def log_lines(stream: TextIO) -> Iterator[None]:
+    """While inside, the library's log records go to ``stream`` as ``fermix: <level>: ...`` lines."""
+    handler = logging.StreamHandler(stream)
     handler.setFormatter(LogLine())
-    logging.getLogger("fermix_memory").addHandler(handler)
-    sys.exit(main())
+    logger = logging.getLogger("fermix_memory")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 class LogLine(logging.Formatter):

@@ -177,6 +177,13 @@ def _model_of(provider: ChatModel) -> str:
     return model if isinstance(model, str) else ""
 
 
+def close_model(model: object) -> None:
+    """Close a provider its builder owns: HTTP providers hold a connection pool, others hold nothing."""
+    close = getattr(model, "close", None)
+    if callable(close):
+        close()
+
+
 def build_provider(
     settings: ProviderSettings, env: Mapping[str, str], client: httpx.Client | None = None
 ) -> ChatModel:

@@ -13,9 +13,9 @@ import apsw
 import attrs
 
 from fermix_memory.adapters.sqlite.codec import decode_payload
-from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection
-from fermix_memory.adapters.sqlite.event_store import GENESIS_HASH, chain_hash, payload_digest
-from fermix_memory.adapters.sqlite.head import Head, head_problem
+from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection, scalar_int
+from fermix_memory.adapters.sqlite.event_store import chain_hash, payload_digest
+from fermix_memory.adapters.sqlite.head import GENESIS_HASH, Head, head_problem
 from fermix_memory.adapters.sqlite.projections import project
 from fermix_memory.adapters.sqlite.schema import (
     FTS_TABLES,
@@ -74,7 +74,7 @@ def fts_integrity(conn: apsw.Connection) -> None:
 
 def check_chain(conn: apsw.Connection, progress: Progress | None = None) -> VerifyReport:
     """Walk the log in order; name the first row whose payload or chain hash is wrong."""
-    total = conn.execute("SELECT count(*) FROM events").fetchall()[0][0]
+    total = scalar_int(conn, "SELECT count(*) FROM events")
     prev, count, redacted, expected_position = GENESIS_HASH, 0, 0, 1
     erasures = _ErasureAccount()
     rows = conn.execute(
@@ -193,7 +193,7 @@ def fold_log(source: apsw.Connection, target: apsw.Connection, progress: Progres
     Runs in batched transactions on ``target``, with the full-text indexes and plain indexes
     built once at the end (:func:`deferred_indexing`); returns the number of events folded.
     """
-    total = source.execute("SELECT count(*) FROM events").fetchall()[0][0]
+    total = scalar_int(source, "SELECT count(*) FROM events")
     count = 0
     with deferred_indexing(target):
         cur = target.cursor()

@@ -104,6 +104,27 @@ def _configure(conn: apsw.Connection, durability: str) -> None:
     conn.execute("PRAGMA user_version").fetchall()
 
 
+def int_value(value: apsw.SQLiteValue) -> int:
+    """A column the schema declares INTEGER, narrowed for the type checker (NULL is refused)."""
+    if isinstance(value, int):
+        return value
+    raise StorageError(f"expected an integer column, found {type(value).__name__}")
+
+
+def text_value(value: apsw.SQLiteValue) -> str:
+    """A column the schema declares TEXT, narrowed for the type checker (NULL is refused)."""
+    if isinstance(value, str):
+        return value
+    raise StorageError(f"expected a text column, found {type(value).__name__}")
+
+
+def scalar_int(conn: apsw.Connection | apsw.Cursor, sql: str, bindings: apsw.Bindings = ()) -> int:
+    """The one integer a query such as ``PRAGMA user_version`` or ``SELECT count(*)`` returns;
+    SQL NULL (``max`` over no rows) counts as 0."""
+    value = conn.execute(sql, bindings).fetchall()[0][0]
+    return 0 if value is None else int_value(value)
+
+
 def enable_wal(conn: apsw.Connection) -> None:
     """Switch the (verified) database to WAL; persistent in the file, so readers inherit it."""
     mode = conn.execute("PRAGMA journal_mode = WAL").fetchall()[0][0]

@@ -26,7 +26,13 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection, translated_errors
+from fermix_memory.adapters.sqlite.connection import (
+    enable_wal,
+    int_value,
+    open_connection,
+    text_value,
+    translated_errors,
+)
 from fermix_memory.adapters.sqlite.head import GENESIS_HASH, Head, HeadFile, read_head
 from fermix_memory.adapters.sqlite.schema import check_schema, migrate, restore_triggers
 from fermix_memory.adapters.sqlite.transaction import SqliteTransaction, chain_hash, payload_digest, read_log
@@ -299,7 +305,7 @@ class SqliteEventStore:
             "SELECT stream, max(position) FROM events WHERE stream >= ? AND stream < ? GROUP BY stream",
             (stream_prefix, stream_prefix + "\U0010ffff"),
         ).fetchall()
-        return {str(r[0]): int(r[1]) for r in rows}  # type: ignore[arg-type]
+        return {text_value(r[0]): int_value(r[1]) for r in rows}
 
     def head(self) -> Head:
         """The log's last (position, hash): an anchor to keep elsewhere (ADR-0011)."""

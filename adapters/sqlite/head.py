@@ -18,6 +18,7 @@ from pathlib import Path
 import apsw
 import attrs
 
+from fermix_memory.adapters.sqlite.connection import int_value, text_value
 from fermix_memory.application.errors import IntegrityError
 from fermix_memory.domain.values import preview
 
@@ -53,7 +54,7 @@ def parse_head(text: str) -> Head:
 
 def read_head(conn: apsw.Connection) -> Head:
     rows = conn.execute("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1").fetchall()
-    return Head(int(rows[0][0]), str(rows[0][1])) if rows else Head(0, GENESIS_HASH)
+    return Head(int_value(rows[0][0]), text_value(rows[0][1])) if rows else Head(0, GENESIS_HASH)
 
 
 def head_problem(conn: apsw.Connection, head: Head, label: str) -> str:

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 
 import apsw
 
+from fermix_memory.adapters.sqlite.connection import scalar_int, text_value
 from fermix_memory.application.errors import DatabaseTooNew, ForeignDatabase, ReadOnlyStore
 
 APPLICATION_ID = 0x46524D58  # "FRMX"
@@ -241,8 +242,8 @@ def migrate(conn: apsw.Connection, path: str) -> int:
     """
     conn.execute("BEGIN IMMEDIATE")
     try:
-        version = conn.execute("PRAGMA user_version").fetchall()[0][0]
-        app_id = conn.execute("PRAGMA application_id").fetchall()[0][0]
+        version = scalar_int(conn, "PRAGMA user_version")
+        app_id = scalar_int(conn, "PRAGMA application_id")
         if app_id not in (0, APPLICATION_ID):
             raise ForeignDatabase(f"{path} belongs to another application (application_id {app_id:#x})")
         if version > SCHEMA_VERSION:
@@ -251,7 +252,7 @@ def migrate(conn: apsw.Connection, path: str) -> int:
                 f"understands ({SCHEMA_VERSION}); upgrade fermix-memory — the file was not changed"
             )
         if version == 0:
-            tables = conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()[0][0]
+            tables = scalar_int(conn, "SELECT count(*) FROM sqlite_schema")
             if tables:
                 raise ForeignDatabase(f"{path} is an SQLite database of another application; not touching it")
         for number in range(version + 1, SCHEMA_VERSION + 1):
@@ -262,7 +263,7 @@ def migrate(conn: apsw.Connection, path: str) -> int:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
-    return int(version)
+    return version
 
 
 def missing_triggers(conn: apsw.Connection) -> list[str]:
@@ -284,8 +285,8 @@ def restore_triggers(conn: apsw.Connection) -> list[str]:
 def check_schema(conn: apsw.Connection, path: str) -> None:
     """What :func:`migrate` checks, for a read-only connection that must not change the file:
     the database is ours and at exactly :data:`SCHEMA_VERSION`."""
-    version = conn.execute("PRAGMA user_version").fetchall()[0][0]
-    app_id = conn.execute("PRAGMA application_id").fetchall()[0][0]
+    version = scalar_int(conn, "PRAGMA user_version")
+    app_id = scalar_int(conn, "PRAGMA application_id")
     if app_id != APPLICATION_ID or version == 0:
         raise ForeignDatabase(f"{path} is not a fermix-memory database; not touching it")
     if version > SCHEMA_VERSION:
@@ -314,7 +315,7 @@ def deferred_indexing(conn: apsw.Connection) -> Iterator[None]:
     step is one transaction. If the body fails the database is left without those triggers and
     indexes: callers only use this on a database they discard on failure.
     """
-    if conn.execute("SELECT count(*) FROM events").fetchall()[0][0]:
+    if scalar_int(conn, "SELECT count(*) FROM events"):
         raise ValueError("deferred indexing is only for an empty database")
     deferred = conn.execute(
         "SELECT type, name, sql FROM sqlite_schema WHERE sql IS NOT NULL AND ("
@@ -324,10 +325,10 @@ def deferred_indexing(conn: apsw.Connection) -> Iterator[None]:
     ).fetchall()
     with conn:
         for kind, name, _ in deferred:
-            conn.execute(f'DROP {kind.upper()} "{name}"')
+            conn.execute(f'DROP {text_value(kind).upper()} "{text_value(name)}"')
     yield
     with conn:
         for _, _, sql in deferred:
-            conn.execute(sql)
+            conn.execute(text_value(sql))
         for table in FTS_TABLES:
             conn.execute(f"INSERT INTO {table}({table}) VALUES ('rebuild')")

@@ -113,8 +113,13 @@ def test_an_erasure_redacts_and_records_in_one_write(ports: Ports) -> None:
 
 
 class NoFiles:
+    """Prompt files are not this suite's subject: nothing to remove, nothing to re-render."""
+
     def remove_files(self, agent_id: str, owner_id: str) -> bool:
         return False
+
+    def record_in(self, tx: object, events: object, at: object) -> None:
+        return None
 
 
 class FixedClock:

@@ -1,21 +1,15 @@
-"""The installed ``fermix`` command, run in a subprocess against a temporary home."""
+"""The ``fermix`` command against a temporary home: in-process through ``cli.main`` (the
+installed command itself is smoke-tested in a subprocess in test_installed_command.py)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import apsw
 import pytest
 
-FERMIX = Path(sys.executable).parent / "fermix"
-
-
-def fermix(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(FERMIX), "--home", str(home), *args], capture_output=True, text=True,
-                          timeout=120, check=False)
+from tests.cli_runner import run_cli as fermix
 
 
 def line(**overrides: object) -> str:
@@ -33,15 +27,6 @@ def files_holding(home: Path, word: str) -> list[Path]:
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     return tmp_path / "home"
-
-
-def test_the_layer_folders_are_not_top_level_modules() -> None:
-    for name in ("domain", "application", "adapters", "entrypoints"):
-        probe = subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True, cwd="/",
-                               check=False)
-        assert probe.returncode != 0, f"'import {name}' must fail outside the repository"
-    ok = subprocess.run([sys.executable, "-c", "import fermix_memory.domain.values"], cwd="/", check=False)
-    assert ok.returncode == 0
 
 
 def test_demo_runs_the_whole_loop_offline(home: Path) -> None:

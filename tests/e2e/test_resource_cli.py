@@ -1,4 +1,4 @@
-"""``fermix resource …`` and ``fermix memory restore`` (R-RES), the installed command in a subprocess.
+"""``fermix resource …`` and ``fermix memory restore`` (R-RES), the command run in-process.
 
 Memory changes are made through the embedding API, which is closed before the command runs.
 """
@@ -6,24 +6,21 @@ Memory changes are made through the embedding API, which is closed before the co
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fermix_memory import MemorySystem
+from tests.cli_runner import CliResult, run_cli
 
-FERMIX = Path(sys.executable).parent / "fermix"
 AGENT, OWNER = "ada", "alice"
 REV1 = "## Identity\n- city: Lives in Paris\n- name: Alice\n"
 REV2 = "## Identity\n- city: Lives in Berlin\n- name: Alice\n"
 
 
-def fermix(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(FERMIX), "--home", str(home), *args], capture_output=True, text=True,
-                          timeout=120, check=False)
+def fermix(home: Path, *args: str) -> CliResult:
+    return run_cli(*args, home=home)
 
 
 def ok(home: Path, *args: str) -> str:
@@ -36,7 +33,7 @@ def as_json(home: Path, *args: str) -> Any:
     return json.loads(ok(home, *args, "--json"))  # one JSON document, nothing else on stdout
 
 
-def assert_one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> None:
+def assert_one_line_error(result: CliResult, *needles: str) -> None:
     assert result.returncode == 1, (result.returncode, result.stdout, result.stderr)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("fermix: error: "), result.stderr

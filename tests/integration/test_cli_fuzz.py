@@ -19,22 +19,7 @@ from hypothesis import strategies as st
 
 from fermix_memory import MemorySystem
 from fermix_memory.entrypoints import cli
-
-
-def leaf_commands() -> dict[tuple[str, ...], argparse.ArgumentParser]:
-    found: dict[tuple[str, ...], argparse.ArgumentParser] = {}
-
-    def walk(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> None:
-        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-        if not subs:
-            found[path] = parser
-        for action in subs:
-            for name, sub in action.choices.items():
-                walk(sub, (*path, name))
-
-    walk(cli.build_parser(), ())
-    return found
-
+from tests.cli_runner import leaf_commands
 
 COMMANDS = leaf_commands()
 # Words the commands understand, and values that mean something in the seeded home.
@@ -91,14 +76,14 @@ def test_every_command_answers_arbitrary_arguments_clearly(
     monkeypatch.chdir(tmp_path)  # relative paths the arguments name land here
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
 
-    @settings(max_examples=4 if path == ("demo",) else 40, deadline=None, database=None,
+    @settings(max_examples=4 if path == ("demo",) else 25, deadline=None, database=None,
               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
     @given(arguments(COMMANDS[path]))
     def check(args: list[str]) -> None:
         code, _, err = run(seeded, *path, *args)
         assert code in (cli.EXIT_OK, cli.EXIT_ERROR), (args, code, err)
         assert "Traceback" not in err and "internal error" not in err, (args, err)
-        if code == cli.EXIT_ERROR and cli._wants_json(args):
+        if code == cli.EXIT_ERROR and cli.wants_json(args):
             assert json.loads(err)["error"], (args, err)  # one JSON object
         elif code == cli.EXIT_ERROR:
             lines = err.splitlines()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import io
 import json
@@ -19,6 +18,7 @@ import pytest
 
 from fermix_memory import MemorySystem, ReadOnlyStore
 from fermix_memory.entrypoints import cli
+from tests.cli_runner import leaf_commands, run_cli
 
 CONFIG_WITH_COMMENTS = """\
 # Operator notes: keep this file in git.
@@ -112,22 +112,6 @@ def read_only(home: Path) -> Iterator[None]:
             os.chmod(p, modes[p])
 
 
-def leaf_commands() -> list[tuple[tuple[str, ...], argparse.ArgumentParser]]:
-    """Every runnable sub-command of the parser, with its own parser."""
-    found = []
-
-    def walk(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> None:
-        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-        if not subs:
-            found.append((path, parser))
-        for action in subs:
-            for name, sub in action.choices.items():
-                walk(sub, (*path, name))
-
-    walk(cli.build_parser(), ())
-    return found
-
-
 # --- a missing home ------------------------------------------------------------------------------
 
 
@@ -177,18 +161,15 @@ def test_an_unset_api_key_env_breaks_only_the_commands_that_call_the_model(
 
 
 def test_a_failed_review_ends_with_an_error_line_and_library_warnings_are_prefixed(
-        home: Path, tmp_path: Path) -> None:
+        home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home.mkdir()
     (home / "config.toml").write_text(
         '[[fermix_core.providers]]\nname = "main"\nkind = "openai"\nbase_url = "http://127.0.0.1:9/v1"\n'
         'model = "m"\n'
         'api_key_env = "FERMIX_TEST_UNSET_KEY"\n', encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if k != "FERMIX_TEST_UNSET_KEY"}
-    fermix = [sys.executable, "-m", "fermix_memory", "--home", str(home)]
-    subprocess.run([*fermix, "history", "import", "-"], input=line() + "\n", text=True, env=env, check=True,
-                   capture_output=True, timeout=120)
-    result = subprocess.run([*fermix, "memory", "review", "--now"], text=True, env=env, capture_output=True,
-                            timeout=120, check=False)
+    monkeypatch.delenv("FERMIX_TEST_UNSET_KEY", raising=False)
+    assert run_cli("history", "import", "-", home=home, stdin=(line() + "\n").encode()).returncode == 0
+    result = run_cli("memory", "review", "--now", home=home)
     assert result.returncode == 1
     lines = result.stderr.splitlines()
     assert all(x.startswith(("fermix: warning: ", "fermix: error: ")) for x in lines), result.stderr
@@ -420,14 +401,14 @@ def test_python_dash_m_fermix_memory_runs_the_cli(tmp_path: Path) -> None:
 
 
 def test_every_argument_has_help_and_defaults_are_shown() -> None:
-    for path, parser in leaf_commands():
+    for path, parser in leaf_commands().items():
         for action in parser._actions:
             assert action.help and action.help.strip(), (path, action.dest)
         text = " ".join(parser.format_help().split())
         for action in parser._actions:
-            if action.option_strings and cli._meaningful(action.default):
+            if action.option_strings and cli.shows_default(action.default):
                 assert f"(default: {action.default})" in text, (path, action.dest)
-    shown = " ".join(dict(leaf_commands())[("events", "log")].format_help().split())
+    shown = " ".join(leaf_commands()[("events", "log")].format_help().split())
     assert "(default: 100)" in shown and "only events after this position (default: 0)" in shown
 
 

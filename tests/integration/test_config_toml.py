@@ -20,6 +20,7 @@ from fermix_memory.application.settings import (
     RealtimeSettings,
     Settings,
     TimeoutSettings,
+    settings_from_mapping,
 )
 
 EXISTING = """\
@@ -337,3 +338,10 @@ def test_a_duration_too_long_for_date_arithmetic_is_a_config_error(tmp_path: Pat
     error = config_error(write(tmp_path / "config.toml", line + "\n"))
     assert key in error
     assert "at most" in error
+
+
+def test_the_readme_configuration_excerpt_shows_the_defaults() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Configuration"):]
+    excerpt = section[section.index("```toml\n") + len("```toml\n"):section.index("\n```")]
+    assert settings_from_mapping(tomli.loads(excerpt), "README.md") == Settings()

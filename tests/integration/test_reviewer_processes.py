@@ -23,6 +23,7 @@ import tomli_w
 from fermix_memory.application.ports import ChatMessage, ChatRequest
 from fermix_memory.application.reviewer_prompt import parse_review_input
 from fermix_memory.entrypoints.api import MemorySystem
+from tests.cli_runner import CliResult, run_cli
 from tests.integration.loopback_models import LoopbackModelServer, RecordedRequest
 
 FERMIX = Path(sys.executable).parent / "fermix"
@@ -83,9 +84,9 @@ def seed(home: Path, *messages: tuple[str, str, str]) -> None:
                                   content="Noted.", sender=AGENT)
 
 
-def fermix(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(FERMIX), "--home", str(home), *args], capture_output=True, text=True,
-                          timeout=timeout, check=False, env=child_env())
+def fermix(home: Path, *args: str) -> CliResult:
+    """The command in this process (the process tests above start real ones)."""
+    return run_cli(*args, home=home)
 
 
 def event_kinds(home: Path) -> list[str]:

@@ -12,12 +12,14 @@ from hypothesis import strategies as st
 
 from fermix_memory.application.errors import ConfigError
 from fermix_memory.application.settings import (
+    SECTIONS,
     CompactionSettings,
     MemorySettings,
     ProviderSettings,
     RealtimeSettings,
     Settings,
     TimeoutSettings,
+    knobs_of,
     settings_from_mapping,
 )
 
@@ -464,3 +466,17 @@ def test_valid_values_round_trip(
             assert getattr(built, key) == want, (section, key)
             assert type(getattr(built, key)) is type(want)
     assert settings.providers == tuple(ProviderSettings(**p) for p in named)
+
+
+def test_every_setting_is_described_in_its_own_field() -> None:
+    """One description per knob: the config file's keys, checks and comments all come from the
+    settings classes' fields (no second table to keep in step)."""
+    assert dict(SECTIONS) == SECTION_CLASSES
+    for cls in [*SECTIONS.values(), ProviderSettings]:
+        knobs = knobs_of(cls)
+        assert [k.name for k in knobs] == [f.name for f in attrs.fields(cls)]
+        assert all(k.doc for k in knobs), cls.__name__
+    required = [k.name for k in knobs_of(ProviderSettings) if k.default is attrs.NOTHING]
+    assert required == ["name", "kind"]
+    example = {k.name: k.default if k.example is None else k.example for k in knobs_of(ProviderSettings)}
+    assert load({"providers": [example]}).providers[0].base_url == "http://127.0.0.1:11434/v1"

@@ -1,0 +1,51 @@
+"""The CI layering check (.ci/layering): passes on this tree, names every kind of violation."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / ".ci" / "layering"
+
+
+def run_check(root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(SCRIPT), str(root)], capture_output=True, text=True, check=False)
+
+
+def write(root: Path, rel: str, text: str) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def test_the_project_keeps_its_layers() -> None:
+    result = run_check(SCRIPT.parents[1])
+    assert result.returncode == 0, result.stdout
+    assert "0 violation(s)" in result.stdout
+
+
+def test_each_rule_is_reported_with_file_and_line(tmp_path: Path) -> None:
+    write(tmp_path, "fermix_memory/__init__.py", "from fermix_memory.entrypoints.api import Memory\n")
+    write(tmp_path, "domain/__init__.py", "")
+    write(tmp_path, "domain/rules.py", "import os\nfrom ..adapters import clock\nfrom datetime import datetime\n"
+                                        "x = datetime.now()\n")
+    write(tmp_path, "domain/reads.py", "from pathlib import Path\nimport fermix_memory.entrypoints.cli\n")
+    write(tmp_path, "application/use.py", "from fermix_memory.adapters.sqlite import event_store\n")
+    write(tmp_path, "adapters/clock.py", "from fermix_memory.entrypoints import bootstrap\n")
+    write(tmp_path, "entrypoints/cli.py", "from fermix_memory.entrypoints import api\n")
+
+    result = run_check(tmp_path)
+
+    assert result.returncode == 1
+    out = result.stdout
+    assert "domain/rules.py:1: domain imports an I/O module: os" in out
+    assert "domain/rules.py:2: domain imports another layer: fermix_memory.adapters" in out
+    assert "domain/rules.py:4: domain calls now()" in out
+    assert "domain/reads.py:1: domain imports an I/O module: pathlib" in out
+    assert "domain/reads.py:2: domain imports another layer: fermix_memory.entrypoints.cli" in out
+    assert "application/use.py:1: application imports adapters" in out
+    assert "adapters/clock.py:1: only the facade imports entrypoints" in out
+    assert "fermix_memory/__init__.py" not in out
+    assert "entrypoints/cli.py" not in out
+    assert "7 violation(s)" in out
