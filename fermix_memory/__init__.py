@@ -9,6 +9,7 @@ Import :class:`MemorySystem` and open it on a home folder::
 
 from fermix_memory.application.errors import (
     BackgroundTimeout,
+    ConcurrencyConflict,
     ConfigError,
     DatabaseTooNew,
     ForeignDatabase,
@@ -36,6 +37,7 @@ __all__ = [
     "AddOperation",
     "ArchiveOperation",
     "BackgroundTimeout",
+    "ConcurrencyConflict",
     "ConfigError",
     "ConversationKey",
     "DatabaseTooNew",
