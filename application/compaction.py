@@ -10,6 +10,10 @@ after each owner's reviewed-up-to mark, so what left the window stays queued for
 review that succeeds. The checkpoint text is fenced as data (``<conversation-summary>``),
 keeps the trust of its least trusted source and names the other owners whose words it holds
 (``domain/checkpoint.py``). A failure of the summary backs off ``failure_backoff_s`` (60 s).
+
+The decisions (is it due, which messages one checkpoint replaces, whose words it holds, the
+events of the outcome) are the domain's (``domain/compaction_rules.py``); this module loads,
+asks the model for the summary and appends.
 """
 
 from __future__ import annotations
@@ -36,8 +40,8 @@ from fermix_memory.application.ports import (
 from fermix_memory.application.reviewer import Reviewer
 from fermix_memory.application.settings import CompactionSettings
 from fermix_memory.application.streams import conversation_stream
-from fermix_memory.domain import events as ev
-from fermix_memory.domain.checkpoint import CHECKPOINT_KIND, CHECKPOINT_SENDER, checkpoint_sources
+from fermix_memory.domain import compaction_rules as rules
+from fermix_memory.domain.checkpoint import CHECKPOINT_KIND, CHECKPOINT_SENDER
 from fermix_memory.domain.fence import conversation_summary_block
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import ConversationKey, Role
@@ -46,7 +50,7 @@ log = logging.getLogger("fermix_memory.compaction")
 
 COMPACTION_NOTICE = "Trimmed older conversation history to stay within the context window."
 COMPACTOR_AGENT_TAG = "compactor"
-MESSAGE_OVERHEAD_TOKENS = 4  # role and separators per chat message
+MESSAGE_OVERHEAD_TOKENS = rules.MESSAGE_OVERHEAD_TOKENS
 MAX_REVIEW_ROUNDS = 50
 
 COMPACTOR_SYSTEM_PROMPT = """\
@@ -121,19 +125,16 @@ class Compactor:
 
     def due(self, agent_id: str, conversation: ConversationKey, *, context_window: int | None = None) -> bool:
         """True when compaction is on, the last peak reached the threshold and no back-off holds."""
-        if not self._settings.enabled:
-            return False
-        peak = self.peak(agent_id, conversation)
-        if peak is None:
-            return False
-        window = context_window or self._context_window
-        if peak < self._settings.threshold * window:
-            return False
-        retry = self._queries.conversation_state(agent_id, conversation).compaction_retry_after
-        return retry is None or self._clock.now() >= retry
+        check = rules.CheckDue(at=self._clock.now(), enabled=self._settings.enabled,
+                               peak_prompt_tokens=self.peak(agent_id, conversation),
+                               threshold=self._settings.threshold,
+                               context_window=context_window or self._context_window)
+        if rules.measured_reason(check):
+            return False  # decided without reading the store
+        return rules.is_due(self._queries.conversation_state(agent_id, conversation), check)
 
     def window_tokens(self, messages: Sequence[Message]) -> int:
-        return sum(self._count(m.content) + MESSAGE_OVERHEAD_TOKENS for m in messages)
+        return rules.window_tokens([self._count(m.content) for m in messages])
 
     # --- the compaction job ---------------------------------------------------------------------
 
@@ -158,64 +159,41 @@ class Compactor:
     def _compact(self, agent_id: str, conversation: ConversationKey, *, context_window: int | None,
                  notice: bool) -> CompactionResult:
         """Summarise the older part of the window so the window fits ``budget * context_window``."""
-        window_size = context_window or self._context_window
-        budget = int(self._settings.budget * window_size)
-        messages = self._window(agent_id, conversation)
-        before = self.window_tokens(messages)
-        older, kept = self._split(messages, budget)
-        if not older:
-            return CompactionResult(status="skipped", reason="nothing_to_compact", tokens_before=before)
+        state = self._queries.conversation_state(agent_id, conversation)
+        budget = rules.token_budget(self._settings.budget, context_window or self._context_window)
+        messages = tuple(self._window(agent_id, conversation))
+        plan = rules.plan_compaction(state, rules.PlanCompaction(
+            messages=messages, content_tokens=tuple(self._count(m.content) for m in messages), budget=budget))
+        if plan.empty:
+            return CompactionResult(status="skipped", reason="nothing_to_compact", tokens_before=plan.tokens_before)
         self._review_first(agent_id, conversation)
         try:
-            summary = conversation_summary_block(self._summarise(agent_id, older, budget))
+            summary = conversation_summary_block(self._summarise(agent_id, plan.older, budget))
         except ModelError as exc:
-            return self._fail(agent_id, conversation, exc, before)
+            return self._fail(state, agent_id, conversation, exc, plan.tokens_before)
         at = self._clock.now()
-        up_to = max(m.id for m in older)
-        after = self.window_tokens(kept) + self._count(summary) + MESSAGE_OVERHEAD_TOKENS
-        sources = checkpoint_sources(older)
+        sources = plan.sources
+        checkpoint = attrs.evolve(build_message_event(
+            agent_id=agent_id, owner_id=sources.owner_id, conversation=conversation, role=Role.SYSTEM.value,
+            content=summary, sender=CHECKPOINT_SENDER, kind=CHECKPOINT_KIND, metadata=plan.checkpoint_metadata(),
+            trust=sources.trust.value, at=at,
+        ), quoted_owners=sources.quoted_owners)
+        summary_tokens = self._count(summary)
 
         def work(tx: WriteTransaction) -> int:
-            checkpoint = attrs.evolve(build_message_event(
-                agent_id=agent_id, owner_id=sources.owner_id, conversation=conversation, role=Role.SYSTEM.value,
-                content=summary, sender=CHECKPOINT_SENDER, kind=CHECKPOINT_KIND,
-                metadata={"replaces_up_to": up_to, "replaced": len(older), **sources.metadata()},
-                trust=sources.trust.value, at=at,
-            ), quoted_owners=sources.quoted_owners)
             stream = conversation_stream(agent_id, conversation)
             [checkpoint_id] = tx.append(stream, [checkpoint])
-            tx.append(stream, [ev.HistoryCompacted(
-                at=at, agent_id=agent_id, conversation=conversation, up_to_message_id=up_to,
-                checkpoint_message_id=checkpoint_id, replaced_count=len(older), tokens_before=before,
-                tokens_after=after, provenance=ev.Provenance(agent_id=agent_id, owner_id=sources.owner_id,
-                                                         source_type="compactor", reason="context window"))])
+            tx.append(stream, rules.decide_compacted(state, rules.RecordCompaction(
+                at=at, agent_id=agent_id, conversation=conversation, plan=plan, checkpoint_message_id=checkpoint_id,
+                summary_tokens=summary_tokens)))
             return checkpoint_id
 
         checkpoint_id = self._store.write(work)
+        after = plan.tokens_after(summary_tokens)
         self.record_peak(agent_id, conversation, after)  # the old peak no longer describes the window
-        return CompactionResult(status="compacted", replaced=len(older), tokens_before=before, tokens_after=after,
-                                checkpoint_message_id=checkpoint_id, notice=COMPACTION_NOTICE if notice else None)
-
-    def _split(self, messages: list[Message], budget: int) -> tuple[list[Message], list[Message]]:
-        """Keep the newest messages within half the budget (the summary gets the rest)."""
-        keep_budget = budget // 2
-        kept: list[Message] = []
-        used = 0
-        for message in reversed(messages):
-            cost = self._count(message.content) + MESSAGE_OVERHEAD_TOKENS
-            if used + cost > keep_budget or len(kept) == len(messages) - 1:
-                break
-            kept.append(message)
-            used += cost
-        kept.reverse()
-        older = messages[: len(messages) - len(kept)]
-        if not older:
-            return [], kept
-        # The window is "every message after the replaced ids, checkpoint first", so whatever is
-        # replaced must be every window message up to the newest replaced id: a previous
-        # checkpoint (newer id than the messages kept beside it) pulls those into the summary.
-        up_to = max(m.id for m in older)
-        return [m for m in messages if m.id <= up_to], [m for m in messages if m.id > up_to]
+        return CompactionResult(status="compacted", replaced=len(plan.older), tokens_before=plan.tokens_before,
+                                tokens_after=after, checkpoint_message_id=checkpoint_id,
+                                notice=COMPACTION_NOTICE if notice else None)
 
     def _review_first(self, agent_id: str, conversation: ConversationKey) -> None:
         """Let the reviewer catch up on every owner of the conversation with unseen user messages.
@@ -243,7 +221,7 @@ class Compactor:
         request = ChatRequest(
             messages=(ChatMessage(role="system", content=COMPACTOR_SYSTEM_PROMPT),
                       ChatMessage(role="user", content=f"Transcript to summarise:\n\n{transcript}")),
-            max_tokens=max(256, min(4096, budget // 4)),
+            max_tokens=rules.summary_max_tokens(budget),
             reasoning_effort=self._settings.reasoning_effort,
             timeout_s=self._timeout_s,
             tags={"agent": COMPACTOR_AGENT_TAG, "agent_id": agent_id},
@@ -253,13 +231,15 @@ class Compactor:
             raise _EmptySummary("the summariser returned an empty summary")
         return text
 
-    def _fail(self, agent_id: str, conversation: ConversationKey, exc: Exception, before: int) -> CompactionResult:
+    def _fail(self, state: ConversationState, agent_id: str, conversation: ConversationKey, exc: Exception,
+              before: int) -> CompactionResult:
         at = self._clock.now()
-        error = f"{type(exc).__name__}: {exc}"[:1000]
+        error = f"{type(exc).__name__}: {exc}"[:rules.MAX_STORED_ERROR_CHARS]
         log.warning("compaction of %s %s failed: %s", agent_id, conversation, error)
-        event = ev.CompactionFailed(at=at, agent_id=agent_id, conversation=conversation, error=error,
-                                    retry_after=at + timedelta(seconds=self._settings.failure_backoff_s))
-        self._store.write(lambda tx: tx.append(conversation_stream(agent_id, conversation), [event]))
+        events = rules.decide_failure(state, rules.FailCompaction(
+            at=at, agent_id=agent_id, conversation=conversation, error=error,
+            backoff=timedelta(seconds=self._settings.failure_backoff_s)))
+        self._store.write(lambda tx: tx.append(conversation_stream(agent_id, conversation), events))
         return CompactionResult(status="failed", reason=error, tokens_before=before)
 
 

@@ -9,6 +9,7 @@ Import :class:`MemorySystem`, open it on a home folder and talk through a sessio
 
 from fermix_memory.application.errors import (
     BackgroundTimeout,
+    ConcurrencyConflict,
     ConfigError,
     DatabaseTooNew,
     ForeignDatabase,
@@ -44,6 +45,7 @@ __all__ = [
     "ChatRequest",
     "ChatResponse",
     "CommandResult",
+    "ConcurrencyConflict",
     "ConfigError",
     "ConversationKey",
     "DatabaseTooNew",

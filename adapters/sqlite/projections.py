@@ -29,7 +29,7 @@ from fermix_memory.adapters.sqlite.job_queries import (
     run_from_row,
     source_from_row,
 )
-from fermix_memory.adapters.sqlite.rows import optional_time
+from fermix_memory.adapters.sqlite.rows import REVIEW_STATE_COLUMNS, optional_time, review_state_from_row
 from fermix_memory.adapters.sqlite.scope_tokens import message_scope_tokens
 from fermix_memory.application.errors import IntegrityError
 from fermix_memory.domain import conversation_window, resources, review_gate
@@ -196,21 +196,12 @@ def _window(cur: apsw.Cursor, position: int,
     _evolve_window(cur, e.agent_id, e.conversation, e)
 
 
-_REVIEW_COLUMNS = tuple(f.name for f in attrs.fields(ReviewGateState))
-_REVIEW_TIMES = ("last_review_at", "retry_after", "claim_expires_at")
-
-
-def _review_state(row: tuple[Any, ...]) -> ReviewGateState:
-    values = dict(zip(_REVIEW_COLUMNS, row, strict=True))
-    return ReviewGateState(**{**values, **{t: optional_time(values[t]) for t in _REVIEW_TIMES}})
-
-
 def _review(cur: apsw.Cursor, position: int, e: ev.ReviewClaimed | ev.ReviewCompleted | ev.ReviewFailed
             | ev.ReviewSkipped) -> None:
     c = e.conversation
     key = {"agent_id": e.agent_id, "owner_id": e.owner_id, "channel": c.channel, "chat_id": c.chat_id,
            "thread_scope": c.thread_scope}
-    _evolve_row(cur, "review_state", key, _REVIEW_COLUMNS, _review_state,
+    _evolve_row(cur, "review_state", key, REVIEW_STATE_COLUMNS, review_state_from_row,
                 lambda state: review_gate.evolve(state or ReviewGateState(), e))
 
 

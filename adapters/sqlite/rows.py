@@ -76,8 +76,11 @@ def message_from_row(row: tuple[Any, ...]) -> Message:
     )
 
 
+# The review_state columns are the domain state's fields, all of them (``review_gate.evolve``).
+REVIEW_STATE_COLUMNS = tuple(f.name for f in attrs.fields(ReviewState))
+_REVIEW_TIMES = ("last_review_at", "retry_after", "claim_expires_at")
 REVIEW_STATE_SQL = (
-    "SELECT reviewed_up_to_id, last_review_at, retry_after, claim_id, claim_expires_at, last_skip_reason"
+    f"SELECT {', '.join(REVIEW_STATE_COLUMNS)}"
     " FROM review_state WHERE agent_id = ? AND owner_id = ? AND channel = ? AND chat_id = ? AND thread_scope = ?"
 )
 
@@ -87,5 +90,5 @@ def review_state_key(agent_id: str, owner_id: str, conversation: ConversationKey
 
 
 def review_state_from_row(r: tuple[Any, ...]) -> ReviewState:
-    return ReviewState(reviewed_up_to_id=r[0], last_review_at=optional_time(r[1]), retry_after=optional_time(r[2]),
-                       claim_id=r[3], claim_expires_at=optional_time(r[4]), last_skip_reason=r[5])
+    values = dict(zip(REVIEW_STATE_COLUMNS, r, strict=True))
+    return ReviewState(**{**values, **{t: optional_time(values[t]) for t in _REVIEW_TIMES}})

@@ -17,8 +17,11 @@ import pytest
 
 from fermix_memory.adapters.sqlite.erasure import SqliteErasure
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
-from fermix_memory.application.ports import Erasure, EventStore
+from fermix_memory.application.ports import Erasure, EventStore, ResourceRevision
+from fermix_memory.application.prompt_files import PromptFiles
 from fermix_memory.domain import events as ev
+from fermix_memory.domain.memory import Memory
+from fermix_memory.domain.resources import sha256
 from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, Role, ScopeType, Trust
 from tests.contract.fake_store import FakeEventStore
 
@@ -59,6 +62,69 @@ def ports(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ports]:
         yield Ports(real, SqliteErasure(real))
     finally:
         real.close()
+
+
+# --- prompt files on the ports alone -------------------------------------------------------
+
+
+class FixedClock:
+    def now(self) -> datetime:
+        return at(100)
+
+
+@attrs.define
+class MemoryFiles:
+    """A ``PromptFileSink`` in a dictionary: ``(agent, owner, name) -> content``."""
+
+    files: dict[tuple[str, str, str], str] = attrs.field(factory=dict)
+    writes: int = 0
+
+    def read(self, agent_id: str, owner_id: str, name: str) -> str | None:
+        return self.files.get((agent_id, owner_id, name))
+
+    def write(self, agent_id: str, owner_id: str, name: str, content: str) -> None:
+        self.files[(agent_id, owner_id, name)] = content
+        self.writes += 1
+
+    def remove(self, agent_id: str, owner_id: str) -> bool:
+        mine = [k for k in self.files if k[:2] == (agent_id, owner_id)]
+        for k in mine:
+            del self.files[k]
+        return bool(mine)
+
+
+@attrs.frozen
+class LoaderReader:
+    """The ``ResourceReader`` the prompt-file use case needs, answered by the transaction loaders
+    (so it runs on every store; the current revision only)."""
+
+    ports: Ports
+
+    def resource_revision(self, agent_id: str, owner_id: str, name: str,
+                          revision: int | None = None) -> ResourceRevision | None:
+        current = self.ports.load("current_resource", agent_id, owner_id, name)
+        if current is None or revision not in (None, current[0]):
+            return None
+        return ResourceRevision(agent_id=agent_id, owner_id=owner_id, name=name, revision=current[0],
+                                content=current[1], content_sha256=sha256(current[1]), reason="", created_at=AT)
+
+    def memory_owners(self) -> list[tuple[str, str]]:
+        return []
+
+    def agent_rules(self, agent_id: str) -> list[Memory]:
+        return self.ports.load("agent_rules", agent_id)  # type: ignore[no-any-return]
+
+    def agent_owners(self, agent_id: str) -> list[str]:
+        return self.ports.load("agent_owners", agent_id)  # type: ignore[no-any-return]
+
+    def agent_rules_changed_at(self) -> dict[str, datetime]:
+        return {}
+
+
+def prompt_files(ports: Ports, files: MemoryFiles | None = None) -> PromptFiles:
+    """The prompt-file use case over ``ports`` and an in-memory file sink."""
+    return PromptFiles(ports.store, LoaderReader(ports), files if files is not None else MemoryFiles(),
+                       lambda text: len(text) // 4 + 1, FixedClock())
 
 
 # --- events ---------------------------------------------------------------------------------

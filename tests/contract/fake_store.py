@@ -1,6 +1,8 @@
 """An in-memory implementation of the storage ports (``EventStore`` and ``Erasure``) for
-use-case tests: the log in a list, the state loaders answered from a fold of the log (memory
-rows by the domain's own ``evolve_memory``). The contract suite proves it behaves like apsw."""
+use-case tests: the log in a list, the state loaders answered from a fold of the log through
+the domain's own evolve functions (memory rows, review gates, resources, memory sources, jobs,
+runs and conversation windows): no rule is written twice. The contract suite proves it
+behaves like apsw."""
 
 from __future__ import annotations
 
@@ -13,7 +15,10 @@ import attrs
 
 from fermix_memory.application.errors import ConcurrencyConflict, IntegrityError
 from fermix_memory.application.ports import RecordedEvent, ReviewState, ScrubReport, StreamEvents
+from fermix_memory.domain import conversation_window, resources, review_gate
 from fermix_memory.domain import events as ev
+from fermix_memory.domain.conversation_window import ConversationWindow
+from fermix_memory.domain.jobs import JobRun, MemorySource, ScheduledJob, evolve_job, evolve_run, evolve_source
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.memory_evolution import evolve_memory
 from fermix_memory.domain.scopes import is_agent_rule
@@ -22,6 +27,8 @@ from fermix_memory.domain.values import ConversationKey, Role, Scope
 T = TypeVar("T")
 GENESIS = "0" * 64
 ReviewKey = tuple[str, str, ConversationKey]
+ResourceKey = tuple[str, str, str]
+WindowKey = tuple[str, ConversationKey]
 
 
 @attrs.frozen
@@ -41,10 +48,12 @@ class FakeState:
     versions: dict[str, int] = attrs.field(factory=dict)
     rows: dict[int, Memory] = attrs.field(factory=dict)
     messages: dict[int, ev.MessageAppended] = attrs.field(factory=dict)
-    resources: dict[tuple[str, str, str], tuple[int, str]] = attrs.field(factory=dict)
+    resources: dict[ResourceKey, resources.ResourceState] = attrs.field(factory=dict)
     reviews: dict[ReviewKey, ReviewState] = attrs.field(factory=dict)
-    jobs: dict[str, tuple[str, str]] = attrs.field(factory=dict)  # job id -> (agent, owner)
-    sources: dict[str, tuple[str, str]] = attrs.field(factory=dict)
+    jobs: dict[str, ScheduledJob] = attrs.field(factory=dict)
+    sources: dict[str, MemorySource] = attrs.field(factory=dict)
+    runs: dict[str, JobRun] = attrs.field(factory=dict)
+    windows: dict[WindowKey, ConversationWindow] = attrs.field(factory=dict)
     scrub_pending: bool = False
 
     def copy(self) -> FakeState:
@@ -58,13 +67,8 @@ def _copied(value: Any) -> Any:
     return value.copy() if isinstance(value, list | set | dict) else value
 
 
-def _review(state: FakeState, e: Any, **changes: Any) -> None:
-    key = (e.agent_id, e.owner_id, e.conversation)
-    state.reviews[key] = attrs.evolve(state.reviews.get(key, ReviewState()), **changes)
-
-
 def _project(state: FakeState, position: int, e: ev.DomainEvent) -> None:
-    """What the apsw projections do, on the fake's dictionaries (rows by the domain's evolve)."""
+    """What the apsw projections do, on the fake's dictionaries, by the domain's evolve functions."""
     if isinstance(e, ev.MemoryAdded) and any(
             (r.agent_id, r.owner_id, r.scope_type, r.scope_id, r.key)
             == (e.agent_id, e.owner_id, e.scope_type, e.scope_id, e.key) for r in state.rows.values()):
@@ -77,37 +81,42 @@ def _project(state: FakeState, position: int, e: ev.DomainEvent) -> None:
         state.rows[row.id] = row
     if isinstance(e, ev.MessageAppended):
         state.messages[position] = e
-    elif isinstance(e, ev.ReviewClaimed):
-        _review(state, e, claim_id=e.claim_id, claim_expires_at=e.expires_at, last_skip_reason=None)
-    elif isinstance(e, ev.ReviewCompleted):
-        _review(state, e, reviewed_up_to_id=e.reviewed_up_to_message_id, last_review_at=e.at, retry_after=None,
-                claim_id=None, claim_expires_at=None, last_skip_reason=None)
-    elif isinstance(e, ev.ReviewSkipped):
-        _review(state, e, last_skip_reason=e.reason)
-    elif isinstance(e, ev.ReviewFailed):
-        _review(state, e, retry_after=e.retry_after, claim_id=None, claim_expires_at=None, last_skip_reason=None)
-    elif isinstance(e, ev.ResourceRevised):
-        state.resources[(e.agent_id, e.owner_id, e.name)] = (e.revision, e.content)
-    elif isinstance(e, ev.ResourceRolledBack):
-        state.resources[(e.agent_id, e.owner_id, e.name)] = (e.new_revision, e.content)
+    elif isinstance(e, review_gate.REVIEW_EVENTS):
+        key = (e.agent_id, e.owner_id, e.conversation)
+        state.reviews[key] = review_gate.evolve(state.reviews.get(key, ReviewState()), e)
+    elif isinstance(e, ev.ResourceRevised | ev.ResourceRolledBack):
+        name = (e.agent_id, e.owner_id, e.name)
+        state.resources[name] = resources.evolve(state.resources.get(name, resources.NEVER_RECORDED), e)
+    elif isinstance(e, conversation_window.WINDOW_EVENTS):
+        _evolve_window(state, (e.agent_id, e.conversation), e)
     elif isinstance(e, ev.ScheduledJobSaved):
-        state.jobs[e.job_id] = (e.agent_id, e.owner_id)
+        state.jobs[e.job_id] = evolve_job(state.jobs.get(e.job_id), e)
     elif isinstance(e, ev.MemorySourceRegistered):
-        state.sources[e.source_id] = (e.agent_id, e.owner_id)
+        state.sources[e.source_id] = evolve_source(state.sources.get(e.source_id), e)
+    elif isinstance(e, ev.JobRunRecorded):
+        state.runs[e.run_id] = evolve_run(state.runs.get(e.run_id), e)
     elif isinstance(e, ev.OwnerForgotten):
         _forget(state, e)
+
+
+def _evolve_window(state: FakeState, key: WindowKey, e: ev.DomainEvent) -> None:
+    state.windows[key] = conversation_window.evolve(state.windows.get(key, ConversationWindow()), e)
 
 
 def _forget(state: FakeState, e: ev.OwnerForgotten) -> None:
     mine = (e.agent_id, e.owner_id)
     erased = set(e.redacted_positions or ())
+    for conversation in e.conversations:
+        _evolve_window(state, (e.agent_id, conversation), e)
     state.rows = {i: r for i, r in state.rows.items() if i not in erased and (r.agent_id, r.owner_id) != mine}
     state.messages = {i: m for i, m in state.messages.items()
                       if i not in erased and (m.agent_id, m.owner_id) != mine}
     state.resources = {k: v for k, v in state.resources.items() if k[:2] != mine}
     state.reviews = {k: v for k, v in state.reviews.items() if k[:2] != mine}
-    state.jobs = {k: v for k, v in state.jobs.items() if v != mine}
-    state.sources = {k: v for k, v in state.sources.items() if v != mine}
+    gone = {k for k, j in state.jobs.items() if (j.agent_id, j.owner_id) == mine}
+    state.runs = {k: r for k, r in state.runs.items() if r.job_id not in gone}
+    state.jobs = {k: j for k, j in state.jobs.items() if k not in gone}
+    state.sources = {k: v for k, v in state.sources.items() if (v.agent_id, v.owner_id) != mine}
 
 
 class FakeTransaction:
@@ -168,7 +177,8 @@ class FakeTransaction:
         return sorted(owners)
 
     def current_resource(self, agent_id: str, owner_id: str, name: str) -> tuple[int, str] | None:
-        return self.state.resources.get((agent_id, owner_id, name))
+        current = self.state.resources.get((agent_id, owner_id, name))
+        return None if current is None else (current.revision, current.content)
 
     def review_state(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> ReviewState:
         return self.state.reviews.get((agent_id, owner_id, conversation), ReviewState())
@@ -188,7 +198,7 @@ class FakeTransaction:
         agents = {m.agent_id for m in s.messages.values() if m.owner_id == owner_id}
         agents |= {r.agent_id for r in s.rows.values() if r.owner_id == owner_id}
         agents |= {agent for agent, owner, *_ in (*s.resources, *s.reviews) if owner == owner_id}
-        agents |= {agent for agent, owner in (*s.jobs.values(), *s.sources.values()) if owner == owner_id}
+        agents |= {j.agent_id for j in (*s.jobs.values(), *s.sources.values()) if j.owner_id == owner_id}
         return sorted(agents)
 
     def erasure_candidates(self, owner_id: str, kinds: Collection[str]) -> list[RecordedEvent]:

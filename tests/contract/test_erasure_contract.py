@@ -3,7 +3,6 @@ redaction inside a write, and the scrub that finishes an erasure."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import pytest
@@ -12,12 +11,14 @@ from fermix_memory.application.forget import Forgetting
 from fermix_memory.domain import events as ev
 from tests.contract.conftest import (
     AT,
+    FixedClock,
     Ports,
     added,
     at,
     forgotten,
     job_saved,
     message,
+    prompt_files,
     review_key,
     revised,
     source_registered,
@@ -112,26 +113,11 @@ def test_an_erasure_redacts_and_records_in_one_write(ports: Ports) -> None:
     assert ports.store.last_positions("owner/") == {"owner/ada/alice": record}
 
 
-class NoFiles:
-    """Prompt files are not this suite's subject: nothing to remove, nothing to re-render."""
-
-    def remove_files(self, agent_id: str, owner_id: str) -> bool:
-        return False
-
-    def record_in(self, tx: object, events: object, at: object) -> None:
-        return None
-
-
-class FixedClock:
-    def now(self) -> datetime:
-        return at(100)
-
-
 def test_forgetting_an_owner_erases_the_same_events_on_every_store(ports: Ports) -> None:
     said = ports.append("conversation/a", message("I live in Paris"), message("Bob here", owner="bob"))
     [row] = ports.append("memory/ada/alice", added())
     ports.append("memory/ada/bob", added(owner="bob"))
-    forgetting = Forgetting(ports.store, ports.erasure, NoFiles(), FixedClock())
+    forgetting = Forgetting(ports.store, ports.erasure, prompt_files(ports), FixedClock())
 
     report = forgetting.forget_owner("alice")
     assert report.erased_events == {"ada": 2}

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+import fermix_memory
 from fermix_memory.application.errors import ConcurrencyConflict, IntegrityError, StorageError
 from tests.contract.conftest import Ports, added, message, replaced
 
@@ -59,6 +60,12 @@ def test_append_at_another_version_raises_a_conflict_and_appends_nothing(ports: 
 def test_a_conflict_is_a_storage_error(ports: Ports) -> None:
     assert issubclass(ConcurrencyConflict, StorageError)
     with pytest.raises(StorageError):
+        ports.append("new", message(), expected_version=1)
+
+
+def test_concurrency_conflict_is_exported_at_the_top_level(ports: Ports) -> None:
+    assert fermix_memory.ConcurrencyConflict is ConcurrencyConflict and "ConcurrencyConflict" in fermix_memory.__all__
+    with pytest.raises(fermix_memory.ConcurrencyConflict):
         ports.append("new", message(), expected_version=1)
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from fermix_memory.application.ports import ReviewState
 from fermix_memory.domain import events as ev
+from fermix_memory.domain import resources, review_gate
 from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, Role, Scope, ScopeType
 from tests.contract.conftest import (
     AT,
@@ -177,3 +178,56 @@ def test_loaders_answer_as_of_the_transaction(ports: Ports) -> None:
                 tx.last_message_id("ada", CHAT))
 
     assert ports.write(work) == ("Lives in Paris", ["home"], ["alice"], 2)
+
+
+# --- loaders agree with the domain's evolve -------------------------------------------------
+
+
+def test_agent_rules_follow_archive_and_restore_of_a_rule(ports: Ports) -> None:
+    rule: dict[str, Any] = dict(scope=(ScopeType.AGENT, "ada"), category=Category.DIRECTIVE,
+                                target=PromoteTarget.MEMORY_MD)
+    [first] = ports.append("memory/ada/alice", added("be-brief", **rule))
+    ports.append("memory/ada/alice", archived(first))
+    assert ports.load("agent_rules", "ada") == []
+    ports.append("memory/ada/alice", restored(first))
+    assert [r.id for r in ports.load("agent_rules", "ada")] == [first]
+    assert ports.load("agent_rules", "eve") == []
+
+
+def test_agent_owners_keep_an_owner_whose_rows_are_all_archived(ports: Ports) -> None:
+    [row] = ports.append("memory/ada/alice", added())
+    ports.append("memory/ada/alice", archived(row))
+    assert ports.load("agent_owners", "ada") == ["alice"]
+
+
+def test_current_resource_is_the_domains_fold_of_the_resource_stream(ports: Ports) -> None:
+    stream = "resource/ada/alice/memory_md"
+    events = [revised(1, "# a", name="memory_md"), revised(2, "# b", name="memory_md"),
+              rolled_back(1, 3, "# a", name="memory_md"), revised(4, "", name="memory_md")]
+    state = resources.NEVER_RECORDED
+    for event in events:
+        ports.append(stream, event)
+        state = resources.evolve(state, event)
+        assert ports.load("current_resource", "ada", "alice", "memory_md") == (state.revision, state.content)
+    assert ports.load("current_resource", "ada", "alice", "memory_md") == (4, "")
+
+
+def test_review_state_loads_the_whole_domain_state_claim_holder_and_last_error_included(ports: Ports) -> None:
+    stream, key = "review/ada/alice/x", review_key()
+    events: list[ev.DomainEvent] = [
+        ev.ReviewClaimed(at=AT, claim_id="c1", holder="host:1", expires_at=at(60), **key),
+        ev.ReviewFailed(at=at(1), claim_id="c1", error="x" * 900, retry_after=at(30), **key),
+        ev.ReviewClaimed(at=at(31), claim_id="c2", holder="host:2", expires_at=at(40), **key),
+        ev.ReviewClaimed(at=at(41), claim_id="c3", holder="host:3", expires_at=at(99), **key),  # c2 expired
+        ev.ReviewSkipped(at=at(50), reason="claim_lost", **key),
+        ev.ReviewCompleted(at=at(60), claim_id="c3", reviewed_up_to_message_id=12, messages_reviewed=4,
+                           applied=2, refused=1, **key),
+    ]
+    state = review_gate.ReviewGateState()
+    for event in events:
+        ports.append(stream, event)
+        state = review_gate.evolve(state, event)
+        assert ports.load("review_state", "ada", "alice", CHAT) == state
+    failed = review_gate.evolve(review_gate.evolve(review_gate.ReviewGateState(), events[0]), events[1])
+    assert failed.last_error == "x" * review_gate.MAX_STORED_ERROR_CHARS and failed.claim_holder is None
+    assert state.reviewed_up_to_id == 12 and state.claim_id is None and state.last_error is None
