@@ -1,10 +1,10 @@
 """The agent's memory tools (SPEC §9): ``memory_store``, ``memory_recall``, ``memory_sources_list``.
 
-One set of JSON-Schema definitions is the source of truth: it is exported for OpenAI- and
-Anthropic-style tool calling and it is what :meth:`MemoryTools.dispatch_tool` validates the
-model's arguments against. Tool input comes from a model, so dispatch never raises for it:
-every bad call becomes ``{"ok": false, "error": ..., "code": ...}`` the model can read and
-correct. Only storage failures propagate.
+One set of JSON-Schema definitions (``tool_definitions``) is the source of truth: it is exported
+for OpenAI- and Anthropic-style tool calling and it is what :meth:`MemoryTools.dispatch_tool`
+validates the model's arguments against (``tool_arguments``). Tool input comes from a model, so
+dispatch never raises for it: every bad call becomes ``{"ok": false, "error": ..., "code": ...}``
+the model can read and correct. Only storage failures propagate.
 
 Where rows go and what a caller may see is decided by the domain (admission and scopes):
 ``memory_store`` writes ``context`` rows at conversation scope (job scope in a job run) that

@@ -8,6 +8,10 @@ Each command declares how it opens the memory: ``read`` commands open an existin
 read-only (they never create or change anything, and work on a read-only mount), ``write``
 commands need an existing home, ``create`` commands (imports, the demo, ``setup init``) may
 create one, and ``config`` commands work on ``config.toml`` alone.
+
+This module holds the parser and the dispatch; each command group lives in its own module
+(``cli_events``, ``cli_history``, ``cli_memory``, ``cli_resources``, ``cli_setup``) and what
+the command prints in ``cli_output``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +13,10 @@ from fermix_memory.entrypoints.cli_output import (
     EXIT_ERROR,
     EXIT_OK,
     Output,
-    Progress,
     jsonable,
     one_line,
     plural,
+    progress_bars,
     report_error,
 )
 
@@ -31,11 +30,8 @@ def _verify_lines(r: Any) -> list[str]:
 
 
 def cmd_events_verify(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    progress = Progress("verify", sys.stderr)
-    try:
+    with progress_bars("verify") as (progress,):
         report = memory.verify(progress, expect_head=args.expect_head)
-    finally:
-        progress.close()
     out.emit(report, _verify_lines)
     if not report.ok:
         report_error(out.as_json, IntegrityError(f"verification failed: {report.problem}"))
@@ -50,11 +46,8 @@ def cmd_events_head(memory: MemorySystem, args: argparse.Namespace, out: Output)
 
 
 def cmd_events_replay(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    progress = Progress("replay", sys.stderr)
-    try:
+    with progress_bars("replay") as (progress,):
         result = memory.replay_into(Path(args.into), progress)
-    finally:
-        progress.close()
     out.emit(result, lambda r: [f"replayed {plural(r['events'], 'event')} into {r['target']}",
                                 "projections identical to the live database" if r["identical"] else
                                 f"DIFFERENT tables: {', '.join(r['differing_tables'])}"])

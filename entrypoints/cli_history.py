@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from fermix_memory.entrypoints.api import MemorySystem
-from fermix_memory.entrypoints.cli_output import EXIT_OK, Output, Progress, UsageError, plural
+from fermix_memory.entrypoints.cli_output import EXIT_OK, Output, UsageError, plural, progress_bars
 
 
 def _read_lines(name: str) -> list[str]:
@@ -29,12 +29,8 @@ def _read_lines(name: str) -> list[str]:
 
 def cmd_history_import(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
     lines = _read_lines(args.file)
-    checking, writing = Progress("checking", sys.stderr), Progress("importing", sys.stderr)
-    try:
+    with progress_bars("checking", "importing") as (checking, writing):
         ids = memory.import_history(lines, checking=checking, importing=writing)
-    finally:
-        checking.close()
-        writing.close()
     source = "standard input" if args.file == "-" else args.file
     skipped = sum(1 for line in lines if line.strip()) - len(ids)
     out.emit({"imported": len(ids), "skipped": skipped, "first_id": ids[0] if ids else None,

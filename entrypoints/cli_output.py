@@ -83,6 +83,17 @@ class Progress:
             self._open = False
 
 
+@contextmanager
+def progress_bars(*labels: str) -> Iterator[tuple[Progress, ...]]:
+    """One :class:`Progress` on stderr per label, each closed however the work inside ends."""
+    bars = tuple(Progress(label, sys.stderr) for label in labels)
+    try:
+        yield bars
+    finally:
+        for bar in bars:
+            bar.close()
+
+
 def report_error(as_json: bool, exc: BaseException, lines: Sequence[str] | None = None) -> None:
     """Report a failure on stderr: ``fermix: error: ...`` lines, or one JSON object."""
     lines = list(lines) if lines is not None else [str(exc)]

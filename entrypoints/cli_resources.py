@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import Any
 
 from fermix_memory.entrypoints.api import MemorySystem
@@ -29,10 +30,15 @@ def _revision_line(r: Any) -> str:
     return f"{r.name}\t{r.agent_id}/{r.owner_id}\trev {r.revision}\t{r.created_at.isoformat()}\t{r.reason}"
 
 
-def cmd_resource_list(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    rows = memory.resources(agent_id=args.agent, owner_id=args.owner)
+def _emit_revisions(out: Output, rows: Sequence[Any]) -> None:
+    """Revisions as a table, or as JSON without their content (``resource show`` prints that)."""
     out.emit([{k: v for k, v in jsonable(r).items() if k != "content"} for r in rows] if out.as_json else rows,
              lambda rs: [REVISION_HEADER] + [_revision_line(r) for r in rs] if rs else ["no resources"])
+
+
+def cmd_resource_list(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    rows = memory.resources(agent_id=args.agent, owner_id=args.owner)
+    _emit_revisions(out, rows)
     return EXIT_OK
 
 
@@ -41,8 +47,7 @@ def cmd_resource_history(memory: MemorySystem, args: argparse.Namespace, out: Ou
     rows = memory.resource_history(args.name, agent_id=agent, owner_id=owner, limit=args.limit)
     if not rows:
         raise UsageError(f"{args.name} of {agent}/{owner} has no revisions")
-    out.emit([{k: v for k, v in jsonable(r).items() if k != "content"} for r in rows] if out.as_json else rows,
-             lambda rs: [REVISION_HEADER] + [_revision_line(r) for r in rs])
+    _emit_revisions(out, rows)
     return EXIT_OK
 
 
