@@ -8,497 +8,73 @@ Each command declares how it opens the memory: ``read`` commands open an existin
 read-only (they never create or change anything, and work on a read-only mount), ``write``
 commands need an existing home, ``create`` commands (imports, the demo, ``setup init``) may
 create one, and ``config`` commands work on ``config.toml`` alone.
+
+This module holds the parser and the dispatch; each command group lives in its own module
+(``cli_events``, ``cli_history``, ``cli_memory``, ``cli_resources``, ``cli_setup``) and what
+the command prints in ``cli_output``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import logging
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
 
-from fermix_memory.adapters.sqlite.codec import CONVERTER
-from fermix_memory.application.errors import IntegrityError, ModelError, StorageBusy
 from fermix_memory.application.history import HistoryImportError
 from fermix_memory.domain.errors import FermixError
-from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.values import INT64_MAX
 from fermix_memory.entrypoints.api import MemorySystem
+from fermix_memory.entrypoints.cli_events import (
+    cmd_events_head,
+    cmd_events_log,
+    cmd_events_replay,
+    cmd_events_verify,
+)
+from fermix_memory.entrypoints.cli_history import cmd_history_export, cmd_history_import
+from fermix_memory.entrypoints.cli_memory import (
+    cmd_forget,
+    cmd_memory_list,
+    cmd_memory_restore,
+    cmd_memory_review,
+    cmd_memory_search,
+    cmd_memory_show,
+)
+from fermix_memory.entrypoints.cli_output import (
+    EXIT_ERROR,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_USAGE,
+    LogLine,
+    Output,
+    Progress,
+    UsageError,
+    jsonable,
+    log_lines,
+    one_line,
+    plural,
+    report_error,
+)
+from fermix_memory.entrypoints.cli_resources import (
+    cmd_resource_diff,
+    cmd_resource_history,
+    cmd_resource_list,
+    cmd_resource_rollback,
+    cmd_resource_show,
+)
+from fermix_memory.entrypoints.cli_setup import (
+    cmd_demo,
+    cmd_setup_init,
+    cmd_setup_review_interval,
+    cmd_setup_show,
+)
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 70
+__all__ = [
+    "EXIT_ERROR", "EXIT_INTERNAL", "EXIT_OK", "EXIT_USAGE", "LogLine", "Output", "Progress", "UsageError",
+    "build_parser", "jsonable", "log_lines", "main", "one_line", "plural", "run", "shows_default", "wants_json",
+]
+
 READ, WRITE, CREATE, CONFIG = "read", "write", "create", "config"
-
-
-class UsageError(FermixError):
-    """Bad command-line input (argparse's complaints included)."""
-
-
-def one_line(text: str) -> str:
-    """``text`` with control characters and line breaks escaped: one terminal line, always."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
-
-
-def plural(count: int, noun: str) -> str:
-    """``1 message``, ``2 messages``."""
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
-
-
-def jsonable(value: Any) -> Any:
-    """Domain values (attrs classes, enums, datetimes) as plain JSON data."""
-    return CONVERTER.unstructure(value)
-
-
-class Output:
-    """Writes either human lines or one JSON document on stdout."""
-
-    def __init__(self, as_json: bool, out: TextIO) -> None:
-        self.as_json = as_json
-        self.out = out
-
-    def emit(self, data: Any, human: Callable[[Any], Sequence[str]]) -> None:
-        if self.as_json:
-            json.dump(jsonable(data), self.out, ensure_ascii=False, indent=2, sort_keys=True)
-            self.out.write("\n")
-        else:
-            for line in human(data):
-                self.out.write(line + "\n")
-
-
-class Progress:
-    """A one-line progress display on stderr, only when stderr is a terminal."""
-
-    def __init__(self, label: str, stream: TextIO) -> None:
-        self.label = label
-        self.stream = stream
-        self.enabled = stream.isatty()
-        self._shown: tuple[int, int] | None = None
-        self._open = False  # a bar without its final newline is on screen
-
-    def __call__(self, done: int, total: int) -> None:
-        if not self.enabled or total <= 0 or self._shown == (done, total):
-            return  # the same figures twice (a last batch that is also the end) print once
-        self._shown = (done, total)
-        width = 30
-        filled = int(width * min(done, total) / total)
-        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
-        self._open = done < total
-        if not self._open:
-            self.stream.write("\n")
-        self.stream.flush()
-
-    def close(self) -> None:
-        """End a bar the work left unfinished (it stopped early, or skipped the last call)."""
-        if self._open:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._open = False
-
-
-# --- commands ---------------------------------------------------------------------------------------
-
-
-MEMORY_HEADER = "ID\tAGENT\tOWNER\tSCOPE\tCATEGORY\tKEY = VALUE"
-
-
-def _memory_line(m: Any) -> str:
-    state = f" (archived: {m.archive_reason or 'no reason'})" if m.archived_at else ""
-    cells = (str(m.id), m.agent_id, m.owner_id, f"{m.scope_type.value}:{m.scope_id}", m.category.value,
-             f"{m.key} = {m.value}{state}")
-    return "\t".join(one_line(c) for c in cells)
-
-
-def _verify_lines(r: Any) -> list[str]:
-    if r.ok:
-        return [f"ok: {plural(r.events, 'event')}, chain and projections verified"
-                + (f" ({r.redacted} redacted)" if r.redacted else "")]
-    where = f" at event {r.first_bad_position}" if r.first_bad_position is not None else ""
-    return [f"FAILED{where}: {r.problem}"]
-
-
-def cmd_events_verify(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    progress = Progress("verify", sys.stderr)
-    try:
-        report = memory.verify(progress, expect_head=args.expect_head)
-    finally:
-        progress.close()
-    out.emit(report, _verify_lines)
-    if not report.ok:
-        _error(out.as_json, IntegrityError(f"verification failed: {report.problem}"))
-        return EXIT_ERROR
-    return EXIT_OK
-
-
-def cmd_events_head(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    head = memory.head()
-    out.emit({"position": head.position, "hash": head.hash}, lambda h: [f"{h['position']}:{h['hash']}"])
-    return EXIT_OK
-
-
-def cmd_events_replay(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    progress = Progress("replay", sys.stderr)
-    try:
-        result = memory.replay_into(Path(args.into), progress)
-    finally:
-        progress.close()
-    out.emit(result, lambda r: [f"replayed {plural(r['events'], 'event')} into {r['target']}",
-                                "projections identical to the live database" if r["identical"] else
-                                f"DIFFERENT tables: {', '.join(r['differing_tables'])}"])
-    return EXIT_OK if result["identical"] else EXIT_ERROR
-
-
-def _event_detail(event: dict[str, Any] | None) -> str:
-    """What an event says, for a terminal: whose it is, a memory's key and value or a message's
-    words first, then the other fields."""
-    if event is None:
-        return "[redacted]"
-    parts = []
-    if "agent_id" in event or "owner_id" in event:
-        parts.append(f"{event.get('agent_id', '')}/{event.get('owner_id', '')}")
-    if "key" in event and "value" in event:
-        parts.append(f"{event['key']} = {event['value']}")
-    elif "content" in event:
-        parts.append(f"{event.get('role', '')} {event.get('sender', '')}: {event['content']}".strip())
-    shown = ("agent_id", "owner_id", "key", "value", "content", "role", "sender", "provenance", "at")
-    rest = {k: v for k, v in event.items() if k not in shown}
-    parts.append(json.dumps(rest, ensure_ascii=False, sort_keys=True))
-    text = one_line("  ".join(parts))
-    return text if len(text) <= 240 else text[:239] + "…"
-
-
-def cmd_events_log(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    items = []
-    for entry in memory.log_entries(after=args.after, kind=args.kind):
-        items.append({"position": entry.position, "stream": entry.stream, "version": entry.version,
-                      "kind": entry.kind, "recorded_at": entry.recorded_at, "redacted": entry.event is None,
-                      "payload_sha256": entry.payload_sha256,
-                      "event": None if entry.event is None else jsonable(entry.event)})
-        if len(items) >= args.limit:
-            break
-    out.emit(items, lambda rows: ["POSITION\tKIND\tSTREAM\tEVENT"] + [
-        f"{r['position']}\t{r['kind']}\t{r['stream']}\t{_event_detail(r['event'])}" for r in rows]
-        if rows else ["no events"])
-    return EXIT_OK
-
-
-def _read_lines(name: str) -> list[str]:
-    """The lines of a history file (``-``: standard input), a UTF-8 byte-order mark allowed."""
-    try:
-        if name == "-":
-            raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
-        else:
-            raw = Path(name).read_bytes()
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"cannot read {name}: not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {name}: {exc.strerror or exc}") from None
-    # Split on newlines only: JSON strings may hold U+2028 and friends unescaped.
-    lines = text.split("\n")
-    return lines[:-1] if lines[-1] == "" else lines
-
-
-def cmd_history_import(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    lines = _read_lines(args.file)
-    checking, writing = Progress("checking", sys.stderr), Progress("importing", sys.stderr)
-    try:
-        ids = memory.import_history(lines, checking=checking, importing=writing)
-    finally:
-        checking.close()
-        writing.close()
-    source = "standard input" if args.file == "-" else args.file
-    skipped = sum(1 for line in lines if line.strip()) - len(ids)
-    out.emit({"imported": len(ids), "skipped": skipped, "first_id": ids[0] if ids else None,
-              "last_id": ids[-1] if ids else None},
-             lambda r: [f"imported {plural(r['imported'], 'message')} from {source}"
-                        + (f"; skipped {plural(r['skipped'], 'message')} already imported" if skipped else "")])
-    return EXIT_OK
-
-
-def cmd_history_export(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    lines = memory.export_history(agent_id=args.agent)
-    if args.output:
-        target = Path(args.output)
-        count = 0
-        with target.open("w", encoding="utf-8") as fh:
-            for line in lines:
-                fh.write(line + "\n")
-                count += 1
-        out.emit({"exported": count, "file": str(target)},
-                 lambda r: [f"exported {plural(r['exported'], 'message')} to {r['file']}"])
-    else:
-        for line in lines:
-            out.out.write(line + "\n")
-    return EXIT_OK
-
-
-def cmd_memory_list(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    rows = memory.memories(agent_id=args.agent, owner_id=args.owner, include_archived=not args.active)
-    out.emit(rows, lambda rs: [MEMORY_HEADER] + [_memory_line(m) for m in rs] if rs else ["no memory rows"])
-    return EXIT_OK
-
-
-def cmd_memory_show(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    result = memory.explain(args.id)
-
-    def human(r: dict[str, Any]) -> list[str]:
-        lines = [_memory_line(CONVERTER.structure(r["memory"], Memory)), "history:"]
-        for e in r["events"]:
-            by = e.get("by", {})
-            lines.append(f"  {e['at']}  #{e['position']} {e['kind']}  value={e.get('value', '')!r}  "
-                         f"by={by.get('source_type', '')}/{by.get('trust', '')}"
-                         f"{'  reason=' + e['reason'] if e.get('reason') else ''}")
-            for m in e.get("source_messages", []):
-                lines.append(f"      from #{m['id']} ({m['conversation']}, {m['sender']}): {m['content'][:120]}")
-        return lines
-
-    out.emit(result, human)
-    return EXIT_OK
-
-
-def cmd_memory_search(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    result = memory.recall(args.query, agent_id=args.agent, owner_id=args.owner, conversation=args.conversation,
-                           scope=args.scope, source=args.source, limit=args.limit)
-
-    def human(r: Any) -> list[str]:
-        lines = [f"memory {h.memory.id}: {h.memory.key} = {h.memory.value}" for h in r.memories]
-        lines += [f"message {h.message.id} ({h.message.conversation}): {h.snippet}" for h in r.messages]
-        return lines or ["nothing found"]
-
-    out.emit(result, human)
-    return EXIT_OK
-
-
-def cmd_memory_restore(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    current = memory.memory(args.id)
-    if current.archived_at is None:  # nothing to undo: say so, and write nothing
-        out.emit(current, lambda m: [f"already active: {_memory_line(m)}"])
-        return EXIT_OK
-    row = memory.restore(args.id, by="cli")
-    out.emit(row, lambda m: [f"restored: {_memory_line(m)}"])
-    return EXIT_OK
-
-
-def cmd_forget(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    if not args.yes:
-        where = f"agent {args.agent!r}" if args.agent else "every agent"
-        raise UsageError(f"forget erases everything of owner {args.owner!r} with {where}, for good;"
-                         " add --yes to go ahead")
-    report = memory.forget_owner(args.owner, agent_id=args.agent, by="cli", reason=args.reason or "")
-
-    def human(r: Any) -> list[str]:
-        if not r.erased_events:
-            with_agent = f" with agent {args.agent!r}" if args.agent else ""
-            return [f"nothing of owner {r.owner_id!r} was found{with_agent}; nothing to erase, nothing erased"]
-        lines = [f"forgot owner {r.owner_id!r} with {agent}: {n} events redacted, their rows deleted"
-                 for agent, n in sorted(r.erased_events.items())]
-        lines.append(f"memory.db rewritten: {r.bytes_before:,} -> {r.bytes_after:,} bytes")
-        return lines
-
-    out.emit(report, human)
-    if not report.wal_truncated:
-        _error(out.as_json, StorageBusy("another process holds a read open, so the WAL still has old pages;"
-                                        " run forget again once it has closed"))
-        return EXIT_ERROR
-    return EXIT_OK
-
-
-def _resource_owner(memory: MemorySystem, args: argparse.Namespace) -> tuple[str, str]:
-    """The (agent, owner) a resource command is about: as given, or the only one there is."""
-    pairs = sorted({(r.agent_id, r.owner_id) for r in memory.resources(agent_id=args.agent, owner_id=args.owner)})
-    if args.agent and args.owner:
-        return args.agent, args.owner
-    if len(pairs) == 1:
-        return pairs[0]
-    if not pairs:
-        raise UsageError("no prompt-file revisions match; give --agent and --owner")
-    listed = ", ".join(f"{a}/{o}" for a, o in pairs[:10])
-    raise UsageError(f"several agents/owners have prompt files ({listed}); give --agent and --owner")
-
-
-REVISION_HEADER = "NAME\tAGENT/OWNER\tREVISION\tCREATED\tREASON"
-
-
-def _revision_line(r: Any) -> str:
-    return f"{r.name}\t{r.agent_id}/{r.owner_id}\trev {r.revision}\t{r.created_at.isoformat()}\t{r.reason}"
-
-
-def cmd_resource_list(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    rows = memory.resources(agent_id=args.agent, owner_id=args.owner)
-    out.emit([{k: v for k, v in jsonable(r).items() if k != "content"} for r in rows] if out.as_json else rows,
-             lambda rs: [REVISION_HEADER] + [_revision_line(r) for r in rs] if rs else ["no resources"])
-    return EXIT_OK
-
-
-def cmd_resource_history(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    agent, owner = _resource_owner(memory, args)
-    rows = memory.resource_history(args.name, agent_id=agent, owner_id=owner, limit=args.limit)
-    if not rows:
-        raise UsageError(f"{args.name} of {agent}/{owner} has no revisions")
-    out.emit([{k: v for k, v in jsonable(r).items() if k != "content"} for r in rows] if out.as_json else rows,
-             lambda rs: [REVISION_HEADER] + [_revision_line(r) for r in rs])
-    return EXIT_OK
-
-
-def cmd_resource_show(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    agent, owner = _resource_owner(memory, args)
-    revision = memory.resource_revision(args.name, args.rev, agent_id=agent, owner_id=owner)
-    out.emit(revision, lambda r: r.content.splitlines())
-    return EXIT_OK
-
-
-def cmd_resource_diff(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    agent, owner = _resource_owner(memory, args)
-    diff = memory.resource_diff(args.name, args.a, args.b, agent_id=agent, owner_id=owner)
-    out.emit({"name": args.name, "from": args.a, "to": args.b, "diff": diff},
-             lambda r: r["diff"].splitlines() or ["(no difference)"])
-    return EXIT_OK
-
-
-def cmd_resource_rollback(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    agent, owner = _resource_owner(memory, args)
-    revision = memory.resource_rollback(args.name, args.rev, agent_id=agent, owner_id=owner, by="cli")
-    path = memory.prompt_file(agent, owner, args.name)
-    out.emit({"name": args.name, "rolled_back_to": args.rev, "new_revision": revision.revision, "file": str(path)},
-             lambda r: [f"{r['name']}: revision {r['rolled_back_to']} restored as revision {r['new_revision']}"
-                        f" ({r['file']})"])
-    return EXIT_OK
-
-
-# Full-text recall matches words: rows hold "home_city: Berlin", so the demo asks in those words.
-DEMO_QUESTION = "home city"
-
-
-def cmd_demo(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    """The whole loop on the embedded default: import the sample conversation shipped with the
-    package, review it (the offline ``rules`` extractor unless a provider is configured), show
-    the prompt files, recall a fact, verify the log."""
-    from importlib.resources import files
-
-    sample = files("fermix_memory").joinpath("samples/conversation.jsonl").read_text(encoding="utf-8")
-    agent, owner, conversation = "ada", "alice", "telegram:12345"
-    imported = 0 if memory.history(agent, conversation) else len(memory.import_history(sample.splitlines()))
-    reviews = memory.review_now(agent_id=agent, owner_id=owner, conversation=conversation)
-    found = memory.recall(DEMO_QUESTION, agent_id=agent, owner_id=owner, conversation=conversation,
-                          source="all", limit=3)
-    report = memory.verify()
-    result = {
-        "home": str(memory.home),
-        "imported": imported,
-        "reviews": reviews,
-        "user_md": memory.prompt_file(agent, owner, "user_md").read_text(encoding="utf-8"),
-        "memory_md": memory.prompt_file(agent, owner, "memory_md").read_text(encoding="utf-8"),
-        "recall_memories": [{"id": h.memory.id, "key": h.memory.key, "value": h.memory.value}
-                            for h in found.memories],
-        "recall_messages": [{"id": h.message.id, "snippet": h.snippet} for h in found.messages],
-        "verified": report.ok,
-        "events": report.events,
-    }
-
-    def human(r: dict[str, Any]) -> list[str]:
-        lines = [f"home: {r['home']}", f"imported {r['imported']} sample messages"]
-        for review in r["reviews"]:
-            lines.append(f"review {review.conversation}: {review.status} {review.reason} "
-                         f"({review.messages_reviewed} messages, {review.applied} applied, {review.refused} refused)")
-        lines += ["", f"--- {memory.prompt_file(agent, owner, 'user_md')}", r["user_md"].rstrip(),
-                  f"--- {memory.prompt_file(agent, owner, 'memory_md')}", r["memory_md"].rstrip(), "",
-                  f"recall '{DEMO_QUESTION}':"]
-        lines += [f"  memory #{h['id']}: {h['key']}: {h['value']}" for h in r["recall_memories"]]
-        lines += [f"  message #{h['id']}: {h['snippet']}" for h in r["recall_messages"]]
-        lines.append(f"event log: {r['events']} events, verified={'yes' if r['verified'] else 'NO'}")
-        return lines
-
-    out.emit(result, human)
-    return EXIT_OK if report.ok else EXIT_ERROR
-
-
-def cmd_memory_review(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    if not args.now:
-        raise UsageError("background reviews run after turns; use --now to review now")
-    results = memory.review_now(agent_id=args.agent, owner_id=args.owner, conversation=args.conversation)
-
-    def human(rs: list[Any]) -> list[str]:
-        lines = [f"{r.agent_id}/{r.owner_id} {r.conversation}: {r.status}"
-                 f"{' (' + r.reason + ')' if r.reason else ''}: {r.messages_reviewed} messages,"
-                 f" {r.applied} applied, {r.refused} refused" for r in rs]
-        return lines or ["no conversation has new messages to review"]
-
-    out.emit(results, human)
-    failed = [r for r in results if r.status == "failed"]
-    if failed:
-        _error(out.as_json, ModelError(f"{plural(len(failed), 'review')} failed; the first: {failed[0].reason}"))
-        return EXIT_ERROR
-    return EXIT_OK
-
-
-# --- setup (works on the config file alone: it can mend a config that keeps memory from opening) ---
-
-
-def _config_path(args: argparse.Namespace) -> Path:
-    from fermix_memory.entrypoints.bootstrap import CONFIG_NAME, resolve_home
-
-    return resolve_home(args.home) / CONFIG_NAME
-
-
-def cmd_setup_review_interval(args: argparse.Namespace, out: Output) -> int:
-    from fermix_memory.adapters.config_toml import set_review_interval
-
-    path = _config_path(args)
-    set_review_interval(path, args.hours)
-    out.emit({"file": str(path), "review_interval_hours": args.hours},
-             lambda r: [f"review_interval_hours = {r['review_interval_hours']:g} in {r['file']}"
-                        + (" (background review disabled)" if r["review_interval_hours"] == 0 else "")])
-    return EXIT_OK
-
-
-def cmd_setup_init(args: argparse.Namespace, out: Output) -> int:
-    """Write a default config.toml (unless there is one) and create the memory database."""
-    from fermix_memory.adapters.config_toml import render_default_config
-    from fermix_memory.entrypoints.bootstrap import DB_NAME
-
-    path = _config_path(args)
-    had_config, had_db = path.exists(), (path.parent / DB_NAME).exists()
-    if had_config and had_db:
-        raise UsageError(f"{path} already exists; edit it, or use 'fermix setup review-interval'")
-    if not had_config:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(render_default_config(), encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
-    with MemorySystem.open(path.parent):
-        pass  # creates memory.db with the settings now in effect
-    out.emit({"file": str(path), "config_written": not had_config, "database": str(path.parent / DB_NAME)},
-             lambda r: [f"wrote {r['file']} (every knob at its default)" if r["config_written"]
-                        else f"kept the existing {r['file']}", f"created {r['database']}"])
-    return EXIT_OK
-
-
-def cmd_setup_show(args: argparse.Namespace, out: Output) -> int:
-    from fermix_memory.adapters.config_toml import load_settings
-
-    path = _config_path(args)
-    settings = load_settings(path)
-    data = jsonable(settings)
-    out.emit({"file": str(path), "exists": path.exists(), "settings": data},
-             lambda r: [f"{r['file']}{'' if r['exists'] else ' (not present: defaults)'}",
-                        json.dumps(r["settings"], indent=2, sort_keys=True)])
-    return EXIT_OK
-
-
-def _hours(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number of hours") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError("hours must be 0 (off) or more")
-    return value
 
 
 # --- parser -----------------------------------------------------------------------------------------
@@ -560,6 +136,16 @@ def _position(text: str) -> int:
 
 def _id(text: str) -> int:
     return _positive(text)
+
+
+def _hours(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number of hours") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError("hours must be 0 (off) or more")
+    return value
 
 
 def _version() -> str:
@@ -691,25 +277,13 @@ def wants_json(argv: Sequence[str]) -> bool:
     return "--json" in (args[: args.index("--")] if "--" in args else args)
 
 
-def _error(as_json: bool, exc: BaseException, lines: Sequence[str] | None = None) -> None:
-    """Report a failure on stderr: ``fermix: error: ...`` lines, or one JSON object."""
-    lines = list(lines) if lines is not None else [str(exc)]
-    if as_json:
-        json.dump({"error": lines[0] if len(lines) == 1 else "; ".join(lines), "type": type(exc).__name__,
-                   "lines": lines}, sys.stderr, ensure_ascii=False)
-        sys.stderr.write("\n")
-    else:
-        for line in lines:
-            sys.stderr.write(f"fermix: error: {one_line(line)}\n")
-
-
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = wants_json(argv)
     try:
         args = build_parser().parse_args(argv)
     except UsageError as exc:
-        _error(as_json, exc)
+        report_error(as_json, exc)
         return EXIT_ERROR
     except SystemExit as exc:  # --help and --version
         return exc.code if isinstance(exc.code, int) else EXIT_OK
@@ -720,10 +294,10 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
         with MemorySystem.open(args.home, create=args.access == CREATE, readonly=args.access == READ) as memory:
             return int(args.func(memory, args, out))
     except HistoryImportError as exc:
-        _error(out.as_json, exc, [*exc.lines(), "nothing was imported"] if len(exc.problems) > 1 else None)
+        report_error(out.as_json, exc, [*exc.lines(), "nothing was imported"] if len(exc.problems) > 1 else None)
         return EXIT_ERROR
     except FermixError as exc:
-        _error(out.as_json, exc)
+        report_error(out.as_json, exc)
         return EXIT_ERROR
     except KeyboardInterrupt:
         sys.stderr.write("fermix: interrupted\n")
@@ -731,7 +305,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
     except BrokenPipeError:
         return EXIT_OK
     except OSError as exc:  # a file the operator named (export -o, replay --into): their problem to fix
-        _error(out.as_json, exc, [f"{exc.filename or 'file'}: {exc.strerror or exc}"])
+        report_error(out.as_json, exc, [f"{exc.filename or 'file'}: {exc.strerror or exc}"])
         return EXIT_ERROR
     except Exception as exc:  # a bug: still one line, and a distinct exit code
         sys.stderr.write(f"fermix: internal error: {type(exc).__name__}: {exc}\n")
@@ -744,23 +318,3 @@ def run() -> None:
     with log_lines(sys.stderr):
         code = main()
     sys.exit(code)
-
-
-@contextmanager
-def log_lines(stream: TextIO) -> Iterator[None]:
-    """While inside, the library's log records go to ``stream`` as ``fermix: <level>: ...`` lines."""
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(LogLine())
-    logger = logging.getLogger("fermix_memory")
-    logger.addHandler(handler)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-
-
-class LogLine(logging.Formatter):
-    """One line per log record, no traceback: ``fermix: warning: ...``."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return f"fermix: {record.levelname.lower()}: {one_line(record.getMessage())}"

@@ -1,0 +1,133 @@
+"""The hash chain of the log (R-LOG): walk every event in order and name the first one whose
+payload, link or row hash is wrong, or whose redaction no erasure record accounts for; and the
+log as an auditor reads it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import apsw
+import attrs
+
+from fermix_memory.adapters.sqlite.codec import decode_payload
+from fermix_memory.adapters.sqlite.connection import scalar_int
+from fermix_memory.adapters.sqlite.event_store import chain_hash, payload_digest
+from fermix_memory.adapters.sqlite.head import GENESIS_HASH
+from fermix_memory.application.errors import IntegrityError
+from fermix_memory.domain.events import OwnerForgotten
+
+Progress = Callable[[int, int], None]
+BATCH = 5_000  # events between two progress calls (and commits, when folding)
+# Every column of the log, in log order: what the chain check walks and a replay copies.
+ALL_EVENT_ROWS = (
+    "SELECT position, stream, version, kind, schema, recorded_at, payload, payload_sha256, prev_hash, hash"
+    " FROM events ORDER BY position"
+)
+
+
+@attrs.frozen(kw_only=True)
+class VerifyReport:
+    ok: bool
+    events: int
+    first_bad_position: int | None = None
+    problem: str = ""
+    redacted: int = 0
+    table_checksums: dict[str, str] = attrs.field(factory=dict)
+
+
+
+def check_chain(conn: apsw.Connection, progress: Progress | None = None) -> VerifyReport:
+    """Walk the log in order; name the first row whose payload or chain hash is wrong."""
+    total = scalar_int(conn, "SELECT count(*) FROM events")
+    prev, count, redacted, expected_position = GENESIS_HASH, 0, 0, 1
+    erasures = _ErasureAccount()
+    rows = conn.execute(ALL_EVENT_ROWS)
+    for position, stream, version, kind, schema, recorded_at, payload, digest, prev_hash, row_hash in rows:
+        count += 1
+        problem = ""
+        if position != expected_position:
+            problem = f"gap in the log: expected position {expected_position}"
+        elif payload is not None and payload_digest(payload) != digest:
+            problem = f"event {position} ({kind}): payload does not match its digest"
+        elif prev_hash != prev:
+            problem = f"event {position} ({kind}): previous hash does not link to event {position - 1}"
+        elif chain_hash(prev, position, stream, version, kind, schema, recorded_at, digest) != row_hash:
+            problem = f"event {position} ({kind}): row hash does not match its contents"
+        if problem:
+            return VerifyReport(ok=False, events=count, first_bad_position=position, problem=problem)
+        expected_position += 1
+        if payload is None:
+            redacted += 1
+            erasures.unaccounted[position] = kind
+        prev = row_hash
+        if kind == OwnerForgotten.kind and payload is not None:
+            problem = erasures.record(position, schema, payload)
+            if problem:
+                return VerifyReport(ok=False, events=count, first_bad_position=position, problem=problem,
+                                    redacted=redacted)
+        if progress is not None and count % BATCH == 0:
+            progress(count, total)
+    if erasures.unaccounted:
+        position, kind = min(erasures.unaccounted.items())
+        return VerifyReport(
+            ok=False, events=count, first_bad_position=position, redacted=redacted,
+            problem=f"event {position} ({kind}): payload is NULL but no recorded erasure names it"
+                    f" ({len(erasures.unaccounted)} such events)",
+        )
+    if progress is not None:
+        progress(count, total)
+    return VerifyReport(ok=True, events=count, redacted=redacted)
+
+
+class _ErasureAccount:
+    """Every NULL payload must be named by a later ``owner.forgotten`` record; schema-1 records
+    (which only gave a number) account for that many of the unnamed ones before them."""
+
+    def __init__(self) -> None:
+        self.unaccounted: dict[int, str] = {}
+        self.accounted: set[int] = set()
+
+    def record(self, position: int, schema: int, payload: str) -> str:
+        try:
+            event = decode_payload(OwnerForgotten.kind, schema, payload)
+        except IntegrityError as exc:
+            return f"event {position} (owner.forgotten): {exc}"
+        assert isinstance(event, OwnerForgotten)
+        if event.redacted_positions is None:
+            for old in sorted(self.unaccounted)[:event.erased_events]:
+                del self.unaccounted[old]
+                self.accounted.add(old)
+            return ""
+        for named in event.redacted_positions:
+            if self.unaccounted.pop(named, None) is None:
+                state = "was already accounted for" if named in self.accounted else "is not redacted"
+                return f"event {position} (owner.forgotten) names event {named} as erased, but it {state}"
+            self.accounted.add(named)
+        return ""
+
+
+@attrs.frozen(kw_only=True)
+class LogEntry:
+    """One row of the log as an auditor reads it; ``event`` is ``None`` once redacted."""
+
+    position: int
+    stream: str
+    version: int
+    kind: str
+    recorded_at: str
+    payload_sha256: str
+    event: Any
+
+
+def log_entries(conn: apsw.Connection, after: int = 0, kind: str | None = None) -> Iterator[LogEntry]:
+    """Every event after ``after`` in log order (of one kind when given), redacted ones included."""
+    sql = ("SELECT position, stream, version, kind, schema, recorded_at, payload, payload_sha256 FROM events"
+           " WHERE position > ?" + (" AND kind = ?" if kind else "") + " ORDER BY position")
+    for position, stream, version, row_kind, schema, recorded_at, payload, digest in conn.execute(
+        sql, (after, kind) if kind else (after,)
+    ):
+        yield LogEntry(position=position, stream=stream, version=version, kind=row_kind, recorded_at=recorded_at,
+                       payload_sha256=digest,
+                       event=None if payload is None else decode_payload(row_kind, schema, payload))
+

@@ -1,0 +1,76 @@
+"""``fermix resource``: the versioned prompt files (list, history, show, diff, rollback)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from fermix_memory.entrypoints.api import MemorySystem
+from fermix_memory.entrypoints.cli_output import EXIT_OK, Output, UsageError, jsonable
+
+
+def _resource_owner(memory: MemorySystem, args: argparse.Namespace) -> tuple[str, str]:
+    """The (agent, owner) a resource command is about: as given, or the only one there is."""
+    pairs = sorted({(r.agent_id, r.owner_id) for r in memory.resources(agent_id=args.agent, owner_id=args.owner)})
+    if args.agent and args.owner:
+        return args.agent, args.owner
+    if len(pairs) == 1:
+        return pairs[0]
+    if not pairs:
+        raise UsageError("no prompt-file revisions match; give --agent and --owner")
+    listed = ", ".join(f"{a}/{o}" for a, o in pairs[:10])
+    raise UsageError(f"several agents/owners have prompt files ({listed}); give --agent and --owner")
+
+
+REVISION_HEADER = "NAME\tAGENT/OWNER\tREVISION\tCREATED\tREASON"
+
+
+def _revision_line(r: Any) -> str:
+    return f"{r.name}\t{r.agent_id}/{r.owner_id}\trev {r.revision}\t{r.created_at.isoformat()}\t{r.reason}"
+
+
+def _emit_revisions(out: Output, rows: Sequence[Any]) -> None:
+    """Revisions as a table, or as JSON without their content (``resource show`` prints that)."""
+    out.emit([{k: v for k, v in jsonable(r).items() if k != "content"} for r in rows] if out.as_json else rows,
+             lambda rs: [REVISION_HEADER] + [_revision_line(r) for r in rs] if rs else ["no resources"])
+
+
+def cmd_resource_list(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    rows = memory.resources(agent_id=args.agent, owner_id=args.owner)
+    _emit_revisions(out, rows)
+    return EXIT_OK
+
+
+def cmd_resource_history(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    agent, owner = _resource_owner(memory, args)
+    rows = memory.resource_history(args.name, agent_id=agent, owner_id=owner, limit=args.limit)
+    if not rows:
+        raise UsageError(f"{args.name} of {agent}/{owner} has no revisions")
+    _emit_revisions(out, rows)
+    return EXIT_OK
+
+
+def cmd_resource_show(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    agent, owner = _resource_owner(memory, args)
+    revision = memory.resource_revision(args.name, args.rev, agent_id=agent, owner_id=owner)
+    out.emit(revision, lambda r: r.content.splitlines())
+    return EXIT_OK
+
+
+def cmd_resource_diff(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    agent, owner = _resource_owner(memory, args)
+    diff = memory.resource_diff(args.name, args.a, args.b, agent_id=agent, owner_id=owner)
+    out.emit({"name": args.name, "from": args.a, "to": args.b, "diff": diff},
+             lambda r: r["diff"].splitlines() or ["(no difference)"])
+    return EXIT_OK
+
+
+def cmd_resource_rollback(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    agent, owner = _resource_owner(memory, args)
+    revision = memory.resource_rollback(args.name, args.rev, agent_id=agent, owner_id=owner, by="cli")
+    path = memory.prompt_file(agent, owner, args.name)
+    out.emit({"name": args.name, "rolled_back_to": args.rev, "new_revision": revision.revision, "file": str(path)},
+             lambda r: [f"{r['name']}: revision {r['rolled_back_to']} restored as revision {r['new_revision']}"
+                        f" ({r['file']})"])
+    return EXIT_OK

@@ -1,0 +1,111 @@
+"""``fermix setup`` (init, show, review-interval: the config file alone, so they can mend a
+config that keeps memory from opening) and ``fermix demo``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from fermix_memory.entrypoints.api import MemorySystem
+from fermix_memory.entrypoints.cli_output import EXIT_ERROR, EXIT_OK, Output, UsageError, jsonable
+
+
+def _config_path(args: argparse.Namespace) -> Path:
+    from fermix_memory.entrypoints.bootstrap import CONFIG_NAME, resolve_home
+
+    return resolve_home(args.home) / CONFIG_NAME
+
+
+def cmd_setup_review_interval(args: argparse.Namespace, out: Output) -> int:
+    from fermix_memory.adapters.config_toml import set_review_interval
+
+    path = _config_path(args)
+    set_review_interval(path, args.hours)
+    out.emit({"file": str(path), "review_interval_hours": args.hours},
+             lambda r: [f"review_interval_hours = {r['review_interval_hours']:g} in {r['file']}"
+                        + (" (background review disabled)" if r["review_interval_hours"] == 0 else "")])
+    return EXIT_OK
+
+
+def cmd_setup_init(args: argparse.Namespace, out: Output) -> int:
+    """Write a default config.toml (unless there is one) and create the memory database."""
+    from fermix_memory.adapters.config_toml import render_default_config
+    from fermix_memory.entrypoints.bootstrap import DB_NAME
+
+    path = _config_path(args)
+    had_config, had_db = path.exists(), (path.parent / DB_NAME).exists()
+    if had_config and had_db:
+        raise UsageError(f"{path} already exists; edit it, or use 'fermix setup review-interval'")
+    if not had_config:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(render_default_config(), encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    with MemorySystem.open(path.parent):
+        pass  # creates memory.db with the settings now in effect
+    out.emit({"file": str(path), "config_written": not had_config, "database": str(path.parent / DB_NAME)},
+             lambda r: [f"wrote {r['file']} (every knob at its default)" if r["config_written"]
+                        else f"kept the existing {r['file']}", f"created {r['database']}"])
+    return EXIT_OK
+
+
+def cmd_setup_show(args: argparse.Namespace, out: Output) -> int:
+    from fermix_memory.adapters.config_toml import load_settings
+
+    path = _config_path(args)
+    settings = load_settings(path)
+    data = jsonable(settings)
+    out.emit({"file": str(path), "exists": path.exists(), "settings": data},
+             lambda r: [f"{r['file']}{'' if r['exists'] else ' (not present: defaults)'}",
+                        json.dumps(r["settings"], indent=2, sort_keys=True)])
+    return EXIT_OK
+
+
+# Full-text recall matches words: rows hold "home_city: Berlin", so the demo asks in those words.
+DEMO_QUESTION = "home city"
+
+
+def cmd_demo(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    """The whole loop on the embedded default: import the sample conversation shipped with the
+    package, review it (the offline ``rules`` extractor unless a provider is configured), show
+    the prompt files, recall a fact, verify the log."""
+    from importlib.resources import files
+
+    sample = files("fermix_memory").joinpath("samples/conversation.jsonl").read_text(encoding="utf-8")
+    agent, owner, conversation = "ada", "alice", "telegram:12345"
+    imported = 0 if memory.history(agent, conversation) else len(memory.import_history(sample.splitlines()))
+    reviews = memory.review_now(agent_id=agent, owner_id=owner, conversation=conversation)
+    found = memory.recall(DEMO_QUESTION, agent_id=agent, owner_id=owner, conversation=conversation,
+                          source="all", limit=3)
+    report = memory.verify()
+    result = {
+        "home": str(memory.home),
+        "imported": imported,
+        "reviews": reviews,
+        "user_md": memory.prompt_file(agent, owner, "user_md").read_text(encoding="utf-8"),
+        "memory_md": memory.prompt_file(agent, owner, "memory_md").read_text(encoding="utf-8"),
+        "recall_memories": [{"id": h.memory.id, "key": h.memory.key, "value": h.memory.value}
+                            for h in found.memories],
+        "recall_messages": [{"id": h.message.id, "snippet": h.snippet} for h in found.messages],
+        "verified": report.ok,
+        "events": report.events,
+    }
+
+    def human(r: dict[str, Any]) -> list[str]:
+        lines = [f"home: {r['home']}", f"imported {r['imported']} sample messages"]
+        for review in r["reviews"]:
+            lines.append(f"review {review.conversation}: {review.status} {review.reason} "
+                         f"({review.messages_reviewed} messages, {review.applied} applied, {review.refused} refused)")
+        lines += ["", f"--- {memory.prompt_file(agent, owner, 'user_md')}", r["user_md"].rstrip(),
+                  f"--- {memory.prompt_file(agent, owner, 'memory_md')}", r["memory_md"].rstrip(), "",
+                  f"recall '{DEMO_QUESTION}':"]
+        lines += [f"  memory #{h['id']}: {h['key']}: {h['value']}" for h in r["recall_memories"]]
+        lines += [f"  message #{h['id']}: {h['snippet']}" for h in r["recall_messages"]]
+        lines.append(f"event log: {r['events']} events, verified={'yes' if r['verified'] else 'NO'}")
+        return lines
+
+    out.emit(result, human)
+    return EXIT_OK if report.ok else EXIT_ERROR

@@ -1,0 +1,42 @@
+"""The modules split by purpose keep the names other code imports from them, and each stays small."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+
+KEPT = {
+    "fermix_memory.adapters.sqlite.audit": (
+        "verify_database", "replay_into", "fold_log", "check_chain", "log_entries", "table_checksums",
+        "VerifyReport", "Progress", "LogEntry", "fts_integrity",
+    ),
+    "fermix_memory.entrypoints.cli": (
+        "main", "run", "build_parser", "log_lines", "wants_json", "shows_default", "Progress", "EXIT_OK",
+        "EXIT_ERROR",
+    ),
+    "fermix_memory.application.tools": (
+        "MemoryTools", "ToolContext", "InvalidToolContext", "TOOL_NAMES", "MAX_ARGUMENT_CHARS", "tool_definitions",
+        "openai_tool_definitions", "anthropic_tool_definitions", "validate_arguments", "parse_arguments",
+    ),
+    "fermix_memory.application.settings": (
+        "Settings", "MemorySettings", "CompactionSettings", "ProviderSettings", "TimeoutSettings",
+        "RealtimeSettings", "SECTIONS", "knobs_of", "settings_from_mapping",
+    ),
+}
+
+
+@pytest.mark.parametrize("module", sorted(KEPT))
+def test_split_module_still_exports_its_names(module: str) -> None:
+    loaded = importlib.import_module(module)
+    assert [name for name in KEPT[module] if not hasattr(loaded, name)] == []
+
+
+@pytest.mark.parametrize("module", sorted(KEPT))
+def test_split_module_and_its_parts_stay_under_350_lines(module: str) -> None:
+    path = Path(importlib.import_module(module).__file__ or "")
+    stem = path.stem.removesuffix("s")  # tools -> tool_*, settings -> settings_*
+    parts = [path, *path.parent.glob(f"{stem}_*.py"), *path.parent.glob(f"{path.stem}_*.py")]
+    too_long = {p.name: n for p in set(parts) if (n := len(p.read_text(encoding="utf-8").splitlines())) > 350}
+    assert too_long == {}
