@@ -69,7 +69,9 @@ def test_eight_threads_appending_on_one_system(tmp_path: Path) -> None:
         shared = memory.history(AGENT, "test:shared")
         assert sorted((m.id, m.content) for m in shared) == sorted(
             (mid, c) for n in range(threads_n) for i, (mid, c) in enumerate(results[n]) if i % 2 == 0)
-        assert [m.id for m in shared] == sorted(m.id for m in shared)
+        # A window is ordered like the messages index, by (created_at, id): two threads may stamp
+        # their messages in one order and commit them in the other.
+        assert [(m.created_at, m.id) for m in shared] == sorted((m.created_at, m.id) for m in shared)
         for n in range(threads_n):
             own = memory.history(AGENT, f"test:own-{n}")
             assert [(m.id, m.content) for m in own] == [p for i, p in enumerate(results[n]) if i % 2 == 1]
