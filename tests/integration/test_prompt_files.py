@@ -572,9 +572,7 @@ def test_a_file_write_that_never_ran_is_redone_on_the_next_open(home: Path, monk
 _CRASH_SCRIPT = textwrap.dedent("""
     import os, sys
     from fermix_memory import MemorySystem
-    from fermix_memory.adapters.clock import SystemClock
-from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
-from fermix_memory.adapters.sqlite.queries import SqliteQueries
+    from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
     from fermix_memory.application.prompt_files import PromptFiles
 
     home, where = sys.argv[1], sys.argv[2]
