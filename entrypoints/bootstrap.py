@@ -289,14 +289,14 @@ def bootstrap(
             raise StorageError(f"cannot create the memory home {home_path}: {error.strerror or error}") from None
     clock = clock or SystemClock()
     with ExitStack() as opened:  # every resource opened below is closed if a later step fails
-        store = store or open_store(home_path, settings, readonly=readonly)
+        store = open_store(home_path, settings, readonly=readonly) if store is None else store
         opened.callback(store.close)
         queries = SqliteQueries(store.reader)
         conversations = ConversationStore(queries, store.last_position, settings.memory.max_conversation_history)
         rows = MemoryRowCache(queries, store.last_position)
         store.add_commit_listener(conversations.on_commit)
         store.add_commit_listener(rows.on_commit)
-        files = files or PromptFileFolder(home_path)
+        files = PromptFileFolder(home_path) if files is None else files
         prompt_files = PromptFiles(store, queries, files, tokens.count, clock)
         store.add_after_commit(prompt_files.on_commit)
         model_for = build_model_route(settings, providers, tracer or EventLogTracer(store), clock, owned=opened)
@@ -311,7 +311,7 @@ def bootstrap(
             context_window=settings.providers[0].context_window if settings.providers else DEFAULT_CONTEXT_WINDOW,
             timeout_s=settings.timeouts.llm_buffered_s,
         )
-        background = background or BackgroundWorker("fermix-background")
+        background = BackgroundWorker("fermix-background") if background is None else background
         opened.callback(background.close)  # closed first: it may be mid-call on a provider or the store
         if not readonly:
             prompt_files.repair()  # files are derived: a crash between commit and write is mended here
