@@ -90,12 +90,6 @@ class MemorySystem(RecordsApi, TurnsApi, FilesApi):
     def settings(self) -> Settings:
         return self._app.settings
 
-    @property
-    def app(self) -> App:
-        """The wired application. Not for hosts, the CLI or ordinary tests (every read they need
-        is a method here); only tests that inject faults into the store reach it."""
-        return self._app
-
     def close(self) -> None:
         with self._close_lock:
             if not self._closed:

@@ -100,7 +100,7 @@ class FilesApi(ApiBase):
         """The log's last event as ``Head(position, hash)`` (``str()`` gives ``POSITION:HASH``):
         keep it elsewhere and pass it to :meth:`verify` later to prove nothing was cut off."""
         self._check_open()
-        return self._app.store.head()
+        return self._app.audit.head()
 
     def verify(self, progress: audit.Progress | None = None, *,
                expect_head: Head | str | None = None) -> audit.VerifyReport:
@@ -110,34 +110,27 @@ class FilesApi(ApiBase):
         home's own last-seen head; and report what opening found wrong (append-only triggers
         missing, a head the log no longer holds). A read-only memory is verified without writing."""
         self._check_open()
-        progress = _progress(progress)
-        store = self._app.store
-        anchors = [("this home's last-seen head", head) for head in [store.home_anchor()] if head is not None]
-        if expect_head is not None:
-            anchors.insert(0, ("expected head", expect_head if isinstance(expect_head, Head)
-                               else parse_head(expect_head)))
-        return audit.verify_database(store.path, progress, anchors=anchors, noted=store.problems_at_open(),
-                                     readonly=store.readonly)
+        expected = expect_head if expect_head is None or isinstance(expect_head, Head) else parse_head(expect_head)
+        return self._app.audit.verify(_progress(progress), expected)
 
     def replay_into(self, target_dir: str | os.PathLike[str], progress: audit.Progress | None = None) -> dict[str, Any]:
         """Rebuild every projection from the log alone into ``target_dir/memory.db``
         (``progress(done, total)`` is called as the log is replayed)."""
         self._check_open()
-        return audit.replay_into(self._app.store.path, folder(target_dir, "target_dir"), _progress(progress))
+        return self._app.audit.replay_into(folder(target_dir, "target_dir"), _progress(progress))
 
     def events(self, *, after: int = 0, stream: str | None = None) -> Iterator[RecordedEvent]:
         """The event log itself, in log order: every event after position ``after`` (of one
         ``stream`` when given) as ``RecordedEvent(position, stream, version, event)``; erased
         (redacted) events are skipped. For audits and tests; the log is never written here."""
         self._check_open()
-        return self._app.store.read_events(check_int(after, "after", minimum=0), stream=optional_id(stream, "stream"))
+        return self._app.audit.events(check_int(after, "after", minimum=0), optional_id(stream, "stream"))
 
     def log_entries(self, *, after: int = 0, kind: str | None = None) -> Iterator[audit.LogEntry]:
         """Every log entry after ``after`` (of one event ``kind`` when given) as the audit shows
         it: position, stream, kind, time, payload digest, redacted or not."""
         self._check_open()
-        return audit.log_entries(self._app.store.reader(), after=check_int(after, "after", minimum=0),
-                                 kind=optional_id(kind, "kind"))
+        return self._app.audit.log_entries(check_int(after, "after", minimum=0), optional_id(kind, "kind"))
 
 
 def _progress(progress: object) -> audit.Progress | None:

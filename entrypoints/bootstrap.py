@@ -10,11 +10,11 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -30,14 +30,26 @@ from fermix_memory.adapters.tokens_tiktoken import TiktokenCounter
 from fermix_memory.application import commands as cmd_
 from fermix_memory.application.background import BackgroundWorker
 from fermix_memory.application.caches import ConversationStore, MemoryRowCache
-from fermix_memory.application.compaction import Compactor
+from fermix_memory.application.compaction import CompactionQueries, Compactor
 from fermix_memory.application.composer import as_anthropic, as_openai, compose_prompt
 from fermix_memory.application.errors import ConfigError, HomeNotFound, ProviderKeyMissing, StorageError
+from fermix_memory.application.explain import ExplainQueries
 from fermix_memory.application.forget import Forgetting
 from fermix_memory.application.history import HistoryService
 from fermix_memory.application.memory_writes import MemoryWriter, OperationOutcome
-from fermix_memory.application.ports import ChatModel, ChatRequest, ChatResponse, Clock, TokenCounter, Tracer
-from fermix_memory.application.prompt_files import PromptFiles
+from fermix_memory.application.ports import (
+    ChatModel,
+    ChatRequest,
+    ChatResponse,
+    Clock,
+    EventStore,
+    MemoryQueries,
+    PromptFileSink,
+    ResourceRevision,
+    TokenCounter,
+    Tracer,
+)
+from fermix_memory.application.prompt_files import PromptFiles, ResourceReader
 from fermix_memory.application.recall import RecallResult, recall
 from fermix_memory.application.reviewer import Reviewer, ReviewResult
 from fermix_memory.application.settings import ProviderSettings, Settings, settings_from_mapping
@@ -45,6 +57,9 @@ from fermix_memory.application.tools import MemoryTools, ToolContext
 from fermix_memory.application.tracing import EventLogTracer
 from fermix_memory.application.turns import CommandResult, PreflightResult, TurnService
 from fermix_memory.domain.errors import DomainError
+from fermix_memory.domain.memory import Memory
+from fermix_memory.domain.messages import Message
+from fermix_memory.entrypoints.api_audit import LogAudit
 
 log = logging.getLogger("fermix_memory")
 
@@ -75,15 +90,30 @@ def resolve_settings(home: Path, config: Settings | Mapping[str, Any] | None) ->
     raise ConfigError("config must be a Settings object, a mapping or None")
 
 
+class HostQueries(MemoryQueries, ExplainQueries, CompactionQueries, ResourceReader, Protocol):
+    """The read side the embedding API shows hosts and operators, beyond what its use cases read."""
+
+    def all_memories(self, *, agent_id: str | None = None, owner_id: str | None = None,
+                     include_archived: bool = True) -> list[Memory]: ...
+
+    def iter_messages(self, *, agent_id: str | None = None, batch: int = 5_000) -> Iterator[Message]: ...
+
+    def resources(self, *, agent_id: str | None = None, owner_id: str | None = None) -> list[ResourceRevision]: ...
+
+    def resource_history(self, agent_id: str, owner_id: str, name: str,
+                         limit: int | None = None) -> list[ResourceRevision]: ...
+
+
 @attrs.define
 class App:
-    """Everything the entry points use, wired once."""
+    """Everything the entry points use, wired once: use cases and ports, never an adapter class."""
 
     home: Path
     settings: Settings
     clock: Clock
-    store: SqliteEventStore
-    queries: SqliteQueries
+    store: EventStore
+    queries: HostQueries
+    audit: LogAudit
     conversations: ConversationStore
     rows: MemoryRowCache
     history: HistoryService
@@ -95,7 +125,6 @@ class App:
     model_for: Callable[[str], ChatModel]
     compactor: Compactor
     turns: TurnService
-    jobs: SqliteJobQueries
     tools: MemoryTools
     forgetting: Forgetting
     # What bootstrap opened (store, providers it built, the background worker), closed in reverse.
@@ -236,10 +265,17 @@ def bootstrap(
     tracer: Tracer | None = None,
     create: bool = True,
     readonly: bool = False,
+    store: SqliteEventStore | None = None,
+    files: PromptFileSink | None = None,
+    background: BackgroundWorker | None = None,
 ) -> App:
     """Wire the app on ``home``. ``create=False`` refuses (:class:`HomeNotFound`) a home without a
     ``memory.db`` instead of creating one; ``readonly=True`` (implies ``create=False``) opens the
-    database so that nothing can be written, for audits of a read-only mount or copy."""
+    database so that nothing can be written, for audits of a read-only mount or copy.
+
+    ``store`` (from :func:`open_store` on the same home), ``files`` (where prompt files go) and
+    ``background`` (where after-turn work runs) replace what would be built here, for a caller
+    that needs a hold on them (fault injection); the app closes a given store and worker too."""
     home_path = resolve_home(home)
     settings = resolve_settings(home_path, config)
     # Fails fast (no network) when the encoding is missing, before anything is opened.
@@ -253,15 +289,14 @@ def bootstrap(
             raise StorageError(f"cannot create the memory home {home_path}: {error.strerror or error}") from None
     clock = clock or SystemClock()
     with ExitStack() as opened:  # every resource opened below is closed if a later step fails
-        store = SqliteEventStore(home_path / DB_NAME, durability=settings.memory.durability,
-                                 head_file=home_path / HEAD_NAME, readonly=readonly)
+        store = open_store(home_path, settings, readonly=readonly) if store is None else store
         opened.callback(store.close)
         queries = SqliteQueries(store.reader)
         conversations = ConversationStore(queries, store.last_position, settings.memory.max_conversation_history)
         rows = MemoryRowCache(queries, store.last_position)
         store.add_commit_listener(conversations.on_commit)
         store.add_commit_listener(rows.on_commit)
-        files = PromptFileFolder(home_path)
+        files = PromptFileFolder(home_path) if files is None else files
         prompt_files = PromptFiles(store, queries, files, tokens.count, clock)
         store.add_after_commit(prompt_files.on_commit)
         model_for = build_model_route(settings, providers, tracer or EventLogTracer(store), clock, owned=opened)
@@ -271,27 +306,34 @@ def bootstrap(
             timeout_s=settings.timeouts.llm_buffered_s, holder=f"{socket.gethostname()}:{os.getpid()}",
         )
         history = HistoryService(store, clock)
-        jobs = SqliteJobQueries(store.reader)
         compactor = Compactor(
             store, queries, conversations.window, reviewer, clock, settings.compaction, model_for, tokens.count,
             context_window=settings.providers[0].context_window if settings.providers else DEFAULT_CONTEXT_WINDOW,
             timeout_s=settings.timeouts.llm_buffered_s,
         )
-        background = BackgroundWorker("fermix-background")
+        background = BackgroundWorker("fermix-background") if background is None else background
         opened.callback(background.close)  # closed first: it may be mid-call on a provider or the store
         if not readonly:
             prompt_files.repair()  # files are derived: a crash between commit and write is mended here
             finish_erasures(SqliteErasure(store))
         return App(
-            home=home_path, settings=settings, clock=clock, store=store, queries=queries,
+            home=home_path, settings=settings, clock=clock, store=store, queries=queries, audit=LogAudit(store),
             conversations=conversations, rows=rows, history=history,
             memory=writer, tokens=tokens, prompt_files=prompt_files, reviewer=reviewer,
             background=background, model_for=model_for,
-            compactor=compactor, turns=TurnService(compactor, history), jobs=jobs,
-            tools=MemoryTools(writer, queries, jobs),
+            compactor=compactor, turns=TurnService(compactor, history),
+            tools=MemoryTools(writer, queries, SqliteJobQueries(store.reader)),
             forgetting=Forgetting(store, SqliteErasure(store), prompt_files, clock),
             resources=opened.pop_all(),
         )
+
+
+def open_store(home: Path, settings: Settings | None = None, *, readonly: bool = False) -> SqliteEventStore:
+    """The event store of ``home`` as :func:`bootstrap` opens it (``settings``: the home's own
+    config when not given)."""
+    settings = settings or resolve_settings(home, None)
+    return SqliteEventStore(home / DB_NAME, durability=settings.memory.durability, head_file=home / HEAD_NAME,
+                            readonly=readonly)
 
 
 def require_home(home: Path) -> None:

@@ -254,7 +254,7 @@ class LoopbackModelServer:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _answer(self, request: RecordedRequest) -> Reply:
+    def reply_to(self, request: RecordedRequest) -> Reply:
         with self._lock:
             self._requests.append(request)
             if request.method != "POST" or request.path != self.endpoint:
@@ -262,7 +262,7 @@ class LoopbackModelServer:
             responder = self._script.popleft() if self._script else self._default
         return responder(request) if callable(responder) else responder
 
-    def _pause(self, delay_s: float) -> None:
+    def pause(self, delay_s: float) -> None:
         self._stopping.wait(delay_s)
 
 
@@ -296,9 +296,9 @@ class _Handler(BaseHTTPRequestHandler):
             json=parsed,
         )
         owner = self.server.owner
-        reply = owner._answer(request)
+        reply = owner.reply_to(request)
         if reply.delay_s:
-            owner._pause(reply.delay_s)
+            owner.pause(reply.delay_s)
         body = reply.body()
         try:
             self.send_response(reply.status)

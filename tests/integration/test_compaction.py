@@ -19,6 +19,7 @@ import pytest
 
 from fermix_memory.adapters.providers.rules import RulesProvider
 from fermix_memory.adapters.tokens_tiktoken import TiktokenCounter
+from fermix_memory.application.background import BackgroundWorker
 from fermix_memory.application.compaction import COMPACTION_NOTICE, COMPACTOR_SYSTEM_PROMPT
 from fermix_memory.application.ports import ChatMessage, ChatRequest, ChatResponse
 from fermix_memory.application.reviewer_prompt import REVIEWER_SYSTEM_PROMPT, parse_review_input
@@ -28,6 +29,7 @@ from fermix_memory.domain.fence import SUMMARY_CLOSE_TAG, SUMMARY_OPEN_TAG, conv
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import ConversationKey, Role
 from fermix_memory.entrypoints.api import MemorySystem
+from fermix_memory.entrypoints.bootstrap import bootstrap
 from tests.integration.loopback_models import LoopbackModelServer, RecordedRequest, Reply
 from tests.manual_clock import TestClock
 
@@ -529,13 +531,17 @@ def test_preflight_compacts_after_a_failed_background_pass_and_returns_the_notic
 
 
 def test_preflight_compacts_when_the_background_pass_did_not_run(
-        open_memory: Callable[..., MemorySystem], model: FakeModel) -> None:
-    memory = open_memory(make_config(model.server))
-    fill(memory, 12)
-    # The peak is recorded but the turn ended before its background work (e.g. a shutdown).
-    memory.app.compactor.record_peak(AGENT, KEY, THRESHOLD_TOKENS + 1)
-    result = before_turn(memory)
-    assert (result.compacted, result.notice) == (True, COMPACTION_NOTICE)
+        tmp_path: Path, clock: TestClock, model: FakeModel) -> None:
+    shut_down = BackgroundWorker("test-shut-down")
+    shut_down.close()  # background work submitted to it never runs
+    with MemorySystem(bootstrap(tmp_path / "home", config=make_config(model.server), clock=clock,
+                                background=shut_down)) as memory:
+        fill(memory, 12)
+        # The peak is recorded but the turn ended before its background work (e.g. a shutdown).
+        memory.after_turn(agent_id=AGENT, owner_id=OWNER, conversation=CONV, peak_prompt_tokens=THRESHOLD_TOKENS + 1)
+        assert events_of(memory, ev.HistoryCompacted) == []
+        result = before_turn(memory)
+        assert (result.compacted, result.notice) == (True, COMPACTION_NOTICE)
 
 
 def test_cold_preflight_skips_without_a_model_call(

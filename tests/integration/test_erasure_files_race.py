@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
 
 from fermix_memory import MemorySystem
+from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
+from fermix_memory.entrypoints.bootstrap import bootstrap
 from tests.integration.test_forget import found
 
 SECRET = "Zanzibarhiddenkey"
@@ -24,21 +25,29 @@ def files_match_the_log(memory: MemorySystem, agent: str, owner: str) -> None:
             assert path.read_text(encoding="utf-8") == current.content
 
 
+class HeldFiles(PromptFileFolder):
+    """Prompt files whose writes can be held, as a writer stalled between reading its revision and writing."""
+
+    def __init__(self, home: Path) -> None:
+        super().__init__(home)
+        self.held = False
+        self.writing, self.release = threading.Event(), threading.Event()
+
+    def write(self, agent_id: str, owner_id: str, name: str, content: str) -> Path:
+        if self.held:
+            self.writing.set()
+            self.release.wait(2)
+        return super().write(agent_id, owner_id, name, content)
+
+
 def test_forget_racing_a_memory_write_neither_loses_nor_resurrects_prompt_files(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    with MemorySystem.open(home) as memory:
+    files = HeldFiles(home)
+    with MemorySystem(bootstrap(home, files=files)) as memory:
         memory.write_memory({"op": "add", "category": "preference", "key": "tea", "value": "Likes tea"},
                             agent_id="ada", owner_id="alice", trust="operator")
-        files = memory.app.prompt_files._files
-        real_write = files.write
-        writing, release = threading.Event(), threading.Event()
-
-        def slow_write(*args: Any) -> Any:  # the writer is between reading its revision and writing
-            writing.set()
-            release.wait(2)
-            return real_write(*args)
-
-        files.write = slow_write  # type: ignore[method-assign]
+        files.held = True  # the writer is between reading its revision and writing
+        writing, release = files.writing, files.release
         writer = threading.Thread(target=memory.write_memory, args=(
             {"op": "add", "category": "preference", "key": "place", "value": f"Lives at {SECRET}"},),
             kwargs={"agent_id": "ada", "owner_id": "alice"})
@@ -51,7 +60,7 @@ def test_forget_racing_a_memory_write_neither_loses_nor_resurrects_prompt_files(
         writer.join(30)
         forget.join(30)
         assert not writer.is_alive() and not forget.is_alive()
-        files.write = real_write  # type: ignore[method-assign]
+        files.held = False
         files_match_the_log(memory, "ada", "alice")
         assert not (home / "memory" / "ada" / "alice").exists()
     assert found(home, (SECRET,)) == {}

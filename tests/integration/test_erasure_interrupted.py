@@ -12,6 +12,7 @@ import pytest
 
 from fermix_memory import MemorySystem
 from fermix_memory.adapters.sqlite.erasure import SqliteErasure
+from tests.integration.held_store import memory_on_held_store
 from tests.integration.test_forget import found
 
 SECRETS = ("Quasarlemonpie", "Hiddenmarmotvalley")
@@ -28,15 +29,20 @@ with MemorySystem.open(sys.argv[1]) as memory:
 
 KILLED_DURING_VACUUM = """
 import os, sys
+from pathlib import Path
 from fermix_memory import MemorySystem
+from fermix_memory.entrypoints.bootstrap import bootstrap, open_store
 
 def die_inside_vacuum(cursor, sql, bindings):
     if sql.lstrip().upper().startswith("VACUUM"):
         cursor.connection.set_progress_handler(lambda: os._exit(9), 50)
     return True
 
-with MemorySystem.open(sys.argv[1]) as memory:
-    memory.app.store._writer.exec_trace = die_inside_vacuum
+home = Path(sys.argv[1])
+store = open_store(home)
+with store.exclusive("traced") as writer:
+    writer.exec_trace = die_inside_vacuum
+with MemorySystem(bootstrap(home, store=store)) as memory:
     memory.forget_owner("alice")
 """
 
@@ -64,8 +70,8 @@ def test_a_forget_killed_during_the_scrub_is_finished_by_the_next_open(tmp_path:
     home = tmp_path / "home"
     alice_and_bob(home)
     killed_forget(home, script)
-    with MemorySystem.open(home) as memory:
-        assert not SqliteErasure(memory.app.store).scrub_pending()
+    with memory_on_held_store(home) as (memory, store):
+        assert not SqliteErasure(store).scrub_pending()
         assert memory.memories(owner_id="alice") == []
         assert memory.verify().ok
     assert found(home, SECRETS) == {}
@@ -80,12 +86,12 @@ def test_an_unfinished_scrub_that_cannot_run_at_open_is_reported_and_kept(
     other.execute("BEGIN")
     other.execute("SELECT count(*) FROM messages").fetchall()
     try:
-        with caplog.at_level(logging.WARNING), MemorySystem.open(home) as memory:
-            assert SqliteErasure(memory.app.store).scrub_pending()
+        with caplog.at_level(logging.WARNING), memory_on_held_store(home) as (_, store):
+            assert SqliteErasure(store).scrub_pending()
         assert "an erasure is not finished" in caplog.text
     finally:
         other.execute("COMMIT")
         other.close()
-    with MemorySystem.open(home) as memory:
-        assert not SqliteErasure(memory.app.store).scrub_pending()
+    with memory_on_held_store(home) as (_, store):
+        assert not SqliteErasure(store).scrub_pending()
     assert found(home, SECRETS) == {}

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fermix_memory import DomainError, MemorySystem, NotFound, StorageError
+from fermix_memory.entrypoints.bootstrap import bootstrap, open_store
 
 ALICE_SECRETS = ("Quetzalcoatlus", "Zebrafinchtea", "Marzipanmountain", "Obsidianorchid", "Jobsecretnebula")
 BOB_WORDS = ("Bobwombatfacts", "Bobkestrelnote")
@@ -236,9 +237,11 @@ def test_files_a_crash_left_behind_are_removed_at_the_next_start(home: Path) -> 
 def test_a_scrub_that_cannot_run_says_the_erasure_is_committed_and_how_to_finish(home: Path) -> None:
     other = apsw.Connection(str(home / "memory.db"))  # another process, about to take the write lock
     try:
-        with MemorySystem.open(home) as memory:
-            memory.app.store._writer.execute("PRAGMA busy_timeout = 50")  # fail fast for the test
-            store_write = memory.app.store.write
+        store = open_store(home)
+        with store.exclusive("tuned for the test") as writer:
+            writer.execute("PRAGMA busy_timeout = 50")  # fail fast for the test
+        with MemorySystem(bootstrap(home, store=store)) as memory:
+            store_write = store.write
 
             def write_then_lock(work: object) -> object:
                 result = store_write(work)  # type: ignore[arg-type]  # the erasure commits ...
@@ -246,10 +249,10 @@ def test_a_scrub_that_cannot_run_says_the_erasure_is_committed_and_how_to_finish
                     other.execute("BEGIN IMMEDIATE")  # ... then the other process writes before the scrub
                 return result
 
-            memory.app.store.write = write_then_lock  # type: ignore[method-assign]
+            store.write = write_then_lock  # type: ignore[method-assign]
             with pytest.raises(StorageError, match="run forget again"):
                 memory.forget_owner("alice")
-            memory.app.store.write = store_write  # type: ignore[method-assign]
+            store.write = store_write  # type: ignore[method-assign]
             assert memory.history("ada", "telegram:alice") == []
             assert memory.memories(owner_id="alice", include_archived=True) == []
             other.execute("ROLLBACK")

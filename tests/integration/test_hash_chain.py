@@ -19,6 +19,7 @@ from fermix_memory.adapters.sqlite.event_store import GENESIS_HASH, chain_hash, 
 from fermix_memory.adapters.sqlite.projections import project
 from fermix_memory.application.streams import owner_stream
 from fermix_memory.domain.erasure import OwnerContentFinder
+from tests.integration.held_store import memory_on_held_store
 
 AGENT = "chain-agent"
 CONV = "test:chain"
@@ -347,7 +348,8 @@ def append_schema_1_erasure(tx: Any, erasing: Any, agent: str, owner: str) -> in
     payload = json.dumps({"agent_id": agent, "owner_id": owner, "erased_events": count, "at": at,
                           "provenance": {"agent_id": agent, "owner_id": owner}}, sort_keys=True, separators=(",", ":"))
     stream, position = owner_stream(agent, owner), tx.position + 1
-    version, digest = tx._next_version(stream), payload_digest(payload)
+    version, digest = tx.stream_version(stream) + 1, payload_digest(payload)
+    tx.versions[stream] = version
     row_hash = chain_hash(tx.hash, position, stream, version, "owner.forgotten", 1, at, digest)
     tx.cursor.execute("INSERT INTO events(position, stream, version, kind, schema, recorded_at, payload,"
                       " payload_sha256, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?)",
@@ -358,8 +360,8 @@ def append_schema_1_erasure(tx: Any, erasing: Any, agent: str, owner: str) -> in
 
 
 def test_an_old_erasure_record_accounts_for_its_redactions_by_count(home: Path, tmp_path: Path) -> None:
-    with MemorySystem.open(home) as memory:
-        erasure = SqliteErasure(memory.app.store)
+    with memory_on_held_store(home) as (memory, store):
+        erasure = SqliteErasure(store)
         count = erasure.erase(lambda tx, erasing: append_schema_1_erasure(tx, erasing, AGENT, "bob"))
         assert count > 0
         [record] = [r.event for r in memory.events() if r.event.kind == "owner.forgotten"]

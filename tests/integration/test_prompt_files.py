@@ -22,13 +22,16 @@ import pytest
 
 from fermix_memory import DomainError, MemorySystem, NotFound
 from fermix_memory.adapters import prompt_files_fs
+from fermix_memory.adapters.clock import SystemClock
 from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
+from fermix_memory.adapters.sqlite.queries import SqliteQueries
 from fermix_memory.adapters.tokens_tiktoken import TiktokenCounter
 from fermix_memory.application.prompt_files import PromptFiles
 from fermix_memory.domain.fence import CLOSE_TAG, OPEN_TAG
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.rendering import render_memory_md, render_user_md, renders
 from fermix_memory.domain.values import Category, PromoteTarget, ScopeType
+from tests.integration.held_store import memory_on_held_store
 
 AGENT, OWNER, CONV = "ada", "alice", "telegram:42"
 NAMES = ("user_md", "memory_md")
@@ -216,7 +219,7 @@ def _row(id: int, category: Category, scope_type: ScopeType, *, archived: bool =
                   archived_at=at if archived else None, created_at=at, updated_at=at)
 
 
-def test_scope_rules_of_rendering_on_rows_the_api_cannot_make(memory: MemorySystem) -> None:
+def test_scope_rules_of_rendering_on_rows_the_api_cannot_make(memory: MemorySystem, tmp_path: Path) -> None:
     conv_context = _row(1, Category.CONTEXT, ScopeType.CONVERSATION)
     conv_directive = _row(2, Category.DIRECTIVE, ScopeType.CONVERSATION)
     job_context = _row(3, Category.CONTEXT, ScopeType.JOB)
@@ -231,8 +234,11 @@ def test_scope_rules_of_rendering_on_rows_the_api_cannot_make(memory: MemorySyst
     count = TiktokenCounter(memory.settings.memory.token_encoding).count
     assert render_memory_md(rows, count) == "## Context\n- k1: value 1\n\n## Working Rules\n- k5: value 5\n"
     assert render_user_md(rows, count) == ""
-    # The renderer the prompt-file use case runs agrees.
-    assert memory.app.prompt_files.render(rows) == {"user_md": "", "memory_md": render_memory_md(rows, count)}
+    # The renderer the prompt-file use case runs agrees (the use case built from public parts).
+    with memory_on_held_store(tmp_path / "renderer") as (_, store):
+        use_case = PromptFiles(store, SqliteQueries(store.reader), PromptFileFolder(tmp_path / "renderer"), count,
+                               SystemClock())
+        assert use_case.render(rows) == {"user_md": "", "memory_md": render_memory_md(rows, count)}
 
 
 # --- restore, rollback --------------------------------------------------------------------------------

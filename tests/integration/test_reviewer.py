@@ -20,6 +20,7 @@ import apsw
 import pytest
 
 from fermix_memory.adapters.sqlite.codec import CONVERTER
+from fermix_memory.application.memory_writes import MemoryWriter
 from fermix_memory.application.ports import ChatMessage, ChatRequest, ChatResponse
 from fermix_memory.application.reviewer import ReviewResult
 from fermix_memory.application.reviewer_prompt import (
@@ -520,7 +521,7 @@ def test_review_now_with_no_new_user_messages_sends_no_request(
     say(memory, "Glad to hear it", role="assistant")
     assert review_now(memory) == []  # everything the user said is reviewed
     assert review_now(memory, conversation=None) == []
-    direct = memory.app.reviewer.review(AGENT, OWNER, ConversationKey("telegram", "1"), now=True)
+    direct = memory.after_turn(agent_id=AGENT, owner_id=OWNER, conversation=ConversationKey("telegram", "1")).result(30)
     assert (direct.status, direct.reason) == ("skipped", "no_new_messages")
     assert len(openai_server.requests) == 1
 
@@ -843,7 +844,7 @@ def test_an_unexpected_error_while_applying_releases_the_claim(
         raise RuntimeError("writer bug")
 
     with monkeypatch.context() as patch:
-        patch.setattr(memory.app.memory, "apply_in", broken_apply_in)
+        patch.setattr(MemoryWriter, "apply_in", broken_apply_in)
         error = memory.after_turn(agent_id=AGENT, owner_id=OWNER, conversation=CONV).exception(timeout=30)
     assert isinstance(error, RuntimeError)
 

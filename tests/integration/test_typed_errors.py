@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 
 from fermix_memory import ConfigError, FermixError, MemorySystem, NotFound, StorageError
+from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.application.history import HistoryImportError
 from fermix_memory.application.message_input import InvalidMessage
 from fermix_memory.domain.errors import DomainError, InvalidNumber
+from tests.integration.held_store import memory_on_held_store
 
 AGENT, OWNER_ID, CONV = "ada", "alice", "telegram:42"
 MESSAGE: dict[str, Any] = {"agent_id": AGENT, "owner_id": OWNER_ID, "conversation": CONV, "role": "user",
@@ -163,16 +165,22 @@ def test_events_log_after_a_huge_position_is_a_usage_error(tmp_path: Path, capsy
     assert main(["--home", home, "events", "log", "--after", str(2**63 - 1)]) == 0
 
 
-def test_disk_full_during_a_large_import_reports_disk_full_and_writes_nothing(memory: MemorySystem) -> None:
-    writer = memory.app.store._writer
-    pages = writer.execute("PRAGMA page_count").fetchall()[0][0]
-    # Room for a few MB: the import fills SQLite's page cache, which spills before the limit hits.
-    writer.execute(f"PRAGMA max_page_count = {pages + 1500}")
+def test_disk_full_during_a_large_import_reports_disk_full_and_writes_nothing(tmp_path: Path) -> None:
+    with memory_on_held_store(tmp_path / "home") as (memory, store):
+        disk_full_import(memory, store)
+
+
+def disk_full_import(memory: MemorySystem, store: SqliteEventStore) -> None:
+    with store.exclusive("given a small disk") as writer:
+        pages = writer.execute("PRAGMA page_count").fetchall()[0][0]
+        # Room for a few MB: the import fills SQLite's page cache, which spills before the limit hits.
+        writer.execute(f"PRAGMA max_page_count = {pages + 1500}")
     lines = [jsonl(content=f"word {i} " * 60) for i in range(12_000)]
     with pytest.raises(StorageError, match="disk is full") as caught:
         memory.import_history(lines)
     assert "cannot rollback" not in str(caught.value)
-    writer.execute("PRAGMA max_page_count = 1073741823")
+    with store.exclusive("given its disk back") as writer:
+        writer.execute("PRAGMA max_page_count = 1073741823")
     assert event_count(memory) == 0
     assert memory.append_message(**MESSAGE) == 1
     assert memory.verify().ok
