@@ -111,33 +111,32 @@ _PARSERS.update({kind | None: _optional(parse) for kind, parse in list(_PARSERS.
 
 
 def _command_hook(cls: type[T]) -> Callable[[Any, Any], T]:
-    """The structure hook of one command class: every field parsed by its type, in order."""
+    """The structure hook of one command class: every field parsed by its type, in order.
+
+    Built once per class; it runs on every host call (``append_message`` included), so the plan
+    is precomputed and an ``Any`` field (checked later, with the message) is passed through."""
     fields = attrs.fields(attrs.resolve_types(cls))  # type: ignore[arg-type, type-var]
-    parsers = [(f, _PARSERS[f.type]) for f in fields]
-    names = {f.name for f in fields}
+    plan = [(f.name, f.default, None if f.type is Any else _PARSERS[f.type]) for f in fields]
+    names = frozenset(f.name for f in fields)
 
     def structure(data: Any, _: Any) -> T:
         if not isinstance(data, Mapping):
             raise InvalidArgument(f"{cls.__name__} input must be a mapping")
-        unknown = sorted(str(k) for k in data if k not in names)
-        if unknown:
+        if not names.issuperset(data.keys()):
+            unknown = sorted(str(k) for k in data if k not in names)
             raise InvalidArgument(f"unknown argument {unknown[0][:40]!r}")
         values = {}
-        for field, parse in parsers:
-            if field.name in data:
-                value = data[field.name]
-                values[field.name] = parse(value, field.name) if not _is_default(field, value) else value
-            elif field.default is attrs.NOTHING:
-                raise InvalidArgument(f"{field.name} is required")
+        for name, default, parse in plan:
+            if name in data:
+                value = data[name]
+                # A default value passes unchecked (``None`` for "not given", or the declared default).
+                values[name] = value if parse is None or (default is not attrs.NOTHING and value is default) \
+                    else parse(value, name)
+            elif default is attrs.NOTHING:
+                raise InvalidArgument(f"{name} is required")
         return cls(**values)
 
     return structure
-
-
-def _is_default(field: Any, value: object) -> bool:
-    """A default value passes unchecked (``None`` for "not given", or the declared default)."""
-    default = field.default
-    return default is not attrs.NOTHING and value is default
 
 
 converter = cattrs.Converter()
