@@ -46,9 +46,12 @@ class RecordsApi(ApiBase):
         created_at: Any = None,
     ) -> int:
         """Durably record a message; returns its id (its position in the event log)."""
-        return self._app.append_message(self._command(AppendMessage, dict(
+        self._check_open()
+        # Every field of AppendMessage is checked with the message itself (message_input.py), so
+        # the hottest call builds its command directly instead of through the converter.
+        return self._app.append_message(AppendMessage(
             agent_id=agent_id, owner_id=owner_id, conversation=conversation, role=role, content=content,
-            sender=sender, kind=kind, trust=trust, metadata=metadata, created_at=created_at)))
+            sender=sender, kind=kind, trust=trust, metadata=metadata, created_at=created_at))
 
     def history(self, agent_id: str, conversation: Any, limit: int | None = None) -> list[Message]:
         """The conversation's current window (after the last clear / compaction), oldest first."""
