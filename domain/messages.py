@@ -25,3 +25,9 @@ class Message:
     metadata: dict[str, Any] = attrs.field(factory=dict)
     trust: Trust = Trust.GUEST
     created_at: datetime
+
+
+def is_question(text: str) -> bool:
+    """Whether a turn asks something (ends with a question mark, closing quotes or brackets
+    aside): its answer is then usually the turn after it."""
+    return text.rstrip().rstrip("\"')]»”’").endswith(("?", "？"))

@@ -6,7 +6,9 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from fermix_memory.adapters.sqlite.fts_query import match_expression, quote_term
+from fermix_memory.adapters.sqlite import history_rank
+from fermix_memory.adapters.sqlite.fts_query import match_expression, query_terms, quote_term
+from fermix_memory.adapters.sqlite.history_rank import HITS_FUNCTION, MAX_CANDIDATES, parse_candidate
 from fermix_memory.adapters.sqlite.read_side import ReadSide, clamp_limit
 from fermix_memory.adapters.sqlite.rows import (
     MEMORY_COLUMNS,
@@ -29,7 +31,7 @@ from fermix_memory.application.ports import (
 )
 from fermix_memory.domain.checkpoint import readable_by_its_owner
 from fermix_memory.domain.memory import Memory
-from fermix_memory.domain.messages import Message
+from fermix_memory.domain.messages import Message, is_question
 from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
 from fermix_memory.domain.values import ConversationKey
 
@@ -151,34 +153,69 @@ class SqliteQueries(ReadSide):
         return [message_from_row(r) for r in rows]
 
     def search_history(self, query: str, where: HistoryFilter, limit: int) -> list[MessageHit]:
-        terms = match_expression(query, column="content")
-        if terms is None or clamp_limit(limit) == 0:
+        """The scope's turns matching ``query`` by text or sender, ranked with the scope's own
+        statistics (``history_rank``); a matching question brings the turn after it (ADR-0019)."""
+        terms = query_terms(query)
+        n = clamp_limit(limit)
+        if not terms or n == 0:
             return []
         if where.conversation is not None:
-            scope = conversation_token(where.agent_id, where.owner_id, where.conversation)
+            scope = quote_term(conversation_token(where.agent_id, where.owner_id, where.conversation))
         else:
-            scope = owner_token(where.agent_id, where.owner_id)
-        expr = f"scope_tokens : {quote_term(scope)} AND {terms}"
-        n = clamp_limit(limit)
-        rows = self._rows(
-            f"SELECT {', '.join('m.' + c.strip() for c in MESSAGE_COLUMNS.split(','))}, h.rank, h.snip FROM"
-            " (SELECT rowid, rank, snippet(messages_fts, 0, '[', ']', '…', 16) AS snip FROM messages_fts"
-            "  WHERE messages_fts MATCH ? ORDER BY rank LIMIT ?) h CROSS JOIN messages m ON m.id = h.rowid"
-            " ORDER BY h.rank",
-            (expr, n),
+            scope = quote_term(owner_token(where.agent_id, where.owner_id))
+        expr = f"scope_tokens : {scope} AND {{content sender}} : ({' OR '.join(quote_term(t) for t in terms)})"
+        found = self._rows(
+            f"SELECT rowid, {HITS_FUNCTION}(messages_fts) FROM messages_fts WHERE messages_fts MATCH ?"
+            " ORDER BY rowid DESC LIMIT ?",
+            (expr, MAX_CANDIDATES),
         )
-        hits = []
-        for r in rows:
-            message = message_from_row(r[:13])
-            # The token narrows the search; equality here makes isolation exact.
-            if message.agent_id != where.agent_id or message.owner_id != where.owner_id:
-                continue
-            if not readable_by_its_owner(message):  # a checkpoint holding other owners' words
-                continue
-            if where.conversation is not None and message.conversation != where.conversation:
-                continue
-            hits.append(MessageHit(message=message, rank=float(r[13]), snippet=r[14]))
+        if not found:
+            return []
+        scope_size = int(self._rows("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?",
+                                    (f"scope_tokens : {scope}",))[0][0])
+        ranked = history_rank.rank([parse_candidate(int(r[0]), r[1]) for r in found], scope_size)
+        hits: list[MessageHit] = []
+        shown: set[int] = set()
+        for start in range(0, len(ranked), 2 * n + 8):
+            batch = ranked[start:start + 2 * n + 8]
+            for message, score, snip in self._ranked_messages(expr, batch):
+                if not _visible(message, where) or message.id in shown:
+                    continue
+                hits.append(MessageHit(message=message, rank=-score, snippet=snip))
+                shown.add(message.id)
+                if len(hits) < n and is_question(message.content):
+                    reply = self._next_turn(message)
+                    if reply is not None and reply.id not in shown and _visible(reply, where):
+                        hits.append(MessageHit(message=reply, rank=-score, snippet=_context_snippet(reply),
+                                               context_of=message.id))
+                        shown.add(reply.id)
+                if len(hits) >= n:
+                    return hits[:n]
         return hits
+
+    def _ranked_messages(self, expr: str, batch: list[tuple[int, float]]
+                         ) -> list[tuple[Message, float, str]]:
+        """The messages of ``batch`` (rowid, score) in its order, each with its snippet."""
+        marks = ", ".join("?" * len(batch))
+        rows = self._rows(
+            f"SELECT {_M_COLUMNS}, h.snip FROM (SELECT rowid, snippet(messages_fts, 0, '[', ']', '…', 16) AS snip"
+            f" FROM messages_fts WHERE messages_fts MATCH ? AND rowid IN ({marks})) h"
+            " CROSS JOIN messages m ON m.id = h.rowid",
+            [expr, *(rowid for rowid, _ in batch)],
+        )
+        by_id = {int(r[0]): (message_from_row(r[:-1]), r[-1]) for r in rows}
+        return [(by_id[rowid][0], score, by_id[rowid][1]) for rowid, score in batch if rowid in by_id]
+
+    def _next_turn(self, message: Message) -> Message | None:
+        """The turn after ``message`` in its conversation (in the conversation's order)."""
+        conv = message.conversation
+        rows = self._rows(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE agent_id = ? AND channel = ? AND chat_id = ?"
+            " AND thread_scope = ? AND (created_at, id) > (SELECT created_at, id FROM messages WHERE id = ?)"
+            " ORDER BY created_at, id LIMIT 1",
+            (message.agent_id, conv.channel, conv.chat_id, conv.thread_scope, message.id),
+        )
+        return message_from_row(rows[0]) if rows else None
 
     def iter_messages(self, *, agent_id: str | None = None, batch: int = 5_000) -> Iterator[Message]:
         """Every message in id order (for export), read in batches."""
@@ -304,6 +341,24 @@ class SqliteQueries(ReadSide):
             params,
         )
         return [(r[0], r[1], ConversationKey(r[2], r[3], r[4])) for r in rows]
+
+_M_COLUMNS = ", ".join("m." + c.strip() for c in MESSAGE_COLUMNS.split(","))
+CONTEXT_SNIPPET_CHARS = 240
+
+
+def _visible(message: Message, where: HistoryFilter) -> bool:
+    """Exact scope check: the token narrows the search, equality makes isolation exact."""
+    if message.agent_id != where.agent_id or message.owner_id != where.owner_id:
+        return False
+    if not readable_by_its_owner(message):  # a checkpoint holding other owners' words
+        return False
+    return where.conversation is None or message.conversation == where.conversation
+
+
+def _context_snippet(message: Message) -> str:
+    text = message.content
+    return text if len(text) <= CONTEXT_SNIPPET_CHARS else text[:CONTEXT_SNIPPET_CHARS].rstrip() + "…"
+
 
 _REVISION_COLUMNS = "v.agent_id, v.owner_id, v.name, v.revision, v.content, v.content_sha256, v.reason, v.created_at"
 
