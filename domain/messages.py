@@ -30,4 +30,8 @@ class Message:
 def is_question(text: str) -> bool:
     """Whether a turn asks something (ends with a question mark, closing quotes or brackets
     aside): its answer is then usually the turn after it."""
-    return text.rstrip().rstrip("\"')]»”’").endswith(("?", "？"))
+    return text.rstrip().rstrip(_CLOSERS).endswith(_QUESTION_MARKS)
+
+
+_CLOSERS = "\"')]\u00bb\u201d\u2019"
+_QUESTION_MARKS = ("?", "\uff1f")

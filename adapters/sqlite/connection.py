@@ -10,7 +10,6 @@ from pathlib import Path
 import apsw
 import apsw.bestpractice
 
-from fermix_memory.adapters.sqlite import history_rank
 from fermix_memory.application.errors import ForeignDatabase, ReadOnlyStore, StorageBusy, StorageError
 
 log = logging.getLogger("fermix_memory.storage")
@@ -99,7 +98,6 @@ def _configure(conn: apsw.Connection, durability: str) -> None:
     apsw.bestpractice.connection_busy_timeout(conn, BUSY_TIMEOUT_MS)
     apsw.bestpractice.connection_enable_foreign_keys(conn)
     apsw.bestpractice.connection_dqs(conn)
-    history_rank.register(conn)
     apsw.bestpractice.connection_recursive_triggers(conn)
     conn.execute(f"PRAGMA synchronous = {DURABILITY_PRAGMAS[durability]}")
     # Touch the schema now so a file that is not a database fails here, not mid-write.

@@ -6,9 +6,8 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from fermix_memory.adapters.sqlite import history_rank
 from fermix_memory.adapters.sqlite.fts_query import match_expression, query_terms, quote_term
-from fermix_memory.adapters.sqlite.history_rank import HITS_FUNCTION, MAX_CANDIDATES, parse_candidate
+from fermix_memory.adapters.sqlite.history_rank import MAX_CANDIDATES, SCORE_FUNCTION, idf
 from fermix_memory.adapters.sqlite.read_side import ReadSide, clamp_limit
 from fermix_memory.adapters.sqlite.rows import (
     MEMORY_COLUMNS,
@@ -164,16 +163,17 @@ class SqliteQueries(ReadSide):
         else:
             scope = quote_term(owner_token(where.agent_id, where.owner_id))
         expr = f"scope_tokens : {scope} AND {{content sender}} : ({' OR '.join(quote_term(t) for t in terms)})"
-        found = self._rows(
-            f"SELECT rowid, {HITS_FUNCTION}(messages_fts) FROM messages_fts WHERE messages_fts MATCH ?"
-            " ORDER BY rowid DESC LIMIT ?",
-            (expr, MAX_CANDIDATES),
-        )
-        if not found:
+        scope_size = self._count(f"scope_tokens : {scope}")
+        if scope_size == 0:
             return []
-        scope_size = int(self._rows("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?",
-                                    (f"scope_tokens : {scope}",))[0][0])
-        ranked = history_rank.rank([parse_candidate(int(r[0]), r[1]) for r in found], scope_size)
+        weights = [idf(self._count(f"scope_tokens : {scope} AND {{content sender}} : {quote_term(t)}"), scope_size)
+                   for t in terms]
+        marks = ", ".join("?" * len(weights))
+        ranked = [(int(r[0]), float(r[1])) for r in self._rows(
+            f"SELECT rowid, s FROM (SELECT rowid, {SCORE_FUNCTION}(messages_fts, {marks}) AS s FROM messages_fts"
+            " WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT ?) ORDER BY s DESC, rowid DESC",
+            (*weights, expr, MAX_CANDIDATES),
+        )]
         hits: list[MessageHit] = []
         shown: set[int] = set()
         for start in range(0, len(ranked), 2 * n + 8):
@@ -192,6 +192,9 @@ class SqliteQueries(ReadSide):
                 if len(hits) >= n:
                     return hits[:n]
         return hits
+
+    def _count(self, expr: str) -> int:
+        return int(self._rows("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?", (expr,))[0][0])
 
     def _ranked_messages(self, expr: str, batch: list[tuple[int, float]]
                          ) -> list[tuple[Message, float, str]]:
