@@ -8,9 +8,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 
 from fermix_memory import MemorySystem
+from fermix_memory.adapters.sqlite import schema
 from fermix_memory.application.ports import MemoryHit, MessageHit
 
 AGENT = "ada"
@@ -153,3 +155,24 @@ def test_all_fuses_memories_and_history_into_one_list(memory: MemorySystem) -> N
     assert {h.message.id for h in result.ranked if isinstance(h, MessageHit)} == set(ids)
     assert len(memory.recall("pottery", agent_id=AGENT, owner_id="alice", conversation=CHAT, source="all",
                              limit=2).ranked) == 2
+
+
+def test_a_database_of_the_previous_version_gains_sender_search(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with MemorySystem.open(home) as memory:
+        ids = say(memory, SMALL_TALK)
+    # Put the file back to version 2: the full-text index without the sender.
+    v1 = schema.MIGRATIONS[0]
+    old_index = v1[v1.index("CREATE VIRTUAL TABLE messages_fts"):v1.index("CREATE TABLE memories(")]
+    conn = apsw.Connection(str(home / "memory.db"))
+    conn.execute("DROP TRIGGER messages_fts_insert; DROP TRIGGER messages_fts_delete;"
+                 " DROP TRIGGER messages_fts_update; DROP TABLE messages_fts;" + old_index
+                 + "INSERT INTO messages_fts(messages_fts) VALUES('rebuild'); PRAGMA user_version = 2;")
+    conn.close()
+    with MemorySystem.open(home) as memory:
+        assert {h.message.id for h in history(memory, "Kwame")} == {ids[1], ids[3], ids[5]}
+        assert memory.recall("bouldering", agent_id=AGENT, owner_id="alice", conversation=CHAT,
+                             source="history").messages
+    conn = apsw.Connection(str(home / "memory.db"))
+    assert conn.execute("PRAGMA user_version").fetchall() == [(schema.SCHEMA_VERSION,)]
+    conn.close()
