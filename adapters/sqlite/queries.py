@@ -178,10 +178,10 @@ class SqliteQueries(ReadSide):
         shown: set[int] = set()
         for start in range(0, len(ranked), 2 * n + 8):
             batch = ranked[start:start + 2 * n + 8]
-            for message, score, snip in self._ranked_messages(expr, batch):
+            for message, score in self._ranked_messages(batch):
                 if not _visible(message, where) or message.id in shown:
                     continue
-                hits.append(MessageHit(message=message, rank=-score, snippet=snip))
+                hits.append(MessageHit(message=message, rank=-score, snippet=self._snippet(expr, message.id)))
                 shown.add(message.id)
                 if len(hits) < n and is_question(message.content):
                     reply = self._next_turn(message)
@@ -196,18 +196,18 @@ class SqliteQueries(ReadSide):
     def _count(self, expr: str) -> int:
         return int(self._rows("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?", (expr,))[0][0])
 
-    def _ranked_messages(self, expr: str, batch: list[tuple[int, float]]
-                         ) -> list[tuple[Message, float, str]]:
-        """The messages of ``batch`` (rowid, score) in its order, each with its snippet."""
+    def _ranked_messages(self, batch: list[tuple[int, float]]) -> list[tuple[Message, float]]:
+        """The messages of ``batch`` (rowid, score) in its order."""
         marks = ", ".join("?" * len(batch))
-        rows = self._rows(
-            f"SELECT {_M_COLUMNS}, h.snip FROM (SELECT rowid, snippet(messages_fts, 0, '[', ']', '…', 16) AS snip"
-            f" FROM messages_fts WHERE messages_fts MATCH ? AND rowid IN ({marks})) h"
-            " CROSS JOIN messages m ON m.id = h.rowid",
-            [expr, *(rowid for rowid, _ in batch)],
-        )
-        by_id = {int(r[0]): (message_from_row(r[:-1]), r[-1]) for r in rows}
-        return [(by_id[rowid][0], score, by_id[rowid][1]) for rowid, score in batch if rowid in by_id]
+        rows = self._rows(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN ({marks})",
+                          [rowid for rowid, _ in batch])
+        by_id = {int(r[0]): message_from_row(r) for r in rows}
+        return [(by_id[rowid], score) for rowid, score in batch if rowid in by_id]
+
+    def _snippet(self, expr: str, rowid: int) -> str:
+        rows = self._rows("SELECT snippet(messages_fts, 0, '[', ']', '…', 16) FROM messages_fts"
+                          " WHERE messages_fts MATCH ? AND rowid = ?", (expr, rowid))
+        return str(rows[0][0]) if rows else ""
 
     def _next_turn(self, message: Message) -> Message | None:
         """The turn after ``message`` in its conversation (in the conversation's order)."""
@@ -345,7 +345,6 @@ class SqliteQueries(ReadSide):
         )
         return [(r[0], r[1], ConversationKey(r[2], r[3], r[4])) for r in rows]
 
-_M_COLUMNS = ", ".join("m." + c.strip() for c in MESSAGE_COLUMNS.split(","))
 CONTEXT_SNIPPET_CHARS = 240
 
 
