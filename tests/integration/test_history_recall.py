@@ -3,6 +3,7 @@ and a scope's ranking depends only on the scope's own text."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from fermix_memory import MemorySystem
 from fermix_memory.adapters.sqlite import schema
 from fermix_memory.application.ports import MemoryHit, MessageHit
+from tests.cli_runner import run_cli
 
 AGENT = "ada"
 CHAT = "telegram:100"
@@ -176,3 +178,21 @@ def test_a_database_of_the_previous_version_gains_sender_search(tmp_path: Path) 
     conn = apsw.Connection(str(home / "memory.db"))
     assert conn.execute("PRAGMA user_version").fetchall() == [(schema.SCHEMA_VERSION,)]
     conn.close()
+
+
+def test_fermix_memory_search_shows_replies_and_the_fused_list(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with MemorySystem.open(home) as memory:
+        ids = say(memory, [("Caroline", "What is your favourite dish, Kwame?"), ("Kwame", "Jollof, every time.")])
+        assert tool(memory, "memory_store", {"key": "dish", "value": "favourite dish: jollof"})["ok"]
+    base = ("memory", "search", "favourite dish", "--agent", AGENT, "--owner", "alice",
+            "--conversation", CHAT, "--source", "all")
+    human = run_cli(*base, home=home)
+    assert human.returncode == 0, human.stderr
+    lines = human.stdout.splitlines()
+    assert lines[0].startswith("memory ") and lines[1].startswith(f"message {ids[0]} ")
+    assert lines[2].startswith(f"message {ids[1]} ") and f"reply to {ids[0]}" in lines[2]
+    as_json = run_cli("--json", *base, home=home)
+    assert as_json.returncode == 0, as_json.stderr
+    ranked = json.loads(as_json.stdout)["ranked"]
+    assert [row.get("context_of") for row in ranked] == [None, None, ids[0]]
