@@ -47,3 +47,55 @@ def idf(doc_frequency: int, scope_size: int) -> float:
     """Rarity of a word inside the scope (BM25's, kept positive)."""
     docs = max(scope_size, doc_frequency)
     return math.log(1.0 + (docs - doc_frequency + 0.5) / (doc_frequency + 0.5))
+
+
+# ``messages_fts``'s tokenizer (schema migration 3), to stem query words and mark them in a hit.
+TOKENIZER = ("porter", ["unicode61", "remove_diacritics", "2"])
+SNIPPET_TOKENS = 16
+
+
+def tokenizer(conn: apsw.Connection) -> apsw.FTS5Tokenizer:
+    return conn.fts5_tokenizer(*TOKENIZER)
+
+
+def stems(tokenize: apsw.FTS5Tokenizer, words: list[str]) -> frozenset[str]:
+    """The index's form of each query word."""
+    found: set[str] = set()
+    for word in words:
+        for token in tokenize(word.encode(), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False,
+                              include_colocated=False):
+            found.add(str(token))
+    return frozenset(found)
+
+
+def snippet(tokenize: apsw.FTS5Tokenizer, text: str, wanted: frozenset[str]) -> str:
+    """Like FTS5's ``snippet(…, '[', ']', '…', 16)``: the 16-token window holding the most query
+    words, each marked ``[word]``, with ``…`` where text was cut."""
+    data = text.encode()
+    tokens: list[tuple[int, int, str]] = []
+    for found in tokenize(data, apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=True, include_colocated=False):
+        if isinstance(found, tuple) and len(found) >= 3:  # (start, end, token) with offsets asked for
+            begin_at, end_at, token = found[0], found[1], found[2]
+            tokens.append((int(begin_at), int(end_at), str(token)))
+    hit = [tok[2] in wanted for tok in tokens]
+    start = 0
+    if len(tokens) > SNIPPET_TOKENS:
+        counts = [sum(hit[i:i + SNIPPET_TOKENS]) for i in range(len(tokens) - SNIPPET_TOKENS + 1)]
+        start = counts.index(max(counts))
+        # Some words before the first match, when that keeps every match of the window.
+        lead = max(0, next((i for i in range(start, len(hit)) if hit[i]), start) - 3)
+        if lead > start and counts[min(lead, len(counts) - 1)] == counts[start]:
+            start = min(lead, len(counts) - 1)
+    window = range(start, min(len(tokens), start + SNIPPET_TOKENS))
+    if not window:
+        return text
+    begin = 0 if start == 0 else tokens[start][0]
+    end = len(data) if window.stop == len(tokens) else tokens[window.stop - 1][1]
+    out, at = [], begin
+    for i in window:
+        if hit[i]:
+            s, e = tokens[i][0], tokens[i][1]
+            out += [data[at:s].decode(errors="replace"), "[", data[s:e].decode(errors="replace"), "]"]
+            at = e
+    out.append(data[at:end].decode(errors="replace"))
+    return ("…" if begin else "") + "".join(out) + ("…" if end < len(data) else "")

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+from fermix_memory.adapters.sqlite import history_rank
 from fermix_memory.adapters.sqlite.fts_query import match_expression, query_terms, quote_term
 from fermix_memory.adapters.sqlite.history_rank import MAX_CANDIDATES, SCORE_FUNCTION, idf
 from fermix_memory.adapters.sqlite.read_side import ReadSide, clamp_limit
@@ -174,6 +175,8 @@ class SqliteQueries(ReadSide):
             " WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT ?) ORDER BY s DESC, rowid DESC",
             (*weights, expr, MAX_CANDIDATES),
         )]
+        tokenize = history_rank.tokenizer(self._conn())
+        wanted = history_rank.stems(tokenize, terms)
         hits: list[MessageHit] = []
         shown: set[int] = set()
         for start in range(0, len(ranked), 2 * n + 8):
@@ -181,7 +184,8 @@ class SqliteQueries(ReadSide):
             for message, score in self._ranked_messages(batch):
                 if not _visible(message, where) or message.id in shown:
                     continue
-                hits.append(MessageHit(message=message, rank=-score, snippet=self._snippet(expr, message.id)))
+                hits.append(MessageHit(message=message, rank=-score,
+                                       snippet=history_rank.snippet(tokenize, message.content, wanted)))
                 shown.add(message.id)
                 if len(hits) < n and is_question(message.content):
                     reply = self._next_turn(message)
@@ -203,11 +207,6 @@ class SqliteQueries(ReadSide):
                           [rowid for rowid, _ in batch])
         by_id = {int(r[0]): message_from_row(r) for r in rows}
         return [(by_id[rowid], score) for rowid, score in batch if rowid in by_id]
-
-    def _snippet(self, expr: str, rowid: int) -> str:
-        rows = self._rows("SELECT snippet(messages_fts, 0, '[', ']', '…', 16) FROM messages_fts"
-                          " WHERE messages_fts MATCH ? AND rowid = ?", (expr, rowid))
-        return str(rows[0][0]) if rows else ""
 
     def _next_turn(self, message: Message) -> Message | None:
         """The turn after ``message`` in its conversation (in the conversation's order)."""

@@ -1,0 +1,28 @@
+"""History hit snippets: the index's own tokenizer marks the query's words (ADR-0019)."""
+
+from __future__ import annotations
+
+import apsw
+
+from fermix_memory.adapters.sqlite import history_rank
+
+
+def snip(text: str, *words: str) -> str:
+    tokenize = history_rank.tokenizer(apsw.Connection(":memory:"))
+    return history_rank.snippet(tokenize, text, history_rank.stems(tokenize, list(words)))
+
+
+def test_a_short_turn_is_whole_with_stemmed_words_marked() -> None:
+    assert snip("You seem so relaxed lately, Kwame. What's the secret?", "relaxing", "KWAME") == (
+        "You seem so [relaxed] lately, [Kwame]. What's the secret?")
+
+
+def test_a_long_turn_is_cut_around_its_matches() -> None:
+    text = " ".join(["filler"] * 30) + " the café near the station " + " ".join(["more"] * 30)
+    assert snip(text, "cafe", "station") == (
+        "…filler filler the [café] near the [station] more more more more more more more more more…")
+
+
+def test_text_without_words_is_returned_as_it_is() -> None:
+    assert snip("", "tea") == ""
+    assert snip("\U0001f600\U0001f389", "tea") == "\U0001f600\U0001f389"
