@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
@@ -28,10 +29,10 @@ class Message:
 
 
 def is_question(text: str) -> bool:
-    """Whether a turn asks something (ends with a question mark, closing quotes or brackets
-    aside): its answer is then usually the turn after it."""
-    return text.rstrip().rstrip(_CLOSERS).endswith(_QUESTION_MARKS)
+    """Whether a turn asks something: a question mark ending a sentence ("Where did you grow
+    up? You've got an accent." asks too; "page?id=3" does not). Its answer is then usually
+    the turn after it."""
+    return _QUESTION.search(text) is not None
 
 
-_CLOSERS = "\"')]\u00bb\u201d\u2019"
-_QUESTION_MARKS = ("?", "\uff1f")
+_QUESTION = re.compile("[?\uff1f](?=[!\\s\"')\\]\u00bb\u201d\u2019]|$)")

@@ -1,10 +1,12 @@
-"""History hit snippets: the index's own tokenizer marks the query's words (ADR-0019)."""
+"""Parts of history recall (ADR-0019): snippets marked with the index's own tokenizer, and
+which turns count as questions (their reply comes with them)."""
 
 from __future__ import annotations
 
 import apsw
 
 from fermix_memory.adapters.sqlite import history_rank
+from fermix_memory.domain.messages import is_question
 
 
 def snip(text: str, *words: str) -> str:
@@ -26,3 +28,11 @@ def test_a_long_turn_is_cut_around_its_matches() -> None:
 def test_text_without_words_is_returned_as_it_is() -> None:
     assert snip("", "tea") == ""
     assert snip("\U0001f600\U0001f389", "tea") == "\U0001f600\U0001f389"
+
+
+def test_a_turn_with_a_question_in_it_is_a_question() -> None:
+    asks = ["Where did you grow up, Owen? You've got a bit of an accent.", "Really?", '"Why?" she said',
+            "What's the secret?  ", "You did what?!", "\u4f60\u597d\uff1f"]
+    states = ["Fine, thanks.", "see https://example.org/page?id=3", ""]
+    assert [is_question(t) for t in asks] == [True] * len(asks)
+    assert [is_question(t) for t in states] == [False] * len(states)
