@@ -49,6 +49,26 @@ def idf(doc_frequency: int, scope_size: int) -> float:
     return math.log(1.0 + (docs - doc_frequency + 0.5) / (doc_frequency + 0.5))
 
 
+# The candidates are the matches of the scope's rarest query words, taken rarest first until
+# their rows add up to this many per result asked for (then every word is scored on them).
+CANDIDATES_PER_RESULT = 8
+
+
+def candidate_terms(doc_frequencies: list[int], scope_size: int, limit: int) -> list[int]:
+    """Indexes of the terms whose matches are scored: the rarest in the scope, rarest first,
+    until their in-scope row counts reach :data:`CANDIDATES_PER_RESULT` times ``limit``; rows
+    holding only the other (commoner) words would rank below them. Depends on the scope's own
+    counts only, so the candidates, like the scores, ignore every other scope."""
+    chosen: list[int] = []
+    rows = 0
+    for i in sorted(range(len(doc_frequencies)), key=lambda i: (doc_frequencies[i], i)):
+        if rows >= CANDIDATES_PER_RESULT * limit or doc_frequencies[i] > scope_size // 2:
+            break
+        chosen.append(i)
+        rows += doc_frequencies[i]
+    return sorted(chosen) or list(range(len(doc_frequencies)))
+
+
 # ``messages_fts``'s tokenizer (schema migration 3), to stem query words and mark them in a hit.
 TOKENIZER = ("porter", ["unicode61", "remove_diacritics", "2"])
 SNIPPET_TOKENS = 16

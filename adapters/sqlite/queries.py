@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
 from fermix_memory.adapters.sqlite import history_rank
 from fermix_memory.adapters.sqlite.fts_query import match_expression, query_terms, quote_term
-from fermix_memory.adapters.sqlite.history_rank import MAX_CANDIDATES, SCORE_FUNCTION, idf
+from fermix_memory.adapters.sqlite.history_rank import MAX_CANDIDATES, SCORE_FUNCTION, candidate_terms, idf
 from fermix_memory.adapters.sqlite.read_side import ReadSide, clamp_limit
 from fermix_memory.adapters.sqlite.rows import (
     MEMORY_COLUMNS,
@@ -163,24 +163,22 @@ class SqliteQueries(ReadSide):
             scope = quote_term(conversation_token(where.agent_id, where.owner_id, where.conversation))
         else:
             scope = quote_term(owner_token(where.agent_id, where.owner_id))
-        expr = f"scope_tokens : {scope} AND {{content sender}} : ({' OR '.join(quote_term(t) for t in terms)})"
         scope_size = self._count(f"scope_tokens : {scope}")
         if scope_size == 0:
             return []
-        weights = [idf(self._count(f"scope_tokens : {scope} AND {{content sender}} : {quote_term(t)}"), scope_size)
-                   for t in terms]
-        marks = ", ".join("?" * len(weights))
-        ranked = [(int(r[0]), float(r[1])) for r in self._rows(
-            f"SELECT rowid, s FROM (SELECT rowid, {SCORE_FUNCTION}(messages_fts, {marks}) AS s FROM messages_fts"
-            " WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT ?) ORDER BY s DESC, rowid DESC",
-            (*weights, expr, MAX_CANDIDATES),
-        )]
+        counted = [(t, self._count(f"scope_tokens : {scope} AND {{content sender}} : {quote_term(t)}")) for t in terms]
+        found = [(t, df) for t, df in counted if df]  # a word absent from the scope matches none of its rows
+        if not found:
+            return []
+        frequencies = [df for _, df in found]
+        ranked = self._scope_ranked(scope, [t for t, _ in found], [idf(df, scope_size) for df in frequencies],
+                                    candidate_terms(frequencies, scope_size, n), n)
         tokenize = history_rank.tokenizer(self._conn())
         wanted = history_rank.stems(tokenize, terms)
         hits: list[MessageHit] = []
         shown: set[int] = set()
-        for start in range(0, len(ranked), 2 * n + 8):
-            batch = ranked[start:start + 2 * n + 8]
+        for start in range(0, len(ranked), n + 2):
+            batch = ranked[start:start + n + 2]
             for message, score in self._ranked_messages(batch):
                 if not _visible(message, where) or message.id in shown:
                     continue
@@ -196,6 +194,29 @@ class SqliteQueries(ReadSide):
                 if len(hits) >= n:
                     return hits[:n]
         return hits
+
+    def _scope_ranked(self, scope: str, terms: list[str], weights: list[float], chosen: list[int],
+                      n: int) -> list[tuple[int, float]]:
+        """(rowid, score) of the scope's rows matching a ``chosen`` term, best first, with every
+        term scored; when that leaves fewer than ``n`` rows, of the rows matching any term."""
+        within = f"scope_tokens : {scope}"
+        rest = [i for i in range(len(terms)) if i not in chosen]
+        if rest and chosen:
+            # The other terms are phrases of the query too (so they are scored), in a group every
+            # row of the scope satisfies; the score's arguments follow the phrases' order.
+            match = (f"{within} AND {_any_of(terms, chosen)} AND ({within} OR {_any_of(terms, rest)})")
+            args = [*(weights[i] for i in chosen), 0.0, *(weights[i] for i in rest)]
+            ranked = self._scored(match, args)
+            if len(ranked) >= n:
+                return ranked
+        return self._scored(f"{within} AND {_any_of(terms, range(len(terms)))}", weights)
+
+    def _scored(self, match: str, weights: list[float]) -> list[tuple[int, float]]:
+        marks = ", ".join("?" * len(weights))
+        return [(int(r[0]), float(r[1])) for r in self._rows(
+            f"SELECT rowid, s FROM (SELECT rowid, {SCORE_FUNCTION}(messages_fts, {marks}) AS s FROM messages_fts"
+            " WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT ?) ORDER BY s DESC, rowid DESC",
+            (*weights, match, MAX_CANDIDATES))]
 
     def _count(self, expr: str) -> int:
         return int(self._rows("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?", (expr,))[0][0])
@@ -345,6 +366,10 @@ class SqliteQueries(ReadSide):
         return [(r[0], r[1], ConversationKey(r[2], r[3], r[4])) for r in rows]
 
 CONTEXT_SNIPPET_CHARS = 240
+
+
+def _any_of(terms: list[str], indexes: Iterable[int]) -> str:
+    return f"{{content sender}} : ({' OR '.join(quote_term(terms[i]) for i in indexes)})"
 
 
 def _visible(message: Message, where: HistoryFilter) -> bool:

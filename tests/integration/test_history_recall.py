@@ -128,6 +128,25 @@ def test_another_owners_writes_leave_the_ranking_unchanged(memory: MemorySystem,
     assert {q: ranking(memory, q, scope) for q in queries} == before
 
 
+def test_a_short_list_is_the_head_of_a_long_one_and_ignores_other_owners(memory: MemorySystem) -> None:
+    """With a small limit only the matches of the scope's rarest words are scored; the list is
+    still the head of the full ranking, and other owners' words change neither."""
+    say(memory, [("Sam", f"we talked about the weather again, day {i}") for i in range(40)])
+    say(memory, [("alice", "the kiln at the studio broke"), ("Sam", "a kiln is expensive, the weather too"),
+                 ("alice", "the weather was fine for the market")], minute=100)
+    query = "the kiln weather"
+
+    def heads() -> list[list[tuple[int, float]]]:
+        return [[(h.message.id, h.rank) for h in history(memory, query, limit=k)] for k in (1, 2, 3, 50)]
+
+    before = heads()
+    assert [len(h) for h in before] == [1, 2, 3, 43]
+    assert all(head == before[-1][:len(head)] for head in before[:-1])
+    # Bob makes "kiln" common and "weather" rare in the database as a whole.
+    say(memory, [("bob", f"kiln kiln kiln {i}") for i in range(60)], owner="bob", chat="telegram:200")
+    assert heads() == before
+
+
 HOSTILE = [
     '"', '""', "'", "pottery\"", '"pottery" AND "tea"', "pottery AND tea", "pottery OR", "NOT tea",
     "NEAR(pottery tea, 2)", "NEAR(", "pottery*", "^pottery", "-tea", "sender: Sam", "{content sender}: tea",

@@ -36,3 +36,13 @@ def test_a_turn_with_a_question_in_it_is_a_question() -> None:
     states = ["Fine, thanks.", "see https://example.org/page?id=3", ""]
     assert [is_question(t) for t in asks] == [True] * len(asks)
     assert [is_question(t) for t in states] == [False] * len(states)
+
+
+def test_candidates_are_the_scopes_rarest_words_until_enough_rows() -> None:
+    # In-scope row counts of four query words in a scope of 1,000 rows, 2 results asked for
+    # (16 candidate rows wanted): the rarest two cover it.
+    assert history_rank.candidate_terms([900, 5, 12, 300], 1_000, 2) == [1, 2]
+    # Words in more than half of the scope never select candidates on their own...
+    assert history_rank.candidate_terms([900, 5, 600], 1_000, 10) == [1]
+    # ...unless every word is that common.
+    assert history_rank.candidate_terms([900, 600], 1_000, 10) == [0, 1]
