@@ -31,10 +31,13 @@ def _score(api: apsw.FTS5ExtensionApi, *idf: apsw.SQLiteValue) -> float:
     norm = K1 * (1.0 - B + B * api.column_size(CONTENT) / REFERENCE_LENGTH)
     score = 0.0
     for phrase in range(1, min(api.phrase_count, len(idf) + 1)):
+        weight = idf[phrase - 1]
+        if not weight or not api.phrase_columns(phrase):  # most of a query's words are not in a given row
+            continue
         located = api.phrase_locations(phrase)
         tf = len(located[CONTENT]) + SENDER_WEIGHT * len(located[SENDER])
         if tf:
-            score += float(idf[phrase - 1]) * tf * (K1 + 1.0) / (tf + norm)  # type: ignore[arg-type]
+            score += float(weight) * tf * (K1 + 1.0) / (tf + norm)
     return score
 
 
@@ -51,7 +54,10 @@ def idf(doc_frequency: int, scope_size: int) -> float:
 
 # The candidates are the matches of the scope's rarest query words, taken rarest first until
 # their rows add up to this many per result asked for (then every word is scored on them).
-CANDIDATES_PER_RESULT = 8
+CANDIDATES_PER_RESULT = 3
+# When the rarest words' rows are fewer than the limit, the list is filled from at most this many
+# of the newest rows (per result asked for) holding only commoner words.
+FILL_CANDIDATES_PER_RESULT = 20
 
 
 def candidate_terms(doc_frequencies: list[int], scope_size: int, limit: int) -> list[int]:

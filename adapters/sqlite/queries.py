@@ -8,7 +8,13 @@ from typing import Any
 
 from fermix_memory.adapters.sqlite import history_rank
 from fermix_memory.adapters.sqlite.fts_query import match_expression, query_terms, quote_term
-from fermix_memory.adapters.sqlite.history_rank import MAX_CANDIDATES, SCORE_FUNCTION, candidate_terms, idf
+from fermix_memory.adapters.sqlite.history_rank import (
+    FILL_CANDIDATES_PER_RESULT,
+    MAX_CANDIDATES,
+    SCORE_FUNCTION,
+    candidate_terms,
+    idf,
+)
 from fermix_memory.adapters.sqlite.read_side import ReadSide, clamp_limit
 from fermix_memory.adapters.sqlite.rows import (
     MEMORY_COLUMNS,
@@ -163,11 +169,11 @@ class SqliteQueries(ReadSide):
             scope = quote_term(conversation_token(where.agent_id, where.owner_id, where.conversation))
         else:
             scope = quote_term(owner_token(where.agent_id, where.owner_id))
-        scope_size = self._count(f"scope_tokens : {scope}")
-        if scope_size == 0:
-            return []
-        counted = [(t, self._count(f"scope_tokens : {scope} AND {{content sender}} : {quote_term(t)}")) for t in terms]
-        found = [(t, df) for t, df in counted if df]  # a word absent from the scope matches none of its rows
+        scope_size, *counts = self._counts([f"scope_tokens : {scope}",
+                                            *(f"scope_tokens : {scope} AND {{content sender}} : {quote_term(t)}"
+                                              for t in terms)])
+        # A word absent from the scope matches none of its rows.
+        found = [(t, df) for t, df in zip(terms, counts, strict=True) if df]
         if not found:
             return []
         frequencies = [df for _, df in found]
@@ -206,20 +212,28 @@ class SqliteQueries(ReadSide):
             # row of the scope satisfies; the score's arguments follow the phrases' order.
             match = (f"{within} AND {_any_of(terms, chosen)} AND ({within} OR {_any_of(terms, rest)})")
             args = [*(weights[i] for i in chosen), 0.0, *(weights[i] for i in rest)]
-            ranked = self._scored(match, args)
+            ranked = self._scored(match, args, MAX_CANDIDATES)
             if len(ranked) >= n:
                 return ranked
-        return self._scored(f"{within} AND {_any_of(terms, range(len(terms)))}", weights)
+            # Too few: the rest of the list comes from the newest rows holding only commoner words.
+            match = f"{within} AND {_any_of(terms, rest)} NOT {_any_of(terms, chosen)}"
+            filler = self._scored(match, [*(weights[i] for i in rest), *(weights[i] for i in chosen)],
+                                  FILL_CANDIDATES_PER_RESULT * n)
+            return sorted(ranked + filler, key=lambda hit: (-hit[1], -hit[0]))
+        return self._scored(f"{within} AND {_any_of(terms, range(len(terms)))}", weights, MAX_CANDIDATES)
 
-    def _scored(self, match: str, weights: list[float]) -> list[tuple[int, float]]:
+    def _scored(self, match: str, weights: list[float], newest: int) -> list[tuple[int, float]]:
+        """(rowid, score) of the ``newest`` rows matching ``match``, best first (ties: newer)."""
         marks = ", ".join("?" * len(weights))
         return [(int(r[0]), float(r[1])) for r in self._rows(
             f"SELECT rowid, s FROM (SELECT rowid, {SCORE_FUNCTION}(messages_fts, {marks}) AS s FROM messages_fts"
             " WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT ?) ORDER BY s DESC, rowid DESC",
-            (*weights, match, MAX_CANDIDATES))]
+            (*weights, match, newest))]
 
-    def _count(self, expr: str) -> int:
-        return int(self._rows("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?", (expr,))[0][0])
+    def _counts(self, exprs: list[str]) -> list[int]:
+        """How many rows match each expression, in one statement."""
+        one = "(SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?)"
+        return [int(c) for c in self._rows(f"SELECT {', '.join([one] * len(exprs))}", exprs)[0]]
 
     def _ranked_messages(self, batch: list[tuple[int, float]]) -> list[tuple[Message, float]]:
         """The messages of ``batch`` (rowid, score) in its order."""
