@@ -235,13 +235,14 @@ class SqliteQueries(ReadSide):
         one = "(SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?)"
         return [int(c) for c in self._rows(f"SELECT {', '.join([one] * len(exprs))}", exprs)[0]]
 
-    def _ranked_messages(self, batch: list[tuple[int, float]]) -> list[tuple[Message, float]]:
-        """The messages of ``batch`` (rowid, score) in its order."""
+    def _ranked_messages(self, batch: list[tuple[int, float]]) -> Iterator[tuple[Message, float]]:
+        """The messages of ``batch`` (rowid, score) in its order, each read into a ``Message``
+        only when the caller gets to it."""
         marks = ", ".join("?" * len(batch))
         rows = self._rows(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN ({marks})",
                           [rowid for rowid, _ in batch])
-        by_id = {int(r[0]): message_from_row(r) for r in rows}
-        return [(by_id[rowid], score) for rowid, score in batch if rowid in by_id]
+        by_id = {int(r[0]): r for r in rows}
+        return ((message_from_row(by_id[rowid]), score) for rowid, score in batch if rowid in by_id)
 
     def _next_turn(self, message: Message) -> Message | None:
         """The turn after ``message`` in its conversation (in the conversation's order)."""
