@@ -55,6 +55,8 @@ class MessageHit:
     message: Message
     rank: float
     snippet: str
+    # Set on a turn returned as the reply to a matching question: the id of the turn that matched.
+    context_of: int | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -84,7 +84,11 @@ _DEFINITIONS: Final[tuple[dict[str, Any], ...]] = (
                     "type": "string",
                     "enum": [s.value for s in RecallSource],
                     "default": RecallSource.MEMORIES.value,
-                    "description": "memories: stored facts; history: past messages; all: both.",
+                    "description": (
+                        "memories: stored facts; history: past messages, searched by words and speaker"
+                        " (a matching question comes with the reply after it, marked reply_to); all:"
+                        " both, also merged best first in ranked."
+                    ),
                 },
                 "limit": {
                     "type": "integer",

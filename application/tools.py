@@ -172,7 +172,8 @@ def _memory_hit(hit: MemoryHit) -> dict[str, Any]:
 def _message_hit(hit: MessageHit) -> dict[str, Any]:
     m = hit.message
     return {"id": m.id, "role": m.role.value, "sender": m.sender, "snippet": hit.snippet,
-            "created_at": m.created_at.isoformat(), "conversation": str(m.conversation)}
+            "created_at": m.created_at.isoformat(), "conversation": str(m.conversation),
+            "matched": hit.context_of is None, "reply_to": hit.context_of}
 
 
 class MemoryTools:
@@ -240,8 +241,12 @@ class MemoryTools:
         result = recall(self._queries, ctx.reader, query=(query or "") if has_query else "",
                         key=key if has_key else None, scope=RecallScope(args["scope"]),
                         source=RecallSource(args["source"]), limit=args["limit"])
-        return {"ok": True, "memories": [_memory_hit(h) for h in result.memories],
-                "messages": [_message_hit(h) for h in result.messages]}
+        answer: dict[str, Any] = {"ok": True, "memories": [_memory_hit(h) for h in result.memories],
+                                  "messages": [_message_hit(h) for h in result.messages]}
+        if args["source"] == RecallSource.ALL.value:
+            answer["ranked"] = [{"type": "memory", **_memory_hit(h)} if isinstance(h, MemoryHit)
+                                else {"type": "message", **_message_hit(h)} for h in result.ranked]
+        return answer
 
     def _sources_list(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         found = self._sources.memory_sources(ctx.agent_id, ctx.owner_id, limit=MAX_SOURCES + 1)

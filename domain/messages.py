@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
@@ -25,3 +26,13 @@ class Message:
     metadata: dict[str, Any] = attrs.field(factory=dict)
     trust: Trust = Trust.GUEST
     created_at: datetime
+
+
+def is_question(text: str) -> bool:
+    """Whether a turn asks something: a question mark ending a sentence ("Where did you grow
+    up? You've got an accent." asks too; "page?id=3" does not). Its answer is then usually
+    the turn after it."""
+    return _QUESTION.search(text) is not None
+
+
+_QUESTION = re.compile("[?\uff1f](?=[!\\s\"')\\]\u00bb\u201d\u2019]|$)")

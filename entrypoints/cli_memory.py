@@ -7,6 +7,7 @@ from typing import Any
 
 from fermix_memory.adapters.sqlite.codec import CONVERTER
 from fermix_memory.application.errors import ModelError, StorageBusy
+from fermix_memory.application.ports import MemoryHit
 from fermix_memory.domain.memory import Memory
 from fermix_memory.entrypoints.api import MemorySystem
 from fermix_memory.entrypoints.cli_output import (
@@ -58,8 +59,13 @@ def cmd_memory_search(memory: MemorySystem, args: argparse.Namespace, out: Outpu
                            scope=args.scope, source=args.source, limit=args.limit)
 
     def human(r: Any) -> list[str]:
-        lines = [f"memory {h.memory.id}: {h.memory.key} = {h.memory.value}" for h in r.memories]
-        lines += [f"message {h.message.id} ({h.message.conversation}): {h.snippet}" for h in r.messages]
+        lines = []
+        for h in r.ranked:
+            if isinstance(h, MemoryHit):
+                lines.append(f"memory {h.memory.id}: {h.memory.key} = {h.memory.value}")
+            else:
+                reply = f" reply to {h.context_of}" if h.context_of is not None else ""
+                lines.append(f"message {h.message.id} ({h.message.conversation}){reply}: {h.snippet}")
         return lines or ["nothing found"]
 
     out.emit(result, human)

@@ -26,6 +26,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from fermix_memory.adapters.sqlite import history_rank
 from fermix_memory.adapters.sqlite.connection import (
     enable_wal,
     int_value,
@@ -118,6 +119,8 @@ class SqliteEventStore:
             if self._closed:
                 raise StorageError("the memory store is closed")
             conn = open_connection(self.path, durability=self.durability, readonly=self.readonly)
+            with translated_errors("opening a reader of memory.db"):
+                history_rank.register(conn)  # history search ranks with it
             self._local.conn = conn
             with self._readers_lock:
                 self._readers.add(conn)

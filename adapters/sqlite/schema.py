@@ -218,7 +218,38 @@ CREATE TABLE scrub_pending(
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+# History search sees who spoke: ``messages_fts`` gains a ``sender`` column (ADR-0019). FTS5
+# cannot add a column, so the index and its sync triggers are made anew and rebuilt from
+# ``messages``. Ranking is done by the read side with the searched scope's own statistics; the
+# table's ``rank`` stays for ad-hoc use, the sender weighted below the text.
+_V3 = """
+DROP TRIGGER messages_fts_insert;
+DROP TRIGGER messages_fts_delete;
+DROP TRIGGER messages_fts_update;
+DROP TABLE messages_fts;
+CREATE VIRTUAL TABLE messages_fts USING fts5(
+    content, sender, scope_tokens, content='messages', content_rowid='id',
+    tokenize='porter unicode61 remove_diacritics 2'
+);
+INSERT INTO messages_fts(messages_fts, rank) VALUES('rank', 'bm25(1.0, 0.3, 0.0)');
+CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts(rowid, content, sender, scope_tokens)
+    VALUES (new.id, new.content, new.sender, new.scope_tokens);
+END;
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content, sender, scope_tokens)
+    VALUES ('delete', old.id, old.content, old.sender, old.scope_tokens);
+END;
+CREATE TRIGGER messages_fts_update AFTER UPDATE ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content, sender, scope_tokens)
+    VALUES ('delete', old.id, old.content, old.sender, old.scope_tokens);
+    INSERT INTO messages_fts(rowid, content, sender, scope_tokens)
+    VALUES (new.id, new.content, new.sender, new.scope_tokens);
+END;
+INSERT INTO messages_fts(messages_fts) VALUES('rebuild');
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 PROJECTION_TABLES: tuple[str, ...] = (

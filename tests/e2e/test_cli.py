@@ -143,7 +143,7 @@ def test_memory_commands(home: Path, tmp_path: Path) -> None:
     assert found["messages"]
     other = json.loads(fermix("memory", "search", "Paris", "--agent", "ada", "--owner", "bob",
                               "--source", "all", "--scope", "all", "--json", home=home).stdout)
-    assert other == {"memories": [], "messages": []}
+    assert other == {"memories": [], "messages": [], "ranked": []}
 
 
 @pytest.mark.parametrize(

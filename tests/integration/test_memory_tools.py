@@ -117,7 +117,8 @@ def test_history_recall(tools: MemorySystem, system: MemorySystem) -> None:
     here = ok(tools, "memory_recall", {"query": SECRET, "source": "history"}, ctx())
     assert here["memories"] == []
     [message] = here["messages"]
-    assert set(message) == {"id", "role", "sender", "snippet", "created_at", "conversation"}
+    assert set(message) == {"id", "role", "sender", "snippet", "created_at", "conversation", "matched",
+                            "reply_to"}
     assert (message["role"], message["sender"], message["conversation"]) == ("user", "alice", "telegram:100")
     everywhere = ok(tools, "memory_recall", {"query": SECRET, "source": "all", "scope": "all"}, ctx())
     assert {m["conversation"] for m in everywhere["messages"]} == {"telegram:100", "telegram:200"}
@@ -145,7 +146,8 @@ def test_another_owner_never_sees_it(tools: MemorySystem, system: MemorySystem,
         for source in ("memories", "history", "all"):
             for args in ({"key": "parking"}, {"query": SECRET}, {"query": "parked level"}):
                 found = ok(tools, "memory_recall", {**args, "scope": scope, "source": source}, bob)
-                assert found == {"ok": True, "memories": [], "messages": []}
+                ranked: dict[str, list[Any]] = {"ranked": []} if source == "all" else {}
+                assert found == {"ok": True, "memories": [], "messages": [], **ranked}
     # Bob storing the same key gets his own row, not Alice's.
     assert ok(tools, "memory_store", {"key": "parking", "value": "level 1"}, bob if conversation else ctx("bob"))[
         "status"] == "added"

@@ -1,0 +1,127 @@
+"""Ranking history hits with the searched scope's own statistics (ADR-0019).
+
+FTS5's ``bm25`` measures word rarity over the whole table, so one owner's words would change
+another owner's order. Instead the rarity (idf) of each query term is counted inside the scope
+(its matches among the scope's rows), and :data:`SCORE_FUNCTION` scores every match inside the
+scope (at most :data:`MAX_CANDIDATES`, the newest) with those weights.
+"""
+
+from __future__ import annotations
+
+import math
+
+import apsw
+
+SCORE_FUNCTION = "fermix_scope_bm25"
+MAX_CANDIDATES = 2_000
+# Columns of ``messages_fts``.
+CONTENT, SENDER = 0, 1
+# The sender counts a fraction of a word of the text: it tells apart turns that match the
+# same words ("what does Kwame like" prefers Kwame's own turns) but never outweighs a word.
+SENDER_WEIGHT = 0.3
+K1, B = 1.2, 0.75
+# Length normalisation is against a fixed typical chat turn, not a corpus average: the score
+# of a row then depends on the row and the scope's word rarities only.
+REFERENCE_LENGTH = 16.0
+
+
+def _score(api: apsw.FTS5ExtensionApi, *idf: apsw.SQLiteValue) -> float:
+    """BM25 of this row with the given per-term ``idf`` (phrase 0, the scope token, is skipped);
+    the text's length is normalised against :data:`REFERENCE_LENGTH`."""
+    norm = K1 * (1.0 - B + B * api.column_size(CONTENT) / REFERENCE_LENGTH)
+    score = 0.0
+    for phrase in range(1, min(api.phrase_count, len(idf) + 1)):
+        weight = idf[phrase - 1]
+        if not weight or not api.phrase_columns(phrase):  # most of a query's words are not in a given row
+            continue
+        located = api.phrase_locations(phrase)
+        tf = len(located[CONTENT]) + SENDER_WEIGHT * len(located[SENDER])
+        if tf:
+            score += float(weight) * tf * (K1 + 1.0) / (tf + norm)
+    return score
+
+
+def register(conn: apsw.Connection) -> None:
+    """Make :data:`SCORE_FUNCTION` available on ``conn``."""
+    conn.register_fts5_function(SCORE_FUNCTION, _score)
+
+
+def idf(doc_frequency: int, scope_size: int) -> float:
+    """Rarity of a word inside the scope (BM25's, kept positive)."""
+    docs = max(scope_size, doc_frequency)
+    return math.log(1.0 + (docs - doc_frequency + 0.5) / (doc_frequency + 0.5))
+
+
+# The candidates are the matches of the scope's rarest query words, taken rarest first until
+# their rows add up to this many per result asked for (then every word is scored on them).
+CANDIDATES_PER_RESULT = 3
+# When the rarest words' rows are fewer than the limit, the list is filled from at most this many
+# of the newest rows (per result asked for) holding only commoner words.
+FILL_CANDIDATES_PER_RESULT = 20
+
+
+def candidate_terms(doc_frequencies: list[int], scope_size: int, limit: int) -> list[int]:
+    """Indexes of the terms whose matches are scored: the rarest in the scope, rarest first,
+    until their in-scope row counts reach :data:`CANDIDATES_PER_RESULT` times ``limit``; rows
+    holding only the other (commoner) words would rank below them. Depends on the scope's own
+    counts only, so the candidates, like the scores, ignore every other scope."""
+    chosen: list[int] = []
+    rows = 0
+    for i in sorted(range(len(doc_frequencies)), key=lambda i: (doc_frequencies[i], i)):
+        if rows >= CANDIDATES_PER_RESULT * limit or doc_frequencies[i] > scope_size // 2:
+            break
+        chosen.append(i)
+        rows += doc_frequencies[i]
+    return sorted(chosen) or list(range(len(doc_frequencies)))
+
+
+# ``messages_fts``'s tokenizer (schema migration 3), to stem query words and mark them in a hit.
+TOKENIZER = ("porter", ["unicode61", "remove_diacritics", "2"])
+SNIPPET_TOKENS = 16
+
+
+def tokenizer(conn: apsw.Connection) -> apsw.FTS5Tokenizer:
+    return conn.fts5_tokenizer(*TOKENIZER)
+
+
+def stems(tokenize: apsw.FTS5Tokenizer, words: list[str]) -> frozenset[str]:
+    """The index's form of each query word."""
+    found: set[str] = set()
+    for word in words:
+        for token in tokenize(word.encode(), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False,
+                              include_colocated=False):
+            found.add(str(token))
+    return frozenset(found)
+
+
+def snippet(tokenize: apsw.FTS5Tokenizer, text: str, wanted: frozenset[str]) -> str:
+    """Like FTS5's ``snippet(…, '[', ']', '…', 16)``: the 16-token window holding the most query
+    words, each marked ``[word]``, with ``…`` where text was cut."""
+    data = text.encode()
+    tokens: list[tuple[int, int, str]] = []
+    for found in tokenize(data, apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=True, include_colocated=False):
+        if isinstance(found, tuple) and len(found) >= 3:  # (start, end, token) with offsets asked for
+            begin_at, end_at, token = found[0], found[1], found[2]
+            tokens.append((int(begin_at), int(end_at), str(token)))
+    hit = [tok[2] in wanted for tok in tokens]
+    start = 0
+    if len(tokens) > SNIPPET_TOKENS:
+        counts = [sum(hit[i:i + SNIPPET_TOKENS]) for i in range(len(tokens) - SNIPPET_TOKENS + 1)]
+        start = counts.index(max(counts))
+        # Some words before the first match, when that keeps every match of the window.
+        lead = max(0, next((i for i in range(start, len(hit)) if hit[i]), start) - 3)
+        if lead > start and counts[min(lead, len(counts) - 1)] == counts[start]:
+            start = min(lead, len(counts) - 1)
+    window = range(start, min(len(tokens), start + SNIPPET_TOKENS))
+    if not window:
+        return text
+    begin = 0 if start == 0 else tokens[start][0]
+    end = len(data) if window.stop == len(tokens) else tokens[window.stop - 1][1]
+    out, at = [], begin
+    for i in window:
+        if hit[i]:
+            s, e = tokens[i][0], tokens[i][1]
+            out += [data[at:s].decode(errors="replace"), "[", data[s:e].decode(errors="replace"), "]"]
+            at = e
+    out.append(data[at:end].decode(errors="replace"))
+    return ("…" if begin else "") + "".join(out) + ("…" if end < len(data) else "")
