@@ -228,6 +228,7 @@ def test_shorten_cuts_at_the_last_word_boundary_when_it_keeps_half() -> None:
     assert shorten("aaaaa\nbb bbbbbbb", 10) == "aaaaa\nbb…"
     # The boundary would keep less than half the limit: a hard cut instead.
     assert shorten("aaaa bbbbbbbbbbbb", 10) == "aaaa bbbb…"
+    assert shorten("aaaa\nbbbbbbbbbbbb", 10) == "aaaa\nbbbb…"
     # The character at the cut is a space: no search for a boundary.
     assert shorten("aaaaaaaaa bbbb", 10) == "aaaaaaaaa…"
 
@@ -252,3 +253,12 @@ def test_shorten_backs_off_at_most_eight_code_points() -> None:
     # A run of combining marks longer than the back-off: a hard cut at the limit.
     text = "a" + "\u0301" * 30
     assert shorten(text, 20) == "a" + "\u0301" * 18 + "…"
+    # The cut falls 8 code points after the start of an accented letter: it backs off to it ...
+    eight = "a" * 11 + "e" + "\u0301" * 8 + "zzz"
+    assert shorten(eight, 20) == "a" * 11 + "…"
+    # ... but not 9 after it.
+    nine = "a" * 10 + "e" + "\u0301" * 9 + "zzz"
+    assert shorten(nine, 20) == "a" * 10 + "e" + "\u0301" * 8 + "…"
+    # Near the start: it may back off to the second character, never to the first.
+    assert shorten("ab\u0301\u0301", 3) == "a…"
+    assert shorten("e\u0301\u0301\u0301", 3) == "e\u0301…"

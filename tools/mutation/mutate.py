@@ -87,11 +87,14 @@ class Mutant:
     col: int
     description: str
     source_line: str
+    occurrence: int = 1  # the n-th mutant of the module with the same line text and change
 
     @property
     def key(self) -> str:
-        """Stable name used in modules.toml: the mutated line's text and the change."""
-        return f"{self.source_line.strip()} | {self.description}"
+        """Stable name used in modules.toml: the mutated line's text and the change (and which
+        occurrence, when the same line text appears more than once in the module)."""
+        key = f"{self.source_line.strip()} | {self.description}"
+        return key if self.occurrence == 1 else f"{key} [{self.occurrence}]"
 
 
 class _Sites(ast.NodeTransformer):
@@ -276,10 +279,13 @@ def mutants(source: str) -> list[Mutant]:
     walker = _Sites()
     walker.visit(ast.parse(source))
     lines = source.splitlines()
-    return [
-        Mutant(n, line, col, description, lines[line - 1] if 0 < line <= len(lines) else "")
-        for n, (line, col, description) in enumerate(walker.sites)
-    ]
+    seen: dict[tuple[str, str], int] = {}
+    out: list[Mutant] = []
+    for n, (line, col, description) in enumerate(walker.sites):
+        text = lines[line - 1] if 0 < line <= len(lines) else ""
+        occurrence = seen[(text.strip(), description)] = seen.get((text.strip(), description), 0) + 1
+        out.append(Mutant(n, line, col, description, text, occurrence))
+    return out
 
 
 def mutated_source(source: str, number: int) -> str:

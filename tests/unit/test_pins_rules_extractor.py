@@ -1,0 +1,84 @@
+"""Pins for domain/rules_extractor.py: exact limits, output order, and which existing row a
+statement replaces or archives (never the same row twice)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.unit.test_rules_extractor import add, extract, row
+
+
+def test_a_message_is_read_up_to_exactly_100000_characters() -> None:
+    statement = "I live in Paris"
+    text = " " * (100_000 - len(statement) - 1) + "\n" + statement + "X"
+    assert len(text) == 100_001
+    assert extract(text) == [add("identity", "home_city", "Lives in Paris")]
+
+
+def test_a_slug_keeps_four_words() -> None:
+    assert extract("I prefer long green tea leaves daily.") == [
+        add("preference", "prefers_long_green_tea_leaves", "Prefers long green tea leaves daily")
+    ]
+
+
+def test_the_output_follows_the_order_of_the_latest_statements() -> None:
+    assert extract("I like jazz.", "I live in Paris.", "I love jazz.") == [
+        add("identity", "home_city", "Lives in Paris"),
+        add("preference", "prefers_jazz", "Loves jazz"),
+    ]
+
+
+def test_rows_with_a_usable_id_from_1_are_matched_and_others_ignored() -> None:
+    liked = row(1, "preference", "prefers_jazz", "Likes jazz")
+    assert extract("I love jazz.", memories=[liked]) == [{"op": "replace", "id": 1, "value": "Loves jazz"}]
+    for bad in (row(0, "preference", "prefers_jazz", "Likes jazz"), row(1, "preference", "prefers_jazz", 3),
+                row(1, "preference", 3, "Likes jazz"), row(1, 3, "prefers_jazz", "Likes jazz")):  # type: ignore[arg-type]
+        assert extract("I love jazz.", memories=[bad]) == [add("preference", "prefers_jazz", "Loves jazz")]
+
+
+def test_an_ended_liking_without_a_row_does_nothing() -> None:
+    assert extract("I no longer like jazz.") == []
+
+
+def test_a_row_is_archived_once_when_two_statements_point_at_it() -> None:
+    rows: list[dict[str, Any]] = [row(1, "preference", "prefers_jazz_music", "Likes jazz")]
+    ops = extract("I no longer like jazz.", "I don't like jazz music any more.", memories=rows)
+    assert ops == [{"op": "archive", "id": 1, "reason": "User said they no longer like jazz"}]
+
+
+def test_a_replaced_row_is_not_archived_in_the_same_batch() -> None:
+    rows: list[dict[str, Any]] = [row(1, "preference", "prefers_jazz", "Likes jazz music")]
+    ops = extract("I love jazz.", "I no longer like jazz music.", memories=rows)
+    assert ops == [{"op": "replace", "id": 1, "value": "Loves jazz"}]
+
+
+def test_only_preference_rows_are_archived_by_an_ended_liking() -> None:
+    assert extract("I no longer like jazz.", memories=[row(1, "interest", "interest_jazz", "Likes jazz")]) == []
+    spaced = [row(2, "preference", "prefers_music", "Likes  jazz ")]
+    assert extract("I no longer like jazz.", memories=spaced) == [
+        {"op": "archive", "id": 2, "reason": "User said they no longer like jazz"}
+    ]
+
+
+def test_a_closing_fence_line_is_skipped_whole() -> None:
+    assert extract("```\ncode\n``` done, I like jazz") == []
+    assert extract("``` open, I like jazz\ncode\n```") == []
+
+
+def test_abbreviations_join_only_the_piece_they_end() -> None:
+    assert extract("Hello. I live in St. Louis. I like jazz.") == [
+        add("identity", "home_city", "Lives in St. Louis"),
+        add("preference", "prefers_jazz", "Likes jazz"),
+    ]
+
+
+def test_a_sentence_ending_in_other_punctuation_is_not_joined_to_the_next() -> None:
+    assert extract("I like jazz! I live in Paris.") == [
+        add("preference", "prefers_jazz", "Likes jazz"),
+        add("identity", "home_city", "Lives in Paris"),
+    ]
+
+
+def test_a_hypothetical_sentence_is_skipped_with_all_its_clauses() -> None:
+    assert extract("If I move, I like jazz.") == []
+    assert extract("Suppose I live in Paris, I love jazz.") == []
