@@ -82,3 +82,58 @@ def test_a_sentence_ending_in_other_punctuation_is_not_joined_to_the_next() -> N
 def test_a_hypothetical_sentence_is_skipped_with_all_its_clauses() -> None:
     assert extract("If I move, I like jazz.") == []
     assert extract("Suppose I live in Paris, I love jazz.") == []
+
+
+def test_a_filler_before_a_statement_is_skipped() -> None:
+    assert extract("Also I like jazz.") == [add("preference", "prefers_jazz", "Likes jazz")]
+    assert extract("By the way I live in Paris.") == [add("identity", "home_city", "Lives in Paris")]
+
+
+def test_a_statement_whose_object_gives_no_key_is_ignored_also_when_it_ends_a_liking() -> None:
+    rows = [row(1, "preference", "prefers_sushi", "Likes \u5bff\u53f8")]
+    assert extract("I no longer like \u5bff\u53f8.", memories=rows) == []
+    assert extract("I like \u5bff\u53f8.") == []
+
+
+def name(value: str) -> list[dict[str, Any]]:
+    return [add("identity", "name", f"Name is {value}")]
+
+
+def test_name_limits() -> None:
+    assert extract("my name is sam, by the way") == name("Sam")
+    assert extract("my name is sam lee") == name("Sam Lee")  # two lower-case words
+    assert extract("my name is sam") == name("Sam")
+    assert extract("my name is sam lee jones") == []  # three: no telling the name from what follows
+    assert extract("My name is Sam Lee Van Jones") == name("Sam Lee Van Jones")  # four words
+    assert extract("My name is Sam Lee Ann Marie Jo") == []  # five
+    assert extract("My name is R2D2") == name("R2D2")
+    assert extract("my name is 3po") == []  # a name starts with a letter
+
+
+def test_a_home_starting_with_an_article_is_not_a_place() -> None:
+    assert extract("I live in a Big House.") == []
+    assert extract("I live in an Old Mill.") == []
+    assert extract("I live in Paris with you.") == [add("identity", "home_city", "Lives in Paris")]
+
+
+def test_speech_verbs_only_count_in_the_first_three_words() -> None:
+    assert extract("I want to go and talk.") == []
+    assert extract("I want to go home and talk.") == [
+        add("goal", "goal_go_home_and_talk", "Wants to go home and talk")
+    ]
+
+
+def test_a_standing_rule_needs_two_words() -> None:
+    assert extract("Always answer briefly.", trust="operator") == [
+        add("directive", "rule_answer_briefly", "Always answer briefly")
+    ]
+    assert extract("Always smile.", trust="operator") == []
+    assert extract("Always answer briefly.", trust="guest") == []
+
+
+def test_sentence_openers_that_are_not_rules() -> None:
+    assert extract("Always been there.", trust="operator") == []
+    assert extract("Never crashed here.", trust="operator") == []
+    assert extract("Never answer in English.", trust="operator") == [
+        add("directive", "rule_answer_in_english", "Never answer in English")
+    ]

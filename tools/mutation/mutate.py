@@ -376,7 +376,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.list or args.show:
         for m in chosen:
             mark = "  (equivalent)" if m.key in equivalent else ""
-            print(f"#{m.number} {relative}:{m.line}:{m.col} {m.description}{mark}\n    {m.source_line.strip()}")
+            print(f"#{m.number} {relative}:{m.line}:{m.col} {m.description}{mark}\n    key: {m.key}")
             if args.show:
                 print(_diff(source, mutated_source(source, m.number)))
         return 0
