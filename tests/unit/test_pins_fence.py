@@ -103,3 +103,28 @@ def test_summary_block_layout_and_recognition() -> None:
     # Head and tail that overlap are not a block.
     head_only = f"{SUMMARY_OPEN_TAG}\n{SUMMARY_LABEL}\n\n"
     assert as_summary_block(head_only) == conversation_summary_block(head_only)
+
+
+def test_a_reference_ending_inside_a_multi_character_expansion_replaces_that_character_whole() -> None:
+    # U+248F DIGIT EIGHT FULL STOP expands to "8.": "&#6530" "8" is &#65308; (full-width <).
+    assert escape_fence("a&#6530\u248fb") == f"a{LT}b"
+    assert escape_fence("a&\u325a<b") == f"a&\u325a{LT}b"
+
+
+def test_a_reference_that_does_not_decode_keeps_its_characters_apart() -> None:
+    assert escape_fence("a&x>b") == f"a&x{GT}b"
+    assert escape_fence("a&>b") == f"a&{GT}b"
+    assert escape_fence("a\uff06>") == f"a\uff06{GT}"
+    assert escape_fence("x&#6") == "x&#6"
+    assert escape_fence("l\u325a &#6") == "l\u325a &#6"
+
+
+def test_a_reference_decoded_without_its_semicolon_keeps_its_tail_once() -> None:
+    # "&amplt;" decodes to "&lt;" (the tail "lt;" kept once), then to "<".
+    assert escape_fence("a&amplt;b") == f"a{LT}b"
+
+
+def test_a_summary_whose_head_and_tail_overlap_is_fenced_again() -> None:
+    head = f"{SUMMARY_OPEN_TAG}\n{SUMMARY_LABEL}\n\n"
+    overlapping = head + SUMMARY_CLOSE_TAG  # ends with "\n</conversation-summary>" through the head's newline
+    assert as_summary_block(overlapping) == conversation_summary_block(overlapping)

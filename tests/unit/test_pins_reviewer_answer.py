@@ -180,3 +180,16 @@ def test_format_round_trips_and_leaves_unset_fields_out() -> None:
     assert operation_to_dict(ArchiveOperation(id=4)) == {"op": "archive", "id": 4}
     assert operation_to_dict(ArchiveOperation(id=5, reason="r")) == {"op": "archive", "id": 5, "reason": "r"}
     assert format_reviewer_answer([]) == "Nothing to save."
+
+
+def test_an_empty_answer_is_refused_as_empty() -> None:
+    for text in ("", "  \n "):
+        with pytest.raises(ReviewerAnswerError, match="empty"):
+            parse_reviewer_answer(text)
+
+
+def test_a_fence_that_is_opened_but_not_closed_is_refused() -> None:
+    with pytest.raises(ReviewerAnswerError):
+        parse_reviewer_answer('```json\n{"operations": []}abc')
+    with pytest.raises(ReviewerAnswerError):
+        parse_reviewer_answer('{"operations": []}\n```')

@@ -137,3 +137,44 @@ def test_sentence_openers_that_are_not_rules() -> None:
     assert extract("Never answer in English.", trust="operator") == [
         add("directive", "rule_answer_in_english", "Never answer in English")
     ]
+
+
+def only(ops: list[dict[str, Any]]) -> dict[str, Any]:
+    assert len(ops) == 1, ops
+    return ops[0]
+
+
+def test_keys_are_at_most_64_characters_dropping_whole_words_first() -> None:
+    a, b, c = "a" * 18, "b" * 18, "c" * 18
+    exact = only(extract(f"I prefer {a} {b} {c}."))["key"]
+    assert exact == f"prefers_{a}_{b}_{c}" and len(exact) == 64
+    assert only(extract(f"I prefer {a} {b} {c}c."))["key"] == f"prefers_{a}_{b}"
+    assert only(extract(f"I prefer {'x' * 70}."))["key"] == "prefers_" + "x" * 56
+    assert only(extract(f"I prefer {'x' * 55} y."))["key"] == "prefers_" + "x" * 55
+
+
+def test_keys_keep_not_to_and_drop_leading_and_trailing_small_words() -> None:
+    assert only(extract("I prefer not to be late."))["key"] == "prefers_not_to_be_late"
+    assert only(extract("I prefer the tea and."))["key"] == "prefers_tea"
+    assert only(extract("I prefer C++."))["key"] == "prefers_c_plus_plus"
+    assert only(extract("I prefer C#."))["key"] == "prefers_c_sharp"
+    assert only(extract("I prefer caf\u00e9 au lait."))["key"] == "prefers_cafe_au_lait"
+
+
+def remembered(fact: str) -> str:
+    value = only(extract(f"Remember that {fact}"))["value"]
+    assert isinstance(value, str)
+    return value
+
+
+def test_values_are_at_most_2000_characters_cut_between_words_when_that_keeps_half() -> None:
+    exact = "the plan is " + "w" * 1988
+    assert remembered(exact) == "The plan is " + "w" * 1988
+    words = "the plan is " + "w " * 1000
+    cut = remembered(words)
+    assert len(cut) <= 2000 and cut.endswith("w") and cut.startswith("The plan is w w")
+    assert len(cut) >= 1999
+    kept_half = "the plan is " + "w" * 988 + " " + "z" * 1500  # the boundary keeps exactly 1000
+    assert remembered(kept_half) == "The plan is " + "w" * 988
+    short = "the plan is " + "w" * 987 + " " + "z" * 1500  # 999: a hard cut at 2000 instead
+    assert remembered(short) == ("The plan is " + "w" * 987 + " " + "z" * 1500)[:2000]
