@@ -178,3 +178,19 @@ def test_values_are_at_most_2000_characters_cut_between_words_when_that_keeps_ha
     assert remembered(kept_half) == "The plan is " + "w" * 988
     short = "the plan is " + "w" * 987 + " " + "z" * 1500  # 999: a hard cut at 2000 instead
     assert remembered(short) == ("The plan is " + "w" * 987 + " " + "z" * 1500)[:2000]
+
+
+def test_a_value_of_exactly_2000_characters_is_kept_whole() -> None:
+    fact = "the plan is " + "w " * 993 + "ww"
+    value = remembered(fact)
+    assert len(value) == 2000 and value.endswith(" ww")
+
+
+def test_not_keeps_only_to_in_the_key() -> None:
+    assert only(extract("I prefer not during winter."))["key"] == "prefers_not"
+    assert only(extract("I prefer tea not to go."))["key"] == "prefers_tea_not_to_go"
+
+
+def test_a_two_word_key_over_64_characters_drops_its_last_word() -> None:
+    x, y = "x" * 40, "y" * 40
+    assert only(extract(f"I prefer {x} {y}."))["key"] == f"prefers_{x}"
