@@ -100,8 +100,9 @@ class Mutant:
 class _Sites(ast.NodeTransformer):
     """Walks a module; numbers every mutation site; applies the one numbered ``target``."""
 
-    def __init__(self, target: int | None = None) -> None:
+    def __init__(self, target: int | None = None, wording: frozenset[str] = frozenset()) -> None:
         self.target = target
+        self.wording = wording  # functions that only word error messages: not mutated
         self.sites: list[tuple[int, int, str]] = []
         self.applied = False
 
@@ -150,6 +151,8 @@ class _Sites(ast.NodeTransformer):
     _bound: list[set[str]]
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
+        if node.name in self.wording:
+            return node
         names = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)}
         for extra in (node.args.vararg, node.args.kwarg):
             if extra is not None:
@@ -275,8 +278,8 @@ def _is_text(node: ast.BinOp) -> bool:
     return any(isinstance(side, ast.Constant) and isinstance(side.value, str) for side in (node.left, node.right))
 
 
-def mutants(source: str) -> list[Mutant]:
-    walker = _Sites()
+def mutants(source: str, wording: frozenset[str] = frozenset()) -> list[Mutant]:
+    walker = _Sites(wording=wording)
     walker.visit(ast.parse(source))
     lines = source.splitlines()
     seen: dict[tuple[str, str], int] = {}
@@ -288,8 +291,8 @@ def mutants(source: str) -> list[Mutant]:
     return out
 
 
-def mutated_source(source: str, number: int) -> str:
-    walker = _Sites(target=number)
+def mutated_source(source: str, number: int, wording: frozenset[str] = frozenset()) -> str:
+    walker = _Sites(target=number, wording=wording)
     tree = walker.visit(copy.deepcopy(ast.parse(source)))
     if not walker.applied:
         raise SystemExit(f"no mutant number {number}")
@@ -370,7 +373,8 @@ def _run(args: argparse.Namespace) -> int:
     tests: list[str] = list(args.tests or config.get("tests", []))  # type: ignore[call-overload]
     equivalent = {e["mutant"]: e["reason"] for e in config.get("equivalent", [])}  # type: ignore[attr-defined]
     source = path.read_text(encoding="utf-8")
-    everything = mutants(source)
+    wording = frozenset(config.get("wording", []))  # type: ignore[call-overload]
+    everything = mutants(source, wording)
     chosen = [m for m in everything if args.only is None or m.number in args.only]
 
     if args.list or args.show:
@@ -378,7 +382,7 @@ def _run(args: argparse.Namespace) -> int:
             mark = "  (equivalent)" if m.key in equivalent else ""
             print(f"#{m.number} {relative}:{m.line}:{m.col} {m.description}{mark}\n    key: {m.key}")
             if args.show:
-                print(_diff(source, mutated_source(source, m.number)))
+                print(_diff(source, mutated_source(source, m.number, wording)))
         return 0
 
     if not tests:
@@ -406,7 +410,7 @@ def _run(args: argparse.Namespace) -> int:
             if m.key in equivalent:
                 skipped += 1
                 continue
-            target.write_text(mutated_source(source, m.number), encoding="utf-8")
+            target.write_text(mutated_source(source, m.number, wording), encoding="utf-8")
             outcome = run_tests(module_name, target, tests, timeout, args.examples)
             if outcome == "survived":
                 survived += 1
