@@ -194,3 +194,8 @@ def test_not_keeps_only_to_in_the_key() -> None:
 def test_a_two_word_key_over_64_characters_drops_its_last_word() -> None:
     x, y = "x" * 40, "y" * 40
     assert only(extract(f"I prefer {x} {y}."))["key"] == f"prefers_{x}"
+
+
+def test_a_value_whose_2000th_character_ends_a_word_keeps_that_word() -> None:
+    fact = "the plan is ww" + " w" * 993 + " more"
+    assert remembered(fact) == "The plan is ww" + " w" * 993
