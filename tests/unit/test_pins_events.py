@@ -1,0 +1,163 @@
+"""Pins for the domain's records: event defaults and schema versions (a stored event decoded
+without a field gets its default, so a changed default changes history), memory rows, operations,
+and the evolve function that turns events into rows."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import attrs
+import pytest
+
+from fermix_memory.domain import events as ev
+from fermix_memory.domain.checkpoint import CheckpointSources, checkpoint_sources, is_checkpoint, readable_by_its_owner
+from fermix_memory.domain.memory import Memory
+from fermix_memory.domain.memory_evolution import evolve_memory
+from fermix_memory.domain.messages import Message
+from fermix_memory.domain.operations import AddOperation, ArchiveOperation, ReplaceOperation
+from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, Role, ScopeType, Trust
+
+AT = datetime(2026, 3, 1, tzinfo=UTC)
+LATER = AT + timedelta(hours=1)
+KEY = ConversationKey("tg", "1")
+
+# (event class, field) -> the default written in the specification of the log.
+DEFAULTS = {
+    (ev.HistoryCompacted, "tokens_before"): 0,
+    (ev.HistoryCompacted, "tokens_after"): 0,
+    (ev.MemoryAdded, "confidence"): 1.0,
+    (ev.MemoryAdded, "promote_target"): None,
+    (ev.ReviewClaimed, "reviewed_after_id"): 0,
+    (ev.ReviewCompleted, "nothing_to_save"): False,
+    (ev.ScheduledJobSaved, "enabled"): True,
+    (ev.ModelCallTraced, "prompt_tokens"): 0,
+    (ev.ModelCallTraced, "completion_tokens"): 0,
+}
+
+
+@pytest.mark.parametrize(("cls", "field"), list(DEFAULTS))
+def test_event_field_defaults(cls: type[ev.DomainEvent], field: str) -> None:
+    assert attrs.fields_dict(cls)[field].default == DEFAULTS[(cls, field)]
+    assert type(attrs.fields_dict(cls)[field].default) is type(DEFAULTS[(cls, field)])
+
+
+def test_every_event_is_at_schema_1_with_a_tag() -> None:
+    classes = [c for c in vars(ev).values() if isinstance(c, type) and issubclass(c, ev.DomainEvent)
+               and c is not ev.DomainEvent]
+    assert len(classes) >= 20
+    for cls in classes:
+        assert cls.schema == 1, cls
+        assert cls.kind, cls
+
+
+def test_memory_row_defaults_and_archived_flag() -> None:
+    row = Memory(id=1, agent_id="a", owner_id="o", scope_type=ScopeType.OWNER, scope_id="o",
+                 category=Category.GOAL, key="k", value="v", created_at=AT, updated_at=AT)
+    assert row.confidence == 1.0 and row.promote_target is None and not row.archived
+    assert attrs.evolve(row, archived_at=AT).archived
+
+
+def test_operation_defaults() -> None:
+    assert AddOperation(category="goal", key="k", value="v").confidence == 1.0
+    assert ReplaceOperation(id=1) == ReplaceOperation(id=1, value=None, category=None, key=None, confidence=None)
+    assert ArchiveOperation(id=1).reason == ""
+    assert (AddOperation.op, ReplaceOperation.op, ArchiveOperation.op) == ("add", "replace", "archive")
+
+
+def test_a_message_defaults_to_guest_trust_and_empty_metadata() -> None:
+    message = Message(id=1, agent_id="a", owner_id="o", conversation=KEY, sender="s", role=Role.USER, kind="text",
+                      content="c", created_at=AT)
+    assert message.trust is Trust.GUEST and message.metadata == {}
+
+
+# --- evolve --------------------------------------------------------------------------------------
+
+PROVENANCE = ev.Provenance(agent_id="a", owner_id="o", trust=Trust.OPERATOR, source_type="reviewer",
+                           source_id="src", session_id="sess", run_id="run", source_message_id=7)
+
+
+def added() -> ev.MemoryAdded:
+    return ev.MemoryAdded(at=AT, agent_id="a", owner_id="o", scope_type=ScopeType.OWNER, scope_id="o",
+                          category=Category.GOAL, key="k", value="v", confidence=0.5,
+                          promote_target=PromoteTarget.USER_MD, source_name="n", source_description="d",
+                          provenance=PROVENANCE)
+
+
+def test_evolve_added_replaced_archived_restored() -> None:
+    row = evolve_memory(None, 12, added())
+    assert row == Memory(id=12, agent_id="a", owner_id="o", scope_type=ScopeType.OWNER, scope_id="o",
+                         category=Category.GOAL, key="k", value="v", confidence=0.5,
+                         promote_target=PromoteTarget.USER_MD, source_id="src", source_type="reviewer",
+                         source_name="n", source_description="d", session_id="sess", run_id="run",
+                         source_message_id=7, created_at=AT, updated_at=AT)
+    archived = evolve_memory(row, 13, ev.MemoryArchived(at=LATER, memory_id=12, archived_by="operator",
+                                                         reason="old", provenance=PROVENANCE))
+    assert archived is not None
+    assert (archived.archived_at, archived.archived_by, archived.archive_reason) == (LATER, "operator", "old")
+    assert archived.updated_at == LATER and archived.created_at == AT
+    later = LATER + timedelta(hours=1)
+    other = ev.Provenance(agent_id="a", owner_id="o", source_type="tool", source_id="s2", session_id="s3",
+                          run_id="r2", source_message_id=9)
+    replaced = evolve_memory(archived, 14, ev.MemoryReplaced(
+        at=later, memory_id=12, category=Category.INTEREST, key="k2", value="w", confidence=0.25,
+        promote_target=None, previous_value="v", provenance=other))
+    assert replaced == attrs.evolve(row, category=Category.INTEREST, key="k2", value="w", confidence=0.25,
+                                    promote_target=None, source_id="s2", source_type="tool", session_id="s3",
+                                    run_id="r2", source_message_id=9, updated_at=later)
+    restored = evolve_memory(archived, 15, ev.MemoryRestored(at=later, memory_id=12, restored_by="operator",
+                                                             provenance=PROVENANCE))
+    assert restored == attrs.evolve(row, updated_at=later)
+
+
+def test_evolve_without_a_row_or_for_other_events() -> None:
+    archive = ev.MemoryArchived(at=LATER, memory_id=12, archived_by="operator", reason="", provenance=PROVENANCE)
+    assert evolve_memory(None, 13, archive) is None
+    row = evolve_memory(None, 12, added())
+    assert row is not None
+    cleared = ev.ConversationWindowCleared(at=LATER, agent_id="a", conversation=KEY, up_to_message_id=3,
+                                              provenance=PROVENANCE)
+    assert evolve_memory(row, 14, cleared) is row
+
+
+# --- checkpoints ---------------------------------------------------------------------------------
+
+
+def message(owner: str, *, trust: Trust = Trust.OPERATOR, kind: str = "text", sender: str = "user",
+            metadata: dict[str, object] | None = None) -> Message:
+    return Message(id=1, agent_id="a", owner_id=owner, conversation=KEY, sender=sender, role=Role.USER, kind=kind,
+                   content="x", metadata=metadata or {}, trust=trust, created_at=AT)
+
+
+def test_a_checkpoint_is_kind_checkpoint_from_the_compactor() -> None:
+    assert is_checkpoint(message("o", kind="checkpoint", sender="compactor"))
+    assert not is_checkpoint(message("o", kind="checkpoint", sender="user"))
+    assert not is_checkpoint(message("o", kind="text", sender="compactor"))
+    assert not is_checkpoint(message("o"))
+
+
+def test_checkpoint_sources_exactly() -> None:
+    sources = checkpoint_sources([message("bob"), message("carol", trust=Trust.GUEST), message("alice")])
+    assert sources == CheckpointSources(owner_id="alice", quoted_owners=("bob", "carol"), trust=Trust.GUEST,
+                                        owners_known=True)
+    own = checkpoint_sources([message("alice"), message("alice")])
+    assert own == CheckpointSources(owner_id="alice", quoted_owners=(), trust=Trust.OPERATOR, owners_known=True)
+    assert own.metadata() == {"quoted_owners": []}
+    nested = checkpoint_sources([message("alice", kind="checkpoint", sender="compactor",
+                                         metadata={"quoted_owners": ["dave"]}), message("alice")])
+    assert nested.quoted_owners == ("dave",) and nested.owners_known
+    # A text message that merely carries the metadata key is not a checkpoint.
+    plain = checkpoint_sources([message("alice", metadata={"quoted_owners": ["eve"]})])
+    assert plain.quoted_owners == () and plain.owners_known
+    unknown = checkpoint_sources([message("alice", kind="checkpoint", sender="compactor"), message("alice")])
+    assert not unknown.owners_known and unknown.metadata() == {}
+    bad = checkpoint_sources([message("alice", kind="checkpoint", sender="compactor",
+                                      metadata={"quoted_owners": ["x", 3]})])
+    assert not bad.owners_known and bad.quoted_owners == ()
+
+
+def test_only_a_checkpoint_of_its_owners_words_alone_is_readable() -> None:
+    assert readable_by_its_owner(message("o"))
+    assert readable_by_its_owner(message("o", kind="checkpoint", sender="compactor", metadata={"quoted_owners": []}))
+    assert not readable_by_its_owner(message("o", kind="checkpoint", sender="compactor",
+                                             metadata={"quoted_owners": ["x"]}))
+    assert not readable_by_its_owner(message("o", kind="checkpoint", sender="compactor"))
