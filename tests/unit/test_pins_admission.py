@@ -163,7 +163,7 @@ def test_restore_at_the_id_bounds() -> None:
     assert refusal(POLICY.restore(LARGEST_ROW_ID + 1, operator, FakeRows([beyond]), AT)) == "unknown_memory"
     zero = mem(0, "alice", ScopeType.OWNER, "alice", Category.GOAL, "far", "v", archived=True)
     [refused] = POLICY.restore(0, operator, FakeRows([zero]), AT)
-    assert isinstance(refused, OperationRefused) and refused.op == "restore" and refused.memory_id == 0
+    assert isinstance(refused, OperationRefused) and refused.op == "restore" and refused.memory_id is None
     one = mem(1, "alice", ScopeType.OWNER, "alice", Category.GOAL, "far", "v", archived=True)
     assert isinstance(POLICY.restore(1, operator, FakeRows([one]), AT)[0], MemoryRestored)
 
