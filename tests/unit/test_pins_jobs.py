@@ -7,7 +7,10 @@ from typing import Any
 
 import pytest
 
+from fermix_memory.domain import events as ev
 from fermix_memory.domain import jobs
+from fermix_memory.domain.errors import InvalidIdentifier
+from fermix_memory.domain.values import MAX_ID_CHARS
 from tests.unit.test_domain_jobs import T0, T1, run, save
 
 
@@ -61,3 +64,39 @@ def test_a_job_is_enabled_unless_said_otherwise() -> None:
                             memory_source_id="job:j", created_at=T0, updated_at=T1)
     assert job.enabled is True
     assert save().enabled is True
+
+
+def test_a_schedule_must_not_be_blank_and_a_given_source_id_must_be_an_identifier() -> None:
+    refused(schedule="   ")
+    with pytest.raises(InvalidIdentifier):
+        save(memory_source_id="bad\x00id")
+    assert save(memory_source_id="src").source_to_load() == "src"
+    assert save().source_to_load() == "job:daily"
+
+
+def test_a_save_command_is_enabled_and_uses_its_own_source_by_default() -> None:
+    cmd = jobs.SaveJob(at=T1, job_id="j", agent_id="a", owner_id="o", name="n", schedule="s", prompt="p")
+    assert cmd.enabled is True and cmd.memory_source_id is None
+
+
+def test_a_job_id_may_be_as_long_as_its_source_id_allows() -> None:
+    longest = "j" * (MAX_ID_CHARS - len(jobs.JOB_SOURCE_PREFIX))
+    [own, _] = jobs.decide_save_job(None, None, save(job_id=longest))
+    assert isinstance(own, ev.MemorySourceRegistered) and len(own.source_id) == MAX_ID_CHARS
+    with pytest.raises(jobs.InvalidJob):
+        jobs.decide_save_job(None, None, save(job_id=longest + "j"))
+
+
+def test_run_ids_are_checked_and_a_run_may_end_when_it_starts() -> None:
+    for ids in ({"run_id": "r\x00"}, {"job_id": "j\x00"}):
+        with pytest.raises(InvalidIdentifier):
+            jobs.ReportRun.checked(**{"at": T1, "run_id": "r1", "job_id": "daily", "status": "running",
+                                      "started_at": T0, **ids})
+    assert run("succeeded", finished_at=T0).finished_at == T0
+
+
+def test_a_running_report_has_no_end() -> None:
+    [recorded] = jobs.decide_run_report(None, run("running"))
+    assert isinstance(recorded, ev.JobRunRecorded) and recorded.finished_at is None
+    [ended] = jobs.decide_run_report(None, run("failed"))
+    assert isinstance(ended, ev.JobRunRecorded) and ended.finished_at == T1
