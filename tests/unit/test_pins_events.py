@@ -1,6 +1,7 @@
 """Pins for the domain's records: event defaults and schema versions (a stored event decoded
 without a field gets its default, so a changed default changes history), memory rows, operations,
-and the evolve function that turns events into rows."""
+the evolve function that turns events into rows, and whose content each event kind declares
+it carries (what forgetting an owner redacts)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ DEFAULTS = {
     (ev.ScheduledJobSaved, "enabled"): True,
     (ev.ModelCallTraced, "prompt_tokens"): 0,
     (ev.ModelCallTraced, "completion_tokens"): 0,
+    (ev.ModelCallTraced, "attempts"): 1,
 }
 
 
@@ -161,3 +163,80 @@ def test_only_a_checkpoint_of_its_owners_words_alone_is_readable() -> None:
     assert not readable_by_its_owner(message("o", kind="checkpoint", sender="compactor",
                                              metadata={"quoted_owners": ["x"]}))
     assert not readable_by_its_owner(message("o", kind="checkpoint", sender="compactor"))
+
+
+# --- erasure declarations: whose content each event kind carries ----------------------------
+
+BY = ev.Provenance(agent_id="ada", owner_id="alice")
+WHO = {"agent_id": "ada", "owner_id": "alice"}
+ALICE = (("ada", "alice"),)
+
+
+def test_a_declaration_claims_nothing_unless_told() -> None:
+    assert attrs.asdict(ev.Erasure(), recurse=False) == {
+        "owners": (), "memory_row": None, "job": "", "conversation": None, "creates_row": False,
+        "creates_job": "", "takes_part": False}
+    assert ev.Erasure() == ev.NO_OWNER_CONTENT
+
+
+def test_a_kind_without_a_declaration_refuses_to_be_erased_silently() -> None:
+    with pytest.raises(NotImplementedError):
+        ev.DomainEvent(at=AT).erasure()
+
+
+def test_the_kinds_that_refer_to_an_owner_through_another_record() -> None:
+    referring = {"conversation.compaction_failed", "memory.replaced", "memory.archived", "memory.restored",
+                 "memory.operation_refused", "job_run.recorded"}
+    assert referring == ev.REFERRING_KINDS
+
+
+def test_message_and_window_declarations() -> None:
+    said = ev.MessageAppended(at=AT, conversation=KEY, sender="alice", role=Role.USER, content="hi", created_at=AT,
+                              quoted_owners=("bob",), **WHO)
+    assert said.erasure() == ev.Erasure(owners=(("ada", "alice"), ("ada", "bob")), conversation=("ada", KEY),
+                                        takes_part=True)
+    cleared = ev.ConversationWindowCleared(at=AT, agent_id="ada", conversation=KEY, up_to_message_id=3,
+                                           provenance=BY)
+    compacted = ev.HistoryCompacted(at=AT, agent_id="ada", conversation=KEY, up_to_message_id=3,
+                                    checkpoint_message_id=4, replaced_count=2, provenance=BY)
+    failed = ev.CompactionFailed(at=AT, agent_id="ada", conversation=KEY, error="e", retry_after=AT)
+    assert cleared.erasure() == compacted.erasure() == ev.Erasure()
+    assert failed.erasure() == ev.Erasure(conversation=("ada", KEY))
+
+
+def test_memory_declarations() -> None:
+    added = ev.MemoryAdded(at=AT, scope_type=ScopeType.OWNER, scope_id="alice", category=Category.GOAL, key="k",
+                           value="v", provenance=BY, **WHO)
+    assert added.erasure() == ev.Erasure(owners=ALICE, creates_row=True)
+    replaced = ev.MemoryReplaced(at=AT, memory_id=7, category=Category.GOAL, key="k", value="w", confidence=1.0,
+                                 previous_value="v", provenance=BY)
+    archived = ev.MemoryArchived(at=AT, memory_id=7, archived_by="op", reason="r", provenance=BY)
+    restored = ev.MemoryRestored(at=AT, memory_id=7, restored_by="op", provenance=BY)
+    assert replaced.erasure() == archived.erasure() == restored.erasure() == ev.Erasure(memory_row=7)
+    refused = ev.OperationRefused(at=AT, op="archive", reason="x", memory_id=7, provenance=BY)
+    assert refused.erasure() == ev.Erasure(owners=ALICE, memory_row=7)
+
+
+def test_review_job_and_resource_declarations() -> None:
+    review = [
+        ev.ReviewClaimed(at=AT, conversation=KEY, claim_id="c", holder="h", expires_at=AT, **WHO),
+        ev.ReviewCompleted(at=AT, conversation=KEY, claim_id="c", reviewed_up_to_message_id=1, messages_reviewed=1,
+                           applied=0, refused=0, **WHO),
+        ev.ReviewFailed(at=AT, conversation=KEY, claim_id="c", error="e", retry_after=AT, **WHO),
+        ev.ReviewSkipped(at=AT, conversation=KEY, reason="r", **WHO),
+        ev.MemorySourceRegistered(at=AT, source_id="s", source_type="feed", name="n", **WHO),
+        ev.ResourceRevised(at=AT, name="USER.md", revision=1, content="c", content_sha256="", **WHO),
+        ev.ResourceRolledBack(at=AT, name="USER.md", to_revision=1, new_revision=2, content="c", content_sha256="",
+                              provenance=BY, **WHO),
+    ]
+    for event in review:
+        assert event.erasure() == ev.Erasure(owners=ALICE), event
+    saved = ev.ScheduledJobSaved(at=AT, job_id="j", name="n", schedule="s", prompt="p", memory_source_id="job:j",
+                                 **WHO)
+    assert saved.erasure() == ev.Erasure(owners=ALICE, creates_job="j")
+    ran = ev.JobRunRecorded(at=AT, run_id="r", job_id="j", status="running", started_at=AT)
+    assert ran.erasure() == ev.Erasure(job="j")
+    traced = ev.ModelCallTraced(at=AT, agent="reviewer", agent_id="ada", provider="p", model="m", latency_ms=1.0,
+                                outcome="ok")
+    forgotten = ev.OwnerForgotten(at=AT, erased_events=1, provenance=BY, **WHO)
+    assert traced.erasure() == forgotten.erasure() == ev.Erasure()
