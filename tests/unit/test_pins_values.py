@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from fermix_memory.domain.errors import InvalidConversationKey, InvalidIdentifier
+from fermix_memory.domain.errors import InvalidArgument, InvalidConversationKey, InvalidIdentifier, InvalidNumber
 from fermix_memory.domain.values import (
     AgentId,
     Category,
@@ -18,8 +18,11 @@ from fermix_memory.domain.values import (
     Scope,
     ScopeType,
     check_identifier,
+    check_int,
+    check_text,
     is_encodable,
     normalise_key,
+    preview,
     shorten,
 )
 
@@ -262,3 +265,38 @@ def test_shorten_backs_off_at_most_eight_code_points() -> None:
     # Near the start: it may back off to the second character, never to the first.
     assert shorten("ab\u0301\u0301", 3) == "a…"
     assert shorten("e\u0301\u0301\u0301", 3) == "e\u0301…"
+
+
+# --- preview, check_int, check_text -----------------------------------------------------------
+
+
+def test_a_preview_shows_text_cut_to_40_characters_and_other_values_by_type() -> None:
+    assert preview("x" * 41) == repr("x" * 40)
+    assert preview("x" * 39) == repr("x" * 39)
+    assert preview("abc", 2) == "'ab'"
+    assert preview(10**100) == "a value of type int"
+    assert preview(["x"]) == "a value of type list"
+
+
+def test_whole_numbers_fit_in_a_signed_64_bit_integer() -> None:
+    assert check_int(-9_223_372_036_854_775_808, "n") == -9_223_372_036_854_775_808
+    assert check_int(9_223_372_036_854_775_807, "n") == 9_223_372_036_854_775_807
+    for bad in (-9_223_372_036_854_775_809, 9_223_372_036_854_775_808, True, False, 1.0, "1", None):
+        with pytest.raises(InvalidNumber):
+            check_int(bad, "n")
+    assert check_int(0, "n") == 0
+
+
+def test_a_whole_number_below_its_minimum_is_refused_and_the_minimum_itself_accepted() -> None:
+    assert check_int(1, "n", minimum=1) == 1
+    with pytest.raises(InvalidNumber):
+        check_int(0, "n", minimum=1)
+    assert check_int(-5, "n") == -5
+
+
+def test_free_text_is_checked_for_type_length_nul_and_surrogates() -> None:
+    assert check_text("a\nb" + "c" * 7, "t", max_chars=10) == "a\nb" + "c" * 7
+    assert check_text("", "t", max_chars=0) == ""
+    for bad in (3, None, b"x", "c" * 11, "a\x00", "\udc00"):
+        with pytest.raises(InvalidArgument):
+            check_text(bad, "t", max_chars=10)
