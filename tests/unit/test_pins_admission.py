@@ -238,3 +238,17 @@ def test_an_added_row_carries_the_reader_and_the_normalised_key() -> None:
     assert (added.agent_id, added.owner_id, added.key, added.value, added.confidence) == (
         "ada", "alice", "board_games", "Go", 0.75)
     assert refusal(decide(AddOperation(category="goal", key="!!!", value="v"))) == "invalid_key"
+
+
+def test_a_refusal_keeps_every_id_from_1_to_the_largest_row_id_and_drops_the_ids_beyond() -> None:
+    def recorded(memory_id: int) -> int | None:
+        [refused] = decide(ArchiveOperation(id=memory_id), rows=[])
+        assert isinstance(refused, OperationRefused)
+        return refused.memory_id
+
+    assert recorded(1) == 1
+    assert recorded(2) == 2
+    assert recorded(LARGEST_ROW_ID) == LARGEST_ROW_ID
+    assert recorded(LARGEST_ROW_ID + 1) is None
+    assert recorded(0) is None
+    assert recorded(-1) is None
