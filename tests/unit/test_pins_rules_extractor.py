@@ -195,3 +195,8 @@ def test_a_two_word_key_over_64_characters_drops_its_last_word() -> None:
 def test_a_value_whose_2000th_character_ends_a_word_keeps_that_word() -> None:
     fact = "the plan is ww" + " w" * 999 + " more"
     assert remembered(fact) == "ww" + " w" * 999
+
+
+def test_a_rule_key_stops_at_the_end_of_its_first_phrase() -> None:
+    assert only(extract("Always answer briefly, please.", trust="operator"))["key"] == "rule_answer_briefly"
+    assert only(extract("Never answer late (ever).", trust="operator"))["key"] == "rule_answer_late"
