@@ -1,0 +1,195 @@
+"""Pins for domain/reviewer_answer.py: the exact limits (64 KiB, 50 operations, the largest row id)
+as literals, and every accepted spelling next to its refused neighbour."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fermix_memory.domain.errors import ReviewerAnswerError
+from fermix_memory.domain.operations import AddOperation, ArchiveOperation, ReplaceOperation
+from fermix_memory.domain.reviewer_answer import (
+    format_reviewer_answer,
+    operation_to_dict,
+    parse_reviewer_answer,
+)
+
+LIMIT = 65536  # 64 KiB
+ONE_ADD = '{"operations": [{"op": "add", "category": "goal", "key": "k", "value": "v"}]}'
+
+
+def padded(body: str, size: int, pad: str = " ") -> str:
+    """``body`` followed by whitespace up to ``size`` characters."""
+    return body + pad * (size - len(body))
+
+
+def test_an_answer_of_exactly_64_kib_is_parsed_and_one_byte_more_refused() -> None:
+    assert parse_reviewer_answer(padded(ONE_ADD, LIMIT)) == [AddOperation(category="goal", key="k", value="v")]
+    with pytest.raises(ReviewerAnswerError, match="65536 bytes"):
+        parse_reviewer_answer(padded(ONE_ADD, LIMIT + 1))
+
+
+def test_the_limit_counts_utf8_bytes_not_characters() -> None:
+    # "é" is two bytes: the value makes the text 64 KiB in bytes while shorter in characters.
+    head = '{"operations": [{"op": "add", "category": "goal", "key": "k", "value": "'
+    tail = '"}]}'
+    room = LIMIT - len(head) - len(tail)
+    exact = head + "\u00e9" * (room // 2) + "x" * (room % 2) + tail
+    assert len(exact.encode("utf-8")) == LIMIT and len(exact) < LIMIT
+    assert len(parse_reviewer_answer(exact)) == 1
+    over = head + "\u00e9" * (room // 2) + "x" * (room % 2) + "\u00e9" + tail
+    assert len(over) < LIMIT
+    with pytest.raises(ReviewerAnswerError, match="bytes"):
+        parse_reviewer_answer(over)
+
+
+def test_a_lone_surrogate_counts_three_bytes_towards_the_limit() -> None:
+    text = padded(ONE_ADD, LIMIT - 2) + "\ud800"
+    assert len(text) == LIMIT - 1
+    with pytest.raises(ReviewerAnswerError, match="bytes"):
+        parse_reviewer_answer(text)
+
+
+def answer(*ops: dict[str, object]) -> str:
+    return json.dumps({"operations": list(ops)})
+
+
+def test_fifty_operations_are_accepted_and_fifty_one_refused() -> None:
+    op = {"op": "archive", "id": 1}
+    assert len(parse_reviewer_answer(answer(*[op] * 50))) == 50
+    with pytest.raises(ReviewerAnswerError, match="51 operations, limit 50"):
+        parse_reviewer_answer(answer(*[op] * 51))
+
+
+def test_row_ids_from_1_to_the_largest_sqlite_rowid() -> None:
+    largest = 9223372036854775807
+    assert parse_reviewer_answer(answer({"op": "archive", "id": largest})) == [ArchiveOperation(id=largest)]
+    assert parse_reviewer_answer(answer({"op": "archive", "id": 1})) == [ArchiveOperation(id=1)]
+    for bad in (largest + 1, 0, -1):
+        with pytest.raises(ReviewerAnswerError, match="positive row id"):
+            parse_reviewer_answer(answer({"op": "archive", "id": bad}))
+
+
+@pytest.mark.parametrize("text", ["Nothing to save.", "  Nothing to save.\n", '{"operations": []}'])
+def test_nothing_to_save_spellings(text: str) -> None:
+    assert parse_reviewer_answer(text) == []
+
+
+@pytest.mark.parametrize("text", ["nothing to save.", "Nothing to save", "Nothing to save!", "", "   "])
+def test_other_spellings_are_refused(text: str) -> None:
+    with pytest.raises(ReviewerAnswerError):
+        parse_reviewer_answer(text)
+
+
+@pytest.mark.parametrize("fence", ["```json\n", "```JSON\n", "```\n", "``` json \n"])
+def test_one_fenced_block_is_accepted(fence: str) -> None:
+    assert len(parse_reviewer_answer(f"{fence}{ONE_ADD}\n```")) == 1
+
+
+@pytest.mark.parametrize("text", [f"```python\n{ONE_ADD}\n```", "```" + ONE_ADD + "```", "``````",
+                                  f"Here it is: {ONE_ADD}", f"{ONE_ADD} done", "[1]"])
+def test_other_wrappings_are_refused(text: str) -> None:
+    with pytest.raises(ReviewerAnswerError):
+        parse_reviewer_answer(text)
+
+
+def test_the_smallest_fenced_block() -> None:
+    # The newline right before the closing fence: an empty body, refused as not JSON.
+    with pytest.raises(ReviewerAnswerError, match="one JSON object"):
+        parse_reviewer_answer("```\n```")
+
+
+def test_all_fields_of_each_operation() -> None:
+    ops = parse_reviewer_answer(answer(
+        {"op": "add", "category": "goal", "key": "k", "value": "v", "confidence": 0.5},
+        {"op": "add", "category": "goal", "key": "k", "value": "v"},
+        {"op": "replace", "id": 3, "value": "w"},
+        {"op": "replace", "id": 3, "category": "interest", "key": "k2", "confidence": 1},
+        {"op": "archive", "id": 4, "reason": "old"},
+        {"op": "archive", "id": 5},
+    ))
+    assert ops == [
+        AddOperation(category="goal", key="k", value="v", confidence=0.5),
+        AddOperation(category="goal", key="k", value="v", confidence=1.0),
+        ReplaceOperation(id=3, value="w"),
+        ReplaceOperation(id=3, category="interest", key="k2", confidence=1),
+        ArchiveOperation(id=4, reason="old"),
+        ArchiveOperation(id=5, reason=""),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("op", "message"),
+    [
+        ({"op": "replace", "id": 3}, "at least one of"),
+        ({"op": "add", "category": "goal", "key": "k"}, "missing 'value'"),
+        ({"op": "archive", "id": 3, "extra": 1}, "unknown fields 'extra'"),
+        ({"op": "add", "category": "goal", "key": "k", "value": None}, "must be a JSON string, got null"),
+        ({"op": "add", "category": 1, "key": "k", "value": "v"}, '"category" must be a JSON string, got a number'),
+        ({"op": "add", "category": "g", "key": "k", "value": "v", "confidence": "1"}, "JSON number, got a string"),
+        ({"op": "add", "category": "g", "key": "k", "value": "v", "confidence": True}, "JSON number, got a boolean"),
+        ({"op": "replace", "id": 1.0, "value": "v"}, "JSON integer, got a number"),
+        ({"op": "replace", "id": True, "value": "v"}, "JSON integer, got a boolean"),
+        ({"op": "replace", "id": [1], "value": "v"}, "JSON integer, got an array"),
+        ({"op": "replace", "id": {}, "value": "v"}, "JSON integer, got an object"),
+        ({"op": "delete", "id": 1}, '"op" must be'),
+        ({"id": 1}, '"op" must be'),
+    ],
+)
+def test_structural_problems_name_the_operation(op: dict[str, object], message: str) -> None:
+    with pytest.raises(ReviewerAnswerError, match="operations\\[1\\]") as raised:
+        parse_reviewer_answer(answer({"op": "archive", "id": 1}, op))
+    assert message in str(raised.value)
+
+
+def test_a_lone_surrogate_in_a_field_is_refused() -> None:
+    with pytest.raises(ReviewerAnswerError, match="not valid Unicode"):
+        parse_reviewer_answer('{"operations": [{"op": "add", "category": "g", "key": "k", "value": "\\ud800"}]}')
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"operations": [], "extra": 1}', "unknown top-level keys"),
+        ("{}", 'no "operations" list'),
+        ('{"operations": {}}', "must be a JSON array"),
+        ('{"operations": [1]}', "must be a JSON object"),
+        ('{"operations": [], "operations": []}', "duplicate key"),
+        ('{"operations": [{"op": "add", "category": "g", "key": "k", "value": "v", "confidence": NaN}]}',
+         "not a JSON number"),
+    ],
+)
+def test_document_problems(text: str, message: str) -> None:
+    with pytest.raises(ReviewerAnswerError, match=message):
+        parse_reviewer_answer(text)
+
+
+def test_non_text_answer_is_refused() -> None:
+    with pytest.raises(ReviewerAnswerError, match="must be text"):
+        parse_reviewer_answer(b"Nothing to save.")  # type: ignore[arg-type]
+
+
+def test_format_round_trips_and_leaves_unset_fields_out() -> None:
+    ops = [AddOperation(category="goal", key="k", value="v\u00e9", confidence=0.5),
+           ReplaceOperation(id=3, key="k2"), ArchiveOperation(id=4), ArchiveOperation(id=5, reason="r")]
+    text = format_reviewer_answer(ops)
+    assert "\u00e9" in text  # not escaped
+    assert parse_reviewer_answer(text) == ops
+    assert operation_to_dict(ReplaceOperation(id=3, key="k2")) == {"op": "replace", "id": 3, "key": "k2"}
+    assert operation_to_dict(ArchiveOperation(id=4)) == {"op": "archive", "id": 4}
+    assert operation_to_dict(ArchiveOperation(id=5, reason="r")) == {"op": "archive", "id": 5, "reason": "r"}
+    assert format_reviewer_answer([]) == "Nothing to save."
+
+
+def test_an_empty_answer_is_refused_as_empty() -> None:
+    for text in ("", "  \n "):
+        with pytest.raises(ReviewerAnswerError, match="empty"):
+            parse_reviewer_answer(text)
+
+
+def test_a_fence_that_is_opened_but_not_closed_is_refused() -> None:
+    with pytest.raises(ReviewerAnswerError):
+        parse_reviewer_answer('```json\n{"operations": []}abc')
+    with pytest.raises(ReviewerAnswerError):
+        parse_reviewer_answer('{"operations": []}\n```')
