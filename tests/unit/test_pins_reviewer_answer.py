@@ -10,9 +10,11 @@ import pytest
 from fermix_memory.domain.errors import ReviewerAnswerError
 from fermix_memory.domain.operations import AddOperation, ArchiveOperation, ReplaceOperation
 from fermix_memory.domain.reviewer_answer import (
+    OPERATIONS_SCHEMA,
     format_reviewer_answer,
     operation_to_dict,
     parse_reviewer_answer,
+    parse_reviewer_answer_tolerant,
 )
 
 LIMIT = 65536  # 64 KiB
@@ -193,3 +195,97 @@ def test_a_fence_that_is_opened_but_not_closed_is_refused() -> None:
         parse_reviewer_answer('```json\n{"operations": []}abc')
     with pytest.raises(ReviewerAnswerError):
         parse_reviewer_answer('{"operations": []}\n```')
+
+
+_CATEGORY = {"type": "string", "enum": ["identity", "preference", "interest", "goal", "context", "directive"]}
+_CONFIDENCE = {"type": "number", "minimum": 0, "maximum": 1}
+
+
+def test_the_structured_output_schema_is_exactly_the_answer_form() -> None:
+    # Providers enforce this schema: its limits must be the parser's (confidence 0..1, ids
+    # from 1, at most 50 operations, no field beyond the listed ones).
+    assert OPERATIONS_SCHEMA == {
+        "type": "object",
+        "properties": {
+            "operations": {
+                "type": "array",
+                "maxItems": 50,
+                "items": {
+                    "anyOf": [
+                        {
+                            "type": "object",
+                            "properties": {"op": {"const": "add"}, "category": _CATEGORY, "key": {"type": "string"},
+                                           "value": {"type": "string"}, "confidence": _CONFIDENCE},
+                            "required": ["op", "category", "key", "value"],
+                            "additionalProperties": False,
+                        },
+                        {
+                            "type": "object",
+                            "properties": {"op": {"const": "replace"}, "id": {"type": "integer", "minimum": 1},
+                                           "value": {"type": "string"}, "category": _CATEGORY,
+                                           "key": {"type": "string"}, "confidence": _CONFIDENCE},
+                            "required": ["op", "id"],
+                            "additionalProperties": False,
+                        },
+                        {
+                            "type": "object",
+                            "properties": {"op": {"const": "archive"}, "id": {"type": "integer", "minimum": 1},
+                                           "reason": {"type": "string"}},
+                            "required": ["op", "id"],
+                            "additionalProperties": False,
+                        },
+                    ]
+                },
+            }
+        },
+        "required": ["operations"],
+        "additionalProperties": False,
+    }
+
+
+def thinking(size: int) -> str:
+    """A ``<think>`` block followed by :data:`ONE_ADD`, ``size`` characters in all."""
+    return "<think>" + "x" * (size - len("<think></think>") - len(ONE_ADD)) + "</think>" + ONE_ADD
+
+
+def test_tolerant_parse_repairs_an_answer_of_exactly_64_kib() -> None:
+    text = thinking(LIMIT)
+    assert len(text) == LIMIT
+    assert parse_reviewer_answer_tolerant(text) == (
+        [AddOperation(category="goal", key="k", value="v")],
+        ("thinking dropped",),
+    )
+
+
+def test_tolerant_parse_never_repairs_an_answer_over_64_kib() -> None:
+    # The answer left after the thinking is small, but the answer as given is too long.
+    with pytest.raises(ReviewerAnswerError, match="65536 bytes"):
+        parse_reviewer_answer_tolerant(thinking(LIMIT + 1))
+
+
+def test_tolerant_parse_refuses_non_text_with_the_typed_error() -> None:
+    with pytest.raises(ReviewerAnswerError, match="must be text, got NoneType"):
+        parse_reviewer_answer_tolerant(None)  # type: ignore[arg-type]
+
+
+def test_a_closing_think_tag_without_the_opening_one_is_prose() -> None:
+    text = "My answer </think> " + ONE_ADD
+    assert parse_reviewer_answer_tolerant(text) == (
+        [AddOperation(category="goal", key="k", value="v")],
+        ("prose around the answer dropped",),
+    )
+
+
+def test_an_opening_think_tag_that_is_never_closed_is_prose() -> None:
+    text = "<think> I will save one goal. " + ONE_ADD
+    assert parse_reviewer_answer_tolerant(text) == (
+        [AddOperation(category="goal", key="k", value="v")],
+        ("prose around the answer dropped",),
+    )
+
+
+def test_after_dropped_thinking_the_error_is_about_the_answer_itself() -> None:
+    # Two objects after the thinking: refused, and the message is about what follows the
+    # thinking, not about the thinking block the strict parser first stumbled on.
+    with pytest.raises(ReviewerAnswerError, match="not one valid JSON object"):
+        parse_reviewer_answer_tolerant("<think>hmm</think> " + ONE_ADD + " " + ONE_ADD)
