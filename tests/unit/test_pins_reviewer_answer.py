@@ -289,3 +289,18 @@ def test_after_dropped_thinking_the_error_is_about_the_answer_itself() -> None:
     # thinking, not about the thinking block the strict parser first stumbled on.
     with pytest.raises(ReviewerAnswerError, match="not one valid JSON object"):
         parse_reviewer_answer_tolerant("<think>hmm</think> " + ONE_ADD + " " + ONE_ADD)
+
+
+def test_an_object_no_repair_can_read_keeps_the_strict_error() -> None:
+    # Balanced braces, but neither JSON nor a Python literal (a bare word as a value).
+    with pytest.raises(ReviewerAnswerError, match="not one valid JSON object: Expecting value"):
+        parse_reviewer_answer_tolerant('{"operations": nope}')
+
+
+@pytest.mark.xfail(strict=True, reason="known defect: the tolerant parser checks the size in characters only")
+def test_tolerant_parse_refuses_an_answer_over_64_kib_in_utf8_bytes() -> None:
+    head = '{"operations": [{"op": "add", "category": "goal", "key": "k", "value": "'
+    text = head + "\u00e9" * 33000 + '"}]}'
+    assert len(text) < LIMIT < len(text.encode("utf-8"))
+    with pytest.raises(ReviewerAnswerError, match="65536 bytes"):
+        parse_reviewer_answer_tolerant(text)
