@@ -304,3 +304,10 @@ def test_tolerant_parse_refuses_an_answer_over_64_kib_in_utf8_bytes() -> None:
     assert len(text) < LIMIT < len(text.encode("utf-8"))
     with pytest.raises(ReviewerAnswerError, match="65536 bytes"):
         parse_reviewer_answer_tolerant(text)
+
+
+def test_an_apostrophe_in_the_prose_before_the_answer_opens_no_string() -> None:
+    assert parse_reviewer_answer_tolerant("Here's my answer: " + ONE_ADD) == (
+        [AddOperation(category="goal", key="k", value="v")],
+        ("prose around the answer dropped",),
+    )
