@@ -311,3 +311,10 @@ def test_an_apostrophe_in_the_prose_before_the_answer_opens_no_string() -> None:
         [AddOperation(category="goal", key="k", value="v")],
         ("prose around the answer dropped",),
     )
+
+
+def test_prose_right_after_the_closing_brace_is_not_part_of_the_answer() -> None:
+    assert parse_reviewer_answer_tolerant(ONE_ADD + ". Done.") == (
+        [AddOperation(category="goal", key="k", value="v")],
+        ("prose around the answer dropped",),
+    )
