@@ -318,3 +318,9 @@ def test_prose_right_after_the_closing_brace_is_not_part_of_the_answer() -> None
         [AddOperation(category="goal", key="k", value="v")],
         ("prose around the answer dropped",),
     )
+
+
+def test_an_empty_python_string_first_in_the_answer_closes_at_once() -> None:
+    # Adjacent Python literals join ('' 'operations' is 'operations'); the empty one must not
+    # swallow the quote after it.
+    assert parse_reviewer_answer_tolerant("{'' 'operations': []}") == ([], ("Python-style literal read as JSON",))
