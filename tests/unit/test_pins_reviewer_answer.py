@@ -324,3 +324,11 @@ def test_an_empty_python_string_first_in_the_answer_closes_at_once() -> None:
     # Adjacent Python literals join ('' 'operations' is 'operations'); the empty one must not
     # swallow the quote after it.
     assert parse_reviewer_answer_tolerant("{'' 'operations': []}") == ([], ("Python-style literal read as JSON",))
+
+
+def test_an_escaped_quote_keeps_a_comma_inside_the_string() -> None:
+    text = '{"operations": [{"op": "add", "category": "goal", "key": "k", "value": "say \\"a,}\\" now"},]}'
+    assert parse_reviewer_answer_tolerant(text) == (
+        [AddOperation(category="goal", key="k", value='say "a,}" now')],
+        ("trailing commas dropped",),
+    )
