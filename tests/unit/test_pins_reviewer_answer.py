@@ -332,3 +332,15 @@ def test_an_escaped_quote_keeps_a_comma_inside_the_string() -> None:
         [AddOperation(category="goal", key="k", value='say "a,}" now')],
         ("trailing commas dropped",),
     )
+
+
+def test_an_apostrophe_after_the_answer_does_not_hide_a_second_object() -> None:
+    # Two candidates stay ambiguous even when prose with an apostrophe separates them.
+    for answer_text in (ONE_ADD, '{"operations": []}'):
+        with pytest.raises(ReviewerAnswerError):
+            parse_reviewer_answer_tolerant(answer_text + " That's all; not {this}.")
+
+
+def test_a_fenced_array_is_refused_as_not_an_object() -> None:
+    with pytest.raises(ReviewerAnswerError, match="must be a JSON object"):
+        parse_reviewer_answer_tolerant('Here:\n```json\n["operations"]\n```')
