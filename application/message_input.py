@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from fermix_memory.domain.checkpoint import quoted_owners_of
 from fermix_memory.domain.errors import DomainError, InvalidConversationKey
 from fermix_memory.domain.events import MessageAppended
 from fermix_memory.domain.values import ConversationKey, Role, Trust, check_identifier, is_encodable, preview
@@ -20,12 +22,17 @@ class InvalidMessage(DomainError):
     """A message field is missing, of the wrong type or out of range."""
 
 
+# A host names the same few conversations turn after turn; the key is immutable, and sharing one
+# instance keeps its ``scope_id`` computed once.
+_parsed_key = functools.lru_cache(maxsize=1024)(ConversationKey.parse)
+
+
 def conversation_key(value: object) -> ConversationKey:
     """Accept a ConversationKey, ``"CH:ID[:THREAD]"``, a mapping or a 2/3-tuple."""
     if isinstance(value, ConversationKey):
         return value
     if isinstance(value, str):
-        return ConversationKey.parse(value)
+        return _parsed_key(value)
     if isinstance(value, dict):
         try:
             return ConversationKey(value["channel"], value["chat_id"], value.get("thread_scope", ""))
@@ -94,8 +101,10 @@ def build_message_event(
         raise InvalidMessage(f"metadata must be JSON-serialisable: {exc}") from None
     if len(encoded.encode()) > MAX_METADATA_BYTES:
         raise InvalidMessage(f"metadata is larger than {MAX_METADATA_BYTES} bytes")
-    return _event(at, agent_id, owner_id, key, sender, role_value, kind, content, json.loads(encoded), trust_value,
-                  created_at)
+    stored = json.loads(encoded)
+    quoted = quoted_owners_of(str(kind), str(sender), str(owner_id), stored)
+    return _event(at, agent_id, owner_id, key, sender, role_value, kind, content, stored, trust_value, created_at,
+                  quoted)
 
 
 def _nesting_exceeds(value: object, limit: int) -> bool:
@@ -130,7 +139,8 @@ def _created_at(created_at: object, at: datetime) -> datetime:
 
 
 def _event(at: datetime, agent_id: object, owner_id: object, key: ConversationKey, sender: object, role: Role,
-           kind: object, content: str, metadata: dict[str, Any], trust: Trust, created_at: object) -> MessageAppended:
+           kind: object, content: str, metadata: dict[str, Any], trust: Trust, created_at: object,
+           quoted_owners: tuple[str, ...] = ()) -> MessageAppended:
     return MessageAppended(
         at=at,
         agent_id=str(agent_id),
@@ -143,4 +153,5 @@ def _event(at: datetime, agent_id: object, owner_id: object, key: ConversationKe
         metadata=metadata,
         trust=trust,
         created_at=_created_at(created_at, at),
+        quoted_owners=quoted_owners,
     )

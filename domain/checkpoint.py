@@ -18,12 +18,13 @@ are several owners' words. The rules (ADR-0008):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 
+from fermix_memory.domain.errors import InvalidIdentifier
 from fermix_memory.domain.messages import Message
-from fermix_memory.domain.values import Trust
+from fermix_memory.domain.values import Trust, check_identifier
 
 CHECKPOINT_KIND = "checkpoint"
 CHECKPOINT_SENDER = "compactor"
@@ -45,7 +46,24 @@ class CheckpointSources:
 
 
 def is_checkpoint(message: Message) -> bool:
-    return message.kind == CHECKPOINT_KIND and message.sender == CHECKPOINT_SENDER
+    return is_checkpoint_shape(message.kind, message.sender)
+
+
+def is_checkpoint_shape(kind: str, sender: str) -> bool:
+    return kind == CHECKPOINT_KIND and sender == CHECKPOINT_SENDER
+
+
+def quoted_owners_of(kind: str, sender: str, owner_id: str, metadata: Mapping[str, object]) -> tuple[str, ...]:
+    """The other owners a recorded checkpoint names in its metadata (how an exported checkpoint,
+    imported again, keeps saying whose words it holds, so forgetting them still removes it).
+    Only a checkpoint has any; a malformed list is refused rather than read as "nobody"."""
+    if not is_checkpoint_shape(kind, sender) or QUOTED_OWNERS_KEY not in metadata:
+        return ()
+    quoted = metadata[QUOTED_OWNERS_KEY]
+    if not isinstance(quoted, list):
+        raise InvalidIdentifier(f"metadata {QUOTED_OWNERS_KEY} of a checkpoint must be a list of owner ids")
+    owners = {check_identifier(owner, f"an owner id in metadata {QUOTED_OWNERS_KEY}") for owner in quoted}
+    return tuple(sorted(owners - {owner_id}))
 
 
 def checkpoint_sources(summarised: Sequence[Message]) -> CheckpointSources:

@@ -188,3 +188,36 @@ def test_forgetting_an_owner_removes_the_group_checkpoint_that_quotes_them(memor
     leftovers = [p for p in memory.home.rglob("*") if p.is_file() and b"zebra0" in p.read_bytes().lower()]
     assert leftovers == []
     assert memory.verify().ok
+
+
+def test_an_imported_group_checkpoint_keeps_the_owners_it_quotes(memory: MemorySystem, tmp_path: Path) -> None:
+    """Export then import into another home: the checkpoint still names bob, so forgetting bob
+    there removes it too (before, the imported event quoted nobody and bob's words stayed)."""
+    say(memory, "bob", f"My PIN is ZEBRA0. {FILLER}")
+    for i in range(9):
+        say(memory, "alice", f"Point {i} about the trip. {FILLER}")
+    compact(memory)
+    exported = list(memory.export_history())
+    with MemorySystem.open(tmp_path / "copy") as copy:
+        copy.import_history(exported)
+        [imported] = checkpoint_events(copy)
+        assert imported.owner_id == "alice" and imported.quoted_owners == ("bob",)
+        copy.forget_owner("bob", reason="erasure request")
+        assert checkpoint_events(copy) == []
+        leftovers = [p for p in copy.home.rglob("*") if p.is_file() and b"zebra0" in p.read_bytes().lower()]
+        assert leftovers == []
+        assert copy.verify().ok
+
+
+@pytest.mark.parametrize("quoted", ["bob", [1], ["bad id\n"], {"bob": True}])
+def test_a_checkpoint_whose_quoted_owners_are_malformed_is_refused(memory: MemorySystem, quoted: object) -> None:
+    line = json.dumps({"agent_id": AGENT, "owner_id": "alice", "channel": "tg", "chat_id": "-500", "role": "system",
+                       "sender": "compactor", "kind": "checkpoint", "content": "summary",
+                       "metadata": {"quoted_owners": quoted}})
+    with pytest.raises(Exception, match="quoted_owners") as raised:
+        memory.import_history([line])
+    assert type(raised.value).__name__ == "HistoryImportError"
+    with pytest.raises(Exception, match="quoted_owners"):
+        memory.append_message(agent_id=AGENT, owner_id="alice", conversation=CONV, role="system", sender="compactor",
+                              kind="checkpoint", content="summary", metadata={"quoted_owners": quoted})
+    assert checkpoint_events(memory) == []

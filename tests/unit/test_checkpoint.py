@@ -5,7 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from fermix_memory.domain.checkpoint import checkpoint_sources, readable_by_its_owner
+import pytest
+
+from fermix_memory.domain.checkpoint import checkpoint_sources, quoted_owners_of, readable_by_its_owner
+from fermix_memory.domain.errors import InvalidIdentifier
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import ConversationKey, Role, Trust
 
@@ -49,3 +52,23 @@ def test_a_checkpoint_of_unknown_sources_is_never_readable_outside_the_window() 
 def test_one_guest_message_makes_the_checkpoint_guest() -> None:
     assert checkpoint_sources([message("a"), message("a", role=Role.ASSISTANT)]).trust is Trust.OPERATOR
     assert checkpoint_sources([message("a"), message("b", trust=Trust.GUEST)]).trust is Trust.GUEST
+
+
+def test_a_recorded_checkpoint_names_the_other_owners_its_metadata_lists() -> None:
+    meta = {"quoted_owners": ["carol", "bob", "alice", "bob"]}
+    assert quoted_owners_of("checkpoint", "compactor", "alice", meta) == ("bob", "carol")
+    assert quoted_owners_of("checkpoint", "compactor", "alice", {"quoted_owners": []}) == ()
+    assert quoted_owners_of("checkpoint", "compactor", "alice", {"other": 1}) == ()
+
+
+def test_only_a_checkpoint_carries_quoted_owners() -> None:
+    meta = {"quoted_owners": ["bob"]}
+    assert quoted_owners_of("text", "compactor", "alice", meta) == ()
+    assert quoted_owners_of("checkpoint", "alice", "alice", meta) == ()
+    assert quoted_owners_of("text", "compactor", "alice", {"quoted_owners": "junk"}) == ()
+
+
+@pytest.mark.parametrize("quoted", ["bob", ("bob",), [1], [""], ["a\nb"], None])
+def test_a_checkpoints_malformed_quoted_owners_are_refused(quoted: object) -> None:
+    with pytest.raises(InvalidIdentifier, match="quoted_owners"):
+        quoted_owners_of("checkpoint", "compactor", "alice", {"quoted_owners": quoted})
