@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from urllib.parse import quote, unquote
 
 from fermix_memory.domain.values import ConversationKey
 
 
+@functools.lru_cache(maxsize=4096)  # the same few agent and owner ids name every append's stream
 def _q(part: str) -> str:
     return quote(part, safe="")
 

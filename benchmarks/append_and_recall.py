@@ -21,14 +21,15 @@ What is measured (every ratio comes from numbers taken in THIS run, on THIS mach
    ``single_thread_ratio = ours_1t / raw`` (target >= 0.6) and
    ``eight_thread_ratio = ours_8t / raw`` (target >= 1.5), SPEC §13.
 
-2. History recall on one database of ``--history-size`` messages (default 200,000), built
+2. History recall on one database grown to each of ``--history-sizes`` messages in turn
+   (default 100,000 then 200,000; ``--history-sizes 100000,1000000`` for a million), built
    through the product's own bulk path ``MemorySystem.import_history`` (SPEC §12 JSON Lines)
-   in a few big batches. The first half goes in, recall is measured, then the second half
+   in a few big batches. The first part goes in, recall is measured, then each next part
    (new agents, owners and conversations) goes in and everything is measured again; before
    each measurement the database is reopened (as by a restarted service), so every
    connection, ours and the bare-SQL ones, starts on the data as it is. The same
    few hundred 1-3 word queries (Zipf-drawn from the corpus vocabulary, its most frequent
-   "stop words" left out) are timed, each against one conversation of the first half, with:
+   "stop words" left out) are timed, each against one conversation of the first part, with:
 
    * **ours** — ``recall(query, agent_id, owner_id, conversation, scope="current",
      source="history")``;
@@ -39,9 +40,9 @@ What is measured (every ratio comes from numbers taken in THIS run, on THIS mach
    * **raw scoped** — the product's own scope-token expression run as bare SQL (no Python
      around it), to separate the SQL cost from the library's overhead.
 
-   ``recall_p95_ratio = ours_p95 / raw_fts_p95`` (target <= 1.5), and our p95 at half and
-   full size (``recall_p95_ms_100k`` / ``recall_p95_ms_200k`` at the default size) shows
-   that the scoped cost follows the scope, not the database.
+   ``recall_p95_ratio = ours_p95 / raw_fts_p95`` at the largest size (target <= 1.5), and our
+   p95 at each size (``recall_p95_ms_100k``, ``recall_p95_ms_1000k``, ...; growth = largest /
+   smallest) shows that the scoped cost follows the conversation, not the database.
 
 3. Peer: LangChain's ``SQLChatMessageHistory`` on SQLite appending the same messages, when
    ``langchain_community`` is importable (it is never installed by this script).
@@ -50,7 +51,7 @@ Run (from the repository root)::
 
     .venv/bin/python benchmarks/append_and_recall.py --quick        # smoke run, < 1 minute
     .venv/bin/python benchmarks/append_and_recall.py                # full run, several minutes
-    .venv/bin/python benchmarks/append_and_recall.py --messages 20000 --history-size 400000
+    .venv/bin/python benchmarks/append_and_recall.py --messages 20000 --history-sizes 100000,1000000
 
 Progress goes to stderr, readable results to stdout, and the LAST line of stdout is one JSON
 object with every figure and ratio.
@@ -72,7 +73,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from itertools import accumulate
+from itertools import accumulate, pairwise
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -679,26 +680,38 @@ def measure_recall(memory: MemorySystem, db: Path, queries: Sequence[Query]) -> 
 
 @dataclass
 class RecallFigures:
-    half_size: int
-    full_size: int
-    half: dict[str, dict[str, float]]
-    full: dict[str, dict[str, float]]
+    sizes: list[int]
+    measured: list[dict[str, dict[str, float]]]  # one per size, in order
     import_msgs_per_s: float
     facts: dict[str, int]
 
+    @property
+    def first(self) -> dict[str, dict[str, float]]:
+        return self.measured[0]
 
-def run_recall(workdir: Path, corpus: Corpus, history_size: int, n_queries: int) -> RecallFigures:
-    agents = max(2, round(history_size / MESSAGES_PER_AGENT))
-    first, second = conversations_for(range(agents // 2)), conversations_for(range(agents // 2, agents))
-    queries = make_queries(corpus, first, n_queries, SEED + 3)
+    @property
+    def last(self) -> dict[str, dict[str, float]]:
+        return self.measured[-1]
+
+
+def run_recall(workdir: Path, corpus: Corpus, sizes: Sequence[int], n_queries: int) -> RecallFigures:
+    """Grow one database to each of ``sizes`` (messages) in turn, measuring recall at each; the
+    queries ask in conversations of the first part, so what they search stays the same."""
+    parts, before = [], 0
+    for size in sizes:
+        first_agent = before // MESSAGES_PER_AGENT
+        parts.append(conversations_for(range(first_agent, max(first_agent + 1, round(size / MESSAGES_PER_AGENT)))))
+        before = size
+    queries = make_queries(corpus, parts[0], n_queries, SEED + 3)
     home, db = workdir / "recall", workdir / "recall" / "memory.db"
     shutil.rmtree(home, ignore_errors=True)
     imported, seconds = 0, 0.0
-    measured: list[tuple[int, dict[str, dict[str, float]]]] = []
+    measured: list[dict[str, dict[str, float]]] = []
+    counted: list[int] = []
     facts: dict[str, int] = {}
-    for part, convs in enumerate((first, second)):
+    for part, convs in enumerate(parts):
         lines = history_lines(corpus, convs, SEED + 10 + part, EPOCH + timedelta(days=400 * part))
-        progress(f"recall db: importing {len(lines):,} messages (part {part + 1}/2)")
+        progress(f"recall db: importing {len(lines):,} messages (part {part + 1}/{len(parts)})")
         with open_memory(home) as memory:
             seconds += import_lines(memory, lines)
         imported += len(lines)
@@ -706,10 +719,10 @@ def run_recall(workdir: Path, corpus: Corpus, history_size: int, n_queries: int)
         # Reopened, as a service restarted on an existing database: every connection (ours and
         # the bare-SQL ones) is opened on the data as it now is, with the same pragmas.
         with open_memory(home) as memory:
-            measured.append((imported, measure_recall(memory, db, queries)))
+            measured.append(measure_recall(memory, db, queries))
+        counted.append(imported)
         facts.update({f"{k}_{imported // 1000}k": v for k, v in index_facts(db).items()})
-    (half_size, half), (full_size, full) = measured
-    return RecallFigures(half_size, full_size, half, full, imported / seconds, facts)
+    return RecallFigures(counted, measured, imported / seconds, facts)
 
 
 # --- report ---------------------------------------------------------------------------------------
@@ -726,8 +739,7 @@ def rounded(x: float | None, digits: int = 1) -> float | None:
 def report(args: argparse.Namespace, appends: AppendFigures, peer_note: str, rec: RecallFigures) -> dict[str, Any]:
     raw, o1, o8, rawb, raw8t, peer = (
         appends.median(name) for name in ("raw", "ours_1t", "ours_8t", "raw_batched", "raw_8t", "peer"))
-    f, h = rec.full, rec.half
-    half_k, full_k = f"{rec.half_size // 1000}k", f"{rec.full_size // 1000}k"
+    f, h = rec.last, rec.first
     out: dict[str, Any] = {
         "messages": args.messages, "durability": args.durability, "rounds": args.rounds, "slices": args.slices,
         "threads": THREADS,
@@ -738,7 +750,7 @@ def report(args: argparse.Namespace, appends: AppendFigures, peer_note: str, rec
         "raw_batched8_msgs_per_s": rounded(rawb), "group_commit_ceiling_ratio": ratio(rawb, raw),
         "raw_8t_group_commit_msgs_per_s": rounded(raw8t), "raw_8t_group_commit_ratio": ratio(raw8t, raw),
         "ours_8t_to_raw_8t_group_commit": ratio(o8, raw8t),
-        "history_size": rec.full_size, "queries": args.queries,
+        "history_sizes": rec.sizes, "queries": args.queries,
         "import_msgs_per_s": rounded(rec.import_msgs_per_s),
         "recall_p50_ms": rounded(f["ours"]["p50"], 3), "recall_p95_ms": rounded(f["ours"]["p95"], 3),
         "raw_fts_p50_ms": rounded(f["raw_fts"]["p50"], 3), "raw_fts_p95_ms": rounded(f["raw_fts"]["p95"], 3),
@@ -747,8 +759,10 @@ def report(args: argparse.Namespace, appends: AppendFigures, peer_note: str, rec
         "raw_scoped_p50_ms": rounded(f["raw_scoped"]["p50"], 3),
         "raw_scoped_p95_ms": rounded(f["raw_scoped"]["p95"], 3),
         "recall_p95_ratio": ratio(f["ours"]["p95"], f["raw_fts"]["p95"]), "recall_p95_target": 1.5,
-        f"recall_p95_ms_{half_k}": rounded(h["ours"]["p95"], 3),
-        f"recall_p95_ms_{full_k}": rounded(f["ours"]["p95"], 3),
+        **{f"recall_p95_ms_{size // 1000}k": rounded(m["ours"]["p95"], 3)
+           for size, m in zip(rec.sizes, rec.measured, strict=True)},
+        **{f"raw_scoped_p95_ms_{size // 1000}k": rounded(m["raw_scoped"]["p95"], 3)
+           for size, m in zip(rec.sizes, rec.measured, strict=True)},
         "recall_p95_growth": ratio(f["ours"]["p95"], h["ours"]["p95"]),
         "raw_fts_p95_growth": ratio(f["raw_fts"]["p95"], h["raw_fts"]["p95"]),
         "naive_scoped_p95_growth": ratio(f["naive_scoped"]["p95"], h["naive_scoped"]["p95"]),
@@ -782,7 +796,7 @@ def print_human(r: dict[str, Any], rec: RecallFigures) -> None:
         print(f"  {'LangChain SQLChatMessageHistory':<30}{r['peer_langchain_msgs_per_s']:>10,.0f} msg/s"
               "   (does less: no FTS, no log)")
     print(f"Recall, {r['queries']} queries, database built by import_history at {r['import_msgs_per_s']:,.0f} msg/s:")
-    for size, figs in ((rec.half_size, rec.half), (rec.full_size, rec.full)):
+    for size, figs in zip(rec.sizes, rec.measured, strict=True):
         print(f"  at {size:,} messages:")
         for name, label in (("ours", "ours recall (scoped)"), ("raw_fts", "raw FTS5, no scope"),
                             ("naive_scoped", "naive MATCH + WHERE"), ("raw_scoped", "scope tokens, bare SQL")):
@@ -791,7 +805,7 @@ def print_human(r: dict[str, Any], rec: RecallFigures) -> None:
                   f"hits/query {s['mean_hits']:.1f}")
     print(f"  recall_p95_ratio ours/raw = {r['recall_p95_ratio']:.2f} "
           f"(target <= 1.5: {verdict[r['recall_p95_ratio'] <= 1.5]})")
-    print(f"  p95 growth {rec.half_size:,} -> {rec.full_size:,}: ours x{r['recall_p95_growth']:.2f}, "
+    print(f"  p95 growth {rec.sizes[0]:,} -> {rec.sizes[-1]:,}: ours x{r['recall_p95_growth']:.2f}, "
           f"raw FTS x{r['raw_fts_p95_growth']:.2f}, naive scoped x{r['naive_scoped_p95_growth']:.2f}")
 
 
@@ -806,7 +820,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--messages", type=int, default=None, help="messages per append run (default 10000)")
-    p.add_argument("--history-size", type=int, default=None, help="recall database size (default 200000)")
+    p.add_argument("--history-sizes", default=None,
+                   help="recall database sizes to measure at, comma-separated, growing (default 100000,200000;"
+                        " e.g. 100000,1000000)")
     p.add_argument("--rounds", type=int, default=3, help="append rounds, each on fresh databases")
     p.add_argument("--slices", type=int, default=None,
                    help="each round appends the messages in this many slices, the variants taking turns"
@@ -819,13 +835,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="where the databases go (default: a temporary directory, removed after)")
     args = p.parse_args(argv)
     args.messages = args.messages or (1_000 if args.quick else 10_000)
-    args.history_size = args.history_size or (20_000 if args.quick else 200_000)
+    args.history_sizes = [int(x) for x in (args.history_sizes or ("10000,20000" if args.quick else "100000,200000"))
+                          .replace("_", "").split(",")]
     args.queries = args.queries or (200 if args.quick else 300)
     args.slices = args.slices or (10 if args.quick else 20)
-    if (args.messages < THREADS * args.slices or args.history_size < 2 * MESSAGES_PER_AGENT
+    sizes = args.history_sizes
+    if (args.messages < THREADS * args.slices or sizes[0] < MESSAGES_PER_AGENT
+            or any(b < a + MESSAGES_PER_AGENT for a, b in pairwise(sizes))
             or args.rounds < 1 or args.slices < 1):
-        p.error(f"need --messages >= {THREADS} x --slices, --history-size >= {2 * MESSAGES_PER_AGENT},"
-                " --rounds >= 1 and --slices >= 1")
+        p.error(f"need --messages >= {THREADS} x --slices, --history-sizes growing by >= {MESSAGES_PER_AGENT}"
+                f" from >= {MESSAGES_PER_AGENT}, --rounds >= 1 and --slices >= 1")
     return args
 
 
@@ -840,8 +859,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         messages = append_workload(corpus, args.messages, SEED + 1)
         progress(f"append: {args.messages:,} messages x {args.rounds} rounds in {workdir}")
         appends, peer_note = run_appends(workdir, messages, args.rounds, args.slices)
-        progress(f"recall: building a {args.history_size:,}-message database")
-        rec = run_recall(workdir, corpus, args.history_size, args.queries)
+        progress(f"recall: growing a database to {', '.join(f'{n:,}' for n in args.history_sizes)} messages")
+        rec = run_recall(workdir, corpus, args.history_sizes, args.queries)
     finally:
         if owned:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -8,8 +8,10 @@ same run, of:
   source="history", limit=10)``; each result carries the message id ``append_message`` returned,
   which maps back to a turn id;
 * **raw FTS5** — an in-memory apsw FTS5 table (same tokenizer as the product: porter,
-  unicode61, diacritics removed) holding ``"speaker: text"`` of the same turns; the question's
-  every word token is quoted and OR-ed (no stop words dropped) and ranked by ``bm25``, top 10.
+  unicode61, diacritics removed) holding ``"speaker: text"`` of the same turns, fed one turn
+  per transaction in time order as ours is (a chat host stores messages as they arrive); the
+  question's every word token is quoted and OR-ed (no stop words dropped) and ranked by
+  ``bm25``, top 10. It returns turn ids only, ours whole messages with snippets.
 
 How a host would store these chats: the memory belongs to the FIRST participant of each
 conversation (the account holder; the agent keeps that person's memory and reads along), so
@@ -25,7 +27,10 @@ Two modes, both printed:
 (b) **alone**: each conversation in its own home (and its own FTS5 table).
 
 Figures: R@1/5/10 per category (a hit when ANY answering turn is in the top k) and, for
-multi-hop, "all answering turns in the top k"; p50/p95 latency per call. Progress goes to
+multi-hop, "all answering turns in the top k"; p50/p95 latency per question (each question's
+time is the median of 3 runs, ours and raw taking turns question by question), the p95 ratio
+ours / raw (target <= 1.5), and, as a diagnostic, raw FTS5 loaded in one transaction (a
+one-segment index: what merging the index buys). Progress goes to
 stderr; the LAST line of stdout is one JSON object with every figure.
 
 Run (from the repository root)::
@@ -40,6 +45,7 @@ import argparse
 import json
 import re
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -58,6 +64,8 @@ DATA = Path(__file__).resolve().parent / "recall_eval"
 AGENT = "companion"
 KS = (1, 5, 10)
 CATEGORIES = ("single-hop", "multi-hop", "temporal")
+REPEATS = 3  # each question's time is the median of this many runs
+WARM_UP = 20  # questions asked once, untimed, before each home is measured
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -133,16 +141,26 @@ def or_query(text: str) -> str:
 
 
 class RawFts:
-    """Plain FTS5 over ``"speaker: text"``: one in-memory table, bm25, no scoping beyond a filter."""
+    """Plain FTS5 over ``"speaker: text"``: one in-memory table, bm25, no scoping beyond a filter.
 
-    def __init__(self, conversations: Sequence[dict[str, Any]]) -> None:
+    Fed like ours, one turn per transaction in time order (as a host stores messages as they
+    arrive), so its index has the segments such a table has; ``bulk=True`` loads every turn in
+    one transaction instead (one segment: a diagnostic of what merging buys)."""
+
+    def __init__(self, conversations: Sequence[dict[str, Any]], *, bulk: bool = False) -> None:
         self.conn = apsw.Connection(":memory:")
         self.conn.execute(f"CREATE VIRTUAL TABLE turns USING fts5(body, conv UNINDEXED, turn UNINDEXED,"
                           f" tokenize='{TOKENIZER}')")
-        with self.conn:
-            self.conn.executemany("INSERT INTO turns(body, conv, turn) VALUES (?, ?, ?)", [
-                (f"{turn['speaker']}: {turn['text']}", c["id"], turn["id"])
-                for c in conversations for turn in turns_of(c)])
+        rows = sorted(((turn["created_at"], f"{turn['speaker']}: {turn['text']}", c["id"], turn["id"])
+                       for c in conversations for turn in turns_of(c)), key=lambda row: row[0])
+        insert = "INSERT INTO turns(body, conv, turn) VALUES (?, ?, ?)"
+        if bulk:
+            with self.conn:
+                self.conn.executemany(insert, [row[1:] for row in rows])
+        else:
+            for row in rows:
+                with self.conn:
+                    self.conn.execute(insert, row[1:])
 
     def search(self, question: dict[str, Any]) -> list[str]:
         rows = self.conn.execute("SELECT turn FROM turns WHERE turns MATCH ? AND conv = ? ORDER BY bm25(turns)"
@@ -197,10 +215,19 @@ class SystemRun:
         return out
 
 
+def timed(search: Callable[[dict[str, Any]], list[str]], question: dict[str, Any]) -> tuple[list[str], float]:
+    """The answer and the median time (ms) of :data:`REPEATS` runs of one question."""
+    times = []
+    for _ in range(REPEATS):
+        started = time.perf_counter()
+        ranked = search(question)
+        times.append((time.perf_counter() - started) * 1000)
+    return ranked, statistics.median(times)
+
+
 def ask(search: Callable[[dict[str, Any]], list[str]], question: dict[str, Any], run: SystemRun) -> list[str]:
-    started = time.perf_counter()
-    ranked = search(question)
-    run.latencies_ms.append((time.perf_counter() - started) * 1000)
+    ranked, ms = timed(search, question)
+    run.latencies_ms.append(ms)
     for bucket in (question["category"], "all"):
         run.scores[bucket].add(ranked, question)
     return ranked
@@ -211,23 +238,32 @@ def measure(groups: Sequence[Sequence[dict[str, Any]]], questions: Sequence[dict
     """Each group of conversations goes into one home (ours) and one FTS5 table (raw); every
     question's top 10 of both goes to ``dump``."""
     runs = {"ours": SystemRun(), "raw_fts5": SystemRun()}
+    bulk_ms: list[float] = []
     for index, group in enumerate(groups):
         ids = {c["id"] for c in group}
         asked = [q for q in questions if q["conversation"] in ids]
         progress(f"[{label}] home {index + 1}/{len(groups)}: {len(group)} conversation(s), {len(asked)} questions")
         ours = Ours(workdir / f"{label}-{index}", group)
-        raw = RawFts(group)
+        raw, bulk = RawFts(group), RawFts(group, bulk=True)
         try:
+            for question in asked[:WARM_UP]:  # statement caches and pages, for all alike
+                ours.search(question), raw.search(question), bulk.search(question)
             # Take turns question by question so a noisy moment hits both alike.
             for question in asked:
                 dump.append({"mode": label, "id": question["id"], "category": question["category"],
                              "answer_turn_ids": question["answer_turn_ids"],
                              "ours": ask(ours.search, question, runs["ours"]),
                              "raw_fts5": ask(raw.search, question, runs["raw_fts5"])})
+                bulk_ms.append(timed(bulk.search, question)[1])
         finally:
             ours.close()
             raw.close()
-    return {name: run.figures() for name, run in runs.items()}
+            bulk.close()
+    figures = {name: run.figures() for name, run in runs.items()}
+    figures["p95_ratio"] = round(figures["ours"]["latency_ms"]["p95"] / figures["raw_fts5"]["latency_ms"]["p95"], 3)
+    figures["raw_fts5_one_segment_latency_ms"] = {"p50": round(percentile(bulk_ms, 50), 3),
+                                                  "p95": round(percentile(bulk_ms, 95), 3)}
+    return figures
 
 
 # --- report ---------------------------------------------------------------------------------------
@@ -249,6 +285,10 @@ def print_table(title: str, figures: dict[str, Any]) -> None:
     for name in ("ours", "raw_fts5"):
         lat = figures[name]["latency_ms"]
         print(f"latency {name:<9} p50 {lat['p50']:.3f} ms   p95 {lat['p95']:.3f} ms")
+    print(f"p95 ratio ours / raw FTS5: {figures['p95_ratio']:.2f} (target <= 1.5)")
+    lat = figures["raw_fts5_one_segment_latency_ms"]
+    print(f"diagnostic, raw FTS5 loaded in one transaction (one segment): p50 {lat['p50']:.3f} ms"
+          f"   p95 {lat['p95']:.3f} ms")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -9,6 +9,8 @@ scope (at most :data:`MAX_CANDIDATES`, the newest) with those weights.
 from __future__ import annotations
 
 import math
+from itertools import accumulate
+from typing import cast
 
 import apsw
 
@@ -57,7 +59,7 @@ def idf(doc_frequency: int, scope_size: int) -> float:
 CANDIDATES_PER_RESULT = 3
 # When the rarest words' rows are fewer than the limit, the list is filled from at most this many
 # of the newest rows (per result asked for) holding only commoner words.
-FILL_CANDIDATES_PER_RESULT = 20
+FILL_CANDIDATES_PER_RESULT = 2
 
 
 def candidate_terms(doc_frequencies: list[int], scope_size: int, limit: int) -> list[int]:
@@ -98,15 +100,13 @@ def snippet(tokenize: apsw.FTS5Tokenizer, text: str, wanted: frozenset[str]) -> 
     """Like FTS5's ``snippet(…, '[', ']', '…', 16)``: the 16-token window holding the most query
     words, each marked ``[word]``, with ``…`` where text was cut."""
     data = text.encode()
-    tokens: list[tuple[int, int, str]] = []
-    for found in tokenize(data, apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=True, include_colocated=False):
-        if isinstance(found, tuple) and len(found) >= 3:  # (start, end, token) with offsets asked for
-            begin_at, end_at, token = found[0], found[1], found[2]
-            tokens.append((int(begin_at), int(end_at), str(token)))
-    hit = [tok[2] in wanted for tok in tokens]
+    tokens = cast("list[tuple[int, int, str]]", tokenize(
+        data, apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=True, include_colocated=False))
+    hit = [token[2] in wanted for token in tokens]
     start = 0
     if len(tokens) > SNIPPET_TOKENS:
-        counts = [sum(hit[i:i + SNIPPET_TOKENS]) for i in range(len(tokens) - SNIPPET_TOKENS + 1)]
+        before = [0, *accumulate(hit)]  # before[i]: matches among the first i tokens
+        counts = [before[i + SNIPPET_TOKENS] - before[i] for i in range(len(tokens) - SNIPPET_TOKENS + 1)]
         start = counts.index(max(counts))
         # Some words before the first match, when that keeps every match of the window.
         lead = max(0, next((i for i in range(start, len(hit)) if hit[i]), start) - 3)

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from fermix_memory.adapters.sqlite import history_rank
-from fermix_memory.adapters.sqlite.fts_query import match_expression, query_terms, quote_term
-from fermix_memory.adapters.sqlite.history_rank import (
-    FILL_CANDIDATES_PER_RESULT,
-    MAX_CANDIDATES,
-    SCORE_FUNCTION,
-    candidate_terms,
-    idf,
-)
-from fermix_memory.adapters.sqlite.read_side import ReadSide, clamp_limit
+from fermix_memory.adapters.sqlite.fts_query import match_expression
+from fermix_memory.adapters.sqlite.history_search import HistorySearch
+from fermix_memory.adapters.sqlite.read_side import clamp_limit
 from fermix_memory.adapters.sqlite.rows import (
     MEMORY_COLUMNS,
     MESSAGE_COLUMNS,
@@ -27,18 +20,15 @@ from fermix_memory.adapters.sqlite.rows import (
     review_state_from_row,
     review_state_key,
 )
-from fermix_memory.adapters.sqlite.scope_tokens import conversation_token, owner_token
 from fermix_memory.application.ports import (
     ConversationState,
     MemoryHit,
-    MessageHit,
     ResourceRevision,
     ReviewState,
 )
-from fermix_memory.domain.checkpoint import readable_by_its_owner
 from fermix_memory.domain.memory import Memory
-from fermix_memory.domain.messages import Message, is_question
-from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
+from fermix_memory.domain.messages import Message
+from fermix_memory.domain.scopes import MemoryFilter
 from fermix_memory.domain.values import ConversationKey
 
 
@@ -77,7 +67,7 @@ AGENT_OWNERS_SQL = (
 )
 
 
-class SqliteQueries(ReadSide):
+class SqliteQueries(HistorySearch):
     """Implements ``MemoryQueries`` on this thread's read connection."""
 
     def memory(self, memory_id: int) -> Memory | None:
@@ -157,103 +147,6 @@ class SqliteQueries(ReadSide):
             rows = self._rows(base + " ORDER BY created_at DESC, id DESC LIMIT ?", [*params, max(0, limit)])
             rows.reverse()
         return [message_from_row(r) for r in rows]
-
-    def search_history(self, query: str, where: HistoryFilter, limit: int) -> list[MessageHit]:
-        """The scope's turns matching ``query`` by text or sender, ranked with the scope's own
-        statistics (``history_rank``); a matching question brings the turn after it (ADR-0019)."""
-        terms = query_terms(query)
-        n = clamp_limit(limit)
-        if not terms or n == 0:
-            return []
-        if where.conversation is not None:
-            scope = quote_term(conversation_token(where.agent_id, where.owner_id, where.conversation))
-        else:
-            scope = quote_term(owner_token(where.agent_id, where.owner_id))
-        scope_size, *counts = self._counts([f"scope_tokens : {scope}",
-                                            *(f"scope_tokens : {scope} AND {{content sender}} : {quote_term(t)}"
-                                              for t in terms)])
-        # A word absent from the scope matches none of its rows.
-        found = [(t, df) for t, df in zip(terms, counts, strict=True) if df]
-        if not found:
-            return []
-        frequencies = [df for _, df in found]
-        ranked = self._scope_ranked(scope, [t for t, _ in found], [idf(df, scope_size) for df in frequencies],
-                                    candidate_terms(frequencies, scope_size, n), n)
-        tokenize = history_rank.tokenizer(self._conn())
-        wanted = history_rank.stems(tokenize, terms)
-        hits: list[MessageHit] = []
-        shown: set[int] = set()
-        for start in range(0, len(ranked), n + 2):
-            batch = ranked[start:start + n + 2]
-            for message, score in self._ranked_messages(batch):
-                if not _visible(message, where) or message.id in shown:
-                    continue
-                hits.append(MessageHit(message=message, rank=-score,
-                                       snippet=history_rank.snippet(tokenize, message.content, wanted)))
-                shown.add(message.id)
-                if len(hits) < n and is_question(message.content):
-                    reply = self._next_turn(message)
-                    if reply is not None and reply.id not in shown and _visible(reply, where):
-                        hits.append(MessageHit(message=reply, rank=-score, snippet=_context_snippet(reply),
-                                               context_of=message.id))
-                        shown.add(reply.id)
-                if len(hits) >= n:
-                    return hits[:n]
-        return hits
-
-    def _scope_ranked(self, scope: str, terms: list[str], weights: list[float], chosen: list[int],
-                      n: int) -> list[tuple[int, float]]:
-        """(rowid, score) of the scope's rows matching a ``chosen`` term, best first, with every
-        term scored; when that leaves fewer than ``n`` rows, of the rows matching any term."""
-        within = f"scope_tokens : {scope}"
-        rest = [i for i in range(len(terms)) if i not in chosen]
-        if rest and chosen:
-            # The other terms are phrases of the query too (so they are scored), in a group every
-            # row of the scope satisfies; the score's arguments follow the phrases' order.
-            match = (f"{within} AND {_any_of(terms, chosen)} AND ({within} OR {_any_of(terms, rest)})")
-            args = [*(weights[i] for i in chosen), 0.0, *(weights[i] for i in rest)]
-            ranked = self._scored(match, args, MAX_CANDIDATES)
-            if len(ranked) >= n:
-                return ranked
-            # Too few: the rest of the list comes from the newest rows holding only commoner words.
-            match = f"{within} AND {_any_of(terms, rest)} NOT {_any_of(terms, chosen)}"
-            filler = self._scored(match, [*(weights[i] for i in rest), *(weights[i] for i in chosen)],
-                                  FILL_CANDIDATES_PER_RESULT * n)
-            return sorted(ranked + filler, key=lambda hit: (-hit[1], -hit[0]))
-        return self._scored(f"{within} AND {_any_of(terms, range(len(terms)))}", weights, MAX_CANDIDATES)
-
-    def _scored(self, match: str, weights: list[float], newest: int) -> list[tuple[int, float]]:
-        """(rowid, score) of the ``newest`` rows matching ``match``, best first (ties: newer)."""
-        marks = ", ".join("?" * len(weights))
-        return [(int(r[0]), float(r[1])) for r in self._rows(
-            f"SELECT rowid, s FROM (SELECT rowid, {SCORE_FUNCTION}(messages_fts, {marks}) AS s FROM messages_fts"
-            " WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT ?) ORDER BY s DESC, rowid DESC",
-            (*weights, match, newest))]
-
-    def _counts(self, exprs: list[str]) -> list[int]:
-        """How many rows match each expression, in one statement."""
-        one = "(SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?)"
-        return [int(c) for c in self._rows(f"SELECT {', '.join([one] * len(exprs))}", exprs)[0]]
-
-    def _ranked_messages(self, batch: list[tuple[int, float]]) -> Iterator[tuple[Message, float]]:
-        """The messages of ``batch`` (rowid, score) in its order, each read into a ``Message``
-        only when the caller gets to it."""
-        marks = ", ".join("?" * len(batch))
-        rows = self._rows(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN ({marks})",
-                          [rowid for rowid, _ in batch])
-        by_id = {int(r[0]): r for r in rows}
-        return ((message_from_row(by_id[rowid]), score) for rowid, score in batch if rowid in by_id)
-
-    def _next_turn(self, message: Message) -> Message | None:
-        """The turn after ``message`` in its conversation (in the conversation's order)."""
-        conv = message.conversation
-        rows = self._rows(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE agent_id = ? AND channel = ? AND chat_id = ?"
-            " AND thread_scope = ? AND (created_at, id) > (SELECT created_at, id FROM messages WHERE id = ?)"
-            " ORDER BY created_at, id LIMIT 1",
-            (message.agent_id, conv.channel, conv.chat_id, conv.thread_scope, message.id),
-        )
-        return message_from_row(rows[0]) if rows else None
 
     def iter_messages(self, *, agent_id: str | None = None, batch: int = 5_000) -> Iterator[Message]:
         """Every message in id order (for export), read in batches."""
@@ -379,27 +272,6 @@ class SqliteQueries(ReadSide):
             params,
         )
         return [(r[0], r[1], ConversationKey(r[2], r[3], r[4])) for r in rows]
-
-CONTEXT_SNIPPET_CHARS = 240
-
-
-def _any_of(terms: list[str], indexes: Iterable[int]) -> str:
-    return f"{{content sender}} : ({' OR '.join(quote_term(terms[i]) for i in indexes)})"
-
-
-def _visible(message: Message, where: HistoryFilter) -> bool:
-    """Exact scope check: the token narrows the search, equality makes isolation exact."""
-    if message.agent_id != where.agent_id or message.owner_id != where.owner_id:
-        return False
-    if not readable_by_its_owner(message):  # a checkpoint holding other owners' words
-        return False
-    return where.conversation is None or message.conversation == where.conversation
-
-
-def _context_snippet(message: Message) -> str:
-    text = message.content
-    return text if len(text) <= CONTEXT_SNIPPET_CHARS else text[:CONTEXT_SNIPPET_CHARS].rstrip() + "…"
-
 
 _REVISION_COLUMNS = "v.agent_id, v.owner_id, v.name, v.revision, v.content, v.content_sha256, v.reason, v.created_at"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -60,19 +61,25 @@ def memory_from_row(row: Sequence[Any]) -> Memory:
     return Memory(**values)
 
 
-def message_from_row(row: tuple[Any, ...]) -> Message:
+# Rows of one conversation share its key (checked once, immutable); reads of history build many.
+_conversation_key = functools.lru_cache(maxsize=4096)(ConversationKey)
+_ROLES = {role.value: role for role in Role}
+_TRUSTS = {trust.value: trust for trust in Trust}
+
+
+def message_from_row(row: Sequence[Any]) -> Message:
     return Message(
         id=row[0],
         agent_id=row[1],
         owner_id=row[2],
-        conversation=ConversationKey(row[3], row[4], row[5]),
+        conversation=_conversation_key(row[3], row[4], row[5]),
         sender=row[6],
-        role=Role(row[7]),
+        role=_ROLES.get(row[7]) or Role(row[7]),
         kind=row[8],
         content=row[9],
-        metadata=json.loads(row[10]),
+        metadata=json.loads(row[10]) if row[10] != "{}" else {},
         created_at=datetime.fromisoformat(row[11]),
-        trust=Trust(row[12]),
+        trust=_TRUSTS.get(row[12]) or Trust(row[12]),
     )
 
 

@@ -1,0 +1,149 @@
+"""History search (``MemoryQueries.search_history``) on the read connection: scope-own ranking
+(``history_rank``), and the reply brought along with a matching question (ADR-0019)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from fermix_memory.adapters.sqlite import history_rank
+from fermix_memory.adapters.sqlite.fts_query import query_terms, quote_term
+from fermix_memory.adapters.sqlite.history_rank import (
+    FILL_CANDIDATES_PER_RESULT,
+    MAX_CANDIDATES,
+    SCORE_FUNCTION,
+    candidate_terms,
+    idf,
+)
+from fermix_memory.adapters.sqlite.read_side import ReadSide, clamp_limit
+from fermix_memory.adapters.sqlite.rows import MESSAGE_COLUMNS, message_from_row
+from fermix_memory.adapters.sqlite.scope_tokens import conversation_token, owner_token
+from fermix_memory.application.ports import MessageHit
+from fermix_memory.domain.checkpoint import readable_by_its_owner
+from fermix_memory.domain.messages import Message, is_question
+from fermix_memory.domain.scopes import HistoryFilter
+
+CONTEXT_SNIPPET_CHARS = 240
+# The turn after each of a batch of turns (ids bound as one JSON array), in its conversation's order.
+_NEXT_TURNS_SQL = (
+    f"SELECT q.id, {', '.join('n.' + c.strip() for c in MESSAGE_COLUMNS.split(','))}"
+    " FROM messages q JOIN messages n ON n.id = ("
+    "  SELECT m.id FROM messages m WHERE m.agent_id = q.agent_id AND m.channel = q.channel"
+    "  AND m.chat_id = q.chat_id AND m.thread_scope = q.thread_scope"
+    "  AND (m.created_at, m.id) > (q.created_at, q.id) ORDER BY m.created_at, m.id LIMIT 1)"
+    " WHERE q.id IN (SELECT value FROM json_each(?))"
+)
+
+
+class HistorySearch(ReadSide):
+    """``search_history`` of the query adapter."""
+
+    def search_history(self, query: str, where: HistoryFilter, limit: int) -> list[MessageHit]:
+        """The scope's turns matching ``query`` by text or sender, ranked with the scope's own
+        statistics (``history_rank``); a matching question brings the turn after it (ADR-0019)."""
+        terms = query_terms(query)
+        n = clamp_limit(limit)
+        if not terms or n == 0:
+            return []
+        if where.conversation is not None:
+            scope = quote_term(conversation_token(where.agent_id, where.owner_id, where.conversation))
+        else:
+            scope = quote_term(owner_token(where.agent_id, where.owner_id))
+        scope_size, *counts = self._counts([f"scope_tokens : {scope}",
+                                            *(f"scope_tokens : {scope} AND {{content sender}} : {quote_term(t)}"
+                                              for t in terms)])
+        # A word absent from the scope matches none of its rows.
+        found = [(t, df) for t, df in zip(terms, counts, strict=True) if df]
+        if not found:
+            return []
+        frequencies = [df for _, df in found]
+        ranked = self._scope_ranked(scope, [t for t, _ in found], [idf(df, scope_size) for df in frequencies],
+                                    candidate_terms(frequencies, scope_size, n), n)
+        tokenize = history_rank.tokenizer(self._conn())
+        wanted = history_rank.stems(tokenize, terms)
+        hits: list[MessageHit] = []
+        shown: set[int] = set()
+        for start in range(0, len(ranked), n + 2):
+            batch = self._ranked_messages(ranked[start:start + n + 2])
+            replies = self._next_turns([m.id for m, _ in batch if _visible(m, where) and is_question(m.content)])
+            for message, score in batch:
+                if not _visible(message, where) or message.id in shown:
+                    continue
+                hits.append(MessageHit(message=message, rank=-score,
+                                       snippet=history_rank.snippet(tokenize, message.content, wanted)))
+                shown.add(message.id)
+                reply = replies.get(message.id)
+                if len(hits) < n and reply is not None and reply.id not in shown and _visible(reply, where):
+                    hits.append(MessageHit(message=reply, rank=-score, snippet=_context_snippet(reply),
+                                           context_of=message.id))
+                    shown.add(reply.id)
+                if len(hits) >= n:
+                    return hits[:n]
+        return hits
+
+    def _scope_ranked(self, scope: str, terms: list[str], weights: list[float], chosen: list[int],
+                      n: int) -> list[tuple[int, float]]:
+        """(rowid, score) of the scope's rows matching a ``chosen`` term, best first, with every
+        term scored; when that leaves fewer than ``n`` rows, of the rows matching any term."""
+        within = f"scope_tokens : {scope}"
+        rest = [i for i in range(len(terms)) if i not in chosen]
+        if rest and chosen:
+            # The other terms are phrases of the query too (so they are scored), in a group every
+            # row of the scope satisfies; the score's arguments follow the phrases' order.
+            match = (f"{within} AND {_any_of(terms, chosen)} AND ({within} OR {_any_of(terms, rest)})")
+            args = [*(weights[i] for i in chosen), 0.0, *(weights[i] for i in rest)]
+            ranked = self._scored(match, args, MAX_CANDIDATES)
+            if len(ranked) >= n:
+                return ranked
+            # Too few: the rest of the list comes from the newest rows holding only commoner words.
+            match = f"{within} AND {_any_of(terms, rest)} NOT {_any_of(terms, chosen)}"
+            filler = self._scored(match, [*(weights[i] for i in rest), *(weights[i] for i in chosen)],
+                                  FILL_CANDIDATES_PER_RESULT * n)
+            return sorted(ranked + filler, key=lambda hit: (-hit[1], -hit[0]))
+        return self._scored(f"{within} AND {_any_of(terms, range(len(terms)))}", weights, MAX_CANDIDATES)
+
+    def _scored(self, match: str, weights: list[float], newest: int) -> list[tuple[int, float]]:
+        """(rowid, score) of the ``newest`` rows matching ``match``, best first (ties: newer)."""
+        marks = ", ".join("?" * len(weights))
+        return [(int(r[0]), float(r[1])) for r in self._rows(
+            f"SELECT rowid, s FROM (SELECT rowid, {SCORE_FUNCTION}(messages_fts, {marks}) AS s FROM messages_fts"
+            " WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT ?) ORDER BY s DESC, rowid DESC",
+            (*weights, match, newest))]
+
+    def _counts(self, exprs: list[str]) -> list[int]:
+        """How many rows match each expression, in one statement."""
+        one = "(SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?)"
+        return [int(c) for c in self._rows(f"SELECT {', '.join([one] * len(exprs))}", exprs)[0]]
+
+    def _ranked_messages(self, batch: list[tuple[int, float]]) -> list[tuple[Message, float]]:
+        """The messages of ``batch`` (rowid, score), in its order."""
+        marks = ", ".join("?" * len(batch))
+        rows = self._rows(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN ({marks})",
+                          [rowid for rowid, _ in batch])
+        by_id = {int(r[0]): r for r in rows}
+        return [(message_from_row(by_id[rowid]), score) for rowid, score in batch if rowid in by_id]
+
+    def _next_turns(self, ids: list[int]) -> dict[int, Message]:
+        """The turn after each of ``ids`` in its conversation (in the conversation's order), in
+        one statement."""
+        if not ids:
+            return {}
+        rows = self._rows(_NEXT_TURNS_SQL, (f"[{','.join(map(str, ids))}]",))
+        return {int(r[0]): message_from_row(r[1:]) for r in rows}
+
+
+def _any_of(terms: list[str], indexes: Iterable[int]) -> str:
+    return f"{{content sender}} : ({' OR '.join(quote_term(terms[i]) for i in indexes)})"
+
+
+def _visible(message: Message, where: HistoryFilter) -> bool:
+    """Exact scope check: the token narrows the search, equality makes isolation exact."""
+    if message.agent_id != where.agent_id or message.owner_id != where.owner_id:
+        return False
+    if not readable_by_its_owner(message):  # a checkpoint holding other owners' words
+        return False
+    return where.conversation is None or message.conversation == where.conversation
+
+
+def _context_snippet(message: Message) -> str:
+    text = message.content
+    return text if len(text) <= CONTEXT_SNIPPET_CHARS else text[:CONTEXT_SNIPPET_CHARS].rstrip() + "…"
