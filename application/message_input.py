@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from fermix_memory.domain.conversation_events import MessageAppended
 from fermix_memory.domain.errors import DomainError, InvalidConversationKey
-from fermix_memory.domain.events import MessageAppended
 from fermix_memory.domain.values import ConversationKey, Role, Trust, check_identifier, is_encodable, preview
 
 MAX_CONTENT_CHARS = 1_000_000
