@@ -15,7 +15,7 @@ from typing import Any, NewType
 import attrs
 
 from fermix_memory.domain.admission import WriteContext
-from fermix_memory.domain.events import Provenance
+from fermix_memory.domain.event_base import Provenance
 from fermix_memory.domain.operations import Operation
 from fermix_memory.domain.scopes import Reader, RecallScope, RecallSource, WriterKind
 from fermix_memory.domain.values import ConversationKey, Trust

@@ -11,8 +11,9 @@ from typing import Any
 from fermix_memory.application.message_input import build_message_event
 from fermix_memory.application.ports import Clock, EventStore, WriteTransaction
 from fermix_memory.application.streams import conversation_stream
+from fermix_memory.domain.conversation_events import ConversationWindowCleared, MessageAppended
 from fermix_memory.domain.errors import DomainError
-from fermix_memory.domain.events import ConversationWindowCleared, MessageAppended, Provenance
+from fermix_memory.domain.event_base import Provenance
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import ConversationKey, check_identifier
 

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fermix_memory.domain.checkpoint import quoted_owners_of
+from fermix_memory.domain.conversation_events import MessageAppended
 from fermix_memory.domain.errors import DomainError, InvalidConversationKey
-from fermix_memory.domain.events import MessageAppended
 from fermix_memory.domain.values import ConversationKey, Role, Trust, check_identifier, is_encodable, preview
 
 MAX_CONTENT_CHARS = 1_000_000

@@ -10,7 +10,7 @@ import attrs
 
 from fermix_memory.domain.admission import RowLookup
 from fermix_memory.domain.conversation_window import ConversationWindow
-from fermix_memory.domain.events import DomainEvent
+from fermix_memory.domain.event_base import DomainEvent
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.review_gate import ReviewGateState

@@ -42,7 +42,7 @@ from fermix_memory.domain.errors import ReviewerAnswerError
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.operations import Operation
-from fermix_memory.domain.reviewer_answer import parse_reviewer_answer_tolerant
+from fermix_memory.domain.reviewer_answer_repair import parse_reviewer_answer_tolerant
 from fermix_memory.domain.scopes import MemoryFilter, Reader, RecallScope, WriterKind, memory_filter
 from fermix_memory.domain.values import ConversationKey, Trust
 

@@ -31,11 +31,8 @@ from fermix_memory.application.ports import ChatMessage, ChatRequest
 from fermix_memory.domain.errors import FermixError, ReviewerAnswerError
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
-from fermix_memory.domain.reviewer_answer import (
-    OPERATIONS_SCHEMA,
-    OPERATIONS_SCHEMA_NAME,
-    parse_reviewer_answer_tolerant,
-)
+from fermix_memory.domain.reviewer_answer import OPERATIONS_SCHEMA, OPERATIONS_SCHEMA_NAME
+from fermix_memory.domain.reviewer_answer_repair import parse_reviewer_answer_tolerant
 
 REVIEW_INPUT_START = "<<<REVIEW_INPUT_JSON"
 REVIEW_INPUT_END = "REVIEW_INPUT_JSON>>>"

@@ -44,7 +44,7 @@ from fermix_memory.application.tool_definitions import (
 )
 from fermix_memory.domain.admission import WriteContext
 from fermix_memory.domain.errors import DomainError, InvalidIdentifier
-from fermix_memory.domain.events import Provenance
+from fermix_memory.domain.event_base import Provenance
 from fermix_memory.domain.operations import AddOperation, Operation
 from fermix_memory.domain.scopes import (
     Reader,

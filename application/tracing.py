@@ -6,7 +6,7 @@ import logging
 
 from fermix_memory.application.ports import EventStore, ModelCallTrace
 from fermix_memory.application.streams import TRACE_STREAM
-from fermix_memory.domain.events import ModelCallTraced
+from fermix_memory.domain.activity_events import ModelCallTraced
 
 log = logging.getLogger("fermix_memory.trace")
 

@@ -15,7 +15,7 @@ from fermix_memory.application.commands import AfterTurn, BeforeTurn, HandleComm
 from fermix_memory.application.compaction import Compactor
 from fermix_memory.application.history import HistoryService
 from fermix_memory.application.reviewer import Reviewer, ReviewResult
-from fermix_memory.domain.events import Provenance
+from fermix_memory.domain.event_base import Provenance
 from fermix_memory.domain.values import Trust
 
 COMMANDS = ("/compact", "/new", "/clear")

@@ -15,16 +15,15 @@ from typing import Protocol
 import attrs
 
 from fermix_memory.domain.errors import InvalidIdentifier
-from fermix_memory.domain.events import (
-    DomainEvent,
+from fermix_memory.domain.event_base import DomainEvent, Provenance
+from fermix_memory.domain.memory import MAX_VALUE_CHARS, Memory
+from fermix_memory.domain.memory_events import (
     MemoryAdded,
     MemoryArchived,
     MemoryReplaced,
     MemoryRestored,
     OperationRefused,
-    Provenance,
 )
-from fermix_memory.domain.memory import MAX_VALUE_CHARS, Memory
 from fermix_memory.domain.operations import (
     AddOperation,
     ArchiveOperation,

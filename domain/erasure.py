@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from fermix_memory.domain.events import DomainEvent, OwnerRef
+from fermix_memory.domain.event_base import DomainEvent, OwnerRef
 from fermix_memory.domain.values import ConversationKey
 
 ConversationRef = tuple[str, ConversationKey]

@@ -18,16 +18,14 @@ Two kinds of problem are told apart on purpose:
 
 ``null`` is never accepted for an optional field: omit the field instead.
 
-:func:`parse_reviewer_answer_tolerant` is the strict parser plus a few conservative repairs of
-what weak local models write (see its docstring); every operation it returns still went
-through the same structural checks, and what it repaired is reported.
+:func:`fermix_memory.domain.reviewer_answer_repair.parse_reviewer_answer_tolerant` is this
+parser plus a few conservative repairs of what weak local models write; every operation it
+returns still went through the same structural checks (:func:`operations_from_document`).
 """
 
 from __future__ import annotations
 
-import ast
 import json
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -116,7 +114,12 @@ def _reject_constant(name: str) -> Any:
     raise _BadJson(f"{name} is not a JSON number")
 
 
-def _too_long(text: str) -> bool:
+def decode_json(text: str) -> object:
+    """``json.loads`` refusing duplicate keys and ``NaN``/``Infinity`` (raises ``ValueError``)."""
+    return json.loads(text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
+
+
+def answer_too_long(text: str) -> bool:
     """Over :data:`MAX_ANSWER_BYTES` in UTF-8 (the character count first: it is cheaper)."""
     return len(text) > MAX_ANSWER_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_ANSWER_BYTES
 
@@ -129,7 +132,7 @@ def parse_reviewer_answer(text: str) -> list[Operation]:
     """
     if not isinstance(text, str):
         raise ReviewerAnswerError(f"reviewer answer must be text, got {type(text).__name__}")
-    if _too_long(text):
+    if answer_too_long(text):
         raise ReviewerAnswerError(f"reviewer answer is longer than {MAX_ANSWER_BYTES} bytes")
     stripped = text.strip()
     if stripped == NOTHING_TO_SAVE:
@@ -142,150 +145,12 @@ def parse_reviewer_answer(text: str) -> list[Operation]:
             f"reviewer answer must be {NOTHING_TO_SAVE!r} or one JSON object, got {_excerpt(stripped)}"
         )
     try:
-        document = json.loads(body, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
+        document = decode_json(body)
     except (ValueError, RecursionError) as exc:
         # ValueError covers JSONDecodeError (incl. prose after the object), our hooks and
         # integers beyond Python's digit limit; RecursionError covers absurd nesting.
         raise ReviewerAnswerError(f"reviewer answer is not one valid JSON object: {str(exc)[:200]}") from None
-    return _operations(document)
-
-
-def parse_reviewer_answer_tolerant(text: str) -> tuple[list[Operation], tuple[str, ...]]:
-    """:func:`parse_reviewer_answer`, else the same after conservative repairs; returns the
-    operations and the names of the repairs made (``()`` when the answer was already strict).
-
-    Repairs, tried only when the strict parse fails, each kept only if the result then passes
-    every structural check of the strict parser:
-
-    * ``<think>...</think>`` before the answer (reasoning models served locally) is dropped;
-    * prose around the answer: the inside of the ONE fenced block, or else the ONE top-level
-      ``{...}`` object in the text, is taken (two candidates: refused, it is ambiguous);
-    * trailing commas before ``}`` or ``]`` are dropped;
-    * Python-style literals (single-quoted strings) are read as literals, never evaluated,
-      and refused when a key repeats.
-
-    Never repaired (the strict error is raised): ``Nothing to save.`` in any other spelling
-    or with words around it, two JSON objects, truncated JSON, missing or unknown fields,
-    wrong types, unknown ops, ``null`` or ``true`` where text or a number belongs.
-    """
-    try:
-        return parse_reviewer_answer(text), ()
-    except ReviewerAnswerError as strict:
-        if not isinstance(text, str) or _too_long(text):
-            raise
-        error = strict
-    repairs: list[str] = []
-    body = text.strip()
-    if body.startswith("<think>") and "</think>" in body:
-        body = body[body.index("</think>") + len("</think>"):].strip()
-        repairs.append("thinking dropped")
-        try:
-            return parse_reviewer_answer(body), tuple(repairs)
-        except ReviewerAnswerError as exc:
-            error = exc
-    candidate = _only_candidate(body)
-    if candidate is None:
-        raise error
-    if candidate != body:
-        repairs.append("prose around the answer dropped")
-    for repair, fix in (("", _same), ("trailing commas dropped", _drop_trailing_commas)):
-        fixed = fix(candidate)
-        try:
-            document = json.loads(fixed, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
-        except (ValueError, RecursionError):
-            continue
-        return _operations(document), tuple(repairs + ([repair] if repair else []))
-    document = _python_literal(candidate)
-    if document is None:
-        raise error
-    return _operations(document), tuple([*repairs, "Python-style literal read as JSON"])
-
-
-_FENCED_BLOCK = re.compile(r"```(?:json|JSON)?[ \t]*\n(.*?)\n?```", re.DOTALL)
-_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
-
-
-def _same(text: str) -> str:
-    return text
-
-
-def _only_candidate(text: str) -> str | None:
-    """The one fenced block's inside, or else the one top-level ``{...}`` object, in ``text``."""
-    blocks = _FENCED_BLOCK.findall(text)
-    if len(blocks) == 1:
-        inner: str = blocks[0].strip()
-        return inner
-    if blocks:
-        return None
-    objects = _top_level_objects(text)
-    return objects[0] if len(objects) == 1 else None
-
-
-def _top_level_objects(text: str) -> list[str]:
-    """Every balanced ``{...}`` at nesting depth 0 (quotes of either kind respected); linear."""
-    found: list[str] = []
-    depth, start = 0, -1
-    for index, char in enumerate(_strings_blanked(text, "\"'", in_braces_only=True)):
-        if char == "{":
-            if depth == 0:
-                start = index
-            depth += 1
-        elif char == "}" and depth:
-            depth -= 1
-            if depth == 0:
-                found.append(text[start : index + 1])
-    return found
-
-
-def _drop_trailing_commas(text: str) -> str:
-    """``text`` without the commas that directly close an object or array, outside strings."""
-    out, last = [], 0
-    for match in _TRAILING_COMMA.finditer(_strings_blanked(text, '"')):
-        out.append(text[last : match.start()])
-        last = match.start() + 1  # skip the comma only
-    out.append(text[last:])
-    return "".join(out)
-
-
-def _strings_blanked(text: str, quotes: str, *, in_braces_only: bool = False) -> str:
-    """``text`` with the inside of every string quoted by one of ``quotes`` replaced by spaces
-    (same length). ``in_braces_only``: quotes outside any ``{...}`` (an apostrophe in prose
-    around the answer) open no string."""
-    chars = list(text)
-    quote, escaped, depth = "", False, 0
-    for index, char in enumerate(text):
-        if quote:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == quote:
-                quote = ""
-                continue
-            chars[index] = " "
-        elif char in quotes and (depth or not in_braces_only):
-            quote = char
-        elif char == "{":
-            depth += 1
-        elif char == "}" and depth:
-            depth -= 1
-    return "".join(chars)
-
-
-def _python_literal(text: str) -> object | None:
-    """``text`` read as a Python literal (never evaluated); ``None`` if it is not one, or if
-    any dict in it repeats a key (``literal_eval`` would silently keep the last)."""
-    try:
-        tree = ast.parse(text, mode="eval")
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Dict):
-                keys = [k.value for k in node.keys if isinstance(k, ast.Constant)]
-                if len(keys) != len(set(map(repr, keys))):
-                    return None
-        value: object = ast.literal_eval(tree)
-    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
-        return None
-    return value
+    return operations_from_document(document)
 
 
 def _unfence(text: str) -> str:
@@ -305,7 +170,8 @@ def _unfence(text: str) -> str:
     return text[newline + 1 : -len(_FENCE)]
 
 
-def _operations(document: object) -> list[Operation]:
+def operations_from_document(document: object) -> list[Operation]:
+    """The operations of a decoded answer, after every structural check (see the module docstring)."""
     if not isinstance(document, dict):
         raise ReviewerAnswerError("reviewer answer must be a JSON object")
     if set(document) != {"operations"}:

@@ -16,7 +16,7 @@ from fermix_memory.application.memory_writes import OperationOutcome
 from fermix_memory.application.message_input import InvalidMessage, conversation_key
 from fermix_memory.application.recall import RecallResult
 from fermix_memory.domain.errors import InvalidArgument
-from fermix_memory.domain.events import Provenance
+from fermix_memory.domain.event_base import Provenance
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.operations import Operation

@@ -3,7 +3,6 @@ library's log lines captured, as the console script would print them."""
 
 from __future__ import annotations
 
-import argparse
 import io
 import sys
 from contextlib import redirect_stderr, redirect_stdout
@@ -37,17 +36,6 @@ def run_cli(*argv: str, home: Path | None = None, stdin: bytes | None = None) ->
     return CliResult(code, out.getvalue(), err.getvalue())
 
 
-def leaf_commands() -> dict[tuple[str, ...], argparse.ArgumentParser]:
-    """Every runnable sub-command of the parser (its words), with its own parser."""
-    found: dict[tuple[str, ...], argparse.ArgumentParser] = {}
-
-    def walk(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> None:
-        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-        if not subs:
-            found[path] = parser
-        for action in subs:
-            for name, sub in action.choices.items():
-                walk(sub, (*path, name))
-
-    walk(cli.build_parser(), ())
-    return found
+def leaf_commands() -> dict[tuple[str, ...], cli.Command]:
+    """Every runnable sub-command (its words), with its options, from the CLI's command tree."""
+    return {command.words: command for command in cli.command_tree()}

@@ -15,7 +15,7 @@ from fermix_memory.adapters.sqlite.connection import scalar_int
 from fermix_memory.adapters.sqlite.event_store import chain_hash, payload_digest
 from fermix_memory.adapters.sqlite.head import GENESIS_HASH
 from fermix_memory.application.errors import IntegrityError
-from fermix_memory.domain.events import OwnerForgotten
+from fermix_memory.domain.memory_events import OwnerForgotten
 
 Progress = Callable[[int, int], None]
 BATCH = 5_000  # events between two progress calls (and commits, when folding)

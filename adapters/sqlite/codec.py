@@ -14,7 +14,8 @@ from typing import Any
 import cattrs
 
 from fermix_memory.application.errors import IntegrityError
-from fermix_memory.domain.events import EVENTS_BY_KIND, DomainEvent
+from fermix_memory.domain.event_base import DomainEvent
+from fermix_memory.domain.events import EVENTS_BY_KIND
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 

@@ -22,7 +22,7 @@ from fermix_memory.adapters.sqlite.rows import (
 )
 from fermix_memory.application.errors import ConcurrencyConflict
 from fermix_memory.application.ports import RecordedEvent, ReviewState, StreamEvents
-from fermix_memory.domain.events import DomainEvent
+from fermix_memory.domain.event_base import DomainEvent
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.values import ConversationKey, Scope
 

@@ -10,7 +10,7 @@ import pytest
 
 from fermix_memory.application.memory_writes import MemoryWriter
 from fermix_memory.domain.admission import WriteContext
-from fermix_memory.domain.events import Provenance
+from fermix_memory.domain.event_base import Provenance
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.operations import AddOperation, ArchiveOperation, Operation, ReplaceOperation
 from fermix_memory.domain.scopes import Reader, WriterKind

@@ -1,12 +1,12 @@
 """Every ``fermix`` command, fed arbitrary arguments: a clear answer, never a crash.
 
-The commands are enumerated from the parser, so a new command is fuzzed without editing this
-file. Each run ends with ``events verify``: whatever the arguments did, the log still verifies.
+The commands are enumerated from the CLI's command tree (the table the parser is built from),
+so a new command is fuzzed without editing this file. Each run ends with ``events verify``:
+whatever the arguments did, the log still verifies.
 """
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import sys
@@ -29,16 +29,16 @@ KNOWN = ["alice", "bob", "ada", "max", "user_md", "memory_md", "telegram:42", "t
 TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="/\\~"), max_size=12)
 
 
-def vocabulary(parser: argparse.ArgumentParser) -> list[str]:
-    words = []
-    for action in parser._actions:
-        words += [o for o in action.option_strings if o != "--home"]
-        words += [str(c) for c in (action.choices or ()) if isinstance(c, str)]
+def vocabulary(command: cli.Command) -> list[str]:
+    words = ["-h", "--help"]  # argparse's own option, on every command
+    for option in command.options:
+        words += [flag for flag in option.flags if flag.startswith("-") and flag != "--home"]
+        words += list(option.choices)
     return words
 
 
-def arguments(parser: argparse.ArgumentParser) -> st.SearchStrategy[list[str]]:
-    token = st.one_of(st.sampled_from(vocabulary(parser) + KNOWN), TEXT, st.integers(-3, 10**12).map(str))
+def arguments(command: cli.Command) -> st.SearchStrategy[list[str]]:
+    token = st.one_of(st.sampled_from(vocabulary(command) + KNOWN), TEXT, st.integers(-3, 10**12).map(str))
     return st.lists(token, max_size=6)
 
 

@@ -400,15 +400,36 @@ def test_python_dash_m_fermix_memory_runs_the_cli(tmp_path: Path) -> None:
     assert shown.returncode == 0 and shown.stdout.startswith("fermix ")
 
 
+def offered(*words: str) -> set[str] | None:
+    """The sub-commands ``fermix WORDS`` offers (from its error on an unknown one); None for a leaf."""
+    err = run_cli(*words, "no-such-command").stderr
+    if "choose from" not in err:
+        return None
+    return {w.strip(" '") for w in err.split("choose from", 1)[1].split(")", 1)[0].split(",")}
+
+
+def test_the_command_tree_is_every_command_the_parser_runs() -> None:
+    runnable: set[tuple[str, ...]] = set()
+    for first in offered() or ():
+        below = offered(first)
+        runnable |= {(first,)} if below is None else {(first, second) for second in below}
+    assert runnable == set(leaf_commands())
+    assert [c.words for c in cli.command_tree()] == list(leaf_commands())  # one entry per command
+
+
 def test_every_argument_has_help_and_defaults_are_shown() -> None:
-    for path, parser in leaf_commands().items():
-        for action in parser._actions:
-            assert action.help and action.help.strip(), (path, action.dest)
-        text = " ".join(parser.format_help().split())
-        for action in parser._actions:
-            if action.option_strings and cli.shows_default(action.default):
-                assert f"(default: {action.default})" in text, (path, action.dest)
-    shown = " ".join(leaf_commands()[("events", "log")].format_help().split())
+    for words, command in leaf_commands().items():
+        shown = run_cli(*words, "--help")
+        assert shown.returncode == 0 and shown.stdout.startswith(f"usage: fermix {' '.join(words)} "), words
+        text = " ".join(shown.stdout.split())
+        for option in command.options:
+            assert option.help.strip(), (words, option.flags)
+            if option.positional:
+                continue
+            assert all(flag in text for flag in option.flags), (words, option.flags)
+            if cli.shows_default(option.default):
+                assert f"(default: {option.default})" in text, (words, option.flags)
+    shown = " ".join(run_cli("events", "log", "--help").stdout.split())
     assert "(default: 100)" in shown and "only events after this position (default: 0)" in shown
 
 

@@ -29,7 +29,7 @@ from fermix_memory.application.reviewer_prompt import (
     REVIEWER_SYSTEM_PROMPT,
     parse_review_input,
 )
-from fermix_memory.domain.events import DomainEvent
+from fermix_memory.domain.event_base import DomainEvent
 from fermix_memory.domain.reviewer_answer import OPERATIONS_SCHEMA
 from fermix_memory.domain.values import ConversationKey
 from fermix_memory.entrypoints.api import MemorySystem

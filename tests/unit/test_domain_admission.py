@@ -12,16 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fermix_memory.domain.admission import AdmissionPolicy, WriteContext
-from fermix_memory.domain.events import (
-    DomainEvent,
+from fermix_memory.domain.event_base import DomainEvent, Provenance
+from fermix_memory.domain.memory import MAX_VALUE_CHARS, Memory
+from fermix_memory.domain.memory_events import (
     MemoryAdded,
     MemoryArchived,
     MemoryReplaced,
     MemoryRestored,
     OperationRefused,
-    Provenance,
 )
-from fermix_memory.domain.memory import MAX_VALUE_CHARS, Memory
 from fermix_memory.domain.operations import AddOperation, ArchiveOperation, Operation, ReplaceOperation
 from fermix_memory.domain.scopes import Reader, RecallScope, WriterKind, memory_filter, write_scope
 from fermix_memory.domain.values import (

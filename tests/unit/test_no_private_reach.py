@@ -16,9 +16,6 @@ PRIVATE_READ = re.compile(r"\b(\w+)\.(_(?!_)\w*)")
 OWN = {"self", "cls"}  # a helper's own state
 ALLOWED = {
     ("os", "_exit"),  # a hard crash, on purpose
-    # argparse has no public way to list a parser's arguments and sub-commands.
-    ("parser", "_actions"),
-    ("argparse", "_SubParsersAction"),
 }
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from fermix_memory.domain.admission import AdmissionPolicy
-from fermix_memory.domain.events import (
+from fermix_memory.domain.event_base import Provenance
+from fermix_memory.domain.memory_events import (
     MemoryAdded,
     MemoryArchived,
     MemoryReplaced,
     MemoryRestored,
     OperationRefused,
-    Provenance,
 )
 from fermix_memory.domain.operations import AddOperation, ArchiveOperation, ReplaceOperation
 from fermix_memory.domain.scopes import WriterKind

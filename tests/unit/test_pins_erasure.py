@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from fermix_memory.domain.erasure import OwnerContentFinder
-from fermix_memory.domain.events import Erasure
+from fermix_memory.domain.event_base import Erasure
 from fermix_memory.domain.values import ConversationKey
 
 ROOM = ConversationKey(channel="chat", chat_id="room")

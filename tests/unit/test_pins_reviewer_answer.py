@@ -1,5 +1,5 @@
-"""Pins for domain/reviewer_answer.py: the exact limits (64 KiB, 50 operations, the largest row id)
-as literals, and every accepted spelling next to its refused neighbour."""
+"""Pins for domain/reviewer_answer.py and reviewer_answer_repair.py: the exact limits (64 KiB,
+50 operations, the largest row id) as literals, and every accepted spelling next to its refused neighbour."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from fermix_memory.domain.reviewer_answer import (
     format_reviewer_answer,
     operation_to_dict,
     parse_reviewer_answer,
-    parse_reviewer_answer_tolerant,
 )
+from fermix_memory.domain.reviewer_answer_repair import parse_reviewer_answer_tolerant
 
 LIMIT = 65536  # 64 KiB
 ONE_ADD = '{"operations": [{"op": "add", "category": "goal", "key": "k", "value": "v"}]}'

@@ -19,8 +19,8 @@ from fermix_memory.domain.reviewer_answer import (
     format_reviewer_answer,
     operation_to_dict,
     parse_reviewer_answer,
-    parse_reviewer_answer_tolerant,
 )
+from fermix_memory.domain.reviewer_answer_repair import parse_reviewer_answer_tolerant
 from tests.integration.loopback_models import WEAK_MODEL_ANSWERS, WEAK_MODEL_OPERATION
 
 SPEC_EXAMPLE = """{"operations": [

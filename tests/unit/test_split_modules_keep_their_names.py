@@ -13,9 +13,21 @@ KEPT = {
         "VerifyReport", "Progress", "LogEntry", "fts_integrity",
     ),
     "fermix_memory.entrypoints.cli": (
-        "main", "run", "build_parser", "log_lines", "wants_json", "shows_default", "Progress", "EXIT_OK",
-        "EXIT_ERROR",
+        "main", "run", "build_parser", "command_tree", "log_lines", "wants_json", "shows_default", "Progress",
+        "EXIT_OK", "EXIT_ERROR",
     ),
+    "fermix_memory.domain.events": (
+        "Provenance", "OwnerRef", "Erasure", "NO_OWNER_CONTENT", "DomainEvent", "MessageAppended",
+        "ConversationWindowCleared", "HistoryCompacted", "CompactionFailed", "MemoryAdded", "MemoryReplaced",
+        "MemoryArchived", "MemoryRestored", "OperationRefused", "ReviewClaimed", "ReviewCompleted", "ReviewFailed",
+        "ReviewSkipped", "MemorySourceRegistered", "ScheduledJobSaved", "JobRunRecorded", "ResourceRevised",
+        "ResourceRolledBack", "ModelCallTraced", "OwnerForgotten", "ALL_EVENTS", "EVENTS_BY_KIND", "REFERRING_KINDS",
+    ),
+    "fermix_memory.domain.reviewer_answer": (
+        "NOTHING_TO_SAVE", "MAX_ANSWER_BYTES", "MAX_OPERATIONS", "MAX_MEMORY_ID", "OPERATIONS_SCHEMA_NAME",
+        "OPERATIONS_SCHEMA", "parse_reviewer_answer", "operation_to_dict", "format_reviewer_answer",
+    ),
+    "fermix_memory.domain.rules_extractor": ("extract_operations", "MAX_TEXT_CHARS"),
     "fermix_memory.application.tools": (
         "MemoryTools", "ToolContext", "InvalidToolContext", "TOOL_NAMES", "MAX_ARGUMENT_CHARS", "tool_definitions",
         "openai_tool_definitions", "anthropic_tool_definitions", "validate_arguments", "parse_arguments",
@@ -39,4 +51,10 @@ def test_split_module_and_its_parts_stay_under_350_lines(module: str) -> None:
     stem = path.stem.removesuffix("s")  # tools -> tool_*, settings -> settings_*
     parts = [path, *path.parent.glob(f"{stem}_*.py"), *path.parent.glob(f"{path.stem}_*.py")]
     too_long = {p.name: n for p in set(parts) if (n := len(p.read_text(encoding="utf-8").splitlines())) > 350}
+    assert too_long == {}
+
+
+def test_no_domain_module_is_over_350_lines() -> None:
+    domain = Path(importlib.import_module("fermix_memory.domain.values").__file__ or "").parent
+    too_long = {p.name: n for p in domain.glob("*.py") if (n := len(p.read_text(encoding="utf-8").splitlines())) > 350}
     assert too_long == {}

@@ -1,0 +1,76 @@
+"""The base of every domain event: :class:`DomainEvent`, the :class:`Provenance` of a change
+and the :class:`Erasure` each event declares (whose content it carries, ADR-0010).
+
+The event classes themselves live in ``conversation_events``, ``memory_events`` and
+``activity_events``; ``events`` gathers them with the registry of kinds.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import ClassVar
+
+import attrs
+
+from fermix_memory.domain.values import ConversationKey, Trust
+
+
+@attrs.frozen(kw_only=True)
+class Provenance:
+    """Who caused a change, through what, and why."""
+
+    agent_id: str
+    owner_id: str
+    trust: Trust = Trust.GUEST
+    source_type: str = ""
+    source_id: str = ""
+    session_id: str = ""
+    run_id: str = ""
+    source_message_id: int | None = None
+    reason: str = ""
+
+
+OwnerRef = tuple[str, str]  # (agent_id, owner_id)
+
+
+@attrs.frozen(kw_only=True)
+class Erasure:
+    """Whose content an event carries: what forgetting an owner must redact (ADR-0010).
+
+    ``owners``: (agent, owner) pairs whose words or data the event carries. ``memory_row`` /
+    ``job``: it also carries content of the owner of that memory row / scheduled job.
+    ``conversation``: it carries text of the conversation (model output quoting anyone), so it
+    belongs to every owner who takes part in it. The ``creates_*`` / ``takes_part`` facts let
+    those references be resolved from the log alone: this event creates memory row
+    <its position> / job ``creates_job`` for ``owners[0]``; its owners take part in
+    ``conversation``.
+    """
+
+    owners: tuple[OwnerRef, ...] = ()
+    memory_row: int | None = None
+    job: str = ""
+    conversation: tuple[str, ConversationKey] | None = None
+    creates_row: bool = False
+    creates_job: str = ""
+    takes_part: bool = False
+
+
+NO_OWNER_CONTENT = Erasure()
+
+
+@attrs.frozen(kw_only=True)
+class DomainEvent:
+    """Base of all events; ``at`` is when the change happened (passed in, never read here).
+
+    Every event class declares :meth:`erasure` itself (no default: a new kind must decide
+    whose content it carries)."""
+
+    kind: ClassVar[str] = ""
+    schema: ClassVar[int] = 1
+    # True when ``erasure()`` can name an owner's content by reference (a memory row, a job, a
+    # conversation) instead of by the owner ids in the event itself. Declared by every class.
+    refers_to_others: ClassVar[bool]
+    at: datetime
+
+    def erasure(self) -> Erasure:
+        raise NotImplementedError(f"{type(self).__name__} does not declare whose content it carries")

@@ -1,0 +1,124 @@
+"""Events of memory rows (added, replaced, archived, restored, an operation refused) and of
+forgetting an owner."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import attrs
+
+from fermix_memory.domain.event_base import NO_OWNER_CONTENT, DomainEvent, Erasure, Provenance
+from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, ScopeType
+
+
+@attrs.frozen(kw_only=True)
+class MemoryAdded(DomainEvent):
+    """A new memory row. Its memory id is this event's log position."""
+
+    kind: ClassVar[str] = "memory.added"
+    refers_to_others: ClassVar[bool] = False
+    agent_id: str
+    owner_id: str
+    scope_type: ScopeType
+    scope_id: str
+    category: Category
+    key: str
+    value: str
+    confidence: float = 1.0
+    promote_target: PromoteTarget | None = None
+    source_name: str = ""
+    source_description: str = ""
+    provenance: Provenance
+
+    def erasure(self) -> Erasure:
+        return Erasure(owners=((self.agent_id, self.owner_id),), creates_row=True)
+
+
+@attrs.frozen(kw_only=True)
+class MemoryReplaced(DomainEvent):
+    """A row's statement changed (latest statement wins). Un-archives the row if archived."""
+
+    kind: ClassVar[str] = "memory.replaced"
+    refers_to_others: ClassVar[bool] = True
+    memory_id: int
+    category: Category
+    key: str
+    value: str
+    confidence: float
+    promote_target: PromoteTarget | None = None
+    previous_value: str
+    provenance: Provenance
+
+    def erasure(self) -> Erasure:
+        return Erasure(memory_row=self.memory_id)
+
+
+@attrs.frozen(kw_only=True)
+class MemoryArchived(DomainEvent):
+    kind: ClassVar[str] = "memory.archived"
+    refers_to_others: ClassVar[bool] = True
+    memory_id: int
+    archived_by: str
+    reason: str
+    provenance: Provenance
+
+    def erasure(self) -> Erasure:
+        return Erasure(memory_row=self.memory_id)
+
+
+@attrs.frozen(kw_only=True)
+class MemoryRestored(DomainEvent):
+    kind: ClassVar[str] = "memory.restored"
+    refers_to_others: ClassVar[bool] = True
+    memory_id: int
+    restored_by: str
+    provenance: Provenance
+
+    def erasure(self) -> Erasure:
+        return Erasure(memory_row=self.memory_id)
+
+
+@attrs.frozen(kw_only=True)
+class OperationRefused(DomainEvent):
+    """Admission refused a memory operation; nothing else was written for it."""
+
+    kind: ClassVar[str] = "memory.operation_refused"
+    refers_to_others: ClassVar[bool] = True
+    op: str
+    reason: str
+    detail: str = ""
+    category: str = ""
+    key: str = ""
+    memory_id: int | None = None
+    provenance: Provenance
+
+    def erasure(self) -> Erasure:
+        p = self.provenance
+        return Erasure(owners=((p.agent_id, p.owner_id),), memory_row=self.memory_id)
+
+
+# --- erasure -------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class OwnerForgotten(DomainEvent):
+    """Everything one owner left with one agent was erased: the payloads of their events are
+    redacted (the chain keeps their digests) and their projection rows deleted. This record of
+    the erasure carries no content: who, when, on whose request and which events."""
+
+    kind: ClassVar[str] = "owner.forgotten"
+    refers_to_others: ClassVar[bool] = False
+    schema: ClassVar[int] = 2
+    agent_id: str
+    owner_id: str
+    erased_events: int
+    provenance: Provenance
+    # The log positions it redacted (``verify`` accounts every NULL payload by them); ``None``
+    # for a schema-1 record, which only gave their number.
+    redacted_positions: tuple[int, ...] | None = None
+    # Conversations whose conversation-level events (compaction failures) it redacted: their
+    # back-off is reset, as a replay without those events would have it.
+    conversations: tuple[ConversationKey, ...] = ()
+
+    def erasure(self) -> Erasure:
+        return NO_OWNER_CONTENT  # the record of an erasure is never erased
