@@ -28,17 +28,16 @@ REFERENCE_LENGTH = 16.0
 
 
 def _score(api: apsw.FTS5ExtensionApi, *idf: apsw.SQLiteValue) -> float:
-    """BM25 of this row with the given per-term ``idf`` (phrase 0, the scope token, is skipped);
-    the text's length is normalised against :data:`REFERENCE_LENGTH`."""
+    """BM25 of this row with the given per-term ``idf`` (phrase 0, the scope token, is skipped,
+    as is any phrase given weight 0); the text's length is normalised against
+    :data:`REFERENCE_LENGTH`."""
     norm = K1 * (1.0 - B + B * api.column_size(CONTENT) / REFERENCE_LENGTH)
     score = 0.0
-    for phrase in range(1, min(api.phrase_count, len(idf) + 1)):
-        weight = idf[phrase - 1]
-        if not weight or not api.phrase_columns(phrase):  # most of a query's words are not in a given row
-            continue
-        located = api.phrase_locations(phrase)
-        tf = len(located[CONTENT]) + SENDER_WEIGHT * len(located[SENDER])
-        if tf:
+    for phrase, weight in enumerate(idf[: api.phrase_count - 1], start=1):
+        # Most of a query's words are not in a given row: ask for positions only when it is.
+        if weight and api.phrase_columns(phrase):
+            located = api.phrase_locations(phrase)
+            tf = len(located[CONTENT]) + SENDER_WEIGHT * len(located[SENDER])
             score += float(weight) * tf * (K1 + 1.0) / (tf + norm)
     return score
 
@@ -57,6 +56,8 @@ def idf(doc_frequency: int, scope_size: int) -> float:
 # The candidates are the matches of the scope's rarest query words, taken rarest first until
 # their rows add up to this many per result asked for (then every word is scored on them).
 CANDIDATES_PER_RESULT = 3
+# A word in more than 1 / COMMON_FRACTION of the scope never selects candidates on its own.
+COMMON_FRACTION = 2
 # When the rarest words' rows are fewer than the limit, the list is filled from at most this many
 # of the newest rows (per result asked for) holding only commoner words.
 FILL_CANDIDATES_PER_RESULT = 2
@@ -70,7 +71,7 @@ def candidate_terms(doc_frequencies: list[int], scope_size: int, limit: int) -> 
     chosen: list[int] = []
     rows = 0
     for i in sorted(range(len(doc_frequencies)), key=lambda i: (doc_frequencies[i], i)):
-        if rows >= CANDIDATES_PER_RESULT * limit or doc_frequencies[i] > scope_size // 2:
+        if rows >= CANDIDATES_PER_RESULT * limit or doc_frequencies[i] > scope_size // COMMON_FRACTION:
             break
         chosen.append(i)
         rows += doc_frequencies[i]
