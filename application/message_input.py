@@ -25,6 +25,7 @@ class InvalidMessage(DomainError):
 # A host names the same few conversations turn after turn; the key is immutable, and sharing one
 # instance keeps its ``scope_id`` computed once.
 _parsed_key = functools.lru_cache(maxsize=1024)(ConversationKey.parse)
+_key_of_parts = functools.lru_cache(maxsize=1024)(lambda parts: ConversationKey(*parts))
 
 
 def conversation_key(value: object) -> ConversationKey:
@@ -38,7 +39,12 @@ def conversation_key(value: object) -> ConversationKey:
             return ConversationKey(value["channel"], value["chat_id"], value.get("thread_scope", ""))
         except KeyError as exc:
             raise InvalidConversationKey(f"conversation is missing {exc.args[0]!r}") from None
-    if isinstance(value, tuple | list) and len(value) in (2, 3):
+    if isinstance(value, tuple) and len(value) in (2, 3):
+        try:
+            return _key_of_parts(value)
+        except TypeError:  # an unhashable part: checked (and refused) without the cache
+            return ConversationKey(*value)
+    if isinstance(value, list) and len(value) in (2, 3):
         return ConversationKey(*value)
     raise InvalidConversationKey("conversation must be a ConversationKey, 'CHANNEL:CHAT_ID[:THREAD]' or a mapping")
 

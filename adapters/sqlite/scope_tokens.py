@@ -3,11 +3,13 @@ into the full-text index, so a scoped search only ranks the scope's own matches.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 from fermix_memory.domain.values import ConversationKey
 
 
+@functools.lru_cache(maxsize=4096)  # the same few scopes are named by every append and search
 def _token(prefix: str, *parts: str) -> str:
     digest = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=10).hexdigest()
     return f"{prefix}{digest}"
