@@ -1,0 +1,238 @@
+"""The DDL of each schema version of ``memory.db``: migration N brings version N-1 to N
+(``schema.migrate`` runs them)."""
+
+from __future__ import annotations
+
+# The triggers that make ``events`` append-only (only ``payload`` may change, and only to NULL).
+# Kept apart so that opening a database whose triggers were dropped can put them back.
+APPEND_ONLY_TRIGGERS: dict[str, str] = {
+    "events_append_only_delete": """CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;""",
+    "events_append_only_update": """CREATE TRIGGER events_append_only_update
+BEFORE UPDATE OF position, stream, version, kind, schema, recorded_at, payload_sha256, prev_hash, hash
+ON events
+BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;""",
+    "events_redact_only": "CREATE TRIGGER events_redact_only BEFORE UPDATE OF payload ON events"
+    """ WHEN NEW.payload IS NOT NULL
+BEGIN SELECT RAISE(ABORT, 'an event payload can only be redacted'); END;""",
+}
+
+_V1 = """
+CREATE TABLE events(
+    position       INTEGER PRIMARY KEY,
+    stream         TEXT NOT NULL,
+    version        INTEGER NOT NULL,
+    kind           TEXT NOT NULL,
+    schema         INTEGER NOT NULL,
+    recorded_at    TEXT NOT NULL,
+    payload        TEXT,                -- NULL once redacted; the digest stays
+    payload_sha256 TEXT NOT NULL,
+    prev_hash      TEXT NOT NULL,
+    hash           TEXT NOT NULL,
+    UNIQUE(stream, version)
+);
+""" + "\n".join(APPEND_ONLY_TRIGGERS.values()) + """
+
+CREATE TABLE messages(
+    id            INTEGER PRIMARY KEY,   -- the position of its message.appended event
+    agent_id      TEXT NOT NULL,
+    owner_id      TEXT NOT NULL,
+    channel       TEXT NOT NULL,
+    chat_id       TEXT NOT NULL,
+    thread_scope  TEXT NOT NULL DEFAULT '',
+    sender        TEXT NOT NULL,
+    role          TEXT NOT NULL,
+    kind          TEXT NOT NULL,
+    content       TEXT NOT NULL,
+    metadata_json TEXT NOT NULL DEFAULT '{}',
+    created_at    TEXT NOT NULL,
+    trust         TEXT NOT NULL DEFAULT 'guest',
+    scope_tokens  TEXT NOT NULL            -- indexed with the text so scoped search stays scoped
+);
+CREATE INDEX messages_by_conversation
+    ON messages(agent_id, channel, chat_id, thread_scope, created_at, id);
+CREATE VIRTUAL TABLE messages_fts USING fts5(
+    content, scope_tokens, content='messages', content_rowid='id',
+    tokenize='porter unicode61 remove_diacritics 2'
+);
+INSERT INTO messages_fts(messages_fts, rank) VALUES('rank', 'bm25(1.0, 0.0)');
+CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts(rowid, content, scope_tokens) VALUES (new.id, new.content, new.scope_tokens);
+END;
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content, scope_tokens)
+    VALUES ('delete', old.id, old.content, old.scope_tokens);
+END;
+CREATE TRIGGER messages_fts_update AFTER UPDATE ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content, scope_tokens)
+    VALUES ('delete', old.id, old.content, old.scope_tokens);
+    INSERT INTO messages_fts(rowid, content, scope_tokens) VALUES (new.id, new.content, new.scope_tokens);
+END;
+
+CREATE TABLE memories(
+    id                 INTEGER PRIMARY KEY,  -- the position of its memory.added event
+    agent_id           TEXT NOT NULL,
+    owner_id           TEXT NOT NULL,
+    scope_type         TEXT NOT NULL,
+    scope_id           TEXT NOT NULL,
+    category           TEXT NOT NULL,
+    key                TEXT NOT NULL,
+    value              TEXT NOT NULL,
+    confidence         REAL NOT NULL DEFAULT 1.0,
+    promote_target     TEXT,
+    source_id          TEXT NOT NULL DEFAULT '',
+    source_type        TEXT NOT NULL DEFAULT '',
+    source_name        TEXT NOT NULL DEFAULT '',
+    source_description TEXT NOT NULL DEFAULT '',
+    session_id         TEXT NOT NULL DEFAULT '',
+    run_id             TEXT NOT NULL DEFAULT '',
+    source_message_id  INTEGER,
+    archived_at        TEXT,
+    archived_by        TEXT,
+    archive_reason     TEXT,
+    created_at         TEXT NOT NULL,
+    updated_at         TEXT NOT NULL,
+    UNIQUE(agent_id, owner_id, scope_type, scope_id, key)
+);
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+    key, value, content='memories', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts(rowid, key, value) VALUES (new.id, new.key, new.value);
+END;
+CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, key, value) VALUES ('delete', old.id, old.key, old.value);
+END;
+CREATE TRIGGER memories_fts_update AFTER UPDATE ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, key, value) VALUES ('delete', old.id, old.key, old.value);
+    INSERT INTO memories_fts(rowid, key, value) VALUES (new.id, new.key, new.value);
+END;
+
+CREATE TABLE memory_sources(
+    id          TEXT PRIMARY KEY,
+    agent_id    TEXT NOT NULL,
+    owner_id    TEXT NOT NULL,
+    source_type TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    description TEXT NOT NULL DEFAULT '',
+    created_at  TEXT NOT NULL,
+    updated_at  TEXT NOT NULL
+);
+
+CREATE TABLE scheduled_jobs(
+    id               TEXT PRIMARY KEY,
+    agent_id         TEXT NOT NULL,
+    owner_id         TEXT NOT NULL,
+    name             TEXT NOT NULL,
+    schedule         TEXT NOT NULL,
+    prompt           TEXT NOT NULL,
+    memory_source_id TEXT NOT NULL,
+    enabled          INTEGER NOT NULL DEFAULT 1,
+    created_at       TEXT NOT NULL,
+    updated_at       TEXT NOT NULL
+);
+
+CREATE TABLE job_runs(
+    id          TEXT PRIMARY KEY,
+    job_id      TEXT NOT NULL,
+    status      TEXT NOT NULL,
+    started_at  TEXT NOT NULL,
+    finished_at TEXT,
+    output      TEXT NOT NULL DEFAULT '',
+    error       TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX job_runs_by_job ON job_runs(job_id, started_at);
+
+CREATE TABLE resources(
+    agent_id         TEXT NOT NULL,
+    owner_id         TEXT NOT NULL DEFAULT '',
+    name             TEXT NOT NULL,
+    current_revision INTEGER NOT NULL,
+    content_sha256   TEXT NOT NULL,
+    updated_at       TEXT NOT NULL,
+    PRIMARY KEY(agent_id, owner_id, name)
+);
+
+CREATE TABLE resource_revisions(
+    agent_id       TEXT NOT NULL,
+    owner_id       TEXT NOT NULL DEFAULT '',
+    name           TEXT NOT NULL,
+    revision       INTEGER NOT NULL,
+    content        TEXT NOT NULL,
+    content_sha256 TEXT NOT NULL,
+    reason         TEXT NOT NULL,
+    created_at     TEXT NOT NULL,
+    PRIMARY KEY(agent_id, owner_id, name, revision)
+);
+
+CREATE TABLE conversation_state(
+    agent_id                TEXT NOT NULL,
+    channel                 TEXT NOT NULL,
+    chat_id                 TEXT NOT NULL,
+    thread_scope            TEXT NOT NULL,
+    window_start_id         INTEGER NOT NULL DEFAULT 0,  -- messages with id > this are in the window
+    checkpoint_message_id   INTEGER,
+    compacted_at            TEXT,
+    compaction_retry_after  TEXT,
+    PRIMARY KEY(agent_id, channel, chat_id, thread_scope)
+);
+
+CREATE TABLE review_state(
+    agent_id          TEXT NOT NULL,
+    owner_id          TEXT NOT NULL,
+    channel           TEXT NOT NULL,
+    chat_id           TEXT NOT NULL,
+    thread_scope      TEXT NOT NULL,
+    reviewed_up_to_id INTEGER NOT NULL DEFAULT 0,
+    last_review_at    TEXT,
+    retry_after       TEXT,
+    last_error        TEXT,
+    claim_id          TEXT,
+    claim_holder      TEXT,
+    claim_expires_at  TEXT,
+    last_skip_reason  TEXT,
+    PRIMARY KEY(agent_id, owner_id, channel, chat_id, thread_scope)
+);
+"""
+
+# Erasures whose bytes may still be in the files: written in the erasure's transaction, cleared
+# once the scrub (VACUUM, WAL emptied) succeeded; a pending row makes the next open scrub.
+_V2 = """
+CREATE TABLE scrub_pending(
+    id             INTEGER PRIMARY KEY CHECK (id = 1),
+    since_position INTEGER NOT NULL
+);
+"""
+
+# History search sees who spoke: ``messages_fts`` gains a ``sender`` column (ADR-0019). FTS5
+# cannot add a column, so the index and its sync triggers are made anew and rebuilt from
+# ``messages``. Ranking is done by the read side with the searched scope's own statistics; the
+# table's ``rank`` stays for ad-hoc use, the sender weighted below the text.
+_V3 = """
+DROP TRIGGER messages_fts_insert;
+DROP TRIGGER messages_fts_delete;
+DROP TRIGGER messages_fts_update;
+DROP TABLE messages_fts;
+CREATE VIRTUAL TABLE messages_fts USING fts5(
+    content, sender, scope_tokens, content='messages', content_rowid='id',
+    tokenize='porter unicode61 remove_diacritics 2'
+);
+INSERT INTO messages_fts(messages_fts, rank) VALUES('rank', 'bm25(1.0, 0.3, 0.0)');
+CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts(rowid, content, sender, scope_tokens)
+    VALUES (new.id, new.content, new.sender, new.scope_tokens);
+END;
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content, sender, scope_tokens)
+    VALUES ('delete', old.id, old.content, old.sender, old.scope_tokens);
+END;
+CREATE TRIGGER messages_fts_update AFTER UPDATE ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content, sender, scope_tokens)
+    VALUES ('delete', old.id, old.content, old.sender, old.scope_tokens);
+    INSERT INTO messages_fts(rowid, content, sender, scope_tokens)
+    VALUES (new.id, new.content, new.sender, new.scope_tokens);
+END;
+INSERT INTO messages_fts(messages_fts) VALUES('rebuild');
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
