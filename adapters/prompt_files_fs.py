@@ -9,7 +9,13 @@ import shutil
 import string
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: the lock holds between the threads of one process only
+    fcntl = None  # type: ignore[assignment]
 
 from fermix_memory.application.errors import StorageError
 
@@ -39,12 +45,47 @@ class PromptFileFolder:
     def __init__(self, home: Path) -> None:
         self.root = (home / "memory").resolve()
         # One lock per folder: a removal never runs between a write's mkdir, temp file and rename.
-        self._locks: dict[Path, threading.Lock] = {}
+        self._locks: dict[Path, threading.RLock] = {}
         self._locks_guard = threading.Lock()
+        # ``syncing`` across the whole tree: this process's threads queue on the RLock, other
+        # processes on the file lock, which the outermost holder takes (``_held`` deep).
+        self._tree = threading.RLock()
+        self._held = 0
 
-    def _lock(self, folder: Path) -> threading.Lock:
+    def _lock(self, folder: Path) -> threading.RLock:
         with self._locks_guard:
-            return self._locks.setdefault(folder, threading.Lock())
+            return self._locks.setdefault(folder, threading.RLock())
+
+    @contextlib.contextmanager
+    def syncing(self, agent_id: str, owner_id: str) -> Iterator[None]:
+        """Held while an owner's files are made to match their revisions: no other thread, and
+        no other process on this home, writes or removes prompt files meanwhile. Without it a
+        process that read an older revision could write it over a newer one, or write back the
+        files of an owner another process has just forgotten."""
+        folder = self.path(agent_id, owner_id, "user_md").parent
+        with self._tree, self._across_processes(), self._lock(folder):
+            yield
+
+    @contextlib.contextmanager
+    def _across_processes(self) -> Iterator[None]:
+        """An exclusive ``flock`` on ``memory/.lock`` (an empty file: it names no one), taken by
+        the outermost holder of the tree lock only (a second ``flock`` would wait for itself)."""
+        fd = -1
+        if self._held == 0 and fcntl is not None:
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+            except OSError:
+                fd = -1  # a read-only home: nothing here writes files
+        self._held += 1
+        try:
+            if fd >= 0:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            self._held -= 1
+            if fd >= 0:
+                os.close(fd)  # releases the file lock
 
     def path(self, agent_id: str, owner_id: str, name: str) -> Path:
         target = self.root / path_segment(agent_id) / path_segment(owner_id) / FILE_NAMES[name]
@@ -89,9 +130,8 @@ class PromptFileFolder:
 
     def remove(self, agent_id: str, owner_id: str) -> bool:
         """Delete the owner's prompt files (and the folder, once empty of anything else)."""
-        folder = self.path(agent_id, owner_id, "user_md").parent
-        with self._lock(folder):
-            return self._remove(folder)
+        with self.syncing(agent_id, owner_id):
+            return self._remove(self.path(agent_id, owner_id, "user_md").parent)
 
     def _remove(self, folder: Path) -> bool:
         found = False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
@@ -320,6 +321,11 @@ class PromptFileSink(Protocol):
     def read(self, agent_id: str, owner_id: str, name: str) -> str | None: ...
 
     def write(self, agent_id: str, owner_id: str, name: str, content: str) -> Any: ...
+
+    def syncing(self, agent_id: str, owner_id: str) -> AbstractContextManager[None]:
+        """Held while the owner's files are made to match their revisions (reading the
+        revision, then writing): no other thread or process writes or removes them meanwhile."""
+        ...
 
     def remove(self, agent_id: str, owner_id: str) -> bool:
         """Delete the owner's prompt files and their folder; ``True`` when something was there."""

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import difflib
 import logging
-import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Protocol
 
@@ -82,13 +82,10 @@ class PromptFiles:
         self._files = files
         self._count = count_tokens
         self._clock = clock
-        self._locks: dict[tuple[str, str], threading.Lock] = {}
-        self._locks_guard = threading.Lock()
         self._welcomed: set[tuple[str, str]] = set()
 
-    def _lock(self, agent_id: str, owner_id: str) -> threading.Lock:
-        with self._locks_guard:
-            return self._locks.setdefault((agent_id, owner_id), threading.Lock())
+    def _lock(self, agent_id: str, owner_id: str) -> AbstractContextManager[None]:
+        return self._files.syncing(agent_id, owner_id)
 
     def render(self, rows: Iterable[Memory], agent_rules: Iterable[Memory] = ()) -> dict[str, str]:
         rows = list(rows)

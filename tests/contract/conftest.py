@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,9 @@ class MemoryFiles:
     def write(self, agent_id: str, owner_id: str, name: str, content: str) -> None:
         self.files[(agent_id, owner_id, name)] = content
         self.writes += 1
+
+    def syncing(self, agent_id: str, owner_id: str) -> AbstractContextManager[None]:
+        return nullcontext()
 
     def remove(self, agent_id: str, owner_id: str) -> bool:
         mine = [k for k in self.files if k[:2] == (agent_id, owner_id)]
