@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from fermix_memory.adapters.providers._params import ProviderRejected, error_details
+from fermix_memory.adapters.providers._params import ProviderRejected, attempts_of, error_details
 from fermix_memory.application.errors import ModelBadResponse, ModelError, ModelUnavailable
 
 log = logging.getLogger("fermix_memory.providers")
@@ -195,12 +195,6 @@ class JsonPoster:
             exc,
             sleep,
         )
-
-
-def attempts_of(exc: BaseException) -> int:
-    """How many HTTP requests a failed call made (1 when the error does not say)."""
-    attempts = getattr(exc, "attempts", 1)
-    return attempts if isinstance(attempts, int) and attempts > 0 else 1
 
 
 def int_field(mapping: Any, key: str) -> int:

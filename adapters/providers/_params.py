@@ -127,3 +127,9 @@ class Learned:
     def set(self, name: str, value: str) -> None:
         with self.lock:
             self.values[name] = value
+
+
+def attempts_of(exc: BaseException) -> int:
+    """How many HTTP requests a failed call made (1 when the error does not say)."""
+    attempts = getattr(exc, "attempts", 1)
+    return attempts if isinstance(attempts, int) and attempts > 0 else 1

@@ -6,13 +6,11 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import attrs
-import httpx
 
-from fermix_memory.adapters.providers._http import attempts_of
-from fermix_memory.adapters.providers.anthropic import AnthropicProvider
-from fermix_memory.adapters.providers.openai_compat import OpenAICompatibleProvider
+from fermix_memory.adapters.providers._params import attempts_of
 from fermix_memory.application.errors import (
     ConfigError,
     ModelBadResponse,
@@ -29,6 +27,9 @@ from fermix_memory.application.ports import (
     Tracer,
 )
 from fermix_memory.application.settings import ProviderSettings
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger("fermix_memory.providers")
 
@@ -212,6 +213,11 @@ def build_provider(
             )
     base_url = settings.base_url or DEFAULT_BASE_URLS[settings.kind]
     structured = settings.structured_output
+    # The HTTP adapters (and httpx) are loaded when a provider is configured, not by every
+    # start of the library or the CLI: the default, offline set-up never needs them.
+    from fermix_memory.adapters.providers.anthropic import AnthropicProvider
+    from fermix_memory.adapters.providers.openai_compat import OpenAICompatibleProvider
+
     if settings.kind == "openai":
         if structured == "tool":
             raise ConfigError(f'{where}: structured_output "tool" is for kind "anthropic"')
