@@ -48,6 +48,17 @@ def test_append_message_with_metadata_that_is_not_an_object_is_a_typed_error(
     assert event_count(memory) == 0
 
 
+@pytest.mark.parametrize("conversation", [("tg", ["x"]), ("tg", {"a": 1}), ("tg", 1), ("tg",), ("tg", "1", "t", "x"),
+                                          ("tg", None), (["tg"], "1")])
+def test_a_conversation_tuple_with_bad_parts_is_a_typed_error(memory: MemorySystem, conversation: Any) -> None:
+    """Keys given as tuples are cached by value; parts that cannot be hashed still get the same
+    typed error, and a refused key is never remembered as valid."""
+    for _ in range(2):
+        with pytest.raises(FermixError, match=r"conversation|chat_id|channel"):
+            memory.append_message(**{**MESSAGE, "conversation": conversation})
+    assert event_count(memory) == 0
+
+
 @pytest.mark.parametrize("depth", [33, 1200, 100_000])
 def test_append_message_with_deeply_nested_metadata_is_a_typed_error(memory: MemorySystem, depth: int) -> None:
     with pytest.raises(InvalidMessage, match="nested more than 32 levels"):
