@@ -102,7 +102,8 @@ def build_message_event(
     try:
         plain = dict(meta)
         encoded = json.dumps(plain, allow_nan=False)
-        json.dumps(plain, ensure_ascii=False).encode("utf-8")  # lone surrogates cannot be stored
+        if "\\u" in encoded:  # text beyond ASCII: a lone surrogate among it cannot be stored
+            json.dumps(plain, ensure_ascii=False).encode("utf-8")
     except (TypeError, ValueError) as exc:
         raise InvalidMessage(f"metadata must be JSON-serialisable: {exc}") from None
     if len(encoded.encode()) > MAX_METADATA_BYTES:

@@ -59,6 +59,20 @@ def test_a_conversation_tuple_with_bad_parts_is_a_typed_error(memory: MemorySyst
     assert event_count(memory) == 0
 
 
+@pytest.mark.parametrize("metadata", [{"note": "a\ud800b"}, {"\udfff": 1}, {"list": ["ok", "\udc80"]}])
+def test_metadata_holding_a_lone_surrogate_is_a_typed_error(memory: MemorySystem, metadata: dict[str, Any]) -> None:
+    with pytest.raises(InvalidMessage, match="metadata must be JSON-serialisable"):
+        memory.append_message(**MESSAGE, metadata=metadata)
+    assert event_count(memory) == 0
+
+
+def test_metadata_beyond_ascii_is_kept_as_given(memory: MemorySystem) -> None:
+    metadata = {"mood": "😀 naïve", "path": "C:\\users\\u0041", "plain": "ascii"}
+    memory.append_message(**MESSAGE, metadata=metadata)
+    [stored] = memory.history(AGENT, CONV)
+    assert stored.metadata == metadata
+
+
 @pytest.mark.parametrize("depth", [33, 1200, 100_000])
 def test_append_message_with_deeply_nested_metadata_is_a_typed_error(memory: MemorySystem, depth: int) -> None:
     with pytest.raises(InvalidMessage, match="nested more than 32 levels"):
