@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from fermix_memory.adapters.sqlite import history_rank
 from fermix_memory.adapters.sqlite.fts_query import query_terms, quote_term
@@ -23,14 +24,16 @@ from fermix_memory.domain.messages import Message, is_question
 from fermix_memory.domain.scopes import HistoryFilter
 
 CONTEXT_SNIPPET_CHARS = 240
-# The turn after each of a batch of turns (ids bound as one JSON array), in its conversation's order.
-_NEXT_TURNS_SQL = (
-    f"SELECT q.id, {', '.join('n.' + c.strip() for c in MESSAGE_COLUMNS.split(','))}"
-    " FROM messages q JOIN messages n ON n.id = ("
-    "  SELECT m.id FROM messages m WHERE m.agent_id = q.agent_id AND m.channel = q.channel"
-    "  AND m.chat_id = q.chat_id AND m.thread_scope = q.thread_scope"
-    "  AND (m.created_at, m.id) > (q.created_at, q.id) ORDER BY m.created_at, m.id LIMIT 1)"
-    " WHERE q.id IN (SELECT value FROM json_each(?))"
+_COLUMNS = [c.strip() for c in MESSAGE_COLUMNS.split(",")]
+# A batch of turns (ids bound as one JSON array), each with the turn after it in its
+# conversation's order (NULLs when it is the last), in one statement.
+_BATCH_SQL = (
+    f"SELECT {', '.join('m.' + c for c in _COLUMNS)}, {', '.join('n.' + c for c in _COLUMNS)}"
+    " FROM messages m LEFT JOIN messages n ON n.id = ("
+    "  SELECT x.id FROM messages x WHERE x.agent_id = m.agent_id AND x.channel = m.channel"
+    "  AND x.chat_id = m.chat_id AND x.thread_scope = m.thread_scope"
+    "  AND (x.created_at, x.id) > (m.created_at, m.id) ORDER BY x.created_at, x.id LIMIT 1)"
+    " WHERE m.id IN (SELECT value FROM json_each(?))"
 )
 
 
@@ -63,15 +66,13 @@ class HistorySearch(ReadSide):
         hits: list[MessageHit] = []
         shown: set[int] = set()
         for start in range(0, len(ranked), n + 2):
-            batch = self._ranked_messages(ranked[start:start + n + 2])
-            replies = self._next_turns([m.id for m, _ in batch if _visible(m, where) and is_question(m.content)])
-            for message, score in batch:
+            for message, score, after in self._ranked_messages(ranked[start:start + n + 2]):
                 if not _visible(message, where) or message.id in shown:
                     continue
                 hits.append(MessageHit(message=message, rank=-score,
                                        snippet=history_rank.snippet(tokenize, message.content, wanted)))
                 shown.add(message.id)
-                reply = replies.get(message.id)
+                reply = message_from_row(after) if after[0] is not None and is_question(message.content) else None
                 if len(hits) < n and reply is not None and reply.id not in shown and _visible(reply, where):
                     hits.append(MessageHit(message=reply, rank=-score, snippet=_context_snippet(reply),
                                            context_of=message.id))
@@ -114,21 +115,15 @@ class HistorySearch(ReadSide):
         one = "(SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?)"
         return [int(c) for c in self._rows(f"SELECT {', '.join([one] * len(exprs))}", exprs)[0]]
 
-    def _ranked_messages(self, batch: list[tuple[int, float]]) -> list[tuple[Message, float]]:
-        """The messages of ``batch`` (rowid, score), in its order."""
-        marks = ", ".join("?" * len(batch))
-        rows = self._rows(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN ({marks})",
-                          [rowid for rowid, _ in batch])
+    def _ranked_messages(self, batch: list[tuple[int, float]]
+                         ) -> list[tuple[Message, float, tuple[Any, ...]]]:
+        """The messages of ``batch`` (rowid, score), in its order, each with the row of the turn
+        after it (all ``None`` when there is none), read into a ``Message`` only when wanted."""
+        rows = self._rows(_BATCH_SQL, (f"[{','.join(str(rowid) for rowid, _ in batch)}]",))
+        width = len(_COLUMNS)
         by_id = {int(r[0]): r for r in rows}
-        return [(message_from_row(by_id[rowid]), score) for rowid, score in batch if rowid in by_id]
-
-    def _next_turns(self, ids: list[int]) -> dict[int, Message]:
-        """The turn after each of ``ids`` in its conversation (in the conversation's order), in
-        one statement."""
-        if not ids:
-            return {}
-        rows = self._rows(_NEXT_TURNS_SQL, (f"[{','.join(map(str, ids))}]",))
-        return {int(r[0]): message_from_row(r[1:]) for r in rows}
+        return [(message_from_row(by_id[rowid][:width]), score, by_id[rowid][width:])
+                for rowid, score in batch if rowid in by_id]
 
 
 def _any_of(terms: list[str], indexes: Iterable[int]) -> str:
