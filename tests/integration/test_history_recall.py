@@ -93,6 +93,17 @@ def test_a_reply_of_another_owner_is_not_brought(memory: MemorySystem) -> None:
     assert [h.message.id for h in found] == [question]
 
 
+def test_the_reply_is_the_next_turn_of_the_same_conversation_only(memory: MemorySystem) -> None:
+    """A question that is its conversation's last turn brings nothing, even when a later turn of
+    another chat or thread of the same owner exists; in the order of time, not of recording."""
+    [last] = say(memory, [("Caroline", "Where did you park the campervan?")], minute=5)
+    say(memory, [("Kwame", "Behind the old mill.")], chat="telegram:200", minute=6)
+    say(memory, [("Kwame", "By the harbour wall.")], chat="telegram:100:thread-2", minute=7)
+    say(memory, [("Kwame", "Too early to tell.")], minute=1)  # recorded later, said earlier
+    found = history(memory, "campervan park")
+    assert [h.message.id for h in found] == [last]
+
+
 def test_the_tool_says_which_turn_matched(memory: MemorySystem) -> None:
     ids = say(memory, [("Caroline", "What is your favourite dish, Kwame?"), ("Kwame", "Jollof, every time.")])
     result = tool(memory, "memory_recall", {"query": "favourite dish", "source": "history"})
