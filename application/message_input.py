@@ -25,7 +25,8 @@ class InvalidMessage(DomainError):
 # A host names the same few conversations turn after turn; the key is immutable, and sharing one
 # instance keeps its ``scope_id`` computed once.
 _parsed_key = functools.lru_cache(maxsize=1024)(ConversationKey.parse)
-_key_of_parts = functools.lru_cache(maxsize=1024)(lambda parts: ConversationKey(*parts))
+# The same key from its parts (host tuples, stored rows): checked once per conversation.
+known_conversation_key = functools.lru_cache(maxsize=4096)(ConversationKey)
 
 
 def conversation_key(value: object) -> ConversationKey:
@@ -41,7 +42,7 @@ def conversation_key(value: object) -> ConversationKey:
             raise InvalidConversationKey(f"conversation is missing {exc.args[0]!r}") from None
     if isinstance(value, tuple) and len(value) in (2, 3):
         try:
-            return _key_of_parts(value)
+            return known_conversation_key(*value)
         except TypeError:  # an unhashable part: checked (and refused) without the cache
             return ConversationKey(*value)
     if isinstance(value, list) and len(value) in (2, 3):

@@ -16,7 +16,7 @@ from fermix_memory.adapters.sqlite.history_rank import (
     idf,
 )
 from fermix_memory.adapters.sqlite.read_side import ReadSide, clamp_limit
-from fermix_memory.adapters.sqlite.rows import MESSAGE_COLUMNS, message_from_row
+from fermix_memory.adapters.sqlite.rows import MESSAGE_FIELDS, message_from_row
 from fermix_memory.adapters.sqlite.scope_tokens import conversation_token, owner_token
 from fermix_memory.application.ports import MessageHit
 from fermix_memory.domain.checkpoint import readable_by_its_owner
@@ -24,11 +24,10 @@ from fermix_memory.domain.messages import Message, is_question
 from fermix_memory.domain.scopes import HistoryFilter
 
 CONTEXT_SNIPPET_CHARS = 240
-_COLUMNS = [c.strip() for c in MESSAGE_COLUMNS.split(",")]
 # A batch of turns (ids bound as one JSON array), each with the turn after it in its
 # conversation's order (NULLs when it is the last), in one statement.
 _BATCH_SQL = (
-    f"SELECT {', '.join('m.' + c for c in _COLUMNS)}, {', '.join('n.' + c for c in _COLUMNS)}"
+    f"SELECT {', '.join('m.' + c for c in MESSAGE_FIELDS)}, {', '.join('n.' + c for c in MESSAGE_FIELDS)}"
     " FROM messages m LEFT JOIN messages n ON n.id = ("
     "  SELECT x.id FROM messages x WHERE x.agent_id = m.agent_id AND x.channel = m.channel"
     "  AND x.chat_id = m.chat_id AND x.thread_scope = m.thread_scope"
@@ -120,7 +119,7 @@ class HistorySearch(ReadSide):
         """The messages of ``batch`` (rowid, score), in its order, each with the row of the turn
         after it (all ``None`` when there is none), read into a ``Message`` only when wanted."""
         rows = self._rows(_BATCH_SQL, (f"[{','.join(str(rowid) for rowid, _ in batch)}]",))
-        width = len(_COLUMNS)
+        width = len(MESSAGE_FIELDS)
         by_id = {int(r[0]): r for r in rows}
         return [(message_from_row(by_id[rowid][:width]), score, by_id[rowid][width:])
                 for rowid, score in batch if rowid in by_id]

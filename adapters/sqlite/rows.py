@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -10,6 +9,7 @@ from typing import Any
 
 import attrs
 
+from fermix_memory.application.message_input import known_conversation_key
 from fermix_memory.application.ports import ReviewState
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
@@ -27,10 +27,10 @@ def memory_columns(alias: str = "") -> str:
 
 MEMORY_COLUMNS = memory_columns()
 
-MESSAGE_COLUMNS = (
-    "id, agent_id, owner_id, channel, chat_id, thread_scope, sender, role, kind, content, metadata_json,"
-    " created_at, trust"
-)
+# The columns of a message row, in the order ``message_from_row`` reads them.
+MESSAGE_FIELDS: tuple[str, ...] = ("id", "agent_id", "owner_id", "channel", "chat_id", "thread_scope", "sender",
+                                   "role", "kind", "content", "metadata_json", "created_at", "trust")
+MESSAGE_COLUMNS = ", ".join(MESSAGE_FIELDS)
 
 
 def optional_time(value: str | None) -> datetime | None:
@@ -61,8 +61,6 @@ def memory_from_row(row: Sequence[Any]) -> Memory:
     return Memory(**values)
 
 
-# Rows of one conversation share its key (checked once, immutable); reads of history build many.
-_conversation_key = functools.lru_cache(maxsize=4096)(ConversationKey)
 _ROLES = {role.value: role for role in Role}
 _TRUSTS = {trust.value: trust for trust in Trust}
 
@@ -72,7 +70,7 @@ def message_from_row(row: Sequence[Any]) -> Message:
         id=row[0],
         agent_id=row[1],
         owner_id=row[2],
-        conversation=_conversation_key(row[3], row[4], row[5]),
+        conversation=known_conversation_key(row[3], row[4], row[5]),
         sender=row[6],
         role=_ROLES.get(row[7]) or Role(row[7]),
         kind=row[8],
