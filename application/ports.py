@@ -185,6 +185,15 @@ class EventStore(Protocol):
         ...
 
 
+class SearchIndex(Protocol):
+    """Upkeep of the store's history search index, done off the turn's path (ADR-0020)."""
+
+    def merge_step(self) -> bool:
+        """Merge a bounded part of the index's segments in a short write of its own; ``False``
+        when there was nothing left to merge."""
+        ...
+
+
 class ErasureTransaction(Protocol):
     """What erasing may do inside one write transaction, beside its :class:`WriteTransaction`."""
 

@@ -121,6 +121,9 @@ class Ours:
                 agent_id=AGENT, owner_id=owner_of(conversation), conversation=chat_of(conversation), role="user",
                 sender=turn["speaker"], content=turn["text"], created_at=turn["created_at"])
             self.turn_of[message_id] = turn["id"]
+        # The appends' background work (search index upkeep, ADR-0020) settles, as it does in the
+        # seconds between a chat's turns; these appends came back to back.
+        self.memory.wait_for_background()
         for conversation in conversations:
             self.where[conversation["id"]] = (owner_of(conversation), chat_of(conversation))
 

@@ -26,6 +26,7 @@ from fermix_memory.adapters.sqlite.erasure import SqliteErasure
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.adapters.sqlite.job_queries import SqliteJobQueries
 from fermix_memory.adapters.sqlite.queries import SqliteQueries
+from fermix_memory.adapters.sqlite.search_index import SqliteSearchIndex
 from fermix_memory.adapters.tokens_tiktoken import TiktokenCounter
 from fermix_memory.application import commands as cmd_
 from fermix_memory.application.background import BackgroundWorker
@@ -36,6 +37,7 @@ from fermix_memory.application.errors import ConfigError, HomeNotFound, Provider
 from fermix_memory.application.explain import ExplainQueries
 from fermix_memory.application.forget import Forgetting
 from fermix_memory.application.history import HistoryService
+from fermix_memory.application.index_upkeep import IndexUpkeep
 from fermix_memory.application.memory_writes import MemoryWriter, OperationOutcome
 from fermix_memory.application.ports import (
     ChatModel,
@@ -317,6 +319,7 @@ def bootstrap(
         background = BackgroundWorker("fermix-background") if background is None else background
         opened.callback(background.close)  # closed first: it may be mid-call on a provider or the store
         if not readonly:
+            store.add_after_commit(IndexUpkeep(SqliteSearchIndex(store), background).on_commit)  # ADR-0020
             prompt_files.repair()  # files are derived: a crash between commit and write is mended here
             finish_erasures(SqliteErasure(store))
         return App(

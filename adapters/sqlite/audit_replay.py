@@ -13,6 +13,7 @@ import apsw
 from fermix_memory.adapters.sqlite.audit_chain import ALL_EVENT_ROWS, BATCH, Progress
 from fermix_memory.adapters.sqlite.codec import decode_payload
 from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection, scalar_int
+from fermix_memory.adapters.sqlite.migrations import SCOPE_SIZES_COUNTED
 from fermix_memory.adapters.sqlite.projections import project
 from fermix_memory.adapters.sqlite.schema import FTS_TABLES, PROJECTION_TABLES, deferred_indexing, migrate
 from fermix_memory.application.errors import IntegrityError, StorageError
@@ -41,12 +42,19 @@ def table_checksums(conn: apsw.Connection) -> dict[str, str]:
 
 
 def fts_integrity(conn: apsw.Connection) -> None:
-    """Run FTS5's 'integrity-check' on both full-text indexes (raises on damage)."""
+    """Run FTS5's 'integrity-check' on both full-text indexes, and check the scope sizes history
+    search ranks with against ``messages`` (raises on damage)."""
     for table in FTS_TABLES:
         try:
             conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
         except apsw.Error as exc:
             raise IntegrityError(f"{table} does not match its content table: {exc}") from exc
+    stored = "SELECT token, messages FROM scope_sizes"
+    counted = f"SELECT * FROM ({SCOPE_SIZES_COUNTED})"
+    wrong = scalar_int(conn, f"SELECT count(DISTINCT token) FROM ({counted} EXCEPT {stored}"
+                             f" UNION ALL SELECT * FROM ({stored} EXCEPT {counted}))")
+    if wrong:
+        raise IntegrityError(f"scope_sizes does not match messages ({wrong} scope(s) differ)")
 
 
 def differing_tables(live: dict[str, str], rebuilt: dict[str, str]) -> list[str]:

@@ -47,12 +47,12 @@ class HistorySearch(ReadSide):
         if not terms or n == 0:
             return []
         if where.conversation is not None:
-            scope = quote_term(conversation_token(where.agent_id, where.owner_id, where.conversation))
+            token = conversation_token(where.agent_id, where.owner_id, where.conversation)
         else:
-            scope = quote_term(owner_token(where.agent_id, where.owner_id))
-        scope_size, *counts = self._counts([f"scope_tokens : {scope}",
-                                            *(f"scope_tokens : {scope} AND {{content sender}} : {quote_term(t)}"
-                                              for t in terms)])
+            token = owner_token(where.agent_id, where.owner_id)
+        scope = quote_term(token)
+        scope_size, *counts = self._counts(token, [f"scope_tokens : {scope} AND {{content sender}} : {quote_term(t)}"
+                                                   for t in terms])
         # A word absent from the scope matches none of its rows.
         found = [(t, df) for t, df in zip(terms, counts, strict=True) if df]
         if not found:
@@ -109,10 +109,12 @@ class HistorySearch(ReadSide):
             " WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT ?) ORDER BY s DESC, rowid DESC",
             (*weights, match, newest))]
 
-    def _counts(self, exprs: list[str]) -> list[int]:
-        """How many rows match each expression, in one statement."""
-        one = "(SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?)"
-        return [int(c) for c in self._rows(f"SELECT {', '.join([one] * len(exprs))}", exprs)[0]]
+    def _counts(self, token: str, exprs: list[str]) -> list[int]:
+        """The number of messages carrying scope ``token`` (kept by the schema's triggers, read in
+        one lookup), then how many rows match each expression, in one statement (one snapshot)."""
+        one = ", (SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?)"
+        return [int(c or 0) for c in self._rows(
+            f"SELECT (SELECT messages FROM scope_sizes WHERE token = ?){one * len(exprs)}", (token, *exprs))[0]]
 
     def _ranked_messages(self, batch: list[tuple[int, float]]
                          ) -> list[tuple[Message, float, tuple[Any, ...]]]:

@@ -235,4 +235,45 @@ END;
 INSERT INTO messages_fts(messages_fts) VALUES('rebuild');
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+# A message's scope tokens as rows of ``json_each`` (the tokens are letters and digits, joined
+# by single spaces; a message without tokens is skipped by the triggers' WHEN).
+def _tokens_of(column: str) -> str:
+    return f"""json_each('["' || replace({column}, ' ', '","') || '"]')"""
+
+
+# What ``scope_sizes`` must hold, counted from ``messages``.
+SCOPE_SIZES_COUNTED = ("SELECT t.value AS token, count(*) AS messages"
+                       f" FROM messages m, {_tokens_of('m.scope_tokens')} t"
+                       " WHERE m.scope_tokens <> '' GROUP BY t.value")
+# The whole of ``scope_sizes`` anew (migration 4, and after deferred indexing).
+SCOPE_SIZES_REBUILD = f"DELETE FROM scope_sizes; INSERT INTO scope_sizes(token, messages) {SCOPE_SIZES_COUNTED};"
+
+# How many messages carry each scope token: the size of a history search's scope, read in one
+# lookup (counting the token's rows in ``messages_fts`` is a pass over the whole scope, and the
+# scope's size is what its word rarities are measured against; ADR-0019). Kept by triggers named
+# like the full-text index's, so deferred indexing drops and rebuilds them together. And the
+# index's merge command takes any level of two or more segments (the background upkeep, ADR-0020).
+_V4 = f"""
+CREATE TABLE scope_sizes(
+    token    TEXT PRIMARY KEY,
+    messages INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TRIGGER messages_fts_sizes_insert AFTER INSERT ON messages WHEN new.scope_tokens <> '' BEGIN
+    INSERT INTO scope_sizes(token, messages) SELECT value, 1 FROM {_tokens_of("new.scope_tokens")} WHERE true
+    ON CONFLICT(token) DO UPDATE SET messages = messages + 1;
+END;
+CREATE TRIGGER messages_fts_sizes_delete AFTER DELETE ON messages WHEN old.scope_tokens <> '' BEGIN
+    UPDATE scope_sizes SET messages = messages - 1 WHERE token IN (SELECT value FROM {_tokens_of("old.scope_tokens")});
+    DELETE FROM scope_sizes WHERE token IN (SELECT value FROM {_tokens_of("old.scope_tokens")}) AND messages <= 0;
+END;
+CREATE TRIGGER messages_fts_sizes_update AFTER UPDATE OF scope_tokens ON messages BEGIN
+    UPDATE scope_sizes SET messages = messages - 1 WHERE token IN (SELECT value FROM {_tokens_of("old.scope_tokens")});
+    DELETE FROM scope_sizes WHERE token IN (SELECT value FROM {_tokens_of("old.scope_tokens")}) AND messages <= 0;
+    INSERT INTO scope_sizes(token, messages) SELECT value, 1 FROM {_tokens_of("new.scope_tokens")}
+    WHERE new.scope_tokens <> '' ON CONFLICT(token) DO UPDATE SET messages = messages + 1;
+END;
+{SCOPE_SIZES_REBUILD}
+INSERT INTO messages_fts(messages_fts, rank) VALUES ('usermerge', 2);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import apsw
 
 from fermix_memory.adapters.sqlite.connection import scalar_int, text_value
-from fermix_memory.adapters.sqlite.migrations import APPEND_ONLY_TRIGGERS, MIGRATIONS
+from fermix_memory.adapters.sqlite.migrations import APPEND_ONLY_TRIGGERS, MIGRATIONS, SCOPE_SIZES_REBUILD
 from fermix_memory.application.errors import DatabaseTooNew, ForeignDatabase, ReadOnlyStore
 
 APPLICATION_ID = 0x46524D58  # "FRMX"
@@ -109,7 +109,8 @@ FTS_TABLES: tuple[str, ...] = ("messages_fts", "memories_fts")
 def deferred_indexing(conn: apsw.Connection) -> Iterator[None]:
     """Fill an EMPTY database faster: its FTS sync triggers and plain (non-unique) indexes are
     dropped, and afterwards recreated from their own DDL, the indexes built in one sort and each
-    full-text index rebuilt in one pass over its content table.
+    full-text index rebuilt in one pass over its content table (and ``scope_sizes``, kept by
+    triggers of the same name family, counted anew).
 
     Unique indexes stay (upserts name them). The body runs its own transactions; the closing
     step is one transaction. If the body fails the database is left without those triggers and
@@ -132,3 +133,4 @@ def deferred_indexing(conn: apsw.Connection) -> Iterator[None]:
             conn.execute(text_value(sql))
         for table in FTS_TABLES:
             conn.execute(f"INSERT INTO {table}({table}) VALUES ('rebuild')")
+        conn.execute(SCOPE_SIZES_REBUILD)

@@ -189,6 +189,27 @@ def test_all_fuses_memories_and_history_into_one_list(memory: MemorySystem) -> N
                              limit=2).ranked) == 2
 
 
+# Migration 4 undone: the scope sizes and the triggers that keep them.
+V4_UNDONE = ("DROP TRIGGER messages_fts_sizes_insert; DROP TRIGGER messages_fts_sizes_delete;"
+             " DROP TRIGGER messages_fts_sizes_update; DROP TABLE scope_sizes;")
+
+
+def test_a_database_of_version_3_counts_its_scopes_when_opened(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with MemorySystem.open(home) as memory:
+        say(memory, SMALL_TALK)
+        before = [h.message.id for h in history(memory, "Kwame bouldering")]
+    conn = apsw.Connection(str(home / "memory.db"))
+    conn.execute(V4_UNDONE + "PRAGMA user_version = 3;")
+    conn.close()
+    with MemorySystem.open(home) as memory:
+        assert [h.message.id for h in history(memory, "Kwame bouldering")] == before
+    conn = apsw.Connection(str(home / "memory.db"))
+    sizes = conn.execute("SELECT messages FROM scope_sizes ORDER BY token").fetchall()
+    conn.close()
+    assert sizes == [(len(SMALL_TALK),), (len(SMALL_TALK),)]  # the owner's and the conversation's
+
+
 def test_a_database_of_the_previous_version_gains_sender_search(tmp_path: Path) -> None:
     home = tmp_path / "home"
     with MemorySystem.open(home) as memory:
@@ -197,7 +218,7 @@ def test_a_database_of_the_previous_version_gains_sender_search(tmp_path: Path) 
     v1 = schema.MIGRATIONS[0]
     old_index = v1[v1.index("CREATE VIRTUAL TABLE messages_fts"):v1.index("CREATE TABLE memories(")]
     conn = apsw.Connection(str(home / "memory.db"))
-    conn.execute("DROP TRIGGER messages_fts_insert; DROP TRIGGER messages_fts_delete;"
+    conn.execute(V4_UNDONE + "DROP TRIGGER messages_fts_insert; DROP TRIGGER messages_fts_delete;"
                  " DROP TRIGGER messages_fts_update; DROP TABLE messages_fts;" + old_index
                  + "INSERT INTO messages_fts(messages_fts) VALUES('rebuild'); PRAGMA user_version = 2;")
     conn.close()

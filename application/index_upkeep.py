@@ -1,0 +1,65 @@
+"""Use case: keep history search fast as messages arrive (ADR-0020).
+
+After a commit that appended messages, the store's search index is merged in bounded steps on
+the background worker: the appending call only queues the work (once, however many commits
+come before it runs), never waits for it. The job waits for a pause in the appends first, so a
+steady stream of appends (a bulk import, a busy host) is merged about once a second rather
+than after every message.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from fermix_memory.application.ports import RecordedEvent, SearchIndex
+from fermix_memory.domain.conversation_events import MessageAppended
+
+# Steps one job may take; what is left is taken up by the job the next append queues.
+MAX_STEPS = 64
+# A job merges once no message was appended for QUIET_S, or after MAX_WAIT_S of waiting.
+QUIET_S = 0.03
+MAX_WAIT_S = 1.0
+TOLERANCE_S = 0.001  # waits shorter than this are not worth a sleep
+
+
+class JobQueue(Protocol):
+    """Where the work goes (``BackgroundWorker``): a key already queued is not queued twice."""
+
+    def submit(self, key: Any, job: Callable[[], Any]) -> Any: ...
+
+
+class IndexUpkeep:
+    """Queues :meth:`tidy` on ``background`` after commits that appended messages."""
+
+    def __init__(self, index: SearchIndex, background: JobQueue, *, max_steps: int = MAX_STEPS,
+                 quiet_s: float = QUIET_S, max_wait_s: float = MAX_WAIT_S,
+                 monotonic: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self._index = index
+        self._background = background
+        self._max_steps = max_steps
+        self._quiet_s, self._max_wait_s = quiet_s, max_wait_s
+        self._monotonic, self._sleep = monotonic, sleep
+        self._last_append = monotonic()
+
+    def on_commit(self, recorded: list[RecordedEvent]) -> None:
+        """An after-commit reaction of the store."""
+        if any(isinstance(r.event, MessageAppended) for r in recorded):
+            self._last_append = self._monotonic()
+            self._background.submit(("search-index-upkeep",), self.tidy)
+
+    def tidy(self) -> int:
+        """Wait for a pause in the appends (at most ``max_wait_s``), then merge until nothing is
+        left or ``max_steps`` were taken; the steps taken."""
+        give_up = self._monotonic() + self._max_wait_s
+        while True:
+            left = min(self._last_append + self._quiet_s, give_up) - self._monotonic()
+            if left < TOLERANCE_S:
+                break
+            self._sleep(left)
+        steps = 0
+        while steps < self._max_steps and self._index.merge_step():
+            steps += 1
+        return steps

@@ -1,0 +1,111 @@
+"""The history index is kept in few segments by background merge steps after appends (ADR-0020)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import apsw
+import pytest
+
+from fermix_memory import MemorySystem
+from fermix_memory.adapters.sqlite import search_index
+from fermix_memory.adapters.sqlite.search_index import SqliteSearchIndex, is_small, segment_count
+from fermix_memory.application.background import BackgroundWorker
+from fermix_memory.entrypoints.bootstrap import bootstrap, open_store
+
+AGENT = "companion"
+START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+WORDS = ["pottery", "climbing", "bakery", "quarterly", "report", "sister", "film", "weather", "bread", "walls",
+         "station"]
+
+
+def chat(memory: MemorySystem, count: int, *, first: int = 0) -> None:
+    """``count`` messages, one append (one transaction) each, as a chat host stores them."""
+    for i in range(first, first + count):
+        memory.append_message(agent_id=AGENT, owner_id="alice", conversation="chat:a", role="user", sender="alice",
+                              content=f"{WORDS[i % len(WORDS)]} {WORDS[(i * 7) % len(WORDS)]} turn {i}",
+                              created_at=START + timedelta(minutes=i))
+
+
+def segments(home: Path) -> int:
+    conn = apsw.Connection(str(home / "memory.db"))
+    try:
+        return segment_count(conn)
+    finally:
+        conn.close()
+
+
+def found(memory: MemorySystem, query: str) -> list[int]:
+    return [h.message.id for h in memory.recall(query, agent_id=AGENT, owner_id="alice", conversation="chat:a",
+                                                source="history", limit=50).messages]
+
+
+def test_appends_leave_the_merging_to_the_background_which_makes_a_small_index_one_segment(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    gate = threading.Event()
+    worker = BackgroundWorker("test-upkeep")
+    with MemorySystem(bootstrap(home, background=worker)) as memory:
+        # The worker is busy: appends still return at once, the index grows segments meanwhile.
+        held = worker.submit(("held",), gate.wait)
+        chat(memory, 120)
+        assert segments(home) > 3
+        before = found(memory, "pottery bakery")
+        gate.set()
+        held.result(10)
+        memory.wait_for_background()
+        assert segments(home) == 1
+        assert found(memory, "pottery bakery") == before  # merging changes nothing a search returns
+
+
+def test_without_the_background_the_index_stays_as_fts5_leaves_it(tmp_path: Path) -> None:
+    shut_down = BackgroundWorker("test-shut-down")
+    shut_down.close()  # work submitted to it never runs
+    home = tmp_path / "home"
+    with MemorySystem(bootstrap(home, background=shut_down)) as memory:
+        chat(memory, 120)
+    assert segments(home) > 3
+
+
+def test_a_large_index_is_merged_level_by_level_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shut_down = BackgroundWorker("test-shut-down")
+    shut_down.close()
+    home = tmp_path / "home"
+    with MemorySystem(bootstrap(home, background=shut_down)) as memory:
+        chat(memory, 300)
+        before = found(memory, "pottery bakery")
+    conn = apsw.Connection(str(home / "memory.db"))
+    try:
+        assert is_small(conn)
+        monkeypatch.setattr(search_index, "SMALL_INDEX_PAGES", 2)
+        assert not is_small(conn)  # too large to be rewritten whole at every append
+    finally:
+        conn.close()
+    store = open_store(home)
+    try:
+        steps = 0
+        while SqliteSearchIndex(store).merge_step():
+            steps += 1
+    finally:
+        store.close()
+    # Levels of two or more segments merged, in cascade (a chat this small ends in one segment).
+    assert steps >= 1 and segments(home) < 3
+    with MemorySystem.open(home) as memory:
+        assert found(memory, "pottery bakery") == before
+
+
+def test_merge_steps_write_no_event_and_keep_the_log_and_indexes_whole(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with MemorySystem.open(home) as memory:
+        chat(memory, 60)
+        memory.wait_for_background()
+        head = memory.head()
+    store = open_store(home)
+    try:
+        assert SqliteSearchIndex(store).merge_step() is False  # nothing was left to merge
+    finally:
+        store.close()
+    with MemorySystem.open(home) as memory:
+        assert memory.head() == head
+        assert memory.verify().ok

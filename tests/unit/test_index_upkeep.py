@@ -1,0 +1,124 @@
+"""``IndexUpkeep``: which commits queue a merge of the search index, and how far one job goes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from fermix_memory.application.index_upkeep import MAX_STEPS, IndexUpkeep
+from fermix_memory.application.ports import RecordedEvent
+from fermix_memory.domain.conversation_events import ConversationWindowCleared, MessageAppended
+from fermix_memory.domain.event_base import Provenance
+from fermix_memory.domain.values import ConversationKey, Role
+
+AT = datetime(2026, 3, 1, tzinfo=UTC)
+KEY = ConversationKey.parse("chat:a")
+
+
+class Steps:
+    """A search index with ``left`` merge steps to do."""
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+        self.taken = 0
+
+    def merge_step(self) -> bool:
+        if self.left == 0:
+            return False
+        self.left -= 1
+        self.taken += 1
+        return True
+
+
+class Queue:
+    """A background worker that only records what it was given."""
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[Any, Callable[[], Any]]] = []
+
+    def submit(self, key: Any, job: Callable[[], Any]) -> None:
+        self.jobs.append((key, job))
+
+
+def appended(position: int) -> RecordedEvent:
+    event = MessageAppended(at=AT, agent_id="a", owner_id="o", conversation=KEY, sender="o", role=Role.USER,
+                            content="hi", created_at=AT)
+    return RecordedEvent(position=position, stream="conversation:a", version=position, event=event)
+
+
+def cleared(position: int) -> RecordedEvent:
+    event = ConversationWindowCleared(at=AT, agent_id="a", conversation=KEY, up_to_message_id=1,
+                                      provenance=Provenance(agent_id="a", owner_id="o"))
+    return RecordedEvent(position=position, stream="conversation:a", version=position, event=event)
+
+
+def test_a_commit_that_appended_messages_queues_one_job_under_one_key() -> None:
+    queue = Queue()
+    upkeep = IndexUpkeep(Steps(0), queue)
+    upkeep.on_commit([appended(1), appended(2)])
+    upkeep.on_commit([cleared(3), appended(4)])
+    assert [key for key, _ in queue.jobs] == [("search-index-upkeep",)] * 2  # the worker dedupes by key
+
+
+def test_a_commit_without_messages_queues_nothing() -> None:
+    queue = Queue()
+    IndexUpkeep(Steps(0), queue).on_commit([cleared(1)])
+    IndexUpkeep(Steps(0), queue).on_commit([])
+    assert queue.jobs == []
+
+
+def test_a_job_merges_until_nothing_is_left() -> None:
+    index = Steps(5)
+    assert IndexUpkeep(index, Queue()).tidy() == 5
+    assert index.left == 0
+
+
+def test_a_job_stops_after_its_step_budget_and_the_next_one_goes_on() -> None:
+    index = Steps(MAX_STEPS + 3)
+    upkeep = IndexUpkeep(index, Queue())
+    assert upkeep.tidy() == MAX_STEPS
+    assert upkeep.tidy() == 3
+    assert IndexUpkeep(Steps(10), Queue(), max_steps=4).tidy() == 4
+
+
+class Clock:
+    """A monotonic clock that only moves when slept on (or told to)."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.slept: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(round(seconds, 6))
+        self.now += seconds
+
+
+def test_a_job_waits_for_a_pause_in_the_appends_before_merging() -> None:
+    clock = Clock()
+    index = Steps(2)
+    upkeep = IndexUpkeep(index, Queue(), quiet_s=0.05, max_wait_s=1.0, monotonic=clock.monotonic, sleep=clock.sleep)
+    upkeep.on_commit([appended(1)])
+    clock.now += 0.02  # the job starts 20 ms after the last append
+    assert upkeep.tidy() == 2
+    assert clock.slept == [0.03]
+    clock.now += 5.0  # long after: no wait
+    index.left = 1
+    assert upkeep.tidy() == 1 and clock.slept == [0.03]
+
+
+def test_under_a_steady_stream_of_appends_a_job_merges_after_its_longest_wait() -> None:
+    clock = Clock()
+    index = Steps(1)
+
+    def sleep(seconds: float) -> None:
+        clock.sleep(seconds)
+        upkeep.on_commit([appended(2)])  # another message arrived meanwhile
+
+    upkeep = IndexUpkeep(index, Queue(), quiet_s=0.05, max_wait_s=0.2, monotonic=clock.monotonic, sleep=sleep)
+    upkeep.on_commit([appended(1)])
+    assert upkeep.tidy() == 1
+    assert round(sum(clock.slept), 6) == 0.2
