@@ -9,6 +9,7 @@ than after every message.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -31,18 +32,23 @@ class JobQueue(Protocol):
 
 
 class IndexUpkeep:
-    """Queues :meth:`tidy` on ``background`` after commits that appended messages."""
+    """Queues :meth:`tidy` on ``background`` after commits that appended messages; :meth:`stop`
+    (at close) ends a job's wait at once, and no merge starts after it."""
 
     def __init__(self, index: SearchIndex, background: JobQueue, *, max_steps: int = MAX_STEPS,
                  quiet_s: float = QUIET_S, max_wait_s: float = MAX_WAIT_S,
                  monotonic: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], object] | None = None) -> None:
         self._index = index
         self._background = background
         self._max_steps = max_steps
         self._quiet_s, self._max_wait_s = quiet_s, max_wait_s
-        self._monotonic, self._sleep = monotonic, sleep
+        self._stopping = threading.Event()
+        self._monotonic, self._sleep = monotonic, sleep or self._stopping.wait
         self._last_append = monotonic()
+
+    def stop(self) -> None:
+        self._stopping.set()
 
     def on_commit(self, recorded: list[RecordedEvent]) -> None:
         """An after-commit reaction of the store."""
@@ -54,12 +60,12 @@ class IndexUpkeep:
         """Wait for a pause in the appends (at most ``max_wait_s``), then merge until nothing is
         left or ``max_steps`` were taken; the steps taken."""
         give_up = self._monotonic() + self._max_wait_s
-        while True:
+        while not self._stopping.is_set():
             left = min(self._last_append + self._quiet_s, give_up) - self._monotonic()
             if left < TOLERANCE_S:
                 break
             self._sleep(left)
         steps = 0
-        while steps < self._max_steps and self._index.merge_step():
+        while steps < self._max_steps and not self._stopping.is_set() and self._index.merge_step():
             steps += 1
         return steps

@@ -319,7 +319,9 @@ def bootstrap(
         background = BackgroundWorker("fermix-background") if background is None else background
         opened.callback(background.close)  # closed first: it may be mid-call on a provider or the store
         if not readonly:
-            store.add_after_commit(IndexUpkeep(SqliteSearchIndex(store), background).on_commit)  # ADR-0020
+            upkeep = IndexUpkeep(SqliteSearchIndex(store), background)  # ADR-0020
+            store.add_after_commit(upkeep.on_commit)
+            opened.callback(upkeep.stop)  # before the worker's close, which waits for a running job
             prompt_files.repair()  # files are derived: a crash between commit and write is mended here
             finish_erasures(SqliteErasure(store))
         return App(

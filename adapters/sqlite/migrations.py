@@ -253,24 +253,26 @@ SCOPE_SIZES_REBUILD = f"DELETE FROM scope_sizes; INSERT INTO scope_sizes(token, 
 # scope's size is what its word rarities are measured against; ADR-0019). Kept by triggers named
 # like the full-text index's, so deferred indexing drops and rebuilds them together. And the
 # index's merge command takes any level of two or more segments (the background upkeep, ADR-0020).
+# What a message does to the sizes of its scopes as it joins or leaves them.
+_JOINS = ("INSERT INTO scope_sizes(token, messages) SELECT value, 1 FROM {tokens} WHERE {when}"
+          " ON CONFLICT(token) DO UPDATE SET messages = messages + 1;")
+_LEAVES = ("UPDATE scope_sizes SET messages = messages - 1 WHERE token IN (SELECT value FROM {tokens});"
+           " DELETE FROM scope_sizes WHERE token IN (SELECT value FROM {tokens}) AND messages <= 0;")
+_NEW, _OLD = _tokens_of("new.scope_tokens"), _tokens_of("old.scope_tokens")
 _V4 = f"""
 CREATE TABLE scope_sizes(
     token    TEXT PRIMARY KEY,
     messages INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE TRIGGER messages_fts_sizes_insert AFTER INSERT ON messages WHEN new.scope_tokens <> '' BEGIN
-    INSERT INTO scope_sizes(token, messages) SELECT value, 1 FROM {_tokens_of("new.scope_tokens")} WHERE true
-    ON CONFLICT(token) DO UPDATE SET messages = messages + 1;
+    {_JOINS.format(tokens=_NEW, when="true")}
 END;
 CREATE TRIGGER messages_fts_sizes_delete AFTER DELETE ON messages WHEN old.scope_tokens <> '' BEGIN
-    UPDATE scope_sizes SET messages = messages - 1 WHERE token IN (SELECT value FROM {_tokens_of("old.scope_tokens")});
-    DELETE FROM scope_sizes WHERE token IN (SELECT value FROM {_tokens_of("old.scope_tokens")}) AND messages <= 0;
+    {_LEAVES.format(tokens=_OLD)}
 END;
 CREATE TRIGGER messages_fts_sizes_update AFTER UPDATE OF scope_tokens ON messages BEGIN
-    UPDATE scope_sizes SET messages = messages - 1 WHERE token IN (SELECT value FROM {_tokens_of("old.scope_tokens")});
-    DELETE FROM scope_sizes WHERE token IN (SELECT value FROM {_tokens_of("old.scope_tokens")}) AND messages <= 0;
-    INSERT INTO scope_sizes(token, messages) SELECT value, 1 FROM {_tokens_of("new.scope_tokens")}
-    WHERE new.scope_tokens <> '' ON CONFLICT(token) DO UPDATE SET messages = messages + 1;
+    {_LEAVES.format(tokens=_OLD)}
+    {_JOINS.format(tokens=_NEW, when="new.scope_tokens <> ''")}
 END;
 {SCOPE_SIZES_REBUILD}
 INSERT INTO messages_fts(messages_fts, rank) VALUES ('usermerge', 2);

@@ -50,8 +50,3 @@ def _merge(tx: SqliteTransaction) -> bool:
 def is_small(conn: Any) -> bool:
     """Whether ``messages_fts`` has at most :data:`SMALL_INDEX_PAGES` pages (counted no further)."""
     return int(conn.execute(_PAGES_UP_TO, (SMALL_INDEX_PAGES + 1,)).fetchall()[0][0]) <= SMALL_INDEX_PAGES
-
-
-def segment_count(conn: Any) -> int:
-    """How many segments ``messages_fts`` is made of (each has rows in its ``_idx`` table)."""
-    return int(conn.execute("SELECT count(DISTINCT segid) FROM messages_fts_idx").fetchall()[0][0])

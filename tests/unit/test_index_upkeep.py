@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -122,3 +124,15 @@ def test_under_a_steady_stream_of_appends_a_job_merges_after_its_longest_wait() 
     upkeep.on_commit([appended(1)])
     assert upkeep.tidy() == 1
     assert round(sum(clock.slept), 6) == 0.2
+
+
+def test_stop_ends_a_waiting_job_at_once_and_no_merge_starts_after_it() -> None:
+    index = Steps(3)
+    upkeep = IndexUpkeep(index, Queue(), quiet_s=30.0, max_wait_s=60.0)  # it would wait half a minute
+    upkeep.on_commit([appended(1)])
+    timer = threading.Timer(0.05, upkeep.stop)
+    timer.start()
+    started = time.monotonic()
+    assert upkeep.tidy() == 0
+    assert time.monotonic() - started < 10 and index.left == 3
+    timer.join()
