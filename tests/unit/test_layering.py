@@ -26,7 +26,7 @@ def test_the_project_keeps_its_layers() -> None:
 
 
 def test_each_rule_is_reported_with_file_and_line(tmp_path: Path) -> None:
-    write(tmp_path, "fermix_memory/__init__.py", "from fermix_memory.entrypoints.api import Memory\n")
+    write(tmp_path, "facade/__init__.py", "from fermix_memory.entrypoints.api import Memory\n")
     write(tmp_path, "domain/__init__.py", "")
     write(tmp_path, "domain/rules.py", "import os\nfrom ..adapters import clock\nfrom datetime import datetime\n"
                                         "x = datetime.now()\n")
@@ -46,6 +46,6 @@ def test_each_rule_is_reported_with_file_and_line(tmp_path: Path) -> None:
     assert "domain/reads.py:2: domain imports another layer: fermix_memory.entrypoints.cli" in out
     assert "application/use.py:1: application imports adapters" in out
     assert "adapters/clock.py:1: only the facade imports entrypoints" in out
-    assert "fermix_memory/__init__.py" not in out
+    assert "facade/__init__.py" not in out
     assert "entrypoints/cli.py" not in out
     assert "7 violation(s)" in out
