@@ -5,11 +5,16 @@ Everything else about the command runs in-process (tests.cli_runner)."""
 from __future__ import annotations
 
 import json
+import os
+import site
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 FERMIX = Path(sys.executable).parent / "fermix"
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = "fermix_memory"
 
 
 def installed(*args: str) -> subprocess.CompletedProcess[str]:
@@ -52,3 +57,41 @@ def test_the_installed_command_exit_codes(tmp_path: Path) -> None:
     assert "Traceback" not in missing.stderr
     usage = installed("no-such-command")
     assert usage.returncode == 1 and usage.stderr.startswith("fermix: error: ")
+
+
+def installed_layout(target: Path) -> Path:
+    """The package laid out as ``pip install .`` installs it (from pyproject's package-dir
+    mapping), made of symlinks to the source folders."""
+    mapping = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["package-dir"]
+    top = target / PACKAGE
+    top.mkdir(parents=True)
+    for entry in (ROOT / mapping[PACKAGE]).iterdir():
+        (top / entry.name).symlink_to(entry)
+    for name, folder in mapping.items():
+        if name != PACKAGE:
+            (target / name.replace(".", "/")).symlink_to(ROOT / folder)
+    return target
+
+
+def test_no_folder_of_the_repository_is_named_like_the_package() -> None:
+    """Run from the clone's root, a folder named ``fermix_memory`` there would be imported in
+    place of the installed package (the current directory comes first on ``sys.path``)."""
+    assert not (ROOT / PACKAGE).exists()
+
+
+def test_the_package_runs_from_the_clone_root_installed_either_way(tmp_path: Path) -> None:
+    # As installed by `pip install -e .` (this environment), started from the clone's root.
+    editable = subprocess.run([sys.executable, "-m", PACKAGE, "--version"], capture_output=True, text=True,
+                              cwd=ROOT, timeout=120, check=False)
+    assert editable.returncode == 0 and editable.stdout.startswith("fermix "), editable.stderr
+    # As installed by `pip install .`: the package copied into a folder on sys.path, no editable
+    # finder (-S skips the .pth files; the dependencies come from site-packages on PYTHONPATH).
+    site_dir = installed_layout(tmp_path / "site")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site_dir), *site.getsitepackages()])}
+    copied = subprocess.run([sys.executable, "-S", "-m", PACKAGE, "--version"], capture_output=True, text=True,
+                            cwd=ROOT, env=env, timeout=120, check=False)
+    assert copied.returncode == 0 and copied.stdout.startswith("fermix "), copied.stderr
+    script = "import fermix_memory, fermix_memory.application; print(fermix_memory.__file__)"
+    imported = subprocess.run([sys.executable, "-S", "-c", script], capture_output=True, text=True,
+                              cwd=ROOT, env=env, timeout=120, check=False)
+    assert imported.returncode == 0 and imported.stdout.startswith(str(site_dir)), imported.stderr
