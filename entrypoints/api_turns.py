@@ -83,9 +83,11 @@ class TurnsApi(ApiBase):
                                            context_window=optional_count(context_window))
 
     def record_transcript(self, *, agent_id: str, owner_id: str, device_id: str, role: str, text: str,
-                          trust: str = "operator") -> int | None:
+                          trust: str = "guest") -> int | None:
         """Store a FINAL realtime voice transcript as a ``voice_turn`` message of the device's
-        ``realtime`` conversation, when ``persist_transcripts`` is on; ``None`` when it is off."""
+        ``realtime`` conversation, when ``persist_transcripts`` is on; ``None`` when it is off.
+        Anyone may speak to a device, so a transcript is a guest's words unless the host knows
+        the device's speaker is the operator and passes ``trust="operator"``."""
         self._check_open()
         if not self._app.settings.realtime.persist_transcripts:
             return None
