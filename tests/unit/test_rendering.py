@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fermix_memory.domain.memory import Memory
@@ -22,7 +22,7 @@ from fermix_memory.domain.rendering import (
     render_user_md,
     renders,
 )
-from fermix_memory.domain.values import Category, PromoteTarget, ScopeType
+from fermix_memory.domain.values import Category, PromoteTarget, ScopeType, shorten
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 BIG = 10**9
@@ -193,6 +193,23 @@ def test_cut_does_not_split_a_combining_sequence() -> None:
     # a pathological run of marks gets a hard cut rather than an unbounded back-off
     marks = "a" + "\u0301" * 300
     assert len(one_line(marks, 200)) == 200
+
+
+# Text where cuts land next to spaces: runs of spaces and line breaks, combining marks, a ZWJ.
+spaced_text = st.text(alphabet=st.sampled_from(["a", "b", " ", "\n", "\t", "\u0301", "\u200d", "é"]),
+                      max_size=80)
+
+
+@given(spaced_text, st.integers(min_value=1, max_value=90))
+@example("aaaaa  bbbbbbbbbb", 10)  # the last word boundary is a run of spaces
+@example("aaaaaaaa  bbbb", 10)  # the hard cut ends in a space
+@example("aaaaaaa \u0301bbbb", 10)  # backing off before a mark lands after a space
+@settings(max_examples=300)
+def test_a_shortened_value_never_ends_in_a_space_before_the_ellipsis(text: str, limit: int) -> None:
+    for cut in (shorten(text, limit), one_line(text, limit)):
+        assert len(cut) <= limit
+        if cut.endswith("…") and cut != text:
+            assert not cut[:-1][-1:].isspace(), repr(cut)
 
 
 def test_one_line_small_limits() -> None:

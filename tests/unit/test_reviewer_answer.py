@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from typing import Any
 
 import pytest
@@ -81,6 +82,23 @@ def test_spec_example() -> None:
     ],
 )
 def test_one_fenced_block(text: str) -> None:
+    assert parse_reviewer_answer(text) == SPEC_OPERATIONS
+
+
+INDENTED_EXAMPLE = textwrap.indent(json.dumps(json.loads(SPEC_EXAMPLE), indent=2), "    ")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"```json\n\n{SPEC_EXAMPLE}\n```",  # a blank line after the opening fence
+        f"```json\n{INDENTED_EXAMPLE}\n```",  # the JSON indented inside the block
+        f"```json\n\n{INDENTED_EXAMPLE}\n\n```",
+        f"```\n \n\t{SPEC_EXAMPLE}\n```",
+        f"```json\r\n\r\n  {SPEC_EXAMPLE}\r\n```",
+    ],
+)
+def test_a_fenced_answer_may_indent_its_json_or_start_after_a_blank_line(text: str) -> None:
     assert parse_reviewer_answer(text) == SPEC_OPERATIONS
 
 
