@@ -30,7 +30,7 @@ def optional_count(value: object) -> int | None:
 
 
 MAX_WAIT_S = 86_400.0  # longer is a host bug (and past threading.TIMEOUT_MAX, an OverflowError)
-Prompt = list[dict[str, str]] | tuple[str, list[dict[str, str]]]
+Prompt = list[dict[str, Any]] | tuple[str, list[dict[str, Any]]]
 
 
 class TurnsApi(ApiBase):

@@ -142,7 +142,7 @@ class App:
         return self.history.append(
             agent_id=cmd.agent_id, owner_id=cmd.owner_id, conversation=cmd.conversation, role=cmd.role,
             content=cmd.content, sender=cmd.sender, kind=cmd.kind, trust=cmd.trust, metadata=cmd.metadata,
-            created_at=cmd.created_at)
+            created_at=cmd.created_at, tool_calls=cmd.tool_calls, tool_call_id=cmd.tool_call_id)
 
     def write_memory(self, cmd: cmd_.WriteMemory) -> list[OperationOutcome]:
         return self.memory.apply(list(cmd.operations), cmd.context())
@@ -160,7 +160,7 @@ class App:
     def handle_command(self, cmd: cmd_.HandleCommand) -> CommandResult | None:
         return self.turns.handle_command(cmd)
 
-    def compose_prompt(self, cmd: cmd_.ComposePrompt) -> list[dict[str, str]] | tuple[str, list[dict[str, str]]]:
+    def compose_prompt(self, cmd: cmd_.ComposePrompt) -> list[dict[str, Any]] | tuple[str, list[dict[str, Any]]]:
         self.prompt_files.welcome(cmd.agent_id, cmd.owner_id)  # the agent's rules, even before a first message
         messages = compose_prompt(lambda a, o, n: self.queries.resource_revision(a, o, n), self.conversations.window,
                                   cmd.agent_id, cmd.owner_id, cmd.conversation, system=cmd.system)
