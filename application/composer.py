@@ -35,7 +35,7 @@ from fermix_memory.domain.fence import (
     memory_context_block,
 )
 from fermix_memory.domain.messages import Message
-from fermix_memory.domain.tool_calls import ToolCall, tool_call_id_of, tool_calls_of
+from fermix_memory.domain.tool_calls import ToolCall, as_text, tool_call_id_of, tool_calls_of
 from fermix_memory.domain.values import ConversationKey, Role, Trust
 
 RevisionReader = Callable[[str, str, str], ResourceRevision | None]
@@ -95,7 +95,7 @@ def compose_prompt(
         elif not (m.content.strip() or m.role is Role.TOOL or tool_calls_of(m.metadata)):
             continue  # no API takes a turn without text
         elif m.role is Role.ASSISTANT and not rest:  # an orphan reply: its question was compacted away
-            said = _as_text(m.content, tool_calls_of(m.metadata))
+            said = as_text(m.content, tool_calls_of(m.metadata))
             if parts[-1].endswith(_SUMMARY_TAIL):
                 parts[-1] = _with_reply(parts[-1], said)
             else:  # no summary just before it (a window cleared by /new): one of its own
@@ -117,11 +117,6 @@ _SUMMARY_TAIL = f"\n{SUMMARY_CLOSE_TAG}"
 def _with_reply(block: str, reply: str) -> str:
     """The summary block with the reply that followed it inside, so one fence holds both."""
     return f"{block[:-len(_SUMMARY_TAIL)]}\n- assistant: {escape_fence(reply.strip())}{_SUMMARY_TAIL}"
-
-
-def _as_text(content: str, calls: Sequence[ToolCall]) -> str:
-    """A reply and the calls it made as plain text (where a call cannot be sent as one)."""
-    return "\n".join(part for part in (content.strip(), *(c.describe() for c in calls)) if part)
 
 
 def _speaker(m: Message) -> str:
@@ -167,7 +162,7 @@ def _turns(messages: Sequence[Message]) -> list[PromptTurn]:
                 loose.append(r)
         answered = tuple(c for c in calls if c.id in answers and usable.get(c.id) is c)
         unanswered = [c for c in calls if c not in answered]
-        content = _as_text(m.content, unanswered) if unanswered else m.content
+        content = as_text(m.content, unanswered) if unanswered else m.content
         turns.append(PromptTurn(role="assistant", content=content, tool_calls=answered))
         sent.update(c.id for c in answered)
         turns += [PromptTurn(role="tool", content=answers[c.id].content.strip() or NO_OUTPUT, tool_call_id=c.id)

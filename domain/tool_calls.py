@@ -13,7 +13,7 @@ model wrote, as OpenAI sends it); a tool message keeps the id of the call it ans
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -45,6 +45,12 @@ class ToolCall:
     def describe(self) -> str:
         """The call as one line of plain text (where the call cannot be sent as a call)."""
         return f"[called tool {self.name} (id {self.id}) with {self.arguments}]"
+
+
+def as_text(content: str, calls: Sequence[ToolCall]) -> str:
+    """A reply and the calls it made as plain text (where a call cannot be sent as one: a
+    summary, a transcript, a call whose result is missing)."""
+    return "\n".join(part for part in (content.strip(), *(c.describe() for c in calls)) if part)
 
 
 def _text_id(value: object, what: str) -> str:
