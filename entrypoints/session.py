@@ -14,6 +14,7 @@ one per turn or keep it, both are cheap, and several may share one memory across
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
@@ -56,7 +57,7 @@ class Session:
         return {"agent_id": self.agent_id, "owner_id": self.owner_id, "conversation": self.conversation}
 
     def append(self, role: str, content: str, *, sender: str | None = None, kind: str = "text",
-               metadata: Any = None, created_at: Any = None, tool_calls: Any = None,
+               metadata: Any = None, created_at: Any = None, tool_calls: Sequence[Mapping[str, Any]] | None = None,
                tool_call_id: str | None = None) -> int:
         """Record a message of this conversation with the session's trust; returns its id.
         ``sender`` defaults to the owner for a user message, to the agent for a reply.
