@@ -59,6 +59,8 @@ class AppendMessage:
     trust: Any = "guest"
     metadata: Any = None
     created_at: Any = None
+    tool_calls: Any = None
+    tool_call_id: Any = None
 
 
 @attrs.frozen(kw_only=True)

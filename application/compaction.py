@@ -44,6 +44,7 @@ from fermix_memory.domain import compaction_rules as rules
 from fermix_memory.domain.checkpoint import CHECKPOINT_KIND, CHECKPOINT_SENDER
 from fermix_memory.domain.fence import conversation_summary_block
 from fermix_memory.domain.messages import Message
+from fermix_memory.domain.tool_calls import as_text, tool_calls_of
 from fermix_memory.domain.values import ConversationKey, Role
 
 log = logging.getLogger("fermix_memory.compaction")
@@ -76,6 +77,14 @@ class CompactionResult:
     notice: str | None = None
 
 
+@attrs.frozen
+class GuessedWindow:
+    """The window used when the host names none, and where that number comes from."""
+
+    tokens: int
+    source: str
+
+
 class CompactionQueries(Protocol):
     def conversation_state(self, agent_id: str, conversation: ConversationKey) -> ConversationState: ...
 
@@ -96,7 +105,8 @@ class Compactor:
         model_for: Callable[[str], ChatModel],
         count_tokens: Callable[[str], int],
         *,
-        context_window: int,
+        context_window: int | None,
+        guessed_window: GuessedWindow,
         timeout_s: float,
     ) -> None:
         self._store = store
@@ -107,7 +117,9 @@ class Compactor:
         self._settings = settings
         self._model_for = model_for
         self._count = count_tokens
-        self._context_window = context_window
+        self._context_window = context_window  # the host's chat model's, when configured
+        self._guessed_window = guessed_window
+        self._warned_guess = False
         self._timeout_s = timeout_s
         self._peaks: dict[tuple[str, ConversationKey], int] = {}
         self._lock = threading.Lock()
@@ -125,13 +137,32 @@ class Compactor:
 
     def due(self, agent_id: str, conversation: ConversationKey, *, context_window: int | None = None) -> bool:
         """True when compaction is on, the last peak reached the threshold and no back-off holds."""
-        check = rules.CheckDue(at=self._clock.now(), enabled=self._settings.enabled,
-                               peak_prompt_tokens=self.peak(agent_id, conversation),
+        peak = self.peak(agent_id, conversation)
+        measured = peak is not None and self._settings.enabled
+        check = rules.CheckDue(at=self._clock.now(), enabled=self._settings.enabled, peak_prompt_tokens=peak,
                                threshold=self._settings.threshold,
-                               context_window=context_window or self._context_window)
+                               context_window=self.context_window(context_window, warn=measured))
         if rules.measured_reason(check):
             return False  # decided without reading the store
         return rules.is_due(self._queries.conversation_state(agent_id, conversation), check)
+
+    def context_window(self, given: int | None, *, warn: bool = True) -> int:
+        """The window compaction sizes against: ``given`` (the host's, per call), else the
+        configured ``[fermix_core.compaction] context_window``, else a guess, logged once (a host
+        on a smaller model than the guess would overflow before compaction ever runs)."""
+        if given:
+            return given
+        if self._context_window:
+            return self._context_window
+        if warn:
+            with self._lock:
+                first, self._warned_guess = not self._warned_guess, True
+            if first:
+                log.warning("compaction uses a guessed context window of %d tokens (%s); pass your chat model's "
+                            "window as context_window= (memory.session(...), the turn hooks, compact) or set "
+                            "[fermix_core.compaction] context_window", self._guessed_window.tokens,
+                            self._guessed_window.source)
+        return self._guessed_window.tokens
 
     def window_tokens(self, messages: Sequence[Message]) -> int:
         return rules.window_tokens([self._count(m.content) for m in messages])
@@ -160,7 +191,7 @@ class Compactor:
                  notice: bool) -> CompactionResult:
         """Summarise the older part of the window so the window fits ``budget * context_window``."""
         state = self._queries.conversation_state(agent_id, conversation)
-        budget = rules.token_budget(self._settings.budget, context_window or self._context_window)
+        budget = rules.token_budget(self._settings.budget, self.context_window(context_window))
         messages = tuple(self._window(agent_id, conversation))
         plan = rules.plan_compaction(state, rules.PlanCompaction(
             messages=messages, content_tokens=tuple(self._count(m.content) for m in messages), budget=budget))
@@ -217,7 +248,8 @@ class Compactor:
                 break
 
     def _summarise(self, agent_id: str, older: Sequence[Message], budget: int) -> str:
-        transcript = "\n".join(f"[{m.role.value} {m.sender}]: {m.content}" for m in older)
+        transcript = "\n".join(f"[{m.role.value} {m.sender}]: {as_text(m.content, tool_calls_of(m.metadata))}"
+                               for m in older)
         request = ChatRequest(
             messages=(ChatMessage(role="system", content=COMPACTOR_SYSTEM_PROMPT),
                       ChatMessage(role="user", content=f"Transcript to summarise:\n\n{transcript}")),

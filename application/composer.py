@@ -1,31 +1,72 @@
 """Use case: compose the messages of a turn (R-FENCE): one system message, then the window.
 
 The system message holds, in order: the host's own system prompt, this owner's prompt files
-inside one ``<memory-context>`` fence, then every system message of the window (a compaction
-checkpoint always inside its ``<conversation-summary>`` fence). The window follows without
-system messages, and never starts with an assistant reply whose question was compacted away
-(an orphan): such a reply joins the summary before it (inside its fence), so nothing the model
-said is lost and providers that want a user message first get one (ADR-0017).
+inside one ``<memory-context>`` fence, then every system message of the window: a compaction
+checkpoint inside its ``<conversation-summary>`` fence, an operator's as it is, anybody
+else's inside a ``<conversation-note>`` fence (data, never instructions; ADR-0022). The window
+follows without system messages, and never starts with an assistant reply whose question was
+compacted away (an orphan): such a reply joins the summary before it (inside its fence), so
+nothing the model said is lost and providers that want a user message first get one (ADR-0017).
+
+Every prompt is a request the model's API accepts (ADR-0022): a message with no text is left
+out; a tool result is sent as one only right after the assistant turn that made its call
+(otherwise, and for a call without its result, the call or the result is shown as text); when
+the window's user turns come from more than one sender, each says who wrote it (OpenAI's
+``name``, else a ``[sender]`` prefix); Anthropic's shape merges consecutive turns of one role.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from fermix_memory.application.ports import ChatMessage, ResourceRevision
+import attrs
+
+from fermix_memory.application.ports import ResourceRevision
 from fermix_memory.domain.checkpoint import is_checkpoint
 from fermix_memory.domain.fence import (
     SUMMARY_CLOSE_TAG,
     as_summary_block,
+    conversation_note_block,
     conversation_summary_block,
     escape_fence,
     memory_context_block,
 )
 from fermix_memory.domain.messages import Message
-from fermix_memory.domain.values import ConversationKey, Role
+from fermix_memory.domain.tool_calls import ToolCall, as_text, tool_call_id_of, tool_calls_of
+from fermix_memory.domain.values import ConversationKey, Role, Trust
 
 RevisionReader = Callable[[str, str, str], ResourceRevision | None]
 WindowReader = Callable[[str, ConversationKey], list[Message]]
+
+# What both APIs accept as a message ``name`` (OpenAI) and a tool's name.
+API_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_ANTHROPIC_ID = re.compile(r"[A-Za-z0-9_-]+")
+NO_OUTPUT = "(no output)"
+
+
+@attrs.frozen
+class PromptTurn:
+    """One turn after the system message, in neither API's shape yet."""
+
+    role: str  # "user" | "assistant" | "tool" (a result answering a call of the turn before)
+    content: str
+    speaker: str = ""  # who wrote a user turn
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str = ""
+
+
+@attrs.frozen
+class ComposedPrompt:
+    system: str
+    turns: tuple[PromptTurn, ...]
+
+    @property
+    def several_speakers(self) -> bool:
+        """True when the user turns come from more than one sender: then each names its sender."""
+        return len({t.speaker for t in self.turns if t.role == "user" and t.speaker}) > 1
 
 
 def compose_prompt(
@@ -36,9 +77,9 @@ def compose_prompt(
     conversation: ConversationKey,
     *,
     system: str = "",
-) -> list[ChatMessage]:
-    """``[system message, …window]``: the system message (absent only when there is nothing
-    to put in it) followed by the window's user and assistant messages, oldest first.
+) -> ComposedPrompt:
+    """The system text (empty only when there is nothing to put in it) and the window's user,
+    assistant and tool turns, oldest first.
 
     The files' content comes from their current revision in the log, so what the model sees
     is exactly what ``fermix resource show`` shows.
@@ -46,17 +87,28 @@ def compose_prompt(
     user = revision(agent_id, owner_id, "user_md")
     memory = revision(agent_id, owner_id, "memory_md")
     parts = [system.strip(), memory_context_block(user.content if user else "", memory.content if memory else "")]
-    turns: list[ChatMessage] = []
+    rest: list[Message] = []
     for m in window(agent_id, conversation):
         if m.role is Role.SYSTEM:
-            parts.append(as_summary_block(m.content) if is_checkpoint(m) else m.content)
-        elif m.role is Role.ASSISTANT and not turns:  # an orphan reply: its question was compacted away
-            parts[-1] = _with_reply(parts[-1], m.content) if parts[-1].endswith(_SUMMARY_TAIL) \
-                else conversation_summary_block(f"- assistant: {m.content}")
+            if m.content.strip():
+                parts.append(_system_part(m))
+        elif not (m.content.strip() or m.role is Role.TOOL or tool_calls_of(m.metadata)):
+            continue  # no API takes a turn without text
+        elif m.role is Role.ASSISTANT and not rest:  # an orphan reply: its question was compacted away
+            said = as_text(m.content, tool_calls_of(m.metadata))
+            if parts[-1].endswith(_SUMMARY_TAIL):
+                parts[-1] = _with_reply(parts[-1], said)
+            else:  # no summary just before it (a window cleared by /new): one of its own
+                parts.append(conversation_summary_block(f"- assistant: {said}"))
         else:
-            turns.append(ChatMessage(role=m.role.value, content=m.content))
-    text = "\n\n".join(p for p in parts if p)
-    return ([ChatMessage(role="system", content=text)] if text else []) + turns
+            rest.append(m)
+    return ComposedPrompt(system="\n\n".join(p for p in parts if p), turns=tuple(_turns(rest)))
+
+
+def _system_part(m: Message) -> str:
+    if is_checkpoint(m):
+        return as_summary_block(m.content)
+    return m.content if m.trust is Trust.OPERATOR else conversation_note_block(m.content)
 
 
 _SUMMARY_TAIL = f"\n{SUMMARY_CLOSE_TAG}"
@@ -67,11 +119,123 @@ def _with_reply(block: str, reply: str) -> str:
     return f"{block[:-len(_SUMMARY_TAIL)]}\n- assistant: {escape_fence(reply.strip())}{_SUMMARY_TAIL}"
 
 
-def as_openai(messages: list[ChatMessage]) -> list[dict[str, str]]:
-    return [{"role": m.role, "content": m.content} for m in messages]
+def _speaker(m: Message) -> str:
+    return m.sender or m.owner_id
 
 
-def as_anthropic(messages: list[ChatMessage]) -> tuple[str, list[dict[str, str]]]:
-    """Anthropic's shape: the system prompt apart, then the user/assistant messages."""
-    system = messages[0].content if messages and messages[0].role == "system" else ""
-    return system, as_openai([m for m in messages if m.role != "system"])
+def _loose_result(m: Message) -> PromptTurn:
+    """A tool result whose call is not the turn before it (compacted away, never recorded, or
+    recorded without ids): shown as text in a user turn."""
+    call_id = tool_call_id_of(m.metadata)
+    label = f"[result of tool call {call_id}]" if call_id else "[tool result]"
+    return PromptTurn(role="user", content=f"{label} {m.content.strip() or NO_OUTPUT}")
+
+
+def _turns(messages: Sequence[Message]) -> list[PromptTurn]:
+    """Pair each call with its result: a call is sent as one when its result is among the tool
+    messages right after it (and its id and name are usable), else both are text."""
+    turns: list[PromptTurn] = []
+    sent: set[str] = set()  # call ids already sent: an id is used once per prompt
+    i = 0
+    while i < len(messages):
+        m = messages[i]
+        i += 1
+        if m.role is Role.USER:
+            turns.append(PromptTurn(role="user", content=m.content, speaker=_speaker(m)))
+            continue
+        if m.role is Role.TOOL:
+            turns.append(_loose_result(m))
+            continue
+        end = i
+        while end < len(messages) and messages[end].role is Role.TOOL:
+            end += 1
+        results, i = messages[i:end], end
+        calls = tool_calls_of(m.metadata)
+        usable = {c.id: c for c in calls if c.id not in sent and API_NAME.fullmatch(c.name)}
+        answers: dict[str, Message] = {}
+        loose: list[Message] = []
+        for r in results:
+            call_id = tool_call_id_of(r.metadata)
+            if call_id is not None and call_id in usable and call_id not in answers:
+                answers[call_id] = r
+            else:
+                loose.append(r)
+        answered = tuple(c for c in calls if c.id in answers and usable.get(c.id) is c)
+        unanswered = [c for c in calls if c not in answered]
+        content = as_text(m.content, unanswered) if unanswered else m.content
+        turns.append(PromptTurn(role="assistant", content=content, tool_calls=answered))
+        sent.update(c.id for c in answered)
+        turns += [PromptTurn(role="tool", content=answers[c.id].content.strip() or NO_OUTPUT, tool_call_id=c.id)
+                  for c in answered]
+        turns += [_loose_result(r) for r in loose]
+    return turns
+
+
+def _prefixed(turn: PromptTurn) -> str:
+    who = turn.speaker.replace("[", "(").replace("]", ")")
+    return f"[{who}] {turn.content}"
+
+
+def as_openai(prompt: ComposedPrompt) -> list[dict[str, Any]]:
+    """OpenAI's Chat Completions ``messages``: the system message, then the turns; an assistant
+    turn's calls as ``tool_calls``, each result as a ``tool`` message with its ``tool_call_id``."""
+    out: list[dict[str, Any]] = [{"role": "system", "content": prompt.system}] if prompt.system else []
+    named = prompt.several_speakers
+    for t in prompt.turns:
+        if t.role == "user":
+            message: dict[str, Any] = {"role": "user", "content": t.content}
+            if named and t.speaker:
+                if API_NAME.fullmatch(t.speaker):
+                    message["name"] = t.speaker
+                else:
+                    message["content"] = _prefixed(t)
+        elif t.role == "assistant":
+            message = {"role": "assistant", "content": t.content if t.content.strip() or not t.tool_calls else None}
+            if t.tool_calls:
+                message["tool_calls"] = [
+                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                    for c in t.tool_calls]
+        else:
+            message = {"role": "tool", "tool_call_id": t.tool_call_id, "content": t.content}
+        out.append(message)
+    return out
+
+
+def anthropic_id(call_id: str) -> str:
+    """``call_id`` as Anthropic accepts a ``tool_use`` id (letters, digits, ``_`` and ``-``): an id
+    with other characters gets them replaced and a digest of the original, so ids stay distinct."""
+    if _ANTHROPIC_ID.fullmatch(call_id):
+        return call_id
+    digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{re.sub(r'[^A-Za-z0-9_-]', '_', call_id)[:64]}_{digest}"
+
+
+def as_anthropic(prompt: ComposedPrompt) -> tuple[str, list[dict[str, Any]]]:
+    """Anthropic's Messages shape: the system prompt apart, then alternating user / assistant
+    messages (consecutive turns of one role merged), calls as ``tool_use`` blocks and results as
+    ``tool_result`` blocks opening the user message that follows. A message of one text block is
+    sent as a plain string."""
+    named = prompt.several_speakers
+    merged: list[tuple[str, list[dict[str, Any]]]] = []
+    for t in prompt.turns:
+        role, blocks = _anthropic_blocks(t, named)
+        if merged and merged[-1][0] == role:
+            merged[-1][1].extend(blocks)
+        else:
+            merged.append((role, blocks))
+    messages: list[dict[str, Any]] = []
+    for role, blocks in merged:
+        single_text = len(blocks) == 1 and blocks[0]["type"] == "text"
+        messages.append({"role": role, "content": blocks[0]["text"] if single_text else blocks})
+    return prompt.system, messages
+
+
+def _anthropic_blocks(t: PromptTurn, named: bool) -> tuple[str, list[dict[str, Any]]]:
+    if t.role == "tool":
+        return "user", [{"type": "tool_result", "tool_use_id": anthropic_id(t.tool_call_id), "content": t.content}]
+    if t.role == "user":
+        return "user", [{"type": "text", "text": _prefixed(t) if named and t.speaker else t.content}]
+    # Anthropic refuses a final assistant text ending in whitespace; trailing space says nothing.
+    text = [{"type": "text", "text": t.content.rstrip()}] if t.content.strip() else []
+    return "assistant", text + [{"type": "tool_use", "id": anthropic_id(c.id), "name": c.name, "input": c.input()}
+                                for c in t.tool_calls]

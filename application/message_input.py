@@ -11,6 +11,7 @@ from typing import Any
 from fermix_memory.domain.checkpoint import quoted_owners_of
 from fermix_memory.domain.conversation_events import MessageAppended
 from fermix_memory.domain.errors import DomainError, InvalidConversationKey
+from fermix_memory.domain.tool_calls import TOOL_CALL_ID_KEY, TOOL_CALLS_KEY, check_tool_metadata
 from fermix_memory.domain.values import ConversationKey, Role, Trust, check_identifier, is_encodable, preview
 
 MAX_CONTENT_CHARS = 1_000_000
@@ -75,9 +76,14 @@ def build_message_event(
     trust: object = "guest",
     metadata: object = None,
     created_at: object = None,
+    tool_calls: object = None,
+    tool_call_id: object = None,
     at: datetime,
 ) -> MessageAppended:
-    """Check every field and return the event that records the message."""
+    """Check every field and return the event that records the message.
+
+    ``tool_calls`` (an assistant message's calls) and ``tool_call_id`` (the call a tool message
+    answers) are kept in the metadata under their own names (``domain/tool_calls.py``)."""
     check_identifier(agent_id, "agent_id")
     check_identifier(owner_id, "owner_id")
     key = conversation_key(conversation)
@@ -96,12 +102,19 @@ def build_message_event(
     meta = {} if metadata is None else metadata
     if not isinstance(meta, Mapping):
         raise InvalidMessage(f"metadata must be a JSON object, got {type(meta).__name__}")
+    if tool_calls is not None or tool_call_id is not None:
+        meta = {**meta, **({} if tool_calls is None else {TOOL_CALLS_KEY: tool_calls}),
+                **({} if tool_call_id is None else {TOOL_CALL_ID_KEY: tool_call_id})}
     if not meta:
         return _event(at, agent_id, owner_id, key, sender, role_value, kind, content, {}, trust_value, created_at)
     if _nesting_exceeds(meta, MAX_METADATA_DEPTH):
         raise InvalidMessage(f"metadata is nested more than {MAX_METADATA_DEPTH} levels deep")
     try:
-        plain = dict(meta)
+        plain = check_tool_metadata(role_value, meta) if TOOL_CALLS_KEY in meta or TOOL_CALL_ID_KEY in meta \
+            else dict(meta)
+    except ValueError as exc:
+        raise InvalidMessage(str(exc)) from None
+    try:
         encoded = json.dumps(plain, allow_nan=False)
         if "\\u" in encoded:  # text beyond ASCII: a lone surrogate among it cannot be stored
             json.dumps(plain, ensure_ascii=False).encode("utf-8")

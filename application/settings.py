@@ -108,6 +108,11 @@ class CompactionSettings:
     failure_backoff_s: float = attrs.field(default=60.0, metadata=about(
         at_most(NON_NEGATIVE_NUMBER, _MILLENNIUM_S, _YEARS_1000),
         "Seconds to wait after a failed compaction before trying again."))
+    context_window: int = attrs.field(default=0, metadata=about(
+        NON_NEGATIVE_INT,
+        "Tokens the host's chat model reads at most: the threshold and budget are fractions of it."
+        " A context_window passed by the host (session(context_window=...), the turn hooks) wins."
+        " 0: not set, so it is guessed (the first provider's context_window, else 128000) with a warning."))
 
 
 @attrs.frozen(kw_only=True)

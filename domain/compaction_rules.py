@@ -20,7 +20,7 @@ from fermix_memory.domain import events as ev
 from fermix_memory.domain.checkpoint import CheckpointSources, checkpoint_sources
 from fermix_memory.domain.conversation_window import ConversationWindow
 from fermix_memory.domain.messages import Message
-from fermix_memory.domain.values import ConversationKey
+from fermix_memory.domain.values import ConversationKey, Role
 
 MESSAGE_OVERHEAD_TOKENS = 4  # role and separators per chat message
 MAX_STORED_ERROR_CHARS = 1000
@@ -129,7 +129,8 @@ class CompactionPlan:
 
 def plan_compaction(state: ConversationWindow, cmd: PlanCompaction) -> CompactionPlan:
     """Keep the newest messages within half the budget (the summary gets the rest); at least one
-    message is replaced when the window has two or more. Messages the window already left (at
+    message is replaced when the window has two or more, and tool results are never kept without
+    the message before them (their call). Messages the window already left (at
     or before ``state.window_start_id``) are never replaced again."""
     pairs = [(m, message_cost(t)) for m, t in zip(cmd.messages, cmd.content_tokens, strict=True)
              if m.id > state.window_start_id]
@@ -142,6 +143,10 @@ def plan_compaction(state: ConversationWindow, cmd: PlanCompaction) -> Compactio
             break
         kept += 1
         used += cost
+    # A tool result is not kept without the call it answers: results at the head of what is
+    # kept join the summary with their call (the prompt could only show them as loose text).
+    while kept and pairs[len(pairs) - kept][0].role is Role.TOOL:
+        kept -= 1
     older = pairs[: len(pairs) - kept]
     if not older:
         return CompactionPlan(older=(), kept=tuple(m for m, _ in pairs), tokens_before=before, kept_tokens=used)

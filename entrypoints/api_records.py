@@ -44,14 +44,22 @@ class RecordsApi(ApiBase):
         trust: str = "guest",
         metadata: Mapping[str, Any] | None = None,
         created_at: Any = None,
+        tool_calls: Sequence[Mapping[str, Any]] | None = None,
+        tool_call_id: str | None = None,
     ) -> int:
-        """Durably record a message; returns its id (its position in the event log)."""
+        """Durably record a message; returns its id (its position in the event log).
+
+        ``tool_calls`` records the calls of an assistant message (each ``{"id", "name",
+        "arguments"}``, or the call as OpenAI or Anthropic returned it); ``tool_call_id`` the call
+        a ``role="tool"`` message answers. Both are kept in the metadata under those names, and
+        :meth:`compose_prompt` sends them back as each API requires."""
         self._check_open()
         # Every field of AppendMessage is checked with the message itself (message_input.py), so
         # the hottest call builds its command directly instead of through the converter.
         return self._app.append_message(AppendMessage(
             agent_id=agent_id, owner_id=owner_id, conversation=conversation, role=role, content=content,
-            sender=sender, kind=kind, trust=trust, metadata=metadata, created_at=created_at))
+            sender=sender, kind=kind, trust=trust, metadata=metadata, created_at=created_at, tool_calls=tool_calls,
+            tool_call_id=tool_call_id))
 
     def history(self, agent_id: str, conversation: Any, limit: int | None = None) -> list[Message]:
         """The conversation's current window (after the last clear / compaction), oldest first."""

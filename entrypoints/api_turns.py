@@ -30,7 +30,7 @@ def optional_count(value: object) -> int | None:
 
 
 MAX_WAIT_S = 86_400.0  # longer is a host bug (and past threading.TIMEOUT_MAX, an OverflowError)
-Prompt = list[dict[str, str]] | tuple[str, list[dict[str, str]]]
+Prompt = list[dict[str, Any]] | tuple[str, list[dict[str, Any]]]
 
 
 class TurnsApi(ApiBase):
@@ -134,7 +134,9 @@ class TurnsApi(ApiBase):
         """The prompt of a turn: ONE system message (``system``, the host's own system prompt, then
         the memory-context block, then any checkpoint), followed by the conversation window, which
         never starts with an orphan assistant reply. ``style="openai"`` gives
-        ``[{"role": "system", ...}, …]``; ``style="anthropic"`` gives ``(system, messages)``."""
+        ``[{"role": "system", ...}, …]``; ``style="anthropic"`` gives ``(system, messages)``. Either
+        is a request its API accepts: tool calls and results paired by id in the API's own form,
+        no empty message, the sender named when several people write (ADR-0022)."""
         return self._app.compose_prompt(self._command(ComposePrompt, dict(
             agent_id=agent_id, owner_id=owner_id, conversation=conversation, system=system, style=style)))
 

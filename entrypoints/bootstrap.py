@@ -31,7 +31,7 @@ from fermix_memory.adapters.tokens_tiktoken import TiktokenCounter
 from fermix_memory.application import commands as cmd_
 from fermix_memory.application.background import BackgroundWorker
 from fermix_memory.application.caches import ConversationStore, MemoryRowCache
-from fermix_memory.application.compaction import CompactionQueries, Compactor
+from fermix_memory.application.compaction import CompactionQueries, Compactor, GuessedWindow
 from fermix_memory.application.composer import as_anthropic, as_openai, compose_prompt
 from fermix_memory.application.errors import ConfigError, HomeNotFound, ProviderKeyMissing, StorageError
 from fermix_memory.application.explain import ExplainQueries
@@ -67,6 +67,15 @@ log = logging.getLogger("fermix_memory")
 
 DEFAULT_HOME = Path("~/.fermix")
 DEFAULT_CONTEXT_WINDOW = 128_000
+
+
+def guessed_window(settings: Settings) -> GuessedWindow:
+    """The window compaction falls back to when the host names none (ADR-0022): the first
+    provider's, which is the reviewer's model and not necessarily the host's, else the default."""
+    if settings.providers:
+        first = settings.providers[0]
+        return GuessedWindow(first.context_window, f"the context_window of provider {first.name!r}, the reviewer's")
+    return GuessedWindow(DEFAULT_CONTEXT_WINDOW, "the default")
 DB_NAME = "memory.db"
 CONFIG_NAME = "config.toml"
 HEAD_NAME = "head"  # the last log head this home saw, outside the database (ADR-0011)
@@ -142,7 +151,7 @@ class App:
         return self.history.append(
             agent_id=cmd.agent_id, owner_id=cmd.owner_id, conversation=cmd.conversation, role=cmd.role,
             content=cmd.content, sender=cmd.sender, kind=cmd.kind, trust=cmd.trust, metadata=cmd.metadata,
-            created_at=cmd.created_at)
+            created_at=cmd.created_at, tool_calls=cmd.tool_calls, tool_call_id=cmd.tool_call_id)
 
     def write_memory(self, cmd: cmd_.WriteMemory) -> list[OperationOutcome]:
         return self.memory.apply(list(cmd.operations), cmd.context())
@@ -160,7 +169,7 @@ class App:
     def handle_command(self, cmd: cmd_.HandleCommand) -> CommandResult | None:
         return self.turns.handle_command(cmd)
 
-    def compose_prompt(self, cmd: cmd_.ComposePrompt) -> list[dict[str, str]] | tuple[str, list[dict[str, str]]]:
+    def compose_prompt(self, cmd: cmd_.ComposePrompt) -> list[dict[str, Any]] | tuple[str, list[dict[str, Any]]]:
         self.prompt_files.welcome(cmd.agent_id, cmd.owner_id)  # the agent's rules, even before a first message
         messages = compose_prompt(lambda a, o, n: self.queries.resource_revision(a, o, n), self.conversations.window,
                                   cmd.agent_id, cmd.owner_id, cmd.conversation, system=cmd.system)
@@ -313,7 +322,7 @@ def bootstrap(
         history = HistoryService(store, clock)
         compactor = Compactor(
             store, queries, conversations.window, reviewer, clock, settings.compaction, model_for, tokens.count,
-            context_window=settings.providers[0].context_window if settings.providers else DEFAULT_CONTEXT_WINDOW,
+            context_window=settings.compaction.context_window or None, guessed_window=guessed_window(settings),
             timeout_s=settings.timeouts.llm_buffered_s,
         )
         background = BackgroundWorker("fermix-background") if background is None else background

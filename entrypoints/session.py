@@ -14,6 +14,7 @@ one per turn or keep it, both are cheap, and several may share one memory across
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
@@ -56,13 +57,17 @@ class Session:
         return {"agent_id": self.agent_id, "owner_id": self.owner_id, "conversation": self.conversation}
 
     def append(self, role: str, content: str, *, sender: str | None = None, kind: str = "text",
-               metadata: Any = None, created_at: Any = None) -> int:
+               metadata: Any = None, created_at: Any = None, tool_calls: Sequence[Mapping[str, Any]] | None = None,
+               tool_call_id: str | None = None) -> int:
         """Record a message of this conversation with the session's trust; returns its id.
-        ``sender`` defaults to the owner for a user message, to the agent for a reply."""
+        ``sender`` defaults to the owner for a user message, to the agent for a reply.
+        ``tool_calls`` (an assistant message's calls) and ``tool_call_id`` (the call a
+        ``role="tool"`` result answers) are described at :meth:`MemorySystem.append_message`."""
         if sender is None:
             sender = self.owner_id if role == Role.USER else self.agent_id if role == Role.ASSISTANT else ""
         return self._memory.append_message(**self._turn(), role=role, content=content, sender=sender, kind=kind,
-                                           trust=self.trust.value, metadata=metadata, created_at=created_at)
+                                           trust=self.trust.value, metadata=metadata, created_at=created_at,
+                                           tool_calls=tool_calls, tool_call_id=tool_call_id)
 
     def history(self, limit: int | None = None) -> list[Message]:
         """The conversation's current window, oldest first."""

@@ -280,6 +280,35 @@ def test_context_window_passed_to_the_hooks_sets_the_threshold(
     assert content_tokens(memory.history(AGENT, CONV)) < int(0.5 * 1_200)
 
 
+def test_the_configured_window_of_the_hosts_model_sets_the_threshold_without_a_warning(
+        open_memory: Callable[..., MemorySystem], model: FakeModel, caplog: pytest.LogCaptureFixture) -> None:
+    memory = open_memory(make_config(model.server, compaction={"context_window": 1_200}))
+    fill(memory, 12)
+    after_turn(memory, 1_019)  # under 0.85 * 1200, although far over the provider's 0.85 * WINDOW
+    assert events_of(memory, ev.HistoryCompacted) == []
+    after_turn(memory, 1_020)
+    assert len(events_of(memory, ev.HistoryCompacted)) == 1
+    assert content_tokens(memory.history(AGENT, CONV)) < int(0.5 * 1_200)
+    assert "guessed context window" not in caplog.text
+
+
+def test_a_guessed_window_is_logged_once_and_never_when_the_host_names_its_window(
+        open_memory: Callable[..., MemorySystem], model: FakeModel, caplog: pytest.LogCaptureFixture) -> None:
+    memory = open_memory(make_config(model.server))
+    fill(memory, 2)
+    memory.session(agent_id=AGENT, owner_id=OWNER, conversation=CONV, context_window=32_768).after_turn(10).result()
+    memory.wait_for_background(timeout=30)
+    assert "guessed context window" not in caplog.text
+    for peak in (10, 11, 12):
+        after_turn(memory, peak)
+    after_turn(memory, None)
+    warnings = [r.getMessage() for r in caplog.records if "guessed context window" in r.getMessage()]
+    assert warnings == [f"compaction uses a guessed context window of {WINDOW} tokens (the context_window of "
+                        "provider 'p', the reviewer's); pass your chat model's window as context_window= "
+                        "(memory.session(...), the turn hooks, compact) or set [fermix_core.compaction] "
+                        "context_window"]
+
+
 # --- the summarisation call ----------------------------------------------------------------------------
 
 

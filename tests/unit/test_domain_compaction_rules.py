@@ -89,6 +89,18 @@ def test_a_previous_checkpoint_pulls_the_messages_before_its_id_into_the_new_sum
     assert result.up_to == 9
 
 
+def test_a_tool_result_is_never_kept_apart_from_the_call_it_answers() -> None:
+    # 1 user, 2 assistant (the call), 3 and 4 its results, 5 the reply: half the budget would
+    # keep 4 and 5, splitting result 4 from its call; the results go with their call instead.
+    window = [msg(1), msg(2, role=Role.ASSISTANT), msg(3, role=Role.TOOL), msg(4, role=Role.TOOL),
+              msg(5, role=Role.ASSISTANT)]
+    result = plan(window, [10] * 5, budget=60)
+    assert [m.id for m in result.older] == [1, 2, 3, 4] and [m.id for m in result.kept] == [5]
+    assert result.kept_tokens == 14
+    kept_whole = plan(window, [10] * 5, budget=120)  # room for the call and its results: nothing moves
+    assert [m.id for m in kept_whole.kept] == [2, 3, 4, 5]
+
+
 def test_messages_the_window_already_left_are_never_replaced_again() -> None:
     result = plan([msg(3), msg(4), msg(5), msg(6)], [10] * 4, budget=30, state=ConversationWindow(window_start_id=4))
     assert [m.id for m in result.older] == [5] and [m.id for m in result.kept] == [6]

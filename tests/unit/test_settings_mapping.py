@@ -94,6 +94,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "reasoning_effort": "low",
         "budget": 0.25,
         "failure_backoff_s": 5.0,
+        "context_window": 32_768,
     },
     "timeouts": {"llm_buffered_s": 30.0},
     "realtime": {"persist_transcripts": True},
