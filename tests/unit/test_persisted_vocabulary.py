@@ -22,7 +22,7 @@ import attrs
 import fermix_memory
 from fermix_memory.adapters.prompt_files_fs import FILE_NAMES
 from fermix_memory.application import history, prompt_files, streams, turns
-from fermix_memory.domain import checkpoint, fence, jobs, operations, reviewer_answer
+from fermix_memory.domain import checkpoint, fence, jobs, operations, reviewer_answer, tool_calls
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.values import ConversationKey
 
@@ -137,8 +137,12 @@ def test_refusal_reasons() -> None:
 
 
 def test_the_fences_and_headings_the_model_reads() -> None:
-    assert (fence.OPEN_TAG, fence.CLOSE_TAG) == ("<memory-context>", "</memory-context>")
-    assert (fence.SUMMARY_OPEN_TAG, fence.SUMMARY_CLOSE_TAG) == ("<conversation-summary>", "</conversation-summary>")
+    tags = {name: value for name, value in vars(fence).items() if name.endswith("_TAG")}
+    assert tags == {
+        "OPEN_TAG": "<memory-context>", "CLOSE_TAG": "</memory-context>",
+        "SUMMARY_OPEN_TAG": "<conversation-summary>", "SUMMARY_CLOSE_TAG": "</conversation-summary>",
+        "NOTE_OPEN_TAG": "<conversation-note>", "NOTE_CLOSE_TAG": "</conversation-note>",
+    }
     assert fence.USER_MD_HEADING == "# USER.md (about the user)"
     assert fence.MEMORY_MD_HEADING == "# MEMORY.md (working context and rules)"
     assert (fence.SAFE_LT, fence.SAFE_GT) == ("\u2039", "\u203a")
@@ -165,6 +169,7 @@ def test_stored_message_kinds_and_metadata_keys() -> None:
     assert (checkpoint.CHECKPOINT_KIND, checkpoint.CHECKPOINT_SENDER) == ("checkpoint", "compactor")
     assert checkpoint.QUOTED_OWNERS_KEY == "quoted_owners"
     assert history.IMPORT_KEY == "fermix_import_key"
+    assert (tool_calls.TOOL_CALLS_KEY, tool_calls.TOOL_CALL_ID_KEY) == ("tool_calls", "tool_call_id")
     assert (jobs.JOB_SOURCE_TYPE, jobs.JOB_SOURCE_PREFIX) == ("job", "job:")
 
 
