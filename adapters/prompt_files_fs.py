@@ -113,6 +113,18 @@ class PromptFileFolder:
         replace_durably(target, content.encode("utf-8"))
         return target
 
+    def discard(self, agent_id: str, owner_id: str, name: str) -> bool:
+        """Delete one prompt file (a file without a current revision: its text was erased)."""
+        target = self.path(agent_id, owner_id, name)
+        with self._lock(target.parent):
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+                return True
+            if target.exists() or target.is_symlink():
+                target.unlink()
+                return True
+            return False
+
     def remove(self, agent_id: str, owner_id: str) -> bool:
         """Delete the owner's prompt files (and the folder, once empty of anything else)."""
         with self.syncing(agent_id, owner_id):
