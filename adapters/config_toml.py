@@ -6,10 +6,7 @@ only does the file work (tomli to read, tomlkit to edit one value in place, atom
 
 from __future__ import annotations
 
-import contextlib
-import os
 import stat
-import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -17,6 +14,7 @@ from typing import Any
 import tomli
 import tomlkit
 
+from fermix_memory.adapters.durable_file import replace_durably
 from fermix_memory.application.errors import ConfigError
 from fermix_memory.application.settings import (
     SECTIONS,
@@ -85,34 +83,13 @@ def _replace_atomically(path: Path, content: bytes) -> None:
     target = path.resolve()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as file:
-                with contextlib.suppress(FileNotFoundError):
-                    # mkstemp creates 0600; an existing config keeps the mode its owner gave it.
-                    os.chmod(temp_name, stat.S_IMODE(target.stat().st_mode))
-                file.write(content)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temp_name, target)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp_name)
-            raise
-        _fsync_directory(target.parent)
+        try:  # an existing config keeps the mode its owner gave it
+            mode: int | None = stat.S_IMODE(target.stat().st_mode)
+        except FileNotFoundError:
+            mode = None
+        replace_durably(target, content, mode=mode)
     except OSError as error:
         raise ConfigError(f"{path}: cannot write: {error.strerror or error}") from error
-
-
-def _fsync_directory(directory: Path) -> None:
-    # The rename is durable only once the directory entry is on disk; Windows cannot open folders.
-    if os.name == "nt":
-        return
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def render_default_config() -> str:

@@ -7,7 +7,6 @@ import hashlib
 import os
 import shutil
 import string
-import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ try:
 except ImportError:  # not POSIX: the lock holds between the threads of one process only
     fcntl = None  # type: ignore[assignment]
 
+from fermix_memory.adapters.durable_file import replace_durably
 from fermix_memory.application.errors import StorageError
 
 FILE_NAMES = {"user_md": "USER.md", "memory_md": "MEMORY.md"}
@@ -110,23 +110,20 @@ class PromptFileFolder:
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.is_dir() and not target.is_symlink():
             shutil.rmtree(target)  # our derived file's place, taken by a folder: the file wins
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-                fh.write(content)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        if hasattr(os, "O_DIRECTORY"):
-            dir_fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+        replace_durably(target, content.encode("utf-8"))
         return target
+
+    def discard(self, agent_id: str, owner_id: str, name: str) -> bool:
+        """Delete one prompt file (a file without a current revision: its text was erased)."""
+        target = self.path(agent_id, owner_id, name)
+        with self._lock(target.parent):
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+                return True
+            if target.exists() or target.is_symlink():
+                target.unlink()
+                return True
+            return False
 
     def remove(self, agent_id: str, owner_id: str) -> bool:
         """Delete the owner's prompt files (and the folder, once empty of anything else)."""

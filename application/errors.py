@@ -62,6 +62,16 @@ class ModelBadResponse(ModelError):
     """The provider answered, but not in its protocol's shape (or with a 4xx other than 429)."""
 
 
+class UnusableAnswer(ModelBadResponse):
+    """An answer the request's own check refused. ``str()`` may quote the answer (it is sent
+    back to the model for a repair turn); ``without_answer`` names the problem without any of
+    the answer's words: what model-call traces keep, since they are nobody's to forget."""
+
+    def __init__(self, message: str, *, without_answer: str) -> None:
+        super().__init__(message)
+        self.without_answer = without_answer
+
+
 class ProviderKeyMissing(ConfigError, ModelError):
     """A provider's ``api_key_env`` names a variable that is not set; raised only when that
     provider is called (the route then tries the next one). Names the variable, never a value."""

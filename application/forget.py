@@ -100,6 +100,7 @@ class Forgetting:
                 forgotten.append(ev.OwnerForgotten(
                     at=at, agent_id=agent, owner_id=owner_id, erased_events=count, redacted_positions=positions,
                     conversations=tuple(conv for of, conv in conversations if of == agent),
+                    redacted_revisions=finder.revisions(agent),
                     provenance=ev.Provenance(agent_id=agent, owner_id=owner_id, trust=Trust.OPERATOR,
                                              source_type="forget", source_id=by, reason=reason)))
                 tx.append(owner_stream(agent, owner_id), forgotten[-1:])

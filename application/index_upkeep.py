@@ -9,13 +9,17 @@ than after every message.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from fermix_memory.application.errors import StorageError
 from fermix_memory.application.ports import RecordedEvent, SearchIndex
 from fermix_memory.domain.conversation_events import MessageAppended
+
+log = logging.getLogger("fermix_memory.storage")
 
 # Steps one job may take; what is left is taken up by the job the next append queues.
 MAX_STEPS = 64
@@ -58,7 +62,8 @@ class IndexUpkeep:
 
     def tidy(self) -> int:
         """Wait for a pause in the appends (at most ``max_wait_s``), then merge until nothing is
-        left or ``max_steps`` were taken; the steps taken."""
+        left or ``max_steps`` were taken; the steps taken. A failed step (a full disk) ends the
+        job with one warning: the index stays correct, only slower, until a later job merges it."""
         give_up = self._monotonic() + self._max_wait_s
         while not self._stopping.is_set():
             left = min(self._last_append + self._quiet_s, give_up) - self._monotonic()
@@ -66,6 +71,9 @@ class IndexUpkeep:
                 break
             self._sleep(left)
         steps = 0
-        while steps < self._max_steps and not self._stopping.is_set() and self._index.merge_step():
-            steps += 1
+        try:
+            while steps < self._max_steps and not self._stopping.is_set() and self._index.merge_step():
+                steps += 1
+        except StorageError as exc:
+            log.warning("the search index was not merged (the next append tries again): %s", exc)
         return steps

@@ -336,6 +336,10 @@ class PromptFileSink(Protocol):
         revision, then writing): no other thread or process writes or removes them meanwhile."""
         ...
 
+    def discard(self, agent_id: str, owner_id: str, name: str) -> bool:
+        """Delete one prompt file (the caller holds ``syncing``); ``True`` when it was there."""
+        ...
+
     def remove(self, agent_id: str, owner_id: str) -> bool:
         """Delete the owner's prompt files and their folder; ``True`` when something was there."""
         ...

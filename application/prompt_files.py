@@ -129,6 +129,9 @@ class PromptFiles:
                 revised[(e.agent_id, e.owner_id)] = None
             elif isinstance(e, ev.OwnerForgotten):
                 self._welcomed.discard((e.agent_id, e.owner_id))
+                # Other owners' files that showed the forgotten owner's rules: even when nothing
+                # new was rendered for them (their whole MEMORY.md was those rules), they change.
+                revised.update(dict.fromkeys((e.agent_id, r.owner_id) for r in e.redacted_revisions))
             elif isinstance(e, ev.MessageAppended):
                 arrivals[(e.agent_id, e.owner_id)] = None
         for agent_id, owner_id in revised:
@@ -198,10 +201,13 @@ class PromptFiles:
 
     def _sync_files(self, agent_id: str, owner_id: str) -> None:
         """Make the files match their current revisions (caller holds the pair's lock); a file
-        without a current revision is never written, so a forgotten owner's folder stays gone."""
+        without a current revision is never written, so a forgotten owner's folder stays gone,
+        and is deleted (its every revision was erased: it showed a forgotten owner's rules)."""
         for name in RESOURCE_NAMES:
             current = self._reader.resource_revision(agent_id, owner_id, name)
-            if current is not None and self._files.read(agent_id, owner_id, name) != current.content:
+            if current is None:
+                self._files.discard(agent_id, owner_id, name)
+            elif self._files.read(agent_id, owner_id, name) != current.content:
                 self._files.write(agent_id, owner_id, name, current.content)
 
     def repair(self) -> int:
@@ -243,11 +249,17 @@ class PromptFiles:
         return repaired
 
     def _remove_forgotten_files(self) -> None:
-        """Files of a forgotten owner that a crash left behind (the erasure had committed)."""
+        """Files of a forgotten owner that a crash left behind (the erasure had committed), and
+        other owners' files that still showed the forgotten owner's rules."""
         for stream in self._store.last_positions("owner/"):
             agent_id, owner_id = parse_owner_stream(stream)
             try:
                 self.remove_files(agent_id, owner_id)
+                for item in self._store.read_events(stream=stream):
+                    if isinstance(item.event, ev.OwnerForgotten):
+                        for other in dict.fromkeys(r.owner_id for r in item.event.redacted_revisions):
+                            with self._lock(agent_id, other):
+                                self._sync_files(agent_id, other)
             except OSError:
                 log.exception("could not remove the prompt files of forgotten %s/%s", agent_id, owner_id)
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import attrs
 
-from fermix_memory.application.errors import ModelBadResponse
+from fermix_memory.application.errors import UnusableAnswer
 from fermix_memory.application.ports import ChatMessage, ChatRequest
 from fermix_memory.domain.errors import FermixError, ReviewerAnswerError
 from fermix_memory.domain.memory import Memory
@@ -272,11 +272,12 @@ REPAIR_PROMPT = (
 
 
 def check_review_answer(text: str) -> None:
-    """Raise :class:`ModelBadResponse` (naming the problem) when ``text`` is no usable answer."""
+    """Raise :class:`UnusableAnswer` (naming the problem) when ``text`` is no usable answer."""
     try:
         parse_reviewer_answer_tolerant(text)
     except ReviewerAnswerError as exc:
-        raise ModelBadResponse(f"unusable reviewer answer: {exc}") from None
+        raise UnusableAnswer(f"unusable reviewer answer: {exc}",
+                             without_answer=f"unusable reviewer answer: {exc.without_answer}") from None
 
 
 def parse_review_input(request: ChatRequest) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -9,7 +9,7 @@ from typing import ClassVar
 import attrs
 
 from fermix_memory.domain.event_base import NO_OWNER_CONTENT, DomainEvent, Erasure, Provenance
-from fermix_memory.domain.values import ConversationKey
+from fermix_memory.domain.values import ConversationKey, PromoteTarget
 
 # --- background review ----------------------------------------------------------------------
 
@@ -132,7 +132,7 @@ class ResourceRevised(DomainEvent):
     """A new revision of a versioned resource (``user_md``, ``memory_md``, …)."""
 
     kind: ClassVar[str] = "resource.revised"
-    refers_to_others: ClassVar[bool] = False
+    refers_to_others: ClassVar[bool] = True  # MEMORY.md shows the rules of the agent's operators
     agent_id: str
     owner_id: str = ""
     name: str
@@ -142,13 +142,15 @@ class ResourceRevised(DomainEvent):
     reason: str = "rebuild"
 
     def erasure(self) -> Erasure:
-        return Erasure(owners=((self.agent_id, self.owner_id),))
+        return Erasure(owners=((self.agent_id, self.owner_id),),
+                       revision=(self.agent_id, self.owner_id, self.name, self.revision),
+                       shows_rules=self.name == PromoteTarget.MEMORY_MD.value)
 
 
 @attrs.frozen(kw_only=True)
 class ResourceRolledBack(DomainEvent):
     kind: ClassVar[str] = "resource.rolled_back"
-    refers_to_others: ClassVar[bool] = False
+    refers_to_others: ClassVar[bool] = True  # it repeats an earlier revision, maybe with others' rules
     agent_id: str
     owner_id: str = ""
     name: str
@@ -159,7 +161,8 @@ class ResourceRolledBack(DomainEvent):
     provenance: Provenance
 
     def erasure(self) -> Erasure:
-        return Erasure(owners=((self.agent_id, self.owner_id),))
+        return Erasure(owners=((self.agent_id, self.owner_id),),
+                       revision=(self.agent_id, self.owner_id, self.name, self.new_revision), copies=self.to_revision)
 
 
 @attrs.frozen(kw_only=True)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from fermix_memory.domain.event_base import DomainEvent, OwnerRef
+from fermix_memory.domain.event_base import DomainEvent, Erasure, OwnerRef, RevisionRef
+from fermix_memory.domain.memory_events import RedactedRevision
 from fermix_memory.domain.values import ConversationKey
 
 ConversationRef = tuple[str, ConversationKey]
@@ -26,6 +27,9 @@ class OwnerContentFinder:
         self._job_refs: list[tuple[str, int]] = []
         self._participants: dict[ConversationRef, set[str]] = defaultdict(set)
         self._conversation_events: dict[ConversationRef, list[int]] = defaultdict(list)
+        self._rules: dict[int, tuple[str, bool]] = {}  # the owner's standing rules: row -> (agent, live)
+        self._quoting: set[RevisionRef] = set()  # prompt-file revisions showing the owner's rules
+        self._revisions: dict[str, list[RedactedRevision]] = defaultdict(list)  # other owners' ones
 
     def _mine(self, ref: OwnerRef | None) -> bool:
         return ref is not None and ref[1] == self.owner_id and self.agent_id in (None, ref[0])
@@ -37,6 +41,12 @@ class OwnerContentFinder:
                 self._hits[ref[0]].add(position)
         if decl.creates_row and decl.owners:
             self._row_owner[position] = decl.owners[0]
+            if decl.shared_row and self._mine(decl.owners[0]):
+                self._rules[position] = (decl.owners[0][0], True)
+        if decl.memory_row in self._rules and decl.row_live is not None:
+            self._rules[decl.memory_row] = (self._rules[decl.memory_row][0], decl.row_live)
+        if decl.revision is not None:
+            self._revision(position, decl.revision, decl)
         if decl.creates_job and decl.owners:
             self._job_owner[decl.creates_job] = decl.owners[0]
         if decl.memory_row is not None:
@@ -48,6 +58,24 @@ class OwnerContentFinder:
                 self._participants[decl.conversation].update(owner for _, owner in decl.owners)
             else:
                 self._conversation_events[decl.conversation].append(position)
+
+    def _revision(self, position: int, ref: RevisionRef, decl: Erasure) -> None:
+        """A prompt-file revision carries the owner's words when it showed one of their live
+        rules, or repeats (a rollback) a revision that did."""
+        agent, owner, name, number = ref
+        quoting = (decl.shows_rules and (agent, True) in self._rules.values()) \
+            or (decl.copies is not None and (agent, owner, name, decl.copies) in self._quoting)
+        if not quoting:
+            self._quoting.discard(ref)  # a number used again after an earlier erasure
+            return
+        self._quoting.add(ref)
+        if owner != self.owner_id and self.agent_id in (None, agent):
+            self._hits[agent].add(position)
+            self._revisions[agent].append(RedactedRevision(owner_id=owner, name=name, revision=number))
+
+    def revisions(self, agent_id: str) -> tuple[RedactedRevision, ...]:
+        """Other owners' prompt-file revisions with ``agent_id`` among the positions to redact."""
+        return tuple(self._revisions.get(agent_id, ()))
 
     def positions(self) -> dict[str, list[int]]:
         """Per agent, the sorted positions to redact (agents with nothing are left out)."""

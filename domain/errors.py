@@ -32,4 +32,15 @@ class InvalidOperation(DomainError):
 
 
 class ReviewerAnswerError(DomainError):
-    """A reviewer answer is neither ``Nothing to save.`` nor one valid operations object."""
+    """A reviewer answer is neither ``Nothing to save.`` nor one valid operations object.
+
+    ``str()`` may end by quoting the answer (``quoted``: what helps the model repair it);
+    ``without_answer`` says what was wrong without any of the answer's words, for records
+    that outlive the review (a model echoing the conversation would quote the owner)."""
+
+    def __init__(self, message: str, quoted: str = "") -> None:
+        super().__init__(message + quoted)
+        self.without_answer = message + (ANSWER_LEFT_OUT if quoted else "")
+
+
+ANSWER_LEFT_OUT = "(the answer's text is left out)"

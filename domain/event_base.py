@@ -31,6 +31,7 @@ class Provenance:
 
 
 OwnerRef = tuple[str, str]  # (agent_id, owner_id)
+RevisionRef = tuple[str, str, str, int]  # (agent_id, owner_id, resource name, revision)
 
 
 @attrs.frozen(kw_only=True)
@@ -44,6 +45,13 @@ class Erasure:
     those references be resolved from the log alone: this event creates memory row
     <its position> / job ``creates_job`` for ``owners[0]``; its owners take part in
     ``conversation``.
+
+    The agent's standing rules (operator directives) are rendered into every owner's MEMORY.md,
+    so a revision of one owner's file can carry another owner's words: ``shared_row`` says the
+    row this event creates is such a rule, ``row_live`` whether ``memory_row`` is live after
+    this event (archived: ``False``); ``revision`` names the prompt-file revision this event
+    records, ``shows_rules`` that its text holds the agent's live rules, ``copies`` the earlier
+    revision of the same file whose text it repeats (a rollback).
     """
 
     owners: tuple[OwnerRef, ...] = ()
@@ -53,6 +61,11 @@ class Erasure:
     creates_row: bool = False
     creates_job: str = ""
     takes_part: bool = False
+    shared_row: bool = False
+    row_live: bool | None = None
+    revision: RevisionRef | None = None
+    shows_rules: bool = False
+    copies: int | None = None
 
 
 NO_OWNER_CONTENT = Erasure()

@@ -40,14 +40,16 @@ from fermix_memory.domain.memory_events import (
     MemoryRestored,
     OperationRefused,
     OwnerForgotten,
+    RedactedRevision,
 )
 
 __all__ = [
     "ALL_EVENTS", "EVENTS_BY_KIND", "NO_OWNER_CONTENT", "REFERRING_KINDS", "CompactionFailed",
     "ConversationWindowCleared", "DomainEvent", "Erasure", "HistoryCompacted", "JobRunRecorded", "MemoryAdded",
     "MemoryArchived", "MemoryReplaced", "MemoryRestored", "MemorySourceRegistered", "MessageAppended",
-    "ModelCallTraced", "OperationRefused", "OwnerForgotten", "OwnerRef", "Provenance", "ResourceRevised",
-    "ResourceRolledBack", "ReviewClaimed", "ReviewCompleted", "ReviewFailed", "ReviewSkipped", "ScheduledJobSaved",
+    "ModelCallTraced", "OperationRefused", "OwnerForgotten", "OwnerRef", "Provenance", "RedactedRevision",
+    "ResourceRevised", "ResourceRolledBack", "ReviewClaimed", "ReviewCompleted", "ReviewFailed", "ReviewSkipped",
+    "ScheduledJobSaved",
 ]  # fmt: skip
 
 ALL_EVENTS: tuple[type[DomainEvent], ...] = (

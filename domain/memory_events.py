@@ -31,7 +31,9 @@ class MemoryAdded(DomainEvent):
     provenance: Provenance
 
     def erasure(self) -> Erasure:
-        return Erasure(owners=((self.agent_id, self.owner_id),), creates_row=True)
+        shared = (self.category == Category.DIRECTIVE and self.scope_type == ScopeType.AGENT
+                  and self.promote_target == PromoteTarget.MEMORY_MD)  # scopes.is_agent_rule
+        return Erasure(owners=((self.agent_id, self.owner_id),), creates_row=True, shared_row=shared)
 
 
 @attrs.frozen(kw_only=True)
@@ -50,7 +52,7 @@ class MemoryReplaced(DomainEvent):
     provenance: Provenance
 
     def erasure(self) -> Erasure:
-        return Erasure(memory_row=self.memory_id)
+        return Erasure(memory_row=self.memory_id, row_live=True)
 
 
 @attrs.frozen(kw_only=True)
@@ -63,7 +65,7 @@ class MemoryArchived(DomainEvent):
     provenance: Provenance
 
     def erasure(self) -> Erasure:
-        return Erasure(memory_row=self.memory_id)
+        return Erasure(memory_row=self.memory_id, row_live=False)
 
 
 @attrs.frozen(kw_only=True)
@@ -75,7 +77,7 @@ class MemoryRestored(DomainEvent):
     provenance: Provenance
 
     def erasure(self) -> Erasure:
-        return Erasure(memory_row=self.memory_id)
+        return Erasure(memory_row=self.memory_id, row_live=True)
 
 
 @attrs.frozen(kw_only=True)
@@ -101,6 +103,15 @@ class OperationRefused(DomainEvent):
 
 
 @attrs.frozen(kw_only=True)
+class RedactedRevision:
+    """One revision of another owner's prompt file that an erasure redacted (same agent)."""
+
+    owner_id: str
+    name: str
+    revision: int
+
+
+@attrs.frozen(kw_only=True)
 class OwnerForgotten(DomainEvent):
     """Everything one owner left with one agent was erased: the payloads of their events are
     redacted (the chain keeps their digests) and their projection rows deleted. This record of
@@ -119,6 +130,10 @@ class OwnerForgotten(DomainEvent):
     # Conversations whose conversation-level events (compaction failures) it redacted: their
     # back-off is reset, as a replay without those events would have it.
     conversations: tuple[ConversationKey, ...] = ()
+    # Other owners' prompt-file revisions among the redacted events (their MEMORY.md showed this
+    # owner's standing rules): their rows go too, each file's current revision falls back to
+    # its newest one left.
+    redacted_revisions: tuple[RedactedRevision, ...] = ()
 
     def erasure(self) -> Erasure:
         return NO_OWNER_CONTENT  # the record of an erasure is never erased

@@ -98,14 +98,18 @@ _FIELDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 
 
 class _BadJson(ValueError):
-    """Internal: raised from inside ``json.loads`` hooks."""
+    """Internal: raised from inside ``json.loads`` hooks (``quoted``: the answer's words it names)."""
+
+    def __init__(self, message: str, quoted: str = "") -> None:
+        super().__init__(message + quoted)
+        self.message, self.quoted = message, quoted
 
 
 def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     obj: dict[str, Any] = {}
     for key, value in pairs:
         if key in obj:
-            raise _BadJson(f"duplicate key {key[:40]!r}")
+            raise _BadJson("duplicate key ", repr(key[:40]))
         obj[key] = value
     return obj
 
@@ -141,14 +145,16 @@ def parse_reviewer_answer(text: str) -> list[Operation]:
         raise ReviewerAnswerError("reviewer answer is empty")
     body = _unfence(stripped)
     if not body.lstrip().startswith("{"):
-        raise ReviewerAnswerError(
-            f"reviewer answer must be {NOTHING_TO_SAVE!r} or one JSON object, got {_excerpt(stripped)}"
-        )
+        raise ReviewerAnswerError(f"reviewer answer must be {NOTHING_TO_SAVE!r} or one JSON object, got ",
+                                  _excerpt(stripped))
     try:
         document = decode_json(body)
+    except _BadJson as exc:
+        raise ReviewerAnswerError(f"reviewer answer is not one valid JSON object: {exc.message}", exc.quoted) from None
     except (ValueError, RecursionError) as exc:
-        # ValueError covers JSONDecodeError (incl. prose after the object), our hooks and
-        # integers beyond Python's digit limit; RecursionError covers absurd nesting.
+        # ValueError covers JSONDecodeError (incl. prose after the object; its messages name a
+        # position, never the text) and integers beyond Python's digit limit; RecursionError
+        # covers absurd nesting.
         raise ReviewerAnswerError(f"reviewer answer is not one valid JSON object: {str(exc)[:200]}") from None
     return operations_from_document(document)
 
@@ -166,7 +172,7 @@ def _unfence(text: str) -> str:
         raise ReviewerAnswerError("a fenced reviewer answer must start with a ```json line")
     tag = text[len(_FENCE) : newline].strip()
     if tag not in ("", "json", "JSON"):
-        raise ReviewerAnswerError(f"fenced block must be ```json or ```, got ```{_excerpt(tag)}")
+        raise ReviewerAnswerError("fenced block must be ```json or ```, got ```", _excerpt(tag))
     return text[newline + 1 : -len(_FENCE)]
 
 
@@ -177,7 +183,7 @@ def operations_from_document(document: object) -> list[Operation]:
     if set(document) != {"operations"}:
         extra = sorted(set(document) - {"operations"})
         if extra:
-            raise ReviewerAnswerError(f"reviewer answer has unknown top-level keys: {_names(extra)}")
+            raise ReviewerAnswerError("reviewer answer has unknown top-level keys: ", _names(extra))
         raise ReviewerAnswerError('reviewer answer has no "operations" list')
     raw_ops = document["operations"]
     if not isinstance(raw_ops, list):
@@ -193,14 +199,14 @@ def _operation(raw: object, index: int) -> Operation:
         raise ReviewerAnswerError(f"{where} must be a JSON object")
     op = raw.get("op")
     if not isinstance(op, str) or op not in _FIELDS:
-        raise ReviewerAnswerError(f'{where}: "op" must be "add", "replace" or "archive", got {_excerpt(op)}')
+        raise ReviewerAnswerError(f'{where}: "op" must be "add", "replace" or "archive", got ', _excerpt(op))
     required, optional = _FIELDS[op]
     missing = sorted(required - set(raw))
     if missing:
         raise ReviewerAnswerError(f"{where} ({op}): missing {_names(missing)}")
     unknown = sorted(set(raw) - required - optional)
     if unknown:
-        raise ReviewerAnswerError(f"{where} ({op}): unknown fields {_names(unknown)}")
+        raise ReviewerAnswerError(f"{where} ({op}): unknown fields ", _names(unknown))
     if op == "add":
         return AddOperation(
             category=_text(raw, "category", where),

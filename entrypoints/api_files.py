@@ -9,7 +9,7 @@ from typing import Any
 
 from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
 from fermix_memory.adapters.sqlite import audit
-from fermix_memory.adapters.sqlite.head import Head, parse_head
+from fermix_memory.adapters.sqlite.head import Head, checked_head
 from fermix_memory.application.commands import Forget
 from fermix_memory.application.errors import NotFound
 from fermix_memory.application.forget import ForgetReport
@@ -110,7 +110,7 @@ class FilesApi(ApiBase):
         home's own last-seen head; and report what opening found wrong (append-only triggers
         missing, a head the log no longer holds). A read-only memory is verified without writing."""
         self._check_open()
-        expected = expect_head if expect_head is None or isinstance(expect_head, Head) else parse_head(expect_head)
+        expected = None if expect_head is None else checked_head(expect_head)
         return self._app.audit.verify(_progress(progress), expected)
 
     def replay_into(self, target_dir: str | os.PathLike[str], progress: audit.Progress | None = None) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from fermix_memory.application.errors import (
     ModelError,
     ModelUnavailable,
     RouteExhausted,
+    UnusableAnswer,
 )
 from fermix_memory.application.ports import (
     ChatMessage,
@@ -78,7 +79,8 @@ class ProviderRoute:
             try:
                 response, problem = self._call(provider, request)
                 if problem is not None and request.repair_prompt:
-                    log.warning("provider %r answered unusably, one repair turn: %s", provider.name, problem)
+                    log.warning("provider %r answered unusably, one repair turn: %s", provider.name,
+                                _without_answer(problem))
                     response, problem = self._call(provider, _repair_request(request, response.text, problem))
                 if problem is not None:
                     raise problem
@@ -151,8 +153,16 @@ class ProviderRoute:
 REPAIR_ERROR_CHARS = 300  # the error quoted back to the model, so a repair turn stays small
 
 
-def _repair_request(request: ChatRequest, answer: str, error: Exception) -> ChatRequest:
-    """``request`` continued by the unusable answer and one message naming what was wrong."""
+def _without_answer(error: ModelBadResponse) -> str:
+    """What was wrong with an answer, without its words: the repair turn's trace note and the
+    log keep no model output (an echoing model would put the owner's words there, in an event
+    that forgetting an owner does not touch)."""
+    return error.without_answer if isinstance(error, UnusableAnswer) else "the answer was refused by its check"
+
+
+def _repair_request(request: ChatRequest, answer: str, error: ModelBadResponse) -> ChatRequest:
+    """``request`` continued by the unusable answer and one message naming what was wrong (to
+    the model only: the trace note names the problem without quoting the answer)."""
     problem = " ".join(str(error).split())[:REPAIR_ERROR_CHARS]
     return attrs.evolve(
         request,
@@ -161,7 +171,7 @@ def _repair_request(request: ChatRequest, answer: str, error: Exception) -> Chat
             ChatMessage(role="assistant", content=answer),
             ChatMessage(role="user", content=f"{request.repair_prompt}\nThe problem: {problem}"),
         ),
-        tags={**request.tags, "note": f"repair turn after: {problem}"},
+        tags={**request.tags, "note": f"repair turn after: {_without_answer(error)}"},
     )
 
 

@@ -144,7 +144,7 @@ class SqliteEventStore:
                 self._turn.wait()
             self._closed = True
             if self._head_file is not None:
-                self._head_file.flush(sync=True)
+                self._head_file.flush()
             with self._readers_lock:
                 for conn in list(self._readers):
                     conn.close()

@@ -4,30 +4,30 @@ cutting events off the end of the log — which leaves a perfectly valid shorter
 Operators keep ``fermix events head`` output elsewhere and check it with ``verify
 --expect-head``; the home keeps its own last-seen head in ``<home>/head``, written after commits
 (at most every :data:`WRITE_EVERY_EVENTS` events or :data:`WRITE_EVERY_S` seconds, and on close).
+An anchor naming position 0 (the empty log) holds only for an empty log.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import re
-import tempfile
 import time
 from pathlib import Path
 
 import apsw
 import attrs
 
+from fermix_memory.adapters.durable_file import replace_durably
 from fermix_memory.adapters.sqlite.connection import int_value, text_value
 from fermix_memory.application.errors import IntegrityError
-from fermix_memory.domain.values import preview
+from fermix_memory.domain.values import INT64_MAX, preview
 
 log = logging.getLogger("fermix_memory.storage")
 
 GENESIS_HASH = "0" * 64
 WRITE_EVERY_EVENTS = 1_000
 WRITE_EVERY_S = 5.0
-_HEAD = re.compile(r"(\d{1,18}):([0-9a-f]{64})")
+_HEAD = re.compile(r"([0-9]{1,18}):([0-9a-f]{64})")
 
 
 class BadHeadAnchor(IntegrityError):
@@ -52,15 +52,31 @@ def parse_head(text: str) -> Head:
     return Head(int(match.group(1)), match.group(2))
 
 
+def checked_head(value: object) -> Head:
+    """``value`` as a :class:`Head`: its ``POSITION:HASH`` text, or a ``Head`` whose position is
+    a log position (0 to 2**63-1) and whose hash is 64 lower-case hex digits."""
+    if not isinstance(value, Head):
+        return parse_head(value)  # type: ignore[arg-type]  # not text either: parse_head says so
+    position, digest = value.position, value.hash
+    if type(position) is not int or not 0 <= position <= INT64_MAX:
+        shown = str(position) if type(position) is int and abs(position) < 10**30 else preview(position)
+        raise BadHeadAnchor(f"a head anchor's position is a whole number from 0 to {INT64_MAX}, got {shown}")
+    return parse_head(f"{position}:{digest}") if isinstance(digest, str) else parse_head(digest)
+
+
 def read_head(conn: apsw.Connection) -> Head:
     rows = conn.execute("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1").fetchall()
     return Head(int_value(rows[0][0]), text_value(rows[0][1])) if rows else Head(0, GENESIS_HASH)
 
 
 def head_problem(conn: apsw.Connection, head: Head, label: str) -> str:
-    """Empty when the log holds ``head``; else why not (truncated, or rewritten)."""
+    """Empty when the log holds ``head``; else why not (truncated, or rewritten). Position 0 is
+    the empty log: it holds only while the log is empty (else anything would pass for it)."""
     if head.position == 0:
-        return ""
+        events = read_head(conn).position
+        if events:
+            return f"{label} {head} names the empty log, but the log holds {events} events"
+        return "" if head.hash == GENESIS_HASH else f"{label} {head}: the empty log's hash is {GENESIS_HASH}"
     rows = conn.execute("SELECT hash FROM events WHERE position = ?", (head.position,)).fetchall()
     if not rows:
         last = read_head(conn).position
@@ -71,9 +87,11 @@ def head_problem(conn: apsw.Connection, head: Head, label: str) -> str:
 
 
 class HeadFile:
-    """``<home>/head``: the last head this home saw. Written atomically (temp file + rename),
-    without an fsync per write, so a crash or power loss can lose the last few seconds of it:
-    truncation of events written in that window is not noticed by it."""
+    """``<home>/head``: the last head this home saw. Replaced atomically and durably (temp file,
+    fsync, rename, folder fsync), but only now and then, so a crash or power loss can lose the
+    heads of the last few seconds: truncation of events written in that window is not noticed.
+    A file that cannot be read as a head (empty, garbage, a folder) is kept as evidence, like
+    a head the log does not hold: a warning, a usable memory, and every ``verify`` fails."""
 
     def __init__(self, path: Path, *, readonly: bool = False) -> None:
         self.path = path
@@ -82,6 +100,7 @@ class HeadFile:
         self._written_at = time.monotonic()
         self._unwritten = 0
         self._last: Head | None = None
+        self._recorded = 0  # the position the file holds (0: none yet, or the empty log)
 
     def load(self) -> Head | None:
         try:
@@ -89,22 +108,29 @@ class HeadFile:
         except FileNotFoundError:
             return None
         except (OSError, UnicodeDecodeError) as exc:
-            raise BadHeadAnchor(f"{self.path} cannot be read: {exc}") from exc
+            raise BadHeadAnchor(f"cannot be read: {exc}") from exc
         return parse_head(text)
 
     def check_at_open(self, conn: apsw.Connection) -> None:
+        label = f"this home's last-seen head ({self.path})"
+        anchor: Head | None = None
         try:
             anchor = self.load()
-            label = f"this home's last-seen head ({self.path})"
-            self.problem = "" if anchor is None else head_problem(conn, anchor, label)
         except BadHeadAnchor as exc:
-            self.problem = str(exc)
-        if anchor is None and not self.problem:  # first open with an anchor: record where the log is
-            self._last, self._unwritten = read_head(conn), 1
-            self.flush(sync=False)
+            self.problem = f"{label} is damaged ({exc})"
+        else:
+            self.problem = "" if anchor is None else head_problem(conn, anchor, label)
         if self.problem:
             log.warning("%s; verify fails until this is explained (the file %s is kept as evidence; remove it"
                         " to accept the log as it is)", self.problem, self.path)
+            return
+        if anchor is not None:
+            self._recorded = anchor.position
+            return
+        # First open with an anchor: record where the log is (an empty log: at its first commit).
+        self._last = read_head(conn)
+        self._unwritten = 1 if self._last.position else 0
+        self.flush()
 
     def anchor(self) -> Head | None:
         """What this home last recorded (``None``: nothing yet, or the file is kept as evidence)."""
@@ -116,28 +142,23 @@ class HeadFile:
             return None
 
     def advanced(self, head: Head, events: int) -> None:
-        """After a commit: write now and then (never while an open-time problem is unexplained)."""
+        """After a commit: write now and then (never while an open-time problem is unexplained),
+        and at once while the file holds no event yet: an anchor at position 0 on a log that has
+        events is a failed check, so the file must not stay there."""
         self._last = head
         self._unwritten += events
-        if self._unwritten >= WRITE_EVERY_EVENTS or time.monotonic() - self._written_at >= WRITE_EVERY_S:
-            self.flush(sync=False)
+        if self._unwritten >= WRITE_EVERY_EVENTS or time.monotonic() - self._written_at >= WRITE_EVERY_S \
+                or not self._recorded:
+            self.flush()
 
-    def flush(self, *, sync: bool) -> None:
+    def flush(self) -> None:
         if self.readonly or self.problem or self._last is None or self._unwritten == 0:
             return
-        tmp = ""
         try:
-            fd, tmp = tempfile.mkstemp(prefix=".head.", suffix=".tmp", dir=self.path.parent)
-            with os.fdopen(fd, "w", encoding="ascii") as fh:
-                fh.write(f"{self._last}\n")
-                if sync:
-                    fh.flush()
-                    os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except OSError:
-            log.exception("could not record the log head in %s", self.path)
-            if tmp:
-                Path(tmp).unlink(missing_ok=True)
+            replace_durably(self.path, f"{self._last}\n".encode("ascii"))
+        except OSError as exc:
+            log.warning("could not record the log head in %s: %s", self.path, exc)
             return
         self._written_at = time.monotonic()
         self._unwritten = 0
+        self._recorded = self._last.position

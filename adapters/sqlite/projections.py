@@ -254,11 +254,30 @@ def _owner_forgotten(cur: apsw.Cursor, position: int, e: ev.OwnerForgotten) -> N
     # made, in a replay that skipped the failure that made it) so both agree.
     for conversation in e.conversations:
         _evolve_window(cur, e.agent_id, conversation, e)
+    _drop_revisions(cur, e.agent_id, e.redacted_revisions)
     cur.execute("DELETE FROM job_runs WHERE job_id IN"
                 " (SELECT id FROM scheduled_jobs WHERE agent_id = :a AND owner_id = :o)", key)
     for table in ("messages", "memories", "review_state", "scheduled_jobs", "memory_sources",
                   "resource_revisions", "resources"):
         cur.execute(f"DELETE FROM {table} WHERE agent_id = :a AND owner_id = :o", key)
+
+
+def _drop_revisions(cur: apsw.Cursor, agent_id: str, revisions: Sequence[ev.RedactedRevision]) -> None:
+    """Other owners' prompt-file revisions whose events were redacted: their rows go, and each
+    file's current revision is its newest one left (none left: no current revision), which is
+    what a replay, skipping the redacted events, arrives at."""
+    for r in revisions:
+        cur.execute("DELETE FROM resource_revisions WHERE agent_id = ? AND owner_id = ? AND name = ? AND revision = ?",
+                    (agent_id, r.owner_id, r.name, r.revision))
+    for owner_id, name in dict.fromkeys((r.owner_id, r.name) for r in revisions):
+        key = (agent_id, owner_id, name)
+        newest = cur.execute("SELECT revision, content_sha256, created_at FROM resource_revisions WHERE agent_id = ?"
+                             " AND owner_id = ? AND name = ? ORDER BY revision DESC LIMIT 1", key).fetchall()
+        if newest:
+            cur.execute("UPDATE resources SET current_revision = ?, content_sha256 = ?, updated_at = ?"
+                        " WHERE agent_id = ? AND owner_id = ? AND name = ?", (*newest[0], *key))
+        else:
+            cur.execute("DELETE FROM resources WHERE agent_id = ? AND owner_id = ? AND name = ?", key)
 
 
 def _no_projection(cur: apsw.Cursor, position: int, e: Any) -> None:

@@ -90,6 +90,9 @@ class MemoryFiles:
     def syncing(self, agent_id: str, owner_id: str) -> AbstractContextManager[None]:
         return nullcontext()
 
+    def discard(self, agent_id: str, owner_id: str, name: str) -> bool:
+        return self.files.pop((agent_id, owner_id, name), None) is not None
+
     def remove(self, agent_id: str, owner_id: str) -> bool:
         mine = [k for k in self.files if k[:2] == (agent_id, owner_id)]
         for k in mine:

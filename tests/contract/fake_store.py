@@ -112,6 +112,18 @@ def _forget(state: FakeState, e: ev.OwnerForgotten) -> None:
     state.messages = {i: m for i, m in state.messages.items()
                       if i not in erased and (m.agent_id, m.owner_id) != mine}
     state.resources = {k: v for k, v in state.resources.items() if k[:2] != mine}
+    for owner_id, name in {(r.owner_id, r.name) for r in e.redacted_revisions}:
+        # Another owner's file whose revisions went: its newest revision left, as a replay has it.
+        key = (e.agent_id, owner_id, name)
+        current = resources.NEVER_RECORDED
+        for item in state.readable():
+            if isinstance(item.event, ev.ResourceRevised | ev.ResourceRolledBack) \
+                    and (item.event.agent_id, item.event.owner_id, item.event.name) == key:
+                current = resources.evolve(current, item.event)
+        if current.revision:
+            state.resources[key] = current
+        else:
+            state.resources.pop(key, None)
     state.reviews = {k: v for k, v in state.reviews.items() if k[:2] != mine}
     gone = {k for k, j in state.jobs.items() if (j.agent_id, j.owner_id) == mine}
     state.runs = {k: r for k, r in state.runs.items() if r.job_id not in gone}

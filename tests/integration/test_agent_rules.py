@@ -187,3 +187,71 @@ def test_agent_rules_come_after_the_owners_own_and_share_the_cap(memory: MemoryS
     carol = memory_md(memory, "carol").splitlines()
     general = [f"- rule_{i}: General rule {i}" for i in (9, 8, 7, 6, 5, 4, 2)]
     assert carol[1:] == ["- rule_3: Bob's own rule 3", *general]
+
+
+RULE_WORDS = ("Zanzibarrule", "Yokohamarule", "Quagmirerule")
+
+
+def test_forgetting_the_operator_leaves_no_byte_of_their_rules_in_other_owners_revisions(
+        tmp_path: Path) -> None:
+    """Every owner's MEMORY.md revisions showed the operator's rules (a rule changed, archived,
+    brought back by a rollback, a live one): after the operator is forgotten no byte of any of
+    them is left in memory.db, its WAL or the files, and the log still verifies and replays."""
+    home = tmp_path / "home"
+    with MemorySystem.open(home) as m:
+        say(m, OPERATOR, "hello, I run this agent")
+        for guest in GUESTS:
+            say(m, guest, f"hi, I am {guest}")
+        write(m, {"op": "add", "category": "context", "key": "bob_project", "value": "Bob builds boats"},
+              owner="bob", trust="guest")
+        rule_id = write(m, {"op": "add", "category": "directive", "key": "language",
+                            "value": f"Always say {RULE_WORDS[0]}"}).memory_id
+        write(m, {"op": "replace", "id": rule_id, "value": f"Always say {RULE_WORDS[1]}"})
+        with_rule = revisions(m, "bob")[-1]
+        write(m, {"op": "archive", "id": rule_id, "reason": "gone"})
+        m.resource_rollback("memory_md", with_rule, agent_id=AGENT, owner_id="bob")  # the old text again
+        assert RULE_WORDS[1] in memory_md(m, "bob")
+        write(m, {"op": "add", "category": "directive", "key": "tone", "value": f"Be {RULE_WORDS[2]}"})
+        say(m, "erin", "hi, I am new here")  # her MEMORY.md never showed anything but the rules
+        assert all(RULE_WORDS[2] in memory_md(m, o) for o in (*GUESTS, "erin"))
+        say(m, "dave", "hello from another agent's guest", agent=OTHER_AGENT)
+        m.forget_owner(OPERATOR)
+        assert memory_md(m, "bob") == "## Context\n- bob_project: Bob builds boats\n"
+        assert memory_md(m, "carol") == ""  # back to her revision between the two rules
+        assert not m.prompt_file(AGENT, "erin", "memory_md").exists()
+        assert m.resource_history("memory_md", agent_id=AGENT, owner_id="erin") == []
+        assert all(not any(w in r.content for w in RULE_WORDS)
+                   for r in m.resource_history("memory_md", agent_id=AGENT, owner_id="bob"))
+        assert m.verify().ok
+        assert m.replay_into(tmp_path / "replayed")["identical"]
+    for path in (p for p in home.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        assert not [w for w in RULE_WORDS if w.encode() in data], path
+    assert b"Bob builds boats" in (home / "memory.db").read_bytes()
+    with MemorySystem.open(home) as m:  # nothing to repair, nothing brought back
+        assert m.verify().ok
+        assert memory_md(m, "bob") == "## Context\n- bob_project: Bob builds boats\n"
+        assert not m.prompt_file(AGENT, "erin", "memory_md").exists()
+        write(m, {"op": "add", "category": "directive", "key": "tone", "value": "Be brief"}, owner="zoe")
+        assert memory_md(m, "erin") == "## Working Rules\n- tone: Be brief\n"  # the next operator's rules
+        assert m.verify().ok
+
+
+def test_a_file_that_showed_only_a_forgotten_operators_rules_goes_even_after_a_crash(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    with MemorySystem.open(home) as m:
+        write(m, {"op": "add", "category": "directive", "key": "tone", "value": f"Be {RULE_WORDS[2]}"})
+        say(m, "erin", "hi, I am new here")
+        assert RULE_WORDS[2] in memory_md(m, "erin")
+
+    def crash(self: PromptFiles, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("crashed before the files were written (simulated)")
+
+    monkeypatch.setattr(PromptFiles, "on_commit", crash)
+    with MemorySystem.open(home) as m:
+        m.forget_owner(OPERATOR)
+        assert RULE_WORDS[2] in memory_md(m, "erin")  # the erasure committed, the file lags behind
+    monkeypatch.undo()
+    with MemorySystem.open(home) as m:
+        assert not m.prompt_file(AGENT, "erin", "memory_md").exists()

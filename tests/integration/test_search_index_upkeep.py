@@ -13,6 +13,7 @@ from fermix_memory import MemorySystem
 from fermix_memory.adapters.sqlite import search_index
 from fermix_memory.adapters.sqlite.search_index import SqliteSearchIndex, is_small
 from fermix_memory.application.background import BackgroundWorker
+from fermix_memory.application.index_upkeep import IndexUpkeep
 from fermix_memory.entrypoints.bootstrap import bootstrap, open_store
 
 AGENT = "companion"
@@ -110,3 +111,25 @@ def test_merge_steps_write_no_event_and_keep_the_log_and_indexes_whole(tmp_path:
     with MemorySystem.open(home) as memory:
         assert memory.head() == head
         assert memory.verify().ok
+
+
+def test_a_merge_on_a_full_disk_is_one_warning_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    home = tmp_path / "home"
+    gate = threading.Event()
+    worker = BackgroundWorker("test-upkeep")
+    with MemorySystem(bootstrap(home, background=worker)) as memory:
+        held = worker.submit(("held",), gate.wait)  # no merge yet: the index is many segments
+        chat(memory, 60)
+        gate.set()
+        held.result(10)
+    store = open_store(home)
+    try:
+        # SQLite's own "database or disk is full": the file may not grow by a page.
+        store.write(lambda tx: tx.cursor.execute("PRAGMA max_page_count = 1"))  # at most what it has
+        upkeep = IndexUpkeep(SqliteSearchIndex(store), worker, quiet_s=0, max_wait_s=0)
+        assert upkeep.tidy() == 0
+    finally:
+        store.close()
+    [record] = [r for r in caplog.records if "search index" in r.getMessage()]
+    assert record.levelname == "WARNING" and record.exc_info is None and "full" in record.getMessage()
+    assert "\n" not in record.getMessage()

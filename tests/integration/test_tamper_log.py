@@ -3,16 +3,21 @@ triggers; and a damaged file, which is a failed verification, not a crash."""
 
 from __future__ import annotations
 
+import errno
 import io
 import json
+import os
 from pathlib import Path
 
 import apsw
 import pytest
 
 from fermix_memory import FermixError, MemorySystem
+from fermix_memory.adapters import durable_file
+from fermix_memory.adapters.sqlite.head import BadHeadAnchor, Head
 from fermix_memory.adapters.sqlite.schema import APPEND_ONLY_TRIGGERS
 from fermix_memory.entrypoints.cli import main
+from tests.cli_runner import run_cli
 
 CUT = 5
 
@@ -150,3 +155,114 @@ def test_verify_of_a_file_with_a_corrupt_page_is_a_failed_verification(
     err = capsys.readouterr().err
     assert code == 1, err
     assert "internal error" not in err and "damaged" in err
+
+
+def damage(head: Path, form: str) -> None:
+    head.unlink()
+    if form == "directory":
+        head.mkdir()
+        return
+    anchor = "40:" + "ab" * 32
+    head.write_bytes({"empty": b"", "garbage": b"this is not a head\n", "upper-case hex": anchor.upper().encode(),
+                      "non-UTF-8": b"40:\xff\xfe" + b"a" * 62 + b"\n", "no newline, cut short": b"40:abc"}[form])
+
+
+DAMAGED_FORMS = ["empty", "garbage", "upper-case hex", "directory", "non-UTF-8", "no newline, cut short"]
+
+
+@pytest.mark.parametrize("form", DAMAGED_FORMS)
+def test_a_damaged_head_file_warns_keeps_the_memory_usable_and_fails_verify(
+        tmp_path: Path, form: str, caplog: pytest.LogCaptureFixture) -> None:
+    home = tmp_path / "home"
+    fill(home, 3)
+    damage(home / "head", form)
+    with MemorySystem.open(home) as memory:
+        assert "damaged" in caplog.text and str(home / "head") in caplog.text
+        memory.append_message(agent_id="ada", owner_id="alice", conversation="telegram:alice", role="user",
+                              content="still usable")
+        assert len(memory.messages("ada", "telegram:alice")) == 4
+        report = memory.verify()
+        assert not report.ok and "damaged" in report.problem and str(home / "head") in report.problem
+    assert (home / "head").is_dir() == (form == "directory")  # kept as evidence, not overwritten
+    result = run_cli("events", "verify", home=home)
+    assert result.returncode == 1 and "internal error" not in result.stderr
+    assert "damaged" in result.stdout and str(home / "head") in result.stdout
+    result = run_cli("memory", "list", home=home)
+    assert result.returncode == 0 and "internal error" not in result.stderr
+    if form != "directory":
+        (home / "head").unlink()  # the operator accepts the log as it is
+        assert run_cli("events", "verify", home=home).returncode == 0
+
+
+def test_the_head_file_is_replaced_durably_through_an_fsynced_temp_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(durable_file.os, "fsync", fsync)
+    home = tmp_path / "home"
+    fill(home, 3)
+    assert any(Path(p).name.startswith(".head.") for p in synced)  # the new content, before the rename
+    assert str(home) in synced  # and the folder, after it
+    assert not list(home.glob(".head.*"))
+
+
+def test_an_anchor_at_position_zero_holds_only_for_an_empty_log(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with MemorySystem.open(home) as memory:
+        assert memory.verify(expect_head=f"0:{'0' * 64}").ok
+        assert not memory.verify(expect_head=f"0:{'f' * 64}").ok
+    assert not (home / "head").exists()  # an empty log: the head is recorded at the first commit
+    fill(home, 3)
+    for anchor in (f"0:{'f' * 64}", f"0:{'0' * 64}"):
+        result = run_cli("events", "verify", "--expect-head", anchor, home=home)
+        assert result.returncode == 1 and "empty log" in result.stdout, result
+    (home / "head").write_text(f"0:{'0' * 64}\n", encoding="ascii")
+    with MemorySystem.open(home) as memory:
+        report = memory.verify()
+        assert not report.ok and "empty log" in report.problem
+
+
+def test_a_new_home_records_its_head_at_its_first_commit(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with MemorySystem.open(home) as memory:
+        memory.append_message(agent_id="ada", owner_id="alice", conversation="telegram:alice", role="user",
+                              content="first")
+        assert (home / "head").read_text(encoding="ascii").startswith("1:")  # not only at close
+
+
+def test_an_expected_head_out_of_range_is_a_typed_error(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    fill(home, 3)
+    with MemorySystem.open(home) as memory:
+        digest = memory.head().hash
+        for bad in (Head(2**70, digest), Head(-1, digest), Head(True, digest),  # type: ignore[arg-type]
+                    Head(3, digest.upper()), Head(3, 7)):  # type: ignore[arg-type]
+            with pytest.raises(BadHeadAnchor):
+                memory.verify(expect_head=bad)
+        with pytest.raises(BadHeadAnchor):
+            memory.verify(expect_head=12345)  # type: ignore[arg-type]
+    result = run_cli("events", "verify", "--expect-head", f"{2**70}:{digest}", home=home)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1 and "POSITION:HASH" in result.stderr
+
+
+def test_a_head_that_cannot_be_written_is_one_warning_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    home = tmp_path / "home"
+    fill(home, 3)
+    monkeypatch.setattr(durable_file.os, "fsync", full)
+    with MemorySystem.open(home) as memory:
+        memory.append_message(agent_id="ada", owner_id="alice", conversation="telegram:alice", role="user",
+                              content="one more")
+    [record] = [r for r in caplog.records if "log head" in r.getMessage()]
+    assert record.exc_info is None and "No space left" in record.getMessage()
+    assert "\n" not in record.getMessage()
+    assert (home / "head").read_text(encoding="ascii").startswith("3:")  # the old head, whole
+    assert not list(home.glob(".head.*"))

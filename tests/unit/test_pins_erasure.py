@@ -108,3 +108,32 @@ def test_conversations_are_sorted_by_agent_then_scope_id_and_filtered_by_agent()
     assert find(events).conversations() == [("a", HALL), ("a", ROOM), ("b", HALL), ("b", ROOM)]
     assert find(events, agent="b").conversations() == [("b", HALL), ("b", ROOM)]
     assert find(events, agent="b").positions() == {"b": [1, 2, 3, 4]}
+
+
+def revised(owner: str, number: int, *, agent: str = "a1", name: str = "memory_md", **more: Any) -> dict[str, Any]:
+    return {"owners": ((agent, owner),), "revision": (agent, owner, name, number),
+            "shows_rules": name == "memory_md", **more}
+
+
+def test_other_owners_revisions_showing_the_owners_live_rules_are_found_and_listed() -> None:
+    events: list[Any] = [
+        revised("bob", 1),  # 1: no rule yet
+        {"owners": (("a1", "alice"),), "creates_row": True, "shared_row": True},  # 2: alice's rule (row 2)
+        revised("bob", 2),  # 3: shows it
+        revised("bob", 1, name="user_md"),  # 4: USER.md never shows rules
+        revised("bob", 1, agent="a2"),  # 5: another agent's rules
+        {"memory_row": 2, "row_live": False},  # 6: archived
+        revised("bob", 3),  # 7: no longer shows it
+        revised("bob", 4, copies=2),  # 8: a rollback to revision 2: its text again
+        revised("bob", 5, copies=3),  # 9: a rollback to a revision without it
+        {"memory_row": 2, "row_live": True},  # 10: restored
+        revised("carol", 1),  # 11
+        revised("alice", 1),  # 12: her own file (found as hers)
+        {"owners": (("a1", "bob"),), "creates_row": True, "shared_row": True},  # 13: bob's rule
+    ]
+    finder = find(events)
+    assert finder.positions() == {"a1": [2, 3, 6, 8, 10, 11, 12]}  # 6, 10: her row
+    assert [(r.owner_id, r.revision) for r in finder.revisions("a1")] == [("bob", 2), ("bob", 4), ("carol", 1)]
+    assert find(events, agent="a2").positions() == {}
+    assert find(events, owner="bob").positions() == {"a1": [1, 3, 4, 7, 8, 9, 13], "a2": [5]}
+    assert find(events, owner="bob").revisions("a1") == ()  # bob's rule came last: no revision showed it

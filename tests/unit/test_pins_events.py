@@ -175,7 +175,8 @@ ALICE = (("ada", "alice"),)
 def test_a_declaration_claims_nothing_unless_told() -> None:
     assert attrs.asdict(ev.Erasure(), recurse=False) == {
         "owners": (), "memory_row": None, "job": "", "conversation": None, "creates_row": False,
-        "creates_job": "", "takes_part": False}
+        "creates_job": "", "takes_part": False, "shared_row": False, "row_live": None, "revision": None,
+        "shows_rules": False, "copies": None}
     assert ev.Erasure() == ev.NO_OWNER_CONTENT
 
 
@@ -186,7 +187,7 @@ def test_a_kind_without_a_declaration_refuses_to_be_erased_silently() -> None:
 
 def test_the_kinds_that_refer_to_an_owner_through_another_record() -> None:
     referring = {"conversation.compaction_failed", "memory.replaced", "memory.archived", "memory.restored",
-                 "memory.operation_refused", "job_run.recorded"}
+                 "memory.operation_refused", "job_run.recorded", "resource.revised", "resource.rolled_back"}
     assert referring == ev.REFERRING_KINDS
 
 
@@ -208,11 +209,17 @@ def test_memory_declarations() -> None:
     added = ev.MemoryAdded(at=AT, scope_type=ScopeType.OWNER, scope_id="alice", category=Category.GOAL, key="k",
                            value="v", provenance=BY, **WHO)
     assert added.erasure() == ev.Erasure(owners=ALICE, creates_row=True)
+    rule = ev.MemoryAdded(at=AT, scope_type=ScopeType.AGENT, scope_id="ada", category=Category.DIRECTIVE, key="k",
+                          value="v", promote_target=PromoteTarget.MEMORY_MD, provenance=BY, **WHO)
+    assert rule.erasure() == ev.Erasure(owners=ALICE, creates_row=True, shared_row=True)
+    for shape in ({"scope_type": ScopeType.OWNER}, {"category": Category.CONTEXT}, {"promote_target": None}):
+        assert not attrs.evolve(rule, **shape).erasure().shared_row, shape
     replaced = ev.MemoryReplaced(at=AT, memory_id=7, category=Category.GOAL, key="k", value="w", confidence=1.0,
                                  previous_value="v", provenance=BY)
     archived = ev.MemoryArchived(at=AT, memory_id=7, archived_by="op", reason="r", provenance=BY)
     restored = ev.MemoryRestored(at=AT, memory_id=7, restored_by="op", provenance=BY)
-    assert replaced.erasure() == archived.erasure() == restored.erasure() == ev.Erasure(memory_row=7)
+    assert replaced.erasure() == restored.erasure() == ev.Erasure(memory_row=7, row_live=True)
+    assert archived.erasure() == ev.Erasure(memory_row=7, row_live=False)
     refused = ev.OperationRefused(at=AT, op="archive", reason="x", memory_id=7, provenance=BY)
     assert refused.erasure() == ev.Erasure(owners=ALICE, memory_row=7)
 
@@ -225,12 +232,15 @@ def test_review_job_and_resource_declarations() -> None:
         ev.ReviewFailed(at=AT, conversation=KEY, claim_id="c", error="e", retry_after=AT, **WHO),
         ev.ReviewSkipped(at=AT, conversation=KEY, reason="r", **WHO),
         ev.MemorySourceRegistered(at=AT, source_id="s", source_type="feed", name="n", **WHO),
-        ev.ResourceRevised(at=AT, name="USER.md", revision=1, content="c", content_sha256="", **WHO),
-        ev.ResourceRolledBack(at=AT, name="USER.md", to_revision=1, new_revision=2, content="c", content_sha256="",
-                              provenance=BY, **WHO),
     ]
     for event in review:
         assert event.erasure() == ev.Erasure(owners=ALICE), event
+    for name, shows in (("user_md", False), ("memory_md", True)):
+        revised = ev.ResourceRevised(at=AT, name=name, revision=3, content="c", content_sha256="", **WHO)
+        assert revised.erasure() == ev.Erasure(owners=ALICE, revision=("ada", "alice", name, 3), shows_rules=shows)
+        rolled = ev.ResourceRolledBack(at=AT, name=name, to_revision=1, new_revision=4, content="c",
+                                       content_sha256="", provenance=BY, **WHO)
+        assert rolled.erasure() == ev.Erasure(owners=ALICE, revision=("ada", "alice", name, 4), copies=1)
     saved = ev.ScheduledJobSaved(at=AT, job_id="j", name="n", schedule="s", prompt="p", memory_source_id="job:j",
                                  **WHO)
     assert saved.erasure() == ev.Erasure(owners=ALICE, creates_job="j")

@@ -419,3 +419,21 @@ def test_operations_schema_matches_the_parser_fields() -> None:
     fields = {v["properties"]["op"]["const"]: (set(v["required"]), set(v["properties"]) - set(v["required"]))
               for v in variants}
     assert fields == {op: (set(req), set(opt)) for op, (req, opt) in _FIELDS.items()}
+
+
+@pytest.mark.parametrize("text", [
+    "Secretword7731 is what you said",  # prose
+    "```secretword7731\n{}\n```",  # fence tag
+    '{"operations": [], "Secretword7731": 1}',  # top-level key
+    '{"operations": [{"op": "Secretword7731"}]}',  # op
+    '{"operations": [{"op": "archive", "id": 1, "Secretword7731": 1}]}',  # field
+    '{"operations": [], "operations": [], "Secretword7731": 1, "Secretword7731": 2}',  # duplicate key
+    '{"Secretword7731": 1, "Secretword7731": 2}',
+])
+def test_an_error_names_the_answer_words_but_its_answer_free_form_does_not(text: str) -> None:
+    for parse in (parse_reviewer_answer, parse_reviewer_answer_tolerant):
+        with pytest.raises(ReviewerAnswerError) as info:
+            parse(text)
+        assert "7731" in str(info.value) or "operations" in str(info.value)
+        assert "7731" not in info.value.without_answer
+        assert info.value.without_answer.startswith(str(info.value)[:20])
