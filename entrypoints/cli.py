@@ -21,9 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from fermix_memory.application.history import HistoryImportError
 from fermix_memory.domain.errors import FermixError
-from fermix_memory.entrypoints.api import MemorySystem
 from fermix_memory.entrypoints.cli_commands import (
     CONFIG,
     CREATE,
@@ -74,11 +72,16 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
     except SystemExit as exc:  # --help and --version
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     out = Output(bool(args.json), stdout or sys.stdout)
+    # Only now are the command's module and the memory's modules imported: --help needs neither.
+    from fermix_memory.application.history import HistoryImportError
+    from fermix_memory.entrypoints.api import MemorySystem
+
     try:
+        run_command = args.command_to_run.function()
         if args.access == CONFIG:
-            return int(args.func(args, out))
+            return int(run_command(args, out))
         with MemorySystem.open(args.home, create=args.access == CREATE, readonly=args.access == READ) as memory:
-            return int(args.func(memory, args, out))
+            return int(run_command(memory, args, out))
     except HistoryImportError as exc:
         report_error(out.as_json, exc, [*exc.lines(), "nothing was imported"] if len(exc.problems) > 1 else None)
         return EXIT_ERROR

@@ -10,42 +10,18 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from importlib import import_module
 from typing import Any, NoReturn
 
 import attrs
 
 from fermix_memory.domain.values import INT64_MAX
-from fermix_memory.entrypoints.cli_events import (
-    cmd_events_head,
-    cmd_events_log,
-    cmd_events_replay,
-    cmd_events_verify,
-)
-from fermix_memory.entrypoints.cli_history import cmd_history_export, cmd_history_import
-from fermix_memory.entrypoints.cli_memory import (
-    cmd_forget,
-    cmd_memory_list,
-    cmd_memory_restore,
-    cmd_memory_review,
-    cmd_memory_search,
-    cmd_memory_show,
-)
 from fermix_memory.entrypoints.cli_output import UsageError
-from fermix_memory.entrypoints.cli_resources import (
-    cmd_resource_diff,
-    cmd_resource_history,
-    cmd_resource_list,
-    cmd_resource_rollback,
-    cmd_resource_show,
-)
-from fermix_memory.entrypoints.cli_setup import (
-    cmd_demo,
-    cmd_setup_init,
-    cmd_setup_review_interval,
-    cmd_setup_show,
-)
 
 READ, WRITE, CREATE, CONFIG = "read", "write", "create", "config"
+# The module (in fermix_memory.entrypoints) of each command's first word: imported when it runs.
+MODULES = {"demo": "cli_setup", "events": "cli_events", "forget": "cli_memory", "history": "cli_history",
+           "memory": "cli_memory", "resource": "cli_resources", "setup": "cli_setup"}
 
 
 @attrs.frozen
@@ -73,10 +49,16 @@ class Command:
     command accepts (``--home``, ``--json``)."""
 
     words: tuple[str, ...]
-    run: Callable[..., int]
     access: str
     help: str
     options: tuple[Option, ...] = ()
+
+    def function(self) -> Callable[..., int]:
+        """What runs the command: ``cmd_<words>`` of its group's module (``fermix memory list``:
+        ``cli_memory.cmd_memory_list``), imported now, not at start-up."""
+        module = import_module(f"fermix_memory.entrypoints.{MODULES[self.words[0]]}")
+        found: Callable[..., int] = getattr(module, "cmd_" + "_".join(self.words).replace("-", "_"))
+        return found
 
 
 def shows_default(default: object) -> bool:
@@ -145,44 +127,44 @@ _NAME = Option(("name",), "the prompt file: user_md (USER.md) or memory_md (MEMO
 _CONVERSATION = "CHANNEL:CHAT_ID[:THREAD]"
 
 COMMANDS: tuple[Command, ...] = (
-    Command(("demo",), cmd_demo, CREATE, "run the whole loop on the sample conversation shipped with the package"),
-    Command(("events", "verify"), cmd_events_verify, READ, "check the hash chain and the projections (read-only)", (
+    Command(("demo",), CREATE, "run the whole loop on the sample conversation shipped with the package"),
+    Command(("events", "verify"), READ, "check the hash chain and the projections (read-only)", (
         Option(("--expect-head",), "a head printed earlier by 'events head': the log must still hold it"
                " (default: none)", metavar="POSITION:HASH"),
     )),
-    Command(("events", "head"), cmd_events_head, READ, "print the log's last POSITION:HASH, to keep elsewhere"),
-    Command(("events", "replay"), cmd_events_replay, READ, "rebuild every projection from the log into a new folder", (
+    Command(("events", "head"), READ, "print the log's last POSITION:HASH, to keep elsewhere"),
+    Command(("events", "replay"), READ, "rebuild every projection from the log into a new folder", (
         Option(("--into",), "folder for the rebuilt memory.db (must not hold one)", type=_path, required=True),
     )),
-    Command(("events", "log"), cmd_events_log, READ, "print events in log order (redacted ones show as such)", (
+    Command(("events", "log"), READ, "print events in log order (redacted ones show as such)", (
         Option(("--after",), "only events after this position", type=_position, default=0),
         Option(("--limit",), "print at most this many events", type=_positive, default=100),
         Option(("--kind",), "only events of this kind, e.g. memory.added"),
     )),
-    Command(("forget",), cmd_forget, WRITE, "erase everything an owner left (messages, facts, files, jobs)", (
+    Command(("forget",), WRITE, "erase everything an owner left (messages, facts, files, jobs)", (
         Option(("owner",), "the owner id to forget"),
         Option(("--agent",), "only what they left with this agent (default: every agent)"),
         Option(("--reason",), "kept in the record of the erasure (no content of the owner's)"),
         Option(("--yes",), "required: the erasure cannot be undone", switch=True),
     )),
-    Command(("history", "import"), cmd_history_import, CREATE,
+    Command(("history", "import"), CREATE,
             "import messages from a JSON Lines file: every line is checked first, then all or nothing;"
             " messages imported before are skipped", (
         Option(("file",), "the JSON Lines file, '-' for standard input (UTF-8, a BOM is fine)", type=_path),
     )),
-    Command(("history", "export"), cmd_history_export, READ, "export messages as JSON Lines", (
+    Command(("history", "export"), READ, "export messages as JSON Lines", (
         Option(("--agent",), "only this agent's messages (default: every agent)"),
         Option(("--output", "-o"), "file to write (default: standard output)", type=_path),
     )),
-    Command(("memory", "list"), cmd_memory_list, READ, "list memory rows", (
+    Command(("memory", "list"), READ, "list memory rows", (
         Option(("--agent",), "only this agent's rows (default: every agent)"),
         Option(("--owner",), "only this owner's rows (default: every owner)"),
         Option(("--active",), "leave out archived rows", switch=True),
     )),
-    Command(("memory", "show"), cmd_memory_show, READ, "a row and the events and messages behind it", (
+    Command(("memory", "show"), READ, "a row and the events and messages behind it", (
         Option(("id",), "the memory row id", type=_id),
     )),
-    Command(("memory", "search"), cmd_memory_search, READ, "full-text search as a reader would", (
+    Command(("memory", "search"), READ, "full-text search as a reader would", (
         Option(("query",), "words to look for"),
         Option(("--agent",), "the agent searching", required=True),
         Option(("--owner",), "the owner it searches for", required=True),
@@ -192,39 +174,39 @@ COMMANDS: tuple[Command, ...] = (
                default="memories"),
         Option(("--limit",), "at most this many hits of each source", type=_positive, default=10),
     )),
-    Command(("memory", "review"), cmd_memory_review, WRITE, "review conversations with new messages now", (
+    Command(("memory", "review"), WRITE, "review conversations with new messages now", (
         Option(("--now",), "past the interval and back-off gates (required)", switch=True),
         Option(("--conversation",), f"only this conversation, {_CONVERSATION}"),
         Option(("--agent",), "only this agent's conversations (default: every agent)"),
         Option(("--owner",), "only this owner's conversations (default: every owner)"),
     )),
-    Command(("memory", "restore"), cmd_memory_restore, WRITE,
+    Command(("memory", "restore"), WRITE,
             "un-archive a memory row and rebuild the prompt files (an active row is left as it is:"
             " 'already active', exit 0)", (
         Option(("id",), "the memory row id", type=_id),
     )),
-    Command(("setup", "init"), cmd_setup_init, CONFIG,
+    Command(("setup", "init"), CONFIG,
             "create the memory home: a config.toml with every knob at its default, and memory.db"),
-    Command(("setup", "show"), cmd_setup_show, CONFIG, "the settings in effect"),
-    Command(("setup", "review-interval"), cmd_setup_review_interval, CONFIG,
+    Command(("setup", "show"), CONFIG, "the settings in effect"),
+    Command(("setup", "review-interval"), CONFIG,
             "set the background review interval in hours (0 disables it; --now still works);"
             " the rest of config.toml, comments included, is kept", (
         Option(("hours",), "hours between background reviews; 0 turns them off", type=_hours),
     )),
-    Command(("resource", "list"), cmd_resource_list, READ, "the current revision of every resource", (
+    Command(("resource", "list"), READ, "the current revision of every resource", (
         _AGENT, _OWNER,
     )),
-    Command(("resource", "history"), cmd_resource_history, READ, "revisions of a resource, newest first", (
+    Command(("resource", "history"), READ, "revisions of a resource, newest first", (
         _AGENT, _OWNER, _NAME, Option(("--limit",), "at most this many revisions", type=_positive, default=20),
     )),
-    Command(("resource", "show"), cmd_resource_show, READ, "the content of one revision", (
+    Command(("resource", "show"), READ, "the content of one revision", (
         _AGENT, _OWNER, _NAME, Option(("rev",), "the revision number", type=_id),
     )),
-    Command(("resource", "diff"), cmd_resource_diff, READ, "unified diff between two revisions", (
+    Command(("resource", "diff"), READ, "unified diff between two revisions", (
         _AGENT, _OWNER, _NAME, Option(("a",), "the older revision", type=_id),
         Option(("b",), "the newer revision", type=_id),
     )),
-    Command(("resource", "rollback"), cmd_resource_rollback, WRITE, "restore a revision's content as a new revision", (
+    Command(("resource", "rollback"), WRITE, "restore a revision's content as a new revision", (
         _AGENT, _OWNER, _NAME, Option(("rev",), "the revision whose content comes back", type=_id),
     )),
 )  # fmt: skip
@@ -308,5 +290,5 @@ def build_parser() -> argparse.ArgumentParser:
             _add(p, option, common_below_top=True)
         for option in command.options:
             _add(p, option)
-        p.set_defaults(func=command.run, access=command.access)
+        p.set_defaults(command_to_run=command, access=command.access)
     return parser
