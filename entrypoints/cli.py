@@ -6,8 +6,9 @@ accepted before or after the sub-command.
 
 Each command declares how it opens the memory: ``read`` commands open an existing home
 read-only (they never create or change anything, and work on a read-only mount), ``write``
-commands need an existing home, ``create`` commands (imports, the demo, ``setup init``) may
-create one, and ``config`` commands work on ``config.toml`` alone.
+commands need an existing home, ``create`` commands (imports) may create one, ``config``
+commands (``setup``) work on ``config.toml`` first, and the ``demo`` picks and checks its own
+home before it opens it (it never touches a home that holds data, ADR-0023).
 
 This module holds the dispatch. The command tree (every command's words, access and options,
 and the parser built from it) is in ``cli_commands``; each command group lives in its own
@@ -25,6 +26,7 @@ from fermix_memory.domain.errors import FermixError
 from fermix_memory.entrypoints.cli_commands import (
     CONFIG,
     CREATE,
+    DEMO,
     READ,
     Command,
     Option,
@@ -78,7 +80,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
 
     try:
         run_command = args.command_to_run.function()
-        if args.access == CONFIG:
+        if args.access in (CONFIG, DEMO):
             return int(run_command(args, out))
         with MemorySystem.open(args.home, create=args.access == CREATE, readonly=args.access == READ) as memory:
             return int(run_command(memory, args, out))

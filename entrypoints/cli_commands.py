@@ -18,7 +18,7 @@ import attrs
 from fermix_memory.domain.values import INT64_MAX
 from fermix_memory.entrypoints.cli_output import UsageError
 
-READ, WRITE, CREATE, CONFIG = "read", "write", "create", "config"
+READ, WRITE, CREATE, CONFIG, DEMO = "read", "write", "create", "config", "demo"
 # The module (in fermix_memory.entrypoints) of each command's first word: imported when it runs.
 MODULES = {"demo": "cli_setup", "events": "cli_events", "forget": "cli_memory", "history": "cli_history",
            "memory": "cli_memory", "resource": "cli_resources", "setup": "cli_setup"}
@@ -127,7 +127,8 @@ _NAME = Option(("name",), "the prompt file: user_md (USER.md) or memory_md (MEMO
 _CONVERSATION = "CHANNEL:CHAT_ID[:THREAD]"
 
 COMMANDS: tuple[Command, ...] = (
-    Command(("demo",), CREATE, "run the whole loop on the sample conversation shipped with the package"),
+    Command(("demo",), DEMO, "run the whole loop on the sample conversation shipped with the package, in a"
+            " folder of its own: ./fermix-demo, or --home naming a new folder or one the demo made (ADR-0023)"),
     Command(("events", "verify"), READ, "check the hash chain and the projections (read-only)", (
         Option(("--expect-head",), "a head printed earlier by 'events head': the log must still hold it"
                " (default: none)", metavar="POSITION:HASH"),

@@ -68,10 +68,47 @@ def cmd_setup_show(args: argparse.Namespace, out: Output) -> int:
 DEMO_QUESTION = "home city"
 
 
-def cmd_demo(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    """The whole loop on the embedded default: import the sample conversation shipped with the
-    package, review it (the offline ``rules`` extractor unless a provider is configured), show
-    the prompt files, recall a fact, verify the log."""
+DEMO_HOME = Path("fermix-demo")  # in the working folder, as the README's first command names it
+DEMO_MARK = "DEMO"  # written by the demo into a home it creates: the one kind of home it may reuse
+DEMO_MARK_TEXT = ("This memory home was created by 'fermix demo' and holds only its sample.\n"
+                  "The demo runs here again; delete the folder when you are done.\n")
+
+
+def demo_home(given: str | None) -> Path:
+    """The folder the demo runs in (ADR-0023): ``--home`` or ``./fermix-demo``, never
+    ``$FERMIX_HOME`` or ``~/.fermix``. It must be new, empty (a ``config.toml`` alone is fine:
+    a provider to try), or made by the demo; anything else is refused, naming the folder and
+    what it holds, and left as it is. A folder the demo may use gets its mark."""
+    home = DEMO_HOME if given is None else Path(given).expanduser()
+    try:
+        held = sorted(p.name for p in home.iterdir()) if home.is_dir() else None
+    except OSError as exc:
+        raise UsageError(f"cannot read {home}: {exc.strerror or exc}") from None
+    if home.exists() and held is None:
+        raise UsageError(f"{home} is not a folder; 'fermix demo' runs in a folder of its own")
+    if held and DEMO_MARK not in held and held != ["config.toml"]:
+        shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+        raise UsageError(f"{home} already holds data ({shown}) and was not created by 'fermix demo'; the demo"
+                         f" never writes into such a folder: give --home a new folder (default ./{DEMO_HOME})")
+    if not held or DEMO_MARK not in held:
+        try:
+            home.mkdir(parents=True, exist_ok=True)
+            (home / DEMO_MARK).write_text(DEMO_MARK_TEXT, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot create the demo home {home}: {exc.strerror or exc}") from None
+    return home
+
+
+def cmd_demo(args: argparse.Namespace, out: Output) -> int:
+    """The whole loop on the embedded default, in a home of its own (:func:`demo_home`)."""
+    with MemorySystem.open(demo_home(args.home)) as memory:
+        return run_demo(memory, out)
+
+
+def run_demo(memory: MemorySystem, out: Output) -> int:
+    """Import the sample conversation shipped with the package, review it (the offline ``rules``
+    extractor unless a provider is configured), show the prompt files, recall a fact, verify
+    the log."""
     from importlib.resources import files
 
     sample = files("fermix_memory").joinpath("samples/conversation.jsonl").read_text(encoding="utf-8")
