@@ -19,12 +19,12 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Protocol
 
 import attrs
 
-from fermix_memory.application.errors import ModelError
+from fermix_memory.application.errors import ModelError, RouteExhausted
 from fermix_memory.application.memory_writes import MemoryWriter, OperationOutcome
 from fermix_memory.application.ports import ChatModel, Clock, EventStore, ReviewState, WriteTransaction
 from fermix_memory.application.reviewer_prompt import (
@@ -62,6 +62,10 @@ class ReviewResult:
     applied: int = 0
     refused: int = 0
     outcomes: tuple[OperationOutcome, ...] = ()
+    # A failed review: each provider's error, in the order they were tried (one when the failure
+    # was not the providers'), and when the back-off it recorded ends.
+    errors: tuple[str, ...] = ()
+    retry_after: datetime | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -190,7 +194,9 @@ class Reviewer:
                 tx.append(review_stream(result.agent_id, result.owner_id, result.conversation), events)
 
         self._store.write(work)
-        return attrs.evolve(result, status="failed", reason=error)
+        errors = exc.errors if isinstance(exc, RouteExhausted) else [exc]
+        return attrs.evolve(result, status="failed", reason=error, retry_after=cmd.at + cmd.backoff,
+                            errors=tuple(f"{type(e).__name__}: {e}"[:1000] for e in errors))
 
     def _apply(self, tx: WriteTransaction, result: ReviewResult, claim: _Claim, operations: list[Operation],
                ctx: WriteContext, reviewed: int, last_id: int) -> ReviewResult:

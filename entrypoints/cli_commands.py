@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from difflib import get_close_matches
 from importlib import import_module
 from typing import Any, NoReturn
 
 import attrs
 
-from fermix_memory.domain.values import INT64_MAX
+from fermix_memory.domain.values import INT64_MAX, Category
 from fermix_memory.entrypoints.cli_output import UsageError
 
-READ, WRITE, CREATE, CONFIG, DEMO = "read", "write", "create", "config", "demo"
+READ, WRITE, CONFIG, OWN = "read", "write", "config", "own"
 # The module (in fermix_memory.entrypoints) of each command's first word: imported when it runs.
 MODULES = {"demo": "cli_setup", "events": "cli_events", "forget": "cli_memory", "history": "cli_history",
            "memory": "cli_memory", "resource": "cli_resources", "setup": "cli_setup"}
@@ -107,6 +108,17 @@ def _hours(text: str) -> float:
     return value
 
 
+def _event_kind(text: str) -> str:
+    from fermix_memory.domain.events import EVENTS_BY_KIND
+
+    if text in EVENTS_BY_KIND:
+        return text
+    close = get_close_matches(text, EVENTS_BY_KIND, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    raise argparse.ArgumentTypeError(f"unknown event kind {text[:60]!r}; {hint}known kinds: "
+                                     + ", ".join(sorted(EVENTS_BY_KIND)))
+
+
 # --- the table ---------------------------------------------------------------------------------------
 
 COMMON = (
@@ -115,8 +127,8 @@ COMMON = (
 )
 GROUPS = {  # the help of each group of commands
     "events": "the event log: verify, head, replay, log",
-    "history": "conversation history: import, export",
-    "memory": "memory rows: list, show, search, review, restore",
+    "history": "conversation history: import, compact, export",
+    "memory": "memory rows: list, show, search, review, set, archive, restore",
     "setup": "the config file: init, show, review-interval",
     "resource": "versioned prompt files: list, history, show, diff, rollback",
 }
@@ -125,9 +137,11 @@ _OWNER = Option(("--owner",), "owner id (needed when several owners have prompt 
 _NAME = Option(("name",), "the prompt file: user_md (USER.md) or memory_md (MEMORY.md)",
                choices=("user_md", "memory_md"))
 _CONVERSATION = "CHANNEL:CHAT_ID[:THREAD]"
+_CATEGORIES = tuple(c.value for c in Category)
+DEFAULT_REVIEW_ROUNDS = 25  # batches of review_max_messages each: 1,000 messages at the default 40
 
 COMMANDS: tuple[Command, ...] = (
-    Command(("demo",), DEMO, "run the whole loop on the sample conversation shipped with the package, in a"
+    Command(("demo",), OWN, "run the whole loop on the sample conversation shipped with the package, in a"
             " folder of its own: ./fermix-demo, or --home naming a new folder or one the demo made (ADR-0023)"),
     Command(("events", "verify"), READ, "check the hash chain and the projections (read-only)", (
         Option(("--expect-head",), "a head printed earlier by 'events head': the log must still hold it"
@@ -140,7 +154,8 @@ COMMANDS: tuple[Command, ...] = (
     Command(("events", "log"), READ, "print events in log order (redacted ones show as such)", (
         Option(("--after",), "only events after this position", type=_position, default=0),
         Option(("--limit",), "print at most this many events", type=_positive, default=100),
-        Option(("--kind",), "only events of this kind, e.g. memory.added"),
+        Option(("--kind",), "only events of this kind, e.g. memory.added (an unknown kind is an error)",
+               type=_event_kind),
     )),
     Command(("forget",), WRITE, "erase everything an owner left (messages, facts, files, jobs)", (
         Option(("owner",), "the owner id to forget"),
@@ -148,10 +163,17 @@ COMMANDS: tuple[Command, ...] = (
         Option(("--reason",), "kept in the record of the erasure (no content of the owner's)"),
         Option(("--yes",), "required: the erasure cannot be undone", switch=True),
     )),
-    Command(("history", "import"), CREATE,
+    Command(("history", "import"), OWN,
             "import messages from a JSON Lines file: every line is checked first, then all or nothing;"
             " messages imported before are skipped", (
         Option(("file",), "the JSON Lines file, '-' for standard input (UTF-8, a BOM is fine)", type=_path),
+    )),
+    Command(("history", "compact"), WRITE, "compact a conversation's window now, as the operator's /compact does:"
+            " older messages summarised into a checkpoint (they stay in the log and in search)", (
+        Option(("conversation",), f"the conversation, {_CONVERSATION}", metavar="CH:ID[:THREAD]"),
+        Option(("--agent",), "the agent whose conversation it is", required=True),
+        Option(("--context-window",), "the chat model's context window in tokens, to size the kept part"
+               " (default: the configured one)", type=_positive),
     )),
     Command(("history", "export"), READ, "export messages as JSON Lines", (
         Option(("--agent",), "only this agent's messages (default: every agent)"),
@@ -175,11 +197,31 @@ COMMANDS: tuple[Command, ...] = (
                default="memories"),
         Option(("--limit",), "at most this many hits of each source", type=_positive, default=10),
     )),
-    Command(("memory", "review"), WRITE, "review conversations with new messages now", (
+    Command(("memory", "review"), WRITE, "review conversations with new messages now, batch after batch until"
+            " each is caught up", (
         Option(("--now",), "past the interval and back-off gates (required)", switch=True),
         Option(("--conversation",), f"only this conversation, {_CONVERSATION}"),
         Option(("--agent",), "only this agent's conversations (default: every agent)"),
         Option(("--owner",), "only this owner's conversations (default: every owner)"),
+        Option(("--max-rounds",), "at most this many reviews (batches) per conversation; what is left is"
+               " counted and stays queued", type=_positive, default=DEFAULT_REVIEW_ROUNDS),
+        Option(("--verbose",), "also print the library's warnings in full (each provider's whole error)",
+               switch=True),
+    )),
+    Command(("memory", "set"), WRITE, "add a value, or replace the owner's value under that key, as the operator"
+            " (through admission; the scope follows the category: owner for identity, preference, interest,"
+            " goal; agent for context, directive)", (
+        Option(("--agent",), "the agent id", required=True),
+        Option(("--owner",), "the owner id", required=True),
+        Option(("--category",), "the row's category", choices=_CATEGORIES, required=True),
+        Option(("--key",), "the row's key (normalised: 'home city' is home_city)", required=True),
+        Option(("value",), "the value to store"),
+        Option(("--reason",), "kept in the event's provenance"),
+    )),
+    Command(("memory", "archive"), WRITE, "archive a memory row as the operator (kept, restorable with 'memory"
+            " restore', out of the prompt files; an archived row is left as it is: 'already archived', exit 0)", (
+        Option(("id",), "the memory row id", type=_id),
+        Option(("--reason",), "why (kept with the row and in its event)"),
     )),
     Command(("memory", "restore"), WRITE,
             "un-archive a memory row and rebuild the prompt files (an active row is left as it is:"

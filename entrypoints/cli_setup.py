@@ -4,12 +4,11 @@ config that keeps memory from opening) and ``fermix demo``."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from fermix_memory.entrypoints.api import MemorySystem
-from fermix_memory.entrypoints.cli_output import EXIT_ERROR, EXIT_OK, Output, UsageError, jsonable
+from fermix_memory.entrypoints.cli_output import EXIT_ERROR, EXIT_OK, Output, UsageError
 
 
 def _config_path(args: argparse.Namespace) -> Path:
@@ -45,22 +44,58 @@ def cmd_setup_init(args: argparse.Namespace, out: Output) -> int:
         except OSError as exc:
             raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
     with MemorySystem.open(path.parent):
-        pass  # creates memory.db with the settings now in effect
-    out.emit({"file": str(path), "config_written": not had_config, "database": str(path.parent / DB_NAME)},
+        pass  # creates memory.db with the settings now in effect (an existing one is opened, and kept)
+    out.emit({"file": str(path), "config_written": not had_config, "database": str(path.parent / DB_NAME),
+              "database_created": not had_db},
              lambda r: [f"wrote {r['file']} (every knob at its default)" if r["config_written"]
-                        else f"kept the existing {r['file']}", f"created {r['database']}"])
+                        else f"kept the existing {r['file']}",
+                        f"created {r['database']}" if r["database_created"] else f"kept the existing {r['database']}"])
     return EXIT_OK
+
+
+def settings_as_toml(settings: Any) -> dict[str, Any]:
+    """The settings in effect as config.toml spells them (``"infinity"``, not ``null``), by section."""
+    import attrs
+
+    from fermix_memory.application.settings import SECTIONS, ProviderSettings
+    from fermix_memory.application.settings_checks import checks_of
+
+    def table(value: Any, cls: type[Any]) -> dict[str, Any]:
+        checks = checks_of(cls)
+        return {f.name: checks[f.name].type.to_toml(getattr(value, f.name)) for f in attrs.fields(cls)}
+
+    data: dict[str, Any] = {name: table(getattr(settings, name), cls) for name, cls in SECTIONS.items()}
+    data["providers"] = [table(p, ProviderSettings) for p in settings.providers]
+    return data
+
+
+def _toml_lines(data: dict[str, Any]) -> list[str]:
+    """``data`` as TOML text: one ``[fermix_core.SECTION]`` table per section, then the providers."""
+    import tomlkit
+
+    def knob(name: str, v: Any) -> str:
+        return f"# {name} is not set" if v is None else f"{name} = {tomlkit.item(v).as_string()}"
+
+    lines: list[str] = []
+    for name, knobs in data.items():
+        if name == "providers":
+            continue
+        lines += ["", f"[fermix_core.{name}]"] + [knob(k, v) for k, v in knobs.items()]
+    for provider in data["providers"]:
+        lines += ["", "[[fermix_core.providers]]"] + [knob(k, v) for k, v in provider.items()]
+    if not data["providers"]:
+        lines += ["", "# no model provider: the reviewer uses the offline rules extractor"]
+    return lines
 
 
 def cmd_setup_show(args: argparse.Namespace, out: Output) -> int:
     from fermix_memory.adapters.config_toml import load_settings
 
     path = _config_path(args)
-    settings = load_settings(path)
-    data = jsonable(settings)
-    out.emit({"file": str(path), "exists": path.exists(), "settings": data},
-             lambda r: [f"{r['file']}{'' if r['exists'] else ' (not present: defaults)'}",
-                        json.dumps(r["settings"], indent=2, sort_keys=True)])
+    settings = settings_as_toml(load_settings(path))
+    out.emit({"file": str(path), "exists": path.exists(), "settings": settings},
+             lambda r: [f"# the settings in effect, from {r['file']}"
+                        + ("" if r["exists"] else " (not present: every default)"), *_toml_lines(r["settings"])])
     return EXIT_OK
 
 

@@ -57,4 +57,4 @@ def test_help_and_read_only_commands_never_load_the_tokenizer(tmp_path: Path) ->
     assert imported_by("--home", str(home), "memory", "list") == ["0", "cli_memory"]
     assert imported_by("--home", str(home), "events", "verify") == ["0", "cli_events"]
     # A command that counts tokens loads it when it first counts.
-    assert "tiktoken" in imported_by("--home", str(home), "demo")
+    assert "tiktoken" in imported_by("--home", str(tmp_path / "demo"), "demo")
