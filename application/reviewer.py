@@ -63,7 +63,8 @@ class ReviewResult:
     refused: int = 0
     outcomes: tuple[OperationOutcome, ...] = ()
     # A failed review: each provider's error, in the order they were tried (one when the failure
-    # was not the providers'), and when the back-off it recorded ends.
+    # was not the providers'), and the earliest time a background review may try again (the
+    # back-off it recorded, or the review interval since the last completed review if later).
     errors: tuple[str, ...] = ()
     retry_after: datetime | None = None
 
@@ -187,15 +188,19 @@ class Reviewer:
         cmd = gate.FailReview(key=self._key(result), at=self._clock.now(), claim_id=claim.claim_id, error=error,
                               backoff=timedelta(milliseconds=self._settings.review_failure_backoff_ms))
 
-        def work(tx: WriteTransaction) -> None:
+        def work(tx: WriteTransaction) -> datetime | None:
             state = tx.review_state(result.agent_id, result.owner_id, result.conversation)
             events = gate.decide_fail(state, cmd)
             if events:
                 tx.append(review_stream(result.agent_id, result.owner_id, result.conversation), events)
+            return state.last_review_at
 
-        self._store.write(work)
+        last_review_at = self._store.write(work)
+        retry_after = cmd.at + cmd.backoff  # and the interval since the last completed review, if later
+        if last_review_at is not None and self._settings.review_interval_hours > 0:
+            retry_after = max(retry_after, last_review_at + timedelta(hours=self._settings.review_interval_hours))
         errors = exc.errors if isinstance(exc, RouteExhausted) else [exc]
-        return attrs.evolve(result, status="failed", reason=error, retry_after=cmd.at + cmd.backoff,
+        return attrs.evolve(result, status="failed", reason=error, retry_after=retry_after,
                             errors=tuple(f"{type(e).__name__}: {e}"[:1000] for e in errors))
 
     def _apply(self, tx: WriteTransaction, result: ReviewResult, claim: _Claim, operations: list[Operation],

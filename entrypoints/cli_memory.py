@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from fermix_memory.adapters.sqlite.codec import CONVERTER
@@ -217,22 +217,24 @@ def _review_conversation(memory: MemorySystem, agent_id: str, owner_id: str, con
 _PROVIDER_PREFIX = re.compile(r"^\w+: provider '[^']*'(?: \([^)]*\))?: ")
 
 
-def _when(at: datetime | None) -> str:
-    return at.strftime("%Y-%m-%d %H:%M:%S UTC") if at is not None else "its back-off"
+def _when(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _review_lines(r: dict[str, Any], max_rounds: int) -> list[str]:
+def _review_lines(r: dict[str, Any], max_rounds: int, interval_hours: float) -> list[str]:
     where = f"{r['agent_id']}/{r['owner_id']} {r['conversation']}"
     done = (f"{plural(r['messages_reviewed'], 'message')} in {plural(r['rounds'], 'review')},"
             f" {r['applied']} applied, {r['refused']} refused")
     if r["status"] == "failed":
+        next_review = (f"a background review tries again at the first turn after {_when(r['retry_after'])}"
+                       if interval_hours > 0 else "background reviews are off (review_interval_hours = 0)")
         lines = [f"{where}: failed ({done} before it)" if r["rounds"] > 1 else f"{where}: failed"]
         for p in r["providers"]:
             who = f"provider {p['provider']!r} ({p['model']})" if p["provider"] else "review"
             tries = f", {plural(p['attempts'], 'attempt')}" if p["attempts"] > 1 else ""
             lines.append(f"  {who}: {p['outcome']}{tries}: {short(_PROVIDER_PREFIX.sub('', p['error']))}")
-        lines.append(f"  the {plural(r['waiting'], 'message')} stay queued; a background review tries again"
-                     f" after {_when(r['retry_after'])}, or run 'fermix memory review --now' (details: --verbose)")
+        lines.append(f"  the {plural(r['waiting'], 'message')} stay queued; {next_review}, or run"
+                     " 'fermix memory review --now' again (details: --verbose)")
         return lines
     if r["status"] == "skipped":
         return [f"{where}: skipped ({r['reason']}); {plural(r['waiting'], 'message')} wait"]
@@ -250,7 +252,8 @@ def cmd_memory_review(memory: MemorySystem, args: argparse.Namespace, out: Outpu
                if only is None or t[2] == only]
     with held_back_warnings(shown=args.verbose):
         results = [_review_conversation(memory, a, o, c, args.max_rounds) for a, o, c in targets]
-    out.emit(results, lambda rs: [x for r in rs for x in _review_lines(r, args.max_rounds)]
+    interval = memory.settings.memory.review_interval_hours
+    out.emit(results, lambda rs: [x for r in rs for x in _review_lines(r, args.max_rounds, interval)]
              or ["no conversation has new messages to review"])
     failed = [r for r in results if r["status"] == "failed"]
     if failed:

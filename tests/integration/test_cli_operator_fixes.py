@@ -182,7 +182,9 @@ def test_a_failing_provider_route_prints_one_line_per_provider_then_what_happens
         "  provider 'first' (m-first)", "  provider 'second' (m-second)", "  provider 'third' (m-third)"]
     assert all(x.split(": ", 1)[1].startswith('unavailable: HTTP 503: {"error": {"message": "overloaded xxx')
                and len(x) < 200 for x in out[1:4])
-    assert out[4].startswith("  the 2 messages stay queued; a background review tries again after 20")
+    assert out[4].startswith("  the 2 messages stay queued; a background review tries again at the first turn"
+                             " after 20") and out[4].endswith(" UTC, or run 'fermix memory review --now' again"
+                                                               " (details: --verbose)")
     assert len(out) == 5
     err = done.stderr.splitlines()
     assert len(err) == 1 and err[0].startswith(f"fermix: error: 1 review failed; the first (ada/alice {CONV}): all 3"
