@@ -104,6 +104,7 @@ DEMO_QUESTION = "home city"
 
 
 DEMO_HOME = Path("fermix-demo")  # in the working folder, as the README's first command names it
+DEMO_AGENT, DEMO_OWNER = "ada", "alice"  # the sample's
 DEMO_MARK = "DEMO"  # written by the demo into a home it creates: the one kind of home it may reuse
 DEMO_MARK_TEXT = ("This memory home was created by 'fermix demo' and holds only its sample.\n"
                   "The demo runs here again; delete the folder when you are done.\n")
@@ -121,7 +122,7 @@ def demo_home(given: str | None) -> Path:
         raise UsageError(f"cannot read {home}: {exc.strerror or exc}") from None
     if home.exists() and held is None:
         raise UsageError(f"{home} is not a folder; 'fermix demo' runs in a folder of its own")
-    if held and DEMO_MARK not in held and held != ["config.toml"]:
+    if held and DEMO_MARK not in held and held != ["config.toml"] and not _only_the_sample(home, held):
         shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
         raise UsageError(f"{home} already holds data ({shown}) and was not created by 'fermix demo'; the demo"
                          f" never writes into such a folder: give --home a new folder (default ./{DEMO_HOME})")
@@ -134,6 +135,49 @@ def demo_home(given: str | None) -> Path:
     return home
 
 
+# What a demo home holds (a home made before the demo marked its homes is recognised by them).
+_DEMO_FILES = {"config.toml", "head", "memory", "memory.db", "memory.db-shm", "memory.db-wal"}
+_DEMO_DB_BYTES = 4 << 20  # the sample's memory.db is far smaller: a larger one is no demo's
+
+
+def _sample() -> str:
+    from importlib.resources import files
+
+    return files("fermix_memory").joinpath("samples/conversation.jsonl").read_text(encoding="utf-8")
+
+
+def _only_the_sample(home: Path, held: list[str]) -> bool:
+    """Whether ``home`` is a demo home from before the mark: the demo's files, messages that are
+    all the sample's, memory rows all of its owner (checked read-only; any doubt is a no)."""
+    import json
+    import shutil
+    import tempfile
+
+    from fermix_memory.domain.errors import FermixError
+
+    if not set(held) <= _DEMO_FILES or "memory.db" not in held:
+        return False
+
+    def said(record: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(record.get(k) for k in ("agent_id", "owner_id", "channel", "chat_id", "role", "sender", "content"))
+
+    sample = {said(json.loads(x)) for x in _sample().splitlines() if x.strip()}
+    try:
+        if (home / "memory.db").stat().st_size > _DEMO_DB_BYTES:
+            return False
+        # Read on a copy: even a read-only open may leave side files, and this folder is not ours yet.
+        with tempfile.TemporaryDirectory() as scratch:
+            for name in ("memory.db", "memory.db-wal"):
+                if name in held:
+                    shutil.copyfile(home / name, Path(scratch) / name)
+            with MemorySystem.open(scratch, readonly=True) as memory:
+                stored = [said(json.loads(x)) for x in memory.export_history()]
+                owners = {(m.agent_id, m.owner_id) for m in memory.memories()}
+    except (FermixError, OSError, ValueError):
+        return False
+    return all(x in sample for x in stored) and owners <= {(DEMO_AGENT, DEMO_OWNER)}
+
+
 def cmd_demo(args: argparse.Namespace, out: Output) -> int:
     """The whole loop on the embedded default, in a home of its own (:func:`demo_home`)."""
     with MemorySystem.open(demo_home(args.home)) as memory:
@@ -144,10 +188,8 @@ def run_demo(memory: MemorySystem, out: Output) -> int:
     """Import the sample conversation shipped with the package, review it (the offline ``rules``
     extractor unless a provider is configured), show the prompt files, recall a fact, verify
     the log."""
-    from importlib.resources import files
-
-    sample = files("fermix_memory").joinpath("samples/conversation.jsonl").read_text(encoding="utf-8")
-    agent, owner, conversation = "ada", "alice", "telegram:12345"
+    sample = _sample()
+    agent, owner, conversation = DEMO_AGENT, DEMO_OWNER, "telegram:12345"
     imported = 0 if memory.history(agent, conversation) else len(memory.import_history(sample.splitlines()))
     reviews = memory.review_now(agent_id=agent, owner_id=owner, conversation=conversation)
     found = memory.recall(DEMO_QUESTION, agent_id=agent, owner_id=owner, conversation=conversation,
