@@ -13,6 +13,7 @@ from fermix_memory.application.errors import ModelError, StorageBusy
 from fermix_memory.application.memory_writes import OperationOutcome
 from fermix_memory.application.ports import MemoryHit
 from fermix_memory.application.reviewer import ReviewResult
+from fermix_memory.application.reviewer_prompt import REVIEWER_AGENT_TAG
 from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.values import ConversationKey, ScopeType, normalise_key
@@ -163,14 +164,15 @@ def _waiting(memory: MemorySystem, agent_id: str, owner_id: str, conversation: C
                if m.owner_id == owner_id and m.role.value == "user")
 
 
-def _providers_tried(memory: MemorySystem, after: int, errors: Sequence[str]) -> list[dict[str, Any]]:
+def _providers_tried(memory: MemorySystem, agent_id: str, after: int,
+                     errors: Sequence[str]) -> list[dict[str, Any]]:
     """One entry per provider the failed review tried, in order (from the ``model.call_traced``
     events it left; a repair turn is the same provider again), with that provider's error."""
     tried: list[dict[str, Any]] = []
     for entry in memory.log_entries(after=after, kind="model.call_traced"):
         trace = entry.event
-        if trace is None:
-            continue
+        if trace is None or trace.agent != REVIEWER_AGENT_TAG or trace.agent_id != agent_id:
+            continue  # another process's model call
         if tried and tried[-1]["provider"] == trace.provider:
             tried[-1]["attempts"] += trace.attempts
             tried[-1]["outcome"] = trace.outcome
@@ -198,7 +200,7 @@ def _review_conversation(memory: MemorySystem, agent_id: str, owner_id: str, con
             break
         rounds.append(found[0])
         if found[0].status == "failed":
-            providers = _providers_tried(memory, before, found[0].errors)
+            providers = _providers_tried(memory, agent_id, before, found[0].errors)
         if found[0].status != "completed" or found[0].messages_reviewed == 0:
             break
     last = rounds[-1] if rounds else ReviewResult(agent_id=agent_id, owner_id=owner_id, conversation=conversation,
