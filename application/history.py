@@ -78,41 +78,8 @@ class HistoryService:
 
     def parse_jsonl(self, lines: Sequence[str], progress: Callable[[int, int], None] | None = None
                     ) -> list[MessageAppended]:
-        """Validate every line; if any is bad, raise one error listing the bad lines.
-
-        Each event carries its import key (the line's ``message_id``, else one derived from the
-        line's content and how often that same content came before in the file; ADR-0012).
-        """
-        at = self._clock.now()
-        events: list[MessageAppended] = []
-        problems: list[tuple[int, str]] = []
-        bad = 0
-        seen: dict[tuple[str, str, str], int] = {}  # (agent, conversation, key) -> first line
-        repeats: dict[str, int] = {}
-        for number, line in enumerate(lines, start=1):
-            if progress is not None and (number % 1000 == 0 or number == len(lines)):
-                progress(number, len(lines))
-            if not isinstance(line, str):
-                bad += 1
-                if len(problems) < MAX_REPORTED_LINES:
-                    problems.append((number, f"each line must be text, got {type(line).__name__}"))
-                continue
-            if not line.strip():
-                continue
-            try:
-                event = _parse_line(line, at, repeats)
-                where = (event.agent_id, event.conversation.scope_id, str(event.metadata[IMPORT_KEY]))
-                if where in seen:
-                    raise DomainError(f"message_id {where[2]!r} is already used on line {seen[where]}")
-                seen[where] = number
-                events.append(event)
-            except DomainError as exc:
-                bad += 1
-                if len(problems) < MAX_REPORTED_LINES:
-                    problems.append((number, str(exc)))
-        if problems:
-            raise HistoryImportError(problems, bad - len(problems))
-        return events
+        """Validate every line (:func:`parse_history`), stamped with the clock's time."""
+        return parse_history(lines, self._clock.now(), progress)
 
     def import_events(self, events: list[MessageAppended],
                       progress: Callable[[int, int], None] | None = None) -> list[int]:
@@ -136,6 +103,46 @@ class HistoryService:
             return ids
 
         return self._store.write(work)
+
+
+def parse_history(lines: Sequence[str], at: datetime, progress: Callable[[int, int], None] | None = None
+                  ) -> list[MessageAppended]:
+    """Validate every line; if any is bad, raise one error listing the bad lines.
+
+    Needs nothing but the lines: a command can check a file before it creates a home. Each
+    event carries its import key (the line's ``message_id``, else one derived from the
+    line's content and how often that same content came before in the file; ADR-0012).
+    """
+    events: list[MessageAppended] = []
+    problems: list[tuple[int, str]] = []
+    bad = 0
+    seen: dict[tuple[str, str, str], int] = {}  # (agent, conversation, key) -> first line
+    repeats: dict[str, int] = {}
+    for number, line in enumerate(lines, start=1):
+        if progress is not None and (number % 1000 == 0 or number == len(lines)):
+            progress(number, len(lines))
+        if not isinstance(line, str):
+            bad += 1
+            if len(problems) < MAX_REPORTED_LINES:
+                problems.append((number, f"each line must be text, got {type(line).__name__}"))
+            continue
+        if not line.strip():
+            continue
+        try:
+            event = _parse_line(line, at, repeats)
+            where = (event.agent_id, event.conversation.scope_id, str(event.metadata[IMPORT_KEY]))
+            if where in seen:
+                raise DomainError(f"message_id {where[2]!r} is already used on line {seen[where]}")
+            seen[where] = number
+            events.append(event)
+        except DomainError as exc:
+            bad += 1
+            if len(problems) < MAX_REPORTED_LINES:
+                problems.append((number, str(exc)))
+    if problems:
+        raise HistoryImportError(problems, bad - len(problems))
+    return events
+
 
 
 def _parse_line(line: str, at: datetime, repeats: dict[str, int]) -> MessageAppended:

@@ -19,12 +19,12 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Protocol
 
 import attrs
 
-from fermix_memory.application.errors import ModelError
+from fermix_memory.application.errors import ModelError, RouteExhausted
 from fermix_memory.application.memory_writes import MemoryWriter, OperationOutcome
 from fermix_memory.application.ports import ChatModel, Clock, EventStore, ReviewState, WriteTransaction
 from fermix_memory.application.reviewer_prompt import (
@@ -62,6 +62,11 @@ class ReviewResult:
     applied: int = 0
     refused: int = 0
     outcomes: tuple[OperationOutcome, ...] = ()
+    # A failed review: each provider's error, in the order they were tried (one when the failure
+    # was not the providers'), and the earliest time a background review may try again (the
+    # back-off it recorded, or the review interval since the last completed review if later).
+    errors: tuple[str, ...] = ()
+    retry_after: datetime | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -183,14 +188,20 @@ class Reviewer:
         cmd = gate.FailReview(key=self._key(result), at=self._clock.now(), claim_id=claim.claim_id, error=error,
                               backoff=timedelta(milliseconds=self._settings.review_failure_backoff_ms))
 
-        def work(tx: WriteTransaction) -> None:
+        def work(tx: WriteTransaction) -> datetime | None:
             state = tx.review_state(result.agent_id, result.owner_id, result.conversation)
             events = gate.decide_fail(state, cmd)
             if events:
                 tx.append(review_stream(result.agent_id, result.owner_id, result.conversation), events)
+            return state.last_review_at
 
-        self._store.write(work)
-        return attrs.evolve(result, status="failed", reason=error)
+        last_review_at = self._store.write(work)
+        retry_after = cmd.at + cmd.backoff  # and the interval since the last completed review, if later
+        if last_review_at is not None and self._settings.review_interval_hours > 0:
+            retry_after = max(retry_after, last_review_at + timedelta(hours=self._settings.review_interval_hours))
+        errors = exc.errors if isinstance(exc, RouteExhausted) else [exc]
+        return attrs.evolve(result, status="failed", reason=error, retry_after=retry_after,
+                            errors=tuple(f"{type(e).__name__}: {e}"[:1000] for e in errors))
 
     def _apply(self, tx: WriteTransaction, result: ReviewResult, claim: _Claim, operations: list[Operation],
                ctx: WriteContext, reviewed: int, last_id: int) -> ReviewResult:

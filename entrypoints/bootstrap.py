@@ -292,8 +292,9 @@ def bootstrap(
     that needs a hold on them (fault injection); the app closes a given store and worker too."""
     home_path = resolve_home(home)
     settings = resolve_settings(home_path, config)
-    # Fails fast (no network) when the encoding is missing, before anything is opened.
-    tokens = tokens or TiktokenCounter(settings.memory.token_encoding)
+    # Fails fast (no network) when the encoding is missing, before anything is opened; its tables
+    # load at the first count (a read-only open never counts, nor checks).
+    tokens = tokens or TiktokenCounter(settings.memory.token_encoding, check=not readonly)
     if readonly or not create:
         require_home(home_path)
     else:

@@ -6,8 +6,10 @@ accepted before or after the sub-command.
 
 Each command declares how it opens the memory: ``read`` commands open an existing home
 read-only (they never create or change anything, and work on a read-only mount), ``write``
-commands need an existing home, ``create`` commands (imports, the demo, ``setup init``) may
-create one, and ``config`` commands work on ``config.toml`` alone.
+commands need an existing home, ``config`` commands (``setup``) work on ``config.toml`` first,
+and ``own`` commands open the memory themselves once they have checked what they were given:
+``history import`` creates a home only for a file whose every line is good, and the demo
+never touches a home that holds data (ADR-0023).
 
 This module holds the dispatch. The command tree (every command's words, access and options,
 and the parser built from it) is in ``cli_commands``; each command group lives in its own
@@ -21,12 +23,10 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from fermix_memory.application.history import HistoryImportError
 from fermix_memory.domain.errors import FermixError
-from fermix_memory.entrypoints.api import MemorySystem
 from fermix_memory.entrypoints.cli_commands import (
     CONFIG,
-    CREATE,
+    OWN,
     READ,
     Command,
     Option,
@@ -74,11 +74,16 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
     except SystemExit as exc:  # --help and --version
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     out = Output(bool(args.json), stdout or sys.stdout)
+    # Only now are the command's module and the memory's modules imported: --help needs neither.
+    from fermix_memory.application.history import HistoryImportError
+    from fermix_memory.entrypoints.api import MemorySystem
+
     try:
-        if args.access == CONFIG:
-            return int(args.func(args, out))
-        with MemorySystem.open(args.home, create=args.access == CREATE, readonly=args.access == READ) as memory:
-            return int(args.func(memory, args, out))
+        run_command = args.command_to_run.function()
+        if args.access in (CONFIG, OWN):
+            return int(run_command(args, out))
+        with MemorySystem.open(args.home, create=False, readonly=args.access == READ) as memory:
+            return int(run_command(memory, args, out))
     except HistoryImportError as exc:
         report_error(out.as_json, exc, [*exc.lines(), "nothing was imported"] if len(exc.problems) > 1 else None)
         return EXIT_ERROR

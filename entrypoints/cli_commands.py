@@ -10,42 +10,19 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from difflib import get_close_matches
+from importlib import import_module
 from typing import Any, NoReturn
 
 import attrs
 
-from fermix_memory.domain.values import INT64_MAX
-from fermix_memory.entrypoints.cli_events import (
-    cmd_events_head,
-    cmd_events_log,
-    cmd_events_replay,
-    cmd_events_verify,
-)
-from fermix_memory.entrypoints.cli_history import cmd_history_export, cmd_history_import
-from fermix_memory.entrypoints.cli_memory import (
-    cmd_forget,
-    cmd_memory_list,
-    cmd_memory_restore,
-    cmd_memory_review,
-    cmd_memory_search,
-    cmd_memory_show,
-)
+from fermix_memory.domain.values import INT64_MAX, Category
 from fermix_memory.entrypoints.cli_output import UsageError
-from fermix_memory.entrypoints.cli_resources import (
-    cmd_resource_diff,
-    cmd_resource_history,
-    cmd_resource_list,
-    cmd_resource_rollback,
-    cmd_resource_show,
-)
-from fermix_memory.entrypoints.cli_setup import (
-    cmd_demo,
-    cmd_setup_init,
-    cmd_setup_review_interval,
-    cmd_setup_show,
-)
 
-READ, WRITE, CREATE, CONFIG = "read", "write", "create", "config"
+READ, WRITE, CONFIG, OWN = "read", "write", "config", "own"
+# The module (in fermix_memory.entrypoints) of each command's first word: imported when it runs.
+MODULES = {"demo": "cli_setup", "events": "cli_events", "forget": "cli_memory", "history": "cli_history",
+           "memory": "cli_memory", "resource": "cli_resources", "setup": "cli_setup"}
 
 
 @attrs.frozen
@@ -73,10 +50,16 @@ class Command:
     command accepts (``--home``, ``--json``)."""
 
     words: tuple[str, ...]
-    run: Callable[..., int]
     access: str
     help: str
     options: tuple[Option, ...] = ()
+
+    def function(self) -> Callable[..., int]:
+        """What runs the command: ``cmd_<words>`` of its group's module (``fermix memory list``:
+        ``cli_memory.cmd_memory_list``), imported now, not at start-up."""
+        module = import_module(f"fermix_memory.entrypoints.{MODULES[self.words[0]]}")
+        found: Callable[..., int] = getattr(module, "cmd_" + "_".join(self.words).replace("-", "_"))
+        return found
 
 
 def shows_default(default: object) -> bool:
@@ -125,6 +108,17 @@ def _hours(text: str) -> float:
     return value
 
 
+def _event_kind(text: str) -> str:
+    from fermix_memory.domain.events import EVENTS_BY_KIND
+
+    if text in EVENTS_BY_KIND:
+        return text
+    close = get_close_matches(text, EVENTS_BY_KIND, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    raise argparse.ArgumentTypeError(f"unknown event kind {text[:60]!r}; {hint}known kinds: "
+                                     + ", ".join(sorted(EVENTS_BY_KIND)))
+
+
 # --- the table ---------------------------------------------------------------------------------------
 
 COMMON = (
@@ -133,8 +127,8 @@ COMMON = (
 )
 GROUPS = {  # the help of each group of commands
     "events": "the event log: verify, head, replay, log",
-    "history": "conversation history: import, export",
-    "memory": "memory rows: list, show, search, review, restore",
+    "history": "conversation history: import, compact, export",
+    "memory": "memory rows: list, show, search, review, set, archive, restore",
     "setup": "the config file: init, show, review-interval",
     "resource": "versioned prompt files: list, history, show, diff, rollback",
 }
@@ -143,46 +137,57 @@ _OWNER = Option(("--owner",), "owner id (needed when several owners have prompt 
 _NAME = Option(("name",), "the prompt file: user_md (USER.md) or memory_md (MEMORY.md)",
                choices=("user_md", "memory_md"))
 _CONVERSATION = "CHANNEL:CHAT_ID[:THREAD]"
+_CATEGORIES = tuple(c.value for c in Category)
+DEFAULT_REVIEW_ROUNDS = 25  # batches of review_max_messages each: 1,000 messages at the default 40
 
 COMMANDS: tuple[Command, ...] = (
-    Command(("demo",), cmd_demo, CREATE, "run the whole loop on the sample conversation shipped with the package"),
-    Command(("events", "verify"), cmd_events_verify, READ, "check the hash chain and the projections (read-only)", (
+    Command(("demo",), OWN, "run the whole loop on the sample conversation shipped with the package, in a"
+            " folder of its own: ./fermix-demo, or --home naming a new folder or one the demo made (ADR-0023)"),
+    Command(("events", "verify"), READ, "check the hash chain and the projections (read-only)", (
         Option(("--expect-head",), "a head printed earlier by 'events head': the log must still hold it"
                " (default: none)", metavar="POSITION:HASH"),
     )),
-    Command(("events", "head"), cmd_events_head, READ, "print the log's last POSITION:HASH, to keep elsewhere"),
-    Command(("events", "replay"), cmd_events_replay, READ, "rebuild every projection from the log into a new folder", (
+    Command(("events", "head"), READ, "print the log's last POSITION:HASH, to keep elsewhere"),
+    Command(("events", "replay"), READ, "rebuild every projection from the log into a new folder", (
         Option(("--into",), "folder for the rebuilt memory.db (must not hold one)", type=_path, required=True),
     )),
-    Command(("events", "log"), cmd_events_log, READ, "print events in log order (redacted ones show as such)", (
+    Command(("events", "log"), READ, "print events in log order (redacted ones show as such)", (
         Option(("--after",), "only events after this position", type=_position, default=0),
         Option(("--limit",), "print at most this many events", type=_positive, default=100),
-        Option(("--kind",), "only events of this kind, e.g. memory.added"),
+        Option(("--kind",), "only events of this kind, e.g. memory.added (an unknown kind is an error)",
+               type=_event_kind),
     )),
-    Command(("forget",), cmd_forget, WRITE, "erase everything an owner left (messages, facts, files, jobs)", (
+    Command(("forget",), WRITE, "erase everything an owner left (messages, facts, files, jobs)", (
         Option(("owner",), "the owner id to forget"),
         Option(("--agent",), "only what they left with this agent (default: every agent)"),
         Option(("--reason",), "kept in the record of the erasure (no content of the owner's)"),
         Option(("--yes",), "required: the erasure cannot be undone", switch=True),
     )),
-    Command(("history", "import"), cmd_history_import, CREATE,
+    Command(("history", "import"), OWN,
             "import messages from a JSON Lines file: every line is checked first, then all or nothing;"
             " messages imported before are skipped", (
         Option(("file",), "the JSON Lines file, '-' for standard input (UTF-8, a BOM is fine)", type=_path),
     )),
-    Command(("history", "export"), cmd_history_export, READ, "export messages as JSON Lines", (
+    Command(("history", "compact"), WRITE, "compact a conversation's window now, as the operator's /compact does:"
+            " older messages summarised into a checkpoint (they stay in the log and in search)", (
+        Option(("conversation",), f"the conversation, {_CONVERSATION}", metavar="CH:ID[:THREAD]"),
+        Option(("--agent",), "the agent whose conversation it is", required=True),
+        Option(("--context-window",), "the chat model's context window in tokens, to size the kept part"
+               " (default: the configured one)", type=_positive),
+    )),
+    Command(("history", "export"), READ, "export messages as JSON Lines", (
         Option(("--agent",), "only this agent's messages (default: every agent)"),
         Option(("--output", "-o"), "file to write (default: standard output)", type=_path),
     )),
-    Command(("memory", "list"), cmd_memory_list, READ, "list memory rows", (
+    Command(("memory", "list"), READ, "list memory rows", (
         Option(("--agent",), "only this agent's rows (default: every agent)"),
         Option(("--owner",), "only this owner's rows (default: every owner)"),
         Option(("--active",), "leave out archived rows", switch=True),
     )),
-    Command(("memory", "show"), cmd_memory_show, READ, "a row and the events and messages behind it", (
+    Command(("memory", "show"), READ, "a row and the events and messages behind it", (
         Option(("id",), "the memory row id", type=_id),
     )),
-    Command(("memory", "search"), cmd_memory_search, READ, "full-text search as a reader would", (
+    Command(("memory", "search"), READ, "full-text search as a reader would", (
         Option(("query",), "words to look for"),
         Option(("--agent",), "the agent searching", required=True),
         Option(("--owner",), "the owner it searches for", required=True),
@@ -192,39 +197,59 @@ COMMANDS: tuple[Command, ...] = (
                default="memories"),
         Option(("--limit",), "at most this many hits of each source", type=_positive, default=10),
     )),
-    Command(("memory", "review"), cmd_memory_review, WRITE, "review conversations with new messages now", (
+    Command(("memory", "review"), WRITE, "review conversations with new messages now, batch after batch until"
+            " each is caught up", (
         Option(("--now",), "past the interval and back-off gates (required)", switch=True),
         Option(("--conversation",), f"only this conversation, {_CONVERSATION}"),
         Option(("--agent",), "only this agent's conversations (default: every agent)"),
         Option(("--owner",), "only this owner's conversations (default: every owner)"),
+        Option(("--max-rounds",), "at most this many reviews (batches) per conversation; what is left is"
+               " counted and stays queued", type=_positive, default=DEFAULT_REVIEW_ROUNDS),
+        Option(("--verbose",), "also print the library's warnings in full (each provider's whole error)",
+               switch=True),
     )),
-    Command(("memory", "restore"), cmd_memory_restore, WRITE,
+    Command(("memory", "set"), WRITE, "add a value, or replace the owner's value under that key, as the operator"
+            " (through admission; the scope follows the category: owner for identity, preference, interest,"
+            " goal; agent for context, directive)", (
+        Option(("--agent",), "the agent id", required=True),
+        Option(("--owner",), "the owner id", required=True),
+        Option(("--category",), "the row's category", choices=_CATEGORIES, required=True),
+        Option(("--key",), "the row's key (normalised: 'home city' is home_city)", required=True),
+        Option(("value",), "the value to store"),
+        Option(("--reason",), "kept in the event's provenance"),
+    )),
+    Command(("memory", "archive"), WRITE, "archive a memory row as the operator (kept, restorable with 'memory"
+            " restore', out of the prompt files; an archived row is left as it is: 'already archived', exit 0)", (
+        Option(("id",), "the memory row id", type=_id),
+        Option(("--reason",), "why (kept with the row and in its event)"),
+    )),
+    Command(("memory", "restore"), WRITE,
             "un-archive a memory row and rebuild the prompt files (an active row is left as it is:"
             " 'already active', exit 0)", (
         Option(("id",), "the memory row id", type=_id),
     )),
-    Command(("setup", "init"), cmd_setup_init, CONFIG,
+    Command(("setup", "init"), CONFIG,
             "create the memory home: a config.toml with every knob at its default, and memory.db"),
-    Command(("setup", "show"), cmd_setup_show, CONFIG, "the settings in effect"),
-    Command(("setup", "review-interval"), cmd_setup_review_interval, CONFIG,
+    Command(("setup", "show"), CONFIG, "the settings in effect"),
+    Command(("setup", "review-interval"), CONFIG,
             "set the background review interval in hours (0 disables it; --now still works);"
             " the rest of config.toml, comments included, is kept", (
         Option(("hours",), "hours between background reviews; 0 turns them off", type=_hours),
     )),
-    Command(("resource", "list"), cmd_resource_list, READ, "the current revision of every resource", (
+    Command(("resource", "list"), READ, "the current revision of every resource", (
         _AGENT, _OWNER,
     )),
-    Command(("resource", "history"), cmd_resource_history, READ, "revisions of a resource, newest first", (
+    Command(("resource", "history"), READ, "revisions of a resource, newest first", (
         _AGENT, _OWNER, _NAME, Option(("--limit",), "at most this many revisions", type=_positive, default=20),
     )),
-    Command(("resource", "show"), cmd_resource_show, READ, "the content of one revision", (
+    Command(("resource", "show"), READ, "the content of one revision", (
         _AGENT, _OWNER, _NAME, Option(("rev",), "the revision number", type=_id),
     )),
-    Command(("resource", "diff"), cmd_resource_diff, READ, "unified diff between two revisions", (
+    Command(("resource", "diff"), READ, "unified diff between two revisions", (
         _AGENT, _OWNER, _NAME, Option(("a",), "the older revision", type=_id),
         Option(("b",), "the newer revision", type=_id),
     )),
-    Command(("resource", "rollback"), cmd_resource_rollback, WRITE, "restore a revision's content as a new revision", (
+    Command(("resource", "rollback"), WRITE, "restore a revision's content as a new revision", (
         _AGENT, _OWNER, _NAME, Option(("rev",), "the revision whose content comes back", type=_id),
     )),
 )  # fmt: skip
@@ -308,5 +333,5 @@ def build_parser() -> argparse.ArgumentParser:
             _add(p, option, common_below_top=True)
         for option in command.options:
             _add(p, option)
-        p.set_defaults(func=command.run, access=command.access)
+        p.set_defaults(command_to_run=command, access=command.access)
     return parser

@@ -1,13 +1,29 @@
-"""``fermix history``: import messages from JSON Lines (all or nothing), export them."""
+"""``fermix history``: import messages from JSON Lines (all or nothing), compact a conversation,
+export them."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
+from fermix_memory.application.errors import ModelError
+from fermix_memory.application.history import parse_history
+from fermix_memory.domain.values import ConversationKey
 from fermix_memory.entrypoints.api import MemorySystem
-from fermix_memory.entrypoints.cli_output import EXIT_OK, Output, UsageError, plural, progress_bars
+from fermix_memory.entrypoints.cli_output import (
+    EXIT_ERROR,
+    EXIT_OK,
+    Output,
+    UsageError,
+    held_back_warnings,
+    jsonable,
+    plural,
+    progress_bars,
+    report_error,
+    short,
+)
 
 
 def _read_lines(name: str) -> list[str]:
@@ -27,10 +43,16 @@ def _read_lines(name: str) -> list[str]:
     return lines[:-1] if lines[-1] == "" else lines
 
 
-def cmd_history_import(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+def cmd_history_import(args: argparse.Namespace, out: Output) -> int:
+    """Import a file into the home, creating the home only if every line of the file is good."""
+    from fermix_memory.entrypoints.bootstrap import DB_NAME, resolve_home
+
     lines = _read_lines(args.file)
     with progress_bars("checking", "importing") as (checking, writing):
-        ids = memory.import_history(lines, checking=checking, importing=writing)
+        if not (resolve_home(args.home) / DB_NAME).exists():  # a failed import creates nothing
+            parse_history(lines, datetime.now(UTC), checking)
+        with MemorySystem.open(args.home) as memory:
+            ids = memory.import_history(lines, checking=checking, importing=writing)
     source = "standard input" if args.file == "-" else args.file
     skipped = sum(1 for line in lines if line.strip()) - len(ids)
     out.emit({"imported": len(ids), "skipped": skipped, "first_id": ids[0] if ids else None,
@@ -55,3 +77,29 @@ def cmd_history_export(memory: MemorySystem, args: argparse.Namespace, out: Outp
         for line in lines:
             out.out.write(line + "\n")
     return EXIT_OK
+
+
+def cmd_history_compact(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    """The operator's ``/compact``: the same use case as the chat command."""
+    conversation = ConversationKey.parse(args.conversation)
+    if not memory.messages(args.agent, conversation, limit=1):
+        raise UsageError(f"agent {args.agent!r} has no messages in {conversation}; nothing to compact")
+    with held_back_warnings(shown=False):
+        result = memory.compact(agent_id=args.agent, conversation=conversation, context_window=args.context_window)
+    where = f"{args.agent} {conversation}"
+
+    def human(_: object) -> list[str]:
+        if result.status == "compacted":
+            return [f"{where}: compacted: {plural(result.replaced, 'message')} summarised into checkpoint"
+                    f" #{result.checkpoint_message_id}; window {result.tokens_before:,} -> {result.tokens_after:,}"
+                    " tokens (the messages stay in the log and in search)"]
+        if result.reason == "nothing_to_compact":
+            return [f"{where}: nothing to compact yet (the window holds {result.tokens_before:,} tokens)"]
+        return [f"{where}: {result.status} ({short(result.reason)}); older history is unchanged"]
+
+    out.emit({"agent_id": args.agent, "conversation": conversation, **jsonable(result)}, human)
+    if result.status == "failed":
+        report_error(out.as_json, ModelError(f"compaction of {where} failed: {short(result.reason)}"))
+        return EXIT_ERROR
+    return EXIT_OK
+

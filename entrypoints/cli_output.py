@@ -27,6 +27,15 @@ def one_line(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
+SHORT_CHARS = 120  # an error in a summary line: the rest (a provider's whole error body) is for --verbose
+
+
+def short(text: str, limit: int = SHORT_CHARS) -> str:
+    """``text`` on one line, whitespace folded, cut to ``limit`` characters with an ellipsis."""
+    flat = one_line(" ".join(text.split()))
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
 def plural(count: int, noun: str) -> str:
     """``1 message``, ``2 messages``."""
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
@@ -117,6 +126,33 @@ def log_lines(stream: TextIO) -> Iterator[None]:
         yield
     finally:
         logger.removeHandler(handler)
+
+
+# The library's loggers whose warnings repeat a failed model call in full (each retry, each
+# provider, the review's summary of them all): a command that prints its own summary holds them back.
+MODEL_CALL_LOGGERS = ("fermix_memory.providers", "fermix_memory.reviewer", "fermix_memory.compaction")
+
+
+class _DropAll(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
+
+
+@contextmanager
+def held_back_warnings(*, shown: bool) -> Iterator[None]:
+    """While inside, the model-call loggers' records are dropped, unless ``shown`` (``--verbose``)."""
+    if shown:
+        yield
+        return
+    loggers = [logging.getLogger(name) for name in MODEL_CALL_LOGGERS]
+    drop = _DropAll()
+    for logger in loggers:
+        logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(drop)
 
 
 class LogLine(logging.Formatter):

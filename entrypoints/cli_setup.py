@@ -4,12 +4,11 @@ config that keeps memory from opening) and ``fermix demo``."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from fermix_memory.entrypoints.api import MemorySystem
-from fermix_memory.entrypoints.cli_output import EXIT_ERROR, EXIT_OK, Output, UsageError, jsonable
+from fermix_memory.entrypoints.cli_output import EXIT_ERROR, EXIT_OK, Output, UsageError
 
 
 def _config_path(args: argparse.Namespace) -> Path:
@@ -45,22 +44,58 @@ def cmd_setup_init(args: argparse.Namespace, out: Output) -> int:
         except OSError as exc:
             raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
     with MemorySystem.open(path.parent):
-        pass  # creates memory.db with the settings now in effect
-    out.emit({"file": str(path), "config_written": not had_config, "database": str(path.parent / DB_NAME)},
+        pass  # creates memory.db with the settings now in effect (an existing one is opened, and kept)
+    out.emit({"file": str(path), "config_written": not had_config, "database": str(path.parent / DB_NAME),
+              "database_created": not had_db},
              lambda r: [f"wrote {r['file']} (every knob at its default)" if r["config_written"]
-                        else f"kept the existing {r['file']}", f"created {r['database']}"])
+                        else f"kept the existing {r['file']}",
+                        f"created {r['database']}" if r["database_created"] else f"kept the existing {r['database']}"])
     return EXIT_OK
+
+
+def settings_as_toml(settings: Any) -> dict[str, Any]:
+    """The settings in effect as config.toml spells them (``"infinity"``, not ``null``), by section."""
+    import attrs
+
+    from fermix_memory.application.settings import SECTIONS, ProviderSettings
+    from fermix_memory.application.settings_checks import checks_of
+
+    def table(value: Any, cls: type[Any]) -> dict[str, Any]:
+        checks = checks_of(cls)
+        return {f.name: checks[f.name].type.to_toml(getattr(value, f.name)) for f in attrs.fields(cls)}
+
+    data: dict[str, Any] = {name: table(getattr(settings, name), cls) for name, cls in SECTIONS.items()}
+    data["providers"] = [table(p, ProviderSettings) for p in settings.providers]
+    return data
+
+
+def _toml_lines(data: dict[str, Any]) -> list[str]:
+    """``data`` as TOML text: one ``[fermix_core.SECTION]`` table per section, then the providers."""
+    import tomlkit
+
+    def knob(name: str, v: Any) -> str:
+        return f"# {name} is not set" if v is None else f"{name} = {tomlkit.item(v).as_string()}"
+
+    lines: list[str] = []
+    for name, knobs in data.items():
+        if name == "providers":
+            continue
+        lines += ["", f"[fermix_core.{name}]"] + [knob(k, v) for k, v in knobs.items()]
+    for provider in data["providers"]:
+        lines += ["", "[[fermix_core.providers]]"] + [knob(k, v) for k, v in provider.items()]
+    if not data["providers"]:
+        lines += ["", "# no model provider: the reviewer uses the offline rules extractor"]
+    return lines
 
 
 def cmd_setup_show(args: argparse.Namespace, out: Output) -> int:
     from fermix_memory.adapters.config_toml import load_settings
 
     path = _config_path(args)
-    settings = load_settings(path)
-    data = jsonable(settings)
-    out.emit({"file": str(path), "exists": path.exists(), "settings": data},
-             lambda r: [f"{r['file']}{'' if r['exists'] else ' (not present: defaults)'}",
-                        json.dumps(r["settings"], indent=2, sort_keys=True)])
+    settings = settings_as_toml(load_settings(path))
+    out.emit({"file": str(path), "exists": path.exists(), "settings": settings},
+             lambda r: [f"# the settings in effect, from {r['file']}"
+                        + ("" if r["exists"] else " (not present: every default)"), *_toml_lines(r["settings"])])
     return EXIT_OK
 
 
@@ -68,14 +103,93 @@ def cmd_setup_show(args: argparse.Namespace, out: Output) -> int:
 DEMO_QUESTION = "home city"
 
 
-def cmd_demo(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    """The whole loop on the embedded default: import the sample conversation shipped with the
-    package, review it (the offline ``rules`` extractor unless a provider is configured), show
-    the prompt files, recall a fact, verify the log."""
+DEMO_HOME = Path("fermix-demo")  # in the working folder, as the README's first command names it
+DEMO_AGENT, DEMO_OWNER = "ada", "alice"  # the sample's
+DEMO_MARK = "DEMO"  # written by the demo into a home it creates: the one kind of home it may reuse
+DEMO_MARK_TEXT = ("This memory home was created by 'fermix demo' and holds only its sample.\n"
+                  "The demo runs here again; delete the folder when you are done.\n")
+
+
+def demo_home(given: str | None) -> Path:
+    """The folder the demo runs in (ADR-0023): ``--home`` or ``./fermix-demo``, never
+    ``$FERMIX_HOME`` or ``~/.fermix``. It must be new, empty (a ``config.toml`` alone is fine:
+    a provider to try), or made by the demo; anything else is refused, naming the folder and
+    what it holds, and left as it is. A folder the demo may use gets its mark."""
+    home = DEMO_HOME if given is None else Path(given).expanduser()
+    try:
+        held = sorted(p.name for p in home.iterdir()) if home.is_dir() else None
+    except OSError as exc:
+        raise UsageError(f"cannot read {home}: {exc.strerror or exc}") from None
+    if home.exists() and held is None:
+        raise UsageError(f"{home} is not a folder; 'fermix demo' runs in a folder of its own")
+    if held and DEMO_MARK not in held and held != ["config.toml"] and not _only_the_sample(home, held):
+        shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+        raise UsageError(f"{home} already holds data ({shown}) and was not created by 'fermix demo'; the demo"
+                         f" never writes into such a folder: give --home a new folder (default ./{DEMO_HOME})")
+    if not held or DEMO_MARK not in held:
+        try:
+            home.mkdir(parents=True, exist_ok=True)
+            (home / DEMO_MARK).write_text(DEMO_MARK_TEXT, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot create the demo home {home}: {exc.strerror or exc}") from None
+    return home
+
+
+# What a demo home holds (a home made before the demo marked its homes is recognised by them).
+_DEMO_FILES = {"config.toml", "head", "memory", "memory.db", "memory.db-shm", "memory.db-wal"}
+_DEMO_DB_BYTES = 4 << 20  # the sample's memory.db is far smaller: a larger one is no demo's
+
+
+def _sample() -> str:
     from importlib.resources import files
 
-    sample = files("fermix_memory").joinpath("samples/conversation.jsonl").read_text(encoding="utf-8")
-    agent, owner, conversation = "ada", "alice", "telegram:12345"
+    return files("fermix_memory").joinpath("samples/conversation.jsonl").read_text(encoding="utf-8")
+
+
+def _only_the_sample(home: Path, held: list[str]) -> bool:
+    """Whether ``home`` is a demo home from before the mark: the demo's files, messages that are
+    all the sample's, memory rows all of its owner (checked read-only; any doubt is a no)."""
+    import json
+    import shutil
+    import tempfile
+
+    from fermix_memory.domain.errors import FermixError
+
+    if not set(held) <= _DEMO_FILES or "memory.db" not in held:
+        return False
+
+    def said(record: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(record.get(k) for k in ("agent_id", "owner_id", "channel", "chat_id", "role", "sender", "content"))
+
+    sample = {said(json.loads(x)) for x in _sample().splitlines() if x.strip()}
+    try:
+        if (home / "memory.db").stat().st_size > _DEMO_DB_BYTES:
+            return False
+        # Read on a copy: even a read-only open may leave side files, and this folder is not ours yet.
+        with tempfile.TemporaryDirectory() as scratch:
+            for name in ("memory.db", "memory.db-wal"):
+                if name in held:
+                    shutil.copyfile(home / name, Path(scratch) / name)
+            with MemorySystem.open(scratch, readonly=True) as memory:
+                stored = [said(json.loads(x)) for x in memory.export_history()]
+                owners = {(m.agent_id, m.owner_id) for m in memory.memories()}
+    except (FermixError, OSError, ValueError):
+        return False
+    return all(x in sample for x in stored) and owners <= {(DEMO_AGENT, DEMO_OWNER)}
+
+
+def cmd_demo(args: argparse.Namespace, out: Output) -> int:
+    """The whole loop on the embedded default, in a home of its own (:func:`demo_home`)."""
+    with MemorySystem.open(demo_home(args.home)) as memory:
+        return run_demo(memory, out)
+
+
+def run_demo(memory: MemorySystem, out: Output) -> int:
+    """Import the sample conversation shipped with the package, review it (the offline ``rules``
+    extractor unless a provider is configured), show the prompt files, recall a fact, verify
+    the log."""
+    sample = _sample()
+    agent, owner, conversation = DEMO_AGENT, DEMO_OWNER, "telegram:12345"
     imported = 0 if memory.history(agent, conversation) else len(memory.import_history(sample.splitlines()))
     reviews = memory.review_now(agent_id=agent, owner_id=owner, conversation=conversation)
     found = memory.recall(DEMO_QUESTION, agent_id=agent, owner_id=owner, conversation=conversation,

@@ -47,6 +47,60 @@ def test_demo_runs_the_whole_loop_offline(home: Path) -> None:
     assert again["imported"] == 0 and again["reviews"] == [] and again["user_md"] == data["user_md"]
 
 
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_the_demo_never_writes_into_a_home_that_holds_data(home: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text(line(content="My name is Ada Lovelace") + "\n", encoding="utf-8")
+    assert fermix("history", "import", str(source), home=home).returncode == 0
+    before = snapshot(home)
+    refused = fermix("demo", home=home)
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr.startswith(f"fermix: error: {home} already holds data (") and "memory.db" in refused.stderr
+    assert refused.stderr.count("\n") == 1 and "--home" in refused.stderr
+    assert snapshot(home) == before
+    # Without --home: ./fermix-demo, never $FERMIX_HOME (nor ~/.fermix).
+    monkeypatch.setenv("FERMIX_HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    ran = fermix("demo", "--json")
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["home"] == "fermix-demo" and (tmp_path / "fermix-demo" / "memory.db").is_file()
+    assert snapshot(home) == before
+    # A folder holding anything else is refused too, and left as it was.
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("mine", encoding="utf-8")
+    refused = fermix("demo", "--home", str(tmp_path / "notes"))
+    assert refused.returncode == 1 and "todo.txt" in refused.stderr
+    assert [p.name for p in (tmp_path / "notes").iterdir()] == ["todo.txt"]
+
+
+def test_the_readme_demo_command_runs_twice_in_a_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    first = fermix("--home", "./fermix-demo", "demo")
+    second = fermix("--home", "./fermix-demo", "demo")
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    assert "imported 12 sample messages" in first.stdout and "imported 0 sample messages" in second.stdout
+    # A demo folder made before the demo marked its folders holds only the sample: it runs there too...
+    (tmp_path / "fermix-demo" / "DEMO").unlink()
+    assert fermix("--home", "./fermix-demo", "demo").returncode == 0
+    assert (tmp_path / "fermix-demo" / "DEMO").is_file()
+    # ...but not once anything else was written into it.
+    (tmp_path / "fermix-demo" / "DEMO").unlink()
+    source = tmp_path / "mine.jsonl"
+    source.write_text(line(agent_id="ada", owner_id="alice", channel="telegram", chat_id="12345",
+                           content="My PIN is 7731") + "\n", encoding="utf-8")
+    assert fermix("history", "import", str(source), "--home", "./fermix-demo").returncode == 0
+    refused = fermix("--home", "./fermix-demo", "demo")
+    assert refused.returncode == 1 and "already holds data" in refused.stderr
+    # A folder holding only a config.toml (a provider to try the demo with) is accepted.
+    (tmp_path / "tried").mkdir()
+    (tmp_path / "tried" / "config.toml").write_text("[fermix_core.memory]\nreview_interval_hours = 1.0\n")
+    assert fermix("demo", "--home", str(tmp_path / "tried")).returncode == 0
+
+
 def test_import_export_round_trip(home: Path, tmp_path: Path) -> None:
     source = tmp_path / "in.jsonl"
     source.write_text("\n".join([

@@ -503,3 +503,8 @@ def test_verify_names_the_bad_table_and_row_and_never_prints_none(
     assert "None" not in out + err
     assert out.startswith("FAILED: projection tables differ from the log: memories")
     assert f"memories row id={ROW} does not match the log" in out
+
+
+def test_every_command_of_the_table_names_a_function_that_runs_it() -> None:
+    for words, command in leaf_commands().items():
+        assert callable(command.function()), words

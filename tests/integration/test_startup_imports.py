@@ -24,3 +24,37 @@ def test_an_offline_home_starts_without_the_http_providers(tmp_path: Path) -> No
     done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "home")], capture_output=True, text=True,
                           timeout=120, check=True)
     assert done.stdout.strip() == "[]", done.stdout
+
+
+CLI_SCRIPT = """
+import sys
+GROUPS = {f"fermix_memory.entrypoints.cli_{group}" for group in ("events", "history", "memory", "resources", "setup")}
+from fermix_memory.entrypoints import cli
+code = cli.main(sys.argv[1:])
+loaded = sorted({name.split(".")[0] for name in sys.modules if name.split(".")[0] in ("tiktoken", "tiktoken_ext")}
+                | {name.rsplit(".", 1)[1] for name in sys.modules if name in GROUPS})
+print(code, *loaded)
+"""
+
+
+def imported_by(*argv: str) -> list[str]:
+    """The exit code, then which of tiktoken and the modules of the CLI's command groups
+    ``fermix ARGV`` loaded (in a fresh interpreter)."""
+    done = subprocess.run([sys.executable, "-c", CLI_SCRIPT, *argv], capture_output=True, text=True, timeout=120,
+                          check=True)
+    return done.stdout.splitlines()[-1].split()  # after what the command printed
+
+
+def test_help_and_read_only_commands_never_load_the_tokenizer(tmp_path: Path) -> None:
+    from fermix_memory import MemorySystem
+
+    home = tmp_path / "home"
+    with MemorySystem.open(home) as memory:
+        memory.append_message(agent_id="ada", owner_id="alice", conversation="tg:1", role="user", content="I like tea")
+    # --help builds the parser from the command table alone.
+    assert imported_by("--help") == ["0"]
+    # A read-only command imports its own group's module and never loads tiktoken.
+    assert imported_by("--home", str(home), "memory", "list") == ["0", "cli_memory"]
+    assert imported_by("--home", str(home), "events", "verify") == ["0", "cli_events"]
+    # A command that counts tokens loads it when it first counts.
+    assert "tiktoken" in imported_by("--home", str(tmp_path / "demo"), "demo")

