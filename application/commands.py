@@ -27,6 +27,8 @@ Tokens = NewType("Tokens", int)  # a whole number from 0 (a token count)
 RowId = NewType("RowId", int)  # a whole number naming a stored row
 Reason = NewType("Reason", str)  # a short free text (a change's reason), without NUL
 SystemPrompt = NewType("SystemPrompt", str)  # the host's own system prompt, without NUL
+SearchText = NewType("SearchText", str)  # any text (a recall query or key): never refused for its content
+Limit = NewType("Limit", int)  # how many results at most: a whole number from 0
 
 
 class Style(enum.StrEnum):
@@ -92,14 +94,14 @@ class WriteMemory:
 
 @attrs.frozen(kw_only=True)
 class Recall:
-    query: Any = ""
+    query: SearchText = SearchText("")
     agent_id: Identifier
     owner_id: Identifier
     conversation: ConversationKey | None = None
     scope: RecallScope = RecallScope.CURRENT
     source: RecallSource = RecallSource.MEMORIES
-    limit: Any = 10
-    key: Any = None
+    limit: Limit = Limit(10)
+    key: SearchText | None = None
     job_source_id: Identifier | None = None
 
     @property

@@ -58,7 +58,7 @@ class RecordsApi(ApiBase):
         self._check_open()
         check_identifier(agent_id, "agent_id")
         if limit is not None:
-            check_int(limit, "limit")
+            check_int(limit, "limit", minimum=0)
         window = self._app.conversations.window(agent_id, conversation_key(conversation))
         if limit is not None:
             window = window[-limit:] if limit > 0 else []
@@ -187,7 +187,9 @@ class RecordsApi(ApiBase):
     ) -> RecallResult:
         """Memories and/or history this reader may see, by exact ``key`` or full-text ``query``.
 
-        Any text is a safe query (R-FTS); results never include another owner's rows.
+        Any text is a safe query (R-FTS); results never include another owner's rows. At most
+        ``limit`` results of each source, and never more than 100 (``0``: none); a ``query`` or
+        ``key`` that is not text, or a negative ``limit``, is a typed error.
         """
         return self._app.recall(self._command(Recall, dict(
             query=query, agent_id=agent_id, owner_id=owner_id, conversation=conversation, scope=scope,

@@ -15,13 +15,13 @@ from fermix_memory.application.commands import (
 )
 from fermix_memory.application.compaction import CompactionResult
 from fermix_memory.application.errors import BackgroundTimeout
-from fermix_memory.application.message_input import InvalidMessage, conversation_key
+from fermix_memory.application.message_input import InvalidMessage, conversation_key, parse_enum
 from fermix_memory.application.ports import ConversationState
 from fermix_memory.application.reviewer import ReviewResult
 from fermix_memory.application.tools import anthropic_tool_definitions, openai_tool_definitions
 from fermix_memory.application.turns import CommandResult, PreflightResult
 from fermix_memory.domain.errors import InvalidArgument
-from fermix_memory.domain.values import ConversationKey, check_identifier, check_int
+from fermix_memory.domain.values import ConversationKey, Role, Trust, check_identifier, check_int
 from fermix_memory.entrypoints.api_base import ApiBase, check_owner, optional_id
 
 
@@ -87,10 +87,11 @@ class TurnsApi(ApiBase):
         """Store a FINAL realtime voice transcript as a ``voice_turn`` message of the device's
         ``realtime`` conversation, when ``persist_transcripts`` is on; ``None`` when it is off."""
         self._check_open()
+        parse_enum(Trust, trust, "trust")  # checked even when transcripts are not kept
+        if parse_enum(Role, role, "role") not in (Role.USER, Role.ASSISTANT):
+            raise InvalidMessage("a transcript's role must be user or assistant")
         if not self._app.settings.realtime.persist_transcripts:
             return None
-        if role not in ("user", "assistant"):
-            raise InvalidMessage("a transcript's role must be user or assistant")
         return self._app.history.append(
             agent_id=agent_id, owner_id=owner_id, conversation=ConversationKey("realtime", device_id), role=role,
             content=text, sender=owner_id if role == "user" else agent_id, kind="voice_turn", trust=trust,
@@ -140,11 +141,9 @@ class TurnsApi(ApiBase):
     def tool_definitions(style: str = "openai") -> list[dict[str, Any]]:
         """JSON-Schema definitions of ``memory_store``, ``memory_recall`` and
         ``memory_sources_list`` in OpenAI (``"openai"``) or Anthropic (``"anthropic"``) form."""
-        if style == Style.OPENAI:
-            return openai_tool_definitions()
-        if style == Style.ANTHROPIC:
+        if parse_enum(Style, style, "style") is Style.ANTHROPIC:
             return anthropic_tool_definitions()
-        raise InvalidMessage("style must be 'openai' or 'anthropic'")
+        return openai_tool_definitions()
 
     def dispatch_tool(self, name: str, arguments: Any, *, agent_id: str, owner_id: str, trust: str = "guest",
                       conversation: Any = None, job_source_id: str | None = None, session_id: str = "",

@@ -148,7 +148,7 @@ class App:
         return self.memory.apply(list(cmd.operations), cmd.context())
 
     def recall(self, cmd: cmd_.Recall) -> RecallResult:
-        return recall(self.queries, cmd.reader, query=cmd.query if isinstance(cmd.query, str) else "", key=cmd.key,
+        return recall(self.queries, cmd.reader, query=cmd.query, key=cmd.key,
                       scope=cmd.scope, source=cmd.source, limit=cmd.limit)
 
     def before_turn(self, cmd: cmd_.BeforeTurn) -> PreflightResult:

@@ -13,7 +13,7 @@ from fermix_memory import ConfigError, FermixError, MemorySystem, NotFound, Stor
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.application.history import HistoryImportError
 from fermix_memory.application.message_input import InvalidMessage
-from fermix_memory.domain.errors import DomainError, InvalidNumber
+from fermix_memory.domain.errors import DomainError, InvalidArgument, InvalidNumber
 from tests.integration.held_store import memory_on_held_store
 
 AGENT, OWNER_ID, CONV = "ada", "alice", "telegram:42"
@@ -177,6 +177,45 @@ def test_recall_and_history_limits_must_be_whole_numbers(memory: MemorySystem) -
     memory.append_message(**MESSAGE)
     assert memory.history(AGENT, CONV, limit=0) == []
     assert len(memory.history(AGENT, CONV, limit=5)) == 1
+
+
+@pytest.mark.parametrize("query", [12345, None, b"paris", ["paris"], {"q": "paris"}, 1.5, True])
+def test_a_recall_query_or_key_that_is_not_text_is_a_typed_error(memory: MemorySystem, query: Any) -> None:
+    """Not an empty result: a host passing a number as the query has a bug worth hearing about."""
+    memory.append_message(**MESSAGE)
+    with pytest.raises(InvalidArgument, match=r"^query must be text"):
+        memory.recall(query, agent_id=AGENT, owner_id=OWNER_ID, source="all")
+    with pytest.raises(InvalidArgument, match=r"^query must be text"):
+        memory.session(agent_id=AGENT, owner_id=OWNER_ID, conversation=CONV).recall(query)
+    if query is not None:  # no key is the default
+        with pytest.raises(InvalidArgument, match=r"^key must be text"):
+            memory.recall(agent_id=AGENT, owner_id=OWNER_ID, key=query)
+    assert memory.recall("12345", agent_id=AGENT, owner_id=OWNER_ID, source="all").messages == []
+    assert memory.recall("Paris", agent_id=AGENT, owner_id=OWNER_ID, conversation=CONV, source="all").messages
+
+
+LIMIT_CALLS: dict[str, Callable[[MemorySystem, Any], list[Any]]] = {
+    "recall": lambda m, v: m.recall("paris", agent_id=AGENT, owner_id=OWNER_ID, conversation=CONV, source="history",
+                                    limit=v).messages,
+    "session.recall": lambda m, v: m.session(agent_id=AGENT, owner_id=OWNER_ID, conversation=CONV).recall(
+        "paris", source="history", limit=v).messages,
+    "history": lambda m, v: m.history(AGENT, CONV, limit=v),
+    "messages": lambda m, v: m.messages(AGENT, CONV, limit=v),
+    "resource_history": lambda m, v: m.resource_history("user_md", agent_id=AGENT, owner_id=OWNER_ID, limit=v),
+}
+
+
+@pytest.mark.parametrize("call", sorted(LIMIT_CALLS))
+def test_every_limit_means_the_same_negative_refused_zero_nothing(memory: MemorySystem, call: str) -> None:
+    memory.append_message(**MESSAGE)
+    memory.write_memory({"op": "add", "category": "identity", "key": "city", "value": "Paris"}, agent_id=AGENT,
+                        owner_id=OWNER_ID)
+    for bad in (-1, -(2**63), True, False):
+        with pytest.raises(InvalidNumber, match="limit"):
+            LIMIT_CALLS[call](memory, bad)
+    assert LIMIT_CALLS[call](memory, 0) == []
+    assert len(LIMIT_CALLS[call](memory, 1)) == 1
+    assert len(LIMIT_CALLS[call](memory, 2**63 - 1)) == 1  # more than there is: all of it
 
 
 def test_events_log_after_a_huge_position_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
