@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fermix_memory import ConfigError, FermixError, MemorySystem, NotFound, StorageError
+from fermix_memory import ConfigError, ConversationKey, FermixError, MemoryClosed, MemorySystem, NotFound, StorageError
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
+from fermix_memory.application.background import BackgroundWorker
 from fermix_memory.application.history import HistoryImportError
 from fermix_memory.application.message_input import InvalidMessage
 from fermix_memory.domain.errors import DomainError, InvalidArgument, InvalidNumber
+from fermix_memory.entrypoints.bootstrap import bootstrap
 from tests.integration.held_store import memory_on_held_store
 
 AGENT, OWNER_ID, CONV = "ada", "alice", "telegram:42"
@@ -216,6 +219,31 @@ def test_every_limit_means_the_same_negative_refused_zero_nothing(memory: Memory
     assert LIMIT_CALLS[call](memory, 0) == []
     assert len(LIMIT_CALLS[call](memory, 1)) == 1
     assert len(LIMIT_CALLS[call](memory, 2**63 - 1)) == 1  # more than there is: all of it
+
+
+def test_closing_with_a_review_queued_answers_its_future_with_a_typed_error(tmp_path: Path) -> None:
+    """Not a CancelledError: a host waiting on the review's future catches FermixError alone."""
+    worker, started, gate = BackgroundWorker("test-held"), threading.Event(), threading.Event()
+    memory = MemorySystem(bootstrap(tmp_path / "home", background=worker))
+    memory.append_message(**MESSAGE)
+    held = worker.submit(("held",), lambda: started.set() or gate.wait())
+    assert started.wait(10)  # the worker is busy: the review waits in the queue
+    review = memory.after_turn(agent_id=AGENT, owner_id=OWNER_ID, conversation=CONV)
+    closing = threading.Thread(target=memory.close)
+    closing.start()
+    try:
+        assert isinstance(review.exception(timeout=10), MemoryClosed)
+    finally:
+        gate.set()
+        closing.join(10)
+    assert held.result(0) is True  # the running job was waited for, not dropped
+    with pytest.raises(MemoryClosed, match="closed"):
+        review.result()
+    assert issubclass(MemoryClosed, StorageError) and issubclass(MemoryClosed, FermixError)
+    with pytest.raises(MemoryClosed, match="closed"):
+        memory.after_turn(agent_id=AGENT, owner_id=OWNER_ID, conversation=CONV)
+    with MemorySystem.open(tmp_path / "home") as reopened:  # the review was dropped, not half done
+        assert reopened.awaiting_review() == [(AGENT, OWNER_ID, ConversationKey("telegram", "42"))]
 
 
 def test_events_log_after_a_huge_position_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
