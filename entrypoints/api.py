@@ -56,7 +56,12 @@ class MemorySystem(RecordsApi, TurnsApi, FilesApi):
     ) -> MemorySystem:
         """Open (creating if needed) the memory at ``home`` (default ``$FERMIX_HOME`` or ``~/.fermix``).
 
-        ``providers`` (chat models, tried in order) override the configured provider route.
+        ``config`` replaces ``<home>/config.toml``: a :class:`Settings`, or a mapping in the file's
+        shape, ``{"fermix_core": {"memory": {"durability": "full"}, "providers": [{...}]}}``
+        (``{}``: every default). The mapping holds nothing but ``fermix_core``: any other key (a
+        misspelt root, a section without it) raises :class:`ConfigError`, as do unknown keys and
+        wrong types inside it. ``providers`` (chat models, tried in order) override the configured
+        provider route.
         ``create=False`` raises :class:`HomeNotFound` instead of creating a missing home;
         ``readonly=True`` opens an existing home so that nothing can be written (every write
         raises :class:`ReadOnlyStore`): for audits, read-only mounts and copies.
