@@ -10,7 +10,7 @@ field must hold; the converter has one parser per type.
 from __future__ import annotations
 
 import enum
-from typing import Any, NewType
+from typing import Any, Literal, NewType, TypeAlias
 
 import attrs
 
@@ -18,7 +18,7 @@ from fermix_memory.domain.admission import WriteContext
 from fermix_memory.domain.event_base import Provenance
 from fermix_memory.domain.operations import Operation
 from fermix_memory.domain.scopes import Reader, RecallScope, RecallSource, WriterKind
-from fermix_memory.domain.values import ConversationKey, Trust
+from fermix_memory.domain.values import ConversationKey, Role, Trust
 
 Identifier = NewType("Identifier", str)  # a non-empty identifier (agent, owner, source ids)
 Label = NewType("Label", str)  # an identifier that may be empty (sender, session and run ids)
@@ -36,6 +36,18 @@ class Style(enum.StrEnum):
 
     OPENAI = "openai"
     ANTHROPIC = "anthropic"
+
+
+# How a host names a member of each fixed set in a call, for its type checker: the member itself
+# or its text (``trust="guest"``). At run time any value is checked by the converter, so these
+# only ever narrow what a type checker accepts; each lists exactly its enum's values (a test
+# keeps them equal).
+TrustName: TypeAlias = Trust | Literal["operator", "guest"]
+RoleName: TypeAlias = Role | Literal["user", "assistant", "system", "tool"]
+ScopeName: TypeAlias = RecallScope | Literal["current", "owner", "all"]
+SourceName: TypeAlias = RecallSource | Literal["memories", "history", "all"]
+WriterName: TypeAlias = WriterKind | Literal["reviewer", "tool", "job", "operator"]
+StyleName: TypeAlias = Style | Literal["openai", "anthropic"]
 
 
 @attrs.frozen(kw_only=True)

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from fermix_memory.application.commands import StartSession
+from fermix_memory.application.commands import StartSession, TrustName
 from fermix_memory.application.errors import StorageError
 from fermix_memory.application.ports import ChatModel, Clock, Tracer
 from fermix_memory.application.settings import Settings
@@ -81,7 +81,7 @@ class MemorySystem(RecordsApi, TurnsApi, FilesApi):
         except OSError as exc:
             raise StorageError(f"cannot open the memory home {path}: {exc.strerror or exc}") from exc
 
-    def session(self, *, agent_id: str, owner_id: str, conversation: Any, trust: str = "guest",
+    def session(self, *, agent_id: str, owner_id: str, conversation: Any, trust: TrustName = "guest",
                 context_window: int | None = None) -> Session:
         """A handle on one conversation with one owner: every call of the returned
         :class:`Session` names ``agent_id``, ``owner_id``, ``conversation`` and ``trust`` for you."""

@@ -7,7 +7,16 @@ from typing import Any
 
 from fermix_memory.adapters.sqlite.codec import CONVERTER
 from fermix_memory.application import jobs
-from fermix_memory.application.commands import AppendMessage, Recall, WriteMemory
+from fermix_memory.application.commands import (
+    AppendMessage,
+    Recall,
+    RoleName,
+    ScopeName,
+    SourceName,
+    TrustName,
+    WriteMemory,
+    WriterName,
+)
 from fermix_memory.application.errors import NotFound
 from fermix_memory.application.explain import explain_memory
 from fermix_memory.application.history import export_lines
@@ -37,11 +46,11 @@ class RecordsApi(ApiBase):
         agent_id: str,
         owner_id: str,
         conversation: ConversationKey | str | Mapping[str, str] | Sequence[str],
-        role: str,
+        role: RoleName,
         content: str,
         sender: str = "",
         kind: str = "text",
-        trust: str = "guest",
+        trust: TrustName = "guest",
         metadata: Mapping[str, Any] | None = None,
         created_at: Any = None,
     ) -> int:
@@ -115,8 +124,8 @@ class RecordsApi(ApiBase):
         *,
         agent_id: str,
         owner_id: str,
-        writer: str = "operator",
-        trust: str = "guest",
+        writer: WriterName = "operator",
+        trust: TrustName = "guest",
         conversation: Any = None,
         job_source_id: str | None = None,
         source_type: str = "api",
@@ -179,8 +188,8 @@ class RecordsApi(ApiBase):
         agent_id: str,
         owner_id: str,
         conversation: Any = None,
-        scope: str = "current",
-        source: str = "memories",
+        scope: ScopeName = "current",
+        source: SourceName = "memories",
         limit: int = 10,
         key: str | None = None,
         job_source_id: str | None = None,
