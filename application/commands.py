@@ -27,7 +27,7 @@ Tokens = NewType("Tokens", int)  # a whole number from 0 (a token count)
 RowId = NewType("RowId", int)  # a whole number naming a stored row
 Reason = NewType("Reason", str)  # a short free text (a change's reason), without NUL
 SystemPrompt = NewType("SystemPrompt", str)  # the host's own system prompt, without NUL
-SearchText = NewType("SearchText", str)  # any text (a recall query or key): never refused for its content
+AnyText = NewType("AnyText", str)  # text refused for its type only (a recall query, a chat line to read)
 Limit = NewType("Limit", int)  # how many results at most: a whole number from 0
 
 
@@ -106,14 +106,14 @@ class WriteMemory:
 
 @attrs.frozen(kw_only=True)
 class Recall:
-    query: SearchText = SearchText("")
+    query: AnyText = AnyText("")
     agent_id: Identifier
     owner_id: Identifier
     conversation: ConversationKey | None = None
     scope: RecallScope = RecallScope.CURRENT
     source: RecallSource = RecallSource.MEMORIES
     limit: Limit = Limit(10)
-    key: SearchText | None = None
+    key: AnyText | None = None
     job_source_id: Identifier | None = None
 
     @property
@@ -135,7 +135,7 @@ class AfterTurn(Turn):
 
 @attrs.frozen(kw_only=True)
 class HandleCommand(Turn):
-    text: Any
+    text: AnyText
     trust: Trust = Trust.GUEST
     context_window: Count | None = None
 

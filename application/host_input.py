@@ -48,8 +48,8 @@ def _enum(enum_cls: Any) -> Parser:
     return lambda value, what: parse_enum(enum_cls, value, what)
 
 
-def search_text(value: object, what: str) -> str:
-    """Text to search by: any text is a safe query (R-FTS), anything else a host's bug."""
+def any_text(value: object, what: str) -> str:
+    """Text whatever it says (any text is a safe query, R-FTS); anything else is a host's bug."""
     if not isinstance(value, str):
         raise InvalidArgument(f"{what} must be text, got {type(value).__name__}")
     return value
@@ -102,7 +102,7 @@ _PARSERS: dict[Any, Parser] = {
     c.Count: functools.partial(check_int, minimum=1),
     c.Tokens: functools.partial(check_int, minimum=0),
     c.Limit: functools.partial(check_int, minimum=0),
-    c.SearchText: search_text,
+    c.AnyText: any_text,
     c.RowId: check_int,
     c.Reason: functools.partial(check_text, max_chars=MAX_REASON_CHARS),
     c.SystemPrompt: functools.partial(check_text, max_chars=MAX_SYSTEM_PROMPT_CHARS),

@@ -197,6 +197,16 @@ def test_a_recall_query_or_key_that_is_not_text_is_a_typed_error(memory: MemoryS
     assert memory.recall("Paris", agent_id=AGENT, owner_id=OWNER_ID, conversation=CONV, source="all").messages
 
 
+@pytest.mark.parametrize("text", [12345, None, b"/new", ["/new"]])
+def test_a_chat_line_that_is_not_text_is_a_typed_error_not_no_command(memory: MemorySystem, text: Any) -> None:
+    """``None`` means "not a command, append it": for a value that is no text at all it was a lie."""
+    with pytest.raises(InvalidArgument, match=r"^text must be text"):
+        memory.handle_command(text, agent_id=AGENT, owner_id=OWNER_ID, conversation=CONV, trust="operator")
+    with pytest.raises(InvalidArgument, match=r"^text must be text"):
+        memory.session(agent_id=AGENT, owner_id=OWNER_ID, conversation=CONV).handle_command(text)
+    assert memory.handle_command("hello", agent_id=AGENT, owner_id=OWNER_ID, conversation=CONV) is None
+
+
 LIMIT_CALLS: dict[str, Callable[[MemorySystem, Any], list[Any]]] = {
     "recall": lambda m, v: m.recall("paris", agent_id=AGENT, owner_id=OWNER_ID, conversation=CONV, source="history",
                                     limit=v).messages,
