@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from typing import Any, TypeVar
+
+from fermix_memory.application.errors import MemoryClosed
 
 log = logging.getLogger("fermix_memory.background")
 
 T = TypeVar("T")
 
 
+def _closed_error() -> MemoryClosed:
+    return MemoryClosed("the memory system was closed before this background work ran")
+
+
 class BackgroundWorker:
     """Runs jobs one at a time on a daemon-free worker; a key already queued is not queued twice.
 
     A job's failure is logged and kept in its future: it never reaches the caller who
-    submitted it.
+    submitted it. The futures handed out are the worker's own, so that closing can answer a job
+    it drops with :class:`MemoryClosed` (a ``FermixError``) instead of cancelling it.
     """
 
     def __init__(self, name: str) -> None:
@@ -27,30 +35,42 @@ class BackgroundWorker:
         self._closed = False
 
     def submit(self, key: Any, job: Callable[[], T]) -> Future[T]:
+        future: Future[T] = Future()
         with self._lock:
             if self._closed:
-                done: Future[T] = Future()
-                done.set_exception(RuntimeError("the memory system is closed"))
-                return done
+                future.set_exception(_closed_error())
+                return future
             queued = self._queued.get(key)
             if queued is not None and not queued.running() and not queued.done():
                 return queued
-
-            def run() -> T:
-                with self._lock:
-                    self._queued.pop(key, None)
-                try:
-                    return job()
-                except Exception:
-                    log.exception("background job %r failed", key)
-                    raise
-
-            future = self._executor.submit(run)
             self._queued[key] = future
+            self._executor.submit(self._run, key, future, job)
             return future
 
+    def _run(self, key: Any, future: Future[T], job: Callable[[], T]) -> None:
+        with self._lock:
+            if self._queued.get(key) is not future:
+                return  # dropped by close, which answered its future
+            del self._queued[key]
+        if not future.set_running_or_notify_cancel():
+            return  # the host cancelled it while it waited
+        try:
+            result = job()
+        except BaseException as exc:  # kept in the future, as the executor's own would
+            if isinstance(exc, Exception):
+                log.exception("background job %r failed", key)
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+
     def close(self) -> None:
-        """Wait for the running job; drop queued ones (the next turn queues them again)."""
+        """Wait for the running job; drop queued ones (the next turn queues them again), whose
+        futures raise :class:`MemoryClosed`."""
         with self._lock:
             self._closed = True
+            dropped = list(self._queued.values())
+            self._queued.clear()
+        for future in dropped:
+            with contextlib.suppress(InvalidStateError):  # the host cancelled it meanwhile
+                future.set_exception(_closed_error())
         self._executor.shutdown(wait=True, cancel_futures=True)

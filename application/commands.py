@@ -10,7 +10,7 @@ field must hold; the converter has one parser per type.
 from __future__ import annotations
 
 import enum
-from typing import Any, NewType
+from typing import Any, Literal, NewType, TypeAlias
 
 import attrs
 
@@ -18,7 +18,7 @@ from fermix_memory.domain.admission import WriteContext
 from fermix_memory.domain.event_base import Provenance
 from fermix_memory.domain.operations import Operation
 from fermix_memory.domain.scopes import Reader, RecallScope, RecallSource, WriterKind
-from fermix_memory.domain.values import ConversationKey, Trust
+from fermix_memory.domain.values import ConversationKey, Role, Trust
 
 Identifier = NewType("Identifier", str)  # a non-empty identifier (agent, owner, source ids)
 Label = NewType("Label", str)  # an identifier that may be empty (sender, session and run ids)
@@ -27,6 +27,8 @@ Tokens = NewType("Tokens", int)  # a whole number from 0 (a token count)
 RowId = NewType("RowId", int)  # a whole number naming a stored row
 Reason = NewType("Reason", str)  # a short free text (a change's reason), without NUL
 SystemPrompt = NewType("SystemPrompt", str)  # the host's own system prompt, without NUL
+AnyText = NewType("AnyText", str)  # text refused for its type only (a recall query, a chat line to read)
+Limit = NewType("Limit", int)  # how many results at most: a whole number from 0
 
 
 class Style(enum.StrEnum):
@@ -34,6 +36,18 @@ class Style(enum.StrEnum):
 
     OPENAI = "openai"
     ANTHROPIC = "anthropic"
+
+
+# How a host names a member of each fixed set in a call, for its type checker: the member itself
+# or its text (``trust="guest"``). At run time any value is checked by the converter, so these
+# only ever narrow what a type checker accepts; each lists exactly its enum's values (a test
+# keeps them equal).
+TrustName: TypeAlias = Trust | Literal["operator", "guest"]
+RoleName: TypeAlias = Role | Literal["user", "assistant", "system", "tool"]
+ScopeName: TypeAlias = RecallScope | Literal["current", "owner", "all"]
+SourceName: TypeAlias = RecallSource | Literal["memories", "history", "all"]
+WriterName: TypeAlias = WriterKind | Literal["reviewer", "tool", "job", "operator"]
+StyleName: TypeAlias = Style | Literal["openai", "anthropic"]
 
 
 @attrs.frozen(kw_only=True)
@@ -94,14 +108,14 @@ class WriteMemory:
 
 @attrs.frozen(kw_only=True)
 class Recall:
-    query: Any = ""
+    query: AnyText = AnyText("")
     agent_id: Identifier
     owner_id: Identifier
     conversation: ConversationKey | None = None
     scope: RecallScope = RecallScope.CURRENT
     source: RecallSource = RecallSource.MEMORIES
-    limit: Any = 10
-    key: Any = None
+    limit: Limit = Limit(10)
+    key: AnyText | None = None
     job_source_id: Identifier | None = None
 
     @property
@@ -123,7 +137,7 @@ class AfterTurn(Turn):
 
 @attrs.frozen(kw_only=True)
 class HandleCommand(Turn):
-    text: Any
+    text: AnyText
     trust: Trust = Trust.GUEST
     context_window: Count | None = None
 

@@ -13,6 +13,12 @@ class StorageBusy(StorageError):
     """The database stayed locked by another writer through every retry."""
 
 
+class MemoryClosed(StorageError):
+    """The memory system was closed: a call made after ``close()``, or background work that was
+    still queued when it closed (a review's future then raises this). Nothing of it ran; the next
+    turn queues a dropped review or compaction again."""
+
+
 class ConcurrencyConflict(StorageError):
     """A write expected a stream at one version and found another: someone appended first.
     Nothing of the write was applied; read the stream again and decide again."""

@@ -48,6 +48,13 @@ def _enum(enum_cls: Any) -> Parser:
     return lambda value, what: parse_enum(enum_cls, value, what)
 
 
+def any_text(value: object, what: str) -> str:
+    """Text whatever it says (any text is a safe query, R-FTS); anything else is a host's bug."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{what} must be text, got {type(value).__name__}")
+    return value
+
+
 def row_id(value: object, what: str) -> int:
     """An id to look up: a whole number (else ``InvalidNumber``); one outside SQLite's 64-bit
     range names nothing (:class:`NotFound`)."""
@@ -94,6 +101,8 @@ _PARSERS: dict[Any, Parser] = {
     c.Label: functools.partial(check_identifier, allow_empty=True),
     c.Count: functools.partial(check_int, minimum=1),
     c.Tokens: functools.partial(check_int, minimum=0),
+    c.Limit: functools.partial(check_int, minimum=0),
+    c.AnyText: any_text,
     c.RowId: check_int,
     c.Reason: functools.partial(check_text, max_chars=MAX_REASON_CHARS),
     c.SystemPrompt: functools.partial(check_text, max_chars=MAX_SYSTEM_PROMPT_CHARS),

@@ -8,11 +8,12 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from fermix_memory.domain import values
 from fermix_memory.domain.checkpoint import quoted_owners_of
 from fermix_memory.domain.conversation_events import MessageAppended
 from fermix_memory.domain.errors import DomainError, InvalidConversationKey
 from fermix_memory.domain.tool_calls import TOOL_CALL_ID_KEY, TOOL_CALLS_KEY, check_tool_metadata
-from fermix_memory.domain.values import ConversationKey, Role, Trust, check_identifier, is_encodable, preview
+from fermix_memory.domain.values import ConversationKey, E, Role, Trust, check_identifier, is_encodable
 
 MAX_CONTENT_CHARS = 1_000_000
 MAX_METADATA_BYTES = 64 * 1024
@@ -51,13 +52,9 @@ def conversation_key(value: object) -> ConversationKey:
     raise InvalidConversationKey("conversation must be a ConversationKey, 'CHANNEL:CHAT_ID[:THREAD]' or a mapping")
 
 
-def parse_enum(enum_cls: Any, value: object, what: str) -> Any:
-    """``enum_cls(value)``, or :class:`InvalidMessage` naming the allowed values."""
-    try:
-        return enum_cls(value)
-    except ValueError:
-        allowed = ", ".join(m.value for m in enum_cls)
-        raise InvalidMessage(f"{what} must be one of {allowed}, got {preview(value)}") from None
+def parse_enum(enum_cls: type[E], value: object, what: str) -> E:
+    """The member ``value`` names, or :class:`InvalidMessage` naming the allowed values."""
+    return values.parse_enum(enum_cls, value, what, InvalidMessage)
 
 
 def _aware(value: datetime) -> datetime:

@@ -59,7 +59,7 @@ def recall(
 
     A job run only ever gets its own job rows (never history), whatever it asks.
     """
-    limit = max(0, min(check_int(limit, "limit"), MAX_RECALL))
+    limit = min(check_int(limit, "limit", minimum=0), MAX_RECALL)
     memories: list[MemoryHit] = []
     messages: list[MessageHit] = []
     if source in (RecallSource.MEMORIES, RecallSource.ALL):

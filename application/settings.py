@@ -44,7 +44,7 @@ from fermix_memory.domain.values import INT64_MAX, INT64_MIN
 
 __all__ = [
     "SECTIONS", "CompactionSettings", "Knob", "MemorySettings", "ProviderSettings", "RealtimeSettings", "Settings",
-    "TimeoutSettings", "knobs_of", "settings_from_mapping",
+    "TimeoutSettings", "knobs_of", "settings_from_argument", "settings_from_mapping",
 ]
 
 _ROOT = "fermix_core"
@@ -213,6 +213,27 @@ def settings_from_mapping(data: Mapping[str, Any], source: str) -> Settings:
         else:
             raise _unknown_key(key, name, [*SECTIONS, _PROVIDERS], source)
     return Settings(**sections)
+
+
+def settings_from_argument(data: Mapping[str, Any], source: str = "config argument") -> Settings:
+    """Build :class:`Settings` from the ``config=`` mapping of ``MemorySystem.open``.
+
+    Its shape is ``config.toml``'s as a dict: ``{"fermix_core": {"memory": {...}, "compaction":
+    {...}, "providers": [{...}, ...]}}`` (``{}``: every default). Unlike the file, whose other
+    tables may be the host's own, the mapping is fermix's alone: any key beside ``fermix_core``
+    (a misspelt root, a section without its root) is a :class:`ConfigError`, never ignored.
+    """
+    for name in data:
+        if name == _ROOT:
+            continue
+        if not isinstance(name, str):
+            raise ConfigError(f"{source}: a top-level key is not text; the mapping's one key is {_ROOT}")
+        shown = name[:40]
+        if name in SECTIONS or name == _PROVIDERS:
+            raise ConfigError(f'{source}: {shown} belongs under {_ROOT}: {{"{_ROOT}": {{"{shown}": ...}}}}')
+        error = _unknown_key(shown, shown, [_ROOT], source)
+        raise ConfigError(f'{error}; the mapping has the shape of config.toml: {{"{_ROOT}": {{"memory": ...}}}}')
+    return settings_from_mapping(data, source)
 
 
 def _knob_values(

@@ -60,7 +60,7 @@ from fermix_memory.domain.values import (
     check_identifier,
     check_int,
     normalise_key,
-    preview,
+    parse_enum,
 )
 
 __all__ = [
@@ -78,10 +78,7 @@ class InvalidToolContext(DomainError):
 
 
 def _trust(value: Trust | str) -> Trust:
-    try:
-        return Trust(value)
-    except ValueError:
-        raise InvalidToolContext(f"trust must be operator or guest, got {preview(value)}") from None
+    return parse_enum(Trust, value, "trust", InvalidToolContext)
 
 
 def _conversation(value: ConversationKey | str | None) -> ConversationKey | None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import re
 import unicodedata
+from collections.abc import Callable
+from typing import TypeVar
 from urllib.parse import quote, unquote
 
 import attrs
@@ -105,6 +108,18 @@ def preview(value: object, limit: int = 40) -> str:
     if isinstance(value, str):
         return repr(value[:limit])
     return f"a value of type {type(value).__name__}"
+
+
+E = TypeVar("E", bound=enum.StrEnum)
+
+
+def parse_enum(enum_cls: type[E], value: object, what: str, error: Callable[[str], Exception] = InvalidArgument) -> E:
+    """The member ``value`` (a member or its text) names, else ``error`` naming the allowed values.
+    Only text is looked up: the enum's own error builds the ``repr`` of a deep list (RecursionError)."""
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return enum_cls(value)
+    raise error(f"{what} must be one of {', '.join(m.value for m in enum_cls)}, got {preview(value)}")
 
 
 # SQLite stores integers as signed 64-bit values; a larger one cannot be bound at all.

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from fermix_memory.application.commands import StartSession
+from fermix_memory.application.commands import StartSession, TrustName
 from fermix_memory.application.errors import StorageError
 from fermix_memory.application.ports import ChatModel, Clock, Tracer
 from fermix_memory.application.settings import Settings
@@ -56,7 +56,12 @@ class MemorySystem(RecordsApi, TurnsApi, FilesApi):
     ) -> MemorySystem:
         """Open (creating if needed) the memory at ``home`` (default ``$FERMIX_HOME`` or ``~/.fermix``).
 
-        ``providers`` (chat models, tried in order) override the configured provider route.
+        ``config`` replaces ``<home>/config.toml``: a :class:`Settings`, or a mapping in the file's
+        shape, ``{"fermix_core": {"memory": {"durability": "full"}, "providers": [{...}]}}``
+        (``{}``: every default). The mapping holds nothing but ``fermix_core``: any other key (a
+        misspelt root, a section without it) raises :class:`ConfigError`, as do unknown keys and
+        wrong types inside it. ``providers`` (chat models, tried in order) override the configured
+        provider route.
         ``create=False`` raises :class:`HomeNotFound` instead of creating a missing home;
         ``readonly=True`` opens an existing home so that nothing can be written (every write
         raises :class:`ReadOnlyStore`): for audits, read-only mounts and copies.
@@ -76,7 +81,7 @@ class MemorySystem(RecordsApi, TurnsApi, FilesApi):
         except OSError as exc:
             raise StorageError(f"cannot open the memory home {path}: {exc.strerror or exc}") from exc
 
-    def session(self, *, agent_id: str, owner_id: str, conversation: Any, trust: str = "guest",
+    def session(self, *, agent_id: str, owner_id: str, conversation: Any, trust: TrustName = "guest",
                 context_window: int | None = None) -> Session:
         """A handle on one conversation with one owner: every call of the returned
         :class:`Session` names ``agent_id``, ``owner_id``, ``conversation`` and ``trust`` for you."""

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from fermix_memory.application.errors import StorageError
+from fermix_memory.application.errors import MemoryClosed
 from fermix_memory.application.host_input import structure
 from fermix_memory.domain.errors import InvalidArgument
 from fermix_memory.domain.values import check_identifier, is_encodable, preview
@@ -44,7 +44,7 @@ class ApiBase:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise StorageError("this MemorySystem is closed")
+            raise MemoryClosed("this MemorySystem is closed")
 
     def _command(self, cls: type[T], arguments: Mapping[str, Any]) -> T:
         """Check that memory is open, then turn the host's arguments into a ``cls`` command."""

@@ -51,7 +51,7 @@ class FilesApi(ApiBase):
         self._check_open()
         check_owner(agent_id, owner_id)
         if limit is not None:
-            check_int(limit, "limit")
+            check_int(limit, "limit", minimum=0)
         return self._app.queries.resource_history(agent_id, owner_id, check_resource_name(name), limit)
 
     def resource_revision(self, name: str, revision: int, *, agent_id: str, owner_id: str) -> ResourceRevision:

@@ -7,7 +7,16 @@ from typing import Any
 
 from fermix_memory.adapters.sqlite.codec import CONVERTER
 from fermix_memory.application import jobs
-from fermix_memory.application.commands import AppendMessage, Recall, WriteMemory
+from fermix_memory.application.commands import (
+    AppendMessage,
+    Recall,
+    RoleName,
+    ScopeName,
+    SourceName,
+    TrustName,
+    WriteMemory,
+    WriterName,
+)
 from fermix_memory.application.errors import NotFound
 from fermix_memory.application.explain import explain_memory
 from fermix_memory.application.history import export_lines
@@ -37,11 +46,11 @@ class RecordsApi(ApiBase):
         agent_id: str,
         owner_id: str,
         conversation: ConversationKey | str | Mapping[str, str] | Sequence[str],
-        role: str,
+        role: RoleName,
         content: str,
         sender: str = "",
         kind: str = "text",
-        trust: str = "guest",
+        trust: TrustName = "guest",
         metadata: Mapping[str, Any] | None = None,
         created_at: Any = None,
         tool_calls: Sequence[Mapping[str, Any]] | None = None,
@@ -66,7 +75,7 @@ class RecordsApi(ApiBase):
         self._check_open()
         check_identifier(agent_id, "agent_id")
         if limit is not None:
-            check_int(limit, "limit")
+            check_int(limit, "limit", minimum=0)
         window = self._app.conversations.window(agent_id, conversation_key(conversation))
         if limit is not None:
             window = window[-limit:] if limit > 0 else []
@@ -123,8 +132,8 @@ class RecordsApi(ApiBase):
         *,
         agent_id: str,
         owner_id: str,
-        writer: str = "operator",
-        trust: str = "guest",
+        writer: WriterName = "operator",
+        trust: TrustName = "guest",
         conversation: Any = None,
         job_source_id: str | None = None,
         source_type: str = "api",
@@ -187,15 +196,17 @@ class RecordsApi(ApiBase):
         agent_id: str,
         owner_id: str,
         conversation: Any = None,
-        scope: str = "current",
-        source: str = "memories",
+        scope: ScopeName = "current",
+        source: SourceName = "memories",
         limit: int = 10,
         key: str | None = None,
         job_source_id: str | None = None,
     ) -> RecallResult:
         """Memories and/or history this reader may see, by exact ``key`` or full-text ``query``.
 
-        Any text is a safe query (R-FTS); results never include another owner's rows.
+        Any text is a safe query (R-FTS); results never include another owner's rows. At most
+        ``limit`` results of each source, and never more than 100 (``0``: none); a ``query`` or
+        ``key`` that is not text, or a negative ``limit``, is a typed error.
         """
         return self._app.recall(self._command(Recall, dict(
             query=query, agent_id=agent_id, owner_id=owner_id, conversation=conversation, scope=scope,

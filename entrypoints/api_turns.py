@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Literal, TypeAlias, overload
 
 from fermix_memory.application.commands import (
     AfterTurn,
@@ -12,16 +12,18 @@ from fermix_memory.application.commands import (
     DispatchTool,
     HandleCommand,
     Style,
+    StyleName,
+    TrustName,
 )
 from fermix_memory.application.compaction import CompactionResult
 from fermix_memory.application.errors import BackgroundTimeout
-from fermix_memory.application.message_input import InvalidMessage, conversation_key
+from fermix_memory.application.message_input import InvalidMessage, conversation_key, parse_enum
 from fermix_memory.application.ports import ConversationState
 from fermix_memory.application.reviewer import ReviewResult
 from fermix_memory.application.tools import anthropic_tool_definitions, openai_tool_definitions
 from fermix_memory.application.turns import CommandResult, PreflightResult
 from fermix_memory.domain.errors import InvalidArgument
-from fermix_memory.domain.values import ConversationKey, check_identifier, check_int
+from fermix_memory.domain.values import ConversationKey, Role, Trust, check_identifier, check_int
 from fermix_memory.entrypoints.api_base import ApiBase, check_owner, optional_id
 
 
@@ -30,7 +32,9 @@ def optional_count(value: object) -> int | None:
 
 
 MAX_WAIT_S = 86_400.0  # longer is a host bug (and past threading.TIMEOUT_MAX, an OverflowError)
-Prompt = list[dict[str, Any]] | tuple[str, list[dict[str, Any]]]
+OpenAIPrompt: TypeAlias = list[dict[str, Any]]  # the system message, then the window's messages
+AnthropicPrompt: TypeAlias = tuple[str, list[dict[str, Any]]]  # (system, messages)
+Prompt: TypeAlias = OpenAIPrompt | AnthropicPrompt
 
 
 class TurnsApi(ApiBase):
@@ -66,7 +70,7 @@ class TurnsApi(ApiBase):
             raise BackgroundTimeout(f"background work still running after {timeout} s") from None
 
     def handle_command(self, text: str, *, agent_id: str, owner_id: str, conversation: Any,
-                       trust: str = "guest", context_window: int | None = None) -> CommandResult | None:
+                       trust: TrustName = "guest", context_window: int | None = None) -> CommandResult | None:
         """Run ``/compact``, ``/new`` or ``/clear`` (operator only; a guest gets a refusal and
         nothing changes). Returns a :class:`CommandResult` (``reply`` is the text to send back to
         the chat; the text is a command, do not append it), or ``None`` when ``text`` is not a
@@ -82,17 +86,19 @@ class TurnsApi(ApiBase):
         return self._app.compactor.compact(agent_id, conversation_key(conversation),
                                            context_window=optional_count(context_window))
 
-    def record_transcript(self, *, agent_id: str, owner_id: str, device_id: str, role: str, text: str,
-                          trust: str = "guest") -> int | None:
+    def record_transcript(self, *, agent_id: str, owner_id: str, device_id: str,
+                          role: Literal["user", "assistant", Role.USER, Role.ASSISTANT], text: str,
+                          trust: TrustName = "guest") -> int | None:
         """Store a FINAL realtime voice transcript as a ``voice_turn`` message of the device's
         ``realtime`` conversation, when ``persist_transcripts`` is on; ``None`` when it is off.
         Anyone may speak to a device, so a transcript is a guest's words unless the host knows
         the device's speaker is the operator and passes ``trust="operator"``."""
         self._check_open()
+        parse_enum(Trust, trust, "trust")  # checked even when transcripts are not kept
+        if parse_enum(Role, role, "role") not in (Role.USER, Role.ASSISTANT):
+            raise InvalidMessage("a transcript's role must be user or assistant")
         if not self._app.settings.realtime.persist_transcripts:
             return None
-        if role not in ("user", "assistant"):
-            raise InvalidMessage("a transcript's role must be user or assistant")
         return self._app.history.append(
             agent_id=agent_id, owner_id=owner_id, conversation=ConversationKey("realtime", device_id), role=role,
             content=text, sender=owner_id if role == "user" else agent_id, kind="voice_turn", trust=trust,
@@ -129,8 +135,20 @@ class TurnsApi(ApiBase):
                                                                   conversation=key)
         return [self._app.reviewer.review(a, o, c, now=True) for a, o, c in targets]
 
+    @overload
     def compose_prompt(self, agent_id: str, owner_id: str, conversation: Any, *, system: str = "",
-                       style: str = "openai") -> Prompt:
+                       style: Literal["openai", Style.OPENAI] = "openai") -> OpenAIPrompt: ...
+
+    @overload
+    def compose_prompt(self, agent_id: str, owner_id: str, conversation: Any, *, system: str = "",
+                       style: Literal["anthropic", Style.ANTHROPIC]) -> AnthropicPrompt: ...
+
+    @overload
+    def compose_prompt(self, agent_id: str, owner_id: str, conversation: Any, *, system: str = "",
+                       style: StyleName) -> Prompt: ...
+
+    def compose_prompt(self, agent_id: str, owner_id: str, conversation: Any, *, system: str = "",
+                       style: StyleName = "openai") -> Prompt:
         """The prompt of a turn: ONE system message (``system``, the host's own system prompt, then
         the memory-context block, then any checkpoint), followed by the conversation window, which
         never starts with an orphan assistant reply. ``style="openai"`` gives
@@ -141,16 +159,14 @@ class TurnsApi(ApiBase):
             agent_id=agent_id, owner_id=owner_id, conversation=conversation, system=system, style=style)))
 
     @staticmethod
-    def tool_definitions(style: str = "openai") -> list[dict[str, Any]]:
+    def tool_definitions(style: StyleName = "openai") -> list[dict[str, Any]]:
         """JSON-Schema definitions of ``memory_store``, ``memory_recall`` and
         ``memory_sources_list`` in OpenAI (``"openai"``) or Anthropic (``"anthropic"``) form."""
-        if style == Style.OPENAI:
-            return openai_tool_definitions()
-        if style == Style.ANTHROPIC:
+        if parse_enum(Style, style, "style") is Style.ANTHROPIC:
             return anthropic_tool_definitions()
-        raise InvalidMessage("style must be 'openai' or 'anthropic'")
+        return openai_tool_definitions()
 
-    def dispatch_tool(self, name: str, arguments: Any, *, agent_id: str, owner_id: str, trust: str = "guest",
+    def dispatch_tool(self, name: str, arguments: Any, *, agent_id: str, owner_id: str, trust: TrustName = "guest",
                       conversation: Any = None, job_source_id: str | None = None, session_id: str = "",
                       run_id: str = "", source_message_id: int | None = None) -> dict[str, Any]:
         """Run a memory tool call for the model. Bad calls come back as ``{"ok": false, "error",

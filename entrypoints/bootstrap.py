@@ -54,7 +54,7 @@ from fermix_memory.application.ports import (
 from fermix_memory.application.prompt_files import PromptFiles, ResourceReader
 from fermix_memory.application.recall import RecallResult, recall
 from fermix_memory.application.reviewer import Reviewer, ReviewResult
-from fermix_memory.application.settings import ProviderSettings, Settings, settings_from_mapping
+from fermix_memory.application.settings import ProviderSettings, Settings, settings_from_argument
 from fermix_memory.application.tools import MemoryTools, ToolContext
 from fermix_memory.application.tracing import EventLogTracer
 from fermix_memory.application.turns import CommandResult, PreflightResult, TurnService
@@ -97,7 +97,7 @@ def resolve_settings(home: Path, config: Settings | Mapping[str, Any] | None) ->
     if isinstance(config, Settings):
         return config
     if isinstance(config, Mapping):
-        return settings_from_mapping(config, source="config argument")
+        return settings_from_argument(config)
     raise ConfigError("config must be a Settings object, a mapping or None")
 
 
@@ -157,7 +157,7 @@ class App:
         return self.memory.apply(list(cmd.operations), cmd.context())
 
     def recall(self, cmd: cmd_.Recall) -> RecallResult:
-        return recall(self.queries, cmd.reader, query=cmd.query if isinstance(cmd.query, str) else "", key=cmd.key,
+        return recall(self.queries, cmd.reader, query=cmd.query, key=cmd.key,
                       scope=cmd.scope, source=cmd.source, limit=cmd.limit)
 
     def before_turn(self, cmd: cmd_.BeforeTurn) -> PreflightResult:

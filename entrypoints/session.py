@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
-from fermix_memory.application.commands import StartSession
+from fermix_memory.application.commands import RoleName, ScopeName, SourceName, StartSession, Style, StyleName
 from fermix_memory.application.recall import RecallResult
 from fermix_memory.application.reviewer import ReviewResult
 from fermix_memory.application.turns import CommandResult, PreflightResult
@@ -27,7 +27,7 @@ from fermix_memory.domain.values import ConversationKey, Role, Trust
 
 if TYPE_CHECKING:
     from fermix_memory.entrypoints.api import MemorySystem
-    from fermix_memory.entrypoints.api_turns import Prompt
+    from fermix_memory.entrypoints.api_turns import AnthropicPrompt, OpenAIPrompt, Prompt
 
 
 class Session:
@@ -56,7 +56,7 @@ class Session:
     def _turn(self) -> dict[str, Any]:
         return {"agent_id": self.agent_id, "owner_id": self.owner_id, "conversation": self.conversation}
 
-    def append(self, role: str, content: str, *, sender: str | None = None, kind: str = "text",
+    def append(self, role: RoleName, content: str, *, sender: str | None = None, kind: str = "text",
                metadata: Any = None, created_at: Any = None, tool_calls: Sequence[Mapping[str, Any]] | None = None,
                tool_call_id: str | None = None) -> int:
         """Record a message of this conversation with the session's trust; returns its id.
@@ -66,15 +66,15 @@ class Session:
         if sender is None:
             sender = self.owner_id if role == Role.USER else self.agent_id if role == Role.ASSISTANT else ""
         return self._memory.append_message(**self._turn(), role=role, content=content, sender=sender, kind=kind,
-                                           trust=self.trust.value, metadata=metadata, created_at=created_at,
+                                           trust=self.trust, metadata=metadata, created_at=created_at,
                                            tool_calls=tool_calls, tool_call_id=tool_call_id)
 
     def history(self, limit: int | None = None) -> list[Message]:
         """The conversation's current window, oldest first."""
         return self._memory.history(self.agent_id, self.conversation, limit)
 
-    def recall(self, query: str = "", *, scope: str = "current", source: str = "memories", limit: int = 10,
-               key: str | None = None) -> RecallResult:
+    def recall(self, query: str = "", *, scope: ScopeName = "current", source: SourceName = "memories",
+               limit: int = 10, key: str | None = None) -> RecallResult:
         """Memories and/or history this owner may see in this conversation."""
         return self._memory.recall(query, **self._turn(), scope=scope, source=source, limit=limit, key=key)
 
@@ -82,7 +82,18 @@ class Session:
         """The preflight hook (see :meth:`MemorySystem.before_turn`)."""
         return self._memory.before_turn(**self._turn(), context_window=self._start.context_window)
 
-    def compose_prompt(self, system: str = "", *, style: str = "openai") -> Prompt:
+    @overload
+    def compose_prompt(self, system: str = "", *,
+                       style: Literal["openai", Style.OPENAI] = "openai") -> OpenAIPrompt: ...
+
+    @overload
+    def compose_prompt(self, system: str = "", *,
+                       style: Literal["anthropic", Style.ANTHROPIC]) -> AnthropicPrompt: ...
+
+    @overload
+    def compose_prompt(self, system: str = "", *, style: StyleName) -> Prompt: ...
+
+    def compose_prompt(self, system: str = "", *, style: StyleName = "openai") -> Prompt:
         """One system message (``system`` + memory block + checkpoint) then the window;
         ``style="anthropic"`` returns ``(system, messages)``."""
         return self._memory.compose_prompt(self.agent_id, self.owner_id, self.conversation, system=system,
@@ -97,12 +108,12 @@ class Session:
         """``/compact``, ``/new`` or ``/clear`` with the session's trust: a :class:`CommandResult`
         whose ``reply`` goes back to the chat (do not append the text), or ``None`` when ``text``
         is no command (append it and run the turn)."""
-        return self._memory.handle_command(text, **self._turn(), trust=self.trust.value,
+        return self._memory.handle_command(text, **self._turn(), trust=self.trust,
                                            context_window=self._start.context_window)
 
     def dispatch_tool(self, name: str, arguments: Any) -> dict[str, Any]:
         """Run the model's memory tool call with the session's trust; never raises for bad calls."""
-        return self._memory.dispatch_tool(name, arguments, **self._turn(), trust=self.trust.value)
+        return self._memory.dispatch_tool(name, arguments, **self._turn(), trust=self.trust)
 
     def __repr__(self) -> str:
         return f"Session(agent_id={self.agent_id!r}, owner_id={self.owner_id!r}, conversation='{self.conversation}')"

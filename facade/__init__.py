@@ -7,6 +7,8 @@ Import :class:`MemorySystem`, open it on a home folder and talk through a sessio
         s.append("user", "I live in Paris")
 """
 
+from fermix_memory.application.commands import RoleName, ScopeName, SourceName, StyleName, TrustName, WriterName
+from fermix_memory.application.compaction import CompactionResult
 from fermix_memory.application.errors import (
     BackgroundTimeout,
     ConcurrencyConflict,
@@ -15,6 +17,7 @@ from fermix_memory.application.errors import (
     ForeignDatabase,
     HomeNotFound,
     IntegrityError,
+    MemoryClosed,
     ModelError,
     NotFound,
     PermissionDenied,
@@ -24,8 +27,9 @@ from fermix_memory.application.errors import (
 )
 from fermix_memory.application.forget import ForgetReport
 from fermix_memory.application.memory_writes import OperationOutcome
-from fermix_memory.application.ports import ChatMessage, ChatModel, ChatRequest, ChatResponse
+from fermix_memory.application.ports import ChatMessage, ChatModel, ChatRequest, ChatResponse, MemoryHit, MessageHit
 from fermix_memory.application.recall import RecallResult
+from fermix_memory.application.reviewer import ReviewResult
 from fermix_memory.application.settings import Settings
 from fermix_memory.application.turns import CommandResult, PreflightResult
 from fermix_memory.domain.errors import DomainError, FermixError, InvalidArgument, InvalidNumber
@@ -34,10 +38,12 @@ from fermix_memory.domain.messages import Message
 from fermix_memory.domain.operations import AddOperation, ArchiveOperation, ReplaceOperation
 from fermix_memory.domain.values import ConversationKey
 from fermix_memory.entrypoints.api import MemorySystem
+from fermix_memory.entrypoints.api_turns import AnthropicPrompt, OpenAIPrompt, Prompt
 from fermix_memory.entrypoints.session import Session
 
 __all__ = [
     "AddOperation",
+    "AnthropicPrompt",
     "ArchiveOperation",
     "BackgroundTimeout",
     "ChatMessage",
@@ -45,6 +51,7 @@ __all__ = [
     "ChatRequest",
     "ChatResponse",
     "CommandResult",
+    "CompactionResult",
     "ConcurrencyConflict",
     "ConfigError",
     "ConversationKey",
@@ -58,18 +65,30 @@ __all__ = [
     "InvalidArgument",
     "InvalidNumber",
     "Memory",
+    "MemoryClosed",
+    "MemoryHit",
     "MemorySystem",
     "Message",
+    "MessageHit",
     "ModelError",
     "NotFound",
+    "OpenAIPrompt",
     "OperationOutcome",
     "PermissionDenied",
     "PreflightResult",
+    "Prompt",
     "ReadOnlyStore",
     "RecallResult",
     "ReplaceOperation",
+    "ReviewResult",
+    "RoleName",
+    "ScopeName",
     "Session",
     "Settings",
+    "SourceName",
     "StorageBusy",
     "StorageError",
+    "StyleName",
+    "TrustName",
+    "WriterName",
 ]

@@ -29,7 +29,12 @@ from fermix_memory.adapters.sqlite.job_queries import (
     run_from_row,
     source_from_row,
 )
-from fermix_memory.adapters.sqlite.rows import REVIEW_STATE_COLUMNS, optional_time, review_state_from_row
+from fermix_memory.adapters.sqlite.rows import (
+    REVIEW_STATE_COLUMNS,
+    WINDOW_COLUMNS,
+    review_state_from_row,
+    window_from_row,
+)
 from fermix_memory.adapters.sqlite.scope_tokens import message_scope_tokens
 from fermix_memory.application.errors import IntegrityError
 from fermix_memory.domain import conversation_window, resources, review_gate
@@ -175,19 +180,9 @@ def _evolve_row(cur: apsw.Cursor, table: str, key: Mapping[str, Any], columns: S
     )
 
 
-_WINDOW_COLUMNS = tuple(f.name for f in attrs.fields(ConversationWindow))
-
-
-def _window_state(row: tuple[Any, ...]) -> ConversationWindow:
-    start, checkpoint, retry_after, compacted_at = row
-    return ConversationWindow(window_start_id=start, checkpoint_message_id=checkpoint,
-                              compaction_retry_after=optional_time(retry_after),
-                              compacted_at=optional_time(compacted_at))
-
-
 def _evolve_window(cur: apsw.Cursor, agent_id: str, conv: ConversationKey, e: ev.DomainEvent) -> None:
     key = {"agent_id": agent_id, "channel": conv.channel, "chat_id": conv.chat_id, "thread_scope": conv.thread_scope}
-    _evolve_row(cur, "conversation_state", key, _WINDOW_COLUMNS, _window_state,
+    _evolve_row(cur, "conversation_state", key, WINDOW_COLUMNS, window_from_row,
                 lambda state: conversation_window.evolve(state or ConversationWindow(), e))
 
 

@@ -13,12 +13,13 @@ from fermix_memory.adapters.sqlite.rows import (
     MEMORY_COLUMNS,
     MESSAGE_COLUMNS,
     REVIEW_STATE_SQL,
+    WINDOW_COLUMNS,
     memory_columns,
     memory_from_row,
     message_from_row,
-    optional_time,
     review_state_from_row,
     review_state_key,
+    window_from_row,
 )
 from fermix_memory.application.ports import (
     ConversationState,
@@ -113,15 +114,11 @@ class SqliteQueries(HistorySearch):
 
     def conversation_state(self, agent_id: str, conversation: ConversationKey) -> ConversationState:
         rows = self._rows(
-            "SELECT window_start_id, checkpoint_message_id, compaction_retry_after FROM conversation_state"
+            f"SELECT {', '.join(WINDOW_COLUMNS)} FROM conversation_state"
             " WHERE agent_id = ? AND channel = ? AND chat_id = ? AND thread_scope = ?",
             (agent_id, conversation.channel, conversation.chat_id, conversation.thread_scope),
         )
-        if not rows:
-            return ConversationState()
-        start, checkpoint, retry = rows[0]
-        return ConversationState(window_start_id=int(start), checkpoint_message_id=checkpoint,
-                                 compaction_retry_after=optional_time(retry))
+        return window_from_row(rows[0]) if rows else ConversationState()
 
     def message(self, message_id: int) -> Message | None:
         rows = self._rows(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?", (message_id,))

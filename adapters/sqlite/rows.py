@@ -10,7 +10,7 @@ from typing import Any
 import attrs
 
 from fermix_memory.application.message_input import known_conversation_key
-from fermix_memory.application.ports import ReviewState
+from fermix_memory.application.ports import ConversationState, ReviewState
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, Role, ScopeType, Trust
@@ -97,3 +97,15 @@ def review_state_key(agent_id: str, owner_id: str, conversation: ConversationKey
 def review_state_from_row(r: tuple[Any, ...]) -> ReviewState:
     values = dict(zip(REVIEW_STATE_COLUMNS, r, strict=True))
     return ReviewState(**{**values, **{t: optional_time(values[t]) for t in _REVIEW_TIMES}})
+
+
+# The conversation_state columns are the domain state's fields, all of them (``conversation_window.evolve``):
+# read by the projection that evolves the row and by the query that shows it, never listed by hand.
+WINDOW_COLUMNS = tuple(f.name for f in attrs.fields(ConversationState))
+
+
+def window_from_row(row: tuple[Any, ...]) -> ConversationState:
+    start, checkpoint, retry_after, compacted_at = row
+    return ConversationState(window_start_id=start, checkpoint_message_id=checkpoint,
+                             compaction_retry_after=optional_time(retry_after),
+                             compacted_at=optional_time(compacted_at))

@@ -117,7 +117,9 @@ _INTS = st.one_of(
     st.builds(too_long_to_print),
 )
 _SCALARS = st.one_of(st.none(), st.booleans(), _INTS, st.floats(), _TEXT, _SPECIAL_TEXT)
-_DEEP = st.builds(nested, st.integers(0, 500), _SCALARS, st.booleans())
+# Past the interpreter's recursion limit too: repr() or json of such a value raises RecursionError.
+_DEPTHS = st.one_of(st.integers(0, 500), st.sampled_from([1_200, 5_000, 100_000]))
+_DEEP = st.builds(nested, _DEPTHS, _SCALARS, st.booleans())
 JSONISH = st.one_of(
     st.recursive(_SCALARS, lambda kids: st.lists(kids, max_size=3) | st.dictionaries(_TEXT, kids, max_size=3),
                  max_leaves=8),
@@ -254,6 +256,48 @@ def test_a_session_method_only_ever_raises_fermix_errors(memory: MemorySystem, n
 def test_the_well_formed_session_arguments_are_accepted(memory: MemorySystem) -> None:
     for name, arguments in SESSION_VALID.items():
         call_session(memory, name, dict(arguments))
+
+
+# The arguments whose value names a member of a fixed set (an enum), wherever they appear.
+ENUM_ARGUMENTS = {"trust", "role", "scope", "source", "style", "writer"}
+DEEP_LIST, DEEP_MAPPING = nested(100_000, "user", True), nested(100_000, "user", False)
+
+
+def enum_arguments(cls: type) -> list[tuple[str, str]]:
+    return [(name, p.name) for name in public_methods(cls) for p in parameters(name, cls)
+            if p.name in ENUM_ARGUMENTS]
+
+
+def test_every_enum_argument_is_found() -> None:
+    found = {argument for _, argument in enum_arguments(MemorySystem) + enum_arguments(Session)}
+    assert found == ENUM_ARGUMENTS
+    assert len(enum_arguments(MemorySystem)) >= 13 and len(enum_arguments(Session)) >= 4
+
+
+@pytest.mark.parametrize("deep", [DEEP_LIST, DEEP_MAPPING, [["user"]], 10**5000], ids=["list", "mapping", "short",
+                                                                                      "huge-int"])
+@pytest.mark.parametrize(("cls", "name", "argument"),
+                         [(MemorySystem, *pair) for pair in enum_arguments(MemorySystem)]
+                         + [(Session, *pair) for pair in enum_arguments(Session)])
+def test_an_enum_argument_given_a_structure_is_a_short_typed_error(
+        memory: MemorySystem, scratch: Path, cls: type, name: str, argument: str, deep: Any) -> None:
+    """Not a RecursionError (an enum's own error builds the value's repr), and the message
+    describes the value in a few words instead of printing it."""
+    if cls is Session:
+        arguments = {**SESSION_VALID.get(name, {}), argument: deep}
+        run = lambda: call_session(memory, name, arguments)  # noqa: E731
+    else:
+        arguments = {**VALID.get(name, {}), argument: deep}
+        run = lambda: call(memory, scratch, name, arguments)  # noqa: E731
+    before = memory.verify().events
+    with pytest.raises(FermixError) as caught:
+        result = run()
+        if name == "dispatch_tool":  # a tool call reports bad input in its result, never raises
+            assert result["ok"] is False and len(result["error"]) < 200
+            raise FermixError(result["error"])
+    message = str(caught.value)
+    assert argument in message and len(message) < 200
+    assert memory.verify().events == before
 
 
 def test_close_then_any_call_is_a_fermix_error(scratch: Path) -> None:

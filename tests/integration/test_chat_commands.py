@@ -209,8 +209,8 @@ def test_guest_is_refused_and_nothing_changes(memory: MemorySystem, server: Loop
 
 @pytest.mark.parametrize("text", [
     "hello there", "", "   ", "please /new", "compact", "/newline", "/compacted", "/clearly not",
-    "/help", "/start", "//new", "/ new", "new/", "I typed /clear by mistake", None, 42,
-])
+    "/help", "/start", "//new", "/ new", "new/", "I typed /clear by mistake",
+])  # a value that is not text at all is a typed error (tests/integration/test_typed_errors.py)
 @pytest.mark.parametrize("trust", ["operator", "guest"])
 def test_non_commands_return_none(memory: MemorySystem, text: Any, trust: str) -> None:
     fill(memory, 2)

@@ -614,6 +614,23 @@ def test_compact_result_reports_tokens_before_and_after(
     assert result.status == "compacted" and 0 < result.tokens_after < result.tokens_before
 
 
+def test_conversation_state_shows_when_the_window_was_compacted(
+        open_memory: Callable[..., MemorySystem], model: FakeModel, clock: TestClock) -> None:
+    memory = open_memory(make_config(model.server))
+    fill(memory, 12)
+    assert memory.conversation_state(agent_id=AGENT, conversation=CONV).compacted_at is None
+    clock.advance(minutes=5)
+    compacted_at = clock.now()
+    result = memory.compact(agent_id=AGENT, conversation=CONV)
+    clock.advance(minutes=5)
+    state = memory.conversation_state(agent_id=AGENT, conversation=CONV)
+    assert state.compacted_at == compacted_at
+    assert state.checkpoint_message_id == result.checkpoint_message_id is not None
+    assert state.window_start_id > 0 and state.compaction_retry_after is None
+    memory.clear_window(AGENT, CONV)
+    assert memory.conversation_state(agent_id=AGENT, conversation=CONV).compacted_at == compacted_at
+
+
 def test_compacted_event_records_the_tokens_after(
         open_memory: Callable[..., MemorySystem], model: FakeModel) -> None:
     memory = open_memory(make_config(model.server))

@@ -11,6 +11,7 @@ import attrs
 import pytest
 import tomli
 
+from fermix_memory import MemorySystem
 from fermix_memory.adapters.config_toml import load_settings, render_default_config, set_review_interval
 from fermix_memory.application.errors import ConfigError
 from fermix_memory.application.settings import (
@@ -70,6 +71,31 @@ def test_a_missing_file_means_defaults(tmp_path: Path) -> None:
 def test_a_file_without_fermix_core_means_defaults(tmp_path: Path) -> None:
     path = write(tmp_path / "config.toml", '[host]\nname = "x"\n\n[tool.other]\nlevel = 3\n')
     assert load_settings(path) == Settings()
+
+
+@pytest.mark.parametrize(("config", "said"), [
+    ({"fermix-core": {"memory": {"durability": "full"}}}, "unknown key fermix-core (did you mean fermix_core?)"),
+    ({"fermixcore": {}}, "unknown key fermixcore (did you mean fermix_core?)"),
+    ({"memory": {"durability": "full"}}, "memory belongs under fermix_core"),
+    ({"providers": [{"name": "r", "kind": "rules"}]}, "providers belongs under fermix_core"),
+    ({"fermix_core": {}, "myapp": {"x": 1}}, "unknown key myapp (known keys: fermix_core)"),
+    ({("fermix_core",): {}}, "a top-level key is not text"),
+])
+def test_a_config_argument_with_anything_beside_its_root_is_an_error(
+        tmp_path: Path, config: dict[Any, Any], said: str) -> None:
+    """Unlike config.toml (shared with the host's own tables), the mapping is fermix's alone:
+    a misspelt or missing root must not silently mean every default."""
+    with pytest.raises(ConfigError) as caught:
+        MemorySystem.open(tmp_path / "home", config=config)
+    assert str(caught.value).startswith("config argument: ") and said in str(caught.value)
+    assert not (tmp_path / "home").exists()
+
+
+def test_a_config_argument_in_the_shape_of_the_file_is_used(tmp_path: Path) -> None:
+    with MemorySystem.open(tmp_path / "a", config={"fermix_core": {"memory": {"durability": "full"}}}) as memory:
+        assert memory.settings.memory.durability == "full"
+    with MemorySystem.open(tmp_path / "b", config={}) as memory:  # nothing given, nothing ignored
+        assert memory.settings == Settings()
 
 
 def test_a_full_file_loads(tmp_path: Path) -> None:

@@ -190,9 +190,10 @@ def test_a_hostile_key_lookup_returns_rows_or_nothing(memory: MemorySystem, key:
         assert result.messages == []  # a key lookup never searches history
 
 
-def test_non_text_queries_do_not_crash(memory: MemorySystem) -> None:
+def test_non_text_queries_are_a_typed_error_not_a_crash_or_silence(memory: MemorySystem) -> None:
     for query in (None, 42, b"coffee", ["coffee"]):
-        memory.recall(query, agent_id=AGENT, owner_id=OWNER, scope="all", source="all")  # type: ignore[arg-type]
+        with pytest.raises(FermixError, match="query must be text"):
+            memory.recall(query, agent_id=AGENT, owner_id=OWNER, scope="all", source="all")  # type: ignore[arg-type]
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

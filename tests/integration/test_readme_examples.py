@@ -1,19 +1,28 @@
-"""The README's embedding examples run as written, each against a fresh home."""
+"""The README's Python examples run as written, each against a fresh home."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
 
 
 def embedding_examples() -> list[str]:
     text = README.read_text(encoding="utf-8")
     section = text[text.index("\n## Embedding\n"): text.index("\n### What it guarantees\n")]
     return re.findall(r"```python\n(.*?)```", section, flags=re.S)
+
+
+def python_examples() -> list[str]:
+    """Every ```python block of the README, in order (the embedding examples come first)."""
+    return re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
 
 
 def test_the_embedding_section_starts_with_the_session_api() -> None:
@@ -25,15 +34,54 @@ def test_the_embedding_section_starts_with_the_session_api() -> None:
         "commands are handled before the message is appended"
 
 
-@pytest.mark.parametrize("index", range(len(embedding_examples())))
+@pytest.mark.parametrize("index", range(len(python_examples())))
 def test_a_readme_example_runs_as_written(index: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("FERMIX_HOME", raising=False)
     monkeypatch.chdir(tmp_path)
-    code = embedding_examples()[index]
+    code = python_examples()[index]
     exec(compile(code, f"README.md example {index + 1}", "exec"), {"__name__": "readme_example"})
     assert (tmp_path / ".fermix" / "memory.db").is_file()
     if index == 0:
         printed = capsys.readouterr().out.splitlines()
         assert printed[0] == "Noted." and printed[-1].startswith("Started a fresh conversation window")
+
+
+# What a host's type checker must refuse: each line names a value no enum has.
+MISTYPED = """\
+from fermix_memory import MemorySystem
+
+with MemorySystem.open("~/.fermix") as memory:
+    s = memory.session(agent_id="ada", owner_id="alice", conversation="telegram:42", trust="admin")
+    s.append("usr", "hello")
+    s.recall("x", scope="everywhere")
+    s.recall("x", source="files")
+    memory.write_memory([], agent_id="ada", owner_id="alice", writer="me", trust="operator")
+    memory.append_message(agent_id="ada", owner_id="alice", conversation="t:1", role="user", content="x", trust="x")
+    system: str = s.compose_prompt(style="openai")[0]
+    s.compose_prompt(style="gemini")
+"""
+MISTYPED_LINES = [4, 5, 6, 7, 8, 9, 10, 11]
+
+
+def test_the_readme_examples_pass_mypy_strict_and_a_mistyped_host_does_not(tmp_path: Path) -> None:
+    """A host checked with ``mypy --strict`` can write what the README shows: the overloads of
+    ``compose_prompt`` (``style="anthropic"`` gives a tuple), the literal argument types, the
+    exported result types; and a misspelt trust, role, scope, source, writer or style, or an
+    OpenAI prompt unpacked as Anthropic's, is caught. One mypy run over every example, through
+    the package tree of ``.ci/typecheck`` (mypy cannot follow the editable install's mapping)."""
+    files = []
+    for index, code in enumerate(python_examples()):
+        files.append(tmp_path / f"readme_example_{index + 1}.py")
+        files[-1].write_text(code, encoding="utf-8")
+    mistyped = tmp_path / "mistyped_host.py"
+    mistyped.write_text(MISTYPED, encoding="utf-8")
+    mypy = Path(sys.executable).parent / "mypy"
+    done = subprocess.run(["bash", str(ROOT / ".ci" / "typecheck"), *map(str, [*files, mistyped])],
+                          capture_output=True, text=True, env={**os.environ, "MYPY": str(mypy)}, timeout=300,
+                          check=False)
+    errors = [line for line in done.stdout.splitlines() if ": error: " in line]
+    assert [e for e in errors if not e.startswith(str(mistyped))] == [], done.stdout + done.stderr
+    flagged = sorted({int(e.split(":")[1]) for e in errors})
+    assert flagged == MISTYPED_LINES, done.stdout

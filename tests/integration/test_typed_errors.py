@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fermix_memory import ConfigError, FermixError, MemorySystem, NotFound, StorageError
+from fermix_memory import ConfigError, ConversationKey, FermixError, MemoryClosed, MemorySystem, NotFound, StorageError
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
+from fermix_memory.application.background import BackgroundWorker
 from fermix_memory.application.history import HistoryImportError
 from fermix_memory.application.message_input import InvalidMessage
-from fermix_memory.domain.errors import DomainError, InvalidNumber
+from fermix_memory.domain.errors import DomainError, InvalidArgument, InvalidNumber
+from fermix_memory.entrypoints.bootstrap import bootstrap
 from tests.integration.held_store import memory_on_held_store
 
 AGENT, OWNER_ID, CONV = "ada", "alice", "telegram:42"
@@ -177,6 +180,80 @@ def test_recall_and_history_limits_must_be_whole_numbers(memory: MemorySystem) -
     memory.append_message(**MESSAGE)
     assert memory.history(AGENT, CONV, limit=0) == []
     assert len(memory.history(AGENT, CONV, limit=5)) == 1
+
+
+@pytest.mark.parametrize("query", [12345, None, b"paris", ["paris"], {"q": "paris"}, 1.5, True])
+def test_a_recall_query_or_key_that_is_not_text_is_a_typed_error(memory: MemorySystem, query: Any) -> None:
+    """Not an empty result: a host passing a number as the query has a bug worth hearing about."""
+    memory.append_message(**MESSAGE)
+    with pytest.raises(InvalidArgument, match=r"^query must be text"):
+        memory.recall(query, agent_id=AGENT, owner_id=OWNER_ID, source="all")
+    with pytest.raises(InvalidArgument, match=r"^query must be text"):
+        memory.session(agent_id=AGENT, owner_id=OWNER_ID, conversation=CONV).recall(query)
+    if query is not None:  # no key is the default
+        with pytest.raises(InvalidArgument, match=r"^key must be text"):
+            memory.recall(agent_id=AGENT, owner_id=OWNER_ID, key=query)
+    assert memory.recall("12345", agent_id=AGENT, owner_id=OWNER_ID, source="all").messages == []
+    assert memory.recall("Paris", agent_id=AGENT, owner_id=OWNER_ID, conversation=CONV, source="all").messages
+
+
+@pytest.mark.parametrize("text", [12345, None, b"/new", ["/new"]])
+def test_a_chat_line_that_is_not_text_is_a_typed_error_not_no_command(memory: MemorySystem, text: Any) -> None:
+    """``None`` means "not a command, append it": for a value that is no text at all it was a lie."""
+    with pytest.raises(InvalidArgument, match=r"^text must be text"):
+        memory.handle_command(text, agent_id=AGENT, owner_id=OWNER_ID, conversation=CONV, trust="operator")
+    with pytest.raises(InvalidArgument, match=r"^text must be text"):
+        memory.session(agent_id=AGENT, owner_id=OWNER_ID, conversation=CONV).handle_command(text)
+    assert memory.handle_command("hello", agent_id=AGENT, owner_id=OWNER_ID, conversation=CONV) is None
+
+
+LIMIT_CALLS: dict[str, Callable[[MemorySystem, Any], list[Any]]] = {
+    "recall": lambda m, v: m.recall("paris", agent_id=AGENT, owner_id=OWNER_ID, conversation=CONV, source="history",
+                                    limit=v).messages,
+    "session.recall": lambda m, v: m.session(agent_id=AGENT, owner_id=OWNER_ID, conversation=CONV).recall(
+        "paris", source="history", limit=v).messages,
+    "history": lambda m, v: m.history(AGENT, CONV, limit=v),
+    "messages": lambda m, v: m.messages(AGENT, CONV, limit=v),
+    "resource_history": lambda m, v: m.resource_history("user_md", agent_id=AGENT, owner_id=OWNER_ID, limit=v),
+}
+
+
+@pytest.mark.parametrize("call", sorted(LIMIT_CALLS))
+def test_every_limit_means_the_same_negative_refused_zero_nothing(memory: MemorySystem, call: str) -> None:
+    memory.append_message(**MESSAGE)
+    memory.write_memory({"op": "add", "category": "identity", "key": "city", "value": "Paris"}, agent_id=AGENT,
+                        owner_id=OWNER_ID)
+    for bad in (-1, -(2**63), True, False):
+        with pytest.raises(InvalidNumber, match="limit"):
+            LIMIT_CALLS[call](memory, bad)
+    assert LIMIT_CALLS[call](memory, 0) == []
+    assert len(LIMIT_CALLS[call](memory, 1)) == 1
+    assert len(LIMIT_CALLS[call](memory, 2**63 - 1)) == 1  # more than there is: all of it
+
+
+def test_closing_with_a_review_queued_answers_its_future_with_a_typed_error(tmp_path: Path) -> None:
+    """Not a CancelledError: a host waiting on the review's future catches FermixError alone."""
+    worker, started, gate = BackgroundWorker("test-held"), threading.Event(), threading.Event()
+    memory = MemorySystem(bootstrap(tmp_path / "home", background=worker))
+    memory.append_message(**MESSAGE)
+    held = worker.submit(("held",), lambda: started.set() or gate.wait())
+    assert started.wait(10)  # the worker is busy: the review waits in the queue
+    review = memory.after_turn(agent_id=AGENT, owner_id=OWNER_ID, conversation=CONV)
+    closing = threading.Thread(target=memory.close)
+    closing.start()
+    try:
+        assert isinstance(review.exception(timeout=10), MemoryClosed)
+    finally:
+        gate.set()
+        closing.join(10)
+    assert held.result(0) is True  # the running job was waited for, not dropped
+    with pytest.raises(MemoryClosed, match="closed"):
+        review.result()
+    assert issubclass(MemoryClosed, StorageError) and issubclass(MemoryClosed, FermixError)
+    with pytest.raises(MemoryClosed, match="closed"):
+        memory.after_turn(agent_id=AGENT, owner_id=OWNER_ID, conversation=CONV)
+    with MemorySystem.open(tmp_path / "home") as reopened:  # the review was dropped, not half done
+        assert reopened.awaiting_review() == [(AGENT, OWNER_ID, ConversationKey("telegram", "42"))]
 
 
 def test_events_log_after_a_huge_position_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
