@@ -7,39 +7,99 @@ Import :class:`MemorySystem`, open it on a home folder and talk through a sessio
         s.append("user", "I live in Paris")
 """
 
-from fermix_memory.application.commands import RoleName, ScopeName, SourceName, StyleName, TrustName, WriterName
-from fermix_memory.application.compaction import CompactionResult
-from fermix_memory.application.errors import (
-    BackgroundTimeout,
-    ConcurrencyConflict,
-    ConfigError,
-    DatabaseTooNew,
-    ForeignDatabase,
-    HomeNotFound,
-    IntegrityError,
-    MemoryClosed,
-    ModelError,
-    NotFound,
-    PermissionDenied,
-    ReadOnlyStore,
-    StorageBusy,
-    StorageError,
-)
-from fermix_memory.application.forget import ForgetReport
-from fermix_memory.application.memory_writes import OperationOutcome
-from fermix_memory.application.ports import ChatMessage, ChatModel, ChatRequest, ChatResponse, MemoryHit, MessageHit
-from fermix_memory.application.recall import RecallResult
-from fermix_memory.application.reviewer import ReviewResult
-from fermix_memory.application.settings import Settings
-from fermix_memory.application.turns import CommandResult, PreflightResult
-from fermix_memory.domain.errors import DomainError, FermixError, InvalidArgument, InvalidNumber
-from fermix_memory.domain.memory import Memory
-from fermix_memory.domain.messages import Message
-from fermix_memory.domain.operations import AddOperation, ArchiveOperation, ReplaceOperation
-from fermix_memory.domain.values import ConversationKey
-from fermix_memory.entrypoints.api import MemorySystem
-from fermix_memory.entrypoints.api_turns import AnthropicPrompt, OpenAIPrompt, Prompt
-from fermix_memory.entrypoints.session import Session
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fermix_memory.application.commands import RoleName, ScopeName, SourceName, StyleName, TrustName, WriterName
+    from fermix_memory.application.compaction import CompactionResult
+    from fermix_memory.application.errors import (
+        BackgroundTimeout,
+        ConcurrencyConflict,
+        ConfigError,
+        DatabaseTooNew,
+        ForeignDatabase,
+        HomeNotFound,
+        IntegrityError,
+        MemoryClosed,
+        ModelError,
+        NotFound,
+        PermissionDenied,
+        ReadOnlyStore,
+        StorageBusy,
+        StorageError,
+    )
+    from fermix_memory.application.forget import ForgetReport
+    from fermix_memory.application.memory_writes import OperationOutcome
+    from fermix_memory.application.ports import ChatMessage, ChatModel, ChatRequest, ChatResponse, MemoryHit, MessageHit
+    from fermix_memory.application.recall import RecallResult
+    from fermix_memory.application.reviewer import ReviewResult
+    from fermix_memory.application.settings import Settings
+    from fermix_memory.application.turns import CommandResult, PreflightResult
+    from fermix_memory.domain.errors import DomainError, FermixError, InvalidArgument, InvalidNumber
+    from fermix_memory.domain.memory import Memory
+    from fermix_memory.domain.messages import Message
+    from fermix_memory.domain.operations import AddOperation, ArchiveOperation, ReplaceOperation
+    from fermix_memory.domain.values import ConversationKey
+    from fermix_memory.entrypoints.api import MemorySystem
+    from fermix_memory.entrypoints.api_turns import AnthropicPrompt, OpenAIPrompt, Prompt
+    from fermix_memory.entrypoints.session import Session
+
+# Each public name and the module that defines it: imported on first use, so that starting the
+# ``fermix`` command (whose modules live in this package) loads only what its command needs.
+_HOMES = {
+    "AddOperation": "fermix_memory.domain.operations",
+    "AnthropicPrompt": "fermix_memory.entrypoints.api_turns",
+    "ArchiveOperation": "fermix_memory.domain.operations",
+    "BackgroundTimeout": "fermix_memory.application.errors",
+    "ChatMessage": "fermix_memory.application.ports",
+    "ChatModel": "fermix_memory.application.ports",
+    "ChatRequest": "fermix_memory.application.ports",
+    "ChatResponse": "fermix_memory.application.ports",
+    "CommandResult": "fermix_memory.application.turns",
+    "CompactionResult": "fermix_memory.application.compaction",
+    "ConcurrencyConflict": "fermix_memory.application.errors",
+    "ConfigError": "fermix_memory.application.errors",
+    "ConversationKey": "fermix_memory.domain.values",
+    "DatabaseTooNew": "fermix_memory.application.errors",
+    "DomainError": "fermix_memory.domain.errors",
+    "FermixError": "fermix_memory.domain.errors",
+    "ForeignDatabase": "fermix_memory.application.errors",
+    "ForgetReport": "fermix_memory.application.forget",
+    "HomeNotFound": "fermix_memory.application.errors",
+    "IntegrityError": "fermix_memory.application.errors",
+    "InvalidArgument": "fermix_memory.domain.errors",
+    "InvalidNumber": "fermix_memory.domain.errors",
+    "Memory": "fermix_memory.domain.memory",
+    "MemoryClosed": "fermix_memory.application.errors",
+    "MemoryHit": "fermix_memory.application.ports",
+    "MemorySystem": "fermix_memory.entrypoints.api",
+    "Message": "fermix_memory.domain.messages",
+    "MessageHit": "fermix_memory.application.ports",
+    "ModelError": "fermix_memory.application.errors",
+    "NotFound": "fermix_memory.application.errors",
+    "OpenAIPrompt": "fermix_memory.entrypoints.api_turns",
+    "OperationOutcome": "fermix_memory.application.memory_writes",
+    "PermissionDenied": "fermix_memory.application.errors",
+    "PreflightResult": "fermix_memory.application.turns",
+    "Prompt": "fermix_memory.entrypoints.api_turns",
+    "ReadOnlyStore": "fermix_memory.application.errors",
+    "RecallResult": "fermix_memory.application.recall",
+    "ReplaceOperation": "fermix_memory.domain.operations",
+    "ReviewResult": "fermix_memory.application.reviewer",
+    "RoleName": "fermix_memory.application.commands",
+    "ScopeName": "fermix_memory.application.commands",
+    "Session": "fermix_memory.entrypoints.session",
+    "Settings": "fermix_memory.application.settings",
+    "SourceName": "fermix_memory.application.commands",
+    "StorageBusy": "fermix_memory.application.errors",
+    "StorageError": "fermix_memory.application.errors",
+    "StyleName": "fermix_memory.application.commands",
+    "TrustName": "fermix_memory.application.commands",
+    "WriterName": "fermix_memory.application.commands",
+}
 
 __all__ = [
     "AddOperation",
@@ -92,3 +152,16 @@ __all__ = [
     "TrustName",
     "WriterName",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'fermix_memory' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

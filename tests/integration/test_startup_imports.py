@@ -4,6 +4,7 @@ in a fresh interpreter, since this test process has loaded it already."""
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -58,3 +59,37 @@ def test_help_and_read_only_commands_never_load_the_tokenizer(tmp_path: Path) ->
     assert imported_by("--home", str(home), "events", "verify") == ["0", "cli_events"]
     # A command that counts tokens loads it when it first counts.
     assert "tiktoken" in imported_by("--home", str(tmp_path / "demo"), "demo")
+
+
+HELP_SCRIPT = """
+import sys
+from fermix_memory.entrypoints import cli
+try:
+    cli.main(["--help"])
+except SystemExit:
+    pass
+print(sorted(name for name in ("fermix_memory.entrypoints.api", "fermix_memory.entrypoints.bootstrap", "apsw")
+             if name in sys.modules))
+"""
+
+
+def test_help_loads_neither_the_embedding_api_nor_the_database_driver() -> None:
+    done = subprocess.run([sys.executable, "-c", HELP_SCRIPT], capture_output=True, text=True, timeout=120,
+                          check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
+
+
+def test_every_public_name_of_the_package_resolves() -> None:
+    import fermix_memory
+
+    assert set(fermix_memory._HOMES) == set(fermix_memory.__all__)
+    for name in fermix_memory.__all__:
+        home = importlib.import_module(fermix_memory._HOMES[name])
+        assert getattr(fermix_memory, name) is getattr(home, name)
+    assert "MemorySystem" in dir(fermix_memory)
+    try:
+        fermix_memory.NoSuchName  # type: ignore[attr-defined]  # noqa: B018
+    except AttributeError as exc:
+        assert "NoSuchName" in str(exc)
+    else:
+        raise AssertionError("an unknown name must raise AttributeError")
