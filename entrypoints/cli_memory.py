@@ -77,13 +77,14 @@ def _source_lines(event: dict[str, Any]) -> list[str]:
     """Where a change came from: the message its event records; for a review, which messages it
     read and the one(s) of them holding the value (every message it read is in ``--json``)."""
     read = event.get("source_messages", [])
-    shown = read
+    shown, lead = read, "from"
     lines = []
     if event.get("by", {}).get("source_type") == "reviewer" and len(read) > 1:
+        # A review records the batch it read, not which message of it each fact came from.
         first, last = read[0]["id"], read[-1]["id"]
         lines.append(f"      the review read {plural(len(read), 'user message')}, #{first} to #{last}")
-        shown = _holding(str(event.get("value") or ""), read)
-    return lines + [f"      from #{m['id']} ({m['conversation']}, {m['sender']}): {one_line(m['content'][:120])}"
+        shown, lead = _holding(str(event.get("value") or ""), read), "the value's words in"
+    return lines + [f"      {lead} #{m['id']} ({m['conversation']}, {m['sender']}): {one_line(m['content'][:120])}"
                     for m in shown]
 
 
