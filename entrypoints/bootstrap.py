@@ -61,7 +61,7 @@ from fermix_memory.application.turns import CommandResult, PreflightResult, Turn
 from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
-from fermix_memory.entrypoints.api_audit import LogAudit
+from fermix_memory.entrypoints.log_audit import LogAudit
 
 log = logging.getLogger("fermix_memory")
 

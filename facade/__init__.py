@@ -43,15 +43,15 @@ if TYPE_CHECKING:
     from fermix_memory.domain.messages import Message
     from fermix_memory.domain.operations import AddOperation, ArchiveOperation, ReplaceOperation
     from fermix_memory.domain.values import ConversationKey
-    from fermix_memory.entrypoints.api import MemorySystem
-    from fermix_memory.entrypoints.api_turns import AnthropicPrompt, OpenAIPrompt, Prompt
-    from fermix_memory.entrypoints.session import Session
+    from fermix_memory.entrypoints.api.memory_system import MemorySystem
+    from fermix_memory.entrypoints.api.session import Session
+    from fermix_memory.entrypoints.api.turns import AnthropicPrompt, OpenAIPrompt, Prompt
 
 # Each public name and the module that defines it: imported on first use, so that starting the
 # ``fermix`` command (whose modules live in this package) loads only what its command needs.
 _HOMES = {
     "AddOperation": "fermix_memory.domain.operations",
-    "AnthropicPrompt": "fermix_memory.entrypoints.api_turns",
+    "AnthropicPrompt": "fermix_memory.entrypoints.api.turns",
     "ArchiveOperation": "fermix_memory.domain.operations",
     "BackgroundTimeout": "fermix_memory.application.errors",
     "ChatMessage": "fermix_memory.application.ports",
@@ -75,23 +75,23 @@ _HOMES = {
     "Memory": "fermix_memory.domain.memory",
     "MemoryClosed": "fermix_memory.application.errors",
     "MemoryHit": "fermix_memory.application.ports",
-    "MemorySystem": "fermix_memory.entrypoints.api",
+    "MemorySystem": "fermix_memory.entrypoints.api.memory_system",
     "Message": "fermix_memory.domain.messages",
     "MessageHit": "fermix_memory.application.ports",
     "ModelError": "fermix_memory.application.errors",
     "NotFound": "fermix_memory.application.errors",
-    "OpenAIPrompt": "fermix_memory.entrypoints.api_turns",
+    "OpenAIPrompt": "fermix_memory.entrypoints.api.turns",
     "OperationOutcome": "fermix_memory.application.memory_writes",
     "PermissionDenied": "fermix_memory.application.errors",
     "PreflightResult": "fermix_memory.application.turns",
-    "Prompt": "fermix_memory.entrypoints.api_turns",
+    "Prompt": "fermix_memory.entrypoints.api.turns",
     "ReadOnlyStore": "fermix_memory.application.errors",
     "RecallResult": "fermix_memory.application.recall",
     "ReplaceOperation": "fermix_memory.domain.operations",
     "ReviewResult": "fermix_memory.application.reviewer",
     "RoleName": "fermix_memory.application.commands",
     "ScopeName": "fermix_memory.application.commands",
-    "Session": "fermix_memory.entrypoints.session",
+    "Session": "fermix_memory.entrypoints.api.session",
     "Settings": "fermix_memory.application.settings",
     "SourceName": "fermix_memory.application.commands",
     "StorageBusy": "fermix_memory.application.errors",

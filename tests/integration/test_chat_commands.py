@@ -19,7 +19,7 @@ from fermix_memory.application.turns import CommandResult
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.fence import conversation_summary_block
 from fermix_memory.domain.values import ConversationKey, Role
-from fermix_memory.entrypoints.api import MemorySystem
+from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from tests.integration.loopback_models import LoopbackModelServer, RecordedRequest, Reply
 from tests.manual_clock import TestClock
 

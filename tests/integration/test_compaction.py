@@ -28,7 +28,7 @@ from fermix_memory.domain import events as ev
 from fermix_memory.domain.fence import SUMMARY_CLOSE_TAG, SUMMARY_OPEN_TAG, conversation_summary_block
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import ConversationKey, Role
-from fermix_memory.entrypoints.api import MemorySystem
+from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from fermix_memory.entrypoints.bootstrap import bootstrap
 from tests.integration.loopback_models import LoopbackModelServer, RecordedRequest, Reply
 from tests.manual_clock import TestClock

@@ -18,7 +18,7 @@ import pytest
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.fence import CLOSE_TAG, SUMMARY_CLOSE_TAG, SUMMARY_OPEN_TAG
 from fermix_memory.domain.values import Trust
-from fermix_memory.entrypoints.api import MemorySystem
+from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from fermix_memory.entrypoints.cli import main
 
 AGENT, CONV = "ada", "tg:-500"

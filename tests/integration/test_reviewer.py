@@ -32,7 +32,7 @@ from fermix_memory.application.reviewer_prompt import (
 from fermix_memory.domain.event_base import DomainEvent
 from fermix_memory.domain.reviewer_answer import OPERATIONS_SCHEMA
 from fermix_memory.domain.values import ConversationKey
-from fermix_memory.entrypoints.api import MemorySystem
+from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from tests.integration.loopback_models import (
     WEAK_MODEL_ANSWERS,
     LoopbackModelServer,

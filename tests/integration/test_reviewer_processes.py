@@ -22,7 +22,7 @@ import tomli_w
 
 from fermix_memory.application.ports import ChatMessage, ChatRequest
 from fermix_memory.application.reviewer_prompt import parse_review_input
-from fermix_memory.entrypoints.api import MemorySystem
+from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from tests.cli_runner import CliResult, run_cli
 from tests.integration.loopback_models import LoopbackModelServer, RecordedRequest
 

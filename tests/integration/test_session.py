@@ -133,7 +133,7 @@ def test_chat_model_types_are_exported_at_the_top_level() -> None:
         assert name in fermix_memory.__all__ and hasattr(fermix_memory, name)
     request = fermix_memory.ChatRequest(messages=(fermix_memory.ChatMessage(role="user", content="hi"),))
     assert request.messages[0].content == "hi"
-    assert Session.__module__ == "fermix_memory.entrypoints.session"
+    assert Session.__module__ == "fermix_memory.entrypoints.api.session"
 
 
 def test_host_input_names_the_bad_argument(memory: MemorySystem) -> None:

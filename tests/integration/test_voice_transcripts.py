@@ -21,7 +21,7 @@ import pytest
 from fermix_memory import FermixError
 from fermix_memory.application.message_input import InvalidMessage
 from fermix_memory.domain.values import ConversationKey, Role, Trust
-from fermix_memory.entrypoints.api import MemorySystem
+from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from tests.integration.loopback_models import LoopbackModelServer
 
 AGENT, OWNER, DEVICE = "ada", "rosa", "kitchen-speaker"

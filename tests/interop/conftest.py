@@ -1,7 +1,9 @@
 """A real LiteLLM proxy on 127.0.0.1, started once per module, answering from ``mock_response``.
 
-Needs the ``[interop]`` extra (``pip install -e '.[dev,interop]'``). Without it these tests are
-skipped, except under CI (``CI`` set), where a missing proxy is an error. The proxy runs fully
+The proxy lives in its own virtual environment, ``.venv-interop`` at the repository's root
+(``tests/interop/requirements.txt``; the README's test command makes it), since its pins cannot
+share one with the ``[mcp]`` extra. Without it these tests are skipped, except under CI (``CI``
+set), where a missing proxy is an error. The proxy runs fully
 offline: ``LITELLM_LOCAL_MODEL_COST_MAP=True`` (no cost map download), no database.
 """
 
@@ -41,8 +43,12 @@ DEPLOYMENTS: dict[str, tuple[str, str | None, dict[str, object]]] = {
 }
 
 
+INTEROP_VENV = Path(__file__).resolve().parents[2] / ".venv-interop"
+
+
 def _litellm_command() -> list[str] | None:
-    found = shutil.which("litellm", path=str(Path(sys.executable).parent)) or shutil.which("litellm")
+    found = (shutil.which("litellm", path=str(INTEROP_VENV / "bin"))
+             or shutil.which("litellm", path=str(Path(sys.executable).parent)) or shutil.which("litellm"))
     return [found] if found else None
 
 
@@ -71,8 +77,8 @@ def litellm_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     command = _litellm_command()
     if command is None:
         if os.environ.get("CI"):
-            pytest.fail("the [interop] extra (litellm[proxy]) is not installed")
-        pytest.skip("the [interop] extra (litellm[proxy]) is not installed")
+            pytest.fail("the LiteLLM proxy is not installed (.venv-interop: tests/interop/requirements.txt)")
+        pytest.skip("the LiteLLM proxy is not installed (.venv-interop: tests/interop/requirements.txt)")
     folder = tmp_path_factory.mktemp("litellm")
     config = folder / "config.yaml"
     config.write_text(_config(), encoding="utf-8")

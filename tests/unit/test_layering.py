@@ -26,14 +26,17 @@ def test_the_project_keeps_its_layers() -> None:
 
 
 def test_each_rule_is_reported_with_file_and_line(tmp_path: Path) -> None:
-    write(tmp_path, "facade/__init__.py", "from fermix_memory.entrypoints.api import Memory\n")
+    write(tmp_path, "facade/__init__.py", "from fermix_memory.entrypoints.api.memory_system import Memory\n")
     write(tmp_path, "domain/__init__.py", "")
     write(tmp_path, "domain/rules.py", "import os\nfrom ..adapters import clock\nfrom datetime import datetime\n"
                                         "x = datetime.now()\n")
     write(tmp_path, "domain/reads.py", "from pathlib import Path\nimport fermix_memory.entrypoints.cli\n")
     write(tmp_path, "application/use.py", "from fermix_memory.adapters.sqlite import event_store\n")
     write(tmp_path, "adapters/clock.py", "from fermix_memory.entrypoints import bootstrap\n")
-    write(tmp_path, "entrypoints/cli.py", "from fermix_memory.entrypoints import api\n")
+    write(tmp_path, "entrypoints/cli/main.py", "from fermix_memory.entrypoints.api import session\n"
+                                               "from fermix_memory.entrypoints.bootstrap import bootstrap\n")
+    write(tmp_path, "entrypoints/mcp/server.py", "from fermix_memory.entrypoints.cli import main\n")
+    write(tmp_path, "entrypoints/api/session.py", "from fermix_memory.entrypoints.integrations import tools\n")
 
     result = run_check(tmp_path)
 
@@ -47,5 +50,8 @@ def test_each_rule_is_reported_with_file_and_line(tmp_path: Path) -> None:
     assert "application/use.py:1: application imports adapters" in out
     assert "adapters/clock.py:1: only the facade imports entrypoints" in out
     assert "facade/__init__.py" not in out
-    assert "entrypoints/cli.py" not in out
-    assert "7 violation(s)" in out
+    assert "entrypoints/cli/main.py" not in out
+    assert "entrypoints/mcp/server.py:1: the mcp way in imports another way in: fermix_memory.entrypoints.cli" in out
+    assert ("entrypoints/api/session.py:1: the embedding API imports another way in: "
+            "fermix_memory.entrypoints.integrations") in out
+    assert "9 violation(s)" in out

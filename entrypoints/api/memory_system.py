@@ -1,8 +1,8 @@
 """The embedding API: what a host application imports (``fermix_memory.MemorySystem``).
 
 Each public method turns the host's arguments into a command (application/host_input.py) and
-runs the use case; the methods live in three parts by purpose (api_records, api_turns,
-api_files). :meth:`MemorySystem.session` binds who talks where once (entrypoints/session.py).
+runs the use case; the methods live in three parts by purpose (records, turns,
+files). :meth:`MemorySystem.session` binds who talks where once (api/session.py).
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from fermix_memory.application.errors import StorageError
 from fermix_memory.application.ports import ChatModel, Clock, Tracer
 from fermix_memory.application.settings import Settings
 from fermix_memory.domain.errors import InvalidArgument
-from fermix_memory.entrypoints.api_base import folder
-from fermix_memory.entrypoints.api_files import FilesApi
-from fermix_memory.entrypoints.api_records import RecordsApi
-from fermix_memory.entrypoints.api_turns import TurnsApi
+from fermix_memory.entrypoints.api.base import folder
+from fermix_memory.entrypoints.api.files import FilesApi
+from fermix_memory.entrypoints.api.records import RecordsApi
+from fermix_memory.entrypoints.api.session import Session
+from fermix_memory.entrypoints.api.turns import TurnsApi
 from fermix_memory.entrypoints.bootstrap import App, bootstrap
-from fermix_memory.entrypoints.session import Session
 
 
 def _has(value: object, method: str) -> bool:

@@ -30,7 +30,7 @@ from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.operations import Operation
 from fermix_memory.domain.values import ConversationKey, Trust, check_identifier, check_int
-from fermix_memory.entrypoints.api_base import ApiBase, optional_id
+from fermix_memory.entrypoints.api.base import ApiBase, optional_id
 
 Progress = Callable[[int, int], None]
 

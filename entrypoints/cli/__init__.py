@@ -12,9 +12,9 @@ and ``own`` commands open the memory themselves once they have checked what they
 never touches a home that holds data (ADR-0023).
 
 This module holds the dispatch. The command tree (every command's words, access and options,
-and the parser built from it) is in ``cli_commands``; each command group lives in its own
-module (``cli_events``, ``cli_history``, ``cli_memory``, ``cli_resources``, ``cli_setup``) and
-what the command prints in ``cli_output``.
+and the parser built from it) is in ``commands``; each command group lives in its own
+module (``events``, ``history``, ``memory``, ``resources``, ``setup``) and
+what the command prints in ``output``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from fermix_memory.domain.errors import FermixError
-from fermix_memory.entrypoints.cli_commands import (
+from fermix_memory.entrypoints.cli.commands import (
     CONFIG,
     OWN,
     READ,
@@ -34,7 +34,7 @@ from fermix_memory.entrypoints.cli_commands import (
     command_tree,
     shows_default,
 )
-from fermix_memory.entrypoints.cli_output import (
+from fermix_memory.entrypoints.cli.output import (
     EXIT_ERROR,
     EXIT_INTERNAL,
     EXIT_OK,
@@ -76,7 +76,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
     out = Output(bool(args.json), stdout or sys.stdout)
     # Only now are the command's module and the memory's modules imported: --help needs neither.
     from fermix_memory.application.history import HistoryImportError
-    from fermix_memory.entrypoints.api import MemorySystem
+    from fermix_memory.entrypoints.api.memory_system import MemorySystem
 
     try:
         run_command = args.command_to_run.function()

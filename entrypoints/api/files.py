@@ -18,7 +18,7 @@ from fermix_memory.application.ports import RecordedEvent, ResourceRevision
 from fermix_memory.application.prompt_files import check_resource_name, unified_diff
 from fermix_memory.domain.errors import InvalidArgument
 from fermix_memory.domain.values import check_identifier, check_int
-from fermix_memory.entrypoints.api_base import ApiBase, check_owner, folder, optional_id
+from fermix_memory.entrypoints.api.base import ApiBase, check_owner, folder, optional_id
 
 
 class FilesApi(ApiBase):

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from fermix_memory.application.errors import IntegrityError
-from fermix_memory.entrypoints.api import MemorySystem
-from fermix_memory.entrypoints.cli_output import (
+from fermix_memory.entrypoints.api.memory_system import MemorySystem
+from fermix_memory.entrypoints.cli.output import (
     EXIT_ERROR,
     EXIT_OK,
     Output,

@@ -26,8 +26,8 @@ from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import ConversationKey, Role, Trust
 
 if TYPE_CHECKING:
-    from fermix_memory.entrypoints.api import MemorySystem
-    from fermix_memory.entrypoints.api_turns import AnthropicPrompt, OpenAIPrompt, Prompt
+    from fermix_memory.entrypoints.api.memory_system import MemorySystem
+    from fermix_memory.entrypoints.api.turns import AnthropicPrompt, OpenAIPrompt, Prompt
 
 
 class Session:

@@ -17,8 +17,8 @@ from fermix_memory.application.reviewer_prompt import REVIEWER_AGENT_TAG
 from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.values import ConversationKey, ScopeType, normalise_key
-from fermix_memory.entrypoints.api import MemorySystem
-from fermix_memory.entrypoints.cli_output import (
+from fermix_memory.entrypoints.api.memory_system import MemorySystem
+from fermix_memory.entrypoints.cli.output import (
     EXIT_ERROR,
     EXIT_OK,
     Output,

@@ -17,12 +17,12 @@ from typing import Any, NoReturn
 import attrs
 
 from fermix_memory.domain.values import INT64_MAX, Category
-from fermix_memory.entrypoints.cli_output import UsageError
+from fermix_memory.entrypoints.cli.output import UsageError
 
 READ, WRITE, CONFIG, OWN = "read", "write", "config", "own"
-# The module (in fermix_memory.entrypoints) of each command's first word: imported when it runs.
-MODULES = {"demo": "cli_setup", "events": "cli_events", "forget": "cli_memory", "history": "cli_history",
-           "memory": "cli_memory", "resource": "cli_resources", "setup": "cli_setup"}
+# The module (in fermix_memory.entrypoints.cli) of each command's first word: imported when it runs.
+MODULES = {"demo": "setup", "events": "events", "forget": "memory", "history": "history",
+           "memory": "memory", "resource": "resources", "setup": "setup"}
 
 
 @attrs.frozen
@@ -56,8 +56,8 @@ class Command:
 
     def function(self) -> Callable[..., int]:
         """What runs the command: ``cmd_<words>`` of its group's module (``fermix memory list``:
-        ``cli_memory.cmd_memory_list``), imported now, not at start-up."""
-        module = import_module(f"fermix_memory.entrypoints.{MODULES[self.words[0]]}")
+        ``memory.cmd_memory_list``), imported now, not at start-up."""
+        module = import_module(f"fermix_memory.entrypoints.cli.{MODULES[self.words[0]]}")
         found: Callable[..., int] = getattr(module, "cmd_" + "_".join(self.words).replace("-", "_"))
         return found
 

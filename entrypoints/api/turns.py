@@ -24,7 +24,7 @@ from fermix_memory.application.tools import anthropic_tool_definitions, openai_t
 from fermix_memory.application.turns import CommandResult, PreflightResult
 from fermix_memory.domain.errors import InvalidArgument
 from fermix_memory.domain.values import ConversationKey, Role, Trust, check_identifier, check_int
-from fermix_memory.entrypoints.api_base import ApiBase, check_owner, optional_id
+from fermix_memory.entrypoints.api.base import ApiBase, check_owner, optional_id
 
 
 def optional_count(value: object) -> int | None:

@@ -11,8 +11,8 @@ from pathlib import Path
 from fermix_memory.application.errors import ModelError
 from fermix_memory.application.history import parse_history
 from fermix_memory.domain.values import ConversationKey
-from fermix_memory.entrypoints.api import MemorySystem
-from fermix_memory.entrypoints.cli_output import (
+from fermix_memory.entrypoints.api.memory_system import MemorySystem
+from fermix_memory.entrypoints.cli.output import (
     EXIT_ERROR,
     EXIT_OK,
     Output,

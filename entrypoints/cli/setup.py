@@ -7,8 +7,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from fermix_memory.entrypoints.api import MemorySystem
-from fermix_memory.entrypoints.cli_output import EXIT_ERROR, EXIT_OK, Output, UsageError
+from fermix_memory.entrypoints.api.memory_system import MemorySystem
+from fermix_memory.entrypoints.cli.output import EXIT_ERROR, EXIT_OK, Output, UsageError
 
 
 def _config_path(args: argparse.Namespace) -> Path:

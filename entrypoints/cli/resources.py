@@ -6,8 +6,8 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from fermix_memory.entrypoints.api import MemorySystem
-from fermix_memory.entrypoints.cli_output import EXIT_OK, Output, UsageError, jsonable
+from fermix_memory.entrypoints.api.memory_system import MemorySystem
+from fermix_memory.entrypoints.cli.output import EXIT_OK, Output, UsageError, jsonable
 
 
 def _resource_owner(memory: MemorySystem, args: argparse.Namespace) -> tuple[str, str]:

@@ -1,0 +1,1 @@
+"""Adapters to agent frameworks (the OpenAI Agents SDK, LangGraph, LangChain), each an optional extra."""
