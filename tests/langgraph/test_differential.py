@@ -74,9 +74,8 @@ def live_copy(reference: InMemoryStore) -> InMemoryStore:
     touched (a get, a delete) even when no item is left in it; fermix lists namespaces holding
     items."""
     copy = InMemoryStore()
-    for items in reference._data.values():
-        for item in items.values():
-            copy.put(item.namespace, item.key, item.value)
+    for item in reference.search((), limit=10_000):
+        copy.put(item.namespace, item.key, item.value)
     return copy
 
 
