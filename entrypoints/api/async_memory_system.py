@@ -30,6 +30,7 @@ from fermix_memory.adapters.sqlite import audit
 from fermix_memory.application.commands import Style, StyleName, TrustName
 from fermix_memory.application.ports import RecordedEvent
 from fermix_memory.application.settings import Settings
+from fermix_memory.domain.errors import InvalidArgument
 from fermix_memory.entrypoints.api.async_session import AsyncSession
 from fermix_memory.entrypoints.api.lane import Lane, OnLane, awaitable, detach, run_sync
 from fermix_memory.entrypoints.api.memory_system import MemorySystem
@@ -96,6 +97,8 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
     opened (closing this one closes it)."""
 
     def __init__(self, memory: MemorySystem) -> None:
+        if not isinstance(memory, MemorySystem):
+            raise InvalidArgument(f"AsyncMemorySystem wraps a MemorySystem, got {type(memory).__name__}")
         self._sync = memory
         self._lane = Lane("this AsyncMemorySystem")
 

@@ -34,6 +34,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from fermix_memory.application.errors import MemoryClosed
+from fermix_memory.domain.errors import InvalidArgument
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -68,6 +69,8 @@ class Lane:
     async def run(self, call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """``call(*args, **kwargs)`` on a lane thread; its result, or its error unchanged.
         Raises :class:`MemoryClosed` once the lane was drained for closing."""
+        if not callable(call):
+            raise InvalidArgument(f"the lane runs a function, got {type(call).__name__}")
         with self._lock:
             if self._closed:
                 raise MemoryClosed(f"{self._what} is closed")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
 import threading
 from collections.abc import Awaitable, Callable, Iterator
@@ -25,6 +26,7 @@ from fermix_memory import (
     MemorySystem,
     RecallResult,
     ReviewResult,
+    Session,
 )
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.application.message_input import InvalidMessage
@@ -122,8 +124,29 @@ def test_the_flat_methods_are_awaited_and_the_pure_ones_are_not(tmp_path: Path,
     run(main)
 
 
+def test_every_method_of_the_sync_api_has_its_awaited_twin() -> None:
+    """Nothing a host calls on MemorySystem or Session is missing from the asyncio API; what reads
+    or writes the store is awaited there, with the sync method's parameters."""
+    computed = {"session", "tool_definitions", "prompt_file", "settings", "home"}
+    for sync_class, async_class in ((MemorySystem, AsyncMemorySystem), (Session, AsyncSession)):
+        public = {name for name in dir(sync_class) if not name.startswith("_")}
+        missing = public - set(dir(async_class))
+        assert missing == set(), f"{async_class.__name__} lacks {sorted(missing)}"
+        for name in sorted(public - computed - {"open", "agent_id", "owner_id", "conversation", "trust"}):
+            method = getattr(async_class, name)
+            assert inspect.iscoroutinefunction(method) or inspect.isasyncgenfunction(method), name
+            sync_params = [p for p in inspect.signature(getattr(sync_class, name)).parameters if p != "self"]
+            assert [p for p in inspect.signature(method).parameters if p != "self"] == sync_params, name
+    assert inspect.signature(AsyncMemorySystem.open).parameters == inspect.signature(MemorySystem.open).parameters
+
+
 def test_bad_input_raises_the_sync_apis_typed_errors(tmp_path: Path) -> None:
+    with pytest.raises(InvalidArgument):
+        AsyncMemorySystem("~/.fermix")  # type: ignore[arg-type]
+
     async def main() -> None:
+        with pytest.raises(InvalidArgument):
+            await run_sync("not a function")  # type: ignore[arg-type]
         with pytest.raises(HomeNotFound):
             await AsyncMemorySystem.open(tmp_path / "missing", create=False)
         with pytest.raises(InvalidArgument):
