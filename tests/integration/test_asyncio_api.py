@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import json
 import os
 import threading
 from collections.abc import Awaitable, Callable, Iterator
@@ -19,6 +20,8 @@ import fermix_memory
 from fermix_memory import (
     AsyncMemorySystem,
     AsyncSession,
+    ChatRequest,
+    ChatResponse,
     CommandResult,
     HomeNotFound,
     InvalidArgument,
@@ -217,6 +220,49 @@ def test_the_loop_keeps_running_while_a_write_waits_for_the_database(tmp_path: P
             await memory.close()
 
         run(main)
+
+
+class HeldModel:
+    """A chat model whose answer waits until the test lets it go (or a long while has passed)."""
+
+    name = "held"
+    model = "held-1"
+
+    def __init__(self) -> None:
+        self.asked, self.answer = threading.Event(), threading.Event()
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        self.asked.set()
+        self.answer.wait(HOLD_AT_MOST_S)
+        return ChatResponse(text=json.dumps({"operations": [
+            {"op": "add", "category": "preference", "key": "boat", "value": "Keeps a kayak at the north pier"}]}))
+
+
+def test_the_loop_keeps_running_while_a_review_waits_for_its_model(tmp_path: Path) -> None:
+    model = HeldModel()
+
+    async def main() -> None:
+        async with AsyncMemorySystem.open(tmp_path / "home", providers=[model]) as memory:
+            s = memory.session(agent_id=AGENT, owner_id=OWNER, conversation=CONV, trust="operator")
+            await s.append("user", "I keep my kayak at the north pier")
+            review = asyncio.ensure_future(memory.review_now(agent_id=AGENT))
+            for _ in range(HOLD_AT_MOST_S * 1000):  # the loop runs while the review gets to its model
+                if model.asked.is_set() or review.done():
+                    break
+                await asyncio.sleep(0.001)
+            assert model.asked.is_set(), "the review never asked its model"
+            assert await ticks_while(review, 50) == 50, "the loop stopped while the model was asked"
+            assert not review.done()
+            assert await s.append("user", "and a red paddle") > 0  # other calls go on meanwhile
+            model.answer.set()
+            [result] = await review
+            assert result.applied == 1
+            assert [h.memory.key for h in (await s.recall(key="boat")).memories] == ["boat"]
+
+    try:
+        run(main)
+    finally:
+        model.answer.set()
 
 
 def test_a_cancelled_write_commits_whole_or_not_at_all(tmp_path: Path) -> None:
