@@ -62,10 +62,6 @@ class Lane:
         self._lock = threading.Lock()
         self._closed = False
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
     async def run(self, call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """``call(*args, **kwargs)`` on a lane thread; its result, or its error unchanged.
         Raises :class:`MemoryClosed` once the lane was drained for closing."""
