@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from fermix_memory.domain.messages import Message
     from fermix_memory.domain.operations import AddOperation, ArchiveOperation, ReplaceOperation
     from fermix_memory.domain.values import ConversationKey
+    from fermix_memory.entrypoints.api.async_memory_system import AsyncMemorySystem
+    from fermix_memory.entrypoints.api.async_session import AsyncSession
     from fermix_memory.entrypoints.api.memory_system import MemorySystem
     from fermix_memory.entrypoints.api.session import Session
     from fermix_memory.entrypoints.api.turns import AnthropicPrompt, OpenAIPrompt, Prompt
@@ -53,6 +55,8 @@ _HOMES = {
     "AddOperation": "fermix_memory.domain.operations",
     "AnthropicPrompt": "fermix_memory.entrypoints.api.turns",
     "ArchiveOperation": "fermix_memory.domain.operations",
+    "AsyncMemorySystem": "fermix_memory.entrypoints.api.async_memory_system",
+    "AsyncSession": "fermix_memory.entrypoints.api.async_session",
     "BackgroundTimeout": "fermix_memory.application.errors",
     "ChatMessage": "fermix_memory.application.ports",
     "ChatModel": "fermix_memory.application.ports",
@@ -105,6 +109,8 @@ __all__ = [
     "AddOperation",
     "AnthropicPrompt",
     "ArchiveOperation",
+    "AsyncMemorySystem",
+    "AsyncSession",
     "BackgroundTimeout",
     "ChatMessage",
     "ChatModel",

@@ -1,0 +1,123 @@
+"""The worker lane: how async code runs a call of the synchronous core without blocking its loop
+(ADR-0026).
+
+Every way in that speaks asyncio (``AsyncMemorySystem``, and any integration whose framework
+awaits) runs the core's calls here, and nowhere else::
+
+    from fermix_memory.entrypoints.api.lane import run_sync
+
+    message_id = await run_sync(session.append, "user", "I live in Paris")
+
+``run_sync(call, *args, **kwargs)`` runs ``call(*args, **kwargs)`` on the lane and returns its
+result or raises its error unchanged (the sync API's types and typed errors). The lane is one small
+pool of threads for the whole process (:data:`WORKERS`), never the loop's default executor: the
+host's own blocking work cannot starve memory calls, and memory calls cannot fill the host's
+executor. Each lane thread keeps its own read connection, so a process holds at most
+:data:`WORKERS` of them whatever the number of tasks; writes from several lane threads share
+commits through the store's group commit.
+
+Cancelling the task that awaits a call never cuts the call in half: a call that has not started
+yet is dropped (it did nothing), one that has started runs to its end on its thread (a write
+commits whole, or not at all when it fails) and only its result is dropped.
+
+A :class:`Lane` is a view of the pool that counts its own calls in flight, so that whoever owns
+it can :meth:`Lane.drain` them before closing what they use (``AsyncMemorySystem.close`` does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+
+from fermix_memory.application.errors import MemoryClosed
+from fermix_memory.domain.errors import InvalidArgument
+
+P = ParamSpec("P")
+T = TypeVar("T")
+S = TypeVar("S", covariant=True)
+
+WORKERS = 4  # threads of the lane: enough to fill a group commit and overlap reads, bounded
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _shared_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="fermix-lane")
+        return _pool
+
+
+class Lane:
+    """Runs sync calls on the lane's threads for async callers, and knows which are in flight."""
+
+    def __init__(self, what: str = "this memory system") -> None:
+        self._what = what
+        self._in_flight: set[Future[Any]] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    async def run(self, call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """``call(*args, **kwargs)`` on a lane thread; its result, or its error unchanged.
+        Raises :class:`MemoryClosed` once the lane was drained for closing."""
+        if not callable(call):
+            raise InvalidArgument(f"the lane runs a function, got {type(call).__name__}")
+        with self._lock:
+            if self._closed:
+                raise MemoryClosed(f"{self._what} is closed")
+            future: Future[T] = _shared_pool().submit(call, *args, **kwargs)
+            self._in_flight.add(future)
+        future.add_done_callback(self._finished)
+        # Cancelling the awaiting task cancels the call only if it has not started (wrap_future).
+        return await asyncio.wrap_future(future)
+
+    def _finished(self, future: Future[T]) -> None:
+        with self._lock:
+            self._in_flight.discard(future)
+
+    async def drain(self) -> None:
+        """Refuse new calls, then wait (without blocking the loop) for those already started or
+        queued: their tasks may have been cancelled, their calls still finish."""
+        with self._lock:
+            self._closed = True
+            pending = list(self._in_flight)
+        if pending:
+            # Shielded: cancelling the closer must not cancel the calls it waits for.
+            await asyncio.shield(asyncio.gather(*(asyncio.wrap_future(f) for f in pending), return_exceptions=True))
+
+
+def detach(call: Callable[[], object]) -> None:
+    """Run ``call`` on the lane with nobody awaiting it (closing what a cancelled open opened)."""
+    _shared_pool().submit(call)
+
+
+_default = Lane("the lane")
+
+
+async def run_sync(call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    """Run a call of the sync API (a :class:`~fermix_memory.Session` or
+    :class:`~fermix_memory.MemorySystem` method) on the lane; see the module's docstring."""
+    return await _default.run(call, *args, **kwargs)
+
+
+class OnLane(Generic[S]):
+    """An async facade over a sync object whose methods run on a lane (see :func:`awaitable`)."""
+
+    _sync: S
+    _lane: Lane
+
+
+def awaitable(method: Callable[Concatenate[S, P], T]) -> Callable[Concatenate[OnLane[S], P], Coroutine[Any, Any, T]]:
+    """The awaitable twin of a sync method: same parameters, same result, same errors, run on the
+    facade's lane. Assigned in a facade's class body: ``recall = awaitable(MemorySystem.recall)``."""
+
+    @functools.wraps(method)
+    async def on_lane(self: OnLane[S], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._lane.run(functools.partial(method, self._sync, *args, **kwargs))
+
+    return on_lane
