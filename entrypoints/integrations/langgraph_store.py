@@ -11,11 +11,10 @@ is refused with a typed error before anything is written.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -37,6 +36,7 @@ from fermix_memory.domain.values import (
     normalise_key,
     preview,
 )
+from fermix_memory.entrypoints.api.lane import run_sync
 from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from fermix_memory.entrypoints.extras import require
 
@@ -261,12 +261,6 @@ def namespace_matches(namespace: tuple[str, ...], condition: MatchCondition) -> 
     return all(p == "*" or n == p for n, p in pairs)
 
 
-async def off_loop(work: Callable[[], T]) -> T:
-    """Run blocking store work without blocking the event loop: the one place the async side
-    leaves the loop."""
-    return await asyncio.to_thread(work)
-
-
 def _item(namespace: tuple[str, ...], key: str, value: dict[str, Any], row: Memory) -> Item:
     return Item(namespace=namespace, key=key, value=value, created_at=row.created_at, updated_at=row.updated_at)
 
@@ -331,7 +325,7 @@ class FermixStore(BaseStore):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
-        return await off_loop(lambda: self.batch(ops))
+        return await run_sync(self.batch, ops)
 
     # --- reads ------------------------------------------------------------------------------
 
