@@ -91,7 +91,7 @@ def compose_prompt(
     for m in window(agent_id, conversation):
         if m.role is Role.SYSTEM:
             if m.content.strip():
-                parts.append(_system_part(m))
+                parts.append(system_part(m))
         elif not (m.content.strip() or m.role is Role.TOOL or tool_calls_of(m.metadata)):
             continue  # no API takes a turn without text
         elif m.role is Role.ASSISTANT and not rest:  # an orphan reply: its question was compacted away
@@ -105,7 +105,8 @@ def compose_prompt(
     return ComposedPrompt(system="\n\n".join(p for p in parts if p), turns=tuple(_turns(rest)))
 
 
-def _system_part(m: Message) -> str:
+def system_part(m: Message) -> str:
+    """A system message of the window as the system prompt shows it (fenced unless an operator's)."""
     if is_checkpoint(m):
         return as_summary_block(m.content)
     return m.content if m.trust is Trust.OPERATOR else conversation_note_block(m.content)
