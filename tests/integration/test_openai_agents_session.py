@@ -322,3 +322,29 @@ def test_parallel_calls_and_the_reply_before_them_are_one_turn_of_the_prompt(mem
     _, turns = s.session.compose_prompt(style="anthropic")
     assert [b["type"] for b in turns[1]["content"]] == ["text", "tool_use", "tool_use"]
     assert [b["type"] for b in turns[2]["content"]] == ["tool_result", "tool_result"]
+
+
+def test_the_sdks_own_rewind_of_a_retried_turn_takes_its_items_back(memory: MemorySystem) -> None:
+    from agents.run_internal.session_persistence import rewind_session_items
+
+    s = agents_session(memory)
+    kept: list[Any] = [{"role": "user", "content": "first"}, {"role": "assistant", "content": "one"}]
+    retried: list[Any] = [{"role": "user", "content": "second"},
+                          {"type": "function_call", "call_id": "call_9", "name": "memory_recall", "arguments": "{}"}]
+    asyncio.run(s.add_items(copy.deepcopy(kept + retried)))
+    asyncio.run(rewind_session_items(s, copy.deepcopy(retried)))
+    assert asyncio.run(s.get_items()) == kept
+    assert len([r for r in memory.events() if isinstance(r.event, ev.MessageRetracted)]) == 2
+
+
+def test_without_the_extra_the_module_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+    import sys
+
+    from fermix_memory.entrypoints.extras import MissingExtra
+
+    for name in ("fermix_memory.openai_agents", "fermix_memory.entrypoints.integrations.openai_agents"):
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "agents", None)  # what an install without the extra has
+    with pytest.raises(MissingExtra, match=r"pip install 'fermix-memory\[openai-agents\]'"):
+        importlib.import_module("fermix_memory.openai_agents")
