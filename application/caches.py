@@ -55,14 +55,6 @@ class _LogFollower:
         return False
 
 
-def _message_from_event(position: int, e: ev.MessageAppended) -> Message:
-    return Message(
-        id=position, agent_id=e.agent_id, owner_id=e.owner_id, conversation=e.conversation,
-        sender=e.sender, role=e.role, kind=e.message_kind, content=e.content, metadata=e.metadata,
-        trust=e.trust, created_at=e.created_at,
-    )
-
-
 class ConversationStore:
     """Recent window messages per ``(agent_id, conversation)``; write-through via commits.
 
@@ -114,8 +106,8 @@ class ConversationStore:
                 if isinstance(e, ev.MessageAppended):
                     window = self._windows.get((e.agent_id, e.conversation))
                     if window is not None:
-                        self._insert(window, _message_from_event(item.position, e))
-                elif isinstance(e, ev.ConversationWindowCleared | ev.HistoryCompacted):
+                        self._insert(window, e.message(item.position))
+                elif isinstance(e, ev.ConversationWindowCleared | ev.HistoryCompacted | ev.MessageRetracted):
                     self._windows.pop((e.agent_id, e.conversation), None)
 
 

@@ -10,7 +10,8 @@ nothing the model said is lost and providers that want a user message first get 
 
 Every prompt is a request the model's API accepts (ADR-0022): a message with no text is left
 out; a tool result is sent as one only right after the assistant turn that made its call
-(otherwise, and for a call without its result, the call or the result is shown as text); when
+(otherwise, and for a call without its result, the call or the result is shown as text; calls
+recorded one assistant message each, with no text, are one turn); when
 the window's user turns come from more than one sender, each says who wrote it (OpenAI's
 ``name``, else a ``[sender]`` prefix); Anthropic's shape merges consecutive turns of one role.
 """
@@ -91,7 +92,7 @@ def compose_prompt(
     for m in window(agent_id, conversation):
         if m.role is Role.SYSTEM:
             if m.content.strip():
-                parts.append(_system_part(m))
+                parts.append(system_part(m))
         elif not (m.content.strip() or m.role is Role.TOOL or tool_calls_of(m.metadata)):
             continue  # no API takes a turn without text
         elif m.role is Role.ASSISTANT and not rest:  # an orphan reply: its question was compacted away
@@ -105,7 +106,8 @@ def compose_prompt(
     return ComposedPrompt(system="\n\n".join(p for p in parts if p), turns=tuple(_turns(rest)))
 
 
-def _system_part(m: Message) -> str:
+def system_part(m: Message) -> str:
+    """A system message of the window as the system prompt shows it (fenced unless an operator's)."""
     if is_checkpoint(m):
         return as_summary_block(m.content)
     return m.content if m.trust is Trust.OPERATOR else conversation_note_block(m.content)
@@ -146,11 +148,15 @@ def _turns(messages: Sequence[Message]) -> list[PromptTurn]:
         if m.role is Role.TOOL:
             turns.append(_loose_result(m))
             continue
+        calls = tool_calls_of(m.metadata)
+        # A reply and its calls recorded one message each (an agent framework's items): one turn.
+        while i < len(messages) and _only_calls(messages[i]):
+            calls += tool_calls_of(messages[i].metadata)
+            i += 1
         end = i
         while end < len(messages) and messages[end].role is Role.TOOL:
             end += 1
         results, i = messages[i:end], end
-        calls = tool_calls_of(m.metadata)
         usable = {c.id: c for c in calls if c.id not in sent and API_NAME.fullmatch(c.name)}
         answers: dict[str, Message] = {}
         loose: list[Message] = []
@@ -169,6 +175,11 @@ def _turns(messages: Sequence[Message]) -> list[PromptTurn]:
                   for c in answered]
         turns += [_loose_result(r) for r in loose]
     return turns
+
+
+def _only_calls(m: Message) -> bool:
+    """An assistant message that holds tool calls and no text."""
+    return m.role is Role.ASSISTANT and not m.content.strip() and bool(tool_calls_of(m.metadata))
 
 
 def _prefixed(turn: PromptTurn) -> str:

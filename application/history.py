@@ -1,4 +1,4 @@
-"""Use cases on conversation history: append, clear the window, import / export JSON Lines."""
+"""Use cases on conversation history: append, retract, clear the window, import / export JSON Lines."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from fermix_memory.application.message_input import build_message_event
 from fermix_memory.application.ports import Clock, EventStore, WriteTransaction
 from fermix_memory.application.streams import conversation_stream
 from fermix_memory.domain.conversation_events import ConversationWindowCleared, MessageAppended
+from fermix_memory.domain.conversation_window import RetractNewest, decide_retraction
 from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.event_base import Provenance
 from fermix_memory.domain.messages import Message
@@ -73,6 +74,25 @@ class HistoryService:
                 at=at, agent_id=agent_id, conversation=conversation, up_to_message_id=last,
                 provenance=provenance)])
             return last
+
+        return self._store.write(work)
+
+    def retract_newest(self, agent_id: str, conversation: ConversationKey, provenance: Provenance) -> Message | None:
+        """Take back the newest message of the window (ADR-0027): recorded as ``message.retracted``,
+        nothing is deleted from the log. Returns the message taken back (``None``: the window
+        holds none)."""
+        cmd = RetractNewest(at=self._clock.now(), agent_id=agent_id, conversation=conversation, provenance=provenance)
+
+        def work(tx: WriteTransaction) -> Message | None:
+            stream = conversation_stream(agent_id, conversation)
+            seen = tx.read_stream(stream)
+            decided = decide_retraction(((r.position, r.event) for r in seen.events), cmd)
+            if not decided:
+                return None
+            tx.append(stream, decided, expected_version=seen.version)
+            retracted = decided[0].message_id
+            return next(r.event.message(r.position) for r in seen.events
+                        if r.position == retracted and isinstance(r.event, MessageAppended))
 
         return self._store.write(work)
 

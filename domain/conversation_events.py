@@ -1,4 +1,4 @@
-"""Events of conversation history: messages appended, the window cleared or compacted."""
+"""Events of conversation history: messages appended or retracted, the window cleared or compacted."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 import attrs
 
 from fermix_memory.domain.event_base import NO_OWNER_CONTENT, DomainEvent, Erasure, Provenance
+from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import ConversationKey, Role, Trust
 
 
@@ -31,9 +32,35 @@ class MessageAppended(DomainEvent):
     # compaction checkpoint summarises several people): their erasure must reach it too.
     quoted_owners: tuple[str, ...] = ()
 
+    def message(self, position: int) -> Message:
+        """The ``messages`` row this event makes at log ``position``."""
+        return Message(id=position, agent_id=self.agent_id, owner_id=self.owner_id, conversation=self.conversation,
+                       sender=self.sender, role=self.role, kind=self.message_kind, content=self.content,
+                       metadata=self.metadata, trust=self.trust, created_at=self.created_at)
+
     def erasure(self) -> Erasure:
         owners = tuple((self.agent_id, o) for o in (self.owner_id, *self.quoted_owners))
         return Erasure(owners=owners, conversation=(self.agent_id, self.conversation), takes_part=True)
+
+
+@attrs.frozen(kw_only=True)
+class MessageRetracted(DomainEvent):
+    """A host took back the newest message of a conversation's window (the OpenAI Agents SDK's
+    ``pop_item``). The window, history recall and search no longer see it; the message stays in
+    the log (ADR-0027). ``owner_id`` is the retracted message's owner."""
+
+    kind: ClassVar[str] = "message.retracted"
+    refers_to_others: ClassVar[bool] = False
+    agent_id: str
+    owner_id: str
+    conversation: ConversationKey
+    message_id: int
+    provenance: Provenance
+
+    def erasure(self) -> Erasure:
+        # Ids only, but it belongs with the message: forgetting its owner redacts both, so a
+        # replay neither shows the message nor retracts one it never saw.
+        return Erasure(owners=((self.agent_id, self.owner_id),))
 
 
 @attrs.frozen(kw_only=True)

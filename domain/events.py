@@ -31,6 +31,7 @@ from fermix_memory.domain.conversation_events import (
     ConversationWindowCleared,
     HistoryCompacted,
     MessageAppended,
+    MessageRetracted,
 )
 from fermix_memory.domain.event_base import NO_OWNER_CONTENT, DomainEvent, Erasure, OwnerRef, Provenance
 from fermix_memory.domain.memory_events import (
@@ -47,13 +48,14 @@ __all__ = [
     "ALL_EVENTS", "EVENTS_BY_KIND", "NO_OWNER_CONTENT", "REFERRING_KINDS", "CompactionFailed",
     "ConversationWindowCleared", "DomainEvent", "Erasure", "HistoryCompacted", "JobRunRecorded", "MemoryAdded",
     "MemoryArchived", "MemoryReplaced", "MemoryRestored", "MemorySourceRegistered", "MessageAppended",
-    "ModelCallTraced", "OperationRefused", "OwnerForgotten", "OwnerRef", "Provenance", "RedactedRevision",
-    "ResourceRevised", "ResourceRolledBack", "ReviewClaimed", "ReviewCompleted", "ReviewFailed", "ReviewSkipped",
-    "ScheduledJobSaved",
+    "MessageRetracted", "ModelCallTraced", "OperationRefused", "OwnerForgotten", "OwnerRef", "Provenance",
+    "RedactedRevision", "ResourceRevised", "ResourceRolledBack", "ReviewClaimed", "ReviewCompleted", "ReviewFailed",
+    "ReviewSkipped", "ScheduledJobSaved",
 ]  # fmt: skip
 
 ALL_EVENTS: tuple[type[DomainEvent], ...] = (
     MessageAppended,
+    MessageRetracted,
     ConversationWindowCleared,
     HistoryCompacted,
     CompactionFailed,

@@ -73,6 +73,13 @@ def _message_appended(cur: apsw.Cursor, position: int, e: ev.MessageAppended) ->
     )
 
 
+def _message_retracted(cur: apsw.Cursor, position: int, e: ev.MessageRetracted) -> None:
+    """The row leaves the table (so the window, history recall and search, and the full-text
+    index with it); its event stays in the log. A replay that skipped the message (its owner was
+    forgotten) finds no row, as live."""
+    cur.execute("DELETE FROM messages WHERE id = ? AND agent_id = ?", (e.message_id, e.agent_id))
+
+
 def _memory_added(cur: apsw.Cursor, position: int, e: ev.MemoryAdded) -> None:
     p = e.provenance
     cur.execute(
@@ -281,6 +288,7 @@ def _no_projection(cur: apsw.Cursor, position: int, e: Any) -> None:
 
 PROJECTIONS: dict[type[ev.DomainEvent], Projection] = {
     ev.MessageAppended: _message_appended,
+    ev.MessageRetracted: _message_retracted,
     ev.ConversationWindowCleared: _window,
     ev.HistoryCompacted: _window,
     ev.CompactionFailed: _window,

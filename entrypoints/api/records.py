@@ -29,7 +29,7 @@ from fermix_memory.domain.event_base import Provenance
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.operations import Operation
-from fermix_memory.domain.values import ConversationKey, Trust, check_identifier, check_int
+from fermix_memory.domain.values import ConversationKey, Trust, check_identifier, check_int, parse_enum
 from fermix_memory.entrypoints.api.base import ApiBase, optional_id
 
 Progress = Callable[[int, int], None]
@@ -100,6 +100,20 @@ class RecordsApi(ApiBase):
         self._app.history.clear_window(agent_id, key, Provenance(
             agent_id=agent_id, owner_id=check_identifier(owner_id or by, "by"), trust=Trust.OPERATOR,
             source_type="api", source_id=check_identifier(by, "by")))
+
+    def retract_newest_message(self, *, agent_id: str, owner_id: str, conversation: Any,
+                               trust: TrustName = "guest") -> Message | None:
+        """Take back the newest message of the conversation's window (an agent framework undoing
+        its last item): recorded as a ``message.retracted`` event, so the window, history recall
+        and search no longer show it while the log keeps it (ADR-0027). Returns the message taken
+        back, ``None`` when the window holds none; the compaction checkpoint is never taken back,
+        and a guest cannot take back an operator's message (``RetractionRefused``)."""
+        self._check_open()
+        check_identifier(agent_id, "agent_id")
+        check_identifier(owner_id, "owner_id")
+        who = parse_enum(Trust, trust, "trust")
+        return self._app.history.retract_newest(agent_id, conversation_key(conversation), Provenance(
+            agent_id=agent_id, owner_id=owner_id, trust=who, source_type="api", reason="retract"))
 
     def import_history(self, lines: Iterable[str], *, checking: Progress | None = None,
                        importing: Progress | None = None) -> list[int]:

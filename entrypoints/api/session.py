@@ -69,6 +69,12 @@ class Session:
                                            trust=self.trust, metadata=metadata, created_at=created_at,
                                            tool_calls=tool_calls, tool_call_id=tool_call_id)
 
+    def retract_newest(self) -> Message | None:
+        """Take back the newest message of the window with the session's trust (see
+        :meth:`MemorySystem.retract_newest_message`); ``None`` when the window holds none."""
+        return self._memory.retract_newest_message(agent_id=self.agent_id, owner_id=self.owner_id,
+                                                   conversation=self.conversation, trust=self.trust)
+
     def history(self, limit: int | None = None) -> list[Message]:
         """The conversation's current window, oldest first."""
         return self._memory.history(self.agent_id, self.conversation, limit)

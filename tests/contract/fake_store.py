@@ -81,6 +81,8 @@ def _project(state: FakeState, position: int, e: ev.DomainEvent) -> None:
         state.rows[row.id] = row
     if isinstance(e, ev.MessageAppended):
         state.messages[position] = e
+    elif isinstance(e, ev.MessageRetracted):
+        state.messages.pop(e.message_id, None)
     elif isinstance(e, review_gate.REVIEW_EVENTS):
         key = (e.agent_id, e.owner_id, e.conversation)
         state.reviews[key] = review_gate.evolve(state.reviews.get(key, ReviewState()), e)

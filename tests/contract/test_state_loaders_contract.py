@@ -154,6 +154,17 @@ def test_last_message_ids_per_conversation_and_per_user(ports: Ports) -> None:
     assert reply > first
 
 
+def test_a_retracted_message_is_no_longer_the_last_one(ports: Ports) -> None:
+    first, reply = ports.append("conversation/a", message("hi"), message("hello", role=Role.ASSISTANT))
+    who = ev.Provenance(agent_id="ada", owner_id="alice")
+    ports.append("conversation/a", ev.MessageRetracted(at=AT, agent_id="ada", owner_id="alice", conversation=CHAT,
+                                                       message_id=reply, provenance=who))
+    assert ports.load("last_message_id", "ada", CHAT) == first
+    ports.append("conversation/a", ev.MessageRetracted(at=AT, agent_id="ada", owner_id="alice", conversation=CHAT,
+                                                       message_id=first, provenance=who))
+    assert ports.load("last_user_message_id", "ada", "alice", CHAT) == 0
+
+
 def test_loaders_forget_an_owner_after_owner_forgotten(ports: Ports) -> None:
     [msg] = ports.append("conversation/a", message("secret"))
     [row] = ports.append("memory/ada/alice", added())

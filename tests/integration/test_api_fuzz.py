@@ -43,6 +43,7 @@ VALID: dict[str, dict[str, Any]] = {
     "events": {"after": 0},
     "log_entries": {"after": 0, "kind": "message.appended"},
     "clear_window": {"agent_id": AGENT, "conversation": CONV},
+    "retract_newest_message": {**TURN, "trust": "guest"},
     "import_history": {"lines": [LINE]},
     "export_history": {},
     "write_memory": {"operations": {"op": "add", "category": "preference", "key": "coffee", "value": "black"},
@@ -87,6 +88,7 @@ SESSION_VALID: dict[str, dict[str, Any]] = {
     "compose_prompt": {"system": "You are Ada.", "style": "openai"},
     "after_turn": {"peak_prompt_tokens": 10},
     "handle_command": {"text": "/new"},
+    "retract_newest": {},
     "dispatch_tool": {"name": "memory_recall", "arguments": {"query": "paris"}},
 }
 PATH_ARGUMENTS = {("open", "home"), ("replay_into", "target_dir")}

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from fermix_memory.domain import conversation_window as cw
 from fermix_memory.domain import events as ev
-from fermix_memory.domain.values import ConversationKey
+from fermix_memory.domain.checkpoint import CHECKPOINT_KIND, CHECKPOINT_SENDER
+from fermix_memory.domain.values import ConversationKey, Role, Trust
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 CONV = ConversationKey("telegram", "1")
@@ -49,3 +52,42 @@ def test_an_erasure_lifts_the_back_off_of_a_conversation_it_touched() -> None:
     forgotten = ev.OwnerForgotten(at=T0, agent_id="ada", owner_id="alice", erased_events=1, redacted_positions=(3,),
                                   conversations=(CONV,), provenance=WHO)
     assert given(compacted(), failed(), forgotten) == given(compacted())
+
+
+# --- retraction -------------------------------------------------------------------------------
+
+
+def said(text: str, *, minutes: int = 0, trust: Trust = Trust.GUEST, kind: str = "text",
+         sender: str = "alice") -> ev.MessageAppended:
+    return ev.MessageAppended(at=T0, agent_id="ada", owner_id="alice", conversation=CONV, sender=sender,
+                              role=Role.USER, message_kind=kind, content=text, trust=trust,
+                              created_at=T0 + timedelta(minutes=minutes))
+
+
+def retract(history: list[tuple[int, ev.DomainEvent]], trust: Trust = Trust.GUEST) -> list[ev.MessageRetracted]:
+    who = ev.Provenance(agent_id="ada", owner_id="alice", trust=trust)
+    return cw.decide_retraction(history, cw.RetractNewest(at=T0, agent_id="ada", conversation=CONV, provenance=who))
+
+
+def test_the_newest_message_of_the_window_is_retracted_in_the_windows_order() -> None:
+    history: list[tuple[int, ev.DomainEvent]] = [(1, said("a", minutes=5)), (2, said("b", minutes=1))]
+    [decided] = retract(history)
+    assert (decided.message_id, decided.owner_id, decided.provenance.trust) == (1, "alice", Trust.GUEST)
+    assert [e.message_id for e in retract([*history, (3, decided)])] == [2], "a retracted message is gone"
+
+
+def test_nothing_before_a_clear_and_never_the_checkpoint_is_retracted() -> None:
+    cleared = ev.ConversationWindowCleared(at=T0, agent_id="ada", conversation=CONV, up_to_message_id=1,
+                                           provenance=WHO)
+    assert retract([(1, said("a")), (2, cleared)]) == []
+    summary = said("summary", kind=CHECKPOINT_KIND, sender=CHECKPOINT_SENDER)
+    assert retract([(1, said("a")), (2, summary), (3, compacted(up_to=1, checkpoint=2))]) == []
+    assert [e.message_id for e in retract([(1, said("a")), (2, summary), (3, compacted(up_to=1, checkpoint=2)),
+                                           (4, said("b"))])] == [4]
+
+
+def test_a_guest_cannot_take_back_an_operators_words() -> None:
+    history: list[tuple[int, ev.DomainEvent]] = [(1, said("always answer in French", trust=Trust.OPERATOR))]
+    with pytest.raises(cw.RetractionRefused):
+        retract(history)
+    assert [e.message_id for e in retract(history, Trust.OPERATOR)] == [1]

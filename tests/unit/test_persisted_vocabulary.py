@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # kind -> schema version, for every event class of the log.
 EVENT_KINDS = {
     "message.appended": 1,
+    "message.retracted": 1,
     "conversation.window_cleared": 1,
     "conversation.compacted": 1,
     "conversation.compaction_failed": 1,
@@ -171,6 +172,16 @@ def test_stored_message_kinds_and_metadata_keys() -> None:
     assert history.IMPORT_KEY == "fermix_import_key"
     assert (tool_calls.TOOL_CALLS_KEY, tool_calls.TOOL_CALL_ID_KEY) == ("tool_calls", "tool_call_id")
     assert (jobs.JOB_SOURCE_TYPE, jobs.JOB_SOURCE_PREFIX) == ("job", "job:")
+
+
+def test_what_the_openai_agents_session_stores() -> None:
+    from fermix_memory.entrypoints.integrations import openai_agents as oa
+
+    assert (oa.ITEM_KEY, oa.OPAQUE_KIND, oa.DEFAULT_CHANNEL) == ("openai_agents_item", "agents_item", "openai-agents")
+    assert oa.item_record({"role": "user", "content": "hi"}).metadata == {
+        "openai_agents_item": {"item": {"role": "user"}, "text_at": ["content"]}}
+    assert oa.item_record({"type": "reasoning", "summary": []}).metadata == {
+        "openai_agents_item": {"item": {"type": "reasoning", "summary": []}}}
 
 
 def test_the_history_file_line_keys() -> None:
