@@ -19,7 +19,6 @@ assistant reply closing a batch runs the turn's ``after_turn`` (review in the ba
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -39,6 +38,7 @@ from fermix_memory.domain.fence import CLOSE_TAG, OPEN_TAG
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.tool_calls import tool_call_id_of, tool_calls_of
 from fermix_memory.domain.values import ConversationKey, Role, check_identifier, check_int
+from fermix_memory.entrypoints.api.lane import run_sync
 from fermix_memory.entrypoints.extras import require
 
 _agents = require("openai-agents", "agents")
@@ -61,12 +61,6 @@ ITEM_KEY = "openai_agents_item"
 OPAQUE_KIND = "agents_item"
 DEFAULT_CHANNEL = "openai-agents"
 _ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT, "system": Role.SYSTEM, "developer": Role.SYSTEM}
-
-
-async def off_loop(call: Callable[..., T], *args: Any) -> T:
-    """Run one blocking call of the memory off the event loop. The one place that decides how:
-    every awaitable method of this module goes through it."""
-    return await asyncio.to_thread(call, *args)
 
 
 # --- items <-> messages ---------------------------------------------------------------------------
@@ -229,7 +223,7 @@ class FermixAgentsSession:
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The window's items, oldest first (the newest ``limit`` of them; ``session_settings.limit``
         when ``None`` is given; ``0``: none). A compaction checkpoint leads as a system item."""
-        return cast("list[TResponseInputItem]", await off_loop(self._items, limit))
+        return cast("list[TResponseInputItem]", await run_sync(self._items, limit))
 
     def _add(self, items: Sequence[object]) -> None:
         if not isinstance(items, list | tuple):
@@ -249,7 +243,7 @@ class FermixAgentsSession:
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Record ``items`` in order as messages of the conversation; all of them are checked
         first (a bad one is an ``InvalidMessage`` and none is recorded)."""
-        await off_loop(self._add, items)
+        await run_sync(self._add, items)
 
     def _pop(self) -> dict[str, Any] | None:
         message = self._session.retract_newest()
@@ -261,7 +255,7 @@ class FermixAgentsSession:
     async def pop_item(self) -> TResponseInputItem | None:
         """Take back the newest item: recorded as a ``message.retracted`` event (the log keeps
         it; the window, recall and search no longer show it). ``None`` when the window holds none."""
-        return cast("TResponseInputItem | None", await off_loop(self._pop))
+        return cast("TResponseInputItem | None", await run_sync(self._pop))
 
     def _clear(self) -> None:
         result = self._session.handle_command("/clear")
@@ -271,7 +265,7 @@ class FermixAgentsSession:
     async def clear_session(self) -> None:
         """``/clear``: the window starts afresh; the log, history search and long-term memory keep
         everything. Operator-only, like the chat command: a guest session gets ``PermissionDenied``."""
-        await off_loop(self._clear)
+        await run_sync(self._clear)
 
     def after_turn(self, peak_prompt_tokens: int | None = None) -> Future[ReviewResult]:
         """The fermix turn hook (review, and compaction when ``peak_prompt_tokens`` crossed the
@@ -303,7 +297,7 @@ def memory_instructions(session: FermixAgentsSession | Session,
     fermix = session.session if isinstance(session, FermixAgentsSession) else session
 
     async def instructions(context: RunContextWrapper[Any], agent: Any) -> str:
-        block = await off_loop(_memory_block, fermix)
+        block = await run_sync(_memory_block, fermix)
         return "\n\n".join(part for part in (system.strip(), block) if part)
 
     return instructions
@@ -322,7 +316,7 @@ def _tool(session: Session, definition: Mapping[str, Any]) -> FunctionTool:
         return json.dumps(result, ensure_ascii=False)
 
     async def invoke(context: RunContextWrapper[Any], arguments: str) -> str:
-        return await off_loop(run, arguments)
+        return await run_sync(run, arguments)
 
     tool: FunctionTool = _agents.FunctionTool(
         name=name, description=str(definition["description"]), params_json_schema=dict(definition["parameters"]),
@@ -339,4 +333,4 @@ def memory_tools(session: FermixAgentsSession | Session) -> list[Tool]:
     return [_tool(fermix, d) for d in tool_definitions()]
 
 
-__all__ = ["ITEM_KEY", "FermixAgentsSession", "memory_instructions", "memory_tools", "off_loop"]
+__all__ = ["ITEM_KEY", "FermixAgentsSession", "memory_instructions", "memory_tools"]
