@@ -294,3 +294,14 @@ def test_the_readme_desktop_config_starts_a_working_server(tmp_path: Path) -> No
     with MemorySystem.open(tmp_path / "home") as memory:
         (row,) = memory.memories()
         assert (row.agent_id, row.owner_id, row.value) == (entry["args"][2], entry["args"][4], "uses helix")
+
+
+def test_fermix_mcp_without_the_extra_names_it(tmp_path: Path) -> None:
+    script = ("import sys; sys.modules['mcp'] = None\n"  # as if the [mcp] extra were not installed
+              "from fermix_memory.entrypoints import cli\n"
+              "sys.exit(cli.main(sys.argv[1:]))\n")
+    done = subprocess.run([sys.executable, "-c", script, "--home", str(tmp_path / "home"), "mcp"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("fermix: error: ") and "pip install 'fermix-memory[mcp]'" in line
