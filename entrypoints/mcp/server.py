@@ -31,7 +31,7 @@ from mcp.server.auth.settings import AuthSettings  # noqa: E402
 from mcp.server.mcpserver.context import Context  # noqa: E402
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError  # noqa: E402
 from mcp.server.mcpserver.tools import Tool  # noqa: E402
-from mcp_types import CallToolResult, TextContent  # noqa: E402
+from mcp_types import CallToolResult, TextContent, ToolAnnotations  # noqa: E402
 
 from fermix_memory.application.errors import NotFound  # noqa: E402
 from fermix_memory.application.tool_definitions import tool_definitions  # noqa: E402
@@ -45,6 +45,9 @@ URI_ROOT: Final = "fermix://prompt-files"
 PROMPT_FILES: Final = {"user_md": "USER.md", "memory_md": "MEMORY.md"}
 MEMORY_BLOCK_PROMPT: Final = "memory_block"
 MAX_REVISIONS_LISTED: Final = 100
+# What a client may tell its user before a call (MCP tool annotations): the memory is a closed
+# world; storing a key again leaves the log as it was, or replaces a value the log still keeps.
+READ_ONLY_TOOLS: Final = frozenset({"memory_recall", "memory_sources_list"})
 T = TypeVar("T")
 
 
@@ -131,7 +134,10 @@ def _tool(definition: Mapping[str, Any], speakers: Speakers) -> Tool:
         except FermixError as exc:  # storage trouble: the server's, reported as the tool's failure
             return _result({"ok": False, "error": str(exc)[:300], "code": "server_error"})
 
-    tool = DefinedTool.from_function(call, name=name, description=definition["description"],
+    read_only = name in READ_ONLY_TOOLS
+    hints = ToolAnnotations(read_only_hint=read_only, destructive_hint=False, idempotent_hint=True,
+                            open_world_hint=False)
+    tool = DefinedTool.from_function(call, name=name, description=definition["description"], annotations=hints,
                                      structured_output=False)
     return tool.model_copy(update={"parameters": definition["parameters"]})
 

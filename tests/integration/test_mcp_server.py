@@ -57,6 +57,8 @@ def test_the_tools_are_the_memory_tools_with_their_own_definitions(memory: Memor
             tools = (await client.list_tools()).tools
         assert [(t.name, t.description, t.input_schema) for t in tools] == [
             (d["name"], d["description"], d["parameters"]) for d in tool_definitions()]
+        hints = {t.name: t.annotations.read_only_hint for t in tools if t.annotations}
+        assert hints == {"memory_store": False, "memory_recall": True, "memory_sources_list": True}
 
     run(test)
 
@@ -107,6 +109,21 @@ def test_a_bad_argument_is_a_tool_error_with_our_message(memory: MemorySystem, n
         assert json.loads(text) == expected and "Error executing tool" not in text
 
     run(test)
+
+
+def test_a_memory_that_cannot_write_is_a_tool_error_too(tmp_path: Path) -> None:
+    MemorySystem.open(tmp_path / "home").close()
+    with MemorySystem.open(tmp_path / "home", readonly=True) as memory:
+        async def test() -> None:
+            async with connect(memory) as client:
+                stored = await client.call_tool("memory_store", {"key": "flight", "value": "LH 454"})
+                recalled = await client.call_tool("memory_recall", {"query": "flight"})
+            assert stored.is_error and stored.structured_content is not None
+            assert stored.structured_content["code"] == "server_error"
+            assert "read-only" in stored.structured_content["error"]
+            assert recalled.structured_content == {"ok": True, "memories": [], "messages": []}
+
+        run(test)
 
 
 def test_who_speaks_is_the_binding_and_owners_never_see_each_other(memory: MemorySystem) -> None:
