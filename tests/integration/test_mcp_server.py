@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import socket
 import subprocess
@@ -111,6 +112,31 @@ def test_a_bad_argument_is_a_tool_error_with_our_message(memory: MemorySystem, n
     run(test)
 
 
+def random_arguments(rng: random.Random) -> dict[str, Any]:
+    names = ["key", "value", "query", "scope", "source", "limit", "owner_id", "agent_id", "trust", ""]
+    values: list[Any] = [None, True, 0, -1, 10.0, 1e308, "", " ", "tea", "x" * 3000, "\u0000", "\ud800", [], {},
+                         {"key": "k"}, "current", "all", "owner", "memories", "history", 50, 51]
+    return {rng.choice(names): rng.choice(values) for _ in range(rng.randint(0, 4))}
+
+
+def test_any_arguments_get_a_result_or_a_tool_error_never_a_protocol_error(memory: MemorySystem) -> None:
+    rng = random.Random(19)
+    calls = [(rng.choice([d["name"] for d in tool_definitions()]), random_arguments(rng)) for _ in range(150)]
+
+    async def test() -> None:
+        async with connect(memory) as client:
+            for name, arguments in calls:
+                result = await client.call_tool(name, arguments)
+                answer = result.structured_content
+                assert answer is not None and json.loads(result.content[0].text) == answer  # type: ignore[union-attr]
+                assert result.is_error is (answer["ok"] is not True), (name, arguments, answer)
+                if result.is_error:
+                    assert set(answer) == {"ok", "error", "code"} and answer["error"], (name, arguments, answer)
+
+    run(test)
+    assert memory.verify().ok
+
+
 def test_a_memory_that_cannot_write_is_a_tool_error_too(tmp_path: Path) -> None:
     MemorySystem.open(tmp_path / "home").close()
     with MemorySystem.open(tmp_path / "home", readonly=True) as memory:
@@ -204,6 +230,10 @@ def test_http_refuses_to_start_without_tokens_and_identity_flags_are_for_stdio(t
     assert result.returncode == 1 and "port" in result.stderr
     result = run_cli("mcp", home=home)  # stdio captured by the test: no file to speak MCP on
     assert result.returncode == 1 and "standard input and output" in result.stderr
+    (home / "config.toml").write_text('[[fermix_core.mcp_tokens]]\nname = "ci"\ntoken_env = "NO_SUCH_MCP_TOKEN_VAR"\n'
+                                      'agent_id = "ada"\nowner_id = "alice"\n', encoding="utf-8")
+    result = run_cli("mcp", "--http", "8123", home=home)
+    assert result.returncode == 1 and "NO_SUCH_MCP_TOKEN_VAR is not set" in result.stderr
 
 
 def free_port() -> int:
@@ -232,7 +262,8 @@ owner_id = "bob"
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     server = subprocess.Popen([sys.executable, "-m", "fermix_memory", "--home", str(home), "mcp", "--http",
-                               f"127.0.0.1:{port}"], env={**os.environ, "BOB_MCP_TOKEN": "bob-secret"},
+                               str(port)],  # a port alone binds 127.0.0.1
+                              env={**os.environ, "BOB_MCP_TOKEN": "bob-secret"},
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
