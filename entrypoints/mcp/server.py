@@ -53,7 +53,7 @@ T = TypeVar("T")
 
 def token_sha256(token: str) -> str:
     """What config.toml stores of a token: its SHA-256 in lowercase hex."""
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class Speakers(Protocol):
@@ -86,7 +86,7 @@ class BearerTokens:
         self._sessions = {name: session for name, (_, session) in sessions.items()}
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+        digest = bytes.fromhex(token_sha256(token))
         found = None
         for expected, name in self._digests:  # every entry compared, in constant time
             if hmac.compare_digest(digest, expected):
