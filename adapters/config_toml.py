@@ -18,6 +18,7 @@ from fermix_memory.adapters.durable_file import replace_durably
 from fermix_memory.application.errors import ConfigError
 from fermix_memory.application.settings import (
     SECTIONS,
+    McpTokenSettings,
     ProviderSettings,
     Settings,
     knobs_of,
@@ -102,12 +103,23 @@ def render_default_config() -> str:
             parts += [f"# {line}" for line in textwrap.wrap(knob.doc, _WIDTH - 2)]
             parts.append(f"{knob.name} = {_toml(knob.default)}")
         parts.append("")
+    parts.append(_MCP_TOKENS_INTRO)
+    parts += _example("mcp_tokens", McpTokenSettings)
+    parts.append("")
     parts.append(_PROVIDERS_INTRO)
-    parts.append("# [[fermix_core.providers]]")
-    for knob in knobs_of(ProviderSettings):
-        value = knob.default if knob.example is None else knob.example
-        parts.append(f"# {knob.name} = {_toml(value)}  # {knob.doc}")
+    parts += _example("providers", ProviderSettings)
     return "\n".join(parts) + "\n"
+
+
+def _example(array: str, cls: type[Any]) -> list[str]:
+    """A commented ``[[fermix_core.<array>]]`` entry: each knob at its example, else its default
+    (a knob with neither is only described)."""
+    lines = [f"# [[fermix_core.{array}]]"]
+    for knob in knobs_of(cls):
+        value = knob.default if knob.example is None else knob.example
+        lines.append(f"# {knob.name} = {_toml(value)}  # {knob.doc}" if value is not None
+                     else f"# # {knob.name}: {knob.doc}")
+    return lines
 
 
 def _toml(value: Any) -> str:
@@ -120,6 +132,10 @@ _HEADER = """\
 # Every knob is shown at its default; delete a line to keep the default. Only the [fermix_core]
 # table is read: other top-level tables are left to the application sharing this file.
 """
+_MCP_TOKENS_INTRO = """\
+# Bearer tokens of `fermix mcp --http`, each mapped to who speaks with it (ADR-0025). None is
+# configured by default, and the HTTP server does not start without one. Store the token's SHA-256
+# (`printf %s "$TOKEN" | sha256sum`), or name a variable holding it. An example entry:"""
 _PROVIDERS_INTRO = """\
 # Model providers, tried in the listed order: the first is the primary, the rest are fallbacks.
 # None is configured by default. An example entry (remove the leading "# " to use it):"""

@@ -40,15 +40,17 @@ from fermix_memory.application.settings_checks import (
     is_int,
     knobs_of,
 )
+from fermix_memory.application.settings_mcp import McpSettings, McpTokenSettings
 from fermix_memory.domain.values import INT64_MAX, INT64_MIN
 
 __all__ = [
-    "SECTIONS", "CompactionSettings", "Knob", "MemorySettings", "ProviderSettings", "RealtimeSettings", "Settings",
-    "TimeoutSettings", "knobs_of", "settings_from_argument", "settings_from_mapping",
+    "SECTIONS", "CompactionSettings", "Knob", "McpSettings", "McpTokenSettings", "MemorySettings", "ProviderSettings",
+    "RealtimeSettings", "Settings", "TimeoutSettings", "knobs_of", "settings_from_argument", "settings_from_mapping",
 ]
 
 _ROOT = "fermix_core"
 _PROVIDERS = "providers"
+_MCP_TOKENS = "mcp_tokens"
 _CENTURY_S = 100 * 365 * 24 * 3600
 _MILLENNIUM_S = 10 * _CENTURY_S
 _PROVIDER_KINDS = ("openai", "anthropic", "rules")
@@ -181,6 +183,8 @@ class Settings:
     providers: tuple[ProviderSettings, ...] = ()
     timeouts: TimeoutSettings = attrs.field(factory=TimeoutSettings)
     realtime: RealtimeSettings = attrs.field(factory=RealtimeSettings)
+    mcp: McpSettings = attrs.field(factory=McpSettings)
+    mcp_tokens: tuple[McpTokenSettings, ...] = ()
 
 
 # The ``[fermix_core.<name>]`` tables, in file order (``providers`` is the array of tables).
@@ -189,6 +193,7 @@ SECTIONS: Mapping[str, type[Any]] = {
     "compaction": CompactionSettings,
     "timeouts": TimeoutSettings,
     "realtime": RealtimeSettings,
+    "mcp": McpSettings,
 }
 
 
@@ -207,11 +212,13 @@ def settings_from_mapping(data: Mapping[str, Any], source: str) -> Settings:
         key = f"{_ROOT}.{name}"
         if name == _PROVIDERS:
             sections[name] = _providers(value, key, source)
+        elif name == _MCP_TOKENS:
+            sections[name] = _mcp_tokens(value, key, source)
         elif name in SECTIONS:
             cls = SECTIONS[name]
             sections[name] = cls(**_knob_values(_table(value, key, source), key, checks_of(cls), source))
         else:
-            raise _unknown_key(key, name, [*SECTIONS, _PROVIDERS], source)
+            raise _unknown_key(key, name, [*SECTIONS, _PROVIDERS, _MCP_TOKENS], source)
     return Settings(**sections)
 
 
@@ -229,7 +236,7 @@ def settings_from_argument(data: Mapping[str, Any], source: str = "config argume
         if not isinstance(name, str):
             raise ConfigError(f"{source}: a top-level key is not text; the mapping's one key is {_ROOT}")
         shown = name[:40]
-        if name in SECTIONS or name == _PROVIDERS:
+        if name in SECTIONS or name in (_PROVIDERS, _MCP_TOKENS):
             raise ConfigError(f'{source}: {shown} belongs under {_ROOT}: {{"{_ROOT}": {{"{shown}": ...}}}}')
         error = _unknown_key(shown, shown, [_ROOT], source)
         raise ConfigError(f'{error}; the mapping has the shape of config.toml: {{"{_ROOT}": {{"memory": ...}}}}')
@@ -261,30 +268,49 @@ def _knob_values(
     return values
 
 
-def _providers(value: Any, key: str, source: str) -> tuple[ProviderSettings, ...]:
+def _entries(value: Any, key: str, source: str, cls: type[Any], what: str) -> list[tuple[str, dict[str, Any]]]:
+    """The checked values of each table of the array ``key`` (``[[key]]``), with its prefix: every
+    required knob given, names unique."""
     if not isinstance(value, list):
         raise ConfigError(f"{source}: {key} must be an array of tables ([[{key}]]), got {_describe(value)}")
-    providers: list[ProviderSettings] = []
+    entries: list[tuple[str, dict[str, Any]]] = []
     first_index: dict[str, int] = {}
+    required = [k.name for k in knobs_of(cls) if k.default is attrs.NOTHING]
     for index, entry in enumerate(value):
         prefix = f"{key}[{index}]"
-        values = _knob_values(_table(entry, prefix, source), prefix, checks_of(ProviderSettings), source)
-        for name in ("name", "kind"):
+        values = _knob_values(_table(entry, prefix, source), prefix, checks_of(cls), source)
+        for name in required:
             if name not in values:
                 raise ConfigError(f"{source}: {prefix}.{name} is required")
+        entry_name = values["name"]
+        if entry_name in first_index:
+            raise ConfigError(
+                f"{source}: {prefix}.name is already used by {key}[{first_index[entry_name]}]; {what} names must be"
+                " unique"
+            )
+        first_index[entry_name] = index
+        entries.append((prefix, values))
+    return entries
+
+
+def _providers(value: Any, key: str, source: str) -> tuple[ProviderSettings, ...]:
+    providers: list[ProviderSettings] = []
+    for prefix, values in _entries(value, key, source, ProviderSettings, "provider"):
         if values["kind"] in _REMOTE_KINDS:
             for name in ("base_url", "model"):
                 if not values.get(name, "").strip():
                     raise ConfigError(f'{source}: {prefix}.{name} is required for kind "{values["kind"]}"')
-        provider_name = values["name"]
-        if provider_name in first_index:
-            raise ConfigError(
-                f"{source}: {prefix}.name is already used by"
-                f" {key}[{first_index[provider_name]}]; provider names must be unique"
-            )
-        first_index[provider_name] = index
         providers.append(ProviderSettings(**values))
     return tuple(providers)
+
+
+def _mcp_tokens(value: Any, key: str, source: str) -> tuple[McpTokenSettings, ...]:
+    tokens: list[McpTokenSettings] = []
+    for prefix, values in _entries(value, key, source, McpTokenSettings, "token"):
+        if bool(values.get("sha256")) == bool(values.get("token_env")):
+            raise ConfigError(f"{source}: {prefix} needs exactly one of sha256 and token_env")
+        tokens.append(McpTokenSettings(**values))
+    return tuple(tokens)
 
 
 def _table(value: Any, key: str, source: str) -> Mapping[str, Any]:

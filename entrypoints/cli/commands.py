@@ -20,9 +20,12 @@ from fermix_memory.domain.values import INT64_MAX, Category
 from fermix_memory.entrypoints.cli.output import UsageError
 
 READ, WRITE, CONFIG, OWN = "read", "write", "config", "own"
-# The module (in fermix_memory.entrypoints.cli) of each command's first word: imported when it runs.
+# The module of each command's first word, imported when it runs: a name in
+# fermix_memory.entrypoints.cli, or the full dotted path of another way in's module (``fermix mcp``
+# is the MCP server's: the CLI never imports it, nor the MCP SDK, before the command runs).
 MODULES = {"demo": "setup", "events": "events", "forget": "memory", "history": "history",
-           "memory": "memory", "resource": "resources", "setup": "setup"}
+           "mcp": "fermix_memory.entrypoints.mcp.command", "memory": "memory", "resource": "resources",
+           "setup": "setup"}
 
 
 @attrs.frozen
@@ -57,7 +60,8 @@ class Command:
     def function(self) -> Callable[..., int]:
         """What runs the command: ``cmd_<words>`` of its group's module (``fermix memory list``:
         ``memory.cmd_memory_list``), imported now, not at start-up."""
-        module = import_module(f"fermix_memory.entrypoints.cli.{MODULES[self.words[0]]}")
+        name = MODULES[self.words[0]]
+        module = import_module(name if "." in name else f"fermix_memory.entrypoints.cli.{name}")
         found: Callable[..., int] = getattr(module, "cmd_" + "_".join(self.words).replace("-", "_"))
         return found
 
@@ -106,6 +110,17 @@ def _hours(text: str) -> float:
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError("hours must be 0 (off) or more")
     return value
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    """``PORT`` (on 127.0.0.1), ``HOST:PORT`` or ``[IPV6]:PORT``."""
+    host, sep, port = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]") if sep else "127.0.0.1"
+    if not host or "\x00" in host:
+        raise argparse.ArgumentTypeError(f"{text[:60]!r} is not HOST:PORT")
+    if not port.isascii() or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text[:60]!r}: the port must be a number from 1 to 65535")
+    return host, int(port)
 
 
 def _event_kind(text: str) -> str:
@@ -178,6 +193,18 @@ COMMANDS: tuple[Command, ...] = (
     Command(("history", "export"), READ, "export messages as JSON Lines", (
         Option(("--agent",), "only this agent's messages (default: every agent)"),
         Option(("--output", "-o"), "file to write (default: standard output)", type=_path),
+    )),
+    Command(("mcp",), OWN, "serve the memory tools, prompt files and memory block over MCP: on stdio for a"
+            " desktop client, or over streamable HTTP with bearer tokens (ADR-0025; needs the [mcp] extra)", (
+        Option(("--agent",), "stdio: the agent the client talks to (default: [fermix_core.mcp] agent_id)"),
+        Option(("--owner",), "stdio: the owner it speaks as (default: [fermix_core.mcp] owner_id)"),
+        Option(("--conversation",), f"stdio: the conversation every chat shares, {_CONVERSATION}"
+               " (default: [fermix_core.mcp] conversation)"),
+        Option(("--trust",), "stdio: guest or operator (default: [fermix_core.mcp] trust)",
+               choices=("guest", "operator")),
+        Option(("--http",), "serve streamable HTTP at http://HOST:PORT/mcp instead of stdio; PORT alone binds"
+               " 127.0.0.1; each request needs a bearer token of [[fermix_core.mcp_tokens]]", type=_host_port,
+               metavar="[HOST:]PORT"),
     )),
     Command(("memory", "list"), READ, "list memory rows", (
         Option(("--agent",), "only this agent's rows (default: every agent)"),

@@ -57,7 +57,7 @@ def settings_as_toml(settings: Any) -> dict[str, Any]:
     """The settings in effect as config.toml spells them (``"infinity"``, not ``null``), by section."""
     import attrs
 
-    from fermix_memory.application.settings import SECTIONS, ProviderSettings
+    from fermix_memory.application.settings import SECTIONS, McpTokenSettings, ProviderSettings
     from fermix_memory.application.settings_checks import checks_of
 
     def table(value: Any, cls: type[Any]) -> dict[str, Any]:
@@ -66,25 +66,30 @@ def settings_as_toml(settings: Any) -> dict[str, Any]:
 
     data: dict[str, Any] = {name: table(getattr(settings, name), cls) for name, cls in SECTIONS.items()}
     data["providers"] = [table(p, ProviderSettings) for p in settings.providers]
+    # A token's hash stays in config.toml: it would let anyone who sees it try guesses offline.
+    data["mcp_tokens"] = [{**table(t, McpTokenSettings), "sha256": "(set)" if t.sha256 else ""}
+                          for t in settings.mcp_tokens]
     return data
 
 
 def _toml_lines(data: dict[str, Any]) -> list[str]:
-    """``data`` as TOML text: one ``[fermix_core.SECTION]`` table per section, then the providers."""
+    """``data`` as TOML text: one ``[fermix_core.SECTION]`` table per section, then the providers and
+    the MCP tokens."""
     import tomlkit
 
     def knob(name: str, v: Any) -> str:
         return f"# {name} is not set" if v is None else f"{name} = {tomlkit.item(v).as_string()}"
 
     lines: list[str] = []
+    arrays = ("providers", "mcp_tokens")
     for name, knobs in data.items():
-        if name == "providers":
-            continue
-        lines += ["", f"[fermix_core.{name}]"] + [knob(k, v) for k, v in knobs.items()]
-    for provider in data["providers"]:
-        lines += ["", "[[fermix_core.providers]]"] + [knob(k, v) for k, v in provider.items()]
-    if not data["providers"]:
-        lines += ["", "# no model provider: the reviewer uses the offline rules extractor"]
+        if name not in arrays:
+            lines += ["", f"[fermix_core.{name}]"] + [knob(k, v) for k, v in knobs.items()]
+    for name in arrays:
+        for entry in data[name]:
+            lines += ["", f"[[fermix_core.{name}]]"] + [knob(k, v) for k, v in entry.items()]
+        if name == "providers" and not data["providers"]:
+            lines += ["", "# no model provider: the reviewer uses the offline rules extractor"]
     return lines
 
 

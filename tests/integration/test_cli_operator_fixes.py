@@ -235,6 +235,19 @@ def test_setup_show_prints_toml_and_infinity(tmp_path: Path) -> None:
     assert data["settings"]["memory"]["max_conversation_history"] == "infinity"
 
 
+def test_setup_show_lists_the_mcp_tokens_without_their_hash(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    digest = "ab" * 32
+    (home / "config.toml").write_text(f'[[fermix_core.mcp_tokens]]\nname = "laptop"\nsha256 = "{digest}"\n'
+                                      'agent_id = "ada"\nowner_id = "alice"\n', encoding="utf-8")
+    shown = run_cli("setup", "show", home=home)
+    assert shown.returncode == 0 and digest not in shown.stdout
+    (token,) = tomllib.loads(shown.stdout)["fermix_core"]["mcp_tokens"]
+    assert token["name"] == "laptop" and token["owner_id"] == "alice" and token["sha256"] == "(set)"
+    assert tomllib.loads(shown.stdout)["fermix_core"]["mcp"]["conversation"] == "mcp:stdio"
+
+
 def test_a_history_import_with_bad_lines_creates_no_home(tmp_path: Path) -> None:
     home = tmp_path / "new"
     every_line_bad = run_cli("history", "import", "-", home=home, stdin=b"{broken\nnot json\n")

@@ -16,6 +16,7 @@ from fermix_memory.adapters.config_toml import load_settings, render_default_con
 from fermix_memory.application.errors import ConfigError
 from fermix_memory.application.settings import (
     CompactionSettings,
+    McpSettings,
     MemorySettings,
     ProviderSettings,
     RealtimeSettings,
@@ -276,10 +277,20 @@ def test_the_default_config_shows_every_knob() -> None:
         "compaction": CompactionSettings,
         "timeouts": TimeoutSettings,
         "realtime": RealtimeSettings,
+        "mcp": McpSettings,
     }
     assert set(core) == set(sections)
     for name, cls in sections.items():
         assert set(core[name]) == {f.name for f in attrs.fields(cls)}, name
+
+
+def test_the_commented_mcp_token_example_is_valid_once_uncommented(tmp_path: Path) -> None:
+    text = render_default_config()
+    example = text[text.index("# [[fermix_core.mcp_tokens]]"):text.index("# Model providers")]
+    uncommented = "\n".join(line.removeprefix("# ") for line in example.splitlines())
+    (token,) = load_settings(write(tmp_path / "config.toml", uncommented)).mcp_tokens
+    assert (token.name, token.agent_id, token.owner_id, token.trust) == ("laptop", "assistant", "me", "guest")
+    assert "token_env" in example
 
 
 def test_the_commented_provider_example_is_valid_once_uncommented(tmp_path: Path) -> None:

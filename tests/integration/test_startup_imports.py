@@ -67,7 +67,8 @@ try:
     cli.main(["--help"])
 except SystemExit:
     pass
-UNWANTED = ("fermix_memory.entrypoints.api.memory_system", "fermix_memory.entrypoints.bootstrap", "apsw")
+UNWANTED = ("fermix_memory.entrypoints.api.memory_system", "fermix_memory.entrypoints.bootstrap", "apsw", "mcp",
+            "fermix_memory.entrypoints.mcp.command")
 print(sorted(name for name in UNWANTED if name in sys.modules))
 """
 

@@ -14,6 +14,8 @@ from fermix_memory.application.errors import ConfigError
 from fermix_memory.application.settings import (
     SECTIONS,
     CompactionSettings,
+    McpSettings,
+    McpTokenSettings,
     MemorySettings,
     ProviderSettings,
     RealtimeSettings,
@@ -29,6 +31,7 @@ SECTION_CLASSES: dict[str, type[Any]] = {
     "compaction": CompactionSettings,
     "timeouts": TimeoutSettings,
     "realtime": RealtimeSettings,
+    "mcp": McpSettings,
 }
 
 
@@ -98,6 +101,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     },
     "timeouts": {"llm_buffered_s": 30.0},
     "realtime": {"persist_transcripts": True},
+    "mcp": {"agent_id": "ada", "owner_id": "alice", "conversation": "mcp:desk:1", "trust": "operator"},
 }
 FULL_PROVIDER: dict[str, Any] = {
     "name": "claude",
@@ -126,8 +130,38 @@ def test_every_knob_can_be_overridden() -> None:
         compaction=CompactionSettings(**OVERRIDES["compaction"]),
         timeouts=TimeoutSettings(**OVERRIDES["timeouts"]),
         realtime=RealtimeSettings(**OVERRIDES["realtime"]),
+        mcp=McpSettings(**OVERRIDES["mcp"]),
         providers=(ProviderSettings(**FULL_PROVIDER), ProviderSettings(name="offline", kind="rules")),
     )
+
+
+TOKEN = {"name": "laptop", "sha256": "ab" * 32, "agent_id": "ada", "owner_id": "alice"}
+
+
+def test_mcp_tokens_load_with_their_defaults() -> None:
+    (token,) = load({"mcp_tokens": [TOKEN]}).mcp_tokens
+    assert token == McpTokenSettings(**TOKEN)
+    assert (token.trust, token.conversation, token.token_env) == ("guest", "", None)
+    assert load({"mcp_tokens": [{**TOKEN, "sha256": "", "token_env": "LAPTOP_TOKEN"}]}).mcp_tokens[0].token_env
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({**TOKEN, "sha256": ""}, "mcp_tokens[0] needs exactly one of sha256 and token_env"),
+    ({**TOKEN, "token_env": "LAPTOP_TOKEN"}, "mcp_tokens[0] needs exactly one of sha256 and token_env"),
+    ({**TOKEN, "sha256": "AB" * 32}, "mcp_tokens[0].sha256 must be 64 lowercase hexadecimal"),
+    ({**TOKEN, "sha256": "s3cr3t-token"}, "mcp_tokens[0].sha256 must be 64 lowercase hexadecimal"),
+    ({k: v for k, v in TOKEN.items() if k != "owner_id"}, "mcp_tokens[0].owner_id is required"),
+    ({**TOKEN, "trust": "admin"}, "mcp_tokens[0].trust must be one of"),
+    ({**TOKEN, "conversation": "nochat"}, "mcp_tokens[0].conversation must be a conversation key"),
+])
+def test_a_bad_mcp_token_is_named_without_its_value(entry: dict[str, Any], message: str) -> None:
+    error = error_of({"mcp_tokens": [entry]})
+    assert message in error
+    assert "s3cr3t" not in error and "AB" * 32 not in error
+
+
+def test_mcp_token_names_are_unique() -> None:
+    assert "token names must be unique" in error_of({"mcp_tokens": [TOKEN, TOKEN]})
 
 
 def test_float_knobs_accept_integers_and_store_floats() -> None:
@@ -378,7 +412,7 @@ def test_no_api_key_shaped_value_is_ever_echoed(secret: str) -> None:
 
 # --- properties --------------------------------------------------------------------------------
 
-KNOWN_CORE_KEYS = {*SECTION_CLASSES, "providers"}
+KNOWN_CORE_KEYS = {*SECTION_CLASSES, "providers", "mcp_tokens"}
 
 
 @given(
