@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 
@@ -55,8 +55,6 @@ from langgraph.store.base import (  # noqa: E402
     SearchItem,
     SearchOp,
 )
-
-T = TypeVar("T")
 
 CHANNEL = "langgraph-store"
 _SCOPE_PREFIX = CHANNEL + ":"

@@ -24,7 +24,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Future
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
     from fermix_memory.entrypoints.api.memory_system import MemorySystem
     from fermix_memory.entrypoints.api.session import Session
 
-T = TypeVar("T")
 
 # Where a message keeps the SDK item it was recorded from (persisted: never rename).
 ITEM_KEY = "openai_agents_item"

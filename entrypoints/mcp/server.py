@@ -15,7 +15,7 @@ import hmac
 import json
 from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, Protocol
 
 import attrs
 
@@ -23,7 +23,6 @@ from fermix_memory.entrypoints.extras import require
 
 require("mcp", "mcp.server")
 
-import anyio.to_thread  # noqa: E402  (after require: the [mcp] extra brings it)
 from mcp.server import MCPServer  # noqa: E402
 from mcp.server.auth.middleware.auth_context import get_access_token  # noqa: E402
 from mcp.server.auth.provider import AccessToken  # noqa: E402
@@ -36,6 +35,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations  # noqa: E402
 from fermix_memory.application.errors import NotFound  # noqa: E402
 from fermix_memory.application.tool_definitions import tool_definitions  # noqa: E402
 from fermix_memory.domain.errors import FermixError  # noqa: E402
+from fermix_memory.entrypoints.api.lane import run_sync  # noqa: E402
 from fermix_memory.entrypoints.api.memory_system import MemorySystem  # noqa: E402
 from fermix_memory.entrypoints.api.session import Session  # noqa: E402
 
@@ -48,7 +48,6 @@ MAX_REVISIONS_LISTED: Final = 100
 # What a client may tell its user before a call (MCP tool annotations): the memory is a closed
 # world; storing a key again leaves the log as it was, or replaces a value the log still keeps.
 READ_ONLY_TOOLS: Final = frozenset({"memory_recall", "memory_sources_list"})
-T = TypeVar("T")
 
 
 def token_sha256(token: str) -> str:
@@ -119,10 +118,6 @@ def _result(result: dict[str, Any]) -> CallToolResult:
                           is_error=result.get("ok") is not True)
 
 
-async def _in_thread(function: Callable[..., T], *args: Any) -> T:
-    """Run a call of the (synchronous, thread-safe) memory off the event loop."""
-    return await anyio.to_thread.run_sync(function, *args)
-
 
 def _tool(definition: Mapping[str, Any], speakers: Speakers) -> Tool:
     name = definition["name"]
@@ -130,7 +125,7 @@ def _tool(definition: Mapping[str, Any], speakers: Speakers) -> Tool:
     async def call(arguments: dict[str, Any]) -> CallToolResult:
         session = speakers.current()  # here, in the request's context, not in the worker thread
         try:
-            return _result(await _in_thread(session.dispatch_tool, name, arguments))
+            return _result(await run_sync(session.dispatch_tool, name, arguments))
         except FermixError as exc:  # storage trouble: the server's, reported as the tool's failure
             return _result({"ok": False, "error": str(exc)[:300], "code": "server_error"})
 
@@ -161,7 +156,7 @@ def _add_resources(server: MCPServer[Any], memory: MemorySystem, speakers: Speak
     def current_of(name: str) -> Callable[[], Any]:
         async def read() -> str:
             s = speakers.current()
-            found = await _in_thread(lambda: memory.resource_history(name, agent_id=s.agent_id,
+            found = await run_sync(lambda: memory.resource_history(name, agent_id=s.agent_id,
                                                                      owner_id=s.owner_id, limit=1))
             return found[0].content if found else ""
 
@@ -175,7 +170,7 @@ def _add_resources(server: MCPServer[Any], memory: MemorySystem, speakers: Speak
                      description="The revisions of USER.md (user_md) or MEMORY.md (memory_md), newest first.")
     async def revisions(name: str) -> str:
         s, name = speakers.current(), _file_name(name)
-        found = await _in_thread(lambda: memory.resource_history(name, agent_id=s.agent_id, owner_id=s.owner_id,
+        found = await run_sync(lambda: memory.resource_history(name, agent_id=s.agent_id, owner_id=s.owner_id,
                                                                  limit=MAX_REVISIONS_LISTED))
         return json.dumps([{"revision": r.revision, "uri": f"{URI_ROOT}/{name}/revisions/{r.revision}",
                             "reason": r.reason, "created_at": r.created_at.isoformat(),
@@ -186,7 +181,7 @@ def _add_resources(server: MCPServer[Any], memory: MemorySystem, speakers: Speak
     async def revision(name: str, revision: str) -> str:
         s, name, number = speakers.current(), _file_name(name), _revision_number(revision)
         try:
-            found = await _in_thread(lambda: memory.resource_revision(name, number, agent_id=s.agent_id,
+            found = await run_sync(lambda: memory.resource_revision(name, number, agent_id=s.agent_id,
                                                                       owner_id=s.owner_id))
         except NotFound as exc:
             raise ResourceNotFoundError(str(exc)) from None
@@ -199,7 +194,7 @@ def _add_prompt(server: MCPServer[Any], speakers: Speakers) -> None:
                                " (USER.md and MEMORY.md inside their fence).")
     async def memory_block() -> str:
         session = speakers.current()
-        messages: Sequence[dict[str, Any]] = await _in_thread(session.compose_prompt)
+        messages: Sequence[dict[str, Any]] = await run_sync(session.compose_prompt)
         first = messages[0] if messages and messages[0].get("role") == "system" else None
         return str(first["content"]) if first else ""
 
