@@ -125,6 +125,7 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
     history = awaitable(MemorySystem.history)
     messages = awaitable(MemorySystem.messages)
     clear_window = awaitable(MemorySystem.clear_window)
+    retract_newest_message = awaitable(MemorySystem.retract_newest_message)
     import_history = awaitable(MemorySystem.import_history)
     write_memory = awaitable(MemorySystem.write_memory)
     restore = awaitable(MemorySystem.restore)

@@ -54,6 +54,7 @@ class AsyncSession(OnLane[Session]):
         return self._sync.trust
 
     append = awaitable(Session.append)
+    retract_newest = awaitable(Session.retract_newest)
     history = awaitable(Session.history)
     recall = awaitable(Session.recall)
     before_turn = awaitable(Session.before_turn)
