@@ -12,6 +12,7 @@ import attrs
 from fermix_memory.domain.admission import RowLookup
 from fermix_memory.domain.conversation_window import ConversationWindow
 from fermix_memory.domain.event_base import DomainEvent
+from fermix_memory.domain.log_chain import LoggedEvent
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.review_gate import ReviewGateState
@@ -182,6 +183,20 @@ class EventStore(Protocol):
 
     def head(self) -> LogHead:
         """The log's last ``(position, hash)``: an anchor kept elsewhere (ADR-0011)."""
+        ...
+
+    def read_log(self, after: int = 0) -> Iterator[LoggedEvent]:
+        """Every committed event after position ``after`` as stored, in log order: redacted ones
+        included (payload ``None``), with digests and chain hashes (what an export writes)."""
+        ...
+
+    def append_logged(self, events: Sequence[LoggedEvent]) -> LogHead:
+        """Append events recorded by another log, as they are (positions, versions, times,
+        digests and chain hashes kept), in one transaction, writing their projections as live
+        appends do; returns the new head. The first must follow this log's head and each must
+        link to the one before (its hash recomputes), else :class:`ConcurrencyConflict` (the
+        log moved on) or :class:`IntegrityError`, and nothing is appended. Commit listeners
+        and after-commit reactions are not called: this is a copy, not a decision."""
         ...
 
 

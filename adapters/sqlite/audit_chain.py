@@ -12,18 +12,15 @@ import attrs
 
 from fermix_memory.adapters.sqlite.codec import decode_payload
 from fermix_memory.adapters.sqlite.connection import scalar_int
-from fermix_memory.adapters.sqlite.event_store import chain_hash, payload_digest
-from fermix_memory.adapters.sqlite.head import GENESIS_HASH
+from fermix_memory.adapters.sqlite.transaction import LOG_ROWS
 from fermix_memory.application.errors import IntegrityError
+from fermix_memory.domain.log_chain import GENESIS_HASH, chain_hash, payload_digest
 from fermix_memory.domain.memory_events import OwnerForgotten
 
 Progress = Callable[[int, int], None]
 BATCH = 5_000  # events between two progress calls (and commits, when folding)
 # Every column of the log, in log order: what the chain check walks and a replay copies.
-ALL_EVENT_ROWS = (
-    "SELECT position, stream, version, kind, schema, recorded_at, payload, payload_sha256, prev_hash, hash"
-    " FROM events ORDER BY position"
-)
+ALL_EVENT_ROWS = LOG_ROWS.replace("WHERE position > ? ", "")
 
 
 @attrs.frozen(kw_only=True)

@@ -11,11 +11,10 @@ from typing import Any
 import apsw
 
 from fermix_memory.adapters.sqlite.audit_chain import ALL_EVENT_ROWS, BATCH, Progress
-from fermix_memory.adapters.sqlite.codec import decode_payload
 from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection, scalar_int
 from fermix_memory.adapters.sqlite.migrations import SCOPE_SIZES_COUNTED
-from fermix_memory.adapters.sqlite.projections import project
 from fermix_memory.adapters.sqlite.schema import FTS_TABLES, PROJECTION_TABLES, deferred_indexing, migrate
+from fermix_memory.adapters.sqlite.transaction import insert_row
 from fermix_memory.application.errors import IntegrityError, StorageError
 
 
@@ -76,14 +75,7 @@ def fold_log(source: apsw.Connection, target: apsw.Connection, progress: Progres
         cur.execute("BEGIN IMMEDIATE")
         try:
             for row in rows:
-                cur.execute(
-                    "INSERT INTO events(position, stream, version, kind, schema, recorded_at, payload,"
-                    " payload_sha256, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    row,
-                )
-                position, kind, schema, payload = row[0], row[3], row[4], row[6]
-                if payload is not None:
-                    project(cur, position, decode_payload(kind, schema, payload))
+                insert_row(cur, row)
                 count += 1
                 if count % BATCH == 0:
                     cur.execute("COMMIT")

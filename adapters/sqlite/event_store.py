@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,11 +34,25 @@ from fermix_memory.adapters.sqlite.connection import (
     text_value,
     translated_errors,
 )
-from fermix_memory.adapters.sqlite.head import GENESIS_HASH, Head, HeadFile, read_head
+from fermix_memory.adapters.sqlite.head import Head, HeadFile, read_head
 from fermix_memory.adapters.sqlite.schema import check_schema, migrate, restore_triggers
-from fermix_memory.adapters.sqlite.transaction import SqliteTransaction, chain_hash, payload_digest, read_log
-from fermix_memory.application.errors import ReadOnlyStore, StorageBusy, StorageError
+from fermix_memory.adapters.sqlite.transaction import (
+    LOG_ROWS,
+    SqliteTransaction,
+    insert_row,
+    logged_from_row,
+    read_log,
+    row_of,
+)
+from fermix_memory.application.errors import (
+    ConcurrencyConflict,
+    IntegrityError,
+    ReadOnlyStore,
+    StorageBusy,
+    StorageError,
+)
 from fermix_memory.application.ports import RecordedEvent
+from fermix_memory.domain.log_chain import GENESIS_HASH, LoggedEvent, chain_hash, payload_digest
 
 # Re-exported: the audit checks the chain with the same functions.
 __all__ = ["GENESIS_HASH", "SqliteEventStore", "chain_hash", "payload_digest"]
@@ -274,6 +288,33 @@ class SqliteEventStore:
             remaining.remove(caller)
         return []
 
+    def append_logged(self, events: Sequence[LoggedEvent]) -> Head:
+        """Append rows of another log as they are, projections included (see the port)."""
+        with self.exclusive("appended to") as conn, translated_errors("appending events of another log"):
+            cur = conn.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                head = read_head(conn)
+                for e in events:
+                    if e.position != head.position + 1:
+                        raise ConcurrencyConflict(f"event {e.position} does not follow this log's head"
+                                                  f" {head.position}: nothing was appended")
+                    expected = chain_hash(head.hash, e.position, e.stream, e.version, e.kind, e.schema,
+                                          e.recorded_at, e.payload_sha256)
+                    if expected != e.hash or (e.payload is not None and payload_digest(e.payload) != e.payload_sha256):
+                        raise IntegrityError(f"event {e.position} ({e.kind}) does not link to this log's"
+                                             f" event {head.position}: nothing was appended")
+                    insert_row(cur, row_of(e, head.hash))
+                    head = Head(e.position, e.hash)
+                cur.execute("COMMIT")
+            except BaseException:
+                _roll_back(conn)
+                raise
+        self._head = head
+        if self._head_file is not None and events:
+            self._head_file.advanced(head, len(events))
+        return head
+
     # --- exclusive use (erasure) ----------------------------------------------------------------
 
     @contextmanager
@@ -301,6 +342,12 @@ class SqliteEventStore:
         """Events after ``after`` in log order (only ``stream``'s when given); redacted ones skipped."""
         with translated_errors("reading the event log"):
             yield from read_log(self.reader().cursor(), after, stream)
+
+    def read_log(self, after: int = 0) -> Iterator[LoggedEvent]:
+        """Every event after ``after`` as stored, redacted ones included (one read snapshot)."""
+        with translated_errors("reading the event log"):
+            for row in self.reader().cursor().execute(LOG_ROWS, (after,)):
+                yield logged_from_row(row)
 
     def last_positions(self, stream_prefix: str) -> dict[str, int]:
         # A range on the UNIQUE(stream, version) index: every stream starting with the prefix.

@@ -3,14 +3,12 @@ stream versions) and the typed state loaders the use cases decide with, as of th
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import apsw
 
 from fermix_memory.adapters.sqlite.codec import decode_payload, encode_payload
-from fermix_memory.adapters.sqlite.head import GENESIS_HASH
 from fermix_memory.adapters.sqlite.projections import project
 from fermix_memory.adapters.sqlite.queries import AGENT_OWNERS_SQL, AGENT_RULES_SQL
 from fermix_memory.adapters.sqlite.rows import (
@@ -23,30 +21,40 @@ from fermix_memory.adapters.sqlite.rows import (
 from fermix_memory.application.errors import ConcurrencyConflict
 from fermix_memory.application.ports import RecordedEvent, ReviewState, StreamEvents
 from fermix_memory.domain.event_base import DomainEvent
+from fermix_memory.domain.log_chain import GENESIS_HASH, LoggedEvent, chain_hash, payload_digest
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.values import ConversationKey, Scope
 
+INSERT_EVENT = (
+    "INSERT INTO events(position, stream, version, kind, schema, recorded_at, payload,"
+    " payload_sha256, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?)"
+)
+# Every column of the log, in log order: what the chain check walks, a replay and an export copy.
+LOG_ROWS = (
+    "SELECT position, stream, version, kind, schema, recorded_at, payload, payload_sha256, prev_hash, hash"
+    " FROM events WHERE position > ? ORDER BY position"
+)
 
-def payload_digest(payload: str) -> str:
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+def insert_row(cursor: apsw.Cursor, row: tuple[Any, ...]) -> None:
+    """Insert one log row recorded elsewhere (the columns of :data:`LOG_ROWS`) as it is, and
+    write its projections as a live append does (nothing for a redacted payload)."""
+    cursor.execute(INSERT_EVENT, row)
+    position, kind, schema, payload = row[0], row[3], row[4], row[6]
+    if payload is not None:
+        project(cursor, position, decode_payload(kind, schema, payload))
 
 
-def chain_hash(
-    prev_hash: str,
-    position: int,
-    stream: str,
-    version: int,
-    kind: str,
-    schema: int,
-    recorded_at: str,
-    digest: str,
-) -> str:
-    """The hash of one log row: it covers the previous hash and the payload's digest (not the
-    payload itself), so a payload can be redacted without breaking the chain."""
-    material = "\n".join(
-        (prev_hash, str(position), stream, str(version), kind, str(schema), recorded_at, digest)
-    )
-    return hashlib.sha256(material.encode("utf-8")).hexdigest()
+def logged_from_row(row: tuple[Any, ...]) -> LoggedEvent:
+    """A :data:`LOG_ROWS` row as a :class:`LoggedEvent` (its ``prev_hash`` is the row before's hash)."""
+    position, stream, version, kind, schema, recorded_at, payload, digest, _, row_hash = row
+    return LoggedEvent(position=position, stream=stream, version=version, kind=kind, schema=schema,
+                       recorded_at=recorded_at, payload=payload, payload_sha256=digest, hash=row_hash)
+
+
+def row_of(e: LoggedEvent, prev_hash: str) -> tuple[Any, ...]:
+    return (e.position, e.stream, e.version, e.kind, e.schema, e.recorded_at, e.payload, e.payload_sha256,
+            prev_hash, e.hash)
 
 
 def read_log(cursor: apsw.Cursor, after: int = 0, stream: str | None = None) -> Iterator[RecordedEvent]:
@@ -116,8 +124,7 @@ class SqliteTransaction:
             )
             try:
                 self.cursor.execute(
-                    "INSERT INTO events(position, stream, version, kind, schema, recorded_at, payload,"
-                    " payload_sha256, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    INSERT_EVENT,
                     (position, stream, version, event.kind, event.schema, recorded_at, payload, digest,
                      self.hash, new_hash),
                 )

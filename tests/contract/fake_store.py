@@ -6,26 +6,26 @@ behaves like apsw."""
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, TypeVar
 
 import attrs
 
+from fermix_memory.adapters.sqlite.codec import decode_payload, encode_payload
 from fermix_memory.application.errors import ConcurrencyConflict, IntegrityError
 from fermix_memory.application.ports import RecordedEvent, ReviewState, ScrubReport, StreamEvents
 from fermix_memory.domain import conversation_window, resources, review_gate
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.conversation_window import ConversationWindow
 from fermix_memory.domain.jobs import JobRun, MemorySource, ScheduledJob, evolve_job, evolve_run, evolve_source
+from fermix_memory.domain.log_chain import GENESIS_HASH, LoggedEvent, chain_hash, payload_digest
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.memory_evolution import evolve_memory
 from fermix_memory.domain.scopes import is_agent_rule
 from fermix_memory.domain.values import ConversationKey, Role, Scope
 
 T = TypeVar("T")
-GENESIS = "0" * 64
 ReviewKey = tuple[str, str, ConversationKey]
 ResourceKey = tuple[str, str, str]
 WindowKey = tuple[str, ConversationKey]
@@ -42,9 +42,9 @@ class FakeState:
     """The fake's projections: what the loaders answer from. Values are immutable, so a
     transaction works on a shallow copy and commits by replacing the store's."""
 
-    log: list[RecordedEvent] = attrs.field(factory=list)
+    log: list[RecordedEvent | None] = attrs.field(factory=list)  # None: imported already redacted
     redacted: set[int] = attrs.field(factory=set)
-    hashes: list[str] = attrs.field(factory=lambda: [GENESIS])
+    logged: list[LoggedEvent] = attrs.field(factory=list)  # the rows as stored, chain included
     versions: dict[str, int] = attrs.field(factory=dict)
     rows: dict[int, Memory] = attrs.field(factory=dict)
     messages: dict[int, ev.MessageAppended] = attrs.field(factory=dict)
@@ -60,7 +60,8 @@ class FakeState:
         return FakeState(**{f.name: _copied(getattr(self, f.name)) for f in attrs.fields(FakeState)})
 
     def readable(self, after: int = 0, stream: str | None = None) -> list[RecordedEvent]:
-        return [r for r in self.log[after:] if r.position not in self.redacted and stream in (None, r.stream)]
+        return [r for r in self.log[after:]
+                if r is not None and r.position not in self.redacted and stream in (None, r.stream)]
 
 
 def _copied(value: Any) -> Any:
@@ -150,13 +151,40 @@ class FakeTransaction:
         positions = []
         for event in events:
             position, version = len(s.log) + 1, s.versions.get(stream, 0) + 1
-            _project(s, position, event)
-            s.versions[stream] = version
-            s.log.append(RecordedEvent(position=position, stream=stream, version=version, event=event))
-            material = f"{s.hashes[-1]}\n{position}\n{stream}\n{version}\n{event.kind}\n{event!r}"
-            s.hashes.append(hashlib.sha256(material.encode()).hexdigest())
+            payload = encode_payload(event)
+            digest, at = payload_digest(payload), event.at.isoformat()
+            self._add(LoggedEvent(
+                position=position, stream=stream, version=version, kind=event.kind, schema=event.schema,
+                recorded_at=at, payload=payload, payload_sha256=digest,
+                hash=chain_hash(self.head_hash, position, stream, version, event.kind, event.schema, at, digest),
+            ), event)
             positions.append(position)
         return positions
+
+    @property
+    def head_hash(self) -> str:
+        return self.state.logged[-1].hash if self.state.logged else GENESIS_HASH
+
+    def _add(self, row: LoggedEvent, event: ev.DomainEvent | None) -> None:
+        s = self.state
+        if event is not None:
+            _project(s, row.position, event)
+        else:
+            s.redacted.add(row.position)
+        s.versions[row.stream] = row.version
+        s.log.append(None if event is None else
+                     RecordedEvent(position=row.position, stream=row.stream, version=row.version, event=event))
+        s.logged.append(row)
+
+    def append_logged(self, rows: Sequence[LoggedEvent]) -> None:
+        for row in rows:
+            if row.position != len(self.state.log) + 1:
+                raise ConcurrencyConflict(f"event {row.position} does not follow this log's head")
+            linked = chain_hash(self.head_hash, row.position, row.stream, row.version, row.kind, row.schema,
+                                row.recorded_at, row.payload_sha256)
+            if linked != row.hash or (row.payload is not None and payload_digest(row.payload) != row.payload_sha256):
+                raise IntegrityError(f"event {row.position} does not link to this log")
+            self._add(row, None if row.payload is None else decode_payload(row.kind, row.schema, row.payload))
 
     def read_stream(self, stream: str) -> StreamEvents:
         return StreamEvents(version=self.state.versions.get(stream, 0),
@@ -246,11 +274,20 @@ class FakeEventStore:
         return len(self.state.log)
 
     def last_positions(self, stream_prefix: str) -> dict[str, int]:
-        return {r.stream: r.position for r in self.state.log if r.stream.startswith(stream_prefix)}
+        return {r.stream: r.position for r in self.state.logged if r.stream.startswith(stream_prefix)}
 
     def head(self) -> FakeHead:
         state = self.state
-        return FakeHead(len(state.log), state.hashes[-1])
+        return FakeHead(len(state.log), state.logged[-1].hash if state.logged else GENESIS_HASH)
+
+    def read_log(self, after: int = 0) -> Iterator[LoggedEvent]:
+        state = self.state
+        return iter([attrs.evolve(r, payload=None) if r.position in state.redacted else r
+                     for r in state.logged[after:]])
+
+    def append_logged(self, events: Sequence[LoggedEvent]) -> FakeHead:
+        self.write(lambda tx: tx.append_logged(events))
+        return self.head()
 
     # --- the Erasure port ----------------------------------------------------------------------
 
