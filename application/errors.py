@@ -40,6 +40,11 @@ class IntegrityError(StorageError):
     """The event log or a projection failed verification."""
 
 
+class EventFileError(IntegrityError):
+    """An event file that cannot be imported (a bad line, a broken chain) or a target home that
+    refuses it (ADR-0030): nothing was written."""
+
+
 class NotFound(FermixError, LookupError):
     """A memory row, resource revision or other named thing does not exist."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import ExitStack
 from pathlib import Path
@@ -22,6 +22,7 @@ from fermix_memory.adapters.clock import SystemClock
 from fermix_memory.adapters.config_toml import load_settings
 from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
 from fermix_memory.adapters.providers.route import ProviderRoute, build_provider, close_model
+from fermix_memory.adapters.sqlite.codec import decode_payload
 from fermix_memory.adapters.sqlite.erasure import SqliteErasure
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.adapters.sqlite.job_queries import SqliteJobQueries
@@ -38,6 +39,7 @@ from fermix_memory.application.explain import ExplainQueries
 from fermix_memory.application.forget import Forgetting
 from fermix_memory.application.history import HistoryService
 from fermix_memory.application.index_upkeep import IndexUpkeep
+from fermix_memory.application.log_transfer import ImportReport, LogTransfer, check_lines
 from fermix_memory.application.memory_writes import MemoryWriter, OperationOutcome
 from fermix_memory.application.ports import (
     ChatModel,
@@ -138,6 +140,7 @@ class App:
     turns: TurnService
     tools: MemoryTools
     forgetting: Forgetting
+    transfer: LogTransfer
     # What bootstrap opened (store, providers it built, the background worker), closed in reverse.
     resources: ExitStack = attrs.field(factory=ExitStack, repr=False)
 
@@ -342,8 +345,27 @@ def bootstrap(
             compactor=compactor, turns=TurnService(compactor, history),
             tools=MemoryTools(writer, queries, SqliteJobQueries(store.reader)),
             forgetting=Forgetting(store, SqliteErasure(store), prompt_files, clock),
+            transfer=LogTransfer(store, decode_payload, prompt_files.repair),
             resources=opened.pop_all(),
         )
+
+
+def migration_home(target: str) -> Path:
+    """The home ``fermix storage migrate --to`` names: a folder (created when missing). A
+    database URL names a store this build does not have yet: a clear error, nothing opened."""
+    scheme, sep, _ = target.partition("://")
+    if sep:
+        if scheme.lower() in ("postgresql", "postgres"):
+            raise ConfigError("the PostgreSQL store is not available yet in this version;"
+                              " migrate into a home folder")
+        raise ConfigError(f"--to takes a home folder or a postgresql:// URL, not a {scheme[:20]}:// URL")
+    return Path(target).expanduser()
+
+
+def check_event_file(lines: Callable[[], Iterable[str]], progress: Callable[[int, int], None] | None = None
+                     ) -> ImportReport:
+    """Check a whole event file with this build's payload codec, no store opened (ADR-0030)."""
+    return check_lines(lines, decode_payload, progress=progress)
 
 
 def open_store(home: Path, settings: Settings | None = None, *, readonly: bool = False) -> SqliteEventStore:

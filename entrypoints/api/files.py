@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ from fermix_memory.application.commands import Forget
 from fermix_memory.application.errors import NotFound
 from fermix_memory.application.forget import ForgetReport
 from fermix_memory.application.host_input import row_id
+from fermix_memory.application.log_transfer import ImportReport
 from fermix_memory.application.ports import RecordedEvent, ResourceRevision
 from fermix_memory.application.prompt_files import check_resource_name, unified_diff
 from fermix_memory.domain.errors import InvalidArgument
@@ -131,6 +132,29 @@ class FilesApi(ApiBase):
         it: position, stream, kind, time, payload digest, redacted or not."""
         self._check_open()
         return self._app.audit.log_entries(check_int(after, "after", minimum=0), optional_id(kind, "kind"))
+
+    # --- moving a home (ADR-0030) ------------------------------------------------------------------
+
+    def export_events(self) -> Iterator[str]:
+        """The log as an event file, line by line (``\n`` ended): a header naming the head, then
+        every event up to it, chain included; the same log always gives the same lines."""
+        self._check_open()
+        return self._app.transfer.export_lines()
+
+    def import_events(self, lines: Callable[[], Iterable[str]], *, resume: bool = False,
+                      progress: audit.Progress | None = None, checked: audit.Progress | None = None
+                      ) -> ImportReport:
+        """Check a whole event file (``lines()`` opens it anew, as it is read twice), then append
+        its events into this memory and render the prompt files from them. Any problem raises
+        :class:`EventFileError` naming the line, and nothing is written. A memory that holds
+        events is refused unless ``resume`` and its log is a prefix of the file's."""
+        self._check_open()
+        if not callable(lines):
+            raise InvalidArgument("lines must be a function that opens the event file (returns its lines)")
+        if not isinstance(resume, bool):
+            raise InvalidArgument("resume must be True or False")
+        return self._app.transfer.import_lines(lines, resume=resume, progress=_progress(progress),
+                                               checked=_progress(checked))
 
 
 def _progress(progress: object) -> audit.Progress | None:

@@ -25,7 +25,7 @@ READ, WRITE, CONFIG, OWN = "read", "write", "config", "own"
 # is the MCP server's: the CLI never imports it, nor the MCP SDK, before the command runs).
 MODULES = {"demo": "setup", "events": "events", "forget": "memory", "history": "history",
            "mcp": "fermix_memory.entrypoints.mcp.command", "memory": "memory", "resource": "resources",
-           "setup": "setup"}
+           "setup": "setup", "storage": "moving"}
 
 
 @attrs.frozen
@@ -141,11 +141,12 @@ COMMON = (
     Option(("--json",), "print one JSON document on stdout (and errors as JSON on stderr)", switch=True),
 )
 GROUPS = {  # the help of each group of commands
-    "events": "the event log: verify, head, replay, log",
+    "events": "the event log: verify, head, replay, log, export, import",
     "history": "conversation history: import, compact, export",
     "memory": "memory rows: list, show, search, review, set, archive, restore",
     "setup": "the config file: init, show, review-interval",
     "resource": "versioned prompt files: list, history, show, diff, rollback",
+    "storage": "where the memory is stored: migrate",
 }
 _AGENT = Option(("--agent",), "agent id (needed when several agents have prompt files)")
 _OWNER = Option(("--owner",), "owner id (needed when several owners have prompt files)")
@@ -171,6 +172,17 @@ COMMANDS: tuple[Command, ...] = (
         Option(("--limit",), "print at most this many events", type=_positive, default=100),
         Option(("--kind",), "only events of this kind, e.g. memory.added (an unknown kind is an error)",
                type=_event_kind),
+    )),
+    Command(("events", "export"), READ, "write the log as JSON Lines, chain included, to move it to another home"
+            " (ADR-0030); the same log always gives the same bytes", (
+        Option(("file",), "the file to write, '-' for standard output", type=_path),
+    )),
+    Command(("events", "import"), OWN, "append an exported log into an empty home (created if missing),"
+            " projections and prompt files rebuilt; the whole file is checked first, any problem names its line"
+            " and nothing is written", (
+        Option(("file",), "the event file, '-' for standard input", type=_path),
+        Option(("--resume",), "accept a home that holds events when its log is a prefix of the file's (an"
+               " import that was cut off): only the rest is appended", switch=True),
     )),
     Command(("forget",), WRITE, "erase everything an owner left (messages, facts, files, jobs)", (
         Option(("owner",), "the owner id to forget"),
@@ -278,6 +290,13 @@ COMMANDS: tuple[Command, ...] = (
     )),
     Command(("resource", "rollback"), WRITE, "restore a revision's content as a new revision", (
         _AGENT, _OWNER, _NAME, Option(("rev",), "the revision whose content comes back", type=_id),
+    )),
+    Command(("storage", "migrate"), READ, "copy this home's log into another home in one stream (export and"
+            " import, ADR-0030), then verify the target and print both heads", (
+        Option(("--to",), "the target: a home folder (created if missing; a postgresql:// URL once that store"
+               " is available)", required=True, metavar="TARGET"),
+        Option(("--resume",), "accept a target that holds a prefix of this log: only the rest is copied",
+               switch=True),
     )),
 )  # fmt: skip
 

@@ -1,4 +1,5 @@
-"""``fermix events``: verify the hash chain and projections, print the head, replay, list the log."""
+"""``fermix events``: verify the hash chain and projections, print the head, replay, list the log
+(export and import, which move a home, live in :mod:`moving`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any
 
 from fermix_memory.application.errors import IntegrityError
 from fermix_memory.entrypoints.api.memory_system import MemorySystem
+from fermix_memory.entrypoints.cli.moving import cmd_events_export as cmd_events_export
+from fermix_memory.entrypoints.cli.moving import cmd_events_import as cmd_events_import
 from fermix_memory.entrypoints.cli.output import (
     EXIT_ERROR,
     EXIT_OK,

@@ -1,0 +1,122 @@
+"""Moving a home (ADR-0030): ``fermix events export`` / ``events import`` (the log as an event
+file, chain included) and ``fermix storage migrate`` (both in one step, into another home)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import IO, Any
+
+from fermix_memory.application.errors import EventFileError, IntegrityError
+from fermix_memory.application.log_transfer import ImportReport
+from fermix_memory.entrypoints.api.memory_system import MemorySystem
+from fermix_memory.entrypoints.cli.output import EXIT_OK, Output, UsageError, plural, progress_bars
+
+
+def _lines_of(fh: IO[bytes]) -> Callable[[], Iterator[str]]:
+    """Opens the event file anew each call: its lines as text, split on ``\\n`` only."""
+
+    def lines() -> Iterator[str]:
+        fh.seek(0)
+        for number, raw in enumerate(fh, 1):
+            try:
+                yield raw.decode("utf-8").removesuffix("\n")
+            except UnicodeDecodeError as exc:
+                raise EventFileError(f"line {number}: not UTF-8 text (byte {exc.start})") from None
+
+    return lines
+
+
+def _open_event_file(name: str, stack: ExitStack) -> IO[bytes]:
+    """The file (``-``: standard input, kept in a temporary file, as import reads it twice)."""
+    try:
+        if name != "-":
+            return stack.enter_context(Path(name).open("rb"))
+        spool = stack.enter_context(tempfile.TemporaryFile())  # noqa: SIM115 (closed by the stack)
+        source = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else None
+        while chunk := (source.read(1 << 20) if source is not None else sys.stdin.read(1 << 20).encode()):
+            spool.write(chunk)
+        return spool
+    except OSError as exc:
+        raise UsageError(f"cannot read {name}: {exc.strerror or exc}") from None
+
+
+def cmd_events_export(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    lines = memory.export_events()
+    if args.file == "-":
+        sink = getattr(out.out, "buffer", None)
+        for line in lines:
+            sink.write(line.encode("utf-8")) if sink is not None else out.out.write(line)
+        out.out.flush()
+        return EXIT_OK
+    target = Path(args.file)
+    partial = target.with_name(target.name + ".partial")  # a cut-off export never looks finished
+    count = -1
+    try:
+        with partial.open("wb") as fh:
+            for line in lines:
+                fh.write(line.encode("utf-8"))
+                count += 1
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+    out.emit({"exported": count, "file": str(target)},
+             lambda r: [f"exported {plural(r['exported'], 'event')} to {r['file']}"])
+    return EXIT_OK
+
+
+def _import_lines(report: ImportReport, source: str) -> list[str]:
+    kept = f"; the target already held the first {report.events - report.appended}" \
+        if report.appended < report.events else ""
+    return [f"imported {plural(report.appended, 'event')} from {source}{kept}",
+            f"head {report.head_position}:{report.head_hash}"
+            + (f" ({report.redacted} redacted)" if report.redacted else "")]
+
+
+def cmd_events_import(args: argparse.Namespace, out: Output) -> int:
+    """Check the whole file before the home is even created; then import it."""
+    from fermix_memory.entrypoints.bootstrap import DB_NAME, check_event_file, resolve_home
+
+    with ExitStack() as stack:
+        lines = _lines_of(_open_event_file(args.file, stack))
+        with progress_bars("checking", "importing") as (checking, writing):
+            if not (resolve_home(args.home) / DB_NAME).exists():  # a failed import creates nothing
+                check_event_file(lines, checking)
+            with MemorySystem.open(args.home) as memory:
+                report = memory.import_events(lines, resume=args.resume, progress=writing, checked=checking)
+    source = "standard input" if args.file == "-" else args.file
+    out.emit(report, lambda r: _import_lines(r, source))
+    return EXIT_OK
+
+
+def cmd_storage_migrate(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    """Export this home and import it into the target in one stream, then verify the target."""
+    from fermix_memory.entrypoints.bootstrap import migration_home
+
+    target = migration_home(args.to)
+    if target.resolve() == memory.home.resolve():
+        raise UsageError("--to names this very home; migrate into another one")
+    source_head = memory.head()
+    with progress_bars("checking", "copying", "verifying") as (checking, copying, verifying), \
+            MemorySystem.open(target) as into:
+        report = into.import_events(memory.export_events, resume=args.resume, progress=copying, checked=checking)
+        verified = into.verify(verifying)
+        target_head = into.head()
+    result: dict[str, Any] = {
+        "target": str(target), "events": report.events, "appended": report.appended,
+        "source_head": str(source_head), "target_head": str(target_head), "verified": verified.ok,
+        "problem": verified.problem, "table_checksums": verified.table_checksums,
+    }
+    out.emit(result, lambda r: [
+        *_import_lines(report, str(memory.home))[:1],
+        f"source head {r['source_head']}", f"target head {r['target_head']}",
+        "target verified: chain and projections" if r["verified"] else f"target FAILED verification: {r['problem']}",
+    ])
+    if not verified.ok:
+        raise IntegrityError(f"the migrated home did not verify: {verified.problem}")
+    return EXIT_OK

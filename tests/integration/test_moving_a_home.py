@@ -1,0 +1,295 @@
+"""Moving a home (ADR-0030): ``fermix events export`` / ``events import`` and ``fermix storage
+migrate`` copy the log with its chain; the copy verifies, has the source's projection
+checksums and prompt files, and exports to the very same bytes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from fermix_memory import MemorySystem
+from fermix_memory.domain.log_chain import chain_hash, payload_digest
+from tests.cli_runner import run_cli
+
+CONVERSATIONS = ("telegram:42", "slack:C01:thread-1")
+
+
+def fill(memory: MemorySystem) -> None:
+    """Messages, facts replaced and archived, standing rules, prompt files, and a forgotten
+    owner (redacted events) in several conversations."""
+    for i in range(40):
+        for owner in ("alice", "bob", "chlo\u00e9"):
+            memory.append_message(agent_id="ada", owner_id=owner, conversation=CONVERSATIONS[i % 2], role="user",
+                                  sender=owner, content=f"message {i} from {owner} \u2615 \"quoted\"\nline two")
+    for owner in ("alice", "bob", "chlo\u00e9"):
+        [out] = memory.write_memory({"op": "add", "category": "identity", "key": "home",
+                                     "value": f"{owner} lives in Paris"}, agent_id="ada", owner_id=owner,
+                                    trust="operator")
+        memory.write_memory({"op": "replace", "id": out.memory_id, "value": f"{owner} lives in Lyon"},
+                            agent_id="ada", owner_id=owner, trust="operator")
+        memory.write_memory({"op": "add", "category": "preference", "key": "drink", "value": "flat white"},
+                            agent_id="ada", owner_id=owner, trust="operator")
+    memory.write_memory({"op": "add", "category": "directive", "key": "tone", "value": "Answer briefly."},
+                        agent_id="ada", owner_id="alice", trust="operator")
+    [gone] = memory.write_memory({"op": "add", "category": "interest", "key": "chess", "value": "plays chess"},
+                                 agent_id="ada", owner_id="alice", trust="operator")
+    memory.write_memory({"op": "archive", "id": gone.memory_id, "reason": "stopped"}, agent_id="ada",
+                        owner_id="alice", trust="operator")
+    memory.forget_owner("bob")
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("source")
+    with MemorySystem.open(home) as memory:
+        fill(memory)
+        assert memory.verify().redacted > 0
+    return home
+
+
+@pytest.fixture(scope="module")
+def exported(source: Path, tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    path = tmp_path_factory.mktemp("exported") / "events.jsonl"
+    result = run_cli("events", "export", str(path), home=source)
+    assert result.returncode == 0, result.stderr
+    return path.read_bytes()
+
+
+def verified(home: Path) -> dict[str, object]:
+    result = run_cli("events", "verify", "--json", home=home)
+    assert result.returncode == 0, result.stderr
+    report: dict[str, object] = json.loads(result.stdout)
+    return report
+
+
+def prompt_files(home: Path) -> dict[str, str]:
+    return {str(p.relative_to(home)): p.read_text(encoding="utf-8") for p in sorted(home.glob("memory/*/*/*.md"))}
+
+
+def imported(exported: bytes, home: Path, *extra: str) -> Path:
+    path = home.parent / f"{home.name}.jsonl"
+    path.write_bytes(exported)
+    result = run_cli("events", "import", str(path), *extra, home=home)
+    assert result.returncode == 0, result.stderr
+    return home
+
+
+def test_the_file_is_a_header_then_every_event_in_log_order(source: Path, exported: bytes) -> None:
+    lines = exported.decode("utf-8").split("\n")
+    assert lines.pop() == ""
+    header = json.loads(lines[0])
+    with MemorySystem.open(source, readonly=True) as memory:
+        head = memory.head()
+    assert header == {"format": "fermix-events", "format_version": 1,
+                      "head": {"position": head.position, "hash": head.hash}}
+    events = [json.loads(line) for line in lines[1:]]
+    assert [e["position"] for e in events] == list(range(1, head.position + 1))
+    assert events[-1]["hash"] == head.hash
+    redacted = [e for e in events if e.get("redacted")]
+    assert redacted and all("payload" not in e and len(e["payload_sha256"]) == 64 for e in redacted)
+    assert all(payload_digest(e["payload"]) == e["payload_sha256"] for e in events if "payload" in e)
+    # Deterministic bytes: sorted keys, no spaces, UTF-8 text as is.
+    assert all(line == json.dumps(json.loads(line), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+               for line in lines)
+    assert "chlo\u00e9" in exported.decode("utf-8")
+
+
+def test_export_import_export_gives_byte_identical_files(exported: bytes, tmp_path: Path) -> None:
+    home = imported(exported, tmp_path / "copy")
+    again = tmp_path / "again.jsonl"
+    assert run_cli("events", "export", str(again), home=home).returncode == 0
+    assert again.read_bytes() == exported
+
+
+def test_the_copy_verifies_with_the_sources_projection_checksums(source: Path, exported: bytes,
+                                                                  tmp_path: Path) -> None:
+    home = imported(exported, tmp_path / "copy")
+    mine, theirs = verified(home), verified(source)
+    assert mine["ok"] is True and mine["events"] == theirs["events"]
+    assert mine["redacted"] == theirs["redacted"] and mine["redacted"]
+    assert mine["table_checksums"] == theirs["table_checksums"]
+
+
+def test_the_copy_renders_the_sources_prompt_files(source: Path, exported: bytes, tmp_path: Path) -> None:
+    home = imported(exported, tmp_path / "copy")
+    files = prompt_files(source)
+    assert any(name.endswith("USER.md") for name in files) and any(name.endswith("MEMORY.md") for name in files)
+    assert not any("/bob/" in name for name in files)  # the forgotten owner's files stay gone
+    assert prompt_files(home) == files
+
+
+def test_export_to_standard_output_and_import_from_standard_input(source: Path, exported: bytes,
+                                                                  tmp_path: Path) -> None:
+    out = run_cli("events", "export", "-", home=source)
+    assert out.returncode == 0 and out.stdout.encode("utf-8") == exported
+    result = run_cli("events", "import", "-", home=tmp_path / "copy", stdin=exported)
+    assert result.returncode == 0, result.stderr
+    assert verified(tmp_path / "copy")["table_checksums"] == verified(source)["table_checksums"]
+
+
+# --- a file that is not right: one error naming the line, nothing written ----------------------
+
+
+def _edit(field: str, value: object) -> Callable[[list[dict[str, object]]], None]:
+    def edit(events: list[dict[str, object]]) -> None:
+        events[9][field] = value
+    return edit
+
+
+def _rechained(events: list[dict[str, object]], start: int) -> None:
+    """Make the chain hold again from ``events[start]`` on (a forger who recomputes hashes)."""
+    prev = str(events[start - 1]["hash"])
+    for e in events[start:]:
+        e["hash"] = prev = chain_hash(prev, int(str(e["position"])), str(e["stream"]), int(str(e["version"])),
+                                      str(e["kind"]), int(str(e["schema"])), str(e["at"]), str(e["payload_sha256"]))
+
+
+def _payload_off_schema(events: list[dict[str, object]]) -> None:
+    payload = json.loads(str(events[9]["payload"]))
+    payload["unexpected"] = 1
+    events[9]["payload"] = text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    events[9]["payload_sha256"] = payload_digest(text)
+    _rechained(events, 9)
+
+
+def _payload_changed(events: list[dict[str, object]]) -> None:
+    events[9]["payload"] = str(events[9]["payload"]).replace("message", "massage")
+
+
+BAD_FILES: dict[str, tuple[Callable[[list[dict[str, object]]], None], int, str]] = {
+    # case: (edit of the events, the line the error names, words of the error)
+    "payload_not_matching_its_digest": (_payload_changed, 11, "payload does not match its digest"),
+    "time_changed": (_edit("at", "2020-01-01T00:00:00+00:00"), 11, "chain hash does not match"),
+    "a_gap": (lambda events: events.pop(9), 11, "expected position 10"),
+    "version_out_of_turn": (_edit("version", 7), 11, "does not follow"),
+    "payload_off_its_schema": (_payload_off_schema, 11, "does not match its schema"),
+    "cut_off": (lambda events: events.pop(), -1, "header names the head"),
+    "a_missing_field": (lambda events: events[9].pop("kind"), 11, "missing kind"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_a_bad_event_file_names_its_line_and_creates_nothing(exported: bytes, tmp_path: Path, case: str) -> None:
+    edit, line, words = BAD_FILES[case]
+    header, *rest = exported.decode("utf-8").splitlines()
+    events = [json.loads(text) for text in rest]
+    edit(events)
+    line = line if line > 0 else len(events) + 1
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join([header, *(json.dumps(e, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+                                         for e in events)]) + "\n", encoding="utf-8")
+    result = run_cli("events", "import", str(path), home=tmp_path / "home")
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert f"line {line}:" in result.stderr and words in result.stderr, result.stderr
+    assert not (tmp_path / "home").exists()
+
+
+@pytest.mark.parametrize(("text", "line", "words"), [
+    (b"", 1, "the file is empty"),
+    (b'{"format":"other"}\n', 1, "not an event file"),
+    (b"not json\n", 1, "not JSON"),
+])
+def test_a_file_that_is_not_an_event_file_is_refused(tmp_path: Path, text: bytes, line: int, words: str) -> None:
+    result = run_cli("events", "import", "-", home=tmp_path / "home", stdin=text)
+    assert result.returncode == 1 and f"line {line}: " in result.stderr and words in result.stderr, result.stderr
+    assert not (tmp_path / "home").exists()
+
+
+def test_bytes_that_are_not_utf8_name_their_line(exported: bytes, tmp_path: Path) -> None:
+    lines = exported.split(b"\n")
+    lines[3] = lines[3].replace(b"message", b"m\xffssage", 1)
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b"\n".join(lines))
+    result = run_cli("events", "import", str(path), home=tmp_path / "home")
+    assert result.returncode == 1 and "line 4: not UTF-8" in result.stderr, result.stderr
+
+
+def test_an_existing_home_with_a_bad_file_is_left_as_it_was(exported: bytes, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with MemorySystem.open(home):
+        pass
+    bad = exported.replace(b"message 3 from", b"message 4 from", 1)
+    result = run_cli("events", "import", "-", home=home, stdin=bad)
+    assert result.returncode == 1 and "payload does not match its digest" in result.stderr
+    with MemorySystem.open(home, readonly=True) as memory:
+        assert memory.head().position == 0
+
+
+# --- a target that holds events -----------------------------------------------------------------
+
+
+def _prefix(exported: bytes, events: int) -> bytes:
+    """The file of the log's first ``events`` events (what a cut-off import left behind)."""
+    lines = exported.decode("utf-8").splitlines()[1:events + 1]
+    last = json.loads(lines[-1])
+    header = json.dumps({"format": "fermix-events", "format_version": 1,
+                         "head": {"position": last["position"], "hash": last["hash"]}},
+                        sort_keys=True, separators=(",", ":"))
+    return "\n".join([header, *lines, ""]).encode("utf-8")
+
+
+def test_a_home_that_holds_events_is_refused(exported: bytes, tmp_path: Path) -> None:
+    home = imported(_prefix(exported, 50), tmp_path / "home")
+    result = run_cli("events", "import", "-", home=home, stdin=exported)
+    assert result.returncode == 1 and "already holds 50 events" in result.stderr and "--resume" in result.stderr
+    with MemorySystem.open(home, readonly=True) as memory:
+        assert memory.head().position == 50
+
+
+def test_resume_appends_only_what_follows_a_prefix(source: Path, exported: bytes, tmp_path: Path) -> None:
+    home = imported(_prefix(exported, 50), tmp_path / "home")
+    result = run_cli("events", "import", "-", "--resume", "--json", home=home, stdin=exported)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["appended"] == report["events"] - 50
+    assert run_cli("events", "export", "-", home=home).stdout.encode("utf-8") == exported
+    assert verified(home)["table_checksums"] == verified(source)["table_checksums"]
+    assert prompt_files(home) == prompt_files(source)
+
+
+def test_resume_refuses_a_home_whose_log_is_not_a_prefix(exported: bytes, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with MemorySystem.open(home) as memory:
+        memory.append_message(agent_id="ada", owner_id="zoe", conversation="telegram:1", role="user",
+                              sender="zoe", content="a log of its own")
+    result = run_cli("events", "import", "-", "--resume", home=home, stdin=exported)
+    assert result.returncode == 1 and "is not a prefix of the file's" in result.stderr, result.stderr
+    with MemorySystem.open(home, readonly=True) as memory:
+        assert memory.head().position == 1
+
+
+# --- storage migrate ------------------------------------------------------------------------------
+
+
+def test_migrate_copies_the_home_verifies_it_and_prints_both_heads(source: Path, exported: bytes,
+                                                                  tmp_path: Path) -> None:
+    target = tmp_path / "moved"
+    result = run_cli("storage", "migrate", "--to", str(target), home=source)
+    assert result.returncode == 0, result.stderr
+    with MemorySystem.open(source, readonly=True) as memory:
+        head = str(memory.head())
+    assert f"source head {head}" in result.stdout and f"target head {head}" in result.stdout
+    assert "target verified" in result.stdout
+    assert run_cli("events", "export", "-", home=target).stdout.encode("utf-8") == exported
+    assert verified(target)["table_checksums"] == verified(source)["table_checksums"]
+    assert prompt_files(target) == prompt_files(source)
+    again = run_cli("storage", "migrate", "--to", str(target), home=source)
+    assert again.returncode == 1 and "already holds" in again.stderr
+
+
+@pytest.mark.parametrize(("to", "words"), [
+    ("postgresql://fermix@db.example:5432/memory", "the PostgreSQL store is not available yet"),
+    ("mysql://x@y/z", "a home folder or a postgresql:// URL"),
+])
+def test_migrate_to_a_url_says_what_is_not_there(source: Path, tmp_path: Path, to: str, words: str) -> None:
+    result = run_cli("storage", "migrate", "--to", to, home=source)
+    assert result.returncode == 1 and words in result.stderr and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_migrate_into_the_same_home_is_refused(source: Path) -> None:
+    result = run_cli("storage", "migrate", "--to", str(source), home=source)
+    assert result.returncode == 1 and "this very home" in result.stderr
