@@ -21,7 +21,9 @@ from fermix_memory.adapters.sqlite.rows import (
 from fermix_memory.application.errors import ConcurrencyConflict
 from fermix_memory.application.ports import RecordedEvent, ReviewState, StreamEvents
 from fermix_memory.domain.event_base import DomainEvent
-from fermix_memory.domain.log_chain import GENESIS_HASH, LoggedEvent, chain_hash, payload_digest
+from fermix_memory.domain.log_chain import GENESIS_HASH, LoggedEvent
+from fermix_memory.domain.log_chain import chain_hash as chain_hash  # re-exported: moved to the domain
+from fermix_memory.domain.log_chain import payload_digest as payload_digest
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.values import ConversationKey, Scope
 

@@ -23,7 +23,8 @@ def fill(memory: MemorySystem) -> None:
     for i in range(40):
         for owner in ("alice", "bob", "chlo\u00e9"):
             memory.append_message(agent_id="ada", owner_id=owner, conversation=CONVERSATIONS[i % 2], role="user",
-                                  sender=owner, content=f"message {i} from {owner} \u2615 \"quoted\"\nline two")
+                                  sender=owner,
+                                  content=f"message {i} from {owner} \u2615 \"quoted\"\nline two\u2028three\r")
     for owner in ("alice", "bob", "chlo\u00e9"):
         [out] = memory.write_memory({"op": "add", "category": "identity", "key": "home",
                                      "value": f"{owner} lives in Paris"}, agent_id="ada", owner_id=owner,
@@ -174,7 +175,7 @@ BAD_FILES: dict[str, tuple[Callable[[list[dict[str, object]]], None], int, str]]
 @pytest.mark.parametrize("case", sorted(BAD_FILES))
 def test_a_bad_event_file_names_its_line_and_creates_nothing(exported: bytes, tmp_path: Path, case: str) -> None:
     edit, line, words = BAD_FILES[case]
-    header, *rest = exported.decode("utf-8").splitlines()
+    header, *rest = exported.decode("utf-8").split("\n")[:-1]
     events = [json.loads(text) for text in rest]
     edit(events)
     line = line if line > 0 else len(events) + 1
@@ -224,7 +225,7 @@ def test_an_existing_home_with_a_bad_file_is_left_as_it_was(exported: bytes, tmp
 
 def _prefix(exported: bytes, events: int) -> bytes:
     """The file of the log's first ``events`` events (what a cut-off import left behind)."""
-    lines = exported.decode("utf-8").splitlines()[1:events + 1]
+    lines = exported.decode("utf-8").split("\n")[:-1][1:events + 1]
     last = json.loads(lines[-1])
     header = json.dumps({"format": "fermix-events", "format_version": 1,
                          "head": {"position": last["position"], "hash": last["hash"]}},
