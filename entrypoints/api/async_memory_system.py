@@ -13,7 +13,8 @@ the same typed errors. Cancelling a task that awaits a write never leaves half o
 commits whole or does not happen. Methods that compute without touching the store
 (:meth:`session`, :meth:`tool_definitions`, :meth:`prompt_file`, :attr:`settings`, :attr:`home`)
 are plain calls. The iterators of the sync API (:meth:`events`, :meth:`log_entries`) are async
-iterators here, read page by page on the lane; :meth:`export_history` gives a list.
+iterators here, read page by page on the lane; :meth:`export_history` and :meth:`export_events`
+give a list.
 """
 
 from __future__ import annotations
@@ -198,6 +199,12 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
     head = awaitable(MemorySystem.head)
     verify = awaitable(MemorySystem.verify)
     replay_into = awaitable(MemorySystem.replay_into)
+    import_events = awaitable(MemorySystem.import_events)
+
+    async def export_events(self) -> list[str]:
+        """The log as an event file's lines (see :meth:`MemorySystem.export_events`); a list, held
+        whole: for a large home, export with the sync API or ``fermix events export``."""
+        return await self._lane.run(lambda: list(self._sync.export_events()))
 
     async def events(self, *, after: int = 0, stream: str | None = None) -> AsyncIterator[RecordedEvent]:
         """The event log in log order, after position ``after`` (see :meth:`MemorySystem.events`)."""

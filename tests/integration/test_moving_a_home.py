@@ -4,13 +4,14 @@ checksums and prompt files, and exports to the very same bytes."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from fermix_memory import MemorySystem
+from fermix_memory import AsyncMemorySystem, MemorySystem
 from fermix_memory.domain.log_chain import chain_hash, payload_digest
 from tests.cli_runner import run_cli
 
@@ -129,6 +130,18 @@ def test_export_to_standard_output_and_import_from_standard_input(source: Path, 
     result = run_cli("events", "import", "-", home=tmp_path / "copy", stdin=exported)
     assert result.returncode == 0, result.stderr
     assert verified(tmp_path / "copy")["table_checksums"] == verified(source)["table_checksums"]
+
+
+def test_the_asyncio_api_exports_and_imports_too(source: Path, exported: bytes, tmp_path: Path) -> None:
+    async def main() -> None:
+        async with AsyncMemorySystem.open(source, readonly=True) as memory:
+            lines = await memory.export_events()
+        assert "".join(lines).encode("utf-8") == exported
+        async with AsyncMemorySystem.open(tmp_path / "copy") as copy:
+            report = await copy.import_events(lambda: lines)
+            assert report.appended == report.events == len(lines) - 1
+
+    asyncio.run(main())
 
 
 # --- a file that is not right: one error naming the line, nothing written ----------------------
