@@ -333,10 +333,15 @@ def test_an_exported_and_imported_copy_equals_the_replay(source: MemorySystem, t
     does, and the copy exports to the same bytes."""
     exported = "".join(source.export_events())
     with MemorySystem.open(tmp_path / "copy") as copy:
+        assert copy.memories() == [] and copy.history(AGENTS[0], CONVERSATIONS[0]) == []  # read before: cached
         report = copy.import_events(lambda: exported.split("\n")[:-1])  # on newlines only
         assert report.appended == report.events == source.head().position
         assert copy.head() == source.head()
         assert "".join(copy.export_events()) == exported
+        assert copy.memories() == source.memories()  # the open memory's reads follow the import
+        for agent in AGENTS:
+            for conv in CONVERSATIONS:
+                assert copy.history(agent, conv) == source.history(agent, conv)
         checked = copy.verify()
     assert checked.ok, checked.problem
     assert checked.table_checksums == source_checksums(source)
