@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from fermix_memory import AsyncMemorySystem, MemorySystem
+from fermix_memory.application import log_transfer
 from fermix_memory.domain.log_chain import chain_hash, payload_digest
 from tests.cli_runner import run_cli
 
@@ -263,6 +264,28 @@ def test_resume_appends_only_what_follows_a_prefix(source: Path, exported: bytes
     assert run_cli("events", "export", "-", home=home).stdout.encode("utf-8") == exported
     assert verified(home)["table_checksums"] == verified(source)["table_checksums"]
     assert prompt_files(home) == prompt_files(source)
+
+
+def test_an_import_cut_off_between_batches_leaves_a_prefix_that_resume_finishes(
+        source: Path, exported: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(log_transfer, "BATCH", 40)
+    lines = exported.decode("utf-8").split("\n")[:-1]
+
+    def cut_off(done: int, total: int) -> None:
+        if done >= 80:
+            raise KeyboardInterrupt  # the operator's Ctrl-C, after two batches committed
+
+    with MemorySystem.open(tmp_path / "home") as memory, pytest.raises(KeyboardInterrupt):
+        memory.import_events(lambda: lines, progress=cut_off)
+    with MemorySystem.open(tmp_path / "home") as memory:
+        assert memory.head().position == 80
+        # A valid chain, but the erasure record that accounts for its redacted events is still to come.
+        assert "no recorded erasure names it" in memory.verify().problem
+        report = memory.import_events(lambda: lines, resume=True)
+        assert (report.appended, report.events) == (len(lines) - 81, len(lines) - 1)
+        assert memory.verify().ok
+    assert run_cli("events", "export", "-", home=tmp_path / "home").stdout.encode("utf-8") == exported
+    assert prompt_files(tmp_path / "home") == prompt_files(source)
 
 
 def test_resume_refuses_a_home_whose_log_is_not_a_prefix(exported: bytes, tmp_path: Path) -> None:
