@@ -18,13 +18,13 @@ import apsw
 import attrs
 
 from fermix_memory.adapters.durable_file import replace_durably
+from fermix_memory.adapters.event_chain import GENESIS_HASH
 from fermix_memory.adapters.sqlite.connection import int_value, text_value
 from fermix_memory.application.errors import IntegrityError
 from fermix_memory.domain.values import INT64_MAX, preview
 
 log = logging.getLogger("fermix_memory.storage")
 
-GENESIS_HASH = "0" * 64
 WRITE_EVERY_EVENTS = 1_000
 WRITE_EVERY_S = 5.0
 _HEAD = re.compile(r"([0-9]{1,18}):([0-9a-f]{64})")

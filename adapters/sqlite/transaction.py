@@ -3,14 +3,13 @@ stream versions) and the typed state loaders the use cases decide with, as of th
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import apsw
 
+from fermix_memory.adapters.event_chain import GENESIS_HASH, chain_hash, payload_digest
 from fermix_memory.adapters.sqlite.codec import decode_payload, encode_payload
-from fermix_memory.adapters.sqlite.head import GENESIS_HASH
 from fermix_memory.adapters.sqlite.projections import project
 from fermix_memory.adapters.sqlite.queries import AGENT_OWNERS_SQL, AGENT_RULES_SQL
 from fermix_memory.adapters.sqlite.rows import (
@@ -25,28 +24,6 @@ from fermix_memory.application.ports import RecordedEvent, ReviewState, StreamEv
 from fermix_memory.domain.event_base import DomainEvent
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.values import ConversationKey, Scope
-
-
-def payload_digest(payload: str) -> str:
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
-
-
-def chain_hash(
-    prev_hash: str,
-    position: int,
-    stream: str,
-    version: int,
-    kind: str,
-    schema: int,
-    recorded_at: str,
-    digest: str,
-) -> str:
-    """The hash of one log row: it covers the previous hash and the payload's digest (not the
-    payload itself), so a payload can be redacted without breaking the chain."""
-    material = "\n".join(
-        (prev_hash, str(position), stream, str(version), kind, str(schema), recorded_at, digest)
-    )
-    return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
 def read_log(cursor: apsw.Cursor, after: int = 0, stream: str | None = None) -> Iterator[RecordedEvent]:
