@@ -10,10 +10,9 @@ from typing import Any
 import apsw
 import attrs
 
+from fermix_memory.adapters.event_chain import GENESIS_HASH, chain_hash, payload_digest
 from fermix_memory.adapters.sqlite.codec import decode_payload
 from fermix_memory.adapters.sqlite.connection import scalar_int
-from fermix_memory.adapters.sqlite.event_store import chain_hash, payload_digest
-from fermix_memory.adapters.sqlite.head import GENESIS_HASH
 from fermix_memory.application.errors import IntegrityError
 from fermix_memory.domain.memory_events import OwnerForgotten
 

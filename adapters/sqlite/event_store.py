@@ -26,6 +26,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from fermix_memory.adapters.event_chain import GENESIS_HASH, chain_hash, payload_digest
 from fermix_memory.adapters.sqlite import history_rank
 from fermix_memory.adapters.sqlite.connection import (
     enable_wal,
@@ -34,9 +35,9 @@ from fermix_memory.adapters.sqlite.connection import (
     text_value,
     translated_errors,
 )
-from fermix_memory.adapters.sqlite.head import GENESIS_HASH, Head, HeadFile, read_head
+from fermix_memory.adapters.sqlite.head import Head, HeadFile, read_head
 from fermix_memory.adapters.sqlite.schema import check_schema, migrate, restore_triggers
-from fermix_memory.adapters.sqlite.transaction import SqliteTransaction, chain_hash, payload_digest, read_log
+from fermix_memory.adapters.sqlite.transaction import SqliteTransaction, read_log
 from fermix_memory.application.errors import ReadOnlyStore, StorageBusy, StorageError
 from fermix_memory.application.ports import RecordedEvent
 

@@ -25,6 +25,9 @@ from fermix_memory.domain.event_base import DomainEvent
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.values import ConversationKey, Scope
 
+INSERT_EVENT_SQL = ("INSERT INTO events(position, stream, version, kind, schema, recorded_at, payload,"
+                   " payload_sha256, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?)")
+
 
 def read_log(cursor: apsw.Cursor, after: int = 0, stream: str | None = None) -> Iterator[RecordedEvent]:
     """Decoded events after ``after`` (of one stream when given); redacted ones are skipped."""
@@ -91,18 +94,8 @@ class SqliteTransaction:
             new_hash = chain_hash(
                 self.hash, position, stream, version, event.kind, event.schema, recorded_at, digest
             )
-            try:
-                self.cursor.execute(
-                    "INSERT INTO events(position, stream, version, kind, schema, recorded_at, payload,"
-                    " payload_sha256, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    (position, stream, version, event.kind, event.schema, recorded_at, payload, digest,
-                     self.hash, new_hash),
-                )
-            except apsw.ConstraintError as exc:
-                if "events.stream, events.version" not in str(exc):
-                    raise  # not the version: a failed write (StorageError), never a conflict to retry
-                # UNIQUE(stream, version): someone appended first.
-                raise ConcurrencyConflict(f"stream {stream!r} already has version {version}: {exc}") from None
+            self._insert_event((position, stream, version, event.kind, event.schema, recorded_at, payload, digest,
+                                self.hash, new_hash))
             project(self.cursor, position, event)
             self.position, self.hash = position, new_hash
             self.recorded.append(
@@ -110,6 +103,16 @@ class SqliteTransaction:
             )
             positions.append(position)
         return positions
+
+    def _insert_event(self, row: tuple[Any, ...]) -> None:
+        """Insert one ``events`` row; a clash on ``UNIQUE(stream, version)`` is a ``ConcurrencyConflict``."""
+        try:
+            self.cursor.execute(INSERT_EVENT_SQL, row)
+        except apsw.ConstraintError as exc:
+            if "events.stream, events.version" not in str(exc):
+                raise  # not the version: a failed write (StorageError), never a conflict to retry
+            # UNIQUE(stream, version): someone appended first.
+            raise ConcurrencyConflict(f"stream {row[1]!r} already has version {row[2]}: {exc}") from None
 
     # --- reads inside the transaction (RowLookup and friends) -------------------------------
 
