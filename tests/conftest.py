@@ -2,7 +2,10 @@
 small, busy machine; timings are not what any property here is about).
 
 Every prompt composed anywhere in the suite (in this process) is also checked against the
-request rules of both APIs (``tests/request_rules.py``), whichever shape the test asked for."""
+request rules of both APIs (``tests/request_rules.py``), whichever shape the test asked for.
+
+One PostgreSQL server serves the whole run (``tests/postgres_server.py``): ``postgres_url`` is a
+fresh database of it for one test."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from hypothesis import settings
 
 from fermix_memory.application import composer
 from fermix_memory.entrypoints import bootstrap
+from tests.postgres_server import postgres_server, postgres_url  # noqa: F401  # fixtures for every test
 from tests.request_rules import check_anthropic, check_openai
 
 settings.register_profile("fermix", deadline=None)
