@@ -22,11 +22,7 @@ from fermix_memory.adapters.clock import SystemClock
 from fermix_memory.adapters.config_toml import load_settings
 from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
 from fermix_memory.adapters.providers.route import ProviderRoute, build_provider, close_model
-from fermix_memory.adapters.sqlite.erasure import SqliteErasure
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
-from fermix_memory.adapters.sqlite.job_queries import SqliteJobQueries
-from fermix_memory.adapters.sqlite.queries import SqliteQueries
-from fermix_memory.adapters.sqlite.search_index import SqliteSearchIndex
 from fermix_memory.adapters.tokens_tiktoken import TiktokenCounter
 from fermix_memory.application import commands as cmd_
 from fermix_memory.application.background import BackgroundWorker
@@ -44,6 +40,7 @@ from fermix_memory.application.ports import (
     ChatRequest,
     ChatResponse,
     Clock,
+    Erasure,
     EventStore,
     MemoryQueries,
     PromptFileSink,
@@ -61,7 +58,8 @@ from fermix_memory.application.turns import CommandResult, PreflightResult, Turn
 from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
-from fermix_memory.entrypoints.log_audit import LogAudit
+from fermix_memory.entrypoints.log_audit import LogAudit, NotYetSupported
+from fermix_memory.entrypoints.storage import open_postgres, sqlite_storage, storage_url
 
 log = logging.getLogger("fermix_memory")
 
@@ -216,7 +214,7 @@ def build_model_route(
     return model_for
 
 
-def finish_erasures(store: SqliteErasure) -> None:
+def finish_erasures(store: Erasure) -> None:
     """An erasure committed but its scrub never finished (the process died, or a reader kept
     the WAL): finish it now, or say plainly that the erased bytes are still in the files."""
     if not store.scrub_pending():
@@ -225,11 +223,15 @@ def finish_erasures(store: SqliteErasure) -> None:
         report = store.scrub()
     except StorageError as exc:
         log.warning("an erasure is not finished: %s still holds erased bytes (%s); open it again or run"
-                    " forget again when no other process uses it", store.path, exc)
+                    " forget again when no other process uses it", _where(store), exc)
         return
     if not report.wal_truncated:
-        log.warning("an erasure is not finished: another process keeps %s-wal open; erased bytes stay in it"
-                    " until it closes and the memory is opened again", store.path)
+        log.warning("an erasure is not finished: erased bytes stay in %s's write-ahead log until the memory"
+                    " is opened again with no other process on it", _where(store))
+
+
+def _where(erasure: Erasure) -> str:
+    return str(getattr(erasure, "path", None) or "the PostgreSQL store")
 
 
 def _key_present(settings: ProviderSettings, env: Mapping[str, str]) -> bool:
@@ -292,10 +294,13 @@ def bootstrap(
     that needs a hold on them (fault injection); the app closes a given store and worker too."""
     home_path = resolve_home(home)
     settings = resolve_settings(home_path, config)
+    url = storage_url(settings) if store is None else None
+    if url is not None and readonly:
+        raise NotYetSupported("not yet supported on PostgreSQL: a read-only open (audit a copy of the database)")
     # Fails fast (no network) when the encoding is missing, before anything is opened; its tables
     # load at the first count (a read-only open never counts, nor checks).
     tokens = tokens or TiktokenCounter(settings.memory.token_encoding, check=not readonly)
-    if readonly or not create:
+    if (readonly or not create) and url is None:
         require_home(home_path)
     else:
         try:
@@ -304,9 +309,13 @@ def bootstrap(
             raise StorageError(f"cannot create the memory home {home_path}: {error.strerror or error}") from None
     clock = clock or SystemClock()
     with ExitStack() as opened:  # every resource opened below is closed if a later step fails
-        store = open_store(home_path, settings, readonly=readonly) if store is None else store
+        if url is not None:  # the PostgreSQL store (ADR-0029); the home keeps config and prompt files
+            storage = open_postgres(url)
+        else:
+            storage = sqlite_storage(open_store(home_path, settings, readonly=readonly) if store is None else store)
+        store = storage.store
         opened.callback(store.close)
-        queries = SqliteQueries(store.reader)
+        queries = storage.queries
         conversations = ConversationStore(queries, store.last_position, settings.memory.max_conversation_history)
         rows = MemoryRowCache(queries, store.last_position)
         store.add_commit_listener(conversations.on_commit)
@@ -329,19 +338,20 @@ def bootstrap(
         background = BackgroundWorker("fermix-background") if background is None else background
         opened.callback(background.close)  # closed first: it may be mid-call on a provider or the store
         if not readonly:
-            upkeep = IndexUpkeep(SqliteSearchIndex(store), background)  # ADR-0020
-            store.add_after_commit(upkeep.on_commit)
-            opened.callback(upkeep.stop)  # before the worker's close, which waits for a running job
+            if storage.index is not None:
+                upkeep = IndexUpkeep(storage.index, background)  # ADR-0020
+                store.add_after_commit(upkeep.on_commit)
+                opened.callback(upkeep.stop)  # before the worker's close, which waits for a running job
             prompt_files.repair()  # files are derived: a crash between commit and write is mended here
-            finish_erasures(SqliteErasure(store))
+            finish_erasures(storage.erasure)
         return App(
-            home=home_path, settings=settings, clock=clock, store=store, queries=queries, audit=LogAudit(store),
+            home=home_path, settings=settings, clock=clock, store=store, queries=queries, audit=storage.audit,
             conversations=conversations, rows=rows, history=history,
             memory=writer, tokens=tokens, prompt_files=prompt_files, reviewer=reviewer,
             background=background, model_for=model_for,
             compactor=compactor, turns=TurnService(compactor, history),
-            tools=MemoryTools(writer, queries, SqliteJobQueries(store.reader)),
-            forgetting=Forgetting(store, SqliteErasure(store), prompt_files, clock),
+            tools=MemoryTools(writer, queries, storage.jobs),
+            forgetting=Forgetting(store, storage.erasure, prompt_files, clock),
             resources=opened.pop_all(),
         )
 

@@ -161,6 +161,10 @@ class PostgresEventStore:
         with self.connection(doing) as conn:
             return SqlCursor(conn).execute(sql, params).fetchall()
 
+    def reader(self) -> PooledReader:
+        """What the shared read-side queries read through (``reader().execute(sql, params).fetchall()``)."""
+        return PooledReader(self)
+
     def read_events(self, after: int = 0, *, stream: str | None = None) -> Iterator[RecordedEvent]:
         """Events after ``after`` in log order (only ``stream``'s when given); redacted ones skipped.
         Read in batches, each on a connection of its own for a moment."""
@@ -196,3 +200,19 @@ class PostgresEventStore:
             return []
         return [f"the append-only triggers {', '.join(self.missing_triggers)} are missing from the events table:"
                 " the log could be changed"]
+
+
+class _Rows(list[tuple[Any, ...]]):
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return self
+
+
+class PooledReader:
+    """A read "connection" for the shared query classes: each ``execute`` runs on a pooled
+    connection for a moment and returns its rows (driver errors translated)."""
+
+    def __init__(self, store: PostgresEventStore) -> None:
+        self._store = store
+
+    def execute(self, sql: str, params: Any = ()) -> _Rows:
+        return _Rows(self._store.rows(sql, params))
