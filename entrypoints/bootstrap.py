@@ -58,7 +58,7 @@ from fermix_memory.application.turns import CommandResult, PreflightResult, Turn
 from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
-from fermix_memory.entrypoints.log_audit import LogAudit, NotYetSupported
+from fermix_memory.entrypoints.log_audit import LogAudit
 from fermix_memory.entrypoints.storage import open_postgres, sqlite_storage, storage_url
 
 log = logging.getLogger("fermix_memory")
@@ -295,8 +295,6 @@ def bootstrap(
     home_path = resolve_home(home)
     settings = resolve_settings(home_path, config)
     url = storage_url(settings) if store is None else None
-    if url is not None and readonly:
-        raise NotYetSupported("not yet supported on PostgreSQL: a read-only open (audit a copy of the database)")
     # Fails fast (no network) when the encoding is missing, before anything is opened; its tables
     # load at the first count (a read-only open never counts, nor checks).
     tokens = tokens or TiktokenCounter(settings.memory.token_encoding, check=not readonly)
@@ -310,7 +308,7 @@ def bootstrap(
     clock = clock or SystemClock()
     with ExitStack() as opened:  # every resource opened below is closed if a later step fails
         if url is not None:  # the PostgreSQL store (ADR-0029); the home keeps config and prompt files
-            storage = open_postgres(url)
+            storage = open_postgres(url, readonly=readonly)
         else:
             storage = sqlite_storage(open_store(home_path, settings, readonly=readonly) if store is None else store)
         store = storage.store

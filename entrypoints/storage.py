@@ -58,7 +58,7 @@ def sqlite_storage(store: SqliteEventStore) -> Storage:
                    SqliteSearchIndex(store), LogAudit(store))
 
 
-def open_postgres(url: str) -> Storage:
+def open_postgres(url: str, *, readonly: bool = False) -> Storage:
     """The PostgreSQL store at ``url`` (migrated on open) and its adapters; one clear line when the
     extra is missing, the URL is wrong, the server refuses, or the database does not exist."""
     try:
@@ -68,6 +68,6 @@ def open_postgres(url: str) -> Storage:
     except ImportError:
         raise ConfigError("a PostgreSQL URL is configured but the PostgreSQL driver is not installed:"
                           " pip install 'fermix-memory[postgres]'") from None
-    store = PostgresEventStore(url)
+    store = PostgresEventStore(url, readonly=readonly)
     jobs = SqliteJobQueries(cast(Any, store.reader))  # plain SQL, read through the pool
     return Storage(store, PostgresQueries(store), jobs, PostgresErasure(store), None, LogAudit(store))

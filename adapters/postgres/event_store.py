@@ -31,11 +31,11 @@ from fermix_memory.adapters.postgres.connection import (
     translated,
     translated_errors,
 )
-from fermix_memory.adapters.postgres.schema import migrate, missing_triggers
+from fermix_memory.adapters.postgres.schema import check_schema, migrate, missing_triggers
 from fermix_memory.adapters.postgres.transaction import PostgresTransaction
 from fermix_memory.adapters.sqlite.head import Head
 from fermix_memory.adapters.sqlite.transaction import recorded_from_row
-from fermix_memory.application.errors import StorageBusy, StorageError
+from fermix_memory.application.errors import ReadOnlyStore, StorageBusy, StorageError
 from fermix_memory.application.ports import RecordedEvent
 
 log = logging.getLogger("fermix_memory.storage")
@@ -53,20 +53,28 @@ CommitListener = Callable[[list[RecordedEvent]], None]
 class PostgresEventStore:
     """Implements the ``EventStore`` port on one PostgreSQL database."""
 
-    def __init__(self, url: str, *, pool_max: int = POOL_MAX, source: str = "the storage URL") -> None:
+    def __init__(self, url: str, *, pool_max: int = POOL_MAX, source: str = "the storage URL",
+                 readonly: bool = False) -> None:
+        """``readonly``: the schema only checked, every session read-only on the server
+        (``default_transaction_read_only``), and every write refused with ReadOnlyStore."""
         require_driver()
         from psycopg_pool import ConnectionPool
 
         self.url = check_url(url, source)
+        self.readonly = readonly
         with connect(self.url) as conn:  # a clear line for a wrong URL, a refused connection, no database
-            migrate(conn, self.url)
+            if readonly:
+                check_schema(conn, self.url)
+            else:
+                migrate(conn, self.url)
             with translated_errors("checking the event log's triggers"):
                 self.missing_triggers = missing_triggers(conn)
         if self.missing_triggers:
             log.warning("the append-only triggers %s of %s are missing (verify reports it)",
                         ", ".join(self.missing_triggers), shown(self.url))
         self._pool = ConnectionPool(self.url, min_size=1, max_size=pool_max, open=False, timeout=POOL_TIMEOUT_S,
-                                    kwargs={"autocommit": True}, name="fermix")
+                                    kwargs={"autocommit": True, **({"options": "-c default_transaction_read_only=on"}
+                                                                   if readonly else {})}, name="fermix")
         try:
             self._pool.open(wait=True, timeout=POOL_TIMEOUT_S)
         except Exception as exc:
@@ -114,6 +122,8 @@ class PostgresEventStore:
     # --- writes ---------------------------------------------------------------------------------
 
     def write(self, work: Callable[[Any], T]) -> T:
+        if self.readonly:
+            raise ReadOnlyStore(f"{shown(self.url)} was opened read-only; nothing was written")
         try:
             for attempt in Retrying(retry=retry_if_exception(is_retryable), stop=stop_after_attempt(WRITE_ATTEMPTS),
                                     wait=wait_random_exponential(multiplier=0.05, max=1), reraise=False):

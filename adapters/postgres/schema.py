@@ -9,7 +9,7 @@ from typing import Any
 
 from fermix_memory.adapters.postgres.connection import connect, shown, translated_errors
 from fermix_memory.adapters.postgres.migrations import APPEND_ONLY_TRIGGERS, MIGRATIONS
-from fermix_memory.application.errors import DatabaseTooNew, ForeignDatabase
+from fermix_memory.application.errors import DatabaseTooNew, ForeignDatabase, ReadOnlyStore
 
 SCHEMA_VERSION = len(MIGRATIONS)
 MIGRATION_LOCK = 0x46524D58_0001  # "FRMX", 1: the advisory lock migrations run under
@@ -34,6 +34,22 @@ def migrate(conn: Any, url: str) -> int:
             conn.execute(MIGRATIONS[number - 1])
             conn.execute("INSERT INTO fermix_migrations(version) VALUES (%s)", (number,))
     return version
+
+
+def check_schema(conn: Any, url: str) -> None:
+    """What :func:`migrate` checks, changing nothing: the database is ours and at :data:`SCHEMA_VERSION`."""
+    with translated_errors("checking the PostgreSQL store's schema"):
+        known = conn.execute("SELECT to_regclass('fermix_migrations') IS NOT NULL").fetchone()[0]
+        version = int(conn.execute("SELECT coalesce(max(version), 0) FROM fermix_migrations").fetchone()[0]) \
+            if known else 0
+    if version == 0:
+        raise ForeignDatabase(f"{shown(url)} is not a fermix-memory database (or an empty one); not touching it")
+    if version > SCHEMA_VERSION:
+        raise DatabaseTooNew(f"{shown(url)} has schema version {version}, newer than this fermix-memory"
+                             f" understands ({SCHEMA_VERSION}); upgrade fermix-memory — nothing was changed")
+    if version < SCHEMA_VERSION:
+        raise ReadOnlyStore(f"{shown(url)} has schema version {version} and needs an upgrade, which a read-only"
+                            " open cannot do; open it once with write access")
 
 
 def migrate_url(url: str) -> int:
