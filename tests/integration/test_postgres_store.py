@@ -164,3 +164,18 @@ def test_a_missing_driver_is_one_clear_line(postgres_url: str, tmp_path: Path) -
     assert "ConfigError: a PostgreSQL URL is configured but the PostgreSQL driver is not installed:" \
            " pip install 'fermix-memory[postgres]'" in done.stderr
     assert not (tmp_path / "home" / "memory.db").exists()
+
+
+def test_two_homes_sharing_one_database_see_each_others_writes_without_a_restart(postgres_url: str,
+                                                                                 tmp_path: Path) -> None:
+    with MemorySystem.open(tmp_path / "host-a", config=config(postgres_url)) as a, \
+            MemorySystem.open(tmp_path / "host-b", config=config(postgres_url)) as b:
+        on_b = b.session(agent_id="ada", owner_id="alice", conversation="telegram:42")
+        assert [m["content"] for m in on_b.compose_prompt()] == []
+        on_a = a.session(agent_id="ada", owner_id="alice", conversation="telegram:42")
+        mid = on_a.append("user", "I live in Paris")
+        a.write_memory({"op": "add", "category": "identity", "key": "home_city", "value": "Lives in Paris"},
+                       agent_id="ada", owner_id="alice", writer="reviewer", trust="operator", source_message_id=mid)
+        prompt = on_b.compose_prompt(system="You are Ada.")
+        assert "home_city: Lives in Paris" in prompt[0]["content"]
+        assert prompt[-1] == {"role": "user", "content": "I live in Paris"}
