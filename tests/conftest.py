@@ -34,3 +34,14 @@ def every_composed_prompt_is_a_valid_request(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr(bootstrap, "compose_prompt", checked)
     yield
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def every_store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test once on each store: the home's SQLite file, then a fresh PostgreSQL database
+    (``FERMIX_DATABASE_URL``, which every open of the test then uses)."""
+    if request.param == "postgres":
+        monkeypatch.setenv("FERMIX_DATABASE_URL", request.getfixturevalue("postgres_url"))
+    else:
+        monkeypatch.delenv("FERMIX_DATABASE_URL", raising=False)
+    return str(request.param)

@@ -14,7 +14,7 @@ import pytest
 
 from fermix_memory import MemorySystem
 from fermix_memory.adapters.event_chain import GENESIS_HASH, chain_hash
-from fermix_memory.application.errors import ConfigError, ReadOnlyStore, StorageError
+from fermix_memory.application.errors import ConfigError, ReadOnlyStore
 from tests.cli_runner import run_cli
 from tests.postgres_server import PostgresServer
 
@@ -56,9 +56,28 @@ def test_a_memory_on_postgres_appends_recalls_composes_and_leaves_the_home_witho
         assert "home_city: Lives in Paris" in s.compose_prompt(system="You are Ada.")[0]["content"]
         for text in HOSTILE:
             s.recall(text, source="all")  # any text is a safe query: no error
-        with pytest.raises(StorageError, match="not yet supported on PostgreSQL: verify"):
-            memory.verify()
+        report = memory.verify()
+        assert report.ok and report.events == 6, report.problem
+        replayed = memory.replay_into(tmp_path / "replayed")
+        assert replayed["identical"] and replayed["events"] == 6
+        assert [e.kind for e in memory.log_entries(kind="memory.added")] == ["memory.added"]
     assert home.is_dir() and not (home / "memory.db").exists()
+
+
+def test_verify_names_a_projection_row_the_log_does_not_explain_and_a_missing_trigger(postgres_url: str,
+                                                                                      tmp_path: Path) -> None:
+    with MemorySystem.open(tmp_path / "home", config=config(postgres_url)) as memory:
+        memory.session(agent_id="ada", owner_id="alice", conversation="telegram:42").append("user", "hello")
+        sql(postgres_url, "UPDATE messages SET content = 'forged'")
+        report = memory.verify()
+        assert not report.ok and "projection tables differ from the log: messages" in report.problem
+        sql(postgres_url, "UPDATE messages SET content = 'hello'")
+        assert memory.verify().ok
+        sql(postgres_url, "DROP TRIGGER events_append_only_delete ON events")
+        report = memory.verify()
+        assert not report.ok and "events_append_only_delete" in report.problem
+        sql(postgres_url, "DELETE FROM events WHERE position = 1")
+        assert not memory.verify().ok
 
 
 def test_the_server_refuses_changing_or_deleting_events_but_allows_a_redaction(postgres_url: str,
