@@ -9,6 +9,7 @@ fresh database of it for one test."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -37,11 +38,21 @@ def every_composed_prompt_is_a_valid_request(monkeypatch: pytest.MonkeyPatch) ->
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def every_store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+def every_store(request: pytest.FixtureRequest) -> Iterator[str]:
     """Run the test once on each store: the home's SQLite file, then a fresh PostgreSQL database
-    (``FERMIX_DATABASE_URL``, which every open of the test then uses)."""
-    if request.param == "postgres":
-        monkeypatch.setenv("FERMIX_DATABASE_URL", request.getfixturevalue("postgres_url"))
-    else:
-        monkeypatch.delenv("FERMIX_DATABASE_URL", raising=False)
-    return str(request.param)
+    (``FERMIX_DATABASE_URL``, which every open of the test then uses; set outside ``monkeypatch``
+    so that a test undoing its own patches keeps it). A module opts in with
+    ``pytestmark = pytest.mark.usefixtures("every_store")``; a test about the SQLite file itself
+    says so with ``@pytest.mark.sqlite_only("why")``."""
+    saved = os.environ.pop("FERMIX_DATABASE_URL", None)
+    try:
+        if request.param == "postgres":
+            marker = request.node.get_closest_marker("sqlite_only")
+            if marker is not None:
+                pytest.skip(f"SQLite only: {marker.args[0]}")
+            os.environ["FERMIX_DATABASE_URL"] = request.getfixturevalue("postgres_url")
+        yield str(request.param)
+    finally:
+        os.environ.pop("FERMIX_DATABASE_URL", None)
+        if saved is not None:
+            os.environ["FERMIX_DATABASE_URL"] = saved
