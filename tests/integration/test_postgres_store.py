@@ -14,7 +14,7 @@ import pytest
 
 from fermix_memory import MemorySystem
 from fermix_memory.adapters.event_chain import GENESIS_HASH, chain_hash
-from fermix_memory.application.errors import ConfigError, ReadOnlyStore
+from fermix_memory.application.errors import ConfigError, ReadOnlyStore, StorageError
 from tests.cli_runner import run_cli
 from tests.postgres_server import PostgresServer
 
@@ -198,3 +198,26 @@ def test_two_homes_sharing_one_database_see_each_others_writes_without_a_restart
         prompt = on_b.compose_prompt(system="You are Ada.")
         assert "home_city: Lives in Paris" in prompt[0]["content"]
         assert prompt[-1] == {"role": "user", "content": "I live in Paris"}
+
+
+def test_a_lost_connection_is_a_storage_error_and_the_pool_reconnects(postgres_server: PostgresServer,
+                                                                      tmp_path: Path) -> None:
+    url = postgres_server.fresh_database()
+    with MemorySystem.open(tmp_path / "home", config=config(url)) as memory:
+        s = memory.session(agent_id="ada", owner_id="alice", conversation="telegram:42")
+        s.append("user", "before")
+        # Every connection of the memory is cut, as a server restart or a network failure would.
+        database = sql(url, "SELECT current_database()")[0][0]
+        sql(postgres_server.url(), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                                   f" WHERE datname = '{database}'")
+        outcomes = []
+        for text in ("during", "after", "later"):
+            try:
+                s.append("user", text)
+                outcomes.append(text)
+            except StorageError as exc:
+                assert "connection" in str(exc)
+        assert outcomes[-2:] == ["after", "later"]
+        contents = [m["content"] for m in s.compose_prompt()]
+        assert contents == ["before", *outcomes]
+        assert memory.verify().ok
