@@ -221,3 +221,14 @@ def test_a_lost_connection_is_a_storage_error_and_the_pool_reconnects(postgres_s
         contents = [m["content"] for m in s.compose_prompt()]
         assert contents == ["before", *outcomes]
         assert memory.verify().ok
+
+
+def test_setup_init_with_a_database_url_migrates_it_and_creates_no_sqlite_file(
+        postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FERMIX_DATABASE_URL", postgres_url)
+    home = tmp_path / "home"
+    result = run_cli("setup", "init", home=home)
+    assert result.returncode == 0, result.stderr
+    assert f"kept the existing {postgres_url}" in result.stdout
+    assert (home / "config.toml").is_file() and not (home / "memory.db").exists()
+    assert sql(postgres_url, "SELECT max(version) FROM fermix_migrations") == [(1,)]
