@@ -19,7 +19,7 @@ from fermix_memory.adapters.sqlite.history_search import _context_snippet, _visi
 from fermix_memory.adapters.sqlite.queries import SqliteQueries, _scope_sql
 from fermix_memory.adapters.sqlite.read_side import clamp_limit
 from fermix_memory.adapters.sqlite.rows import MESSAGE_FIELDS, memory_columns, memory_from_row, message_from_row
-from fermix_memory.adapters.sqlite.scope_tokens import conversation_token, owner_token
+from fermix_memory.adapters.sqlite.scope_tokens import search_scope_token
 from fermix_memory.application.ports import MemoryHit, MessageHit
 from fermix_memory.domain.messages import is_question
 from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
@@ -60,10 +60,7 @@ class PostgresQueries(SqliteQueries):
         n = clamp_limit(limit)
         if not terms or n == 0:
             return []
-        if where.conversation is not None:
-            token = conversation_token(where.agent_id, where.owner_id, where.conversation)
-        else:
-            token = owner_token(where.agent_id, where.owner_id)
+        token = search_scope_token(where)
         columns = ", ".join(f"m.{c}" for c in MESSAGE_FIELDS)
         after = ", ".join(f"x.{c}" for c in MESSAGE_FIELDS)
         rows = self._rows(
