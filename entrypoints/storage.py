@@ -35,8 +35,7 @@ def storage_url(settings: Settings, env: Mapping[str, str] | None = None) -> str
     if url:
         problem = storage_url_problem(url)
         if problem is not None:
-            raise ConfigError(f"{DATABASE_URL_ENV} must be {problem.removeprefix('not ')}" if problem.startswith(
-                "not ") else f"{DATABASE_URL_ENV} is {problem}")
+            raise ConfigError(f"{DATABASE_URL_ENV} is {problem}")
         return url
     return settings.storage.url
 
@@ -61,13 +60,15 @@ def sqlite_storage(store: SqliteEventStore) -> Storage:
 def open_postgres(url: str, *, readonly: bool = False) -> Storage:
     """The PostgreSQL store at ``url`` (migrated on open) and its adapters; one clear line when the
     extra is missing, the URL is wrong, the server refuses, or the database does not exist."""
+    from fermix_memory.adapters.postgres.connection import EXTRA_MISSING, require_driver
+
+    require_driver()
     try:
         from fermix_memory.adapters.postgres.erasure import PostgresErasure
         from fermix_memory.adapters.postgres.event_store import PostgresEventStore
         from fermix_memory.adapters.postgres.queries import PostgresQueries
     except ImportError:
-        raise ConfigError("a PostgreSQL URL is configured but the PostgreSQL driver is not installed:"
-                          " pip install 'fermix-memory[postgres]'") from None
+        raise ConfigError(EXTRA_MISSING) from None
     store = PostgresEventStore(url, readonly=readonly)
     jobs = SqliteJobQueries(cast(Any, store.reader))  # plain SQL, read through the pool
     return Storage(store, PostgresQueries(store), jobs, PostgresErasure(store), None, LogAudit(store))

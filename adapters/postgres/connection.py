@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from fermix_memory.application.errors import ConfigError, StorageBusy, StorageError
+from fermix_memory.application.settings_storage import URL_SHAPE, storage_url_problem
 
 try:
     import psycopg
@@ -31,10 +32,10 @@ class StoreUnreachable(StorageError):
 def require_driver() -> None:
     if psycopg is None:
         raise ConfigError(EXTRA_MISSING)
-
-
-def is_postgres_url(url: str) -> bool:
-    return urlsplit(url).scheme in ("postgresql", "postgres")
+    try:
+        import psycopg_pool  # noqa: F401
+    except ImportError:
+        raise ConfigError(EXTRA_MISSING) from None
 
 
 def shown(url: str) -> str:
@@ -49,21 +50,9 @@ def shown(url: str) -> str:
 def check_url(url: str, source: str) -> str:
     """``url`` if it names a PostgreSQL database without a password, else a ``ConfigError``
     saying what is wrong (the password comes from PGPASSWORD or the password file, ADR-0029)."""
-    if not isinstance(url, str) or not url.strip():
-        raise ConfigError(f"{source}: the storage URL is empty; give postgresql://USER@HOST:PORT/DATABASE")
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018  # a bad port raises ValueError here
-    except ValueError as exc:
-        raise ConfigError(f"{source}: {shown(url)!r} is not a valid URL ({exc})") from None
-    if parts.scheme not in ("postgresql", "postgres"):
-        raise ConfigError(f"{source}: {shown(url)!r} is not a PostgreSQL URL;"
-                          " give postgresql://USER@HOST:PORT/DATABASE")
-    if parts.password is not None or re.search(r"(^|[?&])password=", parts.query):
-        raise ConfigError(f"{source}: the storage URL holds a password; remove it and give it through"
-                          " PGPASSWORD or the password file (~/.pgpass, or PGPASSFILE)")
-    if not parts.path.strip("/"):
-        raise ConfigError(f"{source}: {shown(url)!r} names no database; give postgresql://USER@HOST:PORT/DATABASE")
+    problem = storage_url_problem(url) if isinstance(url, str) and url.strip() else f"empty; give {URL_SHAPE}"
+    if problem is not None:
+        raise ConfigError(f"{source} is {problem}")
     return url
 
 
