@@ -101,7 +101,10 @@ def render_default_config() -> str:
         parts.append(f"[fermix_core.{section}]")
         for knob in knobs_of(cls):
             parts += [f"# {line}" for line in textwrap.wrap(knob.doc, _WIDTH - 2)]
-            parts.append(f"{knob.name} = {_toml(knob.default)}")
+            if knob.default is None:  # not set by default: its example, commented out
+                parts.append(f"# {knob.name} = {_toml(knob.example)}")
+            else:
+                parts.append(f"{knob.name} = {_toml(knob.default)}")
         parts.append("")
     parts.append(_MCP_TOKENS_INTRO)
     parts += _example("mcp_tokens", McpTokenSettings)

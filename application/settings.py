@@ -6,7 +6,6 @@ that, and ``adapters/config_toml.py`` writes the commented default file from it.
 build these classes directly.
 """
 
-
 from __future__ import annotations
 
 import difflib
@@ -41,6 +40,7 @@ from fermix_memory.application.settings_checks import (
     knobs_of,
 )
 from fermix_memory.application.settings_mcp import McpSettings, McpTokenSettings
+from fermix_memory.application.settings_storage import StorageSettings
 from fermix_memory.domain.values import INT64_MAX, INT64_MIN
 
 __all__ = [
@@ -185,6 +185,7 @@ class Settings:
     realtime: RealtimeSettings = attrs.field(factory=RealtimeSettings)
     mcp: McpSettings = attrs.field(factory=McpSettings)
     mcp_tokens: tuple[McpTokenSettings, ...] = ()
+    storage: StorageSettings = attrs.field(factory=StorageSettings)
 
 
 # The ``[fermix_core.<name>]`` tables, in file order (``providers`` is the array of tables).
@@ -194,6 +195,7 @@ SECTIONS: Mapping[str, type[Any]] = {
     "timeouts": TimeoutSettings,
     "realtime": RealtimeSettings,
     "mcp": McpSettings,
+    "storage": StorageSettings,
 }
 
 

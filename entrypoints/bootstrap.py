@@ -23,11 +23,7 @@ from fermix_memory.adapters.config_toml import load_settings
 from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
 from fermix_memory.adapters.providers.route import ProviderRoute, build_provider, close_model
 from fermix_memory.adapters.sqlite.codec import decode_payload
-from fermix_memory.adapters.sqlite.erasure import SqliteErasure
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
-from fermix_memory.adapters.sqlite.job_queries import SqliteJobQueries
-from fermix_memory.adapters.sqlite.queries import SqliteQueries
-from fermix_memory.adapters.sqlite.search_index import SqliteSearchIndex
 from fermix_memory.adapters.tokens_tiktoken import TiktokenCounter
 from fermix_memory.application import commands as cmd_
 from fermix_memory.application.background import BackgroundWorker
@@ -46,6 +42,7 @@ from fermix_memory.application.ports import (
     ChatRequest,
     ChatResponse,
     Clock,
+    Erasure,
     EventStore,
     MemoryQueries,
     PromptFileSink,
@@ -57,6 +54,7 @@ from fermix_memory.application.prompt_files import PromptFiles, ResourceReader
 from fermix_memory.application.recall import RecallResult, recall
 from fermix_memory.application.reviewer import Reviewer, ReviewResult
 from fermix_memory.application.settings import ProviderSettings, Settings, settings_from_argument
+from fermix_memory.application.settings_storage import storage_url_problem
 from fermix_memory.application.tools import MemoryTools, ToolContext
 from fermix_memory.application.tracing import EventLogTracer
 from fermix_memory.application.turns import CommandResult, PreflightResult, TurnService
@@ -64,6 +62,7 @@ from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.entrypoints.log_audit import LogAudit
+from fermix_memory.entrypoints.storage import open_postgres, sqlite_storage, storage_url
 
 log = logging.getLogger("fermix_memory")
 
@@ -219,7 +218,7 @@ def build_model_route(
     return model_for
 
 
-def finish_erasures(store: SqliteErasure) -> None:
+def finish_erasures(store: Erasure) -> None:
     """An erasure committed but its scrub never finished (the process died, or a reader kept
     the WAL): finish it now, or say plainly that the erased bytes are still in the files."""
     if not store.scrub_pending():
@@ -228,11 +227,15 @@ def finish_erasures(store: SqliteErasure) -> None:
         report = store.scrub()
     except StorageError as exc:
         log.warning("an erasure is not finished: %s still holds erased bytes (%s); open it again or run"
-                    " forget again when no other process uses it", store.path, exc)
+                    " forget again when no other process uses it", _where(store), exc)
         return
     if not report.wal_truncated:
-        log.warning("an erasure is not finished: another process keeps %s-wal open; erased bytes stay in it"
-                    " until it closes and the memory is opened again", store.path)
+        log.warning("an erasure is not finished: erased bytes stay in %s's write-ahead log until the memory"
+                    " is opened again with no other process on it", _where(store))
+
+
+def _where(erasure: Erasure) -> str:
+    return str(getattr(erasure, "path", None) or "the PostgreSQL store")
 
 
 def _key_present(settings: ProviderSettings, env: Mapping[str, str]) -> bool:
@@ -295,10 +298,11 @@ def bootstrap(
     that needs a hold on them (fault injection); the app closes a given store and worker too."""
     home_path = resolve_home(home)
     settings = resolve_settings(home_path, config)
+    url = storage_url(settings) if store is None else None
     # Fails fast (no network) when the encoding is missing, before anything is opened; its tables
     # load at the first count (a read-only open never counts, nor checks).
     tokens = tokens or TiktokenCounter(settings.memory.token_encoding, check=not readonly)
-    if readonly or not create:
+    if (readonly or not create) and url is None:
         require_home(home_path)
     else:
         try:
@@ -307,9 +311,13 @@ def bootstrap(
             raise StorageError(f"cannot create the memory home {home_path}: {error.strerror or error}") from None
     clock = clock or SystemClock()
     with ExitStack() as opened:  # every resource opened below is closed if a later step fails
-        store = open_store(home_path, settings, readonly=readonly) if store is None else store
+        if url is not None:  # the PostgreSQL store (ADR-0029); the home keeps config and prompt files
+            storage = open_postgres(url, readonly=readonly)
+        else:
+            storage = sqlite_storage(open_store(home_path, settings, readonly=readonly) if store is None else store)
+        store = storage.store
         opened.callback(store.close)
-        queries = SqliteQueries(store.reader)
+        queries = storage.queries
         conversations = ConversationStore(queries, store.last_position, settings.memory.max_conversation_history)
         rows = MemoryRowCache(queries, store.last_position)
         store.add_commit_listener(conversations.on_commit)
@@ -332,34 +340,51 @@ def bootstrap(
         background = BackgroundWorker("fermix-background") if background is None else background
         opened.callback(background.close)  # closed first: it may be mid-call on a provider or the store
         if not readonly:
-            upkeep = IndexUpkeep(SqliteSearchIndex(store), background)  # ADR-0020
-            store.add_after_commit(upkeep.on_commit)
-            opened.callback(upkeep.stop)  # before the worker's close, which waits for a running job
+            if storage.index is not None:
+                upkeep = IndexUpkeep(storage.index, background)  # ADR-0020
+                store.add_after_commit(upkeep.on_commit)
+                opened.callback(upkeep.stop)  # before the worker's close, which waits for a running job
             prompt_files.repair()  # files are derived: a crash between commit and write is mended here
-            finish_erasures(SqliteErasure(store))
+            finish_erasures(storage.erasure)
         return App(
-            home=home_path, settings=settings, clock=clock, store=store, queries=queries, audit=LogAudit(store),
+            home=home_path, settings=settings, clock=clock, store=store, queries=queries, audit=storage.audit,
             conversations=conversations, rows=rows, history=history,
             memory=writer, tokens=tokens, prompt_files=prompt_files, reviewer=reviewer,
             background=background, model_for=model_for,
             compactor=compactor, turns=TurnService(compactor, history),
-            tools=MemoryTools(writer, queries, SqliteJobQueries(store.reader)),
-            forgetting=Forgetting(store, SqliteErasure(store), prompt_files, clock),
+            tools=MemoryTools(writer, queries, storage.jobs),
+            forgetting=Forgetting(store, storage.erasure, prompt_files, clock),
             transfer=LogTransfer(store, decode_payload, prompt_files.repair),
             resources=opened.pop_all(),
         )
 
 
-def migration_home(target: str) -> Path:
-    """The home ``fermix storage migrate --to`` names: a folder (created when missing). A
-    database URL names a store this build does not have yet: a clear error, nothing opened."""
+@attrs.frozen
+class MigrationTarget:
+    """Where ``fermix storage migrate --to`` copies a home: a home folder, or a PostgreSQL
+    database (``url``), opened with a scratch folder of its own for the prompt files it renders
+    (each host renders its own from the database when it opens it, ADR-0029)."""
+
+    home: Path | None = None
+    url: str | None = None
+
+    @property
+    def shown(self) -> str:
+        return str(self.home) if self.home is not None else str(self.url)  # a URL here holds no password
+
+
+def migration_target(target: str) -> MigrationTarget:
+    """What ``--to`` names: a folder (created when missing) or a ``postgresql://`` URL (refused
+    with a password in it, like everywhere else); anything else is a clear error."""
     scheme, sep, _ = target.partition("://")
     if sep:
-        if scheme.lower() in ("postgresql", "postgres"):
-            raise ConfigError("the PostgreSQL store is not available yet in this version;"
-                              " migrate into a home folder")
-        raise ConfigError(f"--to takes a home folder or a postgresql:// URL, not a {scheme[:20]}:// URL")
-    return Path(target).expanduser()
+        if scheme.lower() not in ("postgresql", "postgres"):
+            raise ConfigError(f"--to takes a home folder or a postgresql:// URL, not a {scheme[:20]}:// URL")
+        problem = storage_url_problem(target)
+        if problem is not None:
+            raise ConfigError(f"--to is {problem}")
+        return MigrationTarget(url=target)
+    return MigrationTarget(home=Path(target).expanduser())
 
 
 def check_event_file(lines: Callable[[], Iterable[str]], progress: Callable[[int, int], None] | None = None

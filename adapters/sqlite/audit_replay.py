@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,17 +27,23 @@ def _canonical(value: Any) -> Any:
     return value
 
 
+def rows_checksum(rows: Iterable[Sequence[Any]]) -> str:
+    """SHA-256 of rows in the order given, each in a canonical JSON encoding: what a projection
+    table's checksum is on every store."""
+    digest = hashlib.sha256()
+    for row in rows:
+        digest.update(json.dumps([_canonical(v) for v in row], ensure_ascii=False).encode())
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
 def table_checksums(conn: apsw.Connection) -> dict[str, str]:
-    """SHA-256 of every projection table's rows in a canonical order and encoding."""
+    """SHA-256 of every projection table's rows, all columns, ordered by each column in turn."""
     sums = {}
     for table in PROJECTION_TABLES:
         ncols = len(conn.execute(f"PRAGMA table_info({table})").fetchall())
         order = ", ".join(str(i) for i in range(1, ncols + 1))
-        digest = hashlib.sha256()
-        for row in conn.execute(f"SELECT * FROM {table} ORDER BY {order}"):
-            digest.update(json.dumps([_canonical(v) for v in row], ensure_ascii=False).encode())
-            digest.update(b"\n")
-        sums[table] = digest.hexdigest()
+        sums[table] = rows_checksum(conn.execute(f"SELECT * FROM {table} ORDER BY {order}"))
     return sums
 
 

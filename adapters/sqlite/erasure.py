@@ -26,7 +26,7 @@ T = TypeVar("T")
 OWNER_TABLES = ("messages", "memories", "resources", "review_state", "scheduled_jobs", "memory_sources")
 
 
-class _ErasingTransaction:
+class SqliteErasingTransaction:
     """Implements ``ErasureTransaction`` on the write transaction it accompanies."""
 
     def __init__(self, tx: SqliteTransaction) -> None:
@@ -69,7 +69,7 @@ class SqliteErasure:
 
     def erase(self, work: Callable[[WriteTransaction, ErasureTransaction], T]) -> T:
         def both(tx: SqliteTransaction) -> T:
-            return work(tx, _ErasingTransaction(tx))
+            return work(tx, SqliteErasingTransaction(tx))
 
         return self.store.write(both)
 

@@ -39,14 +39,11 @@ from fermix_memory.adapters.sqlite.schema import check_schema, migrate, restore_
 from fermix_memory.adapters.sqlite.transaction import (
     LOG_ROWS,
     SqliteTransaction,
-    insert_row,
+    append_logged_rows,
     logged_from_row,
     read_log,
-    row_of,
 )
 from fermix_memory.application.errors import (
-    ConcurrencyConflict,
-    IntegrityError,
     ReadOnlyStore,
     StorageBusy,
     StorageError,
@@ -294,18 +291,8 @@ class SqliteEventStore:
             cur = conn.cursor()
             cur.execute("BEGIN IMMEDIATE")
             try:
-                head = read_head(conn)
-                for e in events:
-                    if e.position != head.position + 1:
-                        raise ConcurrencyConflict(f"event {e.position} does not follow this log's head"
-                                                  f" {head.position}: nothing was appended")
-                    expected = chain_hash(head.hash, e.position, e.stream, e.version, e.kind, e.schema,
-                                          e.recorded_at, e.payload_sha256)
-                    if expected != e.hash or (e.payload is not None and payload_digest(e.payload) != e.payload_sha256):
-                        raise IntegrityError(f"event {e.position} ({e.kind}) does not link to this log's"
-                                             f" event {head.position}: nothing was appended")
-                    insert_row(cur, row_of(e, head.hash))
-                    head = Head(e.position, e.hash)
+                start = read_head(conn)
+                head = Head(*append_logged_rows(cur, start.position, start.hash, events))
                 cur.execute("COMMIT")
             except BaseException:
                 _roll_back(conn)

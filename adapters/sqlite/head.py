@@ -20,7 +20,7 @@ import attrs
 from fermix_memory.adapters.durable_file import replace_durably
 from fermix_memory.adapters.sqlite.connection import int_value, text_value
 from fermix_memory.application.errors import IntegrityError
-from fermix_memory.domain.log_chain import GENESIS_HASH as GENESIS_HASH  # re-exported: moved to the domain
+from fermix_memory.domain.log_chain import GENESIS_HASH
 from fermix_memory.domain.values import INT64_MAX, preview
 
 log = logging.getLogger("fermix_memory.storage")

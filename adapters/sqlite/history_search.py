@@ -17,7 +17,7 @@ from fermix_memory.adapters.sqlite.history_rank import (
 )
 from fermix_memory.adapters.sqlite.read_side import ReadSide, clamp_limit
 from fermix_memory.adapters.sqlite.rows import MESSAGE_FIELDS, message_from_row
-from fermix_memory.adapters.sqlite.scope_tokens import conversation_token, owner_token
+from fermix_memory.adapters.sqlite.scope_tokens import search_scope_token
 from fermix_memory.application.ports import MessageHit
 from fermix_memory.domain.checkpoint import readable_by_its_owner
 from fermix_memory.domain.messages import Message, is_question
@@ -46,10 +46,7 @@ class HistorySearch(ReadSide):
         n = clamp_limit(limit)
         if not terms or n == 0:
             return []
-        if where.conversation is not None:
-            token = conversation_token(where.agent_id, where.owner_id, where.conversation)
-        else:
-            token = owner_token(where.agent_id, where.owner_id)
+        token = search_scope_token(where)
         scope = quote_term(token)
         scope_size, *counts = self._counts(token, [f"scope_tokens : {scope} AND {{content sender}} : {quote_term(t)}"
                                                    for t in terms])

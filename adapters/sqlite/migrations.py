@@ -17,6 +17,95 @@ BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;""",
 BEGIN SELECT RAISE(ABORT, 'an event payload can only be redacted'); END;""",
 }
 
+# The projection tables written through the domain's evolve (the same on every store).
+PLAIN_TABLES = """
+CREATE TABLE memory_sources(
+    id          TEXT PRIMARY KEY,
+    agent_id    TEXT NOT NULL,
+    owner_id    TEXT NOT NULL,
+    source_type TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    description TEXT NOT NULL DEFAULT '',
+    created_at  TEXT NOT NULL,
+    updated_at  TEXT NOT NULL
+);
+
+CREATE TABLE scheduled_jobs(
+    id               TEXT PRIMARY KEY,
+    agent_id         TEXT NOT NULL,
+    owner_id         TEXT NOT NULL,
+    name             TEXT NOT NULL,
+    schedule         TEXT NOT NULL,
+    prompt           TEXT NOT NULL,
+    memory_source_id TEXT NOT NULL,
+    enabled          INTEGER NOT NULL DEFAULT 1,
+    created_at       TEXT NOT NULL,
+    updated_at       TEXT NOT NULL
+);
+
+CREATE TABLE job_runs(
+    id          TEXT PRIMARY KEY,
+    job_id      TEXT NOT NULL,
+    status      TEXT NOT NULL,
+    started_at  TEXT NOT NULL,
+    finished_at TEXT,
+    output      TEXT NOT NULL DEFAULT '',
+    error       TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX job_runs_by_job ON job_runs(job_id, started_at);
+
+CREATE TABLE resources(
+    agent_id         TEXT NOT NULL,
+    owner_id         TEXT NOT NULL DEFAULT '',
+    name             TEXT NOT NULL,
+    current_revision INTEGER NOT NULL,
+    content_sha256   TEXT NOT NULL,
+    updated_at       TEXT NOT NULL,
+    PRIMARY KEY(agent_id, owner_id, name)
+);
+
+CREATE TABLE resource_revisions(
+    agent_id       TEXT NOT NULL,
+    owner_id       TEXT NOT NULL DEFAULT '',
+    name           TEXT NOT NULL,
+    revision       INTEGER NOT NULL,
+    content        TEXT NOT NULL,
+    content_sha256 TEXT NOT NULL,
+    reason         TEXT NOT NULL,
+    created_at     TEXT NOT NULL,
+    PRIMARY KEY(agent_id, owner_id, name, revision)
+);
+
+CREATE TABLE conversation_state(
+    agent_id                TEXT NOT NULL,
+    channel                 TEXT NOT NULL,
+    chat_id                 TEXT NOT NULL,
+    thread_scope            TEXT NOT NULL,
+    window_start_id         INTEGER NOT NULL DEFAULT 0,  -- messages with id > this are in the window
+    checkpoint_message_id   INTEGER,
+    compacted_at            TEXT,
+    compaction_retry_after  TEXT,
+    PRIMARY KEY(agent_id, channel, chat_id, thread_scope)
+);
+
+CREATE TABLE review_state(
+    agent_id          TEXT NOT NULL,
+    owner_id          TEXT NOT NULL,
+    channel           TEXT NOT NULL,
+    chat_id           TEXT NOT NULL,
+    thread_scope      TEXT NOT NULL,
+    reviewed_up_to_id INTEGER NOT NULL DEFAULT 0,
+    last_review_at    TEXT,
+    retry_after       TEXT,
+    last_error        TEXT,
+    claim_id          TEXT,
+    claim_holder      TEXT,
+    claim_expires_at  TEXT,
+    last_skip_reason  TEXT,
+    PRIMARY KEY(agent_id, owner_id, channel, chat_id, thread_scope)
+);
+"""
+
 _V1 = """
 CREATE TABLE events(
     position       INTEGER PRIMARY KEY,
@@ -107,93 +196,7 @@ CREATE TRIGGER memories_fts_update AFTER UPDATE ON memories BEGIN
     INSERT INTO memories_fts(memories_fts, rowid, key, value) VALUES ('delete', old.id, old.key, old.value);
     INSERT INTO memories_fts(rowid, key, value) VALUES (new.id, new.key, new.value);
 END;
-
-CREATE TABLE memory_sources(
-    id          TEXT PRIMARY KEY,
-    agent_id    TEXT NOT NULL,
-    owner_id    TEXT NOT NULL,
-    source_type TEXT NOT NULL,
-    name        TEXT NOT NULL,
-    description TEXT NOT NULL DEFAULT '',
-    created_at  TEXT NOT NULL,
-    updated_at  TEXT NOT NULL
-);
-
-CREATE TABLE scheduled_jobs(
-    id               TEXT PRIMARY KEY,
-    agent_id         TEXT NOT NULL,
-    owner_id         TEXT NOT NULL,
-    name             TEXT NOT NULL,
-    schedule         TEXT NOT NULL,
-    prompt           TEXT NOT NULL,
-    memory_source_id TEXT NOT NULL,
-    enabled          INTEGER NOT NULL DEFAULT 1,
-    created_at       TEXT NOT NULL,
-    updated_at       TEXT NOT NULL
-);
-
-CREATE TABLE job_runs(
-    id          TEXT PRIMARY KEY,
-    job_id      TEXT NOT NULL,
-    status      TEXT NOT NULL,
-    started_at  TEXT NOT NULL,
-    finished_at TEXT,
-    output      TEXT NOT NULL DEFAULT '',
-    error       TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX job_runs_by_job ON job_runs(job_id, started_at);
-
-CREATE TABLE resources(
-    agent_id         TEXT NOT NULL,
-    owner_id         TEXT NOT NULL DEFAULT '',
-    name             TEXT NOT NULL,
-    current_revision INTEGER NOT NULL,
-    content_sha256   TEXT NOT NULL,
-    updated_at       TEXT NOT NULL,
-    PRIMARY KEY(agent_id, owner_id, name)
-);
-
-CREATE TABLE resource_revisions(
-    agent_id       TEXT NOT NULL,
-    owner_id       TEXT NOT NULL DEFAULT '',
-    name           TEXT NOT NULL,
-    revision       INTEGER NOT NULL,
-    content        TEXT NOT NULL,
-    content_sha256 TEXT NOT NULL,
-    reason         TEXT NOT NULL,
-    created_at     TEXT NOT NULL,
-    PRIMARY KEY(agent_id, owner_id, name, revision)
-);
-
-CREATE TABLE conversation_state(
-    agent_id                TEXT NOT NULL,
-    channel                 TEXT NOT NULL,
-    chat_id                 TEXT NOT NULL,
-    thread_scope            TEXT NOT NULL,
-    window_start_id         INTEGER NOT NULL DEFAULT 0,  -- messages with id > this are in the window
-    checkpoint_message_id   INTEGER,
-    compacted_at            TEXT,
-    compaction_retry_after  TEXT,
-    PRIMARY KEY(agent_id, channel, chat_id, thread_scope)
-);
-
-CREATE TABLE review_state(
-    agent_id          TEXT NOT NULL,
-    owner_id          TEXT NOT NULL,
-    channel           TEXT NOT NULL,
-    chat_id           TEXT NOT NULL,
-    thread_scope      TEXT NOT NULL,
-    reviewed_up_to_id INTEGER NOT NULL DEFAULT 0,
-    last_review_at    TEXT,
-    retry_after       TEXT,
-    last_error        TEXT,
-    claim_id          TEXT,
-    claim_holder      TEXT,
-    claim_expires_at  TEXT,
-    last_skip_reason  TEXT,
-    PRIMARY KEY(agent_id, owner_id, channel, chat_id, thread_scope)
-);
-"""
+""" + PLAIN_TABLES
 
 # Erasures whose bytes may still be in the files: written in the erasure's transaction, cleared
 # once the scrub (VACUUM, WAL emptied) succeeded; a pending row makes the next open scrub.

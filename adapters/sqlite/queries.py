@@ -51,7 +51,7 @@ def _scope_sql(where: MemoryFilter, alias: str = "") -> tuple[str, list[Any]]:
         else:
             clauses.append(f"({p}scope_type = ? AND {p}scope_id = ?)")
             params.extend((stype.value, sid))
-    sql = f"{p}agent_id = ? AND {p}owner_id = ? AND ({' OR '.join(clauses) or '0'})"
+    sql = f"{p}agent_id = ? AND {p}owner_id = ? AND ({' OR '.join(clauses) or 'FALSE'})"
     return sql, params
 
 

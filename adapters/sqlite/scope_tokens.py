@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import hashlib
 
+from fermix_memory.domain.scopes import HistoryFilter
 from fermix_memory.domain.values import ConversationKey
 
 
@@ -30,3 +31,10 @@ def message_scope_tokens(agent_id: str, owner_id: str, conversation: Conversatio
     if quoted_owners:
         return ""
     return f"{owner_token(agent_id, owner_id)} {conversation_token(agent_id, owner_id, conversation)}"
+
+
+def search_scope_token(where: HistoryFilter) -> str:
+    """The token a history search is narrowed to: its conversation's, else its owner's."""
+    if where.conversation is not None:
+        return conversation_token(where.agent_id, where.owner_id, where.conversation)
+    return owner_token(where.agent_id, where.owner_id)

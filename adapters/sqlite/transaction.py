@@ -18,7 +18,7 @@ from fermix_memory.adapters.sqlite.rows import (
     review_state_from_row,
     review_state_key,
 )
-from fermix_memory.application.errors import ConcurrencyConflict
+from fermix_memory.application.errors import ConcurrencyConflict, IntegrityError
 from fermix_memory.application.ports import RecordedEvent, ReviewState, StreamEvents
 from fermix_memory.domain.event_base import DomainEvent
 from fermix_memory.domain.log_chain import GENESIS_HASH, LoggedEvent
@@ -45,6 +45,27 @@ def insert_row(cursor: apsw.Cursor, row: tuple[Any, ...]) -> None:
     position, kind, schema, payload = row[0], row[3], row[4], row[6]
     if payload is not None:
         project(cursor, position, decode_payload(kind, schema, payload))
+
+
+def append_logged_rows(cursor: apsw.Cursor, position: int, last_hash: str, events: Sequence[LoggedEvent]
+                       ) -> tuple[int, str]:
+    """Append rows of another log after the head ``(position, last_hash)``, as they are, with
+    their projections; the new head. A row that does not follow the head
+    (:class:`ConcurrencyConflict`) or does not link or match its digest (:class:`IntegrityError`)
+    is refused before it is written: the caller's transaction then appends nothing. Every store
+    runs its copy through here."""
+    for e in events:
+        if e.position != position + 1:
+            raise ConcurrencyConflict(f"event {e.position} does not follow this log's head"
+                                      f" {position}: nothing was appended")
+        expected = chain_hash(last_hash, e.position, e.stream, e.version, e.kind, e.schema, e.recorded_at,
+                              e.payload_sha256)
+        if expected != e.hash or (e.payload is not None and payload_digest(e.payload) != e.payload_sha256):
+            raise IntegrityError(f"event {e.position} ({e.kind}) does not link to this log's"
+                                 f" event {position}: nothing was appended")
+        insert_row(cursor, row_of(e, last_hash))
+        position, last_hash = e.position, e.hash
+    return position, last_hash
 
 
 def logged_from_row(row: tuple[Any, ...]) -> LoggedEvent:
@@ -124,17 +145,8 @@ class SqliteTransaction:
             new_hash = chain_hash(
                 self.hash, position, stream, version, event.kind, event.schema, recorded_at, digest
             )
-            try:
-                self.cursor.execute(
-                    INSERT_EVENT,
-                    (position, stream, version, event.kind, event.schema, recorded_at, payload, digest,
-                     self.hash, new_hash),
-                )
-            except apsw.ConstraintError as exc:
-                if "events.stream, events.version" not in str(exc):
-                    raise  # not the version: a failed write (StorageError), never a conflict to retry
-                # UNIQUE(stream, version): someone appended first.
-                raise ConcurrencyConflict(f"stream {stream!r} already has version {version}: {exc}") from None
+            self._insert_event((position, stream, version, event.kind, event.schema, recorded_at, payload, digest,
+                                self.hash, new_hash))
             project(self.cursor, position, event)
             self.position, self.hash = position, new_hash
             self.recorded.append(
@@ -142,6 +154,16 @@ class SqliteTransaction:
             )
             positions.append(position)
         return positions
+
+    def _insert_event(self, row: tuple[Any, ...]) -> None:
+        """Insert one ``events`` row; a clash on ``UNIQUE(stream, version)`` is a ``ConcurrencyConflict``."""
+        try:
+            self.cursor.execute(INSERT_EVENT, row)
+        except apsw.ConstraintError as exc:
+            if "events.stream, events.version" not in str(exc):
+                raise  # not the version: a failed write (StorageError), never a conflict to retry
+            # UNIQUE(stream, version): someone appended first.
+            raise ConcurrencyConflict(f"stream {row[1]!r} already has version {row[2]}: {exc}") from None
 
     # --- reads inside the transaction (RowLookup and friends) -------------------------------
 

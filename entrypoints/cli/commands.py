@@ -293,8 +293,8 @@ COMMANDS: tuple[Command, ...] = (
     )),
     Command(("storage", "migrate"), READ, "copy this home's log into another home in one stream (export and"
             " import, ADR-0030), then verify the target and print both heads", (
-        Option(("--to",), "the target: a home folder (created if missing; a postgresql:// URL once that store"
-               " is available)", required=True, metavar="TARGET"),
+        Option(("--to",), "the target: a home folder (created if missing) or a postgresql://USER@HOST/DB URL"
+               " (the password from PGPASSWORD or ~/.pgpass)", required=True, metavar="TARGET"),
         Option(("--resume",), "accept a target that holds a prefix of this log: only the rest is copied",
                switch=True),
     )),

@@ -14,6 +14,7 @@ from typing import IO, Any
 
 from fermix_memory.application.errors import EventFileError, IntegrityError
 from fermix_memory.application.log_transfer import ImportReport
+from fermix_memory.application.settings_storage import DATABASE_URL_ENV
 from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from fermix_memory.entrypoints.cli.output import EXIT_OK, Output, UsageError, plural, progress_bars
 
@@ -96,19 +97,31 @@ def cmd_events_import(args: argparse.Namespace, out: Output) -> int:
 
 def cmd_storage_migrate(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
     """Export this home and import it into the target in one stream, then verify the target."""
-    from fermix_memory.entrypoints.bootstrap import migration_home
+    from fermix_memory.entrypoints.bootstrap import migration_target
 
-    target = migration_home(args.to)
-    if target.resolve() == memory.home.resolve():
+    target = migration_target(args.to)
+    if target.home is not None and target.home.resolve() == memory.home.resolve():
         raise UsageError("--to names this very home; migrate into another one")
+    if target.url is not None and os.environ.get(DATABASE_URL_ENV, "").strip():
+        # The variable wins over any configuration, so the copy would go wherever it points.
+        raise UsageError(f"{DATABASE_URL_ENV} is set; unset it to migrate into --to's database")
+    if target.url is not None and target.url.strip() == (memory.settings.storage.url or "").strip():
+        raise UsageError("--to names this very database; migrate into another one")
     source_head = memory.head()
-    with progress_bars("checking", "copying", "verifying") as (checking, copying, verifying), \
-            MemorySystem.open(target) as into:
+    with ExitStack() as stack:
+        checking, copying, verifying = stack.enter_context(progress_bars("checking", "copying", "verifying"))
+        if target.url is not None:
+            # The database is the memory; the scratch folder only holds the prompt files the copy renders.
+            scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="fermix-migrate-"))
+            config = {"fermix_core": {"storage": {"url": target.url}}}
+            into = stack.enter_context(MemorySystem.open(scratch, config=config))
+        else:
+            into = stack.enter_context(MemorySystem.open(target.home))
         report = into.import_events(memory.export_events, resume=args.resume, progress=copying, checked=checking)
         verified = into.verify(verifying)
         target_head = into.head()
     result: dict[str, Any] = {
-        "target": str(target), "events": report.events, "appended": report.appended,
+        "target": target.shown, "events": report.events, "appended": report.appended,
         "source_head": str(source_head), "target_head": str(target_head), "verified": verified.ok,
         "problem": verified.problem, "table_checksums": verified.table_checksums,
     }

@@ -32,6 +32,7 @@ def cmd_setup_init(args: argparse.Namespace, out: Output) -> int:
     """Write a default config.toml (unless there is one) and create the memory database."""
     from fermix_memory.adapters.config_toml import render_default_config
     from fermix_memory.entrypoints.bootstrap import DB_NAME
+    from fermix_memory.entrypoints.storage import storage_url
 
     path = _config_path(args)
     had_config, had_db = path.exists(), (path.parent / DB_NAME).exists()
@@ -43,10 +44,12 @@ def cmd_setup_init(args: argparse.Namespace, out: Output) -> int:
             path.write_text(render_default_config(), encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
-    with MemorySystem.open(path.parent):
-        pass  # creates memory.db with the settings now in effect (an existing one is opened, and kept)
-    out.emit({"file": str(path), "config_written": not had_config, "database": str(path.parent / DB_NAME),
-              "database_created": not had_db},
+    with MemorySystem.open(path.parent) as memory:
+        # Creates memory.db with the settings now in effect (an existing one is opened, and kept),
+        # or, when a PostgreSQL URL is configured, migrates that database and leaves no memory.db.
+        url = storage_url(memory.settings)
+    out.emit({"file": str(path), "config_written": not had_config,
+              "database": url or str(path.parent / DB_NAME), "database_created": url is None and not had_db},
              lambda r: [f"wrote {r['file']} (every knob at its default)" if r["config_written"]
                         else f"kept the existing {r['file']}",
                         f"created {r['database']}" if r["database_created"] else f"kept the existing {r['database']}"])

@@ -52,11 +52,21 @@ class Ports:
         return self.erasure.erase(work)
 
 
-@pytest.fixture(params=["fake", "apsw"])
+@pytest.fixture(params=["fake", "apsw", "postgres"])
 def ports(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ports]:
     if request.param == "fake":
         fake = FakeEventStore()
         yield Ports(fake, fake)
+        return
+    if request.param == "postgres":
+        from fermix_memory.adapters.postgres.erasure import PostgresErasure
+        from fermix_memory.adapters.postgres.event_store import PostgresEventStore
+
+        pg = PostgresEventStore(request.getfixturevalue("postgres_url"))
+        try:
+            yield Ports(pg, PostgresErasure(pg))
+        finally:
+            pg.close()
         return
     real = SqliteEventStore(tmp_path / "memory.db")
     try:

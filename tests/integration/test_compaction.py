@@ -33,6 +33,8 @@ from fermix_memory.entrypoints.bootstrap import bootstrap
 from tests.integration.loopback_models import LoopbackModelServer, RecordedRequest, Reply
 from tests.manual_clock import TestClock
 
+pytestmark = pytest.mark.usefixtures("every_store")  # each test on SQLite and on PostgreSQL
+
 AGENT, OWNER, CONV = "ada", "alice", "telegram:100"
 KEY = ConversationKey("telegram", "100")
 WINDOW = 2_000  # the model's context window in these tests

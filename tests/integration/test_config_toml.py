@@ -279,9 +279,19 @@ def test_the_default_config_shows_every_knob() -> None:
         "realtime": RealtimeSettings,
         "mcp": McpSettings,
     }
-    assert set(core) == set(sections)
+    assert set(core) == {*sections, "storage"}
     for name, cls in sections.items():
         assert set(core[name]) == {f.name for f in attrs.fields(cls)}, name
+    assert core["storage"] == {}  # not set by default: the SQLite file of the home
+
+
+def test_the_commented_storage_url_is_valid_once_uncommented(tmp_path: Path) -> None:
+    text = render_default_config()
+    section = text[text.index("[fermix_core.storage]"):text.index("# Bearer tokens")]
+    uncommented = "\n".join(line.removeprefix("# ") if line.startswith("# url") else line
+                            for line in section.splitlines())
+    assert load_settings(write(tmp_path / "config.toml", uncommented)).storage.url == \
+        "postgresql://fermix@db.example:5432/fermix"
 
 
 def test_the_commented_mcp_token_example_is_valid_once_uncommented(tmp_path: Path) -> None:

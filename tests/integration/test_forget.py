@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from fermix_memory import DomainError, MemorySystem, NotFound, StorageError
 from fermix_memory.entrypoints.bootstrap import bootstrap, open_store
 
+pytestmark = pytest.mark.usefixtures("every_store")  # each test on SQLite and on PostgreSQL
+
 ALICE_SECRETS = ("Quetzalcoatlus", "Zebrafinchtea", "Marzipanmountain", "Obsidianorchid", "Jobsecretnebula")
 BOB_WORDS = ("Bobwombatfacts", "Bobkestrelnote")
 
@@ -92,6 +94,7 @@ def bob_view(memory: MemorySystem) -> dict[str, object]:
     }
 
 
+@pytest.mark.sqlite_only("reads the bytes of memory.db and its WAL")
 def test_every_byte_of_the_owner_leaves_the_database_and_the_disk(home: Path) -> None:
     assert set(found(home, ALICE_SECRETS)) == set(ALICE_SECRETS)  # the test can see them at all
     with MemorySystem.open(home) as memory:
@@ -207,6 +210,7 @@ def test_bad_input_is_refused_and_an_unknown_owner_is_a_safe_no_op(home: Path) -
         assert memory.history("ada", "telegram:bob")
 
 
+@pytest.mark.sqlite_only("holds a reader on memory.db's WAL")
 def test_a_reader_elsewhere_is_reported_and_a_second_run_finishes(home: Path) -> None:
     db = home / "memory.db"
     other = apsw.Connection(str(db))  # another process's open read transaction pins the WAL
@@ -234,6 +238,7 @@ def test_files_a_crash_left_behind_are_removed_at_the_next_start(home: Path) -> 
         assert memory.prompt_file("max", "alice", "user_md").exists()  # another agent's files stay
 
 
+@pytest.mark.sqlite_only("locks memory.db from another connection")
 def test_a_scrub_that_cannot_run_says_the_erasure_is_committed_and_how_to_finish(home: Path) -> None:
     other = apsw.Connection(str(home / "memory.db"))  # another process, about to take the write lock
     try:
@@ -275,6 +280,7 @@ OWNER_IDS = ("ann", "Ann", "ann:x", "b%20b", "ćora")
     victim=st.sampled_from(OWNER_IDS),
     one_agent=st.sampled_from((None, "ada")),
 )
+@pytest.mark.sqlite_only("reads the home's files; its examples would share one database")
 def test_forgetting_any_owner_erases_exactly_their_words(
     tmp_path_factory: pytest.TempPathFactory, plan: list[tuple[str, str, str]], victim: str, one_agent: str | None
 ) -> None:

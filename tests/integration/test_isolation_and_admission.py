@@ -10,6 +10,8 @@ import pytest
 from fermix_memory import FermixError, MemorySystem, NotFound
 from fermix_memory.domain import events as ev
 
+pytestmark = pytest.mark.usefixtures("every_store")  # each test on SQLite and on PostgreSQL
+
 AGENT = "iso-agent"
 CONV = "test:group-chat"
 A_FACT = "Alice secretly collects antique typewriters"

@@ -319,12 +319,40 @@ def test_migrate_copies_the_home_verifies_it_and_prints_both_heads(source: Path,
 
 
 @pytest.mark.parametrize(("to", "words"), [
-    ("postgresql://fermix@db.example:5432/memory", "the PostgreSQL store is not available yet"),
+    ("postgresql://fermix:secret@db.example:5432/memory", "a URL holding a password"),
+    ("postgresql://fermix@db.example:5432", "names no database"),
     ("mysql://x@y/z", "a home folder or a postgresql:// URL"),
 ])
-def test_migrate_to_a_url_says_what_is_not_there(source: Path, tmp_path: Path, to: str, words: str) -> None:
+def test_migrate_to_a_url_says_what_is_wrong(source: Path, tmp_path: Path, to: str, words: str) -> None:
     result = run_cli("storage", "migrate", "--to", to, home=source)
     assert result.returncode == 1 and words in result.stderr and result.stderr.count("\n") == 1, result.stderr
+    assert "secret" not in result.stderr
+
+
+def test_migrate_into_postgresql_and_back_gives_the_same_log_and_tables(
+        source: Path, exported: bytes, tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FERMIX_DATABASE_URL", raising=False)
+    into_db = run_cli("storage", "migrate", "--to", postgres_url, home=source)
+    assert into_db.returncode == 0, into_db.stderr
+    assert "target verified" in into_db.stdout
+    # A home that lives in that database exports the same bytes and has the same tables.
+    on_db = tmp_path / "on-db"
+    on_db.mkdir()
+    (on_db / "config.toml").write_text(f'[fermix_core.storage]\nurl = "{postgres_url}"\n', encoding="utf-8")
+    assert run_cli("events", "export", "-", home=on_db).stdout.encode("utf-8") == exported
+    assert verified(on_db)["table_checksums"] == verified(source)["table_checksums"]
+    with MemorySystem.open(on_db):  # a host opening the database renders its own prompt files
+        pass
+    assert prompt_files(on_db) == prompt_files(source)
+    # And back into a folder: the same bytes again.
+    back = tmp_path / "back"
+    assert run_cli("storage", "migrate", "--to", str(back), home=on_db).returncode == 0
+    assert run_cli("events", "export", "-", home=back).stdout.encode("utf-8") == exported
+    # The database now holds a log: a second migration into it is refused, naming why.
+    again = run_cli("storage", "migrate", "--to", postgres_url, home=source)
+    assert again.returncode == 1 and "already holds" in again.stderr
+    refused = run_cli("storage", "migrate", "--to", postgres_url, home=on_db)
+    assert refused.returncode == 1 and "this very database" in refused.stderr
 
 
 def test_migrate_into_the_same_home_is_refused(source: Path) -> None:

@@ -44,6 +44,8 @@ from tests.integration.loopback_models import (
 )
 from tests.manual_clock import TestClock
 
+pytestmark = pytest.mark.usefixtures("every_store")  # each test on SQLite and on PostgreSQL
+
 AGENT, OWNER, CONV = "ada", "alice", "telegram:1"
 KEY = "sk-reviewer-SECRET-7f3a9c2e41"
 KEY_ENV = "FERMIX_TEST_REVIEWER_KEY"
@@ -577,6 +579,7 @@ def test_admission_refuses_bad_operations_one_by_one_and_applies_the_rest(
     assert "memory.replaced" not in kinds(memory, before)
 
 
+@pytest.mark.sqlite_only("two homes are two memories only on SQLite")
 def test_operator_directive_is_applied_but_a_mixed_trust_batch_is_a_guest_statement(
     open_memory: Callable[..., MemorySystem], openai_server: LoopbackModelServer,
 ) -> None:
@@ -775,6 +778,7 @@ class ExplodingProvider:
         raise RuntimeError("provider bug")
 
 
+@pytest.mark.sqlite_only("reads memory.db directly")
 def test_a_crashing_reviewer_never_raises_from_after_turn_and_releases_its_claim(
     open_memory: Callable[..., MemorySystem], openai_server: LoopbackModelServer, caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -24,6 +24,7 @@ from fermix_memory.application.settings import (
     knobs_of,
     settings_from_mapping,
 )
+from fermix_memory.application.settings_storage import StorageSettings
 
 SOURCE = "config.toml"
 SECTION_CLASSES: dict[str, type[Any]] = {
@@ -32,6 +33,7 @@ SECTION_CLASSES: dict[str, type[Any]] = {
     "timeouts": TimeoutSettings,
     "realtime": RealtimeSettings,
     "mcp": McpSettings,
+    "storage": StorageSettings,
 }
 
 
@@ -102,6 +104,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "timeouts": {"llm_buffered_s": 30.0},
     "realtime": {"persist_transcripts": True},
     "mcp": {"agent_id": "ada", "owner_id": "alice", "conversation": "mcp:desk:1", "trust": "operator"},
+    "storage": {"url": "postgresql://fermix@db.example:5432/fermix"},
 }
 FULL_PROVIDER: dict[str, Any] = {
     "name": "claude",
@@ -131,6 +134,7 @@ def test_every_knob_can_be_overridden() -> None:
         timeouts=TimeoutSettings(**OVERRIDES["timeouts"]),
         realtime=RealtimeSettings(**OVERRIDES["realtime"]),
         mcp=McpSettings(**OVERRIDES["mcp"]),
+        storage=StorageSettings(**OVERRIDES["storage"]),
         providers=(ProviderSettings(**FULL_PROVIDER), ProviderSettings(name="offline", kind="rules")),
     )
 

@@ -1,0 +1,1 @@
+"""The PostgreSQL store: the storage ports on a PostgreSQL server (ADR-0029)."""

@@ -1,0 +1,156 @@
+"""Connections to the PostgreSQL server: the URL's checks, driver errors translated at the edge
+into the store's typed errors, and the cursor the shared projections write through."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit
+
+from fermix_memory.application.errors import ConfigError, StorageBusy, StorageError
+from fermix_memory.application.settings_storage import URL_SHAPE, storage_url_problem
+
+try:
+    import psycopg
+    from psycopg import errors as pg_errors
+except ImportError:  # the [postgres] extra is optional: ``require_driver`` says so in one line
+    psycopg = None  # type: ignore[assignment]
+    pg_errors = None  # type: ignore[assignment]
+
+EXTRA_MISSING = ("a PostgreSQL URL is configured but the PostgreSQL driver is not installed:"
+                 " pip install 'fermix-memory[postgres]'")
+CONNECT_TIMEOUT_S = 5
+
+
+class StoreUnreachable(StorageError):
+    """The PostgreSQL server could not be reached, refused the connection, or has no such database."""
+
+
+def require_driver() -> None:
+    if psycopg is None:
+        raise ConfigError(EXTRA_MISSING)
+    try:
+        import psycopg_pool  # noqa: F401
+    except ImportError:
+        raise ConfigError(EXTRA_MISSING) from None
+
+
+def shown(url: str) -> str:
+    """The URL as it may be shown in an error: never a password."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
+
+
+def check_url(url: str, source: str) -> str:
+    """``url`` if it names a PostgreSQL database without a password, else a ``ConfigError``
+    saying what is wrong (the password comes from PGPASSWORD or the password file, ADR-0029)."""
+    problem = storage_url_problem(url) if isinstance(url, str) and url.strip() else f"empty; give {URL_SHAPE}"
+    if problem is not None:
+        raise ConfigError(f"{source} is {problem}")
+    return url
+
+
+def connection_failure(url: str, exc: BaseException) -> StoreUnreachable:
+    """One clear line for a failed connection: refused, unknown host, missing database, refused login."""
+    text = " ".join(str(exc).split())
+    database = urlsplit(url).path.strip("/")
+    if "does not exist" in text and "database" in text:
+        why = f"the database {database!r} does not exist on the server (create it: createdb {database})"
+    elif "password authentication failed" in text or "no password supplied" in text:
+        why = "the server refused the login (the password comes from PGPASSWORD or ~/.pgpass)"
+    elif "Connection refused" in text or "No such file or directory" in text:
+        why = "no PostgreSQL server answers there (connection refused)"
+    elif "could not translate host name" in text or "Name or service not known" in text:
+        why = "the host name is unknown"
+    else:
+        why = text
+    return StoreUnreachable(f"cannot open the PostgreSQL store {shown(url)}: {why}")
+
+
+def connect(url: str) -> Any:
+    """A new connection, outside the pool (migrations, checks at open)."""
+    require_driver()
+    try:
+        return psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True)
+    except psycopg.Error as exc:
+        raise connection_failure(url, exc) from None
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """A write that PostgreSQL undid to let another go first: run it again."""
+    return pg_errors is not None and isinstance(exc, pg_errors.SerializationFailure | pg_errors.DeadlockDetected)
+
+
+def translated(exc: BaseException, doing: str) -> BaseException:
+    """The store's typed error for a driver error (others are returned as they are)."""
+    if psycopg is None or not isinstance(exc, psycopg.Error):
+        return exc
+    if is_retryable(exc):
+        return StorageBusy(f"{doing}: the server kept undoing the write to let others go first: {exc}")
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        return StorageError(f"{doing}: the connection to the PostgreSQL server was lost; if this was a write,"
+                            f" it may or may not have committed: {' '.join(str(exc).split())}")
+    return StorageError(f"{doing} failed, nothing of it was applied: {' '.join(str(exc).split())}")
+
+
+@contextmanager
+def translated_errors(doing: str) -> Iterator[None]:
+    try:
+        yield
+    except Exception as exc:
+        error = translated(exc, doing)
+        if error is exc:
+            raise
+        raise error from exc
+
+
+_PLACEHOLDER = re.compile(r"\?|(?<![:\w]):([A-Za-z_]\w*)")
+
+
+@functools.lru_cache(maxsize=1024)
+def pg_sql(sql: str) -> str:
+    """SQL written with SQLite's placeholders (``?``, ``:name``) in psycopg's (``%s``, ``%(name)s``)."""
+    return _PLACEHOLDER.sub(lambda m: "%s" if m.group(0) == "?" else f"%({m.group(1)})s", sql.replace("%", "%%"))
+
+
+class SqlCursor:
+    """The few cursor calls the shared projections and loaders make (``execute(...).fetchall()``,
+    ``executemany``, iteration, ``connection.changes()``), on a psycopg connection: the same
+    SQL runs on both stores."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+        self._cur = conn.cursor()
+        self._changes = 0
+        self.connection = self
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> SqlCursor:
+        self._cur.execute(pg_sql(sql), params)
+        self._changes = self._cur.rowcount
+        return self
+
+    def executemany(self, sql: str, seq: Iterable[Sequence[Any] | dict[str, Any]]) -> SqlCursor:
+        rows = list(seq)
+        if rows:
+            self._cur.executemany(pg_sql(sql), rows)
+        return self
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return list(self._cur.fetchall()) if self._cur.description is not None else []
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self.fetchall())
+
+    def changes(self) -> int:
+        """Rows changed by the last ``execute`` (SQLite's ``connection.changes()``)."""
+        return int(self._changes)
+
+    def cursor(self) -> SqlCursor:
+        """Another cursor on the same connection (and transaction)."""
+        return SqlCursor(self._conn)

@@ -1,0 +1,260 @@
+"""The PostgreSQL event store: the hash-chained append-only log and its projections in one
+transaction, on a server many host processes share (ADR-0029).
+
+Each write runs in its own transaction on a pooled connection. The log has one chain, so
+appends are serialised by a transaction-scoped advisory lock taken first in every write: the
+head (last position and hash) is then read and extended with nothing else in between.
+Serialisation failures and deadlocks are retried with tenacity (3 attempts, then
+:class:`StorageBusy`); a lost connection is a :class:`StorageError` (a write whose COMMIT was
+under way may or may not have committed; the next call reconnects through the pool).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar, cast
+
+from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+from fermix_memory.adapters.postgres.connection import (
+    SqlCursor,
+    check_url,
+    connect,
+    connection_failure,
+    is_retryable,
+    require_driver,
+    shown,
+    translated,
+    translated_errors,
+)
+from fermix_memory.adapters.postgres.schema import check_schema, migrate, missing_triggers
+from fermix_memory.adapters.postgres.transaction import PostgresTransaction
+from fermix_memory.adapters.sqlite.head import Head
+from fermix_memory.adapters.sqlite.transaction import LOG_ROWS, append_logged_rows, logged_from_row, recorded_from_row
+from fermix_memory.application.errors import ReadOnlyStore, StorageBusy, StorageError
+from fermix_memory.application.ports import RecordedEvent
+from fermix_memory.domain.log_chain import GENESIS_HASH, LoggedEvent
+
+log = logging.getLogger("fermix_memory.storage")
+
+T = TypeVar("T")
+WRITE_ATTEMPTS = 3
+LOG_LOCK = 0x46524D58_0002  # "FRMX", 2: the advisory lock that serialises appends to the one chain
+READ_BATCH = 1000
+POOL_MAX = 16
+POOL_TIMEOUT_S = 10.0
+
+CommitListener = Callable[[list[RecordedEvent]], None]
+
+
+class PostgresEventStore:
+    """Implements the ``EventStore`` port on one PostgreSQL database."""
+
+    def __init__(self, url: str, *, pool_max: int = POOL_MAX, source: str = "the storage URL",
+                 readonly: bool = False) -> None:
+        """``readonly``: the schema only checked, every session read-only on the server
+        (``default_transaction_read_only``), and every write refused with ReadOnlyStore."""
+        require_driver()
+        from psycopg_pool import ConnectionPool
+
+        self.url = check_url(url, source)
+        self.readonly = readonly
+        with connect(self.url) as conn:  # a clear line for a wrong URL, a refused connection, no database
+            if readonly:
+                check_schema(conn, self.url)
+            else:
+                migrate(conn, self.url)
+            with translated_errors("checking the event log's triggers"):
+                self.missing_triggers = missing_triggers(conn)
+        if self.missing_triggers:
+            log.warning("the append-only triggers %s of %s are missing (verify reports it)",
+                        ", ".join(self.missing_triggers), shown(self.url))
+        self._pool = ConnectionPool(self.url, min_size=1, max_size=pool_max, open=False, timeout=POOL_TIMEOUT_S,
+                                    kwargs={"autocommit": True, **({"options": "-c default_transaction_read_only=on"}
+                                                                   if readonly else {})}, name="fermix")
+        try:
+            self._pool.open(wait=True, timeout=POOL_TIMEOUT_S)
+        except Exception as exc:
+            self._pool.close()
+            raise connection_failure(self.url, exc) from None
+        self._listeners: list[CommitListener] = []
+        self._reactions: list[CommitListener] = []
+        self._closed = False
+        self._lock = threading.Lock()
+
+    # --- connections --------------------------------------------------------------------------
+
+    @contextmanager
+    def connection(self, doing: str) -> Iterator[Any]:
+        """A pooled connection (autocommit: every block that writes opens its own transaction)."""
+        if self._closed:
+            raise StorageError("the memory store is closed")
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except Exception as exc:
+            error = translated(exc, doing)
+            if error is exc and type(exc).__name__ == "PoolTimeout":
+                error = StorageBusy(f"{doing}: no connection to the PostgreSQL server within {POOL_TIMEOUT_S:g} s")
+            if error is exc:
+                raise
+            raise error from exc
+
+    def add_commit_listener(self, listener: CommitListener) -> None:
+        """Call ``listener`` with the events of every commit made through this store, right after it."""
+        self._listeners.append(listener)
+
+    def add_after_commit(self, reaction: CommitListener) -> None:
+        """Call ``reaction`` with the events of every commit made through this store, after the
+        listeners; its failures are logged, never raised into the write that already committed."""
+        self._reactions.append(reaction)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._pool.close()
+
+    # --- writes ---------------------------------------------------------------------------------
+
+    def write(self, work: Callable[[Any], T]) -> T:
+        if self.readonly:
+            raise ReadOnlyStore(f"{shown(self.url)} was opened read-only; nothing was written")
+        try:
+            for attempt in Retrying(retry=retry_if_exception(is_retryable), stop=stop_after_attempt(WRITE_ATTEMPTS),
+                                    wait=wait_random_exponential(multiplier=0.05, max=1), reraise=False):
+                with attempt:
+                    result, recorded = self._write_once(work)
+        except RetryError as exc:
+            cause = exc.last_attempt.exception()
+            raise StorageBusy(f"the write was undone by the server {WRITE_ATTEMPTS} times: {cause}") from None
+        if recorded:
+            self._committed(recorded)
+        return result
+
+    def _write_once(self, work: Callable[[Any], T]) -> tuple[T, list[RecordedEvent]]:
+        with self.connection("writing to the PostgreSQL store") as conn:
+            try:
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOG_LOCK,))
+                    tx = PostgresTransaction(SqlCursor(conn))
+                    result = work(tx)
+            except Exception as exc:
+                if is_retryable(exc):
+                    raise
+                error = translated(exc, "writing to the PostgreSQL store")
+                if error is exc:
+                    raise
+                raise error from exc
+        return result, tx.recorded
+
+    def append_logged(self, events: Sequence[LoggedEvent]) -> Head:
+        """Append rows of another log as they are, projections included (see the port), in one
+        transaction under the log's lock; no commit listener is called."""
+        if self.readonly:
+            raise ReadOnlyStore(f"{shown(self.url)} was opened read-only; nothing was written")
+        with self.connection("appending events of another log") as conn:
+            try:
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOG_LOCK,))
+                    cursor = SqlCursor(conn)
+                    rows = cursor.execute("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1"
+                                          ).fetchall()
+                    start = (int(rows[0][0]), str(rows[0][1])) if rows else (0, GENESIS_HASH)
+                    head = Head(*append_logged_rows(cast(Any, cursor), *start, events))
+            except Exception as exc:
+                error = translated(exc, "appending events of another log")
+                if error is exc:
+                    raise
+                raise error from exc
+        return head
+
+    def _committed(self, recorded: list[RecordedEvent]) -> None:
+        for listener in self._listeners:
+            try:
+                listener(recorded)
+            except Exception:
+                log.exception("commit listener %r failed", listener)
+        for reaction in self._reactions:
+            try:
+                reaction(recorded)
+            except Exception:
+                log.exception("after-commit reaction %r failed; it is repaired on the next start", reaction)
+
+    # --- reads ----------------------------------------------------------------------------------
+
+    def rows(self, sql: str, params: Any = (), *, doing: str = "reading the PostgreSQL store") -> list[tuple[Any, ...]]:
+        """Rows of one read (SQLite's placeholders), on a pooled connection."""
+        with self.connection(doing) as conn:
+            return SqlCursor(conn).execute(sql, params).fetchall()
+
+    def reader(self) -> PooledReader:
+        """What the shared read-side queries read through (``reader().execute(sql, params).fetchall()``)."""
+        return PooledReader(self)
+
+    def read_events(self, after: int = 0, *, stream: str | None = None) -> Iterator[RecordedEvent]:
+        """Events after ``after`` in log order (only ``stream``'s when given); redacted ones skipped.
+        Read in batches, each on a connection of its own for a moment."""
+        where = "payload IS NOT NULL AND position > ?" + (" AND stream = ?" if stream is not None else "")
+        while True:
+            params = (after, stream) if stream is not None else (after,)
+            batch = self.rows(f"SELECT position, stream, version, kind, schema, payload FROM events WHERE {where}"
+                              f" ORDER BY position LIMIT {READ_BATCH}", params, doing="reading the event log")
+            for row in batch:
+                yield recorded_from_row(row)
+            if len(batch) < READ_BATCH:
+                return
+            after = int(batch[-1][0])
+
+    def read_log(self, after: int = 0) -> Iterator[LoggedEvent]:
+        """Every event after ``after`` as stored, redacted ones included, in batches (the log is
+        append-only, so the batches join up; a redaction made meanwhile may show in later ones)."""
+        while True:
+            batch = self.rows(f"{LOG_ROWS} LIMIT {READ_BATCH}", (after,), doing="reading the event log")
+            for row in batch:
+                yield logged_from_row(row)
+            if len(batch) < READ_BATCH:
+                return
+            after = int(batch[-1][0])
+
+    def last_positions(self, stream_prefix: str) -> dict[str, int]:
+        # A range on the UNIQUE(stream, version) index (``stream`` compares byte-wise: COLLATE "C").
+        rows = self.rows("SELECT stream, max(position) FROM events WHERE stream >= ? AND stream < ? GROUP BY stream",
+                         (stream_prefix, stream_prefix + "\U0010ffff"))
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    def head(self) -> Head:
+        """The log's last (position, hash): an anchor to keep elsewhere (ADR-0011)."""
+        rows = self.rows("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1",
+                         doing="reading the event log")
+        return Head(int(rows[0][0]), str(rows[0][1])) if rows else Head(0, GENESIS_HASH)
+
+    def last_position(self) -> int:
+        return self.head().position
+
+    def problems_at_open(self) -> list[str]:
+        """What opening found wrong (verify reports these)."""
+        if not self.missing_triggers:
+            return []
+        return [f"the append-only triggers {', '.join(self.missing_triggers)} are missing from the events table:"
+                " the log could be changed"]
+
+
+class _Rows(list[tuple[Any, ...]]):
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return self
+
+
+class PooledReader:
+    """A read "connection" for the shared query classes: each ``execute`` runs on a pooled
+    connection for a moment and returns its rows (driver errors translated)."""
+
+    def __init__(self, store: PostgresEventStore) -> None:
+        self._store = store
+
+    def execute(self, sql: str, params: Any = ()) -> _Rows:
+        return _Rows(self._store.rows(sql, params))

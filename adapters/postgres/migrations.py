@@ -1,0 +1,117 @@
+"""The DDL of each schema version of the PostgreSQL store: migration N brings version N-1 to N
+(``schema.migrate`` runs them and records each in ``fermix_migrations``).
+
+The tables and columns are those of ``memory.db`` (the projections are the same functions);
+what differs is PostgreSQL's own: the append-only rules as PL/pgSQL triggers, and full-text
+search as ``tsvector`` columns with GIN indexes in place of FTS5 tables."""
+
+from __future__ import annotations
+
+from fermix_memory.adapters.sqlite.migrations import PLAIN_TABLES
+
+# The functions and triggers that make ``events`` append-only: no DELETE, no TRUNCATE, and an
+# UPDATE only of ``payload``, only to NULL (the redaction of a payload, whose digest stays).
+APPEND_ONLY = """
+CREATE FUNCTION fermix_events_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'the event log is append-only' USING ERRCODE = 'integrity_constraint_violation';
+END $$;
+CREATE FUNCTION fermix_events_redact_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.payload IS NOT NULL
+       OR (NEW.position, NEW.stream, NEW.version, NEW.kind, NEW.schema, NEW.recorded_at, NEW.payload_sha256,
+           NEW.prev_hash, NEW.hash)
+          IS DISTINCT FROM
+          (OLD.position, OLD.stream, OLD.version, OLD.kind, OLD.schema, OLD.recorded_at, OLD.payload_sha256,
+           OLD.prev_hash, OLD.hash) THEN
+        RAISE EXCEPTION 'an event payload can only be redacted' USING ERRCODE = 'integrity_constraint_violation';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
+    FOR EACH ROW EXECUTE FUNCTION fermix_events_append_only();
+CREATE TRIGGER events_append_only_truncate BEFORE TRUNCATE ON events
+    FOR EACH STATEMENT EXECUTE FUNCTION fermix_events_append_only();
+CREATE TRIGGER events_redact_only BEFORE UPDATE ON events
+    FOR EACH ROW EXECUTE FUNCTION fermix_events_redact_only();
+"""
+
+# Names of the append-only triggers (verify and open check they are all there).
+APPEND_ONLY_TRIGGERS = ("events_append_only_delete", "events_append_only_truncate", "events_redact_only")
+
+_V1 = """
+CREATE TABLE events(
+    position       BIGINT PRIMARY KEY,
+    stream         TEXT COLLATE "C" NOT NULL,
+    version        BIGINT NOT NULL,
+    kind           TEXT NOT NULL,
+    schema         INTEGER NOT NULL,
+    recorded_at    TEXT NOT NULL,
+    payload        TEXT,                -- canonical JSON, byte for byte what was digested; NULL once redacted
+    payload_sha256 TEXT NOT NULL,
+    prev_hash      TEXT NOT NULL,
+    hash           TEXT NOT NULL,
+    UNIQUE(stream, version)
+);
+""" + APPEND_ONLY + """
+CREATE TABLE messages(
+    id            BIGINT PRIMARY KEY,    -- the position of its message.appended event
+    agent_id      TEXT NOT NULL,
+    owner_id      TEXT NOT NULL,
+    channel       TEXT NOT NULL,
+    chat_id       TEXT NOT NULL,
+    thread_scope  TEXT NOT NULL DEFAULT '',
+    sender        TEXT NOT NULL,
+    role          TEXT NOT NULL,
+    kind          TEXT NOT NULL,
+    content       TEXT NOT NULL,
+    metadata_json TEXT NOT NULL DEFAULT '{}',
+    created_at    TEXT NOT NULL,
+    trust         TEXT NOT NULL DEFAULT 'guest',
+    scope_tokens  TEXT NOT NULL,         -- in the index with the text, so a scoped search stays scoped
+    search        tsvector GENERATED ALWAYS AS (
+        to_tsvector('simple'::regconfig, scope_tokens)
+        || setweight(to_tsvector('english'::regconfig, content), 'A')
+        || setweight(to_tsvector('simple'::regconfig, sender), 'D')) STORED
+);
+CREATE INDEX messages_by_conversation ON messages(agent_id, channel, chat_id, thread_scope, created_at, id);
+CREATE INDEX messages_search ON messages USING gin(search);
+
+CREATE TABLE memories(
+    id                 BIGINT PRIMARY KEY,  -- the position of its memory.added event
+    agent_id           TEXT NOT NULL,
+    owner_id           TEXT NOT NULL,
+    scope_type         TEXT NOT NULL,
+    scope_id           TEXT NOT NULL,
+    category           TEXT NOT NULL,
+    key                TEXT NOT NULL,
+    value              TEXT NOT NULL,
+    confidence         DOUBLE PRECISION NOT NULL DEFAULT 1.0,
+    promote_target     TEXT,
+    source_id          TEXT NOT NULL DEFAULT '',
+    source_type        TEXT NOT NULL DEFAULT '',
+    source_name        TEXT NOT NULL DEFAULT '',
+    source_description TEXT NOT NULL DEFAULT '',
+    session_id         TEXT NOT NULL DEFAULT '',
+    run_id             TEXT NOT NULL DEFAULT '',
+    source_message_id  BIGINT,
+    archived_at        TEXT,
+    archived_by        TEXT,
+    archive_reason     TEXT,
+    created_at         TEXT NOT NULL,
+    updated_at         TEXT NOT NULL,
+    search             tsvector GENERATED ALWAYS AS (
+        to_tsvector('english'::regconfig, key || ' ' || value)) STORED,
+    UNIQUE(agent_id, owner_id, scope_type, scope_id, key)
+);
+CREATE INDEX memories_search ON memories USING gin(search);
+
+""" + PLAIN_TABLES.replace("INTEGER", "BIGINT") + """
+-- Erasures whose bytes may still be in the server's files until a scrub (VACUUM FULL) ran.
+CREATE TABLE scrub_pending(
+    id             INTEGER PRIMARY KEY CHECK (id = 1),
+    since_position BIGINT NOT NULL
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1,)

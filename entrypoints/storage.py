@@ -1,0 +1,74 @@
+"""Which store a memory lives in, and the storage adapters wired for it (ADR-0029).
+
+A memory lives in the SQLite file ``memory.db`` of its home unless a PostgreSQL URL is
+configured: ``FERMIX_DATABASE_URL`` (which wins) or ``[fermix_core.storage] url``. Each store
+comes with the same ports: the event store, the host's queries, the job queries, erasure, the
+search index's upkeep (SQLite only: PostgreSQL's GIN indexes keep themselves) and the audit.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, cast
+
+import attrs
+
+from fermix_memory.adapters.sqlite.erasure import SqliteErasure
+from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
+from fermix_memory.adapters.sqlite.job_queries import SqliteJobQueries
+from fermix_memory.adapters.sqlite.queries import SqliteQueries
+from fermix_memory.adapters.sqlite.search_index import SqliteSearchIndex
+from fermix_memory.application.errors import ConfigError
+from fermix_memory.application.ports import Erasure, SearchIndex
+from fermix_memory.application.settings import Settings
+from fermix_memory.application.settings_storage import DATABASE_URL_ENV, storage_url_problem
+from fermix_memory.entrypoints.log_audit import LogAudit
+
+
+def storage_url(settings: Settings, env: Mapping[str, str] | None = None) -> str | None:
+    """The PostgreSQL URL this memory lives at: ``FERMIX_DATABASE_URL`` when set (it wins over the
+    file, so each replica's environment can point it elsewhere), else ``[fermix_core.storage] url``;
+    ``None``: the SQLite file of the home. A URL with a password is refused in both places."""
+    env = os.environ if env is None else env
+    url = env.get(DATABASE_URL_ENV, "").strip()
+    if url:
+        problem = storage_url_problem(url)
+        if problem is not None:
+            raise ConfigError(f"{DATABASE_URL_ENV} is {problem}")
+        return url
+    return settings.storage.url
+
+
+@attrs.frozen
+class Storage:
+    """One store and the adapters over it."""
+
+    store: Any  # SqliteEventStore | PostgresEventStore: the EventStore port and its commit hooks
+    queries: Any  # the host's queries (bootstrap.HostQueries)
+    jobs: Any  # application.jobs.JobQueries
+    erasure: Erasure
+    index: SearchIndex | None
+    audit: LogAudit
+
+
+def sqlite_storage(store: SqliteEventStore) -> Storage:
+    return Storage(store, SqliteQueries(store.reader), SqliteJobQueries(store.reader), SqliteErasure(store),
+                   SqliteSearchIndex(store), LogAudit(store))
+
+
+def open_postgres(url: str, *, readonly: bool = False) -> Storage:
+    """The PostgreSQL store at ``url`` (migrated on open) and its adapters; one clear line when the
+    extra is missing, the URL is wrong, the server refuses, or the database does not exist."""
+    from fermix_memory.adapters.postgres.connection import EXTRA_MISSING, require_driver
+
+    require_driver()
+    try:
+        from fermix_memory.adapters.postgres.erasure import PostgresErasure
+        from fermix_memory.adapters.postgres.event_store import PostgresEventStore
+        from fermix_memory.adapters.postgres.queries import PostgresQueries
+    except ImportError:
+        raise ConfigError(EXTRA_MISSING) from None
+    store = PostgresEventStore(url, readonly=readonly)
+    jobs = SqliteJobQueries(cast(Any, store.reader))  # plain SQL, read through the pool
+    return Storage(store, PostgresQueries(store), jobs, PostgresErasure(store), None, LogAudit(store))

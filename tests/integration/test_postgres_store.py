@@ -1,0 +1,234 @@
+"""The PostgreSQL store beyond the contract suite: a whole memory on it, the append-only rules
+enforced by the server itself, the chain, safe full-text queries, and the configuration's clear
+refusals (a wrong URL, a password in config, a refused connection, a missing database, a missing
+extra), none of which ever touches the SQLite file of the home."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fermix_memory import MemorySystem
+from fermix_memory.application.errors import ConfigError, ReadOnlyStore, StorageError
+from fermix_memory.domain.log_chain import GENESIS_HASH, chain_hash
+from tests.cli_runner import run_cli
+from tests.postgres_server import PostgresServer
+
+HOSTILE = ["a & b | !c:* <-> d", "'quoted' \"double\" (paren", "\\ backslash :* ''", "*", "!!!", "NEAR(a b)",
+           "x' || to_tsquery('y"]
+
+
+def config(url: str) -> dict[str, Any]:
+    return {"fermix_core": {"storage": {"url": url}}}
+
+
+def sql(url: str, statement: str) -> list[tuple[Any, ...]]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        cur = conn.execute(statement)  # type: ignore[arg-type]  # the test's own SQL
+        return cur.fetchall() if cur.description else []
+
+
+def test_a_memory_on_postgres_appends_recalls_composes_and_leaves_the_home_without_a_database(
+        postgres_url: str, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with MemorySystem.open(home, config=config(postgres_url)) as memory:
+        s = memory.session(agent_id="ada", owner_id="alice", conversation="telegram:42")
+        s.append("user", "Which harbour does my boat Petrel sail from?")
+        s.append("assistant", "From Brest, you told me last week.")
+        mid = s.append("user", "I live in Paris")
+        memory.write_memory({"op": "add", "category": "identity", "key": "home_city", "value": "Lives in Paris"},
+                            agent_id="ada", owner_id="alice", writer="reviewer", trust="operator",
+                            source_message_id=mid)
+        other = memory.session(agent_id="ada", owner_id="bob", conversation="telegram:7")
+        other.append("user", "My boat Petrel is blue")
+        hits = s.recall("petrel boats", source="history")
+        # The matching question brings its reply; bob's message is never alice's.
+        assert [h.message.content for h in hits.messages] == ["Which harbour does my boat Petrel sail from?",
+                                                               "From Brest, you told me last week."]
+        assert hits.messages[1].context_of == hits.messages[0].message.id
+        assert [h.memory.key for h in s.recall("Paris", source="memories").memories] == ["home_city"]
+        assert "home_city: Lives in Paris" in s.compose_prompt(system="You are Ada.")[0]["content"]
+        for text in HOSTILE:
+            s.recall(text, source="all")  # any text is a safe query: no error
+        report = memory.verify()
+        assert report.ok and report.events == 6, report.problem
+        replayed = memory.replay_into(tmp_path / "replayed")
+        assert replayed["identical"] and replayed["events"] == 6
+        assert [e.kind for e in memory.log_entries(kind="memory.added")] == ["memory.added"]
+    assert home.is_dir() and not (home / "memory.db").exists()
+
+
+def test_verify_names_a_projection_row_the_log_does_not_explain_and_a_missing_trigger(postgres_url: str,
+                                                                                      tmp_path: Path) -> None:
+    with MemorySystem.open(tmp_path / "home", config=config(postgres_url)) as memory:
+        memory.session(agent_id="ada", owner_id="alice", conversation="telegram:42").append("user", "hello")
+        sql(postgres_url, "UPDATE messages SET content = 'forged'")
+        report = memory.verify()
+        assert not report.ok and "projection tables differ from the log: messages" in report.problem
+        sql(postgres_url, "UPDATE messages SET content = 'hello'")
+        assert memory.verify().ok
+        sql(postgres_url, "DROP TRIGGER events_append_only_delete ON events")
+        report = memory.verify()
+        assert not report.ok and "events_append_only_delete" in report.problem
+        sql(postgres_url, "DELETE FROM events WHERE position = 1")
+        assert not memory.verify().ok
+
+
+def test_the_server_refuses_changing_or_deleting_events_but_allows_a_redaction(postgres_url: str,
+                                                                               tmp_path: Path) -> None:
+    import psycopg
+
+    with MemorySystem.open(tmp_path / "home", config=config(postgres_url)) as memory:
+        memory.session(agent_id="ada", owner_id="alice", conversation="telegram:42").append("user", "hello")
+    for statement in ("DELETE FROM events", "TRUNCATE events", "UPDATE events SET payload = '{}'",
+                      "UPDATE events SET stream = 'x'", "UPDATE events SET payload = NULL, kind = 'x'"):
+        with pytest.raises(psycopg.errors.IntegrityConstraintViolation, match=r"append-only|only be redacted"):
+            sql(postgres_url, statement)
+    sql(postgres_url, "UPDATE events SET payload = NULL")
+    assert sql(postgres_url, "SELECT count(*), count(payload) FROM events") == [(1, 0)]
+
+
+def test_the_chain_links_every_event_over_its_payload_digest(postgres_url: str, tmp_path: Path) -> None:
+    with MemorySystem.open(tmp_path / "home", config=config(postgres_url)) as memory:
+        s = memory.session(agent_id="ada", owner_id="alice", conversation="telegram:42")
+        for n in range(5):
+            s.append("user", f"message {n}")
+        head = memory.head()
+    rows = sql(postgres_url, "SELECT position, stream, version, kind, schema, recorded_at, payload_sha256, prev_hash,"
+                             " hash FROM events ORDER BY position")
+    previous = GENESIS_HASH
+    for position, stream, version, kind, schema, recorded_at, digest, prev_hash, row_hash in rows:
+        assert prev_hash == previous
+        assert row_hash == chain_hash(prev_hash, position, stream, version, kind, schema, recorded_at, digest)
+        previous = row_hash
+    assert [r[0] for r in rows] == list(range(1, len(rows) + 1))
+    assert str(head) == f"{rows[-1][0]}:{rows[-1][-1]}"
+
+
+def test_a_read_only_open_reads_and_refuses_writes(postgres_url: str, tmp_path: Path) -> None:
+    with MemorySystem.open(tmp_path / "home", config=config(postgres_url)) as memory:
+        memory.session(agent_id="ada", owner_id="alice", conversation="telegram:42").append("user", "hello")
+    with MemorySystem.open(tmp_path / "home", config=config(postgres_url), readonly=True) as memory:
+        s = memory.session(agent_id="ada", owner_id="alice", conversation="telegram:42")
+        assert [m["content"] for m in s.compose_prompt()] == ["hello"]
+        with pytest.raises(ReadOnlyStore):
+            s.append("user", "more")
+
+
+# --- configuration ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("url", "needle"), [
+    ("postgresql://fermix:secret@db.example/fermix", "without a password"),
+    ("postgresql://fermix@db.example/fermix?password=secret", "without a password"),
+    ("mysql://fermix@db.example/fermix", "postgresql://USER@HOST:PORT/DATABASE"),
+    ("postgresql://fermix@db.example:port/fermix", "postgresql://USER@HOST:PORT/DATABASE"),
+])
+def test_a_bad_url_in_config_toml_is_refused_naming_the_key_never_the_password(url: str, needle: str,
+                                                                                tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(f'[fermix_core.storage]\nurl = "{url}"\n')
+    with pytest.raises(ConfigError, match=r"fermix_core\.storage\.url") as refused:
+        MemorySystem.open(home)
+    assert needle in str(refused.value) and "secret" not in str(refused.value)
+    assert not (home / "memory.db").exists()
+
+
+def test_the_environment_url_wins_over_the_file_and_is_checked_too(postgres_url: str, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('[fermix_core.storage]\nurl = "postgresql://nobody@/nothing?host=/nowhere"\n')
+    monkeypatch.setenv("FERMIX_DATABASE_URL", postgres_url)
+    with MemorySystem.open(home) as memory:
+        memory.session(agent_id="ada", owner_id="alice", conversation="telegram:42").append("user", "hello")
+    assert sql(postgres_url, "SELECT count(*) FROM events") == [(1,)]
+    monkeypatch.setenv("FERMIX_DATABASE_URL", "postgresql://u:hunter2@db.example/fermix")
+    with pytest.raises(ConfigError, match=r"FERMIX_DATABASE_URL .*password") as refused:
+        MemorySystem.open(home)
+    assert "hunter2" not in str(refused.value)
+    assert not (home / "memory.db").exists()
+
+
+@pytest.mark.parametrize("case", ["refused", "no_socket", "no_database"])
+def test_an_unreachable_store_is_one_clear_line_through_the_cli_and_no_sqlite_file_appears(
+        case: str, postgres_server: PostgresServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url, needle = {
+        "refused": ("postgresql://fermix@127.0.0.1:1/fermix", "connection refused"),
+        "no_socket": (f"postgresql://fermix@/fermix?host={tmp_path / 'nowhere'}", "connection refused"),
+        "no_database": (postgres_server.url("no_such_db"), "the database 'no_such_db' does not exist"),
+    }[case]
+    monkeypatch.setenv("FERMIX_DATABASE_URL", url)
+    home = tmp_path / "home"
+    result = run_cli("events", "head", home=home)
+    assert result.returncode != 0 and result.stdout == ""
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in result.stderr, result.stderr
+    assert not (home / "memory.db").exists()
+
+
+def test_a_missing_driver_is_one_clear_line(postgres_url: str, tmp_path: Path) -> None:
+    code = ("import sys; sys.modules['psycopg'] = None; sys.modules['psycopg_pool'] = None\n"
+            "from fermix_memory import MemorySystem\n"
+            f"MemorySystem.open({str(tmp_path / 'home')!r}, config={config(postgres_url)!r})\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode != 0
+    assert "ConfigError: a PostgreSQL URL is configured but the PostgreSQL driver is not installed:" \
+           " pip install 'fermix-memory[postgres]'" in done.stderr
+    assert not (tmp_path / "home" / "memory.db").exists()
+
+
+def test_two_homes_sharing_one_database_see_each_others_writes_without_a_restart(postgres_url: str,
+                                                                                 tmp_path: Path) -> None:
+    with MemorySystem.open(tmp_path / "host-a", config=config(postgres_url)) as a, \
+            MemorySystem.open(tmp_path / "host-b", config=config(postgres_url)) as b:
+        on_b = b.session(agent_id="ada", owner_id="alice", conversation="telegram:42")
+        assert [m["content"] for m in on_b.compose_prompt()] == []
+        on_a = a.session(agent_id="ada", owner_id="alice", conversation="telegram:42")
+        mid = on_a.append("user", "I live in Paris")
+        a.write_memory({"op": "add", "category": "identity", "key": "home_city", "value": "Lives in Paris"},
+                       agent_id="ada", owner_id="alice", writer="reviewer", trust="operator", source_message_id=mid)
+        prompt = on_b.compose_prompt(system="You are Ada.")
+        assert "home_city: Lives in Paris" in prompt[0]["content"]
+        assert prompt[-1] == {"role": "user", "content": "I live in Paris"}
+
+
+def test_a_lost_connection_is_a_storage_error_and_the_pool_reconnects(postgres_server: PostgresServer,
+                                                                      tmp_path: Path) -> None:
+    url = postgres_server.fresh_database()
+    with MemorySystem.open(tmp_path / "home", config=config(url)) as memory:
+        s = memory.session(agent_id="ada", owner_id="alice", conversation="telegram:42")
+        s.append("user", "before")
+        # Every connection of the memory is cut, as a server restart or a network failure would.
+        database = sql(url, "SELECT current_database()")[0][0]
+        sql(postgres_server.url(), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                                   f" WHERE datname = '{database}'")
+        outcomes = []
+        for text in ("during", "after", "later"):
+            try:
+                s.append("user", text)
+                outcomes.append(text)
+            except StorageError as exc:
+                assert "connection" in str(exc)
+        assert outcomes[-2:] == ["after", "later"]
+        contents = [m["content"] for m in s.compose_prompt()]
+        assert contents == ["before", *outcomes]
+        assert memory.verify().ok
+
+
+def test_setup_init_with_a_database_url_migrates_it_and_creates_no_sqlite_file(
+        postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FERMIX_DATABASE_URL", postgres_url)
+    home = tmp_path / "home"
+    result = run_cli("setup", "init", home=home)
+    assert result.returncode == 0, result.stderr
+    assert f"kept the existing {postgres_url}" in result.stdout
+    assert (home / "config.toml").is_file() and not (home / "memory.db").exists()
+    assert sql(postgres_url, "SELECT max(version) FROM fermix_migrations") == [(1,)]

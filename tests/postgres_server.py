@@ -1,0 +1,129 @@
+"""One real PostgreSQL server for the whole test run, and a fresh database for each test.
+
+The server is the machine's PostgreSQL (``initdb``/``pg_ctl`` on ``PATH`` or under
+``/usr/lib/postgresql/*/bin``), run as the ``postgres`` user (it refuses root) with its data
+folder and its Unix socket in a temporary folder that user owns, listening on no TCP port
+(``listen_addresses=''``), ``fsync=off`` (a test server loses nothing that matters on a crash).
+
+Each test gets a database of its own, created from ``template_fermix`` — an empty database
+already migrated to the current schema — so a test pays for a file copy, not for the DDL.
+Without PostgreSQL the tests that need it are skipped, except under CI (``CI`` set), where a
+missing server is an error.
+"""
+
+from __future__ import annotations
+
+import glob
+import itertools
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SERVER_USER = "postgres"
+TEMPLATE = "template_fermix"
+
+
+def _bin_dir() -> Path | None:
+    found = shutil.which("pg_ctl")
+    if found:
+        return Path(found).parent
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
+    return Path(candidates[-1]).parent if candidates else None
+
+
+def _as_server_user(*argv: str) -> list[str]:
+    return ["runuser", "-u", SERVER_USER, "--", *argv] if os.geteuid() == 0 else list(argv)
+
+
+class PostgresServer:
+    """A running test server: its socket folder, and fresh databases made on it."""
+
+    def __init__(self, bin_dir: Path, root: Path) -> None:
+        self.bin_dir = bin_dir
+        self.root = root
+        self.data = root / "data"
+        self.socket_dir = root / "socket"
+        self._names = itertools.count(1)
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://{SERVER_USER}@/{database}?host={self.socket_dir}"
+
+    def start(self) -> None:
+        self.socket_dir.mkdir()
+        if os.geteuid() == 0:
+            shutil.chown(self.root, SERVER_USER)
+            shutil.chown(self.socket_dir, SERVER_USER)
+        _run(_as_server_user(str(self.bin_dir / "initdb"), "-D", str(self.data), "-U", SERVER_USER,
+                             "--auth=trust", "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync"))
+        options = (f"-c listen_addresses='' -c unix_socket_directories='{self.socket_dir}' -c fsync=off"
+                   " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+        _run(_as_server_user(str(self.bin_dir / "pg_ctl"), "start", "-w", "-D", str(self.data), "-o", options,
+                             "-l", str(self.root / "server.log")))
+
+    def stop(self) -> None:
+        subprocess.run(_as_server_user(str(self.bin_dir / "pg_ctl"), "stop", "-m", "immediate", "-w", "-D",
+                                       str(self.data)), capture_output=True, check=False)
+
+    def prepare_template(self) -> None:
+        """``template_fermix``: an empty database at the current schema, copied for each test."""
+        from fermix_memory.adapters.postgres.schema import migrate_url
+
+        self.admin(f"CREATE DATABASE {TEMPLATE}")
+        migrate_url(self.url(TEMPLATE))
+
+    def admin(self, sql: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(sql)  # type: ignore[arg-type]  # the test's own DDL
+
+    def fresh_database(self) -> str:
+        """The URL of a new database at the current schema, holding nothing."""
+        name = f"test_{os.getpid()}_{next(self._names)}"
+        self.admin(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+        return self.url(name)
+
+
+def _run(argv: list[str]) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[:5])}... failed ({done.returncode}): {done.stderr or done.stdout}")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the whole run (skipped without PostgreSQL, an error under CI)."""
+    bin_dir = _bin_dir()
+    missing = None
+    if bin_dir is None:
+        missing = "PostgreSQL's pg_ctl is not installed (apt-get install postgresql)"
+    else:
+        try:
+            import psycopg  # noqa: F401
+        except ImportError:
+            missing = "psycopg is not installed (pip install -e '.[postgres]')"
+    if missing is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{missing}: the PostgreSQL tests run under CI")
+        pytest.skip(missing)
+    assert bin_dir is not None
+    root = Path(tempfile.mkdtemp(prefix="fermix-pg-"))
+    server = PostgresServer(bin_dir, root)
+    try:
+        server.start()
+        server.prepare_template()
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """A fresh, empty database at the current schema, for this test only."""
+    return postgres_server.fresh_database()
