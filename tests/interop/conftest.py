@@ -1,6 +1,6 @@
 """A real LiteLLM proxy on 127.0.0.1, started once per module, answering from ``mock_response``.
 
-The proxy lives in its own virtual environment, ``.venv-interop`` at the repository's root
+The proxy lives in its own virtual environment, ``.venv/interop`` at the repository's root
 (``tests/interop/requirements.txt``; the README's test command makes it), since its pins cannot
 share one with the ``[mcp]`` extra. Without it these tests are skipped, except under CI (``CI``
 set), where a missing proxy is an error. The proxy runs fully
@@ -43,7 +43,7 @@ DEPLOYMENTS: dict[str, tuple[str, str | None, dict[str, object]]] = {
 }
 
 
-INTEROP_VENV = Path(__file__).resolve().parents[2] / ".venv-interop"
+INTEROP_VENV = Path(__file__).resolve().parents[2] / ".venv" / "interop"
 
 
 def _litellm_command() -> list[str] | None:
@@ -77,8 +77,8 @@ def litellm_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     command = _litellm_command()
     if command is None:
         if os.environ.get("CI"):
-            pytest.fail("the LiteLLM proxy is not installed (.venv-interop: tests/interop/requirements.txt)")
-        pytest.skip("the LiteLLM proxy is not installed (.venv-interop: tests/interop/requirements.txt)")
+            pytest.fail("the LiteLLM proxy is not installed (.venv/interop: tests/interop/requirements.txt)")
+        pytest.skip("the LiteLLM proxy is not installed (.venv/interop: tests/interop/requirements.txt)")
     folder = tmp_path_factory.mktemp("litellm")
     config = folder / "config.yaml"
     config.write_text(_config(), encoding="utf-8")
