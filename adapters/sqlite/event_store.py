@@ -62,13 +62,14 @@ GATHER_S = 0.001
 
 
 class _Pending:
-    __slots__ = ("done", "error", "result", "work")
+    __slots__ = ("done", "error", "recorded", "result", "work")
 
     def __init__(self, work: Callable[[Any], Any]) -> None:
         self.work = work
         self.result: Any = None
         self.error: BaseException | None = None
         self.done = False
+        self.recorded: list[RecordedEvent] = []  # this caller's own events, once committed
 
 
 CommitListener = Callable[[list[RecordedEvent]], None]
@@ -186,20 +187,21 @@ class SqliteEventStore:
                     self._gathering = False
                 batch, self._queue = self._queue, []
                 self._expected = len(batch)
-        recorded: list[RecordedEvent] = []
         if batch:
             try:
                 if self._closed:
                     for p in batch:
                         p.result, p.error, p.done = None, StorageError("the memory store is closed"), True
                 else:
-                    recorded = self._commit_batch(batch)
+                    self._commit_batch(batch)
             finally:
                 with self._turn:
                     self._leading = False
                     self._turn.notify_all()
-        if recorded:
-            self._react(recorded)
+        # Each caller reacts to its own events before it is answered, whoever led the batch: a
+        # write that returns has its prompt files written.
+        if pending.recorded:
+            self._react(pending.recorded)
         if pending.error is not None:
             raise pending.error
         return pending.result  # type: ignore[no-any-return]
@@ -213,9 +215,11 @@ class SqliteEventStore:
 
     def _commit_batch(self, batch: list[_Pending]) -> list[RecordedEvent]:
         recorded: list[RecordedEvent] = []
+        committed = False
         try:
             try:
                 recorded = self._run_batch(batch)
+                committed = True
             except (apsw.BusyError, apsw.LockedError):
                 # Rare: built only when needed (a retry object per write costs more than the write).
                 for attempt in Retrying(
@@ -226,6 +230,7 @@ class SqliteEventStore:
                 ):
                     with attempt:
                         recorded = self._run_batch(batch)
+                committed = True
         except RetryError as exc:
             cause = exc.last_attempt.exception()
             log.warning("write to %s failed after %d attempts: %s", self.path, WRITE_ATTEMPTS, cause)
@@ -240,16 +245,19 @@ class SqliteEventStore:
             for p in batch:
                 p.result, p.error = None, exc
         finally:
+            if committed and recorded:
+                # Before any caller is answered: a caller that returns finds the caches current.
+                if self._head_file is not None:
+                    self._head_file.advanced(self._head, len(recorded))
+                for listener in self._listeners:
+                    try:
+                        listener(recorded)
+                    except Exception:
+                        log.exception("commit listener %r failed", listener)
             for p in batch:
+                if not committed:
+                    p.recorded = []
                 p.done = True
-        if recorded:
-            if self._head_file is not None:
-                self._head_file.advanced(self._head, len(recorded))
-            for listener in self._listeners:
-                try:
-                    listener(recorded)
-                except Exception:
-                    log.exception("commit listener %r failed", listener)
         return recorded
 
     def _run_batch(self, batch: list[_Pending]) -> list[RecordedEvent]:
@@ -264,9 +272,13 @@ class SqliteEventStore:
             failed: tuple[_Pending, Exception] | None = None
             try:
                 tx = SqliteTransaction(cur)
+                for p in batch:
+                    p.recorded = []  # what an attempt rolled back is nobody's
                 for p in remaining:
+                    start = len(tx.recorded)
                     try:
                         p.result, p.error = p.work(tx), None
+                        p.recorded = tx.recorded[start:]
                     except (apsw.BusyError, apsw.LockedError):
                         raise
                     except Exception as exc:  # this caller's failure only

@@ -3,6 +3,8 @@ by column name from one list, and the database's own version constraint."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import attrs
@@ -12,6 +14,7 @@ from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.adapters.sqlite.rows import MEMORY_FIELDS, memory_columns
 from fermix_memory.adapters.sqlite.transaction import SqliteTransaction
 from fermix_memory.application.errors import ConcurrencyConflict
+from fermix_memory.application.ports import RecordedEvent
 from fermix_memory.domain.memory import Memory
 from tests.contract.conftest import message
 
@@ -43,3 +46,36 @@ def test_a_unique_stream_version_violation_is_a_concurrency_conflict(tmp_path: P
         assert [r.event.content for r in store.read_events()] == ["first"]
     finally:
         store.close()
+
+
+def test_a_write_returns_only_after_the_reactions_to_its_own_events_ran(tmp_path: Path) -> None:
+    """Group commit: a caller whose work another thread's batch committed is answered only when
+    the after-commit reactions (the prompt files) have seen its own events, whoever led the batch."""
+    store = SqliteEventStore(tmp_path / "memory.db")
+    reacted: set[int] = set()
+    guard = threading.Lock()
+    early: list[int] = []
+
+    def reaction(recorded: list[RecordedEvent]) -> None:
+        time.sleep(0.002)  # a file written: slow enough for a released caller to run on
+        with guard:
+            reacted.update(item.position for item in recorded)
+
+    store.add_after_commit(reaction)
+
+    def writer(name: str) -> None:
+        for n in range(150):
+            positions = store.write(lambda tx, n=n: tx.append(f"{name}-{n}", [message(f"{name} {n}")]))
+            with guard:
+                early.extend(p for p in positions if p not in reacted)
+
+    threads = [threading.Thread(target=writer, args=(f"t{i}",)) for i in range(3)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        store.close()
+    assert len(reacted) == 450
+    assert early == []
