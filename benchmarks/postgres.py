@@ -197,8 +197,8 @@ def lost_writes(target: Target, acknowledged: dict[int, list[int]]) -> int:
     return lost
 
 
-def duplicate_reviews(target: Target) -> tuple[int, int]:
-    """(completed reviews, batches reviewed twice): a completion's batch starts after its claim's
+def duplicate_reviews(target: Target) -> tuple[int, int, int]:
+    """(claims, completed reviews, batches reviewed twice): a completion's batch starts after its claim's
     ``reviewed_after_id``; per conversation, no two completions may start at the same message
     and none may start before the previous one's ``reviewed_up_to_message_id``."""
     claims: dict[str, int] = {}
@@ -215,7 +215,7 @@ def duplicate_reviews(target: Target) -> tuple[int, int]:
     for batch in batches.values():
         batch.sort()
         twice += sum(1 for (after, _), (_, up_to) in zip(batch[1:], batch, strict=False) if after < up_to)
-    return sum(len(b) for b in batches.values()), twice
+    return len(claims), sum(len(b) for b in batches.values()), twice
 
 
 # --- recall ----------------------------------------------------------------------------------------------
@@ -294,7 +294,7 @@ def run(args: argparse.Namespace, server: PostgresServer | None, base: Path) -> 
     for store, target in make_targets(args.stores, base, "mixed", server, args.durability).items():
         progress(f"mixed: {store}, {MIXED_PROCESSES} processes, {args.mixed_messages} appends")
         rate, ids, stats = run_processes(mixed, target, MIXED_PROCESSES, args.mixed_messages)
-        completed, twice = duplicate_reviews(target)
+        claimed, completed, twice = duplicate_reviews(target)
         with target.open(0) as memory:
             report = memory.verify()
         errors: dict[str, int] = {}
@@ -304,7 +304,8 @@ def run(args: argparse.Namespace, server: PostgresServer | None, base: Path) -> 
         mixed_figures[store] = {
             "appends_per_s": round(rate, 1), "acknowledged": sum(len(i) for i in ids.values()),
             "lost_writes": lost_writes(target, ids),
-            "reviews_completed": completed, "duplicate_reviews": twice,
+            "review_claims": claimed, "reviews_completed": completed, "duplicate_reviews": twice,
+            "reviewed_conversations_returned": sum(s["reviewed_conversations"] for s in stats),
             "review_now_calls": sum(s["reviews"] for s in stats), "recalls": sum(s["recalls"] for s in stats),
             "errors": errors, "verify_ok": report.ok, "events": report.events}
     return {"rates": rates, "recall": recall, "mixed": mixed_figures}
