@@ -20,6 +20,12 @@ every turn of a conversation is appended under ``agent_id="companion"``,
 ``role="user"`` (every speaker is a person), ``sender=<speaker name>``, ``created_at`` = the
 turn's time, in time order. Questions are asked as that owner in that conversation.
 
+With ``--store sqlite,postgres`` ours runs on both stores in the same run, taking turns question
+by question with raw FTS5 (the default when the ``[postgres]`` extra and PostgreSQL's binaries
+are here; otherwise SQLite only): the PostgreSQL store is a throwaway server the script starts
+(``tests/postgres_server.py``, fsync off: loading is not what is measured), one fresh database
+per home, over its Unix socket.
+
 Two modes, both printed:
 
 (a) **one home**: all conversations in ONE home (and, for raw FTS5, one table: term statistics
@@ -37,6 +43,7 @@ Run (from the repository root)::
 
     .venv/bin/python benchmarks/recall_quality.py --quick    # 3 conversations, seconds
     .venv/bin/python benchmarks/recall_quality.py            # the whole set
+    .venv/bin/python benchmarks/recall_quality.py --store sqlite   # SQLite only
 """
 
 from __future__ import annotations
@@ -49,7 +56,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +67,9 @@ from append_and_recall import percentile, progress
 
 from fermix_memory import MemorySystem
 from fermix_memory.adapters.sqlite.fts_query import quote_term
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: tests.postgres_server
+from tests.postgres_server import PostgresServer, missing_server, running_server
 
 DATA = Path(__file__).resolve().parent / "recall_eval"
 AGENT = "companion"
@@ -108,10 +119,12 @@ def turns_of(conversation: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 class Ours:
-    """The product, through its public API, on a home of its own."""
+    """The product, through its public API, on a home of its own (and, on PostgreSQL, a database
+    of its own at ``url``)."""
 
-    def __init__(self, home: Path, conversations: Sequence[dict[str, Any]]) -> None:
-        self.memory = MemorySystem.open(home)
+    def __init__(self, home: Path, conversations: Sequence[dict[str, Any]], url: str | None = None) -> None:
+        self.memory = MemorySystem.open(home, config=None if url is None else
+                                        {"fermix_core": {"storage": {"url": url}}})
         self.turn_of: dict[int, str] = {}
         self.where: dict[str, tuple[str, str]] = {}
         rows = [(turn, c) for c in conversations for turn in turns_of(c)]
@@ -236,34 +249,48 @@ def ask(search: Callable[[dict[str, Any]], list[str]], question: dict[str, Any],
     return ranked
 
 
+def ours_name(store: str) -> str:
+    """The figures' key of ours on ``store``: ``ours`` (SQLite, as before) or ``ours_postgres``."""
+    return "ours" if store == "sqlite" else f"ours_{store}"
+
+
 def measure(groups: Sequence[Sequence[dict[str, Any]]], questions: Sequence[dict[str, Any]],
-            workdir: Path, label: str, dump: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each group of conversations goes into one home (ours) and one FTS5 table (raw); every
-    question's top 10 of both goes to ``dump``."""
-    runs = {"ours": SystemRun(), "raw_fts5": SystemRun()}
+            workdir: Path, label: str, dump: list[dict[str, Any]], stores: Sequence[str],
+            server: PostgresServer | None) -> dict[str, Any]:
+    """Each group of conversations goes into one home per store (ours: on PostgreSQL, a fresh
+    database too) and one FTS5 table (raw); every question's top 10 of each goes to ``dump``."""
+    names = [*(ours_name(store) for store in stores), "raw_fts5"]
+    runs = {name: SystemRun() for name in names}
     bulk_ms: list[float] = []
     for index, group in enumerate(groups):
         ids = {c["id"] for c in group}
         asked = [q for q in questions if q["conversation"] in ids]
         progress(f"[{label}] home {index + 1}/{len(groups)}: {len(group)} conversation(s), {len(asked)} questions")
-        ours = Ours(workdir / f"{label}-{index}", group)
+        ours = {ours_name(store): Ours(workdir / f"{label}-{store}-{index}", group,
+                                       server.fresh_database() if store == "postgres" and server else None)
+                for store in stores}
         raw, bulk = RawFts(group), RawFts(group, bulk=True)
+        searches: dict[str, Callable[[dict[str, Any]], list[str]]] = {
+            **{name: system.search for name, system in ours.items()}, "raw_fts5": raw.search}
         try:
             for question in asked[:WARM_UP]:  # statement caches and pages, for all alike
-                ours.search(question), raw.search(question), bulk.search(question)
-            # Take turns question by question so a noisy moment hits both alike.
+                for search in (*searches.values(), bulk.search):
+                    search(question)
+            # Take turns question by question so a noisy moment hits all alike.
             for question in asked:
                 dump.append({"mode": label, "id": question["id"], "category": question["category"],
                              "answer_turn_ids": question["answer_turn_ids"],
-                             "ours": ask(ours.search, question, runs["ours"]),
-                             "raw_fts5": ask(raw.search, question, runs["raw_fts5"])})
+                             **{name: ask(search, question, runs[name]) for name, search in searches.items()}})
                 bulk_ms.append(timed(bulk.search, question)[1])
         finally:
-            ours.close()
+            for system in ours.values():
+                system.close()
             raw.close()
             bulk.close()
-    figures = {name: run.figures() for name, run in runs.items()}
-    figures["p95_ratio"] = round(figures["ours"]["latency_ms"]["p95"] / figures["raw_fts5"]["latency_ms"]["p95"], 3)
+    figures: dict[str, Any] = {name: run.figures() for name, run in runs.items()}
+    for store in stores:
+        figures[f"p95_ratio{ours_name(store)[4:]}"] = round(
+            figures[ours_name(store)]["latency_ms"]["p95"] / figures["raw_fts5"]["latency_ms"]["p95"], 3)
     figures["raw_fts5_one_segment_latency_ms"] = {"p50": round(percentile(bulk_ms, 50), 3),
                                                   "p95": round(percentile(bulk_ms, 95), 3)}
     return figures
@@ -272,23 +299,32 @@ def measure(groups: Sequence[Sequence[dict[str, Any]]], questions: Sequence[dict
 # --- report ---------------------------------------------------------------------------------------
 
 
-def print_table(title: str, figures: dict[str, Any]) -> None:
+SHORT = {"ours": "ours", "ours_postgres": "ours pg", "raw_fts5": "fts5"}
+
+
+def print_table(title: str, figures: dict[str, Any], stores: Sequence[str]) -> None:
+    names = [*(ours_name(store) for store in stores), "raw_fts5"]
     print(f"\n{title}")
-    print(f"{'category':<12}{'n':>5} | {'ours R@1':>9}{'R@5':>7}{'R@10':>7} | {'fts5 R@1':>9}{'R@5':>7}{'R@10':>7}")
+    print(f"{'category':<12}{'n':>5} | " + " | ".join(f"{SHORT[name] + ' R@1':>11}{'R@5':>7}{'R@10':>7}"
+                                                      for name in names))
     for category in (*CATEGORIES, "all"):
-        ours, raw = figures["ours"][category], figures["raw_fts5"][category]
-        cells = " | ".join("".join(f"{row[f'R@{k}']:>{9 if k == 1 else 7}.1%}" for k in KS) for row in (ours, raw))
-        print(f"{category:<12}{ours['n']:>5} | {cells}")
-    ours, raw = figures["ours"]["multi-hop"], figures["raw_fts5"]["multi-hop"]
-    cells = " | ".join("".join(f"{row[f'all@{k}']:>{9 if k == 1 else 7}.1%}" for k in KS) for row in (ours, raw))
-    print(f"{'multi: all':<12}{ours['n']:>5} | {cells}   (every answering turn in the top k)")
-    near = "  ".join(f"{c} " + "/".join(f"{figures[name][c]['R@10_or_preceding']:.1%}" for name in ("ours", "raw_fts5"))
+        cells = " | ".join("".join(f"{figures[name][category][f'R@{k}']:>{11 if k == 1 else 7}.1%}" for k in KS)
+                           for name in names)
+        print(f"{category:<12}{figures['raw_fts5'][category]['n']:>5} | {cells}")
+    cells = " | ".join("".join(f"{figures[name]['multi-hop'][f'all@{k}']:>{11 if k == 1 else 7}.1%}" for k in KS)
+                       for name in names)
+    n = figures["raw_fts5"]["multi-hop"]["n"]
+    print(f"{'multi: all':<12}{n:>5} | {cells}   (every answering turn in the top k)")
+    near = "  ".join(f"{c} " + "/".join(f"{figures[name][c]['R@10_or_preceding']:.1%}" for name in names)
                      for c in (*CATEGORIES, "all"))
-    print(f"diagnostic, answering turn OR the turn before it in the top 10 (ours/fts5): {near}")
-    for name in ("ours", "raw_fts5"):
+    print(f"diagnostic, answering turn OR the turn before it in the top 10 ({'/'.join(SHORT[n] for n in names)}):"
+          f" {near}")
+    for name in names:
         lat = figures[name]["latency_ms"]
-        print(f"latency {name:<9} p50 {lat['p50']:.3f} ms   p95 {lat['p95']:.3f} ms")
-    print(f"p95 ratio ours / raw FTS5: {figures['p95_ratio']:.2f} (target <= 1.5)")
+        print(f"latency {name:<13} p50 {lat['p50']:.3f} ms   p95 {lat['p95']:.3f} ms")
+    for store in stores:
+        print(f"p95 ratio {SHORT[ours_name(store)]} / raw FTS5: {figures[f'p95_ratio{ours_name(store)[4:]}']:.2f}"
+              " (target <= 1.5)")
     lat = figures["raw_fts5_one_segment_latency_ms"]
     print(f"diagnostic, raw FTS5 loaded in one transaction (one segment): p50 {lat['p50']:.3f} ms"
           f"   p95 {lat['p95']:.3f} ms")
@@ -301,7 +337,31 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--workdir", type=Path, default=None, help="keep the homes here (default: a temp folder)")
     parser.add_argument("--dump", type=Path, default=None,
                         help="write every question's top 10 (ours and raw FTS5, both modes) here as JSON Lines")
-    return parser.parse_args(argv)
+    parser.add_argument("--store", default=None,
+                        help="sqlite, postgres or sqlite,postgres (default: both when PostgreSQL and the"
+                             " [postgres] extra are here, else sqlite)")
+    args = parser.parse_args(argv)
+    missing = missing_server()
+    if args.store is None:
+        args.store = "sqlite" if missing else "sqlite,postgres"
+        if missing:
+            progress(f"SQLite only: {missing}")
+    args.stores = [s.strip() for s in args.store.split(",")]
+    if not args.stores or not set(args.stores) <= {"sqlite", "postgres"}:
+        parser.error("--store takes sqlite, postgres or sqlite,postgres")
+    if "postgres" in args.stores and missing:
+        parser.error(f"--store postgres: {missing}")
+    return args
+
+
+@contextmanager
+def server_for(stores: Sequence[str]) -> Iterator[PostgresServer | None]:
+    """A throwaway PostgreSQL server when ``stores`` names it, else None."""
+    if "postgres" not in stores:
+        yield None
+        return
+    with running_server() as server:
+        yield server
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -311,8 +371,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     dump: list[dict[str, Any]] = []
     try:
-        one_home = measure([conversations], questions, workdir, "one-home", dump)
-        alone = measure([[c] for c in conversations], questions, workdir, "alone", dump)
+        with server_for(args.stores) as server:
+            one_home = measure([conversations], questions, workdir, "one-home", dump, args.stores, server)
+            alone = measure([[c] for c in conversations], questions, workdir, "alone", dump, args.stores, server)
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -321,9 +382,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     turns = sum(len(turns_of(c)) for c in conversations)
     print(f"recall quality: {len(conversations)} conversations, {turns} turns, {len(questions)} questions"
           f"{' (quick)' if args.quick else ''}")
-    print_table("(a) all conversations in ONE home", one_home)
-    print_table("(b) each conversation alone in its own home", alone)
-    report = {"benchmark": "recall_quality", "quick": args.quick, "conversations": len(conversations),
+    print_table("(a) all conversations in ONE home", one_home, args.stores)
+    print_table("(b) each conversation alone in its own home", alone, args.stores)
+    report = {"benchmark": "recall_quality", "quick": args.quick, "stores": args.stores,
+              "conversations": len(conversations),
               "turns": turns, "questions": len(questions), "limit": 10,
               "one_home": one_home, "alone": alone}
     print(json.dumps(report, sort_keys=True))

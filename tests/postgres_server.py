@@ -4,6 +4,8 @@ The server is the machine's PostgreSQL (``initdb``/``pg_ctl`` on ``PATH`` or und
 ``/usr/lib/postgresql/*/bin``), run as the ``postgres`` user (it refuses root) with its data
 folder and its Unix socket in a temporary folder that user owns, listening on no TCP port
 (``listen_addresses=''``), ``fsync=off`` (a test server loses nothing that matters on a crash).
+``running_server(durable=True)`` starts the same server with ``fsync`` and synchronous commits
+on, as ``benchmarks/postgres.py`` and ``benchmarks/recall_quality.py`` use it.
 
 Each test gets a database of its own, created from ``template_fermix`` — an empty database
 already migrated to the current schema — so a test pays for a file copy, not for the DDL.
@@ -20,6 +22,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -43,9 +46,12 @@ def _as_server_user(*argv: str) -> list[str]:
 class PostgresServer:
     """A running test server: its socket folder, and fresh databases made on it."""
 
-    def __init__(self, bin_dir: Path, root: Path) -> None:
+    def __init__(self, bin_dir: Path, root: Path, *, durable: bool = False) -> None:
+        """``durable``: ``fsync``, ``synchronous_commit`` and full-page writes on (a server's
+        defaults); off by default, since a test server loses nothing that matters on a crash."""
         self.bin_dir = bin_dir
         self.root = root
+        self.durable = durable
         self.data = root / "data"
         self.socket_dir = root / "socket"
         self._names = itertools.count(1)
@@ -60,8 +66,9 @@ class PostgresServer:
             shutil.chown(self.socket_dir, SERVER_USER)
         _run(_as_server_user(str(self.bin_dir / "initdb"), "-D", str(self.data), "-U", SERVER_USER,
                              "--auth=trust", "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync"))
-        options = (f"-c listen_addresses='' -c unix_socket_directories='{self.socket_dir}' -c fsync=off"
-                   " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+        safety = "on" if self.durable else "off"
+        options = (f"-c listen_addresses='' -c unix_socket_directories='{self.socket_dir}' -c fsync={safety}"
+                   f" -c synchronous_commit={safety} -c full_page_writes={safety} -c max_connections=200")
         _run(_as_server_user(str(self.bin_dir / "pg_ctl"), "start", "-w", "-D", str(self.data), "-o", options,
                              "-l", str(self.root / "server.log")))
 
@@ -95,25 +102,25 @@ def _run(argv: list[str]) -> None:
         raise RuntimeError(f"{' '.join(argv[:5])}... failed ({done.returncode}): {done.stderr or done.stdout}")
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """One PostgreSQL server for the whole run (skipped without PostgreSQL, an error under CI)."""
+def missing_server() -> str | None:
+    """Why no server can be started here (no PostgreSQL, or no driver), or None."""
+    if _bin_dir() is None:
+        return "PostgreSQL's pg_ctl is not installed (apt-get install postgresql)"
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return "psycopg is not installed (pip install -e '.[postgres]')"
+    return None
+
+
+@contextmanager
+def running_server(*, durable: bool = False) -> Iterator[PostgresServer]:
+    """A throwaway server with its template database, stopped and deleted on exit."""
     bin_dir = _bin_dir()
-    missing = None
     if bin_dir is None:
-        missing = "PostgreSQL's pg_ctl is not installed (apt-get install postgresql)"
-    else:
-        try:
-            import psycopg  # noqa: F401
-        except ImportError:
-            missing = "psycopg is not installed (pip install -e '.[postgres]')"
-    if missing is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{missing}: the PostgreSQL tests run under CI")
-        pytest.skip(missing)
-    assert bin_dir is not None
+        raise RuntimeError(missing_server())
     root = Path(tempfile.mkdtemp(prefix="fermix-pg-"))
-    server = PostgresServer(bin_dir, root)
+    server = PostgresServer(bin_dir, root, durable=durable)
     try:
         server.start()
         server.prepare_template()
@@ -121,6 +128,18 @@ def postgres_server() -> Iterator[PostgresServer]:
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the whole run (skipped without PostgreSQL, an error under CI)."""
+    missing = missing_server()
+    if missing is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{missing}: the PostgreSQL tests run under CI")
+        pytest.skip(missing)
+    with running_server() as server:
+        yield server
 
 
 @pytest.fixture
