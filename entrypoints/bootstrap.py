@@ -318,8 +318,8 @@ def bootstrap(
         store = storage.store
         opened.callback(store.close)
         queries = storage.queries
-        conversations = ConversationStore(queries, store.last_position, settings.memory.max_conversation_history)
-        rows = MemoryRowCache(queries, store.last_position)
+        conversations = ConversationStore(queries, storage.cache_position, settings.memory.max_conversation_history)
+        rows = MemoryRowCache(queries, storage.cache_position)
         store.add_commit_listener(conversations.on_commit)
         store.add_commit_listener(rows.on_commit)
         files = PromptFileFolder(home_path) if files is None else files

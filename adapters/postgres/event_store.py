@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar, cast
 
 from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
+from fermix_memory.adapters.postgres.change_feed import STOP, ChangeFeed, notify_sql, payload
 from fermix_memory.adapters.postgres.connection import (
     SqlCursor,
     check_url,
@@ -84,6 +86,10 @@ class PostgresEventStore:
         self._reactions: list[CommitListener] = []
         self._closed = False
         self._lock = threading.Lock()
+        # The change feed (ADR-0029): what other processes commit reaches this store's listeners.
+        self._token = uuid.uuid4().hex
+        self._known = 0  # the last position this store knows of: its own commits and foreign ones
+        self._feed = None if readonly else ChangeFeed(self.url, self._token, self._listening, self._foreign)
 
     # --- connections --------------------------------------------------------------------------
 
@@ -117,6 +123,8 @@ class PostgresEventStore:
             if self._closed:
                 return
             self._closed = True
+        if self._feed is not None:
+            self._feed.stop(lambda: self.rows(notify_sql(), (f"{self._token} {STOP}",)))
         self._pool.close()
 
     # --- writes ---------------------------------------------------------------------------------
@@ -143,6 +151,9 @@ class PostgresEventStore:
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOG_LOCK,))
                     tx = PostgresTransaction(SqlCursor(conn))
                     result = work(tx)
+                    if tx.recorded:  # delivered to the other processes only if this commits
+                        conn.execute(notify_sql(), (payload(self._token, tx.recorded[0].position,
+                                                            tx.recorded[-1].position),))
             except Exception as exc:
                 if is_retryable(exc):
                     raise
@@ -166,6 +177,8 @@ class PostgresEventStore:
                                           ).fetchall()
                     start = (int(rows[0][0]), str(rows[0][1])) if rows else (0, GENESIS_HASH)
                     head = Head(*append_logged_rows(cast(Any, cursor), *start, events))
+                    if head.position > start[0]:
+                        conn.execute(notify_sql(), (payload(self._token, start[0] + 1, head.position),))
             except Exception as exc:
                 error = translated(exc, "appending events of another log")
                 if error is exc:
@@ -174,6 +187,37 @@ class PostgresEventStore:
         return head
 
     def _committed(self, recorded: list[RecordedEvent]) -> None:
+        with self._lock:
+            self._known = max(self._known, recorded[-1].position)
+        self._deliver(recorded)
+
+    def _listening(self, conn: Any) -> None:
+        """The feed (re)started listening: what it may have missed is behind the log's head now."""
+        rows = conn.execute("SELECT coalesce(max(position), 0) FROM events").fetchall()
+        with self._lock:
+            self._known = max(self._known, int(rows[0][0]))
+
+    def _foreign(self, first: int, last: int) -> None:
+        """Another process committed positions ``first..last``: give them to the listeners (a
+        cache drops exactly what they change), then let the position checks see them."""
+        recorded = [recorded_from_row(row) for row in self.rows(
+            "SELECT position, stream, version, kind, schema, payload FROM events"
+            " WHERE payload IS NOT NULL AND position BETWEEN ? AND ? ORDER BY position", (first, last),
+            doing="reading another process's write")]
+        if recorded:
+            self._deliver(recorded)
+        with self._lock:
+            self._known = max(self._known, last)
+
+    def cache_position(self) -> int:
+        """The log's last position for the caches' freshness checks: known in memory while the change
+        feed listens (own commits and foreign ones as notified), else asked of the server."""
+        feed = self._feed
+        if feed is None or not feed.listening:
+            return self.last_position()
+        return self._known
+
+    def _deliver(self, recorded: list[RecordedEvent]) -> None:
         for listener in self._listeners:
             try:
                 listener(recorded)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +196,49 @@ def test_two_homes_sharing_one_database_see_each_others_writes_without_a_restart
         mid = on_a.append("user", "I live in Paris")
         a.write_memory({"op": "add", "category": "identity", "key": "home_city", "value": "Lives in Paris"},
                        agent_id="ada", owner_id="alice", writer="reviewer", trust="operator", source_message_id=mid)
+        prompt = on_b.compose_prompt(system="You are Ada.")
+        assert "home_city: Lives in Paris" in prompt[0]["content"]
+        assert prompt[-1] == {"role": "user", "content": "I live in Paris"}
+
+
+def _until(condition: Any, what: str) -> None:
+    """Poll ``condition`` until it holds (a notification is asynchronous); fail after 10 s."""
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, f"not within 10 s: {what}"
+        time.sleep(0.01)
+
+
+def test_a_write_on_one_host_reaches_the_caches_and_prompt_files_of_another_through_notify(
+        postgres_url: str, tmp_path: Path) -> None:
+    with MemorySystem.open(tmp_path / "host-a", config=config(postgres_url)) as a, \
+            MemorySystem.open(tmp_path / "host-b", config=config(postgres_url)) as b:
+        app_b = b._app
+        _until(lambda: app_b.store._feed.listening, "host b listens")
+        taken: list[str] = []
+        connection = app_b.store.connection
+        app_b.store.connection = lambda doing: (taken.append(doing), connection(doing))[1]  # counts reads
+        on_b = b.session(agent_id="ada", owner_id="alice", conversation="telegram:42")
+        other_on_b = b.session(agent_id="ada", owner_id="bob", conversation="telegram:7")
+        other_on_b.append("user", "I am Bob")
+        assert on_b.compose_prompt() == []
+        key, other = ("ada", on_b.conversation), ("ada", other_on_b.conversation)
+        app_b.conversations.window(*key), app_b.conversations.window(*other)
+        taken.clear()
+        assert app_b.conversations.window(*key) == [] and len(app_b.conversations.window(*other)) == 1
+        assert taken == [], "nothing changed: the caches answer from memory, not from the server"
+
+        on_a = a.session(agent_id="ada", owner_id="alice", conversation="telegram:42")
+        mid = on_a.append("user", "I live in Paris")
+        a.write_memory({"op": "add", "category": "identity", "key": "home_city", "value": "Lives in Paris"},
+                       agent_id="ada", owner_id="alice", writer="reviewer", trust="operator", source_message_id=mid)
+        user_md = tmp_path / "host-b" / "memory" / "ada" / "alice" / "USER.md"
+        _until(lambda: user_md.exists() and "Lives in Paris" in user_md.read_text(encoding="utf-8"),
+               "host b renders alice's USER.md from the database")
+        _until(lambda: app_b.store.cache_position() == a._app.store.last_position(), "host b hears every write")
+        taken.clear()
+        assert len(app_b.conversations.window(*other)) == 1
+        assert taken == [], "a write to another conversation leaves this one's cached window alone"
         prompt = on_b.compose_prompt(system="You are Ada.")
         assert "home_city: Lives in Paris" in prompt[0]["content"]
         assert prompt[-1] == {"role": "user", "content": "I live in Paris"}
