@@ -74,6 +74,8 @@ class ChangeFeed:
             try:
                 with psycopg.connect(self._url, autocommit=True, connect_timeout=5, **KEEPALIVE) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
+                    if self._stop.is_set():  # stopped before listening began: its wake-up was not heard
+                        return
                     self._on_listening(conn)
                     self.listening = True
                     delay = BACKOFF_FIRST_S

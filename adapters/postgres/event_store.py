@@ -124,8 +124,12 @@ class PostgresEventStore:
                 return
             self._closed = True
         if self._feed is not None:
-            self._feed.stop(lambda: self.rows(notify_sql(), (f"{self._token} {STOP}",)))
+            self._feed.stop(self._wake_feed)
         self._pool.close()
+
+    def _wake_feed(self) -> None:
+        with self._pool.connection(timeout=1) as conn:
+            conn.execute(notify_sql(), (f"{self._token} {STOP}",))
 
     # --- writes ---------------------------------------------------------------------------------
 
