@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar, cast
 
-from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+from tenacity import RetryError, Retrying, retry_if_exception, wait_random_exponential
 
 from fermix_memory.adapters.postgres.change_feed import STOP, ChangeFeed, notify_sql, payload
 from fermix_memory.adapters.postgres.connection import (
@@ -48,6 +48,27 @@ LOG_LOCK = 0x46524D58_0002  # "FRMX", 2: the advisory lock that serialises appen
 READ_BATCH = 1000
 POOL_MAX = 16
 POOL_TIMEOUT_S = 10.0
+RECONNECT_S = 15.0  # how long a write or read lost with its connection is tried again on new ones
+
+
+class _Unsent(Exception):
+    """The connection was lost before COMMIT was sent (or during a read): nothing was applied,
+    so the work may run again on another connection."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def _retried(exc: BaseException) -> bool:
+    return isinstance(exc, _Unsent) or is_retryable(exc)
+
+
+def _stop(state: Any) -> bool:
+    """Serialisation failures: WRITE_ATTEMPTS attempts; a lost connection: RECONNECT_S seconds."""
+    if isinstance(state.outcome.exception(), _Unsent):
+        return bool(state.seconds_since_start >= RECONNECT_S)
+    return bool(state.attempt_number >= WRITE_ATTEMPTS)
 
 CommitListener = Callable[[list[RecordedEvent]], None]
 
@@ -136,19 +157,39 @@ class PostgresEventStore:
     def write(self, work: Callable[[Any], T]) -> T:
         if self.readonly:
             raise ReadOnlyStore(f"{shown(self.url)} was opened read-only; nothing was written")
-        try:
-            for attempt in Retrying(retry=retry_if_exception(is_retryable), stop=stop_after_attempt(WRITE_ATTEMPTS),
-                                    wait=wait_random_exponential(multiplier=0.05, max=1), reraise=False):
-                with attempt:
-                    result, recorded = self._write_once(work)
-        except RetryError as exc:
-            cause = exc.last_attempt.exception()
-            raise StorageBusy(f"the write was undone by the server {WRITE_ATTEMPTS} times: {cause}") from None
+        result, recorded = self._retrying(lambda: self._write_once(work), "writing to the PostgreSQL store")
         if recorded:
             self._committed(recorded)
         return result
 
+    def _retrying(self, once: Callable[[], T], doing: str) -> T:
+        """``once()``, again when the server undid it to let another go first (a few times) or when
+        its connection was lost before anything was applied (for a bounded time, on new
+        connections: the pool reconnects when the server is back)."""
+        try:
+            for attempt in Retrying(retry=retry_if_exception(_retried), stop=_stop, reraise=False,
+                                    wait=wait_random_exponential(multiplier=0.05, max=1)):
+                with attempt:
+                    return once()
+        except RetryError as exc:
+            cause = exc.last_attempt.exception()
+            if isinstance(cause, _Unsent):
+                raise StorageError(f"{doing}: the PostgreSQL server could not be reached for {RECONNECT_S:g} s;"
+                                   f" nothing was applied: {' '.join(str(cause).split())}") from None
+            raise StorageBusy(f"{doing}: the write was undone by the server {WRITE_ATTEMPTS} times: {cause}") from None
+        raise AssertionError("unreachable")  # pragma: no cover  # Retrying returns or raises
+
+    def _lost(self, conn: Any, exc: BaseException) -> _Unsent:
+        """``exc`` lost ``conn``: the pool's other idle connections are checked (a server restart
+        breaks them all) and the work is tried again."""
+        try:
+            self._pool.check()
+        except Exception:
+            log.debug("checking the pool's connections failed", exc_info=True)
+        return _Unsent(exc)
+
     def _write_once(self, work: Callable[[Any], T]) -> tuple[T, list[RecordedEvent]]:
+        committing = False
         with self.connection("writing to the PostgreSQL store") as conn:
             try:
                 with conn.transaction():
@@ -158,9 +199,16 @@ class PostgresEventStore:
                     if tx.recorded:  # delivered to the other processes only if this commits
                         conn.execute(notify_sql(), (payload(self._token, tx.recorded[0].position,
                                                             tx.recorded[-1].position),))
+                    committing = True  # what fails from here on may or may not have committed
             except Exception as exc:
                 if is_retryable(exc):
                     raise
+                if conn.broken and not committing:
+                    raise self._lost(conn, exc) from exc
+                if conn.broken:
+                    raise StorageError("writing to the PostgreSQL store: the connection was lost while committing;"
+                                       " the write may or may not have committed (read it back to know):"
+                                       f" {' '.join(str(exc).split())}") from exc
                 error = translated(exc, "writing to the PostgreSQL store")
                 if error is exc:
                     raise
@@ -236,9 +284,18 @@ class PostgresEventStore:
     # --- reads ----------------------------------------------------------------------------------
 
     def rows(self, sql: str, params: Any = (), *, doing: str = "reading the PostgreSQL store") -> list[tuple[Any, ...]]:
-        """Rows of one read (SQLite's placeholders), on a pooled connection."""
+        """Rows of one read (SQLite's placeholders), on a pooled connection (on another when the
+        connection is lost: a read may run twice)."""
+        return self._retrying(lambda: self._read_once(sql, params, doing), doing)
+
+    def _read_once(self, sql: str, params: Any, doing: str) -> list[tuple[Any, ...]]:
         with self.connection(doing) as conn:
-            return SqlCursor(conn).execute(sql, params).fetchall()
+            try:
+                return SqlCursor(conn).execute(sql, params).fetchall()
+            except Exception as exc:
+                if conn.broken:
+                    raise self._lost(conn, exc) from exc
+                raise
 
     def reader(self) -> PooledReader:
         """What the shared read-side queries read through (``reader().execute(sql, params).fetchall()``)."""
