@@ -95,8 +95,8 @@ class ChangeFeed:
 
     def _handle(self, text: str) -> None:
         token, _, rest = text.partition(" ")
-        if token == self._token:
-            return  # this store's own commit (its listeners already saw it), or its stop
+        if token == self._token or rest == STOP:
+            return  # this store's own commit (its listeners already saw it), or a store's stop
         try:
             first, last = (int(part) for part in rest.split())
         except ValueError:

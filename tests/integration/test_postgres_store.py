@@ -312,6 +312,9 @@ def test_a_server_restarted_under_load_loses_nothing_acknowledged_and_the_writer
         assert {mid: stored.get(mid) for mid in acked} == acked, "an acknowledged message was lost"
         report = memory.verify()
         assert report.ok, report.problem  # one gapless chain: nothing forked
+        store = memory._app.store
+        _until(lambda: store._feed.listening and store.cache_position() == store.last_position(),
+               "the change feed listens again, caught up with the log")
 
 
 def test_setup_init_with_a_database_url_migrates_it_and_creates_no_sqlite_file(
