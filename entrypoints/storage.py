@@ -67,12 +67,17 @@ def open_postgres(url: str, *, readonly: bool = False) -> Storage:
 
     require_driver()
     try:
-        from fermix_memory.adapters.postgres.erasure import PostgresErasure
         from fermix_memory.adapters.postgres.event_store import PostgresEventStore
-        from fermix_memory.adapters.postgres.queries import PostgresQueries
     except ImportError:
         raise ConfigError(EXTRA_MISSING) from None
-    store = PostgresEventStore(url, readonly=readonly)
+    return postgres_storage(PostgresEventStore(url, readonly=readonly))
+
+
+def postgres_storage(store: Any) -> Storage:
+    """The adapters over an open ``PostgresEventStore``."""
+    from fermix_memory.adapters.postgres.erasure import PostgresErasure
+    from fermix_memory.adapters.postgres.queries import PostgresQueries
+
     jobs = SqliteJobQueries(cast(Any, store.reader))  # plain SQL, read through the pool
     return Storage(store, PostgresQueries(store), jobs, PostgresErasure(store), None, LogAudit(store),
                    store.cache_position)

@@ -261,6 +261,11 @@ class PostgresEventStore:
         with self._lock:
             self._known = max(self._known, last)
 
+    @property
+    def listening(self) -> bool:
+        """Whether the change feed listens now (False: starting, reconnecting, read-only, closed)."""
+        return self._feed is not None and self._feed.listening
+
     def cache_position(self) -> int:
         """The log's last position for the caches' freshness checks: known in memory while the change
         feed listens (own commits and foreign ones as notified), else asked of the server."""

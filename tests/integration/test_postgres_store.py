@@ -212,22 +212,26 @@ def _until(condition: Any, what: str) -> None:
 
 def test_a_write_on_one_host_reaches_the_caches_and_prompt_files_of_another_through_notify(
         postgres_url: str, tmp_path: Path) -> None:
+    from fermix_memory.adapters.postgres.event_store import PostgresEventStore
+    from fermix_memory.entrypoints.bootstrap import bootstrap
+
+    store_b = PostgresEventStore(postgres_url)
+    reads: list[str] = []
+    read = store_b.rows
+    store_b.rows = lambda sql, params=(), **kw: (reads.append(sql), read(sql, params, **kw))[1]  # type: ignore[method-assign]
     with MemorySystem.open(tmp_path / "host-a", config=config(postgres_url)) as a, \
-            MemorySystem.open(tmp_path / "host-b", config=config(postgres_url)) as b:
-        app_b = b._app
-        _until(lambda: app_b.store._feed.listening, "host b listens")
-        taken: list[str] = []
-        connection = app_b.store.connection
-        app_b.store.connection = lambda doing: (taken.append(doing), connection(doing))[1]  # counts reads
+            MemorySystem(bootstrap(tmp_path / "host-b", store=store_b)) as b:
+        _until(lambda: store_b.listening, "host b listens")
         on_b = b.session(agent_id="ada", owner_id="alice", conversation="telegram:42")
         other_on_b = b.session(agent_id="ada", owner_id="bob", conversation="telegram:7")
         other_on_b.append("user", "I am Bob")
         assert on_b.compose_prompt() == []
-        key, other = ("ada", on_b.conversation), ("ada", other_on_b.conversation)
-        app_b.conversations.window(*key), app_b.conversations.window(*other)
-        taken.clear()
-        assert app_b.conversations.window(*key) == [] and len(app_b.conversations.window(*other)) == 1
-        assert taken == [], "nothing changed: the caches answer from memory, not from the server"
+        other_on_b.compose_prompt()
+        reads.clear()
+        assert [m["content"] for m in other_on_b.compose_prompt()] == ["I am Bob"]
+        unchanged = list(reads)
+        assert not any("FROM events" in q or "FROM messages" in q for q in unchanged), \
+            "nothing changed: the window comes from memory and no position is asked of the server"
 
         on_a = a.session(agent_id="ada", owner_id="alice", conversation="telegram:42")
         mid = on_a.append("user", "I live in Paris")
@@ -236,10 +240,11 @@ def test_a_write_on_one_host_reaches_the_caches_and_prompt_files_of_another_thro
         user_md = tmp_path / "host-b" / "memory" / "ada" / "alice" / "USER.md"
         _until(lambda: user_md.exists() and "Lives in Paris" in user_md.read_text(encoding="utf-8"),
                "host b renders alice's USER.md from the database")
-        _until(lambda: app_b.store.cache_position() == a._app.store.last_position(), "host b hears every write")
-        taken.clear()
-        assert len(app_b.conversations.window(*other)) == 1
-        assert taken == [], "a write to another conversation leaves this one's cached window alone"
+        head = a.verify().events
+        _until(lambda: store_b.cache_position() == head, "host b hears every write")
+        reads.clear()
+        assert [m["content"] for m in other_on_b.compose_prompt()] == ["I am Bob"]
+        assert reads == unchanged, "a write to another conversation leaves this one's cached window alone"
         prompt = on_b.compose_prompt(system="You are Ada.")
         assert "home_city: Lives in Paris" in prompt[0]["content"]
         assert prompt[-1] == {"role": "user", "content": "I live in Paris"}
@@ -275,7 +280,11 @@ def test_a_server_restarted_under_load_loses_nothing_acknowledged_and_the_writer
     failures: list[BaseException] = []
     after_restart = [0] * 4
     restarted, stop = threading.Event(), threading.Event()
-    with MemorySystem.open(tmp_path / "home", config=config(url)) as memory:
+    from fermix_memory.adapters.postgres.event_store import PostgresEventStore
+    from fermix_memory.entrypoints.bootstrap import bootstrap
+
+    store = PostgresEventStore(url)
+    with MemorySystem(bootstrap(tmp_path / "home", store=store)) as memory:
 
         def writer(n: int) -> None:
             s = memory.session(agent_id="ada", owner_id=f"owner-{n}", conversation=f"telegram:{n}")
@@ -312,8 +321,7 @@ def test_a_server_restarted_under_load_loses_nothing_acknowledged_and_the_writer
         assert {mid: stored.get(mid) for mid in acked} == acked, "an acknowledged message was lost"
         report = memory.verify()
         assert report.ok, report.problem  # one gapless chain: nothing forked
-        store = memory._app.store
-        _until(lambda: store._feed.listening and store.cache_position() == store.last_position(),
+        _until(lambda: store.listening and store.cache_position() == store.last_position(),
                "the change feed listens again, caught up with the log")
 
 
