@@ -62,7 +62,7 @@ from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.entrypoints.log_audit import LogAudit
-from fermix_memory.entrypoints.storage import open_postgres, sqlite_storage, storage_url
+from fermix_memory.entrypoints.storage import open_postgres, postgres_storage, sqlite_storage, storage_url
 
 log = logging.getLogger("fermix_memory")
 
@@ -285,7 +285,7 @@ def bootstrap(
     tracer: Tracer | None = None,
     create: bool = True,
     readonly: bool = False,
-    store: SqliteEventStore | None = None,
+    store: Any = None,
     files: PromptFileSink | None = None,
     background: BackgroundWorker | None = None,
 ) -> App:
@@ -293,9 +293,10 @@ def bootstrap(
     ``memory.db`` instead of creating one; ``readonly=True`` (implies ``create=False``) opens the
     database so that nothing can be written, for audits of a read-only mount or copy.
 
-    ``store`` (from :func:`open_store` on the same home), ``files`` (where prompt files go) and
-    ``background`` (where after-turn work runs) replace what would be built here, for a caller
-    that needs a hold on them (fault injection); the app closes a given store and worker too."""
+    ``store`` (from :func:`open_store` on the same home, or a ``PostgresEventStore``), ``files``
+    (where prompt files go) and ``background`` (where after-turn work runs) replace what would be
+    built here, for a caller that needs a hold on them (fault injection); the app closes a given
+    store and worker too."""
     home_path = resolve_home(home)
     settings = resolve_settings(home_path, config)
     url = storage_url(settings) if store is None else None
@@ -313,13 +314,15 @@ def bootstrap(
     with ExitStack() as opened:  # every resource opened below is closed if a later step fails
         if url is not None:  # the PostgreSQL store (ADR-0029); the home keeps config and prompt files
             storage = open_postgres(url, readonly=readonly)
+        elif store is not None and not isinstance(store, SqliteEventStore):
+            storage = postgres_storage(store)  # one a caller opened on a PostgreSQL database
         else:
             storage = sqlite_storage(open_store(home_path, settings, readonly=readonly) if store is None else store)
         store = storage.store
         opened.callback(store.close)
         queries = storage.queries
-        conversations = ConversationStore(queries, store.last_position, settings.memory.max_conversation_history)
-        rows = MemoryRowCache(queries, store.last_position)
+        conversations = ConversationStore(queries, storage.cache_position, settings.memory.max_conversation_history)
+        rows = MemoryRowCache(queries, storage.cache_position)
         store.add_commit_listener(conversations.on_commit)
         store.add_commit_listener(rows.on_commit)
         files = PromptFileFolder(home_path) if files is None else files

@@ -9,7 +9,7 @@ search index's upkeep (SQLite only: PostgreSQL's GIN indexes keep themselves) an
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import attrs
@@ -50,11 +50,14 @@ class Storage:
     erasure: Erasure
     index: SearchIndex | None
     audit: LogAudit
+    # The log's last position as the caches check it before serving (ADR-0029): SQLite's own
+    # read; PostgreSQL's known in memory while its change feed listens.
+    cache_position: Callable[[], int]
 
 
 def sqlite_storage(store: SqliteEventStore) -> Storage:
     return Storage(store, SqliteQueries(store.reader), SqliteJobQueries(store.reader), SqliteErasure(store),
-                   SqliteSearchIndex(store), LogAudit(store))
+                   SqliteSearchIndex(store), LogAudit(store), store.last_position)
 
 
 def open_postgres(url: str, *, readonly: bool = False) -> Storage:
@@ -64,11 +67,17 @@ def open_postgres(url: str, *, readonly: bool = False) -> Storage:
 
     require_driver()
     try:
-        from fermix_memory.adapters.postgres.erasure import PostgresErasure
         from fermix_memory.adapters.postgres.event_store import PostgresEventStore
-        from fermix_memory.adapters.postgres.queries import PostgresQueries
     except ImportError:
         raise ConfigError(EXTRA_MISSING) from None
-    store = PostgresEventStore(url, readonly=readonly)
+    return postgres_storage(PostgresEventStore(url, readonly=readonly))
+
+
+def postgres_storage(store: Any) -> Storage:
+    """The adapters over an open ``PostgresEventStore``."""
+    from fermix_memory.adapters.postgres.erasure import PostgresErasure
+    from fermix_memory.adapters.postgres.queries import PostgresQueries
+
     jobs = SqliteJobQueries(cast(Any, store.reader))  # plain SQL, read through the pool
-    return Storage(store, PostgresQueries(store), jobs, PostgresErasure(store), None, LogAudit(store))
+    return Storage(store, PostgresQueries(store), jobs, PostgresErasure(store), None, LogAudit(store),
+                   store.cache_position)

@@ -76,6 +76,12 @@ class PostgresServer:
         subprocess.run(_as_server_user(str(self.bin_dir / "pg_ctl"), "stop", "-m", "immediate", "-w", "-D",
                                        str(self.data)), capture_output=True, check=False)
 
+    def restart(self) -> None:
+        """``pg_ctl restart -m fast``: every session is ended (transactions in flight rolled back),
+        committed ones kept; returns once the server accepts connections again."""
+        _run(_as_server_user(str(self.bin_dir / "pg_ctl"), "restart", "-m", "fast", "-w", "-D", str(self.data),
+                             "-l", str(self.root / "server.log")))
+
     def prepare_template(self) -> None:
         """``template_fermix``: an empty database at the current schema, copied for each test."""
         from fermix_memory.adapters.postgres.schema import migrate_url

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar, cast
 
-from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+from tenacity import RetryError, Retrying, retry_if_exception, wait_random_exponential
 
+from fermix_memory.adapters.postgres.change_feed import STOP, ChangeFeed, notify_sql, payload
 from fermix_memory.adapters.postgres.connection import (
     SqlCursor,
     check_url,
@@ -46,6 +48,27 @@ LOG_LOCK = 0x46524D58_0002  # "FRMX", 2: the advisory lock that serialises appen
 READ_BATCH = 1000
 POOL_MAX = 16
 POOL_TIMEOUT_S = 10.0
+RECONNECT_S = 15.0  # how long a write or read lost with its connection is tried again on new ones
+
+
+class _Unsent(Exception):
+    """The connection was lost before COMMIT was sent (or during a read): nothing was applied,
+    so the work may run again on another connection."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def _retried(exc: BaseException) -> bool:
+    return isinstance(exc, _Unsent) or is_retryable(exc)
+
+
+def _stop(state: Any) -> bool:
+    """Serialisation failures: WRITE_ATTEMPTS attempts; a lost connection: RECONNECT_S seconds."""
+    if isinstance(state.outcome.exception(), _Unsent):
+        return bool(state.seconds_since_start >= RECONNECT_S)
+    return bool(state.attempt_number >= WRITE_ATTEMPTS)
 
 CommitListener = Callable[[list[RecordedEvent]], None]
 
@@ -84,6 +107,10 @@ class PostgresEventStore:
         self._reactions: list[CommitListener] = []
         self._closed = False
         self._lock = threading.Lock()
+        # The change feed (ADR-0029): what other processes commit reaches this store's listeners.
+        self._token = uuid.uuid4().hex
+        self._known = 0  # the last position this store knows of: its own commits and foreign ones
+        self._feed = None if readonly else ChangeFeed(self.url, self._token, self._listening, self._foreign)
 
     # --- connections --------------------------------------------------------------------------
 
@@ -117,35 +144,71 @@ class PostgresEventStore:
             if self._closed:
                 return
             self._closed = True
+        if self._feed is not None:
+            self._feed.stop(self._wake_feed)
         self._pool.close()
+
+    def _wake_feed(self) -> None:
+        with self._pool.connection(timeout=1) as conn:
+            conn.execute(notify_sql(), (f"{self._token} {STOP}",))
 
     # --- writes ---------------------------------------------------------------------------------
 
     def write(self, work: Callable[[Any], T]) -> T:
         if self.readonly:
             raise ReadOnlyStore(f"{shown(self.url)} was opened read-only; nothing was written")
-        try:
-            for attempt in Retrying(retry=retry_if_exception(is_retryable), stop=stop_after_attempt(WRITE_ATTEMPTS),
-                                    wait=wait_random_exponential(multiplier=0.05, max=1), reraise=False):
-                with attempt:
-                    result, recorded = self._write_once(work)
-        except RetryError as exc:
-            cause = exc.last_attempt.exception()
-            raise StorageBusy(f"the write was undone by the server {WRITE_ATTEMPTS} times: {cause}") from None
+        result, recorded = self._retrying(lambda: self._write_once(work), "writing to the PostgreSQL store")
         if recorded:
             self._committed(recorded)
         return result
 
+    def _retrying(self, once: Callable[[], T], doing: str) -> T:
+        """``once()``, again when the server undid it to let another go first (a few times) or when
+        its connection was lost before anything was applied (for a bounded time, on new
+        connections: the pool reconnects when the server is back)."""
+        try:
+            for attempt in Retrying(retry=retry_if_exception(_retried), stop=_stop, reraise=False,
+                                    wait=wait_random_exponential(multiplier=0.05, max=1)):
+                with attempt:
+                    return once()
+        except RetryError as exc:
+            cause = exc.last_attempt.exception()
+            if isinstance(cause, _Unsent):
+                raise StorageError(f"{doing}: the PostgreSQL server could not be reached for {RECONNECT_S:g} s;"
+                                   f" nothing was applied: {' '.join(str(cause).split())}") from None
+            raise StorageBusy(f"{doing}: the write was undone by the server {WRITE_ATTEMPTS} times: {cause}") from None
+        raise AssertionError("unreachable")  # pragma: no cover  # Retrying returns or raises
+
+    def _lost(self, conn: Any, exc: BaseException) -> _Unsent:
+        """``exc`` lost ``conn``: the pool's other idle connections are checked (a server restart
+        breaks them all) and the work is tried again."""
+        try:
+            self._pool.check()
+        except Exception:
+            log.debug("checking the pool's connections failed", exc_info=True)
+        return _Unsent(exc)
+
     def _write_once(self, work: Callable[[Any], T]) -> tuple[T, list[RecordedEvent]]:
+        committing = False
         with self.connection("writing to the PostgreSQL store") as conn:
             try:
                 with conn.transaction():
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOG_LOCK,))
                     tx = PostgresTransaction(SqlCursor(conn))
                     result = work(tx)
+                    if tx.recorded:  # delivered to the other processes only if this commits
+                        conn.execute(notify_sql(), (payload(self._token, tx.recorded[0].position,
+                                                            tx.recorded[-1].position),))
+                    committing = True  # what fails from here on may or may not have committed
             except Exception as exc:
                 if is_retryable(exc):
                     raise
+                if conn.broken and not committing:
+                    raise self._lost(conn, exc) from exc
+                if conn.broken:
+                    raise StorageError("writing to the PostgreSQL store: the connection was lost while committing;"
+                                       " the write may or may not have committed (read it back to know):"
+                                       f" {' '.join(str(exc).split())}") from exc
                 error = translated(exc, "writing to the PostgreSQL store")
                 if error is exc:
                     raise
@@ -166,6 +229,8 @@ class PostgresEventStore:
                                           ).fetchall()
                     start = (int(rows[0][0]), str(rows[0][1])) if rows else (0, GENESIS_HASH)
                     head = Head(*append_logged_rows(cast(Any, cursor), *start, events))
+                    if head.position > start[0]:
+                        conn.execute(notify_sql(), (payload(self._token, start[0] + 1, head.position),))
             except Exception as exc:
                 error = translated(exc, "appending events of another log")
                 if error is exc:
@@ -174,6 +239,42 @@ class PostgresEventStore:
         return head
 
     def _committed(self, recorded: list[RecordedEvent]) -> None:
+        with self._lock:
+            self._known = max(self._known, recorded[-1].position)
+        self._deliver(recorded)
+
+    def _listening(self, conn: Any) -> None:
+        """The feed (re)started listening: what it may have missed is behind the log's head now."""
+        rows = conn.execute("SELECT coalesce(max(position), 0) FROM events").fetchall()
+        with self._lock:
+            self._known = max(self._known, int(rows[0][0]))
+
+    def _foreign(self, first: int, last: int) -> None:
+        """Another process committed positions ``first..last``: give them to the listeners (a
+        cache drops exactly what they change), then let the position checks see them."""
+        recorded = [recorded_from_row(row) for row in self.rows(
+            "SELECT position, stream, version, kind, schema, payload FROM events"
+            " WHERE payload IS NOT NULL AND position BETWEEN ? AND ? ORDER BY position", (first, last),
+            doing="reading another process's write")]
+        if recorded:
+            self._deliver(recorded)
+        with self._lock:
+            self._known = max(self._known, last)
+
+    @property
+    def listening(self) -> bool:
+        """Whether the change feed listens now (False: starting, reconnecting, read-only, closed)."""
+        return self._feed is not None and self._feed.listening
+
+    def cache_position(self) -> int:
+        """The log's last position for the caches' freshness checks: known in memory while the change
+        feed listens (own commits and foreign ones as notified), else asked of the server."""
+        feed = self._feed
+        if feed is None or not feed.listening:
+            return self.last_position()
+        return self._known
+
+    def _deliver(self, recorded: list[RecordedEvent]) -> None:
         for listener in self._listeners:
             try:
                 listener(recorded)
@@ -188,9 +289,18 @@ class PostgresEventStore:
     # --- reads ----------------------------------------------------------------------------------
 
     def rows(self, sql: str, params: Any = (), *, doing: str = "reading the PostgreSQL store") -> list[tuple[Any, ...]]:
-        """Rows of one read (SQLite's placeholders), on a pooled connection."""
+        """Rows of one read (SQLite's placeholders), on a pooled connection (on another when the
+        connection is lost: a read may run twice)."""
+        return self._retrying(lambda: self._read_once(sql, params, doing), doing)
+
+    def _read_once(self, sql: str, params: Any, doing: str) -> list[tuple[Any, ...]]:
         with self.connection(doing) as conn:
-            return SqlCursor(conn).execute(sql, params).fetchall()
+            try:
+                return SqlCursor(conn).execute(sql, params).fetchall()
+            except Exception as exc:
+                if conn.broken:
+                    raise self._lost(conn, exc) from exc
+                raise
 
     def reader(self) -> PooledReader:
         """What the shared read-side queries read through (``reader().execute(sql, params).fetchall()``)."""

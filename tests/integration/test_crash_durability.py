@@ -2,7 +2,8 @@
 
 A child process appends messages in a loop (two threads, so group commit is in play) and
 prints each id only after ``append_message`` returned it. The parent kills the child with
-SIGKILL in the middle of the stream, reopens the home and checks that every printed id is
+SIGKILL in the middle of the stream (or one of four such children, on either store: the others
+must go on writing), reopens the home and checks that every printed id is
 there with its exact content, that the log still verifies, and that writing goes on.
 """
 
@@ -36,7 +37,7 @@ CHILD = r"""
 import json, sys, threading
 from fermix_memory import MemorySystem
 
-home, config = sys.argv[1], json.loads(sys.argv[2])
+home, config, process = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
 memory = MemorySystem.open(home, config=config or None)
 out_lock = threading.Lock()
 
@@ -55,7 +56,7 @@ def writer(thread):
             sys.stdout.flush()
         i += 1
 
-threads = [threading.Thread(target=writer, args=(t,), daemon=True) for t in (0, 1)]
+threads = [threading.Thread(target=writer, args=(2 * process + t,), daemon=True) for t in (0, 1)]
 for t in threads:
     t.start()
 for t in threads:
@@ -67,75 +68,100 @@ def expected_content(thread: int, i: int) -> str:
     return f"t{thread} message {i} \u00e9t\u00e9 \u2713 " + "x" * (i % 50)
 
 
-def run_and_kill(home: Path, config: dict[str, Any] | None) -> list[tuple[int, int, int]]:
-    """Start the child, read at least IDS_BEFORE_KILL acknowledged ids, SIGKILL it mid-stream.
+def run_and_kill(home: Path, config: dict[str, Any] | None, processes: int = 1) -> list[tuple[int, int, int]]:
+    """Start ``processes`` children, read at least IDS_BEFORE_KILL acknowledged ids, SIGKILL the
+    first mid-stream, let the others go on writing a while (nothing it held may stop them), then
+    SIGKILL them too. Child ``p``'s threads are numbered ``2p`` and ``2p + 1``.
 
-    Returns every complete line the child printed (including lines still in the pipe after
-    the kill: those were acknowledged too).
+    Returns every complete line the children printed (including lines still in the pipes after
+    the kills: those were acknowledged too).
     """
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(home), json.dumps(config or {})],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    buffer = b""
+    procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(home), json.dumps(config or {}), str(p)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for p in range(processes)]
+    buffers = [b""] * processes
     deadline = time.monotonic() + READ_TIMEOUT_S
-    try:
-        fd = proc.stdout.fileno()
-        while buffer.count(b"\n") < IDS_BEFORE_KILL:
+
+    def read_until(enough: Any, alive: list[int]) -> None:
+        fds = {procs[p].stdout.fileno(): p for p in alive}  # type: ignore[union-attr]
+        while not enough():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                got = buffer.count(b"\n")
-                pytest.fail(f"child printed only {got} ids in {READ_TIMEOUT_S}s")
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if not ready:
-                continue
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                err = proc.stderr.read().decode(errors="replace")
-                pytest.fail(f"child exited early (rc={proc.wait()}): {err[-2000:]}")
-            buffer += chunk
-        # Kill it while it is still writing.
-        assert proc.poll() is None, "the child must still be running when it is killed"
-        os.kill(proc.pid, signal.SIGKILL)
-        buffer += proc.stdout.read()
+                counts = [b.count(b"\n") for b in buffers]
+                pytest.fail(f"the children printed only {counts} ids in {READ_TIMEOUT_S}s")
+            ready, _, _ = select.select(list(fds), [], [], remaining)
+            for fd in ready:
+                p = fds[fd]
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    err = procs[p].stderr.read().decode(errors="replace")  # type: ignore[union-attr]
+                    pytest.fail(f"child {p} exited early (rc={procs[p].wait()}): {err[-2000:]}")
+                buffers[p] += chunk
+
+    def kill(p: int) -> None:
+        assert procs[p].poll() is None, "a child must still be running when it is killed"
+        os.kill(procs[p].pid, signal.SIGKILL)
+        buffers[p] += procs[p].stdout.read()  # type: ignore[union-attr]
+
+    try:
+        read_until(lambda: buffers[0].count(b"\n") >= IDS_BEFORE_KILL // processes
+                   and sum(b.count(b"\n") for b in buffers) >= IDS_BEFORE_KILL, list(range(processes)))
+        kill(0)  # while it is still writing
+        if processes > 1:
+            after = [b.count(b"\n") for b in buffers]
+            read_until(lambda: all(buffers[p].count(b"\n") >= after[p] + 20 for p in range(1, processes)),
+                       list(range(1, processes)))
+            for p in range(1, processes):
+                kill(p)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
-    assert proc.returncode == -signal.SIGKILL
-    lines = buffer.split(b"\n")[:-1]  # a last, unterminated line was never fully acknowledged
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            proc.stdout.close()  # type: ignore[union-attr]
+            proc.stderr.close()  # type: ignore[union-attr]
+    assert all(proc.returncode == -signal.SIGKILL for proc in procs)
     acked = []
-    for line in lines:
-        mid, thread, i = line.decode().split()
-        acked.append((int(mid), int(thread), int(i)))
+    for buffer in buffers:
+        for line in buffer.split(b"\n")[:-1]:  # a last, unterminated line was never fully acknowledged
+            mid, thread, i = line.decode().split()
+            acked.append((int(mid), int(thread), int(i)))
     return acked
 
 
-def check_after_crash(home: Path, acked: list[tuple[int, int, int]], config: dict[str, Any] | None) -> None:
-    assert len(acked) >= IDS_BEFORE_KILL
-    ids = [mid for mid, _, _ in acked]
-    assert len(set(ids)) == len(ids), "every acknowledged id is distinct"
+def stored_messages(home: Path) -> dict[int, str]:
+    """Every stored message's content by id, read with a connection of our own (the raw table);
+    the SQLite file is checked for integrity too."""
+    url = os.environ.get("FERMIX_DATABASE_URL")
+    if url:
+        import psycopg
 
-    # The raw table first, with a connection of our own.
+        with psycopg.connect(url) as pg:
+            return {int(i): str(c) for i, c in pg.execute("SELECT id, content FROM messages").fetchall()}
     conn = apsw.Connection(str(home / "memory.db"))
     try:
         stored = dict(conn.execute("SELECT id, content FROM messages").fetchall())
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     finally:
         conn.close()
+    return stored
+
+
+def check_after_crash(home: Path, acked: list[tuple[int, int, int]], config: dict[str, Any] | None,
+                      processes: int = 1) -> None:
+    assert len(acked) >= IDS_BEFORE_KILL
+    ids = [mid for mid, _, _ in acked]
+    assert len(set(ids)) == len(ids), "every acknowledged id is distinct"
+
+    stored = stored_messages(home)  # the raw table first
     for mid, thread, i in acked:
         assert stored.get(mid) == expected_content(thread, i), f"acknowledged message {mid} lost or altered"
 
     with MemorySystem.open(home, config=config) as memory:
-        for thread in (0, 1):
+        for thread in range(2 * processes):
             window = memory.history(AGENT, f"test:chat-{thread}")
             by_id = {m.id: m for m in window}
             mine = [(mid, i) for mid, t, i in acked if t == thread]
-            assert mine, "both writer threads were acknowledged at least once"
+            assert mine, "every writer thread was acknowledged at least once"
             for mid, i in mine:
                 assert by_id[mid].content == expected_content(thread, i)
                 assert by_id[mid].owner_id == OWNER
@@ -156,10 +182,13 @@ def check_after_crash(home: Path, acked: list[tuple[int, int, int]], config: dic
         assert memory.verify().ok
 
 
-def test_sigkill_mid_stream_loses_no_acknowledged_message(tmp_path: Path) -> None:
+@pytest.mark.usefixtures("every_store")
+@pytest.mark.parametrize("processes", [1, 4])
+def test_sigkill_mid_stream_loses_no_acknowledged_message(tmp_path: Path, processes: int) -> None:
+    """One writing process killed, or one of four (the others go on writing, then are killed too)."""
     home = tmp_path / "home"
-    acked = run_and_kill(home, None)
-    check_after_crash(home, acked, None)
+    acked = run_and_kill(home, None, processes)
+    check_after_crash(home, acked, None, processes)
 
 
 def test_sigkill_with_full_durability_loses_no_acknowledged_message(tmp_path: Path) -> None:
@@ -179,11 +208,7 @@ def test_two_crashes_in_a_row_keep_every_acknowledged_message(tmp_path: Path) ->
     for mid, thread, i in first:
         assert before[mid] == expected_content(thread, i)
     second = run_and_kill(home, None)
-    conn = apsw.Connection(str(home / "memory.db"))
-    try:
-        stored = dict(conn.execute("SELECT id, content FROM messages").fetchall())
-    finally:
-        conn.close()
+    stored = stored_messages(home)
     for mid, thread, i in first + second:
         assert stored[mid] == expected_content(thread, i)
     assert min(mid for mid, _, _ in second) > max(mid for mid, _, _ in first)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -200,6 +202,54 @@ def test_two_homes_sharing_one_database_see_each_others_writes_without_a_restart
         assert prompt[-1] == {"role": "user", "content": "I live in Paris"}
 
 
+def _until(condition: Any, what: str) -> None:
+    """Poll ``condition`` until it holds (a notification is asynchronous); fail after 10 s."""
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, f"not within 10 s: {what}"
+        time.sleep(0.01)
+
+
+def test_a_write_on_one_host_reaches_the_caches_and_prompt_files_of_another_through_notify(
+        postgres_url: str, tmp_path: Path) -> None:
+    from fermix_memory.adapters.postgres.event_store import PostgresEventStore
+    from fermix_memory.entrypoints.bootstrap import bootstrap
+
+    store_b = PostgresEventStore(postgres_url)
+    reads: list[str] = []
+    read = store_b.rows
+    store_b.rows = lambda sql, params=(), **kw: (reads.append(sql), read(sql, params, **kw))[1]  # type: ignore[method-assign]
+    with MemorySystem.open(tmp_path / "host-a", config=config(postgres_url)) as a, \
+            MemorySystem(bootstrap(tmp_path / "host-b", store=store_b)) as b:
+        _until(lambda: store_b.listening, "host b listens")
+        on_b = b.session(agent_id="ada", owner_id="alice", conversation="telegram:42")
+        other_on_b = b.session(agent_id="ada", owner_id="bob", conversation="telegram:7")
+        other_on_b.append("user", "I am Bob")
+        assert on_b.compose_prompt() == []
+        other_on_b.compose_prompt()
+        reads.clear()
+        assert [m["content"] for m in other_on_b.compose_prompt()] == ["I am Bob"]
+        unchanged = list(reads)
+        assert not any("FROM events" in q or "FROM messages" in q for q in unchanged), \
+            "nothing changed: the window comes from memory and no position is asked of the server"
+
+        on_a = a.session(agent_id="ada", owner_id="alice", conversation="telegram:42")
+        mid = on_a.append("user", "I live in Paris")
+        a.write_memory({"op": "add", "category": "identity", "key": "home_city", "value": "Lives in Paris"},
+                       agent_id="ada", owner_id="alice", writer="reviewer", trust="operator", source_message_id=mid)
+        user_md = tmp_path / "host-b" / "memory" / "ada" / "alice" / "USER.md"
+        _until(lambda: user_md.exists() and "Lives in Paris" in user_md.read_text(encoding="utf-8"),
+               "host b renders alice's USER.md from the database")
+        head = a.verify().events
+        _until(lambda: store_b.cache_position() == head, "host b hears every write")
+        reads.clear()
+        assert [m["content"] for m in other_on_b.compose_prompt()] == ["I am Bob"]
+        assert reads == unchanged, "a write to another conversation leaves this one's cached window alone"
+        prompt = on_b.compose_prompt(system="You are Ada.")
+        assert "home_city: Lives in Paris" in prompt[0]["content"]
+        assert prompt[-1] == {"role": "user", "content": "I live in Paris"}
+
+
 def test_a_lost_connection_is_a_storage_error_and_the_pool_reconnects(postgres_server: PostgresServer,
                                                                       tmp_path: Path) -> None:
     url = postgres_server.fresh_database()
@@ -221,6 +271,58 @@ def test_a_lost_connection_is_a_storage_error_and_the_pool_reconnects(postgres_s
         contents = [m["content"] for m in s.compose_prompt()]
         assert contents == ["before", *outcomes]
         assert memory.verify().ok
+
+
+def test_a_server_restarted_under_load_loses_nothing_acknowledged_and_the_writers_go_on(
+        postgres_server: PostgresServer, tmp_path: Path) -> None:
+    url = postgres_server.fresh_database()
+    acked: dict[int, str] = {}
+    failures: list[BaseException] = []
+    after_restart = [0] * 4
+    restarted, stop = threading.Event(), threading.Event()
+    from fermix_memory.adapters.postgres.event_store import PostgresEventStore
+    from fermix_memory.entrypoints.bootstrap import bootstrap
+
+    store = PostgresEventStore(url)
+    with MemorySystem(bootstrap(tmp_path / "home", store=store)) as memory:
+
+        def writer(n: int) -> None:
+            s = memory.session(agent_id="ada", owner_id=f"owner-{n}", conversation=f"telegram:{n}")
+            i = 0
+            while not stop.is_set():
+                text = f"writer {n} message {i}"
+                i += 1
+                try:
+                    acked[s.append("user", text)] = text
+                except BaseException as exc:  # every failure is looked at below
+                    failures.append(exc)
+                    continue
+                if restarted.is_set():
+                    after_restart[n] += 1
+
+        threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        try:
+            _until(lambda: len(acked) >= 40, "the writers are under way")
+            postgres_server.restart()  # pg_ctl restart -m fast: every session ended mid-write
+            restarted.set()
+            _until(lambda: min(after_restart) >= 10,
+                   "every writer writes again once the server is back")
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
+        # A write in flight either committed or failed with a clear StorageError (one whose COMMIT
+        # was under way cannot know which); the others were retried on new connections.
+        assert all(isinstance(f, StorageError) and "lost while committing" in str(f) for f in failures), failures
+        assert min(after_restart) >= 10
+        stored = dict(sql(url, "SELECT id, content FROM messages"))
+        assert {mid: stored.get(mid) for mid in acked} == acked, "an acknowledged message was lost"
+        report = memory.verify()
+        assert report.ok, report.problem  # one gapless chain: nothing forked
+        _until(lambda: store.listening and store.cache_position() == store.last_position(),
+               "the change feed listens again, caught up with the log")
 
 
 def test_setup_init_with_a_database_url_migrates_it_and_creates_no_sqlite_file(
