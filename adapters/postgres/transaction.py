@@ -9,8 +9,7 @@ from typing import Any, cast
 from psycopg import errors as pg_errors
 
 from fermix_memory.adapters.postgres.connection import SqlCursor
-from fermix_memory.adapters.sqlite.transaction import INSERT_EVENT, SqliteTransaction
-from fermix_memory.application.errors import ConcurrencyConflict
+from fermix_memory.adapters.sqlite.transaction import SqliteTransaction
 
 
 class PostgresTransaction(SqliteTransaction):
@@ -19,10 +18,6 @@ class PostgresTransaction(SqliteTransaction):
     def __init__(self, cursor: SqlCursor) -> None:
         super().__init__(cast(Any, cursor))
 
-    def _insert_event(self, row: tuple[Any, ...]) -> None:
-        try:
-            self.cursor.execute(INSERT_EVENT, row)
-        except pg_errors.UniqueViolation as exc:
-            if "events_stream_version_key" not in str(exc):
-                raise  # not the version: a failed write (StorageError), never a conflict to retry
-            raise ConcurrencyConflict(f"stream {row[1]!r} already has version {row[2]}: nothing was appended") from None
+    @staticmethod
+    def _version_clash(exc: Exception) -> bool:
+        return isinstance(exc, pg_errors.UniqueViolation) and "events_stream_version_key" in str(exc)

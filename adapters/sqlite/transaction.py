@@ -159,11 +159,17 @@ class SqliteTransaction:
         """Insert one ``events`` row; a clash on ``UNIQUE(stream, version)`` is a ``ConcurrencyConflict``."""
         try:
             self.cursor.execute(INSERT_EVENT, row)
-        except apsw.ConstraintError as exc:
-            if "events.stream, events.version" not in str(exc):
+        except Exception as exc:
+            if not self._version_clash(exc):
                 raise  # not the version: a failed write (StorageError), never a conflict to retry
             # UNIQUE(stream, version): someone appended first.
-            raise ConcurrencyConflict(f"stream {row[1]!r} already has version {row[2]}: {exc}") from None
+            raise ConcurrencyConflict(f"stream {row[1]!r} already has version {row[2]}: nothing was appended"
+                                      ) from None
+
+    @staticmethod
+    def _version_clash(exc: Exception) -> bool:
+        """Whether the driver's error is the clash on ``UNIQUE(stream, version)`` (each store's own)."""
+        return isinstance(exc, apsw.ConstraintError) and "events.stream, events.version" in str(exc)
 
     # --- reads inside the transaction (RowLookup and friends) -------------------------------
 
