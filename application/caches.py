@@ -32,19 +32,30 @@ class WindowSource(Protocol):
     def memory(self, memory_id: int) -> Memory | None: ...
 
 
-class _LogFollower:
-    """Tracks the last log position seen through commits; detects foreign writes."""
+# Whether committed events follow on from what a cache saw, and what it has seen after them.
+Follows = Callable[[int, Sequence[RecordedEvent]], tuple[bool, int]]
 
-    def __init__(self, last_position: Callable[[], int]) -> None:
+
+def follows_by_position(seen: int, recorded: Sequence[RecordedEvent]) -> tuple[bool, int]:
+    """A log whose positions run without gaps: events follow when they start right after ``seen``."""
+    return recorded[0].position == seen + 1, recorded[-1].position
+
+
+class _LogFollower:
+    """Tracks the last log position seen through commits; detects foreign writes. A store whose
+    positions leave gaps (several chains, ADR-0031) gives its own ``follows`` and a
+    ``last_position`` that changes whenever events may have been missed."""
+
+    def __init__(self, last_position: Callable[[], int], follows: Follows | None = None) -> None:
         self._last_position = last_position
+        self._follows = follows or follows_by_position
         self.seen = last_position()
 
     def observe(self, recorded: Sequence[RecordedEvent]) -> bool:
         """Advance past ``recorded``; False when a cache cannot just apply them and must empty:
         they do not follow on from what was seen (a foreign write), or they erase an owner
         (whose messages and rows must not outlive the erasure in any cache)."""
-        contiguous = recorded[0].position == self.seen + 1
-        self.seen = recorded[-1].position
+        contiguous, self.seen = self._follows(self.seen, recorded)
         return contiguous and not any(isinstance(item.event, ev.OwnerForgotten) for item in recorded)
 
     def fresh(self) -> bool:
@@ -63,12 +74,12 @@ class ConversationStore:
     """
 
     def __init__(self, source: WindowSource, last_position: Callable[[], int],
-                 max_history: int | None = None) -> None:
+                 max_history: int | None = None, *, follows: Follows | None = None) -> None:
         self._source = source
         self._max = max_history
         self._lock = threading.RLock()
         self._windows: OrderedDict[tuple[str, ConversationKey], list[Message]] = OrderedDict()
-        self._follower = _LogFollower(last_position)
+        self._follower = _LogFollower(last_position, follows)
         self._generation = 0
 
     def window(self, agent_id: str, conversation: ConversationKey) -> list[Message]:
@@ -131,11 +142,12 @@ class ConversationStore:
 class MemoryRowCache:
     """Read-through cache of memory rows by id, invalidated by the events that change them."""
 
-    def __init__(self, source: WindowSource, last_position: Callable[[], int]) -> None:
+    def __init__(self, source: WindowSource, last_position: Callable[[], int], *,
+                 follows: Follows | None = None) -> None:
         self._source = source
         self._lock = threading.Lock()
         self._rows: OrderedDict[int, Memory] = OrderedDict()
-        self._follower = _LogFollower(last_position)
+        self._follower = _LogFollower(last_position, follows)
         self._generation = 0
 
     def get(self, memory_id: int) -> Memory | None:

@@ -9,14 +9,16 @@ batches, only what follows the target's head. Memory stays constant whatever the
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator
 
 import attrs
 
 from fermix_memory.application.errors import EventFileError
 from fermix_memory.application.ports import EventStore, LogHead
+from fermix_memory.application.streams import chain_for
 from fermix_memory.domain.errors import DomainError
-from fermix_memory.domain.log_chain import ChainCheck, LoggedEvent, PayloadCheck
+from fermix_memory.domain.log_chain import GENESIS_HASH, ChainCheck, Head, LoggedEvent, PayloadCheck, checkpoint_hash
 from fermix_memory.domain.log_lines import event_line, header_line, parse_event, parse_header
 
 BATCH = 2_000  # events appended per transaction
@@ -31,24 +33,33 @@ class ImportReport:
     head_position: int
     head_hash: str
     redacted: int
+    chains: int = 1
 
 
 def export_lines(store: EventStore) -> Iterator[str]:
     """The store's log as an event file: the header with the head read first, then every event up
-    to that head (writes committed meanwhile are left for the next export)."""
-    head = store.head()
-    yield header_line(head.position, head.hash)
+    to that head (writes committed meanwhile are left for the next export: on a log of several
+    chains, whose writes commit side by side, an event is in only when its chain's head was)."""
+    head = head_value(store.head())
+    yield header_line(head)
     if head.position == 0:
         return
+    chains = len(head.chains)
     for e in store.read_log():
-        yield event_line(e)
+        if not chains or e.position <= head.chains[chain_for(e.stream, chains)]:
+            yield event_line(e)
         if e.position >= head.position:
             return
     raise EventFileError(f"the log ended before its head {head.position}")
 
 
-def _events(lines: Iterable[str]) -> Iterator[tuple[int, LoggedEvent | tuple[int, str]]]:
-    """``(line number, parsed line)``: the header as ``(position, hash)``, then events."""
+def head_value(head: LogHead) -> Head:
+    """A store's head as the domain's value (a store's may carry its chains)."""
+    return Head(head.position, head.hash, tuple(getattr(head, "chains", ())))
+
+
+def _events(lines: Iterable[str]) -> Iterator[tuple[int, LoggedEvent | Head]]:
+    """``(line number, parsed line)``: the header as the :class:`Head` it names, then events."""
     try:
         items = iter(lines)
     except TypeError:
@@ -77,28 +88,46 @@ def check_lines(lines: Lines, structure: PayloadCheck, *, progress: Progress | N
     """Check the whole file; nothing is written. ``target_at``: the head of a log that must be
     a prefix of the file's (its event at that position has that hash)."""
     check = ChainCheck(structure)
-    declared: tuple[int, str] = (0, "")
-    prefix_ok = target_at is None or target_at.position == 0
+    declared = Head(0, "")
+    target = head_value(target_at) if target_at is not None else None
+    wanted = dict.fromkeys(target.chains or (target.position,)) if target is not None and target.position else {}
+    seen: dict[int, str] = {}
     number = 0
     for number, item in _events(lines()):
-        if isinstance(item, tuple):
+        if isinstance(item, Head):
             declared = item
+            chains = len(item.chains) or 1
+            check = ChainCheck(structure, chains=chains, chain_of=functools.partial(_chain, chains=chains))
             continue
         problem = check.problem(item)
         if problem:
             raise EventFileError(f"line {number}: {problem}")
-        if target_at is not None and item.position == target_at.position:
-            prefix_ok = item.hash == target_at.hash
+        if item.position in wanted:
+            seen[item.position] = item.hash
         if progress is not None and item.position % BATCH == 0:
-            progress(item.position, declared[0])
-    if (check.position, check.hash) != declared:
+            progress(item.position, declared.position)
+    if check.head != declared:
         raise EventFileError(f"line {number}: the file ends at event {check.position}, but its header names"
-                             f" the head {declared[0]}:{declared[1]} (a cut or padded file)")
-    if not prefix_ok and target_at is not None:
-        raise EventFileError(f"the target's log (head {target_at.position}:{target_at.hash[:12]}…)"
+                             f" the head {declared} (a cut or padded file)")
+    if target is not None and target.position and not _holds(target, seen):
+        raise EventFileError(f"the target's log (head {str(target)[:40]}…)"
                              " is not a prefix of the file's: nothing was written")
-    return ImportReport(events=check.position, appended=0, head_position=check.position, head_hash=check.hash,
-                        redacted=check.redacted)
+    return ImportReport(events=check.events, appended=0, head_position=check.position, head_hash=check.hash,
+                        redacted=check.redacted, chains=len(check.heads))
+
+
+def _chain(stream: str, *, chains: int) -> int:
+    return chain_for(stream, chains)
+
+
+def _holds(target: Head, seen: dict[int, str]) -> bool:
+    """Whether the file holds the log whose head is ``target`` as its prefix (``seen``: the file's
+    hashes at the positions the head names)."""
+    if not target.chains:
+        return seen.get(target.position) == target.hash
+    if any(p and p not in seen for p in target.chains):
+        return False
+    return checkpoint_hash([(p, seen[p]) if p else (0, GENESIS_HASH) for p in target.chains]) == target.hash
 
 
 class LogTransfer:
@@ -128,30 +157,36 @@ class LogTransfer:
         off, or a copy made earlier): then only the rest is appended."""
         at = self._store.head()
         if at.position and not resume:
-            raise EventFileError(f"the target already holds {at.position} events: nothing was imported"
-                                 " (import into an empty home, or --resume an import whose log is a prefix"
-                                 " of this file's)")
+            raise EventFileError(f"the target already holds events (up to position {at.position}): nothing was"
+                                 " imported (import into an empty home, or --resume an import whose log is a"
+                                 " prefix of this file's)")
         report = self.check(lines, progress=checked, target_at=at)
+        held = len(head_value(at).chains) or 1
+        if held != report.chains:
+            if at.position:
+                raise EventFileError(f"the target's log has {held} chain(s) and the file's {report.chains}:"
+                                     " nothing was written")
+            self._store.adopt_chains(report.chains)  # an empty target takes the file's chains
         batch: list[LoggedEvent] = []
         appended = 0
         for _, item in _events(lines()):
-            if isinstance(item, tuple) or item.position <= at.position:
+            if isinstance(item, Head) or item.position <= at.position:
                 continue
             if item.position > report.head_position:
                 break  # a file that grew since it was checked: only what was checked goes in
             batch.append(item)
             if len(batch) >= BATCH:
-                appended += self._append(batch, progress, report.events)
-        appended += self._append(batch, progress, report.events)
+                appended += self._append(batch, progress, appended, report.events)
+        appended += self._append(batch, progress, appended, report.events)
         self._after_import()
         return attrs.evolve(report, appended=appended)
 
-    def _append(self, batch: list[LoggedEvent], progress: Progress | None, total: int) -> int:
+    def _append(self, batch: list[LoggedEvent], progress: Progress | None, before: int, total: int) -> int:
         if not batch:
             return 0
-        head = self._store.append_logged(batch)
+        self._store.append_logged(batch)
         count = len(batch)
         batch.clear()
         if progress is not None:
-            progress(head.position, total)
+            progress(before + count, total)
         return count

@@ -84,7 +84,8 @@ ReviewState = ReviewGateState
 
 
 class LogHead(Protocol):
-    """The log's last event: its position (0: an empty log) and its chain hash."""
+    """What anchors the log: its last position (0: an empty log) and its last event's chain hash,
+    or, for a log of several chains, the checkpoint over their heads (ADR-0031)."""
 
     @property
     def position(self) -> int: ...
@@ -188,6 +189,11 @@ class EventStore(Protocol):
     def read_log(self, after: int = 0) -> Iterator[LoggedEvent]:
         """Every committed event after position ``after`` as stored, in log order: redacted ones
         included (payload ``None``), with digests and chain hashes (what an export writes)."""
+        ...
+
+    def adopt_chains(self, chains: int) -> None:
+        """Give the empty log ``chains`` chains, those of a log it is about to receive; a log
+        holding events keeps its own (:class:`IntegrityError`, nothing changed)."""
         ...
 
     def append_logged(self, events: Sequence[LoggedEvent]) -> LogHead:

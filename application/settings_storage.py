@@ -13,10 +13,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import attrs
 
-from fermix_memory.application.settings_checks import STR, Rule, about
+from fermix_memory.application.settings_checks import POSITIVE_INT, STR, Rule, about, at_most
+from fermix_memory.domain.log_chain import MAX_CHAINS
 
 DATABASE_URL_ENV = "FERMIX_DATABASE_URL"
 URL_SHAPE = "postgresql://USER@HOST:PORT/DATABASE"
+DEFAULT_CHAINS = 16
 
 
 def storage_url_problem(url: str) -> str | None:
@@ -49,3 +51,8 @@ class StorageSettings:
         f" variable {DATABASE_URL_ENV} wins over it. Never put a password here: it comes from"
         " PGPASSWORD or the password file (~/.pgpass, or PGPASSFILE).",
         "postgresql://fermix@db.example:5432/fermix"))
+    chains: int = attrs.field(default=DEFAULT_CHAINS, metadata=about(
+        at_most(POSITIVE_INT, MAX_CHAINS, "chains"),
+        "How many hash chains a new PostgreSQL event log has (ADR-0031): writes of different owners"
+        " and conversations extend different chains and do not wait for one another. Fixed when the"
+        " log gets its first event; the SQLite file keeps one chain.", 16))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from urllib.parse import quote, unquote
 
+from fermix_memory.domain.log_chain import chain_of
 from fermix_memory.domain.values import ConversationKey
 
 
@@ -49,3 +50,26 @@ def source_stream(source_id: str) -> str:
 
 
 TRACE_STREAM = "trace/model-calls"
+
+
+# Streams keyed by an owner (``KIND/AGENT/OWNER[/...]``): an owner's facts, reviews, prompt-file
+# revisions and erasures link into one chain, so one owner's writes are ordered together.
+_OWNER_KEYED = frozenset({"memory", "review", "resource", "owner"})
+
+
+def partition_key(stream: str) -> str:
+    """What decides a stream's chain (ADR-0031): ``AGENT/OWNER`` for an owner's streams; the
+    stream itself for the rest (a conversation, a job, a source, the trace stream), so a
+    conversation's messages are ordered together whoever wrote them."""
+    kind, _, rest = stream.partition("/")
+    if kind in _OWNER_KEYED:
+        parts = rest.split("/", 2)
+        if len(parts) >= 2:
+            return f"{parts[0]}/{parts[1]}"
+    return stream
+
+
+@functools.lru_cache(maxsize=65536)
+def chain_for(stream: str, chains: int) -> int:
+    """The chain (0 to ``chains - 1``) that ``stream``'s events link into."""
+    return chain_of(partition_key(stream), chains)

@@ -7,17 +7,21 @@ What is measured (every figure from THIS run, on THIS machine):
    ``MemorySystem.append_message`` (durable: ``--durability``, default ``full``), each process
    writing owners and conversations of its own. The processes start together at a barrier;
    the rate is all messages over the time from the first start to the last finish.
-   * **PostgreSQL** — a throwaway server of the machine's PostgreSQL started for the run
-     (``tests/postgres_server.py``) with ``fsync``, ``synchronous_commit`` and full-page writes
-     **on**, over its Unix socket; each process has a home folder of its own (as replicas on
-     several hosts have) and the URL of one fresh database per process count.
+   * **PostgreSQL** (its default 16 chains, ADR-0031) — a throwaway server of the machine's
+     PostgreSQL started for the run (``tests/postgres_server.py``) with ``fsync``,
+     ``synchronous_commit`` and full-page writes **on**, over its Unix socket; each process has
+     a home folder of its own (as replicas on several hosts have) and the URL of one fresh
+     database per process count.
+   * **PostgreSQL, one chain** — the same, on a database configured with one chain
+     (``[fermix_core.storage] chains = 1``): every append of every process waits for the one
+     before it, as before the log was partitioned.
    * **SQLite** — the processes share one home, so one ``memory.db`` file.
    * **PostgreSQL, a database per process** — a diagnostic: the same server and processes, but
      each process appends to a database of its own, so to a chain head of its own. Beside the
      shared database it separates what the one global chain head costs from what the machine
      itself (its cores, shared by the server and the processes) allows.
-   Where one global chain head saturates: the process count from which appends/s stop
-   growing (less than 10% more for twice the processes).
+   Where each saturates: the process count from which appends/s stop growing (less than 10%
+   more for twice the processes).
 2. **Recall p50/p95** on both stores over the same data (the 8-process append database, or the
    largest measured): ``recall(query, scope="current", source="history")`` of the same queries
    in the same conversations, each query's time the median of 3 runs, stores taking turns.
@@ -65,6 +69,7 @@ QUERY_REPEATS = 3
 SATURATED = 1.10  # twice the processes, less than 10% more appends/s: flat
 MIXED_PROCESSES = 4
 SEPARATE = "postgres_db_per_process"
+ONE_CHAIN = "postgres_one_chain"
 MIXED_REVIEW_EVERY = 20  # appends between two review_now calls of one process
 MIXED_RECALL_EVERY = 4  # appends between two recalls
 
@@ -74,10 +79,11 @@ class Target:
     """Where a process opens the memory: the SQLite home, or a home of its own and a URL (process
     ``p`` uses ``urls[p % len(urls)]``: one URL is one database every process shares)."""
 
-    store: str  # "sqlite" | "postgres" | "postgres_db_per_process"
+    store: str  # "sqlite" | "postgres" | "postgres_one_chain" | "postgres_db_per_process"
     home: Path
     urls: tuple[str, ...] = ()
     durability: str = "full"
+    chains: int | None = None  # PostgreSQL: the chains of a new log (None: the default)
 
     def url(self, process: int) -> str | None:
         return self.urls[process % len(self.urls)] if self.urls else None
@@ -87,8 +93,9 @@ class Target:
         url = self.url(process)
         if url is None:
             return MemorySystem.open(self.home, config={"fermix_core": {"memory": memory}})
+        storage: dict[str, Any] = {"url": url, **({"chains": self.chains} if self.chains else {})}
         return MemorySystem.open(self.home / f"host-{process}",
-                                 config={"fermix_core": {"memory": memory, "storage": {"url": url}}})
+                                 config={"fermix_core": {"memory": memory, "storage": storage}})
 
 
 def owner(process: int, i: int) -> str:
@@ -258,7 +265,8 @@ def saturation(rates: dict[int, float]) -> int | None:
 
 def make_targets(stores: Sequence[str], base: Path, label: str, server: PostgresServer | None,
                  durability: str, databases: int = 1) -> dict[str, Target]:
-    """A target per store; on PostgreSQL also one with ``databases`` databases (one per process)."""
+    """A target per store; on PostgreSQL also one of one chain and, for several processes, one with
+    ``databases`` databases (one per process)."""
     out = {}
     for store in stores:
         home = base / f"{store}-{label}"
@@ -267,6 +275,9 @@ def make_targets(stores: Sequence[str], base: Path, label: str, server: Postgres
             out[store] = Target(store, home, (), durability)
             continue
         out[store] = Target(store, home, (server.fresh_database(),), durability)
+        (base / f"{store}-{label}-one-chain").mkdir()
+        out[ONE_CHAIN] = Target(ONE_CHAIN, base / f"{store}-{label}-one-chain", (server.fresh_database(),),
+                                durability, chains=1)
         if databases > 1:
             (base / f"{store}-{label}-apart").mkdir()
             out[SEPARATE] = Target(SEPARATE, base / f"{store}-{label}-apart",
@@ -292,6 +303,8 @@ def run(args: argparse.Namespace, server: PostgresServer | None, base: Path) -> 
     recall = recall_latencies(last, args.processes[-1], args.queries)
     mixed_figures: dict[str, Any] = {}
     for store, target in make_targets(args.stores, base, "mixed", server, args.durability).items():
+        if store == ONE_CHAIN:
+            continue
         progress(f"mixed: {store}, {MIXED_PROCESSES} processes, {args.mixed_messages} appends")
         rate, ids, stats = run_processes(mixed, target, MIXED_PROCESSES, args.mixed_messages)
         claimed, completed, twice = duplicate_reviews(target)
@@ -318,7 +331,8 @@ def print_human(args: argparse.Namespace, figures: dict[str, Any]) -> dict[str, 
                            "mixed_messages": args.mixed_messages, "queries": args.queries}
     print(f"appends/s, {args.messages} messages per row, durability {args.durability}"
           f"{', PostgreSQL with fsync and synchronous_commit on' if 'postgres' in args.stores else ''}")
-    columns = {"sqlite": "sqlite", "postgres": "postgres", SEPARATE: "pg, db per process"}
+    columns = {"sqlite": "sqlite", "postgres": "pg, 16 chains", ONE_CHAIN: "pg, one chain",
+               SEPARATE: "pg, db per process"}
     print(f"{'processes':>9} | " + " | ".join(f"{columns[store]:>10}" for store in rates)
           + (" | postgres/sqlite" if len(args.stores) == 2 else ""))
     for n in args.processes:
@@ -336,8 +350,13 @@ def print_human(args: argparse.Namespace, figures: dict[str, Any]) -> dict[str, 
     if SEPARATE in rates:
         out["postgres_shared_to_db_per_process"] = shared = {
             str(n): round(rates["postgres"][n] / rates[SEPARATE][n], 2) for n in args.processes}
-        print("the one chain head's share, appends/s in one database / a database per process: "
+        print("one database of 16 chains / a database per process: "
               + "  ".join(f"{n}: {r:.2f}" for n, r in shared.items()))
+    if ONE_CHAIN in rates:
+        out["postgres_chains_to_one_chain"] = gain = {
+            str(n): round(rates["postgres"][n] / rates[ONE_CHAIN][n], 2) for n in args.processes}
+        print("16 chains / one chain, appends/s in one database: "
+              + "  ".join(f"{n}: {r:.2f}" for n, r in gain.items()))
     if len(args.stores) == 2:
         out["postgres_to_sqlite"] = {str(n): round(rates["postgres"][n] / rates["sqlite"][n], 2)
                                      for n in args.processes}

@@ -1,18 +1,21 @@
-"""The hash chain of the event log (ADR-0002), independent of any store: a row's payload digest,
-its chain hash, an event as the log holds it, and an incremental check of a chain read in order.
+"""The hash chains of the event log (ADR-0002, ADR-0031), independent of any store: a row's
+payload digest, its chain hash, the chain a partition key belongs to, the checkpoint over every
+chain's head, an event as the log holds it, and an incremental check of a log read in order.
 
 The chain covers each payload's digest, not the payload itself, so a redacted event (payload
-erased, digest kept) still links.
+erased, digest kept) still links. A log has N chains (N = 1: one chain through every event, the
+embedded default); an event links to the one before it in its own chain.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import attrs
 
 GENESIS_HASH = "0" * 64
+MAX_CHAINS = 1024
 
 
 def payload_digest(payload: str) -> str:
@@ -37,6 +40,47 @@ def chain_hash(
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
+def chain_of(key: str, chains: int) -> int:
+    """The chain (0 to ``chains - 1``) whose events a partition key's belong to: a stable hash of
+    the key, the same on every store, host and version (it decides how a log links)."""
+    if chains == 1:
+        return 0
+    return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") % chains
+
+
+def checkpoint_hash(heads: Sequence[tuple[int, str]]) -> str:
+    """One hash over every chain's head ``(position, hash)`` in chain order. A single chain's
+    checkpoint is its head's own hash, so a one-chain log anchors as it always did."""
+    if len(heads) == 1:
+        return heads[0][1]
+    material = "\n".join(["checkpoint", str(len(heads)), *(f"{c}:{p}:{h}" for c, (p, h) in enumerate(heads))])
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+@attrs.frozen
+class Head:
+    """What anchors a log (ADR-0011): its last position and, for one chain, its last event's
+    hash; for several, ``chains`` holds each chain's last position (0: none yet) and ``hash``
+    the checkpoint over their heads. ``str()`` is the anchor's text: ``POSITION:HASH``, or
+    ``P0,P1,...:CHECKPOINT`` for several chains."""
+
+    position: int
+    hash: str
+    chains: tuple[int, ...] = ()
+
+    def __str__(self) -> str:
+        if self.chains:
+            return f"{','.join(map(str, self.chains))}:{self.hash}"
+        return f"{self.position}:{self.hash}"
+
+
+def head_of(heads: Sequence[tuple[int, str]]) -> Head:
+    """The :class:`Head` of a log whose chains end at ``heads`` (``(position, hash)`` per chain)."""
+    if len(heads) == 1:
+        return Head(heads[0][0], heads[0][1])
+    return Head(max(p for p, _ in heads), checkpoint_hash(heads), tuple(p for p, _ in heads))
+
+
 @attrs.frozen(kw_only=True)
 class LoggedEvent:
     """One row of the log as stored, chain included: ``payload`` is the encoded payload text,
@@ -57,23 +101,45 @@ class LoggedEvent:
 PayloadCheck = Callable[[str, int, str], object]
 
 
+# The chain of a stream (see ``application.streams.chain_for``).
+ChainOf = Callable[[str], int]
+
+
 class ChainCheck:
-    """Feed a log's rows in order, from position 1: :meth:`problem` names what is wrong with the
-    next one (a gap, a payload that does not match its digest or its schema, a stream version
-    out of turn, a hash that does not recompute), or gives ``""`` and advances.
+    """Feed a log's rows in order: :meth:`problem` names what is wrong with the next one (a gap,
+    a payload that does not match its digest or its schema, a stream version out of turn, a hash
+    that does not recompute from the one before it in its chain), or gives ``""`` and advances.
 
-    Memory grows with the number of streams, not of events."""
+    One chain: positions run from 1 without gaps. Several (``chain_of`` names each stream's):
+    positions only increase (a server allocating them concurrently leaves gaps), and each event
+    links to its chain's last. Memory grows with the number of streams, not of events."""
 
-    def __init__(self, structure: PayloadCheck | None = None) -> None:
+    def __init__(self, structure: PayloadCheck | None = None, *, chains: int = 1,
+                 chain_of: ChainOf | None = None) -> None:
+        if chains > 1 and chain_of is None:
+            raise ValueError("several chains need the chain of each stream")
         self.position = 0
-        self.hash = GENESIS_HASH
+        self.heads: list[tuple[int, str]] = [(0, GENESIS_HASH)] * chains
+        self.events = 0
         self.redacted = 0
         self._structure = structure
+        self._chain_of = chain_of
         self._versions: dict[str, int] = {}
 
+    @property
+    def hash(self) -> str:
+        """The checkpoint of what was read so far (one chain: the last event's hash)."""
+        return checkpoint_hash(self.heads)
+
+    @property
+    def head(self) -> Head:
+        return head_of(self.heads)
+
     def problem(self, e: LoggedEvent) -> str:
-        if e.position != self.position + 1:
+        if len(self.heads) == 1 and e.position != self.position + 1:
             return f"event {e.position}: expected position {self.position + 1} (positions run from 1 without gaps)"
+        if e.position <= self.position:
+            return f"event {e.position}: expected a position after {self.position} (positions only increase)"
         if e.version != self._versions.get(e.stream, 0) + 1:
             return (f"event {e.position} ({e.kind}): version {e.version} of stream {e.stream!r}"
                     f" does not follow {self._versions.get(e.stream, 0)}")
@@ -85,11 +151,14 @@ class ChainCheck:
                     self._structure(e.kind, e.schema, e.payload)
                 except Exception as exc:  # the codec's own error, named with the event
                     return f"event {e.position} ({e.kind}): {exc}"
-        expected = chain_hash(self.hash, e.position, e.stream, e.version, e.kind, e.schema, e.recorded_at,
-                              e.payload_sha256)
+        chain = self._chain_of(e.stream) if self._chain_of is not None and len(self.heads) > 1 else 0
+        expected = chain_hash(self.heads[chain][1], e.position, e.stream, e.version, e.kind, e.schema,
+                              e.recorded_at, e.payload_sha256)
         if expected != e.hash:
             return f"event {e.position} ({e.kind}): chain hash does not match its contents and the event before"
-        self.position, self.hash = e.position, e.hash
+        self.position = e.position
+        self.heads[chain] = (e.position, e.hash)
+        self.events += 1
         self._versions[e.stream] = e.version
         self.redacted += e.payload is None
         return ""

@@ -1,7 +1,9 @@
 """The event file format (ADR-0030): a log moved between homes and stores as JSON Lines.
 
 Line 1 is the header ``{"format": "fermix-events", "format_version": 1, "head": {"position": N,
-"hash": H}}``; then one line per event in log order with its ``position``, ``stream``,
+"hash": H}}`` (a log of several chains adds ``"chains": [P0, P1, ...]``, each chain's last
+position, and ``hash`` is the checkpoint over their heads: ADR-0031); then one line per event in
+log order with its ``position``, ``stream``,
 ``version``, ``kind``, ``schema``, ``at``, ``payload`` (the stored payload text, verbatim) or
 ``"redacted": true`` instead of it, ``payload_sha256`` and ``hash`` (the chain hash). Every
 line is JSON with sorted keys and no spaces, UTF-8, ended by ``\\n``: the same log always gives
@@ -14,7 +16,7 @@ import json
 from typing import Any
 
 from fermix_memory.domain.errors import DomainError
-from fermix_memory.domain.log_chain import LoggedEvent
+from fermix_memory.domain.log_chain import MAX_CHAINS, Head, LoggedEvent
 
 FORMAT = "fermix-events"
 FORMAT_VERSION = 1
@@ -30,8 +32,12 @@ def _dumps(value: dict[str, Any]) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
 
 
-def header_line(position: int, hash_: str) -> str:
-    return _dumps({"format": FORMAT, "format_version": FORMAT_VERSION, "head": {"position": position, "hash": hash_}})
+def header_line(head: Head) -> str:
+    item: dict[str, Any] = {"format": FORMAT, "format_version": FORMAT_VERSION,
+                            "head": {"position": head.position, "hash": head.hash}}
+    if head.chains:
+        item["chains"] = list(head.chains)
+    return _dumps(item)
 
 
 def event_line(e: LoggedEvent) -> str:
@@ -74,8 +80,8 @@ def _hex(value: object, what: str) -> str:
     return text
 
 
-def parse_header(text: str) -> tuple[int, str]:
-    """The head ``(position, hash)`` a header line names."""
+def parse_header(text: str) -> Head:
+    """The head a header line names."""
     item = _object(text)
     if item.get("format") != FORMAT:
         raise BadEventLine(f"not an event file: its first line must name the format {FORMAT!r}")
@@ -83,10 +89,20 @@ def parse_header(text: str) -> tuple[int, str]:
         raise BadEventLine(f"format version {item.get('format_version')!r:.40} is not {FORMAT_VERSION},"
                            " the one this version reads")
     head = item.get("head")
-    if not isinstance(head, dict) or set(head) != {"position", "hash"} or set(item) != {
-            "format", "format_version", "head"}:
-        raise BadEventLine("the header holds format, format_version and head {position, hash}, nothing else")
-    return _whole(head["position"], "head position", 0), _hex(head["hash"], "head hash")
+    if not isinstance(head, dict) or set(head) != {"position", "hash"} or not {
+            "format", "format_version", "head"} <= set(item) <= {"format", "format_version", "head", "chains"}:
+        raise BadEventLine("the header holds format, format_version, head {position, hash} and, for a log of"
+                           " several chains, chains; nothing else")
+    position, hash_ = _whole(head["position"], "head position", 0), _hex(head["hash"], "head hash")
+    if "chains" not in item:
+        return Head(position, hash_)
+    chains = item["chains"]
+    if not isinstance(chains, list) or not 2 <= len(chains) <= MAX_CHAINS:
+        raise BadEventLine(f"chains is a list of 2 to {MAX_CHAINS} positions, one per chain")
+    positions = tuple(_whole(p, "chain position", 0) for p in chains)
+    if max(positions) != position:
+        raise BadEventLine(f"the head position {position} is not the last of its chains' ({max(positions)})")
+    return Head(position, hash_, positions)
 
 
 def parse_event(text: str) -> LoggedEvent:

@@ -313,7 +313,8 @@ def bootstrap(
     clock = clock or SystemClock()
     with ExitStack() as opened:  # every resource opened below is closed if a later step fails
         if url is not None:  # the PostgreSQL store (ADR-0029); the home keeps config and prompt files
-            storage = open_postgres(url, readonly=readonly)
+            storage = open_postgres(url, readonly=readonly, chains=settings.storage.chains,
+                                    head_file=home_path / HEAD_NAME)
         elif store is not None and not isinstance(store, SqliteEventStore):
             storage = postgres_storage(store)  # one a caller opened on a PostgreSQL database
         else:
@@ -321,8 +322,9 @@ def bootstrap(
         store = storage.store
         opened.callback(store.close)
         queries = storage.queries
-        conversations = ConversationStore(queries, storage.cache_position, settings.memory.max_conversation_history)
-        rows = MemoryRowCache(queries, storage.cache_position)
+        conversations = ConversationStore(queries, storage.cache_position, settings.memory.max_conversation_history,
+                                          follows=storage.cache_follows)
+        rows = MemoryRowCache(queries, storage.cache_position, follows=storage.cache_follows)
         store.add_commit_listener(conversations.on_commit)
         store.add_commit_listener(rows.on_commit)
         files = PromptFileFolder(home_path) if files is None else files

@@ -33,8 +33,8 @@ class LogAudit:
         """The chain, the indexes and replay, against ``expect_head`` and this home's last-seen head."""
         store = self._store
         anchors = [("expected head", expect_head)] if expect_head is not None else []
+        anchors += [("this home's last-seen head", head) for head in [store.home_anchor()] if head is not None]
         if isinstance(store, SqliteEventStore):
-            anchors += [("this home's last-seen head", head) for head in [store.home_anchor()] if head is not None]
             return audit.verify_database(store.path, progress, anchors=anchors, noted=store.problems_at_open(),
                                          readonly=store.readonly)
         from fermix_memory.adapters.postgres.audit import verify_postgres

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, cast
 
 import attrs
@@ -19,6 +20,7 @@ from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.adapters.sqlite.job_queries import SqliteJobQueries
 from fermix_memory.adapters.sqlite.queries import SqliteQueries
 from fermix_memory.adapters.sqlite.search_index import SqliteSearchIndex
+from fermix_memory.application.caches import Follows
 from fermix_memory.application.errors import ConfigError
 from fermix_memory.application.ports import Erasure, SearchIndex
 from fermix_memory.application.settings import Settings
@@ -53,6 +55,8 @@ class Storage:
     # The log's last position as the caches check it before serving (ADR-0029): SQLite's own
     # read; PostgreSQL's known in memory while its change feed listens.
     cache_position: Callable[[], int]
+    # Whether committed events follow on from what a cache saw (None: positions without gaps).
+    cache_follows: Follows | None = None
 
 
 def sqlite_storage(store: SqliteEventStore) -> Storage:
@@ -60,7 +64,8 @@ def sqlite_storage(store: SqliteEventStore) -> Storage:
                    SqliteSearchIndex(store), LogAudit(store), store.last_position)
 
 
-def open_postgres(url: str, *, readonly: bool = False) -> Storage:
+def open_postgres(url: str, *, readonly: bool = False, chains: int | None = None,
+                  head_file: Path | None = None) -> Storage:
     """The PostgreSQL store at ``url`` (migrated on open) and its adapters; one clear line when the
     extra is missing, the URL is wrong, the server refuses, or the database does not exist."""
     from fermix_memory.adapters.postgres.connection import EXTRA_MISSING, require_driver
@@ -70,7 +75,7 @@ def open_postgres(url: str, *, readonly: bool = False) -> Storage:
         from fermix_memory.adapters.postgres.event_store import PostgresEventStore
     except ImportError:
         raise ConfigError(EXTRA_MISSING) from None
-    return postgres_storage(PostgresEventStore(url, readonly=readonly))
+    return postgres_storage(PostgresEventStore(url, readonly=readonly, chains=chains, head_file=head_file))
 
 
 def postgres_storage(store: Any) -> Storage:
@@ -80,4 +85,4 @@ def postgres_storage(store: Any) -> Storage:
 
     jobs = SqliteJobQueries(cast(Any, store.reader))  # plain SQL, read through the pool
     return Storage(store, PostgresQueries(store), jobs, PostgresErasure(store), None, LogAudit(store),
-                   store.cache_position)
+                   store.cache_position, store.cache_follows)

@@ -1,7 +1,7 @@
 """What other processes commit, heard through ``LISTEN/NOTIFY`` (ADR-0029).
 
 Every write of a PostgreSQL store sends, in its own transaction, ``NOTIFY fermix_events`` with
-the payload ``"<writer token> <first position> <last position>"`` (about 60 bytes, far below
+the payload ``"<writer token> <first position> <last position>[ <chains>]"`` (about 60 bytes, far below
 the server's 8,000-byte limit whatever the write): the server delivers it only if the write
 commits, and in commit order. Each store keeps one listening connection, on a daemon thread
 (:class:`ChangeFeed`), which hands the positions of every foreign write to the store; the
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 log = logging.getLogger("fermix_memory.storage")
@@ -32,20 +32,23 @@ def notify_sql() -> str:
     return f"SELECT pg_notify('{CHANNEL}', %s)"
 
 
-def payload(token: str, first: int, last: int) -> str:
-    return f"{token} {first} {last}"
+def payload(token: str, first: int, last: int, chains: Iterable[int] = ()) -> str:
+    """``chains``: on a log of several, the chains the write extended (other writes may hold
+    positions between ``first`` and ``last``); a comma-separated list, at most about 5,000 bytes."""
+    listed = ",".join(map(str, chains))
+    return f"{token} {first} {last}" + (f" {listed}" if listed else "")
 
 
 class ChangeFeed:
     """One ``LISTEN`` connection per store, on a daemon thread that reconnects with backoff.
 
     ``on_listening(conn)`` runs each time listening (re)starts, on the listening connection,
-    before any notification is handled; ``on_foreign(first, last)`` for each write of another
+    before any notification is handled; ``on_foreign(first, last, chains)`` for each write of another
     writer token. ``listening`` is True only between the two: when it is False, notifications
     may have been missed."""
 
     def __init__(self, url: str, token: str, on_listening: Callable[[Any], None],
-                 on_foreign: Callable[[int, int], None]) -> None:
+                 on_foreign: Callable[[int, int, frozenset[int]], None]) -> None:
         self._url = url
         self._token = token
         self._on_listening = on_listening
@@ -98,8 +101,12 @@ class ChangeFeed:
         if token == self._token or rest == STOP:
             return  # this store's own commit (its listeners already saw it), or a store's stop
         try:
-            first, last = (int(part) for part in rest.split())
+            first, last, *listed = rest.split()
+            chains = frozenset(int(c) for c in listed[0].split(",")) if listed else frozenset()
+            span = (int(first), int(last))
+            if len(listed) > 1:
+                raise ValueError("too many parts")
         except ValueError:
             log.warning("ignored a malformed notification on %s: %.80r", CHANNEL, text)
             return
-        self._on_foreign(first, last)
+        self._on_foreign(*span, chains)

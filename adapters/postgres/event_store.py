@@ -1,21 +1,24 @@
 """The PostgreSQL event store: the hash-chained append-only log and its projections in one
 transaction, on a server many host processes share (ADR-0029).
 
-Each write runs in its own transaction on a pooled connection. The log has one chain, so
-appends are serialised by a transaction-scoped advisory lock taken first in every write: the
-head (last position and hash) is then read and extended with nothing else in between.
-Serialisation failures and deadlocks are retried with tenacity (3 attempts, then
-:class:`StorageBusy`); a lost connection is a :class:`StorageError` (a write whose COMMIT was
-under way may or may not have committed; the next call reconnects through the pool).
+Each write runs in its own transaction on a pooled connection. The log has N chains (ADR-0031):
+a write holds the row lock of each chain it touches (see :mod:`.transaction`), so writes of
+different owners and conversations commit side by side. Serialisation failures and deadlocks
+are retried with tenacity (3 attempts, then :class:`StorageBusy`); a lost connection is a
+:class:`StorageError` (a write whose COMMIT was under way may or may not have committed; the
+next call reconnects through the pool).
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from tenacity import RetryError, Retrying, retry_if_exception, wait_random_exponential
@@ -32,19 +35,28 @@ from fermix_memory.adapters.postgres.connection import (
     translated,
     translated_errors,
 )
-from fermix_memory.adapters.postgres.schema import check_schema, migrate, missing_triggers
-from fermix_memory.adapters.postgres.transaction import PostgresTransaction
-from fermix_memory.adapters.sqlite.head import Head
-from fermix_memory.adapters.sqlite.transaction import LOG_ROWS, append_logged_rows, logged_from_row, recorded_from_row
+from fermix_memory.adapters.postgres.schema import adopt_chains, check_schema, migrate, missing_triggers
+from fermix_memory.adapters.postgres.transaction import PostgresTransaction, Reorder
+from fermix_memory.adapters.sqlite.head import Head, HeadFile
+from fermix_memory.adapters.sqlite.transaction import (
+    LOG_ROWS,
+    append_logged_rows,
+    chain_count,
+    last_position,
+    logged_from_row,
+    recorded_from_row,
+    write_chain_heads,
+)
 from fermix_memory.application.errors import ReadOnlyStore, StorageBusy, StorageError
 from fermix_memory.application.ports import RecordedEvent
-from fermix_memory.domain.log_chain import GENESIS_HASH, LoggedEvent
+from fermix_memory.application.streams import chain_for
+from fermix_memory.domain.log_chain import LoggedEvent, head_of
 
 log = logging.getLogger("fermix_memory.storage")
 
 T = TypeVar("T")
 WRITE_ATTEMPTS = 3
-LOG_LOCK = 0x46524D58_0002  # "FRMX", 2: the advisory lock that serialises appends to the one chain
+REORDERS = 8  # a write that met its chains out of order runs again with all of them taken in order
 READ_BATCH = 1000
 POOL_MAX = 16
 POOL_TIMEOUT_S = 10.0
@@ -77,9 +89,11 @@ class PostgresEventStore:
     """Implements the ``EventStore`` port on one PostgreSQL database."""
 
     def __init__(self, url: str, *, pool_max: int = POOL_MAX, source: str = "the storage URL",
-                 readonly: bool = False) -> None:
+                 readonly: bool = False, chains: int | None = None, head_file: Path | None = None) -> None:
         """``readonly``: the schema only checked, every session read-only on the server
-        (``default_transaction_read_only``), and every write refused with ReadOnlyStore."""
+        (``default_transaction_read_only``), and every write refused with ReadOnlyStore.
+        ``chains``: how many chains the log has; kept by a log holding events (ADR-0031).
+        ``head_file``: where this host keeps the last log head it saw (ADR-0011); checked here."""
         require_driver()
         from psycopg_pool import ConnectionPool
 
@@ -89,9 +103,13 @@ class PostgresEventStore:
             if readonly:
                 check_schema(conn, self.url)
             else:
-                migrate(conn, self.url)
+                migrate(conn, self.url, chains)
             with translated_errors("checking the event log's triggers"):
                 self.missing_triggers = missing_triggers(conn)
+                self.chains = chain_count(SqlCursor(conn))
+        if chains is not None and chains != self.chains:
+            log.warning("%s has %d chain(s) and keeps them (configured: %d): a log holding events keeps its chains",
+                        shown(self.url), self.chains, chains)
         if self.missing_triggers:
             log.warning("the append-only triggers %s of %s are missing (verify reports it)",
                         ", ".join(self.missing_triggers), shown(self.url))
@@ -110,6 +128,16 @@ class PostgresEventStore:
         # The change feed (ADR-0029): what other processes commit reaches this store's listeners.
         self._token = uuid.uuid4().hex
         self._known = 0  # the last position this store knows of: its own commits and foreign ones
+        self._epoch = 0  # several chains: counts the change feed's starts (events may have been missed)
+        self._unknown = itertools.count(-1, -1)
+        self._head_file: HeadFile | None = None
+        if head_file is not None:
+            self._head_file = HeadFile(head_file, readonly=readonly, current=self.head)
+            try:
+                self._head_file.check_at_open(cast(Any, self.reader()))
+            except BaseException:
+                self._pool.close()
+                raise
         self._feed = None if readonly else ChangeFeed(self.url, self._token, self._listening, self._foreign)
 
     # --- connections --------------------------------------------------------------------------
@@ -140,6 +168,8 @@ class PostgresEventStore:
         self._reactions.append(reaction)
 
     def close(self) -> None:
+        if self._head_file is not None and not self._closed:
+            self._head_file.flush()  # while the store can still read the head
         with self._lock:
             if self._closed:
                 return
@@ -157,7 +187,17 @@ class PostgresEventStore:
     def write(self, work: Callable[[Any], T]) -> T:
         if self.readonly:
             raise ReadOnlyStore(f"{shown(self.url)} was opened read-only; nothing was written")
-        result, recorded = self._retrying(lambda: self._write_once(work), "writing to the PostgreSQL store")
+        lock_first: frozenset[int] = frozenset()
+        for _ in range(REORDERS):
+            try:
+                result, recorded = self._retrying(functools.partial(self._write_once, work, lock_first),
+                                                  "writing to the PostgreSQL store")
+                break
+            except Reorder as reorder:
+                lock_first = reorder.chains
+        else:
+            raise StorageBusy(f"writing to the PostgreSQL store: other writes kept taking its chains"
+                              f" {sorted(lock_first)} first ({REORDERS} attempts)")
         if recorded:
             self._committed(recorded)
         return result
@@ -188,20 +228,21 @@ class PostgresEventStore:
             log.debug("checking the pool's connections failed", exc_info=True)
         return _Unsent(exc)
 
-    def _write_once(self, work: Callable[[Any], T]) -> tuple[T, list[RecordedEvent]]:
+    def _write_once(self, work: Callable[[Any], T], lock_first: frozenset[int]) -> tuple[T, list[RecordedEvent]]:
         committing = False
         with self.connection("writing to the PostgreSQL store") as conn:
             try:
                 with conn.transaction():
-                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOG_LOCK,))
-                    tx = PostgresTransaction(SqlCursor(conn))
+                    tx = PostgresTransaction(SqlCursor(conn), self.chains, lock_first)
                     result = work(tx)
                     if tx.recorded:  # delivered to the other processes only if this commits
-                        conn.execute(notify_sql(), (payload(self._token, tx.recorded[0].position,
-                                                            tx.recorded[-1].position),))
+                        tx.finish()
+                        positions = [r.position for r in tx.recorded]
+                        conn.execute(notify_sql(), (payload(self._token, min(positions), max(positions),
+                                                            sorted(tx.touched) if self.chains > 1 else ()),))
                     committing = True  # what fails from here on may or may not have committed
             except Exception as exc:
-                if is_retryable(exc):
+                if isinstance(exc, Reorder) or is_retryable(exc):
                     raise
                 if conn.broken and not committing:
                     raise self._lost(conn, exc) from exc
@@ -223,14 +264,19 @@ class PostgresEventStore:
         with self.connection("appending events of another log") as conn:
             try:
                 with conn.transaction():
-                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOG_LOCK,))
                     cursor = SqlCursor(conn)
-                    rows = cursor.execute("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1"
-                                          ).fetchall()
-                    start = (int(rows[0][0]), str(rows[0][1])) if rows else (0, GENESIS_HASH)
-                    head = Head(*append_logged_rows(cast(Any, cursor), *start, events))
-                    if head.position > start[0]:
-                        conn.execute(notify_sql(), (payload(self._token, start[0] + 1, head.position),))
+                    heads = [(int(p), str(h)) for p, h in cursor.execute(
+                        "SELECT position, hash FROM chain_heads ORDER BY chain FOR UPDATE").fetchall()]
+                    start = last_position(cursor)
+                    end = append_logged_rows(cast(Any, cursor), start, heads, events)
+                    write_chain_heads(cursor, heads, range(len(heads)))
+                    if len(heads) > 1:  # live appends take positions after the copied ones
+                        cursor.execute("SELECT setval('events_position', greatest(?, (SELECT last_value"
+                                       " FROM events_position)))", (max(end, 1),))
+                    head = head_of(heads)
+                    if end > start:
+                        conn.execute(notify_sql(), (payload(self._token, start + 1, end, range(len(heads))
+                                                            if len(heads) > 1 else ()),))
             except Exception as exc:
                 error = translated(exc, "appending events of another log")
                 if error is exc:
@@ -240,7 +286,9 @@ class PostgresEventStore:
 
     def _committed(self, recorded: list[RecordedEvent]) -> None:
         with self._lock:
-            self._known = max(self._known, recorded[-1].position)
+            self._known = max(self._known, max(r.position for r in recorded))
+        if self._head_file is not None:
+            self._head_file.advanced(None, len(recorded))
         self._deliver(recorded)
 
     def _listening(self, conn: Any) -> None:
@@ -248,14 +296,17 @@ class PostgresEventStore:
         rows = conn.execute("SELECT coalesce(max(position), 0) FROM events").fetchall()
         with self._lock:
             self._known = max(self._known, int(rows[0][0]))
+            self._epoch += 1
 
-    def _foreign(self, first: int, last: int) -> None:
-        """Another process committed positions ``first..last``: give them to the listeners (a
-        cache drops exactly what they change), then let the position checks see them."""
+    def _foreign(self, first: int, last: int, chains: frozenset[int] = frozenset()) -> None:
+        """Another process committed positions ``first..last`` (of ``chains``, on a log of several,
+        whose other writes may hold positions in between): give them to the listeners (a cache
+        drops exactly what they change), then let the position checks see them."""
         recorded = [recorded_from_row(row) for row in self.rows(
             "SELECT position, stream, version, kind, schema, payload FROM events"
             " WHERE payload IS NOT NULL AND position BETWEEN ? AND ? ORDER BY position", (first, last),
-            doing="reading another process's write")]
+            doing="reading another process's write")
+            if not chains or chain_for(str(row[1]), self.chains) in chains]
         if recorded:
             self._deliver(recorded)
         with self._lock:
@@ -268,11 +319,44 @@ class PostgresEventStore:
 
     def cache_position(self) -> int:
         """The log's last position for the caches' freshness checks: known in memory while the change
-        feed listens (own commits and foreign ones as notified), else asked of the server."""
+        feed listens (own commits and foreign ones as notified), else asked of the server.
+
+        Several chains: positions leave gaps and commit out of order, so the caches follow the
+        feed instead: this is the feed's start count while it listens (every commit, own or
+        foreign, reaches the listeners), and a value never given before while it does not."""
         feed = self._feed
-        if feed is None or not feed.listening:
+        listening = feed is not None and feed.listening
+        if self.chains > 1:
+            return self._epoch if listening else next(self._unknown)
+        if not listening:
             return self.last_position()
         return self._known
+
+    def known_position(self) -> int:
+        """The last position this store knows of: its own commits and those the feed brought."""
+        with self._lock:
+            return self._known
+
+    def cache_follows(self, seen: int, recorded: Sequence[RecordedEvent]) -> tuple[bool, int]:
+        """Whether committed events follow on from what a cache saw (see :meth:`cache_position`)."""
+        if self.chains == 1:
+            return recorded[0].position == seen + 1, recorded[-1].position
+        now = self.cache_position()
+        return now == seen, now
+
+    def adopt_chains(self, chains: int) -> None:
+        """An empty log takes the number of chains of the log it is about to receive (see the port)."""
+        if self.readonly:
+            raise ReadOnlyStore(f"{shown(self.url)} was opened read-only; nothing was written")
+        with self.connection("setting the log's chains") as conn:
+            try:
+                adopt_chains(conn, chains)
+            except Exception as exc:
+                error = translated(exc, "setting the log's chains")
+                if error is exc:
+                    raise
+                raise error from exc
+        self.chains = chains
 
     def _deliver(self, recorded: list[RecordedEvent]) -> None:
         for listener in self._listeners:
@@ -338,20 +422,25 @@ class PostgresEventStore:
         return {str(r[0]): int(r[1]) for r in rows}
 
     def head(self) -> Head:
-        """The log's last (position, hash): an anchor to keep elsewhere (ADR-0011)."""
-        rows = self.rows("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1",
-                         doing="reading the event log")
-        return Head(int(rows[0][0]), str(rows[0][1])) if rows else Head(0, GENESIS_HASH)
+        """The log's anchor (ADR-0011): its last (position, hash), or the checkpoint over its
+        chains' heads, read in one statement."""
+        rows = self.rows("SELECT position, hash FROM chain_heads ORDER BY chain", doing="reading the event log")
+        return head_of([(int(p), str(h)) for p, h in rows])
 
     def last_position(self) -> int:
-        return self.head().position
+        return last_position(self.reader())
+
+    def home_anchor(self) -> Head | None:
+        """The last head this host recorded outside the database (``None``: none)."""
+        return self._head_file.anchor() if self._head_file is not None else None
 
     def problems_at_open(self) -> list[str]:
         """What opening found wrong (verify reports these)."""
-        if not self.missing_triggers:
-            return []
-        return [f"the append-only triggers {', '.join(self.missing_triggers)} are missing from the events table:"
-                " the log could be changed"]
+        problems = [self._head_file.problem] if self._head_file is not None and self._head_file.problem else []
+        if self.missing_triggers:
+            problems.append(f"the append-only triggers {', '.join(self.missing_triggers)} are missing from the"
+                            " events table: the log could be changed")
+        return problems
 
 
 class _Rows(list[tuple[Any, ...]]):

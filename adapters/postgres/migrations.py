@@ -7,7 +7,7 @@ search as ``tsvector`` columns with GIN indexes in place of FTS5 tables."""
 
 from __future__ import annotations
 
-from fermix_memory.adapters.sqlite.migrations import PLAIN_TABLES
+from fermix_memory.adapters.sqlite.migrations import CHAIN_HEADS, PLAIN_TABLES
 
 # The functions and triggers that make ``events`` append-only: no DELETE, no TRUNCATE, and an
 # UPDATE only of ``payload``, only to NULL (the redaction of a payload, whose digest stays).
@@ -114,4 +114,10 @@ CREATE TABLE scrub_pending(
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1,)
+# Several chains (ADR-0031): each chain's head, whose row lock a write holds while it extends the
+# chain; positions of a log of several chains come from a sequence (increasing, gaps allowed).
+_V2 = CHAIN_HEADS.replace("INTEGER NOT NULL", "BIGINT NOT NULL") + """
+CREATE SEQUENCE events_position;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)

@@ -9,14 +9,19 @@ from typing import Any
 
 from fermix_memory.adapters.postgres.connection import connect, shown, translated_errors
 from fermix_memory.adapters.postgres.migrations import APPEND_ONLY_TRIGGERS, MIGRATIONS
-from fermix_memory.application.errors import DatabaseTooNew, ForeignDatabase, ReadOnlyStore
+from fermix_memory.application.errors import DatabaseTooNew, ForeignDatabase, IntegrityError, ReadOnlyStore
+from fermix_memory.application.settings_storage import DEFAULT_CHAINS
+from fermix_memory.domain.log_chain import GENESIS_HASH, MAX_CHAINS
 
 SCHEMA_VERSION = len(MIGRATIONS)
 MIGRATION_LOCK = 0x46524D58_0001  # "FRMX", 1: the advisory lock migrations run under
 
 
-def migrate(conn: Any, url: str) -> int:
-    """Bring the schema up to :data:`SCHEMA_VERSION` (``conn`` in autocommit); the version found before."""
+def migrate(conn: Any, url: str, chains: int | None = None) -> int:
+    """Bring the schema up to :data:`SCHEMA_VERSION` (``conn`` in autocommit); the version found
+    before. A log without chain rows gets them: an empty one ``chains`` (default
+    :data:`DEFAULT_CHAINS`), one written before chains existed its one chain, headed by its last
+    event; an empty log with other chains takes ``chains`` when given (ADR-0031)."""
     with translated_errors("migrating the PostgreSQL store"), conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         known = conn.execute("SELECT to_regclass('fermix_migrations') IS NOT NULL").fetchone()[0]
@@ -33,7 +38,37 @@ def migrate(conn: Any, url: str) -> int:
         for number in range(version + 1, SCHEMA_VERSION + 1):
             conn.execute(MIGRATIONS[number - 1])
             conn.execute("INSERT INTO fermix_migrations(version) VALUES (%s)", (number,))
+        _chain_rows(conn, chains)
     return version
+
+
+def adopt_chains(conn: Any, chains: int) -> None:
+    """Give the empty log ``chains`` chains (``conn`` in autocommit); a log holding events keeps
+    its own (:class:`IntegrityError`, nothing changed)."""
+    if type(chains) is not int or not 1 <= chains <= MAX_CHAINS:
+        raise IntegrityError(f"a log has 1 to {MAX_CHAINS} chains, not {chains!r}")
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        rows = int(conn.execute("SELECT count(*) FROM chain_heads").fetchone()[0])
+        if rows != chains and conn.execute("SELECT 1 FROM events LIMIT 1").fetchone() is not None:
+            raise IntegrityError(f"this log holds events on {rows} chain(s); it cannot take {chains}:"
+                                 " only an empty log can")
+        _chain_rows(conn, chains)
+
+
+def _chain_rows(conn: Any, chains: int | None) -> None:
+    rows = int(conn.execute("SELECT count(*) FROM chain_heads").fetchone()[0])
+    last = conn.execute("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1").fetchone()
+    if last is not None:
+        if not rows:  # a log of one chain written before chains existed
+            conn.execute("INSERT INTO chain_heads(chain, position, hash) VALUES (0, %s, %s)", (last[0], last[1]))
+        return
+    wanted = chains or (rows or DEFAULT_CHAINS)
+    if rows == wanted:
+        return
+    conn.execute("DELETE FROM chain_heads")
+    conn.execute("INSERT INTO chain_heads(chain, position, hash) SELECT c, 0, %s FROM generate_series(0, %s) c",
+                 (GENESIS_HASH, wanted - 1))
 
 
 def check_schema(conn: Any, url: str) -> None:

@@ -1,6 +1,14 @@
 """One write transaction on the PostgreSQL store: the same appends, chain, projections and
-state loaders as on SQLite (the SQL is shared, run through :class:`SqlCursor`); only the
-driver's errors differ."""
+state loaders as on SQLite (the SQL is shared, run through :class:`SqlCursor`); what differs is
+how writers of many processes share the log (ADR-0031).
+
+A write holds the row lock of each chain it reads state of or appends to (``chain_heads ...
+FOR UPDATE``), taken before that state is read and kept to COMMIT: writes of one chain run one
+after the other, writes of different chains side by side. Locks are taken in chain order; a
+write that needs a chain below one it holds only tries it (``NOWAIT``), and when another write
+has it, the whole write is undone and run again taking all its chains in order from the start
+(:class:`Reorder`): no two writes ever wait for each other in a circle.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +17,66 @@ from typing import Any, cast
 from psycopg import errors as pg_errors
 
 from fermix_memory.adapters.postgres.connection import SqlCursor
-from fermix_memory.adapters.sqlite.transaction import SqliteTransaction
+from fermix_memory.adapters.sqlite.transaction import SqliteTransaction, write_chain_heads
+from fermix_memory.application.streams import chain_for
+from fermix_memory.domain.log_chain import GENESIS_HASH
+
+
+class Reorder(Exception):  # a signal to the write loop, not an error anyone sees
+    """The write needs ``chains`` and must take them in order: run it again from the start."""
+
+    def __init__(self, chains: frozenset[int]) -> None:
+        super().__init__(f"chains {sorted(chains)} are taken in order on the next attempt")
+        self.chains = chains
 
 
 class PostgresTransaction(SqliteTransaction):
     """The :class:`WriteTransaction` handed to use cases inside one write on PostgreSQL."""
 
-    def __init__(self, cursor: SqlCursor) -> None:
-        super().__init__(cast(Any, cursor))
+    def __init__(self, cursor: SqlCursor, chains: int, lock_first: frozenset[int] = frozenset()) -> None:
+        self._held: set[int] = set()
+        self._lock_first = lock_first
+        super().__init__(cast(Any, cursor), chains)
+
+    def _start(self) -> tuple[int, str]:
+        for chain in sorted(self._lock_first):
+            self._lock(chain, wait=True)
+        return 0, GENESIS_HASH  # positions come from each chain's head (one chain) or a sequence
+
+    def _lock(self, chain: int, *, wait: bool) -> None:
+        rows = self.cursor.execute("SELECT position, hash FROM chain_heads WHERE chain = ? FOR UPDATE"
+                                   + ("" if wait else " NOWAIT"), (chain,)).fetchall()
+        if not rows:
+            raise AssertionError(f"chain {chain} has no head row")  # the store made one per chain
+        self.heads[chain] = (int(rows[0][0]), str(rows[0][1]))  # type: ignore[arg-type]
+        self._held.add(chain)
+
+    def enter(self, stream: str) -> bool:
+        chain = 0 if self.chains == 1 else chain_for(stream, self.chains)
+        if chain in self._held:
+            return False
+        if not self._held or chain > max(self._held):
+            self._lock(chain, wait=True)
+            return True
+        try:
+            self._lock(chain, wait=False)
+        except pg_errors.LockNotAvailable:
+            raise Reorder(frozenset(self._held | {chain})) from None
+        return True
+
+    def _chain_head(self, chain: int) -> tuple[int, str]:
+        return self.heads[chain]  # taken with its lock by ``enter``
+
+    def _positions(self, chain: int, count: int) -> list[int]:
+        if self.chains == 1:  # the one chain's head is the log's: positions run on without gaps
+            last = self.heads[0][0]
+            return list(range(last + 1, last + count + 1))
+        rows = self.cursor.execute("SELECT nextval('events_position') FROM generate_series(1, ?)", (count,)
+                                   ).fetchall()
+        return [int(r[0]) for r in rows]  # type: ignore[arg-type]
+
+    def finish(self) -> None:
+        write_chain_heads(self.cursor, self.heads, self.touched)
 
     @staticmethod
     def _version_clash(exc: Exception) -> bool:

@@ -12,8 +12,9 @@ import attrs
 
 from fermix_memory.adapters.sqlite.codec import decode_payload
 from fermix_memory.adapters.sqlite.connection import scalar_int
-from fermix_memory.adapters.sqlite.transaction import LOG_ROWS
+from fermix_memory.adapters.sqlite.transaction import LOG_ROWS, read_chain_heads
 from fermix_memory.application.errors import IntegrityError
+from fermix_memory.application.streams import chain_for
 from fermix_memory.domain.log_chain import GENESIS_HASH, chain_hash, payload_digest
 from fermix_memory.domain.memory_events import OwnerForgotten
 
@@ -35,29 +36,38 @@ class VerifyReport:
 
 
 def check_chain(conn: apsw.Connection, progress: Progress | None = None) -> VerifyReport:
-    """Walk the log in order; name the first row whose payload or chain hash is wrong."""
+    """Walk the log in order; name the first row whose payload or chain hash is wrong. A log of
+    several chains (ADR-0031): each row links to its chain's last, positions only increase, and
+    every chain ends where its ``chain_heads`` row says."""
     total = scalar_int(conn, "SELECT count(*) FROM events")
-    prev, count, redacted, expected_position = GENESIS_HASH, 0, 0, 1
+    recorded = read_chain_heads(conn) if scalar_int(conn, "SELECT count(*) FROM chain_heads") else []
+    chains = max(1, len(recorded))
+    heads = [(0, GENESIS_HASH)] * chains
+    count, redacted, last = 0, 0, 0
     erasures = _ErasureAccount()
     rows = conn.execute(ALL_EVENT_ROWS)
     for position, stream, version, kind, schema, recorded_at, payload, digest, prev_hash, row_hash in rows:
         count += 1
+        chain = 0 if chains == 1 else chain_for(stream, chains)
+        prev = heads[chain][1]
         problem = ""
-        if position != expected_position:
-            problem = f"gap in the log: expected position {expected_position}"
+        if position != last + 1 if chains == 1 else position <= last:
+            problem = f"gap in the log: expected position {last + 1}" if chains == 1 else \
+                f"event {position}: positions must increase (after {last})"
         elif payload is not None and payload_digest(payload) != digest:
             problem = f"event {position} ({kind}): payload does not match its digest"
         elif prev_hash != prev:
-            problem = f"event {position} ({kind}): previous hash does not link to event {position - 1}"
+            problem = (f"event {position} ({kind}): previous hash does not link to event {heads[chain][0]}"
+                       + (f" (the last of chain {chain})" if chains > 1 else ""))
         elif chain_hash(prev, position, stream, version, kind, schema, recorded_at, digest) != row_hash:
             problem = f"event {position} ({kind}): row hash does not match its contents"
         if problem:
             return VerifyReport(ok=False, events=count, first_bad_position=position, problem=problem)
-        expected_position += 1
+        last = position
         if payload is None:
             redacted += 1
             erasures.unaccounted[position] = kind
-        prev = row_hash
+        heads[chain] = (position, row_hash)
         if kind == OwnerForgotten.kind and payload is not None:
             problem = erasures.record(position, schema, payload)
             if problem:
@@ -72,6 +82,11 @@ def check_chain(conn: apsw.Connection, progress: Progress | None = None) -> Veri
             problem=f"event {position} ({kind}): payload is NULL but no recorded erasure names it"
                     f" ({len(erasures.unaccounted)} such events)",
         )
+    for chain, (walked, said) in enumerate(zip(heads, recorded, strict=False)):
+        if walked != said:
+            return VerifyReport(ok=False, events=count, first_bad_position=said[0] or None, redacted=redacted,
+                                problem=f"chain {chain} ends at event {walked[0]}, but the log's record of its head"
+                                        f" says {said[0]}:{said[1][:12]}…: a chain's head was changed or cut")
     if progress is not None:
         progress(count, total)
     return VerifyReport(ok=True, events=count, redacted=redacted)

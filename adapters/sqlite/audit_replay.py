@@ -15,8 +15,10 @@ from fermix_memory.adapters.sqlite.audit_chain import ALL_EVENT_ROWS, BATCH, Pro
 from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection, scalar_int
 from fermix_memory.adapters.sqlite.migrations import SCOPE_SIZES_COUNTED
 from fermix_memory.adapters.sqlite.schema import FTS_TABLES, PROJECTION_TABLES, deferred_indexing, migrate
-from fermix_memory.adapters.sqlite.transaction import insert_row
+from fermix_memory.adapters.sqlite.transaction import insert_row, read_chain_heads, set_chain_count, write_chain_heads
 from fermix_memory.application.errors import IntegrityError, StorageError
+from fermix_memory.application.streams import chain_for
+from fermix_memory.domain.log_chain import GENESIS_HASH
 
 
 def _canonical(value: Any) -> Any:
@@ -78,17 +80,23 @@ def fold_log(source: apsw.Connection, target: apsw.Connection, progress: Progres
     count = 0
     with deferred_indexing(target):
         cur = target.cursor()
+        chains = len(read_chain_heads(source))
+        heads = [(0, GENESIS_HASH)] * chains  # as the rows copied give them, whatever the source says
         rows = source.execute(ALL_EVENT_ROWS)
         cur.execute("BEGIN IMMEDIATE")
         try:
+            set_chain_count(cur, chains)  # the copy has the log's chains (ADR-0031)
             for row in rows:
                 insert_row(cur, row)
+                heads[0 if chains == 1 else chain_for(row[1], chains)] = (row[0], row[9])
                 count += 1
                 if count % BATCH == 0:
                     cur.execute("COMMIT")
                     if progress is not None:
                         progress(count, total)
                     cur.execute("BEGIN IMMEDIATE")
+            if chains > 1:
+                write_chain_heads(cur, heads, range(chains))
             cur.execute("COMMIT")
         except BaseException:
             if target.in_transaction:

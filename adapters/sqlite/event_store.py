@@ -40,8 +40,13 @@ from fermix_memory.adapters.sqlite.transaction import (
     LOG_ROWS,
     SqliteTransaction,
     append_logged_rows,
+    chain_count,
+    last_position,
     logged_from_row,
+    read_chain_heads,
     read_log,
+    set_chain_count,
+    write_chain_heads,
 )
 from fermix_memory.application.errors import (
     ReadOnlyStore,
@@ -49,7 +54,7 @@ from fermix_memory.application.errors import (
     StorageError,
 )
 from fermix_memory.application.ports import RecordedEvent
-from fermix_memory.domain.log_chain import GENESIS_HASH, LoggedEvent, chain_hash, payload_digest
+from fermix_memory.domain.log_chain import GENESIS_HASH, LoggedEvent, chain_hash, head_of, payload_digest
 
 # Re-exported: the audit checks the chain with the same functions.
 __all__ = ["GENESIS_HASH", "SqliteEventStore", "chain_hash", "payload_digest"]
@@ -96,6 +101,7 @@ class SqliteEventStore:
                     enable_wal(self._writer)
                     # Append-only triggers someone dropped are put back; verify reports it.
                     self.restored_triggers = restore_triggers(self._writer)
+                self.chains = chain_count(self._writer)
                 self._head_file = HeadFile(head_file, readonly=readonly) if head_file is not None else None
                 if self._head_file is not None:
                     self._head_file.check_at_open(self._writer)
@@ -271,7 +277,7 @@ class SqliteEventStore:
             cur.execute("BEGIN IMMEDIATE")
             failed: tuple[_Pending, Exception] | None = None
             try:
-                tx = SqliteTransaction(cur)
+                tx = SqliteTransaction(cur, self.chains)
                 for p in batch:
                     p.recorded = []  # what an attempt rolled back is nobody's
                 for p in remaining:
@@ -285,8 +291,10 @@ class SqliteEventStore:
                         failed = (p, exc)
                         break
                 if failed is None:
+                    tx.finish()
+                    head = tx.log_head() if tx.recorded else self._head
                     cur.execute("COMMIT")
-                    self._head = Head(tx.position, tx.hash)
+                    self._head = head
                     return tx.recorded
                 _roll_back(conn)
             except BaseException:
@@ -303,8 +311,11 @@ class SqliteEventStore:
             cur = conn.cursor()
             cur.execute("BEGIN IMMEDIATE")
             try:
-                start = read_head(conn)
-                head = Head(*append_logged_rows(cur, start.position, start.hash, events))
+                heads = read_chain_heads(cur)
+                append_logged_rows(cur, last_position(cur), heads, events)
+                if len(heads) > 1:
+                    write_chain_heads(cur, heads, range(len(heads)))
+                head = head_of(heads)
                 cur.execute("COMMIT")
             except BaseException:
                 _roll_back(conn)
@@ -313,6 +324,19 @@ class SqliteEventStore:
         if self._head_file is not None and events:
             self._head_file.advanced(head, len(events))
         return head
+
+    def adopt_chains(self, chains: int) -> None:
+        """An empty log takes the number of chains of the log it is about to receive (see the port)."""
+        with self.exclusive("given chains") as conn, translated_errors("setting the log's chains"):
+            cur = conn.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                set_chain_count(cur, chains)
+                cur.execute("COMMIT")
+            except BaseException:
+                _roll_back(conn)
+                raise
+        self.chains = chains
 
     # --- exclusive use (erasure) ----------------------------------------------------------------
 

@@ -11,45 +11,43 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import apsw
-import attrs
 
 from fermix_memory.adapters.durable_file import replace_durably
-from fermix_memory.adapters.sqlite.connection import int_value, text_value
+from fermix_memory.adapters.sqlite.connection import text_value
+from fermix_memory.adapters.sqlite.transaction import read_chain_heads
 from fermix_memory.application.errors import IntegrityError
-from fermix_memory.domain.log_chain import GENESIS_HASH
+from fermix_memory.application.streams import chain_for
+from fermix_memory.domain.log_chain import GENESIS_HASH, MAX_CHAINS, checkpoint_hash, head_of
+from fermix_memory.domain.log_chain import Head as Head  # the anchor value: imported from here by the stores
 from fermix_memory.domain.values import INT64_MAX, preview
 
 log = logging.getLogger("fermix_memory.storage")
 
 WRITE_EVERY_EVENTS = 1_000
 WRITE_EVERY_S = 5.0
-_HEAD = re.compile(r"([0-9]{1,18}):([0-9a-f]{64})")
+_HEAD = re.compile(r"([0-9]{1,18}(?:,[0-9]{1,18}){0,N}):([0-9a-f]{64})".replace("N", str(MAX_CHAINS - 1)))
 
 
 class BadHeadAnchor(IntegrityError):
     """A head anchor that is not ``POSITION:HASH`` (64 lower-case hex digits)."""
 
 
-@attrs.frozen
-class Head:
-    """The last event of the log: its position and row hash (position 0: an empty log)."""
-
-    position: int
-    hash: str
-
-    def __str__(self) -> str:
-        return f"{self.position}:{self.hash}"
-
-
 def parse_head(text: str) -> Head:
+    """A head anchor's text: ``POSITION:HASH`` (one chain) or ``P0,P1,...:CHECKPOINT`` (several)."""
     match = _HEAD.fullmatch(text.strip()) if isinstance(text, str) else None
     if match is None:
-        raise BadHeadAnchor(f"a head anchor is POSITION:HASH (64 hex digits), got {preview(text, 80)}")
-    return Head(int(match.group(1)), match.group(2))
+        raise BadHeadAnchor("a head anchor is POSITION:HASH (or P0,P1,...:CHECKPOINT for a log of several chains;"
+                            f" 64 hex digits), got {preview(text, 80)}")
+    positions = tuple(int(p) for p in match.group(1).split(","))
+    if len(positions) == 1:
+        return Head(positions[0], match.group(2))
+    return Head(max(positions), match.group(2), positions)
 
 
 def checked_head(value: object) -> Head:
@@ -57,21 +55,31 @@ def checked_head(value: object) -> Head:
     a log position (0 to 2**63-1) and whose hash is 64 lower-case hex digits."""
     if not isinstance(value, Head):
         return parse_head(value)  # type: ignore[arg-type]  # not text either: parse_head says so
-    position, digest = value.position, value.hash
-    if type(position) is not int or not 0 <= position <= INT64_MAX:
-        shown = str(position) if type(position) is int and abs(position) < 10**30 else preview(position)
-        raise BadHeadAnchor(f"a head anchor's position is a whole number from 0 to {INT64_MAX}, got {shown}")
-    return parse_head(f"{position}:{digest}") if isinstance(digest, str) else parse_head(digest)
+    chains = value.chains if isinstance(value.chains, tuple) and value.chains else (value.position,)
+    for position in chains:
+        if type(position) is not int or not 0 <= position <= INT64_MAX:
+            shown = str(position) if type(position) is int and abs(position) < 10**30 else preview(position)
+            raise BadHeadAnchor(f"a head anchor's position is a whole number from 0 to {INT64_MAX}, got {shown}")
+    digest = value.hash
+    text = ",".join(map(str, chains))
+    return parse_head(f"{text}:{digest}") if isinstance(digest, str) else parse_head(digest)
 
 
 def read_head(conn: apsw.Connection) -> Head:
-    rows = conn.execute("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1").fetchall()
-    return Head(int_value(rows[0][0]), text_value(rows[0][1])) if rows else Head(0, GENESIS_HASH)
+    return head_of(read_chain_heads(conn))
 
 
 def head_problem(conn: apsw.Connection, head: Head, label: str) -> str:
     """Empty when the log holds ``head``; else why not (truncated, or rewritten). Position 0 is
-    the empty log: it holds only while the log is empty (else anything would pass for it)."""
+    the empty log: it holds only while the log is empty (else anything would pass for it).
+    Several chains: each chain must still hold the event the anchor names as its head, and
+    those events' hashes must give the anchor's checkpoint."""
+    chains = len(read_chain_heads(conn))
+    if len(head.chains or (0,)) != chains:
+        return (f"{label} {head} names {len(head.chains or (0,))} chain(s), but the log has {chains}:"
+                " it is not this log's anchor")
+    if head.chains:
+        return _chains_problem(conn, head, label)
     if head.position == 0:
         events = read_head(conn).position
         if events:
@@ -86,6 +94,24 @@ def head_problem(conn: apsw.Connection, head: Head, label: str) -> str:
     return ""
 
 
+def _chains_problem(conn: apsw.Connection, head: Head, label: str) -> str:
+    pairs = []
+    for chain, position in enumerate(head.chains):
+        if position == 0:
+            pairs.append((0, GENESIS_HASH))
+            continue
+        rows = conn.execute("SELECT stream, hash FROM events WHERE position = ?", (position,)).fetchall()
+        if not rows:
+            return (f"{label} {head}: event {position}, the head of chain {chain}, is not in the log:"
+                    " events were cut off its end")
+        if chain_for(text_value(rows[0][0]), len(head.chains)) != chain:
+            return f"{label} {head}: event {position} is not in chain {chain}: the log was rewritten"
+        pairs.append((position, text_value(rows[0][1])))
+    if checkpoint_hash(pairs) != head.hash:
+        return f"{label} {head}: the chains' heads do not give its checkpoint: the log was rewritten"
+    return ""
+
+
 class HeadFile:
     """``<home>/head``: the last head this home saw. Replaced atomically and durably (temp file,
     fsync, rename, folder fsync), but only now and then, so a crash or power loss can lose the
@@ -93,9 +119,14 @@ class HeadFile:
     A file that cannot be read as a head (empty, garbage, a folder) is kept as evidence, like
     a head the log does not hold: a warning, a usable memory, and every ``verify`` fails."""
 
-    def __init__(self, path: Path, *, readonly: bool = False) -> None:
+    def __init__(self, path: Path, *, readonly: bool = False, current: Callable[[], Head] | None = None) -> None:
+        """``current``: reads the log's head when a commit did not give it (a store whose head
+        costs a query: it is then read only when the file is written)."""
         self.path = path
         self.readonly = readonly  # a read-only home is checked against its anchor, never written
+        self._current = current
+        self._stale = False  # commits happened whose head was not given
+        self._writing = threading.Lock()  # several writing threads may report commits (PostgreSQL)
         self.problem = ""  # set when, at open, the log did not hold the anchor: the file is then kept
         self._written_at = time.monotonic()
         self._unwritten = 0
@@ -141,18 +172,35 @@ class HeadFile:
         except BadHeadAnchor:
             return None
 
-    def advanced(self, head: Head, events: int) -> None:
-        """After a commit: write now and then (never while an open-time problem is unexplained),
-        and at once while the file holds no event yet: an anchor at position 0 on a log that has
-        events is a failed check, so the file must not stay there."""
-        self._last = head
-        self._unwritten += events
-        if self._unwritten >= WRITE_EVERY_EVENTS or time.monotonic() - self._written_at >= WRITE_EVERY_S \
-                or not self._recorded:
-            self.flush()
+    def advanced(self, head: Head | None, events: int) -> None:
+        """After a commit (``head``: the log's head after it, or ``None`` to read it when written):
+        write now and then (never while an open-time problem is unexplained), and at once while
+        the file holds no event yet: an anchor at position 0 on a log that has events is a failed
+        check, so the file must not stay there."""
+        with self._writing:
+            if head is None:
+                self._stale = True
+            else:
+                self._last, self._stale = head, False
+            self._unwritten += events
+            if self._unwritten >= WRITE_EVERY_EVENTS or time.monotonic() - self._written_at >= WRITE_EVERY_S \
+                    or not self._recorded:
+                self._flush()
 
     def flush(self) -> None:
-        if self.readonly or self.problem or self._last is None or self._unwritten == 0:
+        with self._writing:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.readonly or self.problem or self._unwritten == 0:
+            return
+        if self._stale and self._current is not None:
+            try:
+                self._last, self._stale = self._current(), False
+            except Exception as exc:  # the store is unreachable: the file waits for the next commit
+                log.warning("could not read the log head for %s: %s", self.path, exc)
+                return
+        if self._last is None:
             return
         try:
             replace_durably(self.path, f"{self._last}\n".encode("ascii"))

@@ -281,4 +281,15 @@ END;
 INSERT INTO messages_fts(messages_fts, rank) VALUES ('usermerge', 2);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+# A log of several chains (ADR-0031) keeps each chain's head here, one row per chain, written in
+# the transaction that extends it; a log of one chain (every home written here) has no rows: its
+# head is its last event, as before.
+CHAIN_HEADS = """
+CREATE TABLE IF NOT EXISTS chain_heads(
+    chain    INTEGER PRIMARY KEY,
+    position INTEGER NOT NULL,
+    hash     TEXT NOT NULL
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, CHAIN_HEADS)

@@ -3,7 +3,7 @@ stream versions) and the typed state loaders the use cases decide with, as of th
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import apsw
@@ -20,8 +20,9 @@ from fermix_memory.adapters.sqlite.rows import (
 )
 from fermix_memory.application.errors import ConcurrencyConflict, IntegrityError
 from fermix_memory.application.ports import RecordedEvent, ReviewState, StreamEvents
+from fermix_memory.application.streams import chain_for, memory_stream, resource_stream, review_stream
 from fermix_memory.domain.event_base import DomainEvent
-from fermix_memory.domain.log_chain import GENESIS_HASH, LoggedEvent
+from fermix_memory.domain.log_chain import GENESIS_HASH, MAX_CHAINS, Head, LoggedEvent, head_of
 from fermix_memory.domain.log_chain import chain_hash as chain_hash  # re-exported: moved to the domain
 from fermix_memory.domain.log_chain import payload_digest as payload_digest
 from fermix_memory.domain.memory import Memory
@@ -47,25 +48,70 @@ def insert_row(cursor: apsw.Cursor, row: tuple[Any, ...]) -> None:
         project(cursor, position, decode_payload(kind, schema, payload))
 
 
-def append_logged_rows(cursor: apsw.Cursor, position: int, last_hash: str, events: Sequence[LoggedEvent]
-                       ) -> tuple[int, str]:
-    """Append rows of another log after the head ``(position, last_hash)``, as they are, with
-    their projections; the new head. A row that does not follow the head
-    (:class:`ConcurrencyConflict`) or does not link or match its digest (:class:`IntegrityError`)
-    is refused before it is written: the caller's transaction then appends nothing. Every store
-    runs its copy through here."""
+def append_logged_rows(cursor: apsw.Cursor, position: int, heads: list[tuple[int, str]],
+                       events: Sequence[LoggedEvent]) -> int:
+    """Append rows of another log after the log's last ``position`` and its chains' ``heads``
+    (``(position, hash)`` per chain, updated in place), as they are, with their projections; the
+    new last position. A row that does not follow the log (:class:`ConcurrencyConflict`) or does
+    not link to its chain or match its digest (:class:`IntegrityError`) is refused before it is
+    written: the caller's transaction then appends nothing. Every store runs its copy through here."""
+    chains = len(heads)
     for e in events:
-        if e.position != position + 1:
+        if e.position != position + 1 if chains == 1 else e.position <= position:
             raise ConcurrencyConflict(f"event {e.position} does not follow this log's head"
                                       f" {position}: nothing was appended")
+        chain = 0 if chains == 1 else chain_for(e.stream, chains)
+        last_hash = heads[chain][1]
         expected = chain_hash(last_hash, e.position, e.stream, e.version, e.kind, e.schema, e.recorded_at,
                               e.payload_sha256)
         if expected != e.hash or (e.payload is not None and payload_digest(e.payload) != e.payload_sha256):
             raise IntegrityError(f"event {e.position} ({e.kind}) does not link to this log's"
-                                 f" event {position}: nothing was appended")
+                                 f" event {heads[chain][0]}: nothing was appended")
         insert_row(cursor, row_of(e, last_hash))
-        position, last_hash = e.position, e.hash
-    return position, last_hash
+        position, heads[chain] = e.position, (e.position, e.hash)
+    return position
+
+
+def read_chain_heads(cursor: Any) -> list[tuple[int, str]]:
+    """Each chain's head ``(position, hash)`` in chain order: the ``chain_heads`` rows of a log
+    with several chains, else the last event (one chain)."""
+    rows = cursor.execute("SELECT position, hash FROM chain_heads ORDER BY chain").fetchall()
+    if rows:
+        return [(int(p), str(h)) for p, h in rows]
+    last = cursor.execute("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1").fetchall()
+    return [(int(last[0][0]), str(last[0][1]))] if last else [(0, GENESIS_HASH)]
+
+
+def write_chain_heads(cursor: Any, heads: Mapping[int, tuple[int, str]] | Sequence[tuple[int, str]],
+                      chains: Iterable[int]) -> None:
+    """Record the heads of ``chains`` in ``chain_heads``."""
+    for chain in sorted(chains):
+        cursor.execute("UPDATE chain_heads SET position = ?, hash = ? WHERE chain = ?", (*heads[chain], chain))
+
+
+def chain_count(cursor: Any) -> int:
+    """How many chains the log has (no ``chain_heads`` rows: one)."""
+    return max(1, int(cursor.execute("SELECT count(*) FROM chain_heads").fetchall()[0][0]))
+
+
+def set_chain_count(cursor: Any, chains: int) -> None:
+    """Give an empty log ``chains`` chains (one: no ``chain_heads`` rows); a log holding events
+    keeps its own (:class:`IntegrityError`, nothing changed)."""
+    if type(chains) is not int or not 1 <= chains <= MAX_CHAINS:
+        raise IntegrityError(f"a log has 1 to {MAX_CHAINS} chains, not {chains!r}")
+    if chains == chain_count(cursor):
+        return
+    if last_position(cursor):
+        raise IntegrityError(f"this log holds events on {chain_count(cursor)} chain(s); it cannot take {chains}:"
+                             " only an empty log can")
+    cursor.execute("DELETE FROM chain_heads")
+    if chains > 1:
+        for chain in range(chains):
+            cursor.execute("INSERT INTO chain_heads(chain, position, hash) VALUES (?, 0, ?)", (chain, GENESIS_HASH))
+
+
+def last_position(cursor: Any) -> int:
+    return int(cursor.execute("SELECT coalesce(max(position), 0) FROM events").fetchall()[0][0])
 
 
 def logged_from_row(row: tuple[Any, ...]) -> LoggedEvent:
@@ -105,20 +151,64 @@ def recorded_from_row(row: tuple[Any, ...]) -> RecordedEvent:
 
 
 class SqliteTransaction:
-    """The :class:`WriteTransaction` handed to use cases inside one write."""
+    """The :class:`WriteTransaction` handed to use cases inside one write.
 
-    def __init__(self, cursor: apsw.Cursor) -> None:
+    ``chains``: how many chains the log has (ADR-0031). One: the head is the log's last event and
+    positions run on from it, as ever. Several: each append links to its stream's chain, whose
+    head is kept in ``chain_heads`` (read once per transaction, written back by :meth:`finish`)."""
+
+    def __init__(self, cursor: apsw.Cursor, chains: int = 1) -> None:
         self.cursor = cursor
-        row = cursor.execute("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1").fetchall()
-        self.position: int = int(row[0][0]) if row else 0  # type: ignore[arg-type]
-        self.hash: str = str(row[0][1]) if row else GENESIS_HASH
+        self.chains = chains
         self.versions: dict[str, int] = {}
         self.recorded: list[RecordedEvent] = []
+        self.heads: dict[int, tuple[int, str]] = {}  # the chains this transaction read or extended
+        self.touched: set[int] = set()
+        self.position, self.hash = self._start()
+
+    def _start(self) -> tuple[int, str]:
+        """The log's last position and hash as the transaction begins (one chain: its head)."""
+        row = self.cursor.execute("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1").fetchall()
+        position: int = int(row[0][0]) if row else 0  # type: ignore[arg-type]
+        last_hash = str(row[0][1]) if row else GENESIS_HASH
+        if self.chains == 1:
+            self.heads[0] = (position, last_hash)
+        return position, last_hash
+
+    def _chain_head(self, chain: int) -> tuple[int, str]:
+        """The head of ``chain`` as this transaction sees it (read from ``chain_heads`` once)."""
+        head = self.heads.get(chain)
+        if head is None:
+            rows = self.cursor.execute("SELECT position, hash FROM chain_heads WHERE chain = ?", (chain,)).fetchall()
+            head = self.heads[chain] = (int(rows[0][0]), str(rows[0][1])) if rows else (0, GENESIS_HASH)  # type: ignore[arg-type]
+        return head
+
+    def _positions(self, chain: int, count: int) -> list[int]:
+        """Positions for ``count`` new events of ``chain``: the log's next ones (one writer)."""
+        return list(range(self.position + 1, self.position + count + 1))
+
+    def enter(self, stream: str) -> bool:
+        """Before reading what decides an append to ``stream``: a store with concurrent writers
+        makes sure no other write of the same chain runs meanwhile; whether that was new to this
+        transaction (one writer here: nothing to do)."""
+        return False
+
+    def finish(self) -> None:
+        """Before COMMIT: record the new heads of the chains this transaction extended."""
+        if self.chains > 1:
+            write_chain_heads(self.cursor, self.heads, self.touched)
+
+    def log_head(self) -> Head:
+        """The log's head once this transaction committed (several chains: read from ``chain_heads``)."""
+        if self.chains == 1:
+            return Head(*self.heads[0])
+        return head_of(read_chain_heads(self.cursor))
 
     def stream_version(self, stream: str) -> int:
         """How many events were appended to ``stream`` (redacted ones included)."""
         version = self.versions.get(stream)
         if version is None:
+            self.enter(stream)
             row = self.cursor.execute(
                 "SELECT max(version) FROM events WHERE stream = ?", (stream,)
             ).fetchall()
@@ -132,27 +222,36 @@ class SqliteTransaction:
 
     def append(self, stream: str, events: Sequence[DomainEvent], *,
                expected_version: int | None = None) -> list[int]:
+        if not events and expected_version is None:
+            return []
+        chain = 0 if self.chains == 1 else chain_for(stream, self.chains)
+        self.enter(stream)
+        _, last_hash = self._chain_head(chain)
         if expected_version is not None and self.stream_version(stream) != expected_version:
             raise ConcurrencyConflict(f"stream {stream!r} is at version {self.stream_version(stream)},"
                                       f" not {expected_version}: nothing was appended")
-        positions = []
-        for event in events:
+        if not events:
+            return []
+        positions = self._positions(chain, len(events))
+        for event, position in zip(events, positions, strict=True):
             payload = encode_payload(event)
             digest = payload_digest(payload)
-            position = self.position + 1
             version = self._next_version(stream)
             recorded_at = event.at.isoformat()
             new_hash = chain_hash(
-                self.hash, position, stream, version, event.kind, event.schema, recorded_at, digest
+                last_hash, position, stream, version, event.kind, event.schema, recorded_at, digest
             )
             self._insert_event((position, stream, version, event.kind, event.schema, recorded_at, payload, digest,
-                                self.hash, new_hash))
+                                last_hash, new_hash))
             project(self.cursor, position, event)
-            self.position, self.hash = position, new_hash
+            last_hash = new_hash
             self.recorded.append(
                 RecordedEvent(position=position, stream=stream, version=version, event=event)
             )
-            positions.append(position)
+        self.heads[chain] = (positions[-1], last_hash)
+        self.touched.add(chain)
+        if positions[-1] > self.position:
+            self.position, self.hash = positions[-1], last_hash
         return positions
 
     def _insert_event(self, row: tuple[Any, ...]) -> None:
@@ -177,9 +276,13 @@ class SqliteTransaction:
         rows = self.cursor.execute(
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)
         ).fetchall()
-        return memory_from_row(rows[0]) if rows else None
+        found = memory_from_row(rows[0]) if rows else None
+        if found is not None and self.enter(memory_stream(found.agent_id, found.owner_id)):
+            return self.by_id(memory_id)  # read again now that no other write of its chain runs
+        return found
 
     def by_key(self, agent_id: str, owner_id: str, scope: Scope, key: str) -> Memory | None:
+        self.enter(memory_stream(agent_id, owner_id))
         rows = self.cursor.execute(
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE agent_id = ? AND owner_id = ? AND scope_type = ?"
             " AND scope_id = ? AND key = ?",
@@ -195,6 +298,7 @@ class SqliteTransaction:
         return int(row[0][0] or 0)
 
     def memories_of(self, agent_id: str, owner_id: str) -> list[Memory]:
+        self.enter(memory_stream(agent_id, owner_id))
         rows = self.cursor.execute(
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE agent_id = ? AND owner_id = ? AND archived_at IS NULL"
             " ORDER BY id",
@@ -209,6 +313,7 @@ class SqliteTransaction:
         return [str(r[0]) for r in self.cursor.execute(AGENT_OWNERS_SQL, {"a": agent_id}).fetchall()]
 
     def current_resource(self, agent_id: str, owner_id: str, name: str) -> tuple[int, str] | None:
+        self.enter(resource_stream(agent_id, owner_id, name))
         rows = self.cursor.execute(
             "SELECT v.revision, v.content FROM resources r JOIN resource_revisions v ON v.agent_id = r.agent_id"
             " AND v.owner_id = r.owner_id AND v.name = r.name AND v.revision = r.current_revision"
@@ -219,12 +324,15 @@ class SqliteTransaction:
 
     def read_events(self, after: int = 0, *, stream: str | None = None) -> list[RecordedEvent]:
         """The log as this transaction sees it (its own appends included)."""
+        if stream is not None:
+            self.enter(stream)
         return list(read_log(self.cursor.connection.cursor(), after, stream))
 
     def read_stream(self, stream: str) -> StreamEvents:
         return StreamEvents(version=self.stream_version(stream), events=tuple(self.read_events(stream=stream)))
 
     def review_state(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> ReviewState:
+        self.enter(review_stream(agent_id, owner_id, conversation))
         rows = self.cursor.execute(REVIEW_STATE_SQL, review_state_key(agent_id, owner_id, conversation)).fetchall()
         return review_state_from_row(rows[0]) if rows else ReviewState()
 

@@ -44,7 +44,10 @@ def cmd_events_verify(memory: MemorySystem, args: argparse.Namespace, out: Outpu
 
 def cmd_events_head(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
     head = memory.head()
-    out.emit({"position": head.position, "hash": head.hash}, lambda h: [f"{h['position']}:{h['hash']}"])
+    item: dict[str, Any] = {"position": head.position, "hash": head.hash, "anchor": str(head)}
+    if head.chains:  # a log of several chains: each chain's last position; ``hash`` is their checkpoint
+        item["chains"] = list(head.chains)
+    out.emit(item, lambda h: [h["anchor"]])
     return EXIT_OK
 
 

@@ -285,6 +285,10 @@ class FakeEventStore:
         return iter([attrs.evolve(r, payload=None) if r.position in state.redacted else r
                      for r in state.logged[after:]])
 
+    def adopt_chains(self, chains: int) -> None:
+        if chains != 1:
+            raise IntegrityError(f"the fake log has one chain, not {chains}")
+
     def append_logged(self, events: Sequence[LoggedEvent]) -> FakeHead:
         self.write(lambda tx: tx.append_logged(events))
         return self.head()

@@ -165,6 +165,12 @@ def test_head_follows_the_last_event(ports: Ports) -> None:
 # --- atomicity and re-runs --------------------------------------------------------------------
 
 
+def one_chain(ports: Ports) -> bool:
+    """A log of one chain numbers its events without gaps; one of several chains (ADR-0031),
+    whose writes commit side by side, only in increasing order."""
+    return not getattr(ports.store.head(), "chains", ())
+
+
 def test_a_failing_work_rolls_back_entirely(ports: Ports) -> None:
     ports.append("a", message("kept"))
 
@@ -177,7 +183,9 @@ def test_a_failing_work_rolls_back_entirely(ports: Ports) -> None:
         ports.write(work)
     assert [r.event.content for r in ports.store.read_events()] == ["kept"]
     assert ports.write(lambda tx: (tx.read_stream("a").version, tx.memories_of("ada", "alice"))) == (1, [])
-    assert ports.append("a", message("next")) == [2]
+    [position] = ports.append("a", message("next"))
+    assert position == 2 if one_chain(ports) else position > 1  # several chains: positions may leave gaps
+    assert [r.version for r in ports.store.read_events()] == [1, 2]
 
 
 def test_an_event_its_projection_refuses_rolls_back_the_write(ports: Ports) -> None:
@@ -201,7 +209,9 @@ def test_a_work_run_again_after_a_failure_leaves_only_its_last_run(ports: Ports)
 
     with pytest.raises(OSError):
         ports.write(work)
-    assert ports.write(work) == [1]
+    [position] = ports.write(work)
+    assert position == 1 if one_chain(ports) else position >= 1
+    assert [r.position for r in ports.store.read_events()] == [position]
     assert runs == [0, 0]
     assert [r.event.content for r in ports.store.read_events()] == ["run 2"]
 

@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import attrs
 import pytest
 
+from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.application.errors import ConcurrencyConflict, IntegrityError
+from fermix_memory.application.streams import chain_for
 from fermix_memory.domain.log_chain import GENESIS_HASH, ChainCheck, LoggedEvent
 from tests.contract.conftest import Ports, added, message, replaced, revised
 from tests.contract.fake_store import FakeEventStore
@@ -25,6 +29,7 @@ def a_log() -> list[LoggedEvent]:
 
 def test_read_log_gives_every_row_with_its_chain_redacted_ones_included(ports: Ports) -> None:
     assert list(ports.store.read_log()) == []
+    ports.store.adopt_chains(1)  # one chain through every event, the shape this test reads
     _, secret, _ = ports.append("conversation/a", message("one"), message("secret"), message("three"))
     ports.append("memory/ada/alice", added())
     before = list(ports.store.read_log())
@@ -45,6 +50,7 @@ def test_read_log_gives_every_row_with_its_chain_redacted_ones_included(ports: P
 
 def test_append_logged_copies_another_log_as_it_is(ports: Ports) -> None:
     rows = a_log()
+    ports.store.adopt_chains(1)  # an empty log takes the chains of the log it receives
     head = ports.store.append_logged(rows[:2])
     assert (head.position, head.hash) == (2, rows[1].hash)
     head = ports.store.append_logged(rows[2:])
@@ -65,6 +71,10 @@ def test_append_logged_copies_another_log_as_it_is(ports: Ports) -> None:
 
 
 def test_append_logged_of_nothing_changes_nothing(ports: Ports) -> None:
+    before = ports.store.head()
+    head = ports.store.append_logged([])
+    assert (head.position, head.hash) == (before.position, before.hash) and head.position == 0
+    ports.store.adopt_chains(1)
     head = ports.store.append_logged([])
     assert (head.position, head.hash) == (0, GENESIS_HASH)
 
@@ -72,6 +82,7 @@ def test_append_logged_of_nothing_changes_nothing(ports: Ports) -> None:
 @pytest.mark.parametrize("case", ["gap", "not_after_the_head", "tampered_hash", "tampered_payload"])
 def test_rows_that_do_not_continue_the_log_are_refused_and_nothing_is_appended(ports: Ports, case: str) -> None:
     rows = a_log()
+    ports.store.adopt_chains(1)
     if case == "gap":
         batch, error = [rows[0], rows[2]], ConcurrencyConflict
     elif case == "not_after_the_head":
@@ -87,3 +98,61 @@ def test_rows_that_do_not_continue_the_log_are_refused_and_nothing_is_appended(p
         ports.store.append_logged(batch)
     assert ports.store.head() == before
     assert len(list(ports.store.read_log())) == before.position
+
+
+def several_chains(ports: Ports, chains: int) -> None:
+    try:
+        ports.store.adopt_chains(chains)
+    except IntegrityError:
+        pytest.skip("this store keeps one chain")
+
+
+def test_a_log_of_several_chains_links_each_event_to_the_last_of_its_chain(ports: Ports) -> None:
+    several_chains(ports, 4)
+    streams = ["conversation/a", "memory/ada/alice", "memory/ada/bob", "conversation/b", "resource/ada/bob/user_md"]
+    assert len({chain_for(s, 4) for s in streams}) > 1  # the test spans chains
+    ports.append("conversation/a", message("one"), message("two"))
+    [row] = ports.append("memory/ada/alice", added())
+    ports.append("memory/ada/bob", added(owner="bob"))
+    ports.append("conversation/b", message("three"))
+    ports.write(lambda tx: (tx.append("memory/ada/alice", [replaced(row, "Lives in Rome")]),
+                            tx.append("conversation/a", [message("four")])))
+
+    rows = list(ports.store.read_log())
+    positions = [r.position for r in rows]
+    assert positions == sorted(set(positions)) and len(rows) == 7  # increasing; gaps allowed
+    check = ChainCheck(chains=4, chain_of=lambda s: chain_for(s, 4))
+    assert [check.problem(r) for r in rows] == [""] * 7
+    one_chain = ChainCheck()  # linked as one chain they do not hold: each links to its own chain
+    assert any(one_chain.problem(r) for r in rows)
+    head = ports.store.head()
+    assert (head.position, head.hash, tuple(getattr(head, "chains", ()))) == (
+        check.head.position, check.head.hash, check.head.chains)
+    assert len(check.head.chains) == 4
+
+    # Copied into another empty log of the same chains, the log and its head are the same.
+    rows_again = list(ports.store.read_log())
+    assert rows_again == rows
+    with pytest.raises(IntegrityError):
+        ports.store.adopt_chains(2)  # a log holding events keeps its chains
+
+
+def test_a_copy_of_a_log_of_several_chains_continues_each_chain(ports: Ports, tmp_path: Path) -> None:
+    several_chains(ports, 3)
+    source = SqliteEventStore(tmp_path / "source.db")
+    try:
+        source.adopt_chains(3)
+        source.write(lambda tx: tx.append("conversation/a", [message("one")]))
+        source.write(lambda tx: tx.append("memory/ada/alice", [added()]))
+        source.write(lambda tx: tx.append("conversation/b", [message("two")]))
+        rows = list(source.read_log())
+        source_head = source.head()
+    finally:
+        source.close()
+    head = ports.store.append_logged(rows)
+    assert (head.position, head.hash) == (source_head.position, source_head.hash)
+    assert list(ports.store.read_log()) == rows
+    [position] = ports.append("memory/ada/alice", replaced(2, "Lives in Rome"))
+    assert position > rows[-1].position
+    check = ChainCheck(chains=3, chain_of=lambda s: chain_for(s, 3))
+    assert [check.problem(r) for r in ports.store.read_log()] == [""] * 4

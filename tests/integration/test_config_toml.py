@@ -282,7 +282,7 @@ def test_the_default_config_shows_every_knob() -> None:
     assert set(core) == {*sections, "storage"}
     for name, cls in sections.items():
         assert set(core[name]) == {f.name for f in attrs.fields(cls)}, name
-    assert core["storage"] == {}  # not set by default: the SQLite file of the home
+    assert core["storage"] == {"chains": 16}  # no URL by default: the SQLite file of the home
 
 
 def test_the_commented_storage_url_is_valid_once_uncommented(tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ import pytest
 
 from fermix_memory import MemorySystem
 from fermix_memory.application.errors import ConfigError, ReadOnlyStore, StorageError
-from fermix_memory.domain.log_chain import GENESIS_HASH, chain_hash
+from fermix_memory.application.streams import chain_for
+from fermix_memory.domain.log_chain import GENESIS_HASH, chain_hash, checkpoint_hash
 from tests.cli_runner import run_cli
 from tests.postgres_server import PostgresServer
 
@@ -96,21 +97,31 @@ def test_the_server_refuses_changing_or_deleting_events_but_allows_a_redaction(p
     assert sql(postgres_url, "SELECT count(*), count(payload) FROM events") == [(1, 0)]
 
 
-def test_the_chain_links_every_event_over_its_payload_digest(postgres_url: str, tmp_path: Path) -> None:
-    with MemorySystem.open(tmp_path / "home", config=config(postgres_url)) as memory:
-        s = memory.session(agent_id="ada", owner_id="alice", conversation="telegram:42")
-        for n in range(5):
-            s.append("user", f"message {n}")
+@pytest.mark.parametrize("chains", [1, 16])
+def test_the_chain_links_every_event_over_its_payload_digest(postgres_url: str, tmp_path: Path, chains: int) -> None:
+    with MemorySystem.open(tmp_path / "home", config={"fermix_core": {"storage": {"url": postgres_url,
+                                                                                  "chains": chains}}}) as memory:
+        for owner in ("alice", "bob", "carol"):
+            s = memory.session(agent_id="ada", owner_id=owner, conversation=f"telegram:{owner}")
+            for n in range(3):
+                s.append("user", f"message {n}")
         head = memory.head()
     rows = sql(postgres_url, "SELECT position, stream, version, kind, schema, recorded_at, payload_sha256, prev_hash,"
                              " hash FROM events ORDER BY position")
-    previous = GENESIS_HASH
+    previous = [GENESIS_HASH] * chains
     for position, stream, version, kind, schema, recorded_at, digest, prev_hash, row_hash in rows:
-        assert prev_hash == previous
+        chain = chain_for(stream, chains)
+        assert prev_hash == previous[chain]  # the event before it in its own chain
         assert row_hash == chain_hash(prev_hash, position, stream, version, kind, schema, recorded_at, digest)
-        previous = row_hash
-    assert [r[0] for r in rows] == list(range(1, len(rows) + 1))
-    assert str(head) == f"{rows[-1][0]}:{rows[-1][-1]}"
+        previous[chain] = row_hash
+    assert [r[0] for r in rows] == list(range(1, len(rows) + 1))  # one writer: no gaps either way
+    if chains == 1:
+        assert str(head) == f"{rows[-1][0]}:{rows[-1][-1]}"
+    else:  # each chain's last position, then the checkpoint over the heads
+        assert len({chain_for(r[1], chains) for r in rows}) > 1
+        lasts = {chain_for(r[1], chains): (r[0], r[-1]) for r in rows}
+        heads = [lasts.get(c, (0, GENESIS_HASH)) for c in range(chains)]
+        assert str(head) == f"{','.join(str(p) for p, _ in heads)}:{checkpoint_hash(heads)}"
 
 
 def test_a_read_only_open_reads_and_refuses_writes(postgres_url: str, tmp_path: Path) -> None:
@@ -240,8 +251,8 @@ def test_a_write_on_one_host_reaches_the_caches_and_prompt_files_of_another_thro
         user_md = tmp_path / "host-b" / "memory" / "ada" / "alice" / "USER.md"
         _until(lambda: user_md.exists() and "Lives in Paris" in user_md.read_text(encoding="utf-8"),
                "host b renders alice's USER.md from the database")
-        head = a.verify().events
-        _until(lambda: store_b.cache_position() == head, "host b hears every write")
+        head = a.head().position
+        _until(lambda: store_b.known_position() == head, "host b hears every write")
         reads.clear()
         assert [m["content"] for m in other_on_b.compose_prompt()] == ["I am Bob"]
         assert reads == unchanged, "a write to another conversation leaves this one's cached window alone"
@@ -320,8 +331,8 @@ def test_a_server_restarted_under_load_loses_nothing_acknowledged_and_the_writer
         stored = dict(sql(url, "SELECT id, content FROM messages"))
         assert {mid: stored.get(mid) for mid in acked} == acked, "an acknowledged message was lost"
         report = memory.verify()
-        assert report.ok, report.problem  # one gapless chain: nothing forked
-        _until(lambda: store.listening and store.cache_position() == store.last_position(),
+        assert report.ok, report.problem  # every chain links: nothing forked
+        _until(lambda: store.listening and store.known_position() == store.last_position(),
                "the change feed listens again, caught up with the log")
 
 
@@ -333,4 +344,6 @@ def test_setup_init_with_a_database_url_migrates_it_and_creates_no_sqlite_file(
     assert result.returncode == 0, result.stderr
     assert f"kept the existing {postgres_url}" in result.stdout
     assert (home / "config.toml").is_file() and not (home / "memory.db").exists()
-    assert sql(postgres_url, "SELECT max(version) FROM fermix_migrations") == [(1,)]
+    from fermix_memory.adapters.postgres.schema import SCHEMA_VERSION
+
+    assert sql(postgres_url, "SELECT max(version) FROM fermix_migrations") == [(SCHEMA_VERSION,)]

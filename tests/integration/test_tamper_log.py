@@ -59,7 +59,7 @@ def test_events_head_prints_position_and_hash_and_verify_expect_head_checks_it(t
     position, digest = anchor.split(":")
     assert int(position) == 40 and len(digest) == 64
     code, text = cli("events", "head", "--json", home=home)
-    assert code == 0 and json.loads(text) == {"position": 40, "hash": digest}
+    assert code == 0 and json.loads(text) == {"position": 40, "hash": digest, "anchor": anchor}
     assert cli("events", "verify", "--expect-head", anchor, home=home)[0] == 0
     wrong = f"{position}:{'0' * 64}"
     assert cli("events", "verify", "--expect-head", wrong, home=home)[0] == 1

@@ -104,7 +104,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "timeouts": {"llm_buffered_s": 30.0},
     "realtime": {"persist_transcripts": True},
     "mcp": {"agent_id": "ada", "owner_id": "alice", "conversation": "mcp:desk:1", "trust": "operator"},
-    "storage": {"url": "postgresql://fermix@db.example:5432/fermix"},
+    "storage": {"url": "postgresql://fermix@db.example:5432/fermix", "chains": 4},
 }
 FULL_PROVIDER: dict[str, Any] = {
     "name": "claude",
