@@ -57,7 +57,10 @@ class PostgresErasure:
         def both(tx: PostgresTransaction) -> T:
             return work(tx, _ErasingTransaction(tx))
 
-        return self.store.write(both)
+        # Every chain (ADR-0031): an owner's messages live in conversations' chains and their rules
+        # in other owners' revisions; no write of any chain may commit while the erasure reads
+        # what to redact and drops the rows, or a message could escape it, or outlive its row.
+        return self.store.write(both, every_chain=True)
 
     def scrub(self) -> ScrubReport:
         """``VACUUM FULL`` of every table an erasure touches (each rewritten into new files, the old

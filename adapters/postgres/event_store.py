@@ -184,10 +184,12 @@ class PostgresEventStore:
 
     # --- writes ---------------------------------------------------------------------------------
 
-    def write(self, work: Callable[[Any], T]) -> T:
+    def write(self, work: Callable[[Any], T], *, every_chain: bool = False) -> T:
+        """Run ``work`` in one transaction (see the port). ``every_chain``: hold every chain's lock
+        from the start, so no other write commits meanwhile (an erasure)."""
         if self.readonly:
             raise ReadOnlyStore(f"{shown(self.url)} was opened read-only; nothing was written")
-        lock_first: frozenset[int] = frozenset()
+        lock_first = frozenset(range(self.chains)) if every_chain else frozenset()
         for _ in range(REORDERS):
             try:
                 result, recorded = self._retrying(functools.partial(self._write_once, work, lock_first),

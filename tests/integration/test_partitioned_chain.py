@@ -237,3 +237,37 @@ def test_each_host_keeps_the_last_head_it_saw_and_a_log_cut_under_it_fails_verif
         assert not report.ok and "this home's last-seen head" in report.problem and "cut off" in report.problem
     with MemorySystem.open(tmp_path / "other-host", config=config(postgres_url)) as memory:
         assert memory.verify().ok  # a host that never saw the cut events cannot tell
+
+
+def test_a_forget_while_the_owner_writes_in_other_chains_leaves_no_byte_and_verify_holds(
+        postgres_url: str, tmp_path: Path) -> None:
+    """The erasure holds every chain: each of the owner's messages is either before it (erased)
+    or after it (kept, the owner came back), never in between."""
+    with MemorySystem.open(tmp_path / "home", config=config(postgres_url)) as memory:
+        sessions = [memory.session(agent_id="ada", owner_id="alice", conversation=f"telegram:{n}") for n in range(6)]
+        for s in sessions:
+            s.append("user", "secret before")
+        stop = threading.Event()
+
+        def chatter() -> None:
+            i = 0
+            while not stop.is_set():
+                sessions[i % len(sessions)].append("user", f"secret {i}")
+                i += 1
+
+        def forget() -> None:
+            try:
+                memory.forget_owner("alice", agent_id="ada")
+            finally:
+                stop.set()
+
+        threads(chatter, forget)
+        forgotten = sql(postgres_url, "SELECT position FROM events WHERE kind = 'owner.forgotten'")[0][0]
+        left = sql(postgres_url, f"SELECT count(*) FROM events WHERE position < {forgotten}"
+                                 " AND payload LIKE '%secret%'")
+        assert left == [(0,)]  # every message before the erasure is redacted
+        kept = sql(postgres_url, f"SELECT count(*) FROM events WHERE position > {forgotten}"
+                                 " AND kind = 'message.appended'")[0][0]
+        assert sql(postgres_url, "SELECT count(*) FROM messages")[0][0] == kept
+        report = memory.verify()
+        assert report.ok, report.problem
