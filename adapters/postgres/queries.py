@@ -66,25 +66,30 @@ class PostgresQueries(SqliteQueries):
             return []
         hits: list[MessageHit] = []
         shown: set[int] = set()
-        for row in self._candidates(terms, search_scope_token(where), n):
+        for row in self._candidates(terms, where, n):
             self._add(row, where, n, hits, shown)
             if len(hits) >= n:
                 break
         return hits
 
-    def _candidates(self, terms: list[str], token: str, n: int) -> Iterator[tuple[Any, ...]]:
+    def _candidates(self, terms: list[str], where: HistoryFilter, n: int) -> Iterator[tuple[Any, ...]]:
         """The rows of the scope's best ``CANDIDATES_PER_RESULT * n + 2`` candidates, best first.
         The first ``n`` come in one statement, each with its snippet and the turn after it: each
         one gives a hit, or was already shown as the reply of one before it (a hit too), so they
         suffice when the reader may see them all. Only when iterated further (some were not the
         reader's) does a second statement read the rest, ranked after the last one read."""
-        rows = self._rows(_search_sql(len(terms)), [token, *terms, n, _ASKS])
+        scope = [where.agent_id, where.owner_id]
+        if where.conversation is not None:
+            key = where.conversation
+            scope += [key.channel, key.chat_id, key.thread_scope]
+        head = [search_scope_token(where), *terms, *scope]
+        rows = self._rows(_search_sql(len(terms), len(scope)), [*head, n, _ASKS])
         yield from rows
         total = CANDIDATES_PER_RESULT * n + 2
         if len(rows) == n < total:
             last_score, last_id = rows[-1][0], rows[-1][1]
-            yield from self._rows(_search_sql(len(terms), after=True),
-                                  [token, *terms, last_score, last_id, total - n, _ASKS])
+            yield from self._rows(_search_sql(len(terms), len(scope), after=True),
+                                  [*head, last_score, last_id, total - n, _ASKS])
 
     @staticmethod
     def _add(row: tuple[Any, ...], where: HistoryFilter, n: int, hits: list[MessageHit], shown: set[int]) -> None:
@@ -104,27 +109,35 @@ class PostgresQueries(SqliteQueries):
             shown.add(reply.id)
 
 
+_SCOPE_COLUMNS = ("agent_id", "owner_id", "channel", "chat_id", "thread_scope")
 # The turn after a candidate is read only for one that may ask something (``is_question`` decides).
 _ASKS = f"[{QUESTION_MARKS}]"
 
 
 @functools.lru_cache(maxsize=128)
-def _search_sql(terms: int, *, after: bool = False) -> str:
+def _search_sql(terms: int, scope: int, *, after: bool = False) -> str:
     """The scope's best candidates by ``ts_rank`` (ties: newer; ``after``: only those ranked after
     a given (score, id)), each with its snippet and the turn after it in its conversation (NULLs
     when it is the last, or when it asks nothing). Parameters: the scope token, the ``terms``
-    words, (``after``: the score and id), the number of candidates, the pattern of a question mark.
+    words, the ``scope`` columns' values (agent, owner, then channel, chat and thread for a
+    conversation), (``after``: the score and id), the number of candidates, the pattern of a
+    question mark.
 
-    The query is computed once, in a materialised CTE: inlined, a generic plan (a prepared
-    statement run often) would parse the words again for every row it scans. The ranking sorts
-    (id, score) pairs; only the rows kept are read whole."""
+    The scope is asked twice: its token in the full-text query lets the GIN index answer for a
+    large table; its columns, equal to the reader's (what ``_visible`` checks), are cheap to
+    test first when the planner scans the table instead (a small one), and keep rows of a
+    colliding token out of the candidates. The query is computed once, in a materialised CTE:
+    inlined, a generic plan (a prepared statement run often) would parse the words again for
+    every row it scans. The ranking sorts (id, score) pairs; only the rows kept are read whole."""
+    columns_equal = " AND ".join(f"s.{c} = ?" for c in _SCOPE_COLUMNS[:scope])
     columns = ", ".join(f"m.{c}" for c in MESSAGE_FIELDS)
     following = ", ".join(f"x.{c}" for c in MESSAGE_FIELDS)
     return (
         f"WITH q AS MATERIALIZED (SELECT w.words, plainto_tsquery('simple', ?) && w.words AS match"
         f" FROM (SELECT {any_word([''] * terms)} AS words) w)"
         f" SELECT h.score, {columns}, ts_headline('english', m.content, h.words, '{HEADLINE}'), {following}"
-        " FROM (SELECT s.id, ts_rank(s.search, q.words) AS score, q.words FROM q, messages s WHERE s.search @@ q.match"
+        " FROM (SELECT s.id, ts_rank(s.search, q.words) AS score, q.words"
+        f"  FROM q, messages s WHERE {columns_equal} AND s.search @@ q.match"
         + (" AND (ts_rank(s.search, q.words), s.id) < (?::real, ?)" if after else "")
         + "  ORDER BY score DESC, s.id DESC LIMIT ?) h"
         " JOIN messages m ON m.id = h.id"
