@@ -58,14 +58,20 @@ def recall(memory: MemorySystem, query: str, source: str, limit: int = 10) -> An
 
 def test_a_history_recall_is_one_statement_with_snippets_and_the_reply(memory: MemorySystem,
                                                                        sent: list[str]) -> None:
-    ids = say(memory, [("Caroline", "Where did you park the campervan, Kwame?"), ("Kwame", "Behind the old mill."),
-                       ("Caroline", "The campervan needs new tyres."), ("Kwame", "Nothing new today.")])
+    """More matching turns than the limit: the page (its best turns whole, their snippets, the
+    turn after the question) still comes in one statement."""
+    ids = say(memory, [("Caroline", "Did you park the campervan by the campervan shop?"),
+                       ("Kwame", "Behind the old mill.")])
+    others = say(memory, [("Kwame", f"The campervan needs new tyres, number {i}.") for i in range(8)], minute=5)
     memory.wait_for_background()
     sent.clear()
-    found = recall(memory, "campervan park", "history").messages
+    found = recall(memory, "campervan park", "history", limit=3).messages
     assert len(sent) == 1, sent
-    assert [(h.message.id, h.context_of) for h in found] == [(ids[0], None), (ids[1], ids[0]), (ids[2], None)]
+    assert [(h.message.id, h.context_of) for h in found] == [(ids[0], None), (ids[1], ids[0]), (others[-1], None)]
     assert "[campervan]" in found[0].snippet and found[1].snippet == "Behind the old mill."
+    sent.clear()
+    assert [h.message.id for h in recall(memory, "tyres", "history", limit=3).messages] == others[:-4:-1]
+    assert len(sent) == 1, sent
 
 
 def test_memories_are_one_statement_and_both_sources_two(memory: MemorySystem, sent: list[str]) -> None:
