@@ -6,7 +6,8 @@ bound parameter of ``plainto_tsquery`` (which reads it as plain text, never as o
 text never reaches ``to_tsquery``. History search puts the scope inside the index as on SQLite:
 the scope's opaque token is a lexeme of each message's ``search`` vector, so the GIN index
 answers "this scope AND one of these words" and a conversation's recall reads that conversation's
-matches only.
+matches only. A recall's page (ranking, rows, snippets, the turn after a question) is one
+statement (ADR-0029, "Recall round trips").
 """
 
 from __future__ import annotations
@@ -109,6 +110,7 @@ class PostgresQueries(SqliteQueries):
             shown.add(reply.id)
 
 
+# A history scope's columns: an owner's, then a conversation's.
 _SCOPE_COLUMNS = ("agent_id", "owner_id", "channel", "chat_id", "thread_scope")
 # The turn after a candidate is read only for one that may ask something (``is_question`` decides).
 _ASKS = f"[{QUESTION_MARKS}]"
