@@ -11,7 +11,13 @@ same run, of:
   unicode61, diacritics removed) holding ``"speaker: text"`` of the same turns, fed one turn
   per transaction in time order as ours is (a chat host stores messages as they arrive); the
   question's every word token is quoted and OR-ed (no stop words dropped) and ranked by
-  ``bm25``, top 10. It returns turn ids only, ours whole messages with snippets.
+  ``bm25``, top 10. It returns turn ids only, ours whole messages with snippets;
+* **raw PostgreSQL** (when PostgreSQL is measured) — the same turns in a table of their own,
+  with a generated ``tsvector`` (``english``) and a GIN index, in a database of its own on the
+  same server, fed the same way, asked the ranking query of PostgreSQL's manual by hand on one
+  plain connection: ``SELECT turn FROM raw_turns, websearch_to_tsquery('english', <the
+  question's words OR-ed>) query WHERE search @@ query AND conv = <the conversation> ORDER BY
+  ts_rank(search, query) DESC LIMIT 10``. Turn ids only.
 
 How a host would store these chats: the memory belongs to the FIRST participant of each
 conversation (the account holder; the agent keeps that person's memory and reads along), so
@@ -29,14 +35,17 @@ per home, over its Unix socket.
 Two modes, both printed:
 
 (a) **one home**: all conversations in ONE home (and, for raw FTS5, one table: term statistics
-    span every conversation, the question filtered to its conversation after ``MATCH``);
-(b) **alone**: each conversation in its own home (and its own FTS5 table).
+    span every conversation, the question filtered to its conversation after ``MATCH``; raw
+    PostgreSQL likewise one table);
+(b) **alone**: each conversation in its own home (and its own FTS5 table, and raw PostgreSQL
+    table in a database of its own).
 
 Figures: R@1/5/10 per category (a hit when ANY answering turn is in the top k) and, for
 multi-hop, "all answering turns in the top k"; p50/p95 latency per question (each question's
 time is the median of 3 runs, ours and raw taking turns question by question), the p95 ratio
-ours / raw (target <= 1.5), and, as a diagnostic, raw FTS5 loaded in one transaction (a
-one-segment index: what merging the index buys). Progress goes to
+ours / raw FTS5 (target <= 1.5) and, for ours on PostgreSQL, also ours / raw PostgreSQL
+(``p95_ratio_postgres_to_raw_postgres``, target <= 1.5), and, as a diagnostic, raw FTS5 loaded
+in one transaction (a one-segment index: what merging the index buys). Progress goes to
 stderr; the LAST line of stdout is one JSON object with every figure.
 
 Run (from the repository root)::
@@ -187,6 +196,38 @@ class RawFts:
         self.conn.close()
 
 
+class RawPostgres:
+    """The hand-written PostgreSQL counterpart of :class:`RawFts`: a table of ``"speaker: text"``
+    with a generated ``tsvector`` (``english``, as ours) and a GIN index, in a database of its
+    own on the same server, fed one turn per transaction in time order; asked the ranking query
+    of PostgreSQL's manual (the query a function in ``FROM``, so computed once) — the question's
+    word tokens OR-ed by ``websearch_to_tsquery``, the conversation filtered beside the match,
+    ``ts_rank``, top 10 — in one statement on one plain connection. Turn ids only."""
+
+    SEARCH = ("SELECT turn FROM raw_turns, websearch_to_tsquery('english', %s) query"
+              " WHERE search @@ query AND conv = %s ORDER BY ts_rank(search, query) DESC LIMIT 10")
+
+    def __init__(self, url: str, conversations: Sequence[dict[str, Any]]) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.conn.execute("CREATE TABLE raw_turns(turn TEXT NOT NULL, conv TEXT NOT NULL, body TEXT NOT NULL,"
+                          " search tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, body)) STORED)")
+        self.conn.execute("CREATE INDEX raw_turns_search ON raw_turns USING gin(search)")
+        rows = sorted(((turn["created_at"], turn["id"], c["id"], f"{turn['speaker']}: {turn['text']}")
+                       for c in conversations for turn in turns_of(c)), key=lambda row: row[0])
+        for row in rows:  # autocommit: one transaction per turn
+            self.conn.execute("INSERT INTO raw_turns(turn, conv, body) VALUES (%s, %s, %s)", row[1:])
+
+    def search(self, question: dict[str, Any]) -> list[str]:
+        words = " or ".join(dict.fromkeys(match.group(0).lower() for match in _WORD.finditer(question["question"])))
+        rows = self.conn.execute(self.SEARCH, (words, question["conversation"])).fetchall()
+        return [row[0] for row in rows]
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 # --- scoring --------------------------------------------------------------------------------------
 
 
@@ -259,7 +300,7 @@ def measure(groups: Sequence[Sequence[dict[str, Any]]], questions: Sequence[dict
             server: PostgresServer | None) -> dict[str, Any]:
     """Each group of conversations goes into one home per store (ours: on PostgreSQL, a fresh
     database too) and one FTS5 table (raw); every question's top 10 of each goes to ``dump``."""
-    names = [*(ours_name(store) for store in stores), "raw_fts5"]
+    names = system_names(stores)
     runs = {name: SystemRun() for name in names}
     bulk_ms: list[float] = []
     for index, group in enumerate(groups):
@@ -270,8 +311,10 @@ def measure(groups: Sequence[Sequence[dict[str, Any]]], questions: Sequence[dict
                                        server.fresh_database() if store == "postgres" and server else None)
                 for store in stores}
         raw, bulk = RawFts(group), RawFts(group, bulk=True)
+        raw_pg = RawPostgres(server.fresh_database(), group) if "postgres" in stores and server else None
         searches: dict[str, Callable[[dict[str, Any]], list[str]]] = {
-            **{name: system.search for name, system in ours.items()}, "raw_fts5": raw.search}
+            **{name: system.search for name, system in ours.items()}, "raw_fts5": raw.search,
+            **({"raw_postgres": raw_pg.search} if raw_pg is not None else {})}
         try:
             for question in asked[:WARM_UP]:  # statement caches and pages, for all alike
                 for search in (*searches.values(), bulk.search):
@@ -287,10 +330,15 @@ def measure(groups: Sequence[Sequence[dict[str, Any]]], questions: Sequence[dict
                 system.close()
             raw.close()
             bulk.close()
+            if raw_pg is not None:
+                raw_pg.close()
     figures: dict[str, Any] = {name: run.figures() for name, run in runs.items()}
     for store in stores:
         figures[f"p95_ratio{ours_name(store)[4:]}"] = round(
             figures[ours_name(store)]["latency_ms"]["p95"] / figures["raw_fts5"]["latency_ms"]["p95"], 3)
+    if "raw_postgres" in figures:  # ours on PostgreSQL beside the same query written by hand
+        figures["p95_ratio_postgres_to_raw_postgres"] = round(
+            figures["ours_postgres"]["latency_ms"]["p95"] / figures["raw_postgres"]["latency_ms"]["p95"], 3)
     figures["raw_fts5_one_segment_latency_ms"] = {"p50": round(percentile(bulk_ms, 50), 3),
                                                   "p95": round(percentile(bulk_ms, 95), 3)}
     return figures
@@ -299,11 +347,16 @@ def measure(groups: Sequence[Sequence[dict[str, Any]]], questions: Sequence[dict
 # --- report ---------------------------------------------------------------------------------------
 
 
-SHORT = {"ours": "ours", "ours_postgres": "ours pg", "raw_fts5": "fts5"}
+SHORT = {"ours": "ours", "ours_postgres": "ours pg", "raw_fts5": "fts5", "raw_postgres": "pg raw"}
+
+
+def system_names(stores: Sequence[str]) -> list[str]:
+    """Ours on each store, raw FTS5, and raw PostgreSQL when PostgreSQL is measured."""
+    return [*(ours_name(store) for store in stores), "raw_fts5", *(["raw_postgres"] if "postgres" in stores else [])]
 
 
 def print_table(title: str, figures: dict[str, Any], stores: Sequence[str]) -> None:
-    names = [*(ours_name(store) for store in stores), "raw_fts5"]
+    names = system_names(stores)
     print(f"\n{title}")
     print(f"{'category':<12}{'n':>5} | " + " | ".join(f"{SHORT[name] + ' R@1':>11}{'R@5':>7}{'R@10':>7}"
                                                       for name in names))
@@ -324,6 +377,9 @@ def print_table(title: str, figures: dict[str, Any], stores: Sequence[str]) -> N
         print(f"latency {name:<13} p50 {lat['p50']:.3f} ms   p95 {lat['p95']:.3f} ms")
     for store in stores:
         print(f"p95 ratio {SHORT[ours_name(store)]} / raw FTS5: {figures[f'p95_ratio{ours_name(store)[4:]}']:.2f}"
+              " (target <= 1.5)")
+    if "p95_ratio_postgres_to_raw_postgres" in figures:
+        print(f"p95 ratio ours pg / raw PostgreSQL: {figures['p95_ratio_postgres_to_raw_postgres']:.2f}"
               " (target <= 1.5)")
     lat = figures["raw_fts5_one_segment_latency_ms"]
     print(f"diagnostic, raw FTS5 loaded in one transaction (one segment): p50 {lat['p50']:.3f} ms"

@@ -35,4 +35,6 @@ def is_question(text: str) -> bool:
     return _QUESTION.search(text) is not None
 
 
-_QUESTION = re.compile("[?\uff1f](?=[!\\s\"')\\]\u00bb\u201d\u2019]|$)")
+# A turn asks something only if it holds one of these (a store may pre-filter on them).
+QUESTION_MARKS = "?\uff1f"
+_QUESTION = re.compile(f"[{QUESTION_MARKS}](?=[!\\s\"')\\]\u00bb\u201d\u2019]|$)")

@@ -142,7 +142,10 @@ class SqlCursor:
         return self
 
     def fetchall(self) -> list[tuple[Any, ...]]:
-        return list(self._cur.fetchall()) if self._cur.description is not None else []
+        # Rows when the statement returned any (``description``, without building its columns).
+        result = self._cur.pgresult
+        return list(self._cur.fetchall()) if result is not None and (
+            result.nfields or result.status == psycopg.pq.ExecStatus.TUPLES_OK) else []
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         return iter(self.fetchall())

@@ -6,11 +6,14 @@ bound parameter of ``plainto_tsquery`` (which reads it as plain text, never as o
 text never reaches ``to_tsquery``. History search puts the scope inside the index as on SQLite:
 the scope's opaque token is a lexeme of each message's ``search`` vector, so the GIN index
 answers "this scope AND one of these words" and a conversation's recall reads that conversation's
-matches only.
+matches only. A recall's page (ranking, rows, snippets, the turn after a question) is one
+statement (ADR-0029, "Recall round trips").
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterator
 from typing import Any, cast
 
 from fermix_memory.adapters.postgres.event_store import PostgresEventStore
@@ -21,7 +24,7 @@ from fermix_memory.adapters.sqlite.read_side import clamp_limit
 from fermix_memory.adapters.sqlite.rows import MESSAGE_FIELDS, memory_columns, memory_from_row, message_from_row
 from fermix_memory.adapters.sqlite.scope_tokens import search_scope_token
 from fermix_memory.application.ports import MemoryHit, MessageHit
-from fermix_memory.domain.messages import is_question
+from fermix_memory.domain.messages import QUESTION_MARKS, is_question
 from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
 
 HEADLINE = "StartSel=[, StopSel=], MaxWords=12, MinWords=3, ShortWord=2"
@@ -44,9 +47,10 @@ class PostgresQueries(SqliteQueries):
         if not terms or clamp_limit(limit) == 0:
             return []
         sql, params = _scope_sql(where, "m")
-        rows = self._rows(
-            f"SELECT {memory_columns('m')}, ts_rank(m.search, q.q), ts_headline('english', m.value, q.q, '{HEADLINE}')"
-            f" FROM memories m, (SELECT {any_word(terms)} AS q) q WHERE m.search @@ q.q AND {sql}"
+        rows = self._rows(  # the query computed once (see ``_search_sql``)
+            f"WITH q AS MATERIALIZED (SELECT {any_word(terms)} AS q)"
+            f" SELECT {memory_columns('m')}, ts_rank(m.search, q.q), ts_headline('english', m.value, q.q, '{HEADLINE}')"
+            f" FROM q, memories m WHERE m.search @@ q.q AND {sql}"
             " AND m.archived_at IS NULL ORDER BY 10 - ts_rank(m.search, q.q), m.id DESC LIMIT ?",
             [*terms, *params, clamp_limit(limit)],
         )
@@ -55,43 +59,94 @@ class PostgresQueries(SqliteQueries):
 
     def search_history(self, query: str, where: HistoryFilter, limit: int) -> list[MessageHit]:
         """The scope's turns matching ``query`` by text or sender, best first (ties: newer); a
-        matching question brings the turn after it (ADR-0019)."""
+        matching question brings the turn after it (ADR-0019). One statement in the usual case
+        (:meth:`_candidates`)."""
         terms = query_terms(query)
         n = clamp_limit(limit)
         if not terms or n == 0:
             return []
-        token = search_scope_token(where)
-        columns = ", ".join(f"m.{c}" for c in MESSAGE_FIELDS)
-        after = ", ".join(f"x.{c}" for c in MESSAGE_FIELDS)
-        rows = self._rows(
-            f"SELECT {columns}, h.score, ts_headline('english', m.content, h.q, '{HEADLINE}'), {after} FROM ("
-            f"  SELECT s.id, ts_rank(s.search, q.words) AS score, q.words AS q"
-            f"  FROM messages s, (SELECT {any_word(terms)} AS words, plainto_tsquery('simple', ?) AS scope) q"
-            "   WHERE s.search @@ (q.scope && q.words) ORDER BY score DESC, s.id DESC LIMIT ?) h"
-            " JOIN messages m ON m.id = h.id"
-            " LEFT JOIN LATERAL (SELECT * FROM messages y WHERE y.agent_id = m.agent_id AND y.channel = m.channel"
-            "  AND y.chat_id = m.chat_id AND y.thread_scope = m.thread_scope"
-            "  AND (y.created_at, y.id) > (m.created_at, m.id) ORDER BY y.created_at, y.id LIMIT 1) x ON true"
-            " ORDER BY h.score DESC, m.id DESC",
-            [*terms, token, CANDIDATES_PER_RESULT * n + 2],
-        )
-        width = len(MESSAGE_FIELDS)
         hits: list[MessageHit] = []
         shown: set[int] = set()
-        for row in rows:
-            message = message_from_row(row[:width])
-            if not _visible(message, where) or message.id in shown:
-                continue
-            hits.append(MessageHit(message=message, rank=-float(row[width]), snippet=row[width + 1]))
-            shown.add(message.id)
-            reply = _reply(row[width + 2:]) if is_question(message.content) else None
-            if len(hits) < n and reply is not None and reply.id not in shown and _visible(reply, where):
-                hits.append(MessageHit(message=reply, rank=-float(row[width]), snippet=_context_snippet(reply),
-                                       context_of=message.id))
-                shown.add(reply.id)
+        for row in self._candidates(terms, where, n):
+            self._add(row, where, n, hits, shown)
             if len(hits) >= n:
                 break
-        return hits[:n]
+        return hits
+
+    def _candidates(self, terms: list[str], where: HistoryFilter, n: int) -> Iterator[tuple[Any, ...]]:
+        """The rows of the scope's best ``CANDIDATES_PER_RESULT * n + 2`` candidates, best first.
+        The first ``n`` come in one statement, each with its snippet and the turn after it: each
+        one gives a hit, or was already shown as the reply of one before it (a hit too), so they
+        suffice when the reader may see them all. Only when iterated further (some were not the
+        reader's) does a second statement read the rest, ranked after the last one read."""
+        scope = [where.agent_id, where.owner_id]
+        if where.conversation is not None:
+            key = where.conversation
+            scope += [key.channel, key.chat_id, key.thread_scope]
+        head = [search_scope_token(where), *terms, *scope]
+        rows = self._rows(_search_sql(len(terms), len(scope)), [*head, n, _ASKS])
+        yield from rows
+        total = CANDIDATES_PER_RESULT * n + 2
+        if len(rows) == n < total:
+            last_score, last_id = rows[-1][0], rows[-1][1]
+            yield from self._rows(_search_sql(len(terms), len(scope), after=True),
+                                  [*head, last_score, last_id, total - n, _ASKS])
+
+    @staticmethod
+    def _add(row: tuple[Any, ...], where: HistoryFilter, n: int, hits: list[MessageHit], shown: set[int]) -> None:
+        """The hit of one candidate row (score, message, snippet, turn after), and the turn after
+        it when the message asks something, unless ``where`` may not see them."""
+        width = len(MESSAGE_FIELDS)
+        message = message_from_row(row[1:1 + width])
+        if not _visible(message, where) or message.id in shown:
+            return
+        score = float(row[0])
+        hits.append(MessageHit(message=message, rank=-score, snippet=row[1 + width]))
+        shown.add(message.id)
+        reply = _reply(row[2 + width:]) if is_question(message.content) else None
+        if len(hits) < n and reply is not None and reply.id not in shown and _visible(reply, where):
+            hits.append(MessageHit(message=reply, rank=-score, snippet=_context_snippet(reply),
+                                   context_of=message.id))
+            shown.add(reply.id)
+
+
+# A history scope's columns: an owner's, then a conversation's.
+_SCOPE_COLUMNS = ("agent_id", "owner_id", "channel", "chat_id", "thread_scope")
+# The turn after a candidate is read only for one that may ask something (``is_question`` decides).
+_ASKS = f"[{QUESTION_MARKS}]"
+
+
+@functools.lru_cache(maxsize=128)
+def _search_sql(terms: int, scope: int, *, after: bool = False) -> str:
+    """The scope's best candidates by ``ts_rank`` (ties: newer; ``after``: only those ranked after
+    a given (score, id)), each with its snippet and the turn after it in its conversation (NULLs
+    when it is the last, or when it asks nothing). Parameters: the scope token, the ``terms``
+    words, the ``scope`` columns' values (agent, owner, then channel, chat and thread for a
+    conversation), (``after``: the score and id), the number of candidates, the pattern of a
+    question mark.
+
+    The scope is asked twice: its token in the full-text query lets the GIN index answer for a
+    large table; its columns, equal to the reader's (what ``_visible`` checks), are cheap to
+    test first when the planner scans the table instead (a small one), and keep rows of a
+    colliding token out of the candidates. The query is computed once, in a materialised CTE:
+    inlined, a generic plan (a prepared statement run often) would parse the words again for
+    every row it scans. The ranking sorts (id, score) pairs; only the rows kept are read whole."""
+    columns_equal = " AND ".join(f"s.{c} = ?" for c in _SCOPE_COLUMNS[:scope])
+    columns = ", ".join(f"m.{c}" for c in MESSAGE_FIELDS)
+    following = ", ".join(f"x.{c}" for c in MESSAGE_FIELDS)
+    return (
+        f"WITH q AS MATERIALIZED (SELECT w.words, plainto_tsquery('simple', ?) && w.words AS match"
+        f" FROM (SELECT {any_word([''] * terms)} AS words) w)"
+        f" SELECT h.score, {columns}, ts_headline('english', m.content, h.words, '{HEADLINE}'), {following}"
+        " FROM (SELECT s.id, ts_rank(s.search, q.words) AS score, q.words"
+        f"  FROM q, messages s WHERE {columns_equal} AND s.search @@ q.match"
+        + (" AND (ts_rank(s.search, q.words), s.id) < (?::real, ?)" if after else "")
+        + "  ORDER BY score DESC, s.id DESC LIMIT ?) h"
+        " JOIN messages m ON m.id = h.id"
+        " LEFT JOIN LATERAL (SELECT * FROM messages y WHERE m.content ~ ? AND y.agent_id = m.agent_id"
+        "  AND y.channel = m.channel AND y.chat_id = m.chat_id AND y.thread_scope = m.thread_scope"
+        "  AND (y.created_at, y.id) > (m.created_at, m.id) ORDER BY y.created_at, y.id LIMIT 1) x ON true"
+        " ORDER BY h.score DESC, h.id DESC")
 
 
 def _reply(row: tuple[Any, ...]) -> Any:

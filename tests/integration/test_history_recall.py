@@ -21,6 +21,8 @@ AGENT = "ada"
 CHAT = "telegram:100"
 START = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 
+pytestmark = pytest.mark.usefixtures("every_store")
+
 
 @pytest.fixture
 def memory(tmp_path: Path) -> Iterator[MemorySystem]:
@@ -102,6 +104,20 @@ def test_the_reply_is_the_next_turn_of_the_same_conversation_only(memory: Memory
     say(memory, [("Kwame", "Too early to tell.")], minute=1)  # recorded later, said earlier
     found = history(memory, "campervan park")
     assert [h.message.id for h in found] == [last]
+
+
+def test_unreadable_turns_ranked_first_leave_the_list_full(memory: MemorySystem) -> None:
+    """Checkpoints whose sources are unknown match the query but are never shown; ranked above
+    every readable turn, they do not shorten a short list: it is the head of the long one."""
+    for i in range(3):
+        memory.append_message(agent_id=AGENT, owner_id="alice", conversation=CHAT, role="system", sender="compactor",
+                              kind="checkpoint", content="kiln kiln kiln kiln, the kiln again",
+                              created_at=START + timedelta(minutes=i))
+    seen = say(memory, [("Sam", "the kiln broke"), ("alice", "a new kiln then")], minute=10)
+    everything = [h.message.id for h in history(memory, "kiln")]
+    assert sorted(everything) == seen
+    assert [h.message.id for h in history(memory, "kiln", limit=2)] == everything
+    assert [h.message.id for h in history(memory, "kiln", limit=1)] == everything[:1]
 
 
 def test_the_tool_says_which_turn_matched(memory: MemorySystem) -> None:
@@ -194,6 +210,7 @@ V4_UNDONE = ("DROP TRIGGER messages_fts_sizes_insert; DROP TRIGGER messages_fts_
              " DROP TRIGGER messages_fts_sizes_update; DROP TABLE scope_sizes;")
 
 
+@pytest.mark.sqlite_only("the SQLite file's own schema versions")
 def test_a_database_of_version_3_counts_its_scopes_when_opened(tmp_path: Path) -> None:
     home = tmp_path / "home"
     with MemorySystem.open(home) as memory:
@@ -210,6 +227,7 @@ def test_a_database_of_version_3_counts_its_scopes_when_opened(tmp_path: Path) -
     assert sizes == [(len(SMALL_TALK),), (len(SMALL_TALK),)]  # the owner's and the conversation's
 
 
+@pytest.mark.sqlite_only("the SQLite file's own schema versions")
 def test_a_database_of_the_previous_version_gains_sender_search(tmp_path: Path) -> None:
     home = tmp_path / "home"
     with MemorySystem.open(home) as memory:
