@@ -43,16 +43,19 @@ class ChangeFeed:
     """One ``LISTEN`` connection per store, on a daemon thread that reconnects with backoff.
 
     ``on_listening(conn)`` runs each time listening (re)starts, on the listening connection,
-    before any notification is handled; ``on_foreign(first, last, chains)`` for each write of another
+    before any notification is handled; ``on_idle(conn)`` every ``WAIT_S`` while listening (a
+    check for writes whose notification was lost); ``on_foreign(first, last, chains)`` for each write of another
     writer token. ``listening`` is True only between the two: when it is False, notifications
     may have been missed."""
 
     def __init__(self, url: str, token: str, on_listening: Callable[[Any], None],
-                 on_foreign: Callable[[int, int, frozenset[int]], None]) -> None:
+                 on_foreign: Callable[[int, int, frozenset[int]], None],
+                 on_idle: Callable[[Any], None] | None = None) -> None:
         self._url = url
         self._token = token
         self._on_listening = on_listening
         self._on_foreign = on_foreign
+        self._on_idle = on_idle
         self._stop = threading.Event()
         self.listening = False
         self._thread = threading.Thread(target=self._run, name="fermix-change-feed", daemon=True)
@@ -87,6 +90,8 @@ class ChangeFeed:
                             self._handle(note.payload)
                             if self._stop.is_set():
                                 break
+                        if self._on_idle is not None and not self._stop.is_set():
+                            self._on_idle(conn)  # every WAIT_S at most: what no notification brought
             except Exception as exc:
                 if not self._stop.is_set():
                     log.warning("lost the PostgreSQL change feed (caches ask the server until it is back): %s",

@@ -23,7 +23,7 @@ from typing import Any, TypeVar, cast
 
 from tenacity import RetryError, Retrying, retry_if_exception, wait_random_exponential
 
-from fermix_memory.adapters.postgres.change_feed import STOP, ChangeFeed, notify_sql, payload
+from fermix_memory.adapters.postgres.change_feed import CHANNEL, STOP, ChangeFeed, notify_sql, payload
 from fermix_memory.adapters.postgres.connection import (
     SqlCursor,
     check_url,
@@ -57,6 +57,7 @@ log = logging.getLogger("fermix_memory.storage")
 T = TypeVar("T")
 WRITE_ATTEMPTS = 3
 REORDERS = 8  # a write that met its chains out of order runs again with all of them taken in order
+ANNOUNCE_SQL = "SELECT set_config('synchronous_commit', 'off', true), pg_notify(%s, %s)"
 READ_BATCH = 1000
 POOL_MAX = 16
 POOL_TIMEOUT_S = 10.0
@@ -77,10 +78,11 @@ def _retried(exc: BaseException) -> bool:
 
 
 def _stop(state: Any) -> bool:
-    """Serialisation failures: WRITE_ATTEMPTS attempts; a lost connection: RECONNECT_S seconds."""
+    """Serialisation failures: WRITE_ATTEMPTS attempts in all (the first was made before the
+    loop); a lost connection: RECONNECT_S seconds."""
     if isinstance(state.outcome.exception(), _Unsent):
         return bool(state.seconds_since_start >= RECONNECT_S)
-    return bool(state.attempt_number >= WRITE_ATTEMPTS)
+    return bool(state.attempt_number >= WRITE_ATTEMPTS - 1)
 
 CommitListener = Callable[[list[RecordedEvent]], None]
 
@@ -129,6 +131,7 @@ class PostgresEventStore:
         self._token = uuid.uuid4().hex
         self._known = 0  # the last position this store knows of: its own commits and foreign ones
         self._epoch = 0  # several chains: counts the change feed's starts (events may have been missed)
+        self._chain_known = [0] * self.chains  # several chains: each chain's last position heard of
         self._unknown = itertools.count(-1, -1)
         self._head_file: HeadFile | None = None
         if head_file is not None:
@@ -138,7 +141,8 @@ class PostgresEventStore:
             except BaseException:
                 self._pool.close()
                 raise
-        self._feed = None if readonly else ChangeFeed(self.url, self._token, self._listening, self._foreign)
+        self._feed = None if readonly else ChangeFeed(self.url, self._token, self._listening, self._foreign,
+                                                      self._catch_up)
 
     # --- connections --------------------------------------------------------------------------
 
@@ -209,6 +213,11 @@ class PostgresEventStore:
         its connection was lost before anything was applied (for a bounded time, on new
         connections: the pool reconnects when the server is back)."""
         try:
+            return once()  # the first attempt without building a retry loop: most calls need none
+        except Exception as exc:
+            if not _retried(exc):
+                raise
+        try:
             for attempt in Retrying(retry=retry_if_exception(_retried), stop=_stop, reraise=False,
                                     wait=wait_random_exponential(multiplier=0.05, max=1)):
                 with attempt:
@@ -237,12 +246,16 @@ class PostgresEventStore:
                 with conn.transaction():
                     tx = PostgresTransaction(SqlCursor(conn), self.chains, lock_first)
                     result = work(tx)
-                    if tx.recorded:  # delivered to the other processes only if this commits
+                    if tx.recorded:
                         tx.finish()
                         positions = [r.position for r in tx.recorded]
-                        conn.execute(notify_sql(), (payload(self._token, min(positions), max(positions),
-                                                            sorted(tx.touched) if self.chains > 1 else ()),))
+                        note = payload(self._token, min(positions), max(positions),
+                                       sorted(tx.touched) if self.chains > 1 else ())
+                        if self.chains == 1:  # delivered in commit order, and only if this commits
+                            conn.execute(notify_sql(), (note,))
                     committing = True  # what fails from here on may or may not have committed
+                if tx.recorded and self.chains > 1:
+                    self._announce(conn, note)
             except Exception as exc:
                 if isinstance(exc, Reorder) or is_retryable(exc):
                     raise
@@ -257,6 +270,19 @@ class PostgresEventStore:
                     raise
                 raise error from exc
         return result, tx.recorded
+
+    def _announce(self, conn: Any, note: str) -> None:
+        """Tell the other processes about a committed write of a log of several chains, in a
+        transaction of its own that does not wait for its flush: a NOTIFY inside the write would
+        hold the server's one notification lock through the write's own flush, and so make every
+        write of every chain wait for the one before it (ADR-0031). A notification lost (this
+        process dies right after the commit, the connection drops) is made up for by the
+        listeners' check of the chains' heads (:meth:`_catch_up`)."""
+        try:
+            conn.execute(ANNOUNCE_SQL, (CHANNEL, note))
+        except Exception as exc:
+            log.warning("could not announce a committed write to the other processes (their check of the"
+                        " chains' heads will find it): %s", " ".join(str(exc).split()))
 
     def append_logged(self, events: Sequence[LoggedEvent]) -> Head:
         """Append rows of another log as they are, projections included (see the port), in one
@@ -289,6 +315,9 @@ class PostgresEventStore:
     def _committed(self, recorded: list[RecordedEvent]) -> None:
         with self._lock:
             self._known = max(self._known, max(r.position for r in recorded))
+            if self.chains > 1:
+                for r in recorded:
+                    self._seen_in(chain_for(r.stream, self.chains), r.position)
         if self._head_file is not None:
             self._head_file.advanced(None, len(recorded))
         self._deliver(recorded)
@@ -296,9 +325,16 @@ class PostgresEventStore:
     def _listening(self, conn: Any) -> None:
         """The feed (re)started listening: what it may have missed is behind the log's head now."""
         rows = conn.execute("SELECT coalesce(max(position), 0) FROM events").fetchall()
+        heads = conn.execute("SELECT chain, position FROM chain_heads").fetchall()
         with self._lock:
             self._known = max(self._known, int(rows[0][0]))
+            for chain, position in heads:
+                self._seen_in(int(chain), int(position))
             self._epoch += 1
+
+    def _seen_in(self, chain: int, position: int) -> None:
+        if chain < len(self._chain_known):
+            self._chain_known[chain] = max(self._chain_known[chain], position)
 
     def _foreign(self, first: int, last: int, chains: frozenset[int] = frozenset()) -> None:
         """Another process committed positions ``first..last`` (of ``chains``, on a log of several,
@@ -309,10 +345,37 @@ class PostgresEventStore:
             " WHERE payload IS NOT NULL AND position BETWEEN ? AND ? ORDER BY position", (first, last),
             doing="reading another process's write")
             if not chains or chain_for(str(row[1]), self.chains) in chains]
-        if recorded:
-            self._deliver(recorded)
+        self._heard(recorded, last)
+
+    def _heard(self, readable: list[RecordedEvent], last: int) -> None:
+        if readable:
+            self._deliver(readable)
         with self._lock:
             self._known = max(self._known, last)
+            if self.chains > 1:
+                for r in readable:
+                    self._seen_in(chain_for(r.stream, self.chains), r.position)
+
+    def _catch_up(self, conn: Any) -> None:
+        """Now and then, on the feed's connection: a chain whose head moved past what this store
+        heard of lost its notification (its writer died right after committing): read and deliver
+        what it missed, so no cache keeps it from the host for long (at most ``WAIT_S``)."""
+        if self.chains == 1:
+            return
+        for chain, position in conn.execute("SELECT chain, position FROM chain_heads").fetchall():
+            chain, position = int(chain), int(position)
+            with self._lock:
+                after = self._chain_known[chain] if chain < len(self._chain_known) else position
+            if position <= after:
+                continue
+            log.info("chain %d moved to %d without a notification heard: catching up", chain, position)
+            missed = [recorded_from_row(row) for row in conn.execute(
+                "SELECT position, stream, version, kind, schema, payload FROM events WHERE position > %s"
+                " AND position <= %s AND payload IS NOT NULL ORDER BY position", (after, position)).fetchall()
+                if chain_for(str(row[1]), self.chains) == chain]
+            self._heard(missed, position)
+            with self._lock:
+                self._seen_in(chain, position)
 
     @property
     def listening(self) -> bool:
@@ -359,6 +422,8 @@ class PostgresEventStore:
                     raise
                 raise error from exc
         self.chains = chains
+        with self._lock:
+            self._chain_known = [0] * chains
 
     def _deliver(self, recorded: list[RecordedEvent]) -> None:
         for listener in self._listeners:

@@ -7,6 +7,7 @@ of waiting in a circle, and the checkpoint over every chain's head anchors the w
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -271,3 +272,33 @@ def test_a_forget_while_the_owner_writes_in_other_chains_leaves_no_byte_and_veri
         assert sql(postgres_url, "SELECT count(*) FROM messages")[0][0] == kept
         report = memory.verify()
         assert report.ok, report.problem
+
+
+def test_a_write_whose_notification_was_lost_still_reaches_the_other_process(
+        postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fermix_memory.adapters.postgres import change_feed
+
+    monkeypatch.setattr(change_feed, "WAIT_S", 0.1)  # how often a listener checks the chains' heads
+    checks = PostgresEventStore._catch_up
+    monkeypatch.setattr(PostgresEventStore, "_catch_up", lambda self, conn: None)
+    with _opened(postgres_url, None) as a, _opened(postgres_url, None) as b:  # b hears notifications only
+        monkeypatch.setattr(PostgresEventStore, "_catch_up", checks)
+        with _opened(postgres_url, None) as c:  # c also checks the heads
+            heard: dict[str, list[int]] = {"b": [], "c": []}
+            for name, store in (("b", b), ("c", c)):
+                store.add_commit_listener(lambda recorded, name=name: heard[name].extend(r.position for r in recorded))
+            _until(lambda: b.listening and c.listening, "b and c listen")
+            [announced] = a.write(lambda tx: tx.append("conversation/ada/x", [message("heard")]))
+            _until(lambda: announced in heard["b"] and announced in heard["c"], "b and c hear a's write")
+            monkeypatch.setattr(a, "_announce", lambda conn, note: None)  # a dies right after committing
+            [lost] = a.write(lambda tx: tx.append("conversation/ada/y", [message("not announced")]))
+            _until(lambda: lost in heard["c"], "c finds the write no notification told it of")
+            assert lost not in heard["b"]  # no notification was sent: only the check of the heads found it
+            assert heard["c"].count(lost) == 1 and c.known_position() == lost
+
+
+def _until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, f"not within 10 s: {what}"
+        time.sleep(0.01)
