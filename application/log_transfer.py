@@ -18,7 +18,16 @@ from fermix_memory.application.errors import EventFileError
 from fermix_memory.application.ports import EventStore, LogHead
 from fermix_memory.application.streams import chain_for
 from fermix_memory.domain.errors import DomainError
-from fermix_memory.domain.log_chain import GENESIS_HASH, ChainCheck, Head, LoggedEvent, PayloadCheck, checkpoint_hash
+from fermix_memory.domain.log_chain import (
+    GENESIS_HASH,
+    MAX_CHAINS,
+    ChainCheck,
+    Head,
+    LoggedEvent,
+    PayloadCheck,
+    Relink,
+    checkpoint_hash,
+)
 from fermix_memory.domain.log_lines import event_line, header_line, parse_event, parse_header
 
 BATCH = 2_000  # events appended per transaction
@@ -34,6 +43,8 @@ class ImportReport:
     head_hash: str
     redacted: int
     chains: int = 1
+    anchor: str = ""  # the head as ``events head`` prints it (the checkpoint's text for several chains)
+    rechained_from: str = ""  # the file's own anchor, when the import linked its events onto other chains
 
 
 def export_lines(store: EventStore) -> Iterator[str]:
@@ -113,7 +124,7 @@ def check_lines(lines: Lines, structure: PayloadCheck, *, progress: Progress | N
         raise EventFileError(f"the target's log (head {str(target)[:40]}…)"
                              " is not a prefix of the file's: nothing was written")
     return ImportReport(events=check.events, appended=0, head_position=check.position, head_hash=check.hash,
-                        redacted=check.redacted, chains=len(check.heads))
+                        redacted=check.redacted, chains=len(check.heads), anchor=str(check.head))
 
 
 def _chain(stream: str, *, chains: int) -> int:
@@ -149,24 +160,37 @@ class LogTransfer:
         return check_lines(lines, self._structure, progress=progress, target_at=target_at)
 
     def import_lines(self, lines: Lines, *, resume: bool = False, progress: Progress | None = None,
-                     checked: Progress | None = None) -> ImportReport:
+                     checked: Progress | None = None, chains: int | None = None) -> ImportReport:
         """Check the whole file, then append what follows the target's head (see the module).
 
         An empty target takes the whole file. A target holding events is refused unless
         ``resume`` is set and its log is exactly a prefix of the file's (an import that was cut
-        off, or a copy made earlier): then only the rest is appended."""
+        off, or a copy made earlier): then only the rest is appended. ``chains``: link the events
+        onto that many chains instead of the file's (ADR-0031) — an empty target only; the
+        events, positions and digests stay, their chain hashes and the anchor are new."""
         at = self._store.head()
         if at.position and not resume:
             raise EventFileError(f"the target already holds events (up to position {at.position}): nothing was"
                                  " imported (import into an empty home, or --resume an import whose log is a"
                                  " prefix of this file's)")
+        if chains is not None and (type(chains) is not int or not 1 <= chains <= MAX_CHAINS):
+            raise EventFileError(f"chains is a whole number from 1 to {MAX_CHAINS}, not {chains!r}")
         report = self.check(lines, progress=checked, target_at=at)
+        wanted = report.chains if chains is None else chains
+        rechain = wanted != report.chains
+        if rechain and (resume or at.position):
+            raise EventFileError("linking a log onto other chains needs an empty target (no --resume): nothing"
+                                 " was written")
+        if rechain and wanted == 1 and report.events != report.head_position:
+            raise EventFileError("a log of one chain numbers its events without gaps, and this file's positions"
+                                 " leave some: import it with its own chains; nothing was written")
         held = len(head_value(at).chains) or 1
-        if held != report.chains:
+        if held != wanted:
             if at.position:
                 raise EventFileError(f"the target's log has {held} chain(s) and the file's {report.chains}:"
                                      " nothing was written")
-            self._store.adopt_chains(report.chains)  # an empty target takes the file's chains
+            self._store.adopt_chains(wanted)  # an empty target takes the file's chains (or those asked)
+        relink = Relink(wanted, functools.partial(_chain, chains=wanted)) if rechain else None
         batch: list[LoggedEvent] = []
         appended = 0
         for _, item in _events(lines()):
@@ -174,12 +198,16 @@ class LogTransfer:
                 continue
             if item.position > report.head_position:
                 break  # a file that grew since it was checked: only what was checked goes in
-            batch.append(item)
+            batch.append(relink(item) if relink is not None else item)
             if len(batch) >= BATCH:
                 appended += self._append(batch, progress, appended, report.events)
         appended += self._append(batch, progress, appended, report.events)
         self._after_import()
-        return attrs.evolve(report, appended=appended)
+        if relink is None:
+            return attrs.evolve(report, appended=appended)
+        head = relink.head
+        return attrs.evolve(report, appended=appended, head_hash=head.hash, chains=wanted, anchor=str(head),
+                            rechained_from=report.anchor)
 
     def _append(self, batch: list[LoggedEvent], progress: Progress | None, before: int, total: int) -> int:
         if not batch:

@@ -162,3 +162,24 @@ class ChainCheck:
         self._versions[e.stream] = e.version
         self.redacted += e.payload is None
         return ""
+
+
+class Relink:
+    """Link a log's events, read in order, onto ``chains`` chains: each event keeps its
+    position, stream, version, time and digest, and gets the hash that links it to its new
+    chain's last (what moving a one-chain log onto several does, ADR-0031)."""
+
+    def __init__(self, chains: int, chain_of: ChainOf) -> None:
+        self.heads: list[tuple[int, str]] = [(0, GENESIS_HASH)] * chains
+        self._chain_of = chain_of
+
+    def __call__(self, e: LoggedEvent) -> LoggedEvent:
+        chain = self._chain_of(e.stream) if len(self.heads) > 1 else 0
+        new_hash = chain_hash(self.heads[chain][1], e.position, e.stream, e.version, e.kind, e.schema,
+                              e.recorded_at, e.payload_sha256)
+        self.heads[chain] = (e.position, new_hash)
+        return attrs.evolve(e, hash=new_hash)
+
+    @property
+    def head(self) -> Head:
+        return head_of(self.heads)

@@ -49,6 +49,7 @@ from fermix_memory.adapters.sqlite.transaction import (
 )
 from fermix_memory.application.errors import ReadOnlyStore, StorageBusy, StorageError
 from fermix_memory.application.ports import RecordedEvent
+from fermix_memory.application.settings_storage import DEFAULT_CHAINS
 from fermix_memory.application.streams import chain_for
 from fermix_memory.domain.log_chain import LoggedEvent, head_of
 
@@ -110,8 +111,10 @@ class PostgresEventStore:
                 self.missing_triggers = missing_triggers(conn)
                 self.chains = chain_count(SqlCursor(conn))
         if chains is not None and chains != self.chains:
-            log.warning("%s has %d chain(s) and keeps them (configured: %d): a log holding events keeps its chains",
-                        shown(self.url), self.chains, chains)
+            # A home moved here from SQLite keeps its one chain; only a chain count someone chose is news.
+            log.log(logging.INFO if chains == DEFAULT_CHAINS else logging.WARNING,
+                    "%s has %d chain(s) and keeps them (configured: %d): a log holding events keeps its chains",
+                    shown(self.url), self.chains, chains)
         if self.missing_triggers:
             log.warning("the append-only triggers %s of %s are missing (verify reports it)",
                         ", ".join(self.missing_triggers), shown(self.url))

@@ -18,6 +18,7 @@ from fermix_memory.application.log_transfer import ImportReport
 from fermix_memory.application.ports import RecordedEvent, ResourceRevision
 from fermix_memory.application.prompt_files import check_resource_name, unified_diff
 from fermix_memory.domain.errors import InvalidArgument
+from fermix_memory.domain.log_chain import MAX_CHAINS
 from fermix_memory.domain.values import check_identifier, check_int
 from fermix_memory.entrypoints.api.base import ApiBase, check_owner, folder, optional_id
 
@@ -142,19 +143,23 @@ class FilesApi(ApiBase):
         return self._app.transfer.export_lines()
 
     def import_events(self, lines: Callable[[], Iterable[str]], *, resume: bool = False,
-                      progress: audit.Progress | None = None, checked: audit.Progress | None = None
-                      ) -> ImportReport:
+                      progress: audit.Progress | None = None, checked: audit.Progress | None = None,
+                      chains: int | None = None) -> ImportReport:
         """Check a whole event file (``lines()`` opens it anew, as it is read twice), then append
         its events into this memory and render the prompt files from them. Any problem raises
         :class:`EventFileError` naming the line, and nothing is written. A memory that holds
-        events is refused unless ``resume`` and its log is a prefix of the file's."""
+        events is refused unless ``resume`` and its log is a prefix of the file's. ``chains``:
+        link the events onto that many chains instead of the file's (an empty memory only; the
+        anchors of the file's log do not apply to the new one, ADR-0031)."""
         self._check_open()
         if not callable(lines):
             raise InvalidArgument("lines must be a function that opens the event file (returns its lines)")
         if not isinstance(resume, bool):
             raise InvalidArgument("resume must be True or False")
+        if chains is not None and (type(chains) is not int or not 1 <= chains <= MAX_CHAINS):
+            raise InvalidArgument(f"chains must be a whole number from 1 to {MAX_CHAINS} (or None: the file's)")
         return self._app.transfer.import_lines(lines, resume=resume, progress=_progress(progress),
-                                               checked=_progress(checked))
+                                               checked=_progress(checked), chains=chains)
 
 
 def _progress(progress: object) -> audit.Progress | None:

@@ -153,6 +153,9 @@ _OWNER = Option(("--owner",), "owner id (needed when several owners have prompt 
 _NAME = Option(("name",), "the prompt file: user_md (USER.md) or memory_md (MEMORY.md)",
                choices=("user_md", "memory_md"))
 _CONVERSATION = "CHANNEL:CHAT_ID[:THREAD]"
+_CHAINS = Option(("--chains",), "link the events onto this many hash chains instead of the log's own (ADR-0031;"
+                 " e.g. 16 when a home moves to PostgreSQL for many writers): an empty target only, and the old"
+                 " log's anchors do not apply to the new one", type=_positive, metavar="N")
 _CATEGORIES = tuple(c.value for c in Category)
 DEFAULT_REVIEW_ROUNDS = 25  # batches of review_max_messages each: 1,000 messages at the default 40
 
@@ -183,6 +186,7 @@ COMMANDS: tuple[Command, ...] = (
         Option(("file",), "the event file, '-' for standard input", type=_path),
         Option(("--resume",), "accept a home that holds events when its log is a prefix of the file's (an"
                " import that was cut off): only the rest is appended", switch=True),
+        _CHAINS,
     )),
     Command(("forget",), WRITE, "erase everything an owner left (messages, facts, files, jobs)", (
         Option(("owner",), "the owner id to forget"),
@@ -297,6 +301,7 @@ COMMANDS: tuple[Command, ...] = (
                " (the password from PGPASSWORD or ~/.pgpass)", required=True, metavar="TARGET"),
         Option(("--resume",), "accept a target that holds a prefix of this log: only the rest is copied",
                switch=True),
+        _CHAINS,
     )),
 )  # fmt: skip
 

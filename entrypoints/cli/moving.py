@@ -74,9 +74,10 @@ def cmd_events_export(memory: MemorySystem, args: argparse.Namespace, out: Outpu
 def _import_lines(report: ImportReport, source: str) -> list[str]:
     kept = f"; the target already held the first {report.events - report.appended}" \
         if report.appended < report.events else ""
-    return [f"imported {plural(report.appended, 'event')} from {source}{kept}",
-            f"head {report.head_position}:{report.head_hash}"
-            + (f" ({report.redacted} redacted)" if report.redacted else "")]
+    relinked = [f"linked onto {plural(report.chains, 'chain')}: the file's anchor {report.rechained_from[:24]}…"
+                " does not apply to this log; keep the new one"] if report.rechained_from else []
+    return [f"imported {plural(report.appended, 'event')} from {source}{kept}", *relinked,
+            f"head {report.anchor}" + (f" ({report.redacted} redacted)" if report.redacted else "")]
 
 
 def cmd_events_import(args: argparse.Namespace, out: Output) -> int:
@@ -89,7 +90,8 @@ def cmd_events_import(args: argparse.Namespace, out: Output) -> int:
             if not (resolve_home(args.home) / DB_NAME).exists():  # a failed import creates nothing
                 check_event_file(lines, checking)
             with MemorySystem.open(args.home) as memory:
-                report = memory.import_events(lines, resume=args.resume, progress=writing, checked=checking)
+                report = memory.import_events(lines, resume=args.resume, progress=writing, checked=checking,
+                                              chains=args.chains)
     source = "standard input" if args.file == "-" else args.file
     out.emit(report, lambda r: _import_lines(r, source))
     return EXIT_OK
@@ -117,7 +119,8 @@ def cmd_storage_migrate(memory: MemorySystem, args: argparse.Namespace, out: Out
             into = stack.enter_context(MemorySystem.open(scratch, config=config))
         else:
             into = stack.enter_context(MemorySystem.open(target.home))
-        report = into.import_events(memory.export_events, resume=args.resume, progress=copying, checked=checking)
+        report = into.import_events(memory.export_events, resume=args.resume, progress=copying, checked=checking,
+                                    chains=args.chains)
         verified = into.verify(verifying)
         target_head = into.head()
     result: dict[str, Any] = {
@@ -126,7 +129,7 @@ def cmd_storage_migrate(memory: MemorySystem, args: argparse.Namespace, out: Out
         "problem": verified.problem, "table_checksums": verified.table_checksums,
     }
     out.emit(result, lambda r: [
-        *_import_lines(report, str(memory.home))[:1],
+        *_import_lines(report, str(memory.home))[:-1],
         f"source head {r['source_head']}", f"target head {r['target_head']}",
         "target verified: chain and projections" if r["verified"] else f"target FAILED verification: {r['problem']}",
     ])

@@ -359,3 +359,54 @@ def test_migrate_into_postgresql_and_back_gives_the_same_log_and_tables(
 def test_migrate_into_the_same_home_is_refused(source: Path) -> None:
     result = run_cli("storage", "migrate", "--to", str(source), home=source)
     assert result.returncode == 1 and "this very home" in result.stderr
+
+
+def test_a_log_of_many_chains_moves_from_postgresql_to_sqlite_and_back_byte_for_byte(
+        tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FERMIX_DATABASE_URL", raising=False)
+    on_db = tmp_path / "on-db"
+    with MemorySystem.open(on_db, config={"fermix_core": {"storage": {"url": postgres_url}}}) as memory:
+        fill(memory)
+        head = memory.head()
+    assert len(head.chains) == 16 and sum(1 for p in head.chains if p) > 1  # written on several chains
+    (on_db / "config.toml").write_text(f'[fermix_core.storage]\nurl = "{postgres_url}"\n', encoding="utf-8")
+    from_db = run_cli("events", "export", "-", home=on_db).stdout.encode("utf-8")
+    assert json.loads(from_db.splitlines()[0])["chains"] == list(head.chains)
+    folder = imported(from_db, tmp_path / "folder")
+    assert run_cli("events", "export", "-", home=folder).stdout.encode("utf-8") == from_db
+    assert verified(folder)["table_checksums"] == verified(on_db)["table_checksums"]
+    with MemorySystem.open(folder) as memory:  # the SQLite home goes on writing on the 16 chains
+        assert memory.head() == head
+        memory.session(agent_id="ada", owner_id="alice", conversation="telegram:42").append("user", "still here")
+        assert len(memory.head().chains) == 16 and memory.verify().ok
+
+
+def test_migrate_onto_many_chains_relinks_the_log_and_keeps_every_table(
+        source: Path, exported: bytes, tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FERMIX_DATABASE_URL", raising=False)
+    result = run_cli("storage", "migrate", "--to", postgres_url, "--chains", "8", home=source)
+    assert result.returncode == 0, result.stderr
+    assert "linked onto 8 chains" in result.stdout and "target verified" in result.stdout
+    on_db = tmp_path / "on-db"
+    on_db.mkdir()
+    (on_db / "config.toml").write_text(f'[fermix_core.storage]\nurl = "{postgres_url}"\n', encoding="utf-8")
+    assert verified(on_db)["table_checksums"] == verified(source)["table_checksums"]
+    relinked = run_cli("events", "export", "-", home=on_db).stdout.encode("utf-8").splitlines()
+    original = exported.splitlines()
+    assert len(relinked) == len(original) and len(json.loads(relinked[0])["chains"]) == 8
+    for new, old in zip(relinked[1:], original[1:], strict=True):  # the same events; only their links differ
+        a, b = json.loads(new), json.loads(old)
+        assert {**a, "hash": ""} == {**b, "hash": ""}
+    with MemorySystem.open(source, readonly=True) as memory:
+        old_anchor = str(memory.head())
+    assert run_cli("events", "verify", "--expect-head", old_anchor, home=on_db).returncode == 1  # a new log
+
+
+def test_linking_onto_other_chains_is_refused_where_it_cannot_hold(exported: bytes, tmp_path: Path) -> None:
+    home = imported(_prefix(exported, 50), tmp_path / "home")
+    path = tmp_path / "all.jsonl"
+    path.write_bytes(exported)
+    resumed = run_cli("events", "import", str(path), "--resume", "--chains", "4", home=home)
+    assert resumed.returncode == 1 and "empty target" in resumed.stderr
+    bad = run_cli("events", "import", str(path), "--chains", "5000", home=tmp_path / "other")
+    assert bad.returncode != 0 and "chains" in bad.stderr and bad.stderr.count("\n") == 1
