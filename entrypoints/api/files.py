@@ -99,8 +99,10 @@ class FilesApi(ApiBase):
     # --- audit -----------------------------------------------------------------------------------
 
     def head(self) -> Head:
-        """The log's last event as ``Head(position, hash)`` (``str()`` gives ``POSITION:HASH``):
-        keep it elsewhere and pass it to :meth:`verify` later to prove nothing was cut off."""
+        """The log's anchor as a :class:`Head`: its last event's ``(position, hash)`` (``str()``
+        gives ``POSITION:HASH``), or for a log of several chains each chain's last position and
+        the checkpoint over their heads (``P0,P1,...:CHECKPOINT``, ADR-0031). Keep it elsewhere
+        and pass it (or its text) to :meth:`verify` later to prove nothing was cut off."""
         self._check_open()
         return self._app.audit.head()
 
