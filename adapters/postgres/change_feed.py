@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 log = logging.getLogger("fermix_memory.storage")
 
 CHANNEL = "fermix_events"
+BATCH = 500  # notifications handled with one read of the log
+# One foreign write: its first and last positions and, on a log of several chains, its chains.
+Span = tuple[int, int, frozenset[int]]
 STOP = "stop"
 WAIT_S = 5.0  # the longest the thread waits for a notification before looking at its stop flag
 BACKOFF_FIRST_S = 0.05
@@ -43,13 +47,14 @@ class ChangeFeed:
     """One ``LISTEN`` connection per store, on a daemon thread that reconnects with backoff.
 
     ``on_listening(conn)`` runs each time listening (re)starts, on the listening connection,
-    before any notification is handled; ``on_idle(conn)`` every ``WAIT_S`` while listening (a
-    check for writes whose notification was lost); ``on_foreign(first, last, chains)`` for each write of another
-    writer token. ``listening`` is True only between the two: when it is False, notifications
-    may have been missed."""
+    before any notification is handled; ``on_foreign(spans)`` for the writes of other writer
+    tokens whose notifications arrived together (one read of the log serves them all), a span
+    ``(first, last, chains)`` each; ``on_idle(conn)`` every ``WAIT_S`` while listening (a check
+    for writes whose notification was lost). ``listening`` is True only between the start and a
+    loss: when it is False, notifications may have been missed."""
 
     def __init__(self, url: str, token: str, on_listening: Callable[[Any], None],
-                 on_foreign: Callable[[int, int, frozenset[int]], None],
+                 on_foreign: Callable[[list[Span]], None],
                  on_idle: Callable[[Any], None] | None = None) -> None:
         self._url = url
         self._token = token
@@ -85,13 +90,17 @@ class ChangeFeed:
                     self._on_listening(conn)
                     self.listening = True
                     delay = BACKOFF_FIRST_S
+                    checked = time.monotonic()
                     while not self._stop.is_set():
-                        for note in conn.notifies(timeout=WAIT_S):
-                            self._handle(note.payload)
-                            if self._stop.is_set():
-                                break
-                        if self._on_idle is not None and not self._stop.is_set():
-                            self._on_idle(conn)  # every WAIT_S at most: what no notification brought
+                        # The first notification, then all that arrived with it: one batch, one read.
+                        notes = [n.payload for n in conn.notifies(timeout=WAIT_S, stop_after=1)]
+                        if notes:
+                            notes += [n.payload for n in conn.notifies(timeout=0, stop_after=BATCH)]
+                            self._handle(notes)
+                        if self._on_idle is not None and not self._stop.is_set() \
+                                and time.monotonic() - checked >= WAIT_S:
+                            self._on_idle(conn)  # every WAIT_S: what no notification brought
+                            checked = time.monotonic()
             except Exception as exc:
                 if not self._stop.is_set():
                     log.warning("lost the PostgreSQL change feed (caches ask the server until it is back): %s",
@@ -101,17 +110,19 @@ class ChangeFeed:
             self._stop.wait(delay)
             delay = min(delay * 2, BACKOFF_MAX_S)
 
-    def _handle(self, text: str) -> None:
-        token, _, rest = text.partition(" ")
-        if token == self._token or rest == STOP:
-            return  # this store's own commit (its listeners already saw it), or a store's stop
-        try:
-            first, last, *listed = rest.split()
-            chains = frozenset(int(c) for c in listed[0].split(",")) if listed else frozenset()
-            span = (int(first), int(last))
-            if len(listed) > 1:
-                raise ValueError("too many parts")
-        except ValueError:
-            log.warning("ignored a malformed notification on %s: %.80r", CHANNEL, text)
-            return
-        self._on_foreign(*span, chains)
+    def _handle(self, texts: list[str]) -> None:
+        spans: list[Span] = []
+        for text in texts:
+            token, _, rest = text.partition(" ")
+            if token == self._token or rest == STOP:
+                continue  # this store's own commit (its listeners already saw it), or a store's stop
+            try:
+                first, last, *listed = rest.split()
+                chains = frozenset(int(c) for c in listed[0].split(",")) if listed else frozenset()
+                if len(listed) > 1:
+                    raise ValueError("too many parts")
+                spans.append((int(first), int(last), chains))
+            except ValueError:
+                log.warning("ignored a malformed notification on %s: %.80r", CHANNEL, text)
+        if spans:
+            self._on_foreign(spans)

@@ -23,7 +23,7 @@ from typing import Any, TypeVar, cast
 
 from tenacity import RetryError, Retrying, retry_if_exception, wait_random_exponential
 
-from fermix_memory.adapters.postgres.change_feed import CHANNEL, STOP, ChangeFeed, notify_sql, payload
+from fermix_memory.adapters.postgres.change_feed import CHANNEL, STOP, ChangeFeed, Span, notify_sql, payload
 from fermix_memory.adapters.postgres.connection import (
     SqlCursor,
     check_url,
@@ -339,15 +339,18 @@ class PostgresEventStore:
         if chain < len(self._chain_known):
             self._chain_known[chain] = max(self._chain_known[chain], position)
 
-    def _foreign(self, first: int, last: int, chains: frozenset[int] = frozenset()) -> None:
-        """Another process committed positions ``first..last`` (of ``chains``, on a log of several,
-        whose other writes may hold positions in between): give them to the listeners (a cache
-        drops exactly what they change), then let the position checks see them."""
+    def _foreign(self, spans: list[Span]) -> None:
+        """Other processes committed the writes ``spans`` (first and last positions and, on a log of
+        several chains, whose other writes may hold positions in between, their chains): one read
+        gives their events to the listeners (a cache drops exactly what they change), then the
+        position checks see them."""
+        first, last = min(s[0] for s in spans), max(s[1] for s in spans)
+        wanted = _Spans(spans)
         recorded = [recorded_from_row(row) for row in self.rows(
             "SELECT position, stream, version, kind, schema, payload FROM events"
             " WHERE payload IS NOT NULL AND position BETWEEN ? AND ? ORDER BY position", (first, last),
-            doing="reading another process's write")
-            if not chains or chain_for(str(row[1]), self.chains) in chains]
+            doing="reading other processes' writes")
+            if wanted.holds(int(row[0]), functools.partial(chain_for, str(row[1]), self.chains))]
         self._heard(recorded, last)
 
     def _heard(self, readable: list[RecordedEvent], last: int) -> None:
@@ -511,6 +514,27 @@ class PostgresEventStore:
             problems.append(f"the append-only triggers {', '.join(self.missing_triggers)} are missing from the"
                             " events table: the log could be changed")
         return problems
+
+
+class _Spans:
+    """Which positions a batch of notifications names: a position is in when a span covers it and,
+    for a span of a log of several chains, the event's chain is one of the span's."""
+
+    def __init__(self, spans: list[Span]) -> None:
+        self._single: dict[int, list[frozenset[int]]] = {}  # the usual one-event write, looked up at once
+        self._wide: list[Span] = []
+        for first, last, chains in spans:
+            if first == last:
+                self._single.setdefault(first, []).append(chains)
+            else:
+                self._wide.append((first, last, chains))
+
+    def holds(self, position: int, chain: Callable[[], int]) -> bool:
+        for chains in self._single.get(position, ()):
+            if not chains or chain() in chains:
+                return True
+        return any(first <= position <= last and (not chains or chain() in chains)
+                   for first, last, chains in self._wide)
 
 
 class _Rows(list[tuple[Any, ...]]):
