@@ -16,6 +16,10 @@ What is measured (every figure from THIS run, on THIS machine):
      (``[fermix_core.storage] chains = 1``): every append of every process waits for the one
      before it, as before the log was partitioned.
    * **SQLite** — the processes share one home, so one ``memory.db`` file.
+   * **PostgreSQL, 16 chains, no change feed** — a diagnostic: the same database of 16 chains
+     with the processes' change feeds switched off inside the benchmark (no process reads the
+     others' writes to keep its caches and prompt files current). Beside the first it shows what
+     hearing the others costs when every process shares the same two cores.
    * **PostgreSQL, a database per process** — a diagnostic: the same server and processes, but
      each process appends to a database of its own, so to a chain head of its own. Beside the
      shared database it separates what the one global chain head costs from what the machine
@@ -70,6 +74,7 @@ SATURATED = 1.10  # twice the processes, less than 10% more appends/s: flat
 MIXED_PROCESSES = 4
 SEPARATE = "postgres_db_per_process"
 ONE_CHAIN = "postgres_one_chain"
+DEAF = "postgres_no_change_feed"
 MIXED_REVIEW_EVERY = 20  # appends between two review_now calls of one process
 MIXED_RECALL_EVERY = 4  # appends between two recalls
 
@@ -84,11 +89,16 @@ class Target:
     urls: tuple[str, ...] = ()
     durability: str = "full"
     chains: int | None = None  # PostgreSQL: the chains of a new log (None: the default)
+    deaf: bool = False  # a diagnostic: no change feed (nothing of the other processes' writes is read)
 
     def url(self, process: int) -> str | None:
         return self.urls[process % len(self.urls)] if self.urls else None
 
     def open(self, process: int) -> MemorySystem:
+        if self.deaf:  # the diagnostic only: every process a writer that never hears the others
+            from fermix_memory.adapters.postgres import event_store
+
+            event_store.ChangeFeed = _NoFeed  # type: ignore[misc,assignment]
         memory: dict[str, Any] = {"durability": self.durability}
         url = self.url(process)
         if url is None:
@@ -96,6 +106,16 @@ class Target:
         storage: dict[str, Any] = {"url": url, **({"chains": self.chains} if self.chains else {})}
         return MemorySystem.open(self.home / f"host-{process}",
                                  config={"fermix_core": {"memory": memory, "storage": storage}})
+
+
+class _NoFeed:
+    listening = False
+
+    def __init__(self, *args: Any) -> None:
+        pass
+
+    def stop(self, wake: Any) -> None:
+        pass
 
 
 def owner(process: int, i: int) -> str:
@@ -279,6 +299,10 @@ def make_targets(stores: Sequence[str], base: Path, label: str, server: Postgres
         out[ONE_CHAIN] = Target(ONE_CHAIN, base / f"{store}-{label}-one-chain", (server.fresh_database(),),
                                 durability, chains=1)
         if databases > 1:
+            (base / f"{store}-{label}-deaf").mkdir()
+            out[DEAF] = Target(DEAF, base / f"{store}-{label}-deaf", (server.fresh_database(),), durability,
+                               deaf=True)
+        if databases > 1:
             (base / f"{store}-{label}-apart").mkdir()
             out[SEPARATE] = Target(SEPARATE, base / f"{store}-{label}-apart",
                                    tuple(server.fresh_database() for _ in range(databases)), durability)
@@ -299,11 +323,12 @@ def run(args: argparse.Namespace, server: PostgresServer | None, base: Path) -> 
         last = {store: target for store, target in targets.items() if store in args.stores}
         if processes == 1 and "postgres" in rates:
             rates.setdefault(SEPARATE, {})[1] = rates["postgres"][1]  # one process: one database either way
+            rates.setdefault(DEAF, {})[1] = rates["postgres"][1]  # and nobody else to hear
     progress(f"recall: {args.queries} queries on the {args.processes[-1]}-process databases")
     recall = recall_latencies(last, args.processes[-1], args.queries)
     mixed_figures: dict[str, Any] = {}
     for store, target in make_targets(args.stores, base, "mixed", server, args.durability).items():
-        if store == ONE_CHAIN:
+        if store in (ONE_CHAIN, DEAF):
             continue
         progress(f"mixed: {store}, {MIXED_PROCESSES} processes, {args.mixed_messages} appends")
         rate, ids, stats = run_processes(mixed, target, MIXED_PROCESSES, args.mixed_messages)
@@ -332,7 +357,7 @@ def print_human(args: argparse.Namespace, figures: dict[str, Any]) -> dict[str, 
     print(f"appends/s, {args.messages} messages per row, durability {args.durability}"
           f"{', PostgreSQL with fsync and synchronous_commit on' if 'postgres' in args.stores else ''}")
     columns = {"sqlite": "sqlite", "postgres": "pg, 16 chains", ONE_CHAIN: "pg, one chain",
-               SEPARATE: "pg, db per process"}
+               DEAF: "pg, 16 chains, no feed", SEPARATE: "pg, db per process"}
     print(f"{'processes':>9} | " + " | ".join(f"{columns[store]:>10}" for store in rates)
           + (" | postgres/sqlite" if len(args.stores) == 2 else ""))
     for n in args.processes:
@@ -352,6 +377,11 @@ def print_human(args: argparse.Namespace, figures: dict[str, Any]) -> dict[str, 
             str(n): round(rates["postgres"][n] / rates[SEPARATE][n], 2) for n in args.processes}
         print("one database of 16 chains / a database per process: "
               + "  ".join(f"{n}: {r:.2f}" for n, r in shared.items()))
+    if DEAF in rates:
+        out["postgres_feed_share"] = feed = {
+            str(n): round(rates["postgres"][n] / rates[DEAF][n], 2) for n in args.processes}
+        print("16 chains / the same without the change feed (a diagnostic: what hearing the others costs): "
+              + "  ".join(f"{n}: {r:.2f}" for n, r in feed.items()))
     if ONE_CHAIN in rates:
         out["postgres_chains_to_one_chain"] = gain = {
             str(n): round(rates["postgres"][n] / rates[ONE_CHAIN][n], 2) for n in args.processes}
