@@ -134,7 +134,9 @@ class PostgresEventStore:
         self._token = uuid.uuid4().hex
         self._known = 0  # the last position this store knows of: its own commits and foreign ones
         self._epoch = 0  # several chains: counts the change feed's starts (events may have been missed)
-        self._chain_known = [0] * self.chains  # several chains: each chain's last position heard of
+        # Each chain's last position the listeners were given (from the open on: the open's repair
+        # covers what came before).
+        self._chain_known = [int(p) for _, p in self.rows("SELECT chain, position FROM chain_heads ORDER BY chain")]
         self._unknown = itertools.count(-1, -1)
         self._head_file: HeadFile | None = None
         if head_file is not None:
@@ -318,22 +320,25 @@ class PostgresEventStore:
     def _committed(self, recorded: list[RecordedEvent]) -> None:
         with self._lock:
             self._known = max(self._known, max(r.position for r in recorded))
-            if self.chains > 1:
-                for r in recorded:
-                    self._seen_in(chain_for(r.stream, self.chains), r.position)
+            for r in recorded:
+                self._seen_in(self._chain_of(r.stream), r.position)
         if self._head_file is not None:
             self._head_file.advanced(None, len(recorded))
         self._deliver(recorded)
 
     def _listening(self, conn: Any) -> None:
-        """The feed (re)started listening: what it may have missed is behind the log's head now."""
+        """The feed (re)started listening: the writes it did not hear of (made while it was not
+        listening, or whose notification a lost connection took with it) reach the listeners now,
+        as notifications would have brought them."""
+        with self._lock:
+            self._epoch += 1
+        self._catch_up(conn)
         rows = conn.execute("SELECT coalesce(max(position), 0) FROM events").fetchall()
-        heads = conn.execute("SELECT chain, position FROM chain_heads").fetchall()
         with self._lock:
             self._known = max(self._known, int(rows[0][0]))
-            for chain, position in heads:
-                self._seen_in(int(chain), int(position))
-            self._epoch += 1
+
+    def _chain_of(self, stream: str) -> int:
+        return 0 if self.chains == 1 else chain_for(stream, self.chains)
 
     def _seen_in(self, chain: int, position: int) -> None:
         if chain < len(self._chain_known):
@@ -350,24 +355,26 @@ class PostgresEventStore:
             "SELECT position, stream, version, kind, schema, payload FROM events"
             " WHERE payload IS NOT NULL AND position BETWEEN ? AND ? ORDER BY position", (first, last),
             doing="reading other processes' writes")
-            if wanted.holds(int(row[0]), functools.partial(chain_for, str(row[1]), self.chains))]
+            if wanted.holds(int(row[0]), functools.partial(self._chain_of, str(row[1])))]
         self._heard(recorded, last)
 
-    def _heard(self, readable: list[RecordedEvent], last: int) -> None:
-        if readable:
-            self._deliver(readable)
+    def _heard(self, recorded: list[RecordedEvent], last: int) -> None:
+        """Hand the listeners what they were not given yet: within a chain positions follow commit
+        order, so an event at or below its chain's last one heard of was delivered already."""
+        with self._lock:
+            unheard = [r for r in recorded if r.position > self._chain_known[self._chain_of(r.stream)]]
+            for r in unheard:
+                self._seen_in(self._chain_of(r.stream), r.position)
+        if unheard:
+            self._deliver(unheard)
         with self._lock:
             self._known = max(self._known, last)
-            if self.chains > 1:
-                for r in readable:
-                    self._seen_in(chain_for(r.stream, self.chains), r.position)
 
     def _catch_up(self, conn: Any) -> None:
-        """Now and then, on the feed's connection: a chain whose head moved past what this store
-        heard of lost its notification (its writer died right after committing): read and deliver
-        what it missed, so no cache keeps it from the host for long (at most ``WAIT_S``)."""
-        if self.chains == 1:
-            return
+        """On the feed's connection, when listening (re)starts and every ``WAIT_S`` after: a chain
+        whose head moved past what this store heard of lost its notifications (made while the feed
+        was not listening, or its writer died right after committing): read and deliver what it
+        missed, in batches, so no cache or prompt file keeps it from the host for long."""
         for chain, position in conn.execute("SELECT chain, position FROM chain_heads").fetchall():
             chain, position = int(chain), int(position)
             with self._lock:
@@ -375,11 +382,13 @@ class PostgresEventStore:
             if position <= after:
                 continue
             log.info("chain %d moved to %d without a notification heard: catching up", chain, position)
-            missed = [recorded_from_row(row) for row in conn.execute(
-                "SELECT position, stream, version, kind, schema, payload FROM events WHERE position > %s"
-                " AND position <= %s AND payload IS NOT NULL ORDER BY position", (after, position)).fetchall()
-                if chain_for(str(row[1]), self.chains) == chain]
-            self._heard(missed, position)
+            for start in range(after, position, READ_BATCH):
+                end = min(start + READ_BATCH, position)
+                missed = [recorded_from_row(row) for row in conn.execute(
+                    "SELECT position, stream, version, kind, schema, payload FROM events WHERE position > %s"
+                    " AND position <= %s AND payload IS NOT NULL ORDER BY position", (start, end)).fetchall()
+                    if self._chain_of(str(row[1])) == chain]
+                self._heard(missed, end)
             with self._lock:
                 self._seen_in(chain, position)
 
