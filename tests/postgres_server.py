@@ -4,8 +4,8 @@ The server is the machine's PostgreSQL (``initdb``/``pg_ctl`` on ``PATH`` or und
 ``/usr/lib/postgresql/*/bin``), run as the ``postgres`` user (it refuses root) with its data
 folder and its Unix socket in a temporary folder that user owns, listening on no TCP port
 (``listen_addresses=''``), ``fsync=off`` (a test server loses nothing that matters on a crash).
-That folder is in memory (``/dev/shm``) when the machine has one with room: a test server's
-files need no disk, and copying a database there costs a quarter of what it costs on disk.
+That folder is in memory when the machine has room (``tests/scratch.py``): copying a database
+there costs a quarter of what it costs on disk.
 ``running_server(durable=True)`` starts the same server on disk with ``fsync`` and synchronous
 commits on, as ``benchmarks/postgres.py`` and ``benchmarks/recall_quality.py`` use it.
 
@@ -30,10 +30,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.scratch import in_memory_folder
+
 SERVER_USER = "postgres"
 TEMPLATE = "template_fermix"
-IN_MEMORY = Path("/dev/shm")
-IN_MEMORY_ROOM = 2 << 30  # free bytes it must have: a few databases and the WAL between checkpoints
 
 
 def _bin_dir() -> Path | None:
@@ -119,16 +119,6 @@ def _run(argv: list[str]) -> None:
         raise RuntimeError(f"{' '.join(argv[:5])}... failed ({done.returncode}): {done.stderr or done.stdout}")
 
 
-def _in_memory_folder() -> Path | None:
-    """``/dev/shm`` when it is there with room to spare, else ``None`` (the usual temp folder)."""
-    try:
-        stats = os.statvfs(IN_MEMORY)
-    except OSError:
-        return None
-    roomy = stats.f_bavail * stats.f_frsize >= IN_MEMORY_ROOM
-    return IN_MEMORY if roomy and os.access(IN_MEMORY, os.W_OK) else None
-
-
 def missing_server() -> str | None:
     """Why no server can be started here (no PostgreSQL, or no driver), or None."""
     if _bin_dir() is None:
@@ -146,7 +136,7 @@ def running_server(*, durable: bool = False) -> Iterator[PostgresServer]:
     bin_dir = _bin_dir()
     if bin_dir is None:
         raise RuntimeError(missing_server())
-    root = Path(tempfile.mkdtemp(prefix="fermix-pg-", dir=None if durable else _in_memory_folder()))
+    root = Path(tempfile.mkdtemp(prefix="fermix-pg-", dir=None if durable else in_memory_folder()))
     server = PostgresServer(bin_dir, root, durable=durable)
     try:
         server.start()
