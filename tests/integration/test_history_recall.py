@@ -17,6 +17,8 @@ from fermix_memory.adapters.sqlite import schema
 from fermix_memory.application.ports import MemoryHit, MessageHit
 from tests.cli_runner import run_cli
 
+pytestmark = pytest.mark.usefixtures("every_store")  # each test on SQLite and on PostgreSQL
+
 AGENT = "ada"
 CHAT = "telegram:100"
 START = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
@@ -194,6 +196,7 @@ V4_UNDONE = ("DROP TRIGGER messages_fts_sizes_insert; DROP TRIGGER messages_fts_
              " DROP TRIGGER messages_fts_sizes_update; DROP TABLE scope_sizes;")
 
 
+@pytest.mark.sqlite_only("migrates an older memory.db")
 def test_a_database_of_version_3_counts_its_scopes_when_opened(tmp_path: Path) -> None:
     home = tmp_path / "home"
     with MemorySystem.open(home) as memory:
@@ -210,6 +213,7 @@ def test_a_database_of_version_3_counts_its_scopes_when_opened(tmp_path: Path) -
     assert sizes == [(len(SMALL_TALK),), (len(SMALL_TALK),)]  # the owner's and the conversation's
 
 
+@pytest.mark.sqlite_only("migrates an older memory.db")
 def test_a_database_of_the_previous_version_gains_sender_search(tmp_path: Path) -> None:
     home = tmp_path / "home"
     with MemorySystem.open(home) as memory:
