@@ -387,3 +387,28 @@ def test_job_run_rules(system: MemorySystem, jobs: JobQueries) -> None:
     with pytest.raises(InvalidJob):
         system.record_job_run(run_id="r", job_id="a", status="succeeded", started_at=t0)
     assert jobs.job_run("r") == failed and jobs.job_runs("b") == []
+
+
+def test_a_run_is_claimed_once_and_only_while_its_job_is_enabled(system: MemorySystem, jobs: JobQueries) -> None:
+    for job_id in ("a", "b"):
+        system.save_job(job_id=job_id, agent_id=AGENT, owner_id="alice", name=job_id, schedule="@daily", prompt="")
+    t0 = datetime.now(UTC)
+    claimed = system.claim_job_run(run_id="a@9", job_id="a", started_at=t0)
+    assert claimed is not None and (claimed.id, claimed.status, claimed.started_at) == ("a@9", JobStatus.RUNNING, t0)
+    assert jobs.job_run("a@9") == claimed
+    before = event_count(system)
+    assert system.claim_job_run(run_id="a@9", job_id="a") is None  # claimed already: not this caller's to run
+    with pytest.raises(IdentifierInUse):
+        system.claim_job_run(run_id="a@9", job_id="b")
+    with pytest.raises(NotFound):
+        system.claim_job_run(run_id="x@9", job_id="nope")
+    done = system.record_job_run(run_id="a@9", job_id="a", status="succeeded", started_at=t0, output="sent")
+    assert system.claim_job_run(run_id="a@9", job_id="a") is None  # a finished run is not run again
+    assert event_count(system) == before + 1 and jobs.job_run("a@9") == done
+
+    system.save_job(job_id="b", agent_id=AGENT, owner_id="alice", name="b", schedule="@daily", prompt="",
+                    enabled=False)
+    assert system.claim_job_run(run_id="b@9", job_id="b") is None
+    assert jobs.job_runs("b") == []
+    own = system.claim_job_run(run_id="a@10", job_id="a")  # started now when no start is given
+    assert own is not None and own.started_at >= t0
