@@ -8,7 +8,9 @@ commits, and in commit order. Each store keeps one listening connection, on a da
 store reads those events and gives them to its commit listeners (caches, prompt files) as if
 they were its own. While the feed is not listening (starting, reconnecting after a lost
 connection, with backoff) nothing can be trusted to arrive: the store then answers "where is
-the log" from the server itself, as it did before.
+the log" from the server itself, as it did before, and when listening (re)starts it hands its
+listeners every write it has not heard of since it opened (:class:`Heard` keeps count), so a
+host's prompt files follow the writes made while it was not listening too.
 """
 
 from __future__ import annotations
@@ -26,6 +28,40 @@ WAIT_S = 5.0  # the longest the thread waits for a notification before looking a
 BACKOFF_FIRST_S = 0.05
 BACKOFF_MAX_S = 5.0
 KEEPALIVE: dict[str, Any] = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3}
+
+
+class Heard:
+    """Which log positions a store has handed to its listeners: every one up to ``through``, and
+    the ranges above it that came before some write still unheard (a write is one range)."""
+
+    def __init__(self, through: int) -> None:
+        self.through = through
+        self._above: list[tuple[int, int]] = []  # sorted, disjoint, none touching through
+
+    def add(self, first: int, last: int) -> None:
+        """Positions ``first..last`` were handed over."""
+        through, above = self.through, list[tuple[int, int]]()
+        for lo, hi in sorted([*self._above, (first, last)]):
+            if lo <= through + 1:
+                through = max(through, hi)
+            elif above and lo <= above[-1][1] + 1:
+                above[-1] = (above[-1][0], max(above[-1][1], hi))
+            else:
+                above.append((lo, hi))
+        self.through, self._above = through, above
+
+    def missing(self, first: int, last: int) -> list[tuple[int, int]]:
+        """The ranges of ``first..last`` not handed over yet, in order."""
+        gaps, start = list[tuple[int, int]](), max(first, self.through + 1)
+        for lo, hi in self._above:
+            if lo > last:
+                break
+            if lo > start:
+                gaps.append((start, lo - 1))
+            start = max(start, hi + 1)
+        if start <= last:
+            gaps.append((start, last))
+        return gaps
 
 
 def notify_sql() -> str:

@@ -20,7 +20,7 @@ from typing import Any, TypeVar, cast
 
 from tenacity import RetryError, Retrying, retry_if_exception, wait_random_exponential
 
-from fermix_memory.adapters.postgres.change_feed import STOP, ChangeFeed, notify_sql, payload
+from fermix_memory.adapters.postgres.change_feed import STOP, ChangeFeed, Heard, notify_sql, payload
 from fermix_memory.adapters.postgres.connection import (
     SqlCursor,
     check_url,
@@ -109,7 +109,8 @@ class PostgresEventStore:
         self._lock = threading.Lock()
         # The change feed (ADR-0029): what other processes commit reaches this store's listeners.
         self._token = uuid.uuid4().hex
-        self._known = 0  # the last position this store knows of: its own commits and foreign ones
+        self._known = self.last_position()  # the last position this store knows of: its own commits and foreign ones
+        self._heard = Heard(self._known)  # what its listeners were given (before the open: the open's repair)
         self._feed = None if readonly else ChangeFeed(self.url, self._token, self._listening, self._foreign)
 
     # --- connections --------------------------------------------------------------------------
@@ -244,21 +245,34 @@ class PostgresEventStore:
         self._deliver(recorded)
 
     def _listening(self, conn: Any) -> None:
-        """The feed (re)started listening: what it may have missed is behind the log's head now."""
+        """The feed (re)started listening: the writes it did not hear of (made while it was not
+        listening, or whose notification a lost connection took with it) reach the listeners now,
+        as notifications would have brought them."""
         rows = conn.execute("SELECT coalesce(max(position), 0) FROM events").fetchall()
+        head = int(rows[0][0])
         with self._lock:
-            self._known = max(self._known, int(rows[0][0]))
+            gaps = self._heard.missing(self._heard.through + 1, head)
+        for first, last in gaps:
+            for start in range(first, last + 1, READ_BATCH):
+                self._foreign(start, min(start + READ_BATCH - 1, last))
+        with self._lock:
+            self._known = max(self._known, head)
 
     def _foreign(self, first: int, last: int) -> None:
-        """Another process committed positions ``first..last``: give them to the listeners (a
-        cache drops exactly what they change), then let the position checks see them."""
-        recorded = [recorded_from_row(row) for row in self.rows(
-            "SELECT position, stream, version, kind, schema, payload FROM events"
-            " WHERE payload IS NOT NULL AND position BETWEEN ? AND ? ORDER BY position", (first, last),
-            doing="reading another process's write")]
-        if recorded:
-            self._deliver(recorded)
+        """Another process committed positions ``first..last``: give the listeners those they were
+        not given yet (a cache drops exactly what they change), then let the position checks see
+        them."""
         with self._lock:
+            gaps = self._heard.missing(first, last)
+        for lo, hi in gaps:
+            recorded = [recorded_from_row(row) for row in self.rows(
+                "SELECT position, stream, version, kind, schema, payload FROM events"
+                " WHERE payload IS NOT NULL AND position BETWEEN ? AND ? ORDER BY position", (lo, hi),
+                doing="reading another process's write")]
+            if recorded:
+                self._deliver(recorded)
+        with self._lock:
+            self._heard.add(first, last)
             self._known = max(self._known, last)
 
     @property
@@ -275,6 +289,8 @@ class PostgresEventStore:
         return self._known
 
     def _deliver(self, recorded: list[RecordedEvent]) -> None:
+        with self._lock:  # one write's positions (or a part of one), this store's own or another's
+            self._heard.add(recorded[0].position, recorded[-1].position)
         for listener in self._listeners:
             try:
                 listener(recorded)
