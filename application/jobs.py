@@ -7,7 +7,8 @@ memory lives, and how each run went — as events, like every other change.
 The rules are the domain's (``domain.jobs``): each use case loads the aggregates it needs by
 folding their streams inside the write transaction, asks the domain to decide, and appends
 what it decided. Saving exactly what is already recorded appends nothing, so a host may re-save
-its jobs on every start.
+its jobs on every start. A host running several replicas claims each due run
+(:func:`claim_job_run`) so that exactly one of them runs it.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from fermix_memory.domain.jobs import (
     SaveJob,
     ScheduledJob,
     check_job_text,
+    decide_run_claim,
     decide_run_report,
     decide_save_job,
     decide_source,
@@ -52,8 +54,8 @@ from fermix_memory.domain.values import check_identifier
 __all__ = [
     "JOB_SOURCE_PREFIX", "JOB_SOURCE_TYPE", "MAX_DESCRIPTION_CHARS", "MAX_NAME_CHARS", "MAX_PROMPT_CHARS",
     "MAX_RUN_TEXT_CHARS", "MAX_SCHEDULE_CHARS", "IdentifierInUse", "InvalidJob", "JobQueries", "JobRun",
-    "JobStatus", "MemorySource", "MemorySourceQueries", "ScheduledJob", "job_run_stream", "job_source_id",
-    "record_job_run", "register_memory_source", "save_job",
+    "JobStatus", "MemorySource", "MemorySourceQueries", "ScheduledJob", "claim_job_run", "job_run_stream",
+    "job_source_id", "record_job_run", "register_memory_source", "save_job",
 ]
 
 
@@ -228,5 +230,45 @@ def record_job_run(
             raise NotFound(f"no scheduled job {cmd.job_id!r}")
         run = _load_run(tx, cmd.run_id)
         return _decided(tx, run, decide_run_report(run, cmd), ev.JobRunRecorded, evolve_run)
+
+    return store.write(work)
+
+
+def claim_job_run(
+    store: EventStore,
+    clock: Clock,
+    *,
+    run_id: str,
+    job_id: str,
+    started_at: datetime | None = None,
+) -> JobRun | None:
+    """Start run ``run_id`` of a job unless any process already has: the run, now ``running``,
+    when this call claimed it; ``None`` when the run id is already recorded (another process, on
+    this host or another sharing the store, claimed it) or the job is disabled — do not run it.
+
+    Replicas that all wake for the same due job each claim the run id they derive from the job
+    and its slot (e.g. ``"nightly@2026-12-01T03:00Z"``): the check and the start are one write
+    transaction, and writes are serialised across every process of the store, so exactly one
+    claim records the start. The claimant reports the end with :func:`record_job_run`.
+    ``started_at`` defaults to now. Raises :class:`NotFound` for an unknown job.
+    """
+    at = clock.now()
+    cmd = ReportRun.checked(at=at, run_id=run_id, job_id=job_id, status=JobStatus.RUNNING.value,
+                            started_at=at if started_at is None else started_at)
+    stream = job_run_stream(cmd.run_id)
+
+    def work(tx: WriteTransaction) -> JobRun | None:
+        job = _load_job(tx, cmd.job_id)
+        if job is None:
+            raise NotFound(f"no scheduled job {cmd.job_id!r}")
+        recorded = tx.read_stream(stream)
+        run = fold(evolve_run, [r.event for r in recorded.events], ev.JobRunRecorded)
+        events = decide_run_claim(job, run, cmd)
+        if not events:
+            return None
+        # The stream's version as read: a second start of this run cannot be appended even by
+        # a writer that did not see this one.
+        tx.append(stream, events, expected_version=recorded.version)
+        return fold(evolve_run, events, ev.JobRunRecorded)
 
     return store.write(work)

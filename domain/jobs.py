@@ -310,3 +310,19 @@ def decide_run_report(run: JobRun | None, cmd: ReportRun) -> list[ev.DomainEvent
     return [ev.JobRunRecorded(at=cmd.at, run_id=cmd.run_id, job_id=cmd.job_id, status=cmd.status.value,
                               started_at=cmd.started_at, finished_at=finished_at, output=cmd.output,
                               error=cmd.error)]
+
+
+def decide_run_claim(job: ScheduledJob, run: JobRun | None, cmd: ReportRun) -> list[ev.DomainEvent]:
+    """Claim a run of ``job`` (``cmd`` reports it ``running``): ``[its start]`` when no run of
+    that id is recorded and the job is enabled; nothing when the run is already recorded (another
+    process claimed it: whoever records a run id first runs it) or the job is disabled. A run id
+    of another job is refused, as for any report."""
+    if cmd.status is not JobStatus.RUNNING or cmd.finished_at is not None:
+        raise InvalidJob("a claim starts a run: its status is running")
+    if run is not None:
+        if run.job_id != cmd.job_id:
+            raise IdentifierInUse(f"job run {cmd.run_id!r} already belongs to job {run.job_id!r}")
+        return []
+    if not job.enabled:
+        return []
+    return decide_run_report(None, cmd)

@@ -5,24 +5,38 @@ Every prompt composed anywhere in the suite (in this process) is also checked ag
 request rules of both APIs (``tests/request_rules.py``), whichever shape the test asked for.
 
 One PostgreSQL server serves the whole run (``tests/postgres_server.py``): ``postgres_url`` is a
-fresh database of it for one test."""
+fresh database of it for one test.
+
+Temporary folders (``tmp_path``, and the temp files of the run and of the processes it starts)
+are in memory when the machine has room (``tests/scratch.py``), unless ``TMPDIR`` or
+``--basetemp`` says where."""
 
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from hypothesis import settings
 
+from fermix_memory.adapters.sqlite import connection as sqlite_connection
 from fermix_memory.application import composer
 from fermix_memory.entrypoints import bootstrap
 from tests.postgres_server import postgres_server, postgres_url  # noqa: F401  # fixtures for every test
 from tests.request_rules import check_anthropic, check_openai
+from tests.scratch import in_memory_folder
 
 settings.register_profile("fermix", deadline=None)
 settings.load_profile("fermix")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.option.basetemp is None and "TMPDIR" not in os.environ:
+        folder = in_memory_folder()
+        if folder is not None:  # for pytest's tmp_path, this process's temp files and its children's
+            os.environ["TMPDIR"] = tempfile.tempdir = str(folder)
 
 
 @pytest.fixture(autouse=True)
@@ -37,13 +51,21 @@ def every_composed_prompt_is_a_valid_request(monkeypatch: pytest.MonkeyPatch) ->
     yield
 
 
+@pytest.fixture
+def short_busy_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite connections opened from now on wait 50 ms, not 5 s, for a lock or a reader another
+    connection holds: for the tests whose other connection never lets go while they wait."""
+    monkeypatch.setattr(sqlite_connection, "BUSY_TIMEOUT_MS", 50)
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def every_store(request: pytest.FixtureRequest) -> Iterator[str]:
     """Run the test once on each store: the home's SQLite file, then a fresh PostgreSQL database
     (``FERMIX_DATABASE_URL``, which every open of the test then uses; set outside ``monkeypatch``
     so that a test undoing its own patches keeps it). A module opts in with
-    ``pytestmark = pytest.mark.usefixtures("every_store")``; a test about the SQLite file itself
-    says so with ``@pytest.mark.sqlite_only("why")``."""
+    ``pytestmark = pytest.mark.usefixtures("every_store")``; a test about the SQLite file itself,
+    or one whose input is refused before any store is asked, says so with
+    ``@pytest.mark.sqlite_only("why")`` and runs once."""
     saved = os.environ.pop("FERMIX_DATABASE_URL", None)
     try:
         if request.param == "postgres":

@@ -4,13 +4,16 @@ The server is the machine's PostgreSQL (``initdb``/``pg_ctl`` on ``PATH`` or und
 ``/usr/lib/postgresql/*/bin``), run as the ``postgres`` user (it refuses root) with its data
 folder and its Unix socket in a temporary folder that user owns, listening on no TCP port
 (``listen_addresses=''``), ``fsync=off`` (a test server loses nothing that matters on a crash).
-``running_server(durable=True)`` starts the same server with ``fsync`` and synchronous commits
-on, as ``benchmarks/postgres.py`` and ``benchmarks/recall_quality.py`` use it.
+That folder is in memory when the machine has room (``tests/scratch.py``): copying a database
+there costs a quarter of what it costs on disk.
+``running_server(durable=True)`` starts the same server on disk with ``fsync`` and synchronous
+commits on, as ``benchmarks/postgres.py`` and ``benchmarks/recall_quality.py`` use it.
 
 Each test gets a database of its own, created from ``template_fermix`` — an empty database
-already migrated to the current schema — so a test pays for a file copy, not for the DDL.
-Without PostgreSQL the tests that need it are skipped, except under CI (``CI`` set), where a
-missing server is an error.
+already migrated to the current schema — so a test pays for a file copy, not for the DDL — and
+dropped when the test ends, so the server holds one test's files at a time. Without PostgreSQL
+the tests that need it are skipped, except under CI (``CI`` set), where a missing server is an
+error.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from tests.scratch import in_memory_folder
 
 SERVER_USER = "postgres"
 TEMPLATE = "template_fermix"
@@ -101,6 +106,12 @@ class PostgresServer:
         self.admin(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
         return self.url(name)
 
+    def drop_database(self, url: str) -> None:
+        """Drop the database of ``url`` (made by :meth:`fresh_database`), ending any session
+        still connected to it."""
+        name = url.removeprefix(f"postgresql://{SERVER_USER}@/").partition("?")[0]
+        self.admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
 
 def _run(argv: list[str]) -> None:
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
@@ -125,7 +136,7 @@ def running_server(*, durable: bool = False) -> Iterator[PostgresServer]:
     bin_dir = _bin_dir()
     if bin_dir is None:
         raise RuntimeError(missing_server())
-    root = Path(tempfile.mkdtemp(prefix="fermix-pg-"))
+    root = Path(tempfile.mkdtemp(prefix="fermix-pg-", dir=None if durable else in_memory_folder()))
     server = PostgresServer(bin_dir, root, durable=durable)
     try:
         server.start()
@@ -149,6 +160,8 @@ def postgres_server() -> Iterator[PostgresServer]:
 
 
 @pytest.fixture
-def postgres_url(postgres_server: PostgresServer) -> str:
-    """A fresh, empty database at the current schema, for this test only."""
-    return postgres_server.fresh_database()
+def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
+    """A fresh, empty database at the current schema, for this test only (dropped after it)."""
+    url = postgres_server.fresh_database()
+    yield url
+    postgres_server.drop_database(url)

@@ -136,6 +136,7 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
     recall = awaitable(MemorySystem.recall)
     register_memory_source = awaitable(MemorySystem.register_memory_source)
     save_job = awaitable(MemorySystem.save_job)
+    claim_job_run = awaitable(MemorySystem.claim_job_run)
     record_job_run = awaitable(MemorySystem.record_job_run)
 
     async def export_history(self, *, agent_id: str | None = None) -> list[str]:

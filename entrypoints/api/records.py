@@ -242,6 +242,14 @@ class RecordsApi(ApiBase):
         return jobs.save_job(app.store, app.clock, job_id=job_id, agent_id=agent_id, owner_id=owner_id, name=name,
                              schedule=schedule, prompt=prompt, memory_source_id=memory_source_id, enabled=enabled)
 
+    def claim_job_run(self, *, run_id: str, job_id: str, started_at: Any = None) -> jobs.JobRun | None:
+        """Start run ``run_id`` of a due job unless any process sharing this memory already has:
+        the run (``running``) when this call claimed it, ``None`` when it is another's or the job
+        is disabled (do not run it). Report its end with :meth:`record_job_run`."""
+        self._check_open()
+        app = self._app
+        return jobs.claim_job_run(app.store, app.clock, run_id=run_id, job_id=job_id, started_at=started_at)
+
     def record_job_run(self, *, run_id: str, job_id: str, status: str, started_at: Any, finished_at: Any = None,
                        output: str = "", error: str = "") -> jobs.JobRun:
         self._check_open()

@@ -291,7 +291,8 @@ def test_events_log_shows_redacted_events_as_such(home: Path, tmp_path: Path) ->
     assert fermix("events", "log", "--after", "3", home=home).stdout.count("\n") == 2
 
 
-def test_forget_with_a_reader_elsewhere_exits_1_and_says_to_run_it_again(home: Path, tmp_path: Path) -> None:
+def test_forget_with_a_reader_elsewhere_exits_1_and_says_to_run_it_again(home: Path, tmp_path: Path,
+                                                                         short_busy_timeout: None) -> None:
     source = tmp_path / "in.jsonl"
     source.write_text(line(content="Capybaraquince") + "\n", encoding="utf-8")
     assert fermix("history", "import", str(source), home=home).returncode == 0

@@ -64,6 +64,7 @@ VALID: dict[str, dict[str, Any]] = {
     "dispatch_tool": {"name": "memory_recall", "arguments": {"query": "paris"}, **TURN},
     "register_memory_source": {"source_id": "notes", **OWNER, "source_type": "notes", "name": "Notes"},
     "save_job": {"job_id": "daily", **OWNER, "name": "Daily", "schedule": "0 9 * * *", "prompt": "Summarise"},
+    "claim_job_run": {"run_id": "r0", "job_id": "daily"},
     "record_job_run": {"run_id": "r1", "job_id": "daily", "status": "succeeded",
                        "started_at": datetime(2026, 1, 1, 9, tzinfo=UTC)},
     "compose_prompt": {**TURN, "system": "You are Ada.", "style": "anthropic"},

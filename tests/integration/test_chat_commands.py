@@ -23,6 +23,8 @@ from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from tests.integration.loopback_models import LoopbackModelServer, RecordedRequest, Reply
 from tests.manual_clock import TestClock
 
+pytestmark = pytest.mark.usefixtures("every_store")  # each test on SQLite and on PostgreSQL
+
 AGENT, OWNER, CONV = "ada", "alice", "telegram:7"
 KEY = ConversationKey("telegram", "7")
 OTHER_CONV = "telegram:8"
@@ -186,6 +188,7 @@ def test_clear_survives_a_restart(tmp_path: Path, memory: MemorySystem) -> None:
 # --- guests --------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.sqlite_only("a guest's command is refused before any store is asked")
 @pytest.mark.parametrize("text", COMMANDS)
 def test_guest_is_refused_and_nothing_changes(memory: MemorySystem, server: LoopbackModelServer, text: str) -> None:
     fill(memory)
@@ -207,6 +210,7 @@ def test_guest_is_refused_and_nothing_changes(memory: MemorySystem, server: Loop
 # --- not commands ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.sqlite_only("a command is told from a message before any store is asked")
 @pytest.mark.parametrize("text", [
     "hello there", "", "   ", "please /new", "compact", "/newline", "/compacted", "/clearly not",
     "/help", "/start", "//new", "/ new", "new/", "I typed /clear by mistake",

@@ -14,7 +14,6 @@ from pathlib import Path
 import apsw
 import pytest
 
-import fermix_memory.adapters.sqlite.connection as connection
 from fermix_memory import MemorySystem, StorageBusy
 
 AGENT = "conc-agent"
@@ -170,11 +169,6 @@ def hold_write_lock(path: Path) -> apsw.Connection:
     conn = apsw.Connection(str(path))
     conn.execute("BEGIN IMMEDIATE")
     return conn
-
-
-@pytest.fixture
-def short_busy_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(connection, "BUSY_TIMEOUT_MS", 50)
 
 
 def test_a_lock_held_past_every_retry_gives_storage_busy(tmp_path: Path, short_busy_timeout: None) -> None:

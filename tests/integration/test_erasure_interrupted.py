@@ -78,7 +78,7 @@ def test_a_forget_killed_during_the_scrub_is_finished_by_the_next_open(tmp_path:
 
 
 def test_an_unfinished_scrub_that_cannot_run_at_open_is_reported_and_kept(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, short_busy_timeout: None) -> None:
     home = tmp_path / "home"
     alice_and_bob(home)
     killed_forget(home)

@@ -211,7 +211,7 @@ def test_bad_input_is_refused_and_an_unknown_owner_is_a_safe_no_op(home: Path) -
 
 
 @pytest.mark.sqlite_only("holds a reader on memory.db's WAL")
-def test_a_reader_elsewhere_is_reported_and_a_second_run_finishes(home: Path) -> None:
+def test_a_reader_elsewhere_is_reported_and_a_second_run_finishes(home: Path, short_busy_timeout: None) -> None:
     db = home / "memory.db"
     other = apsw.Connection(str(db))  # another process's open read transaction pins the WAL
     other.execute("BEGIN")

@@ -17,6 +17,8 @@ from fermix_memory.adapters.sqlite import schema
 from fermix_memory.application.ports import MemoryHit, MessageHit
 from tests.cli_runner import run_cli
 
+pytestmark = pytest.mark.usefixtures("every_store")  # each test on SQLite and on PostgreSQL
+
 AGENT = "ada"
 CHAT = "telegram:100"
 START = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)

@@ -1,4 +1,5 @@
-"""The memory tools and the scheduled-job scope on a real SQLite store (SPEC §9, R-SCOPE, R-ISOLATION)."""
+"""The memory tools and the scheduled-job scope on real stores, SQLite and PostgreSQL (SPEC §9, R-SCOPE,
+R-ISOLATION)."""
 
 from __future__ import annotations
 
@@ -8,21 +9,23 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import apsw
 import attrs
 import pytest
 
 from fermix_memory import MemorySystem, NotFound
-from fermix_memory.adapters.sqlite.job_queries import SqliteJobQueries
 from fermix_memory.application.jobs import (
     IdentifierInUse,
     InvalidJob,
+    JobQueries,
     JobStatus,
 )
 from fermix_memory.application.tools import ToolContext
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.errors import InvalidIdentifier
 from fermix_memory.domain.values import Category, ConversationKey, ScopeType
+from tests.integration.store_reads import StoreReads, store_reads
+
+pytestmark = pytest.mark.usefixtures("every_store")  # each test on SQLite and on PostgreSQL
 
 AGENT = "ada"
 CONV_A = ConversationKey("telegram", "100")
@@ -36,13 +39,15 @@ def system(tmp_path: Path) -> Iterator[MemorySystem]:
         yield system
 
 
-def read_only(system: MemorySystem) -> apsw.Connection:
-    return apsw.Connection(str(system.home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
+@pytest.fixture
+def tables(system: MemorySystem) -> Iterator[StoreReads]:
+    with store_reads(system.home) as reads:
+        yield reads
 
 
 @pytest.fixture
-def jobs(system: MemorySystem) -> SqliteJobQueries:
-    return SqliteJobQueries(lambda: read_only(system))
+def jobs(tables: StoreReads) -> JobQueries:
+    return tables.jobs
 
 
 @pytest.fixture
@@ -186,6 +191,7 @@ def test_a_guest_cannot_overwrite_a_directive_through_the_tool(tools: MemorySyst
                for r in system.events())
 
 
+@pytest.mark.sqlite_only("a call its schema refuses reaches no store")
 @pytest.mark.parametrize(("name", "arguments", "code"), [
     ("memory_store", {"key": 5, "value": "v"}, "invalid_type"),
     ("memory_store", {"key": "k", "value": "x" * 1_000_000}, "too_long"),
@@ -215,8 +221,8 @@ def test_any_text_is_a_safe_query(tools: MemorySystem, query: str) -> None:
 # --- scheduled jobs ---------------------------------------------------------------------------
 
 
-def test_a_job_run_sees_only_its_own_job_rows(tools: MemorySystem, system: MemorySystem, jobs: SqliteJobQueries,
-                                              tmp_path: Path) -> None:
+def test_a_job_run_sees_only_its_own_job_rows(tools: MemorySystem, system: MemorySystem, jobs: JobQueries,
+                                              tables: StoreReads, tmp_path: Path) -> None:
     nightly = system.save_job(job_id="nightly", agent_id=AGENT, owner_id="alice",
                        name="Nightly digest", schedule="0 3 * * *", prompt="Summarise the day")
     weekly = system.save_job(job_id="weekly", agent_id=AGENT, owner_id="alice",
@@ -280,7 +286,7 @@ def test_a_job_run_sees_only_its_own_job_rows(tools: MemorySystem, system: Memor
     assert (done.id, done.status, done.output, done.started_at) == ("run-1", JobStatus.SUCCEEDED, "digest sent",
                                                                     started)
     assert done.finished_at is not None and done.finished_at >= started
-    rows = read_only(system).execute("SELECT id, job_id, status FROM job_runs").fetchall()
+    rows = tables.select("SELECT id, job_id, status FROM job_runs")
     assert rows == [("run-1", "nightly", "succeeded")]
     row = system.memory(first["id"])
     assert (row.scope_type, row.scope_id, row.source_type, row.run_id) == (ScopeType.JOB, "job:nightly", "job",
@@ -288,7 +294,7 @@ def test_a_job_run_sees_only_its_own_job_rows(tools: MemorySystem, system: Memor
     assert_audit_clean(system, tmp_path)
 
 
-def test_save_job_is_one_transaction_and_idempotent(system: MemorySystem, jobs: SqliteJobQueries) -> None:
+def test_save_job_is_one_transaction_and_idempotent(system: MemorySystem, jobs: JobQueries) -> None:
     before = event_count(system)
     job = system.save_job(job_id="nightly", agent_id=AGENT, owner_id="alice", name="Nightly",
                    schedule="0 3 * * *", prompt="p")
@@ -311,7 +317,7 @@ def test_save_job_is_one_transaction_and_idempotent(system: MemorySystem, jobs: 
     assert [j.id for j in jobs.jobs(AGENT, "alice")] == ["nightly"]
 
 
-def test_save_job_with_a_registered_source(system: MemorySystem, jobs: SqliteJobQueries) -> None:
+def test_save_job_with_a_registered_source(system: MemorySystem, jobs: JobQueries) -> None:
     source_id = system.register_memory_source(source_id="research", agent_id=AGENT,
                                        owner_id="alice", source_type="job", name="Shared research notes")
     job = system.save_job(job_id="scan", agent_id=AGENT, owner_id="alice", name="Scan",
@@ -326,7 +332,7 @@ def test_save_job_with_a_registered_source(system: MemorySystem, jobs: SqliteJob
                  prompt="", memory_source_id="no-such-source")
 
 
-def test_ids_of_another_owner_are_refused(system: MemorySystem, jobs: SqliteJobQueries) -> None:
+def test_ids_of_another_owner_are_refused(system: MemorySystem, jobs: JobQueries) -> None:
     system.save_job(job_id="nightly", agent_id=AGENT, owner_id="alice", name="Nightly",
              schedule="@daily", prompt="alice's prompt")
     before = event_count(system)
@@ -343,7 +349,7 @@ def test_ids_of_another_owner_are_refused(system: MemorySystem, jobs: SqliteJobQ
     assert jobs.job("nightly").prompt == "alice's prompt"  # type: ignore[union-attr]
 
 
-def test_job_run_rules(system: MemorySystem, jobs: SqliteJobQueries) -> None:
+def test_job_run_rules(system: MemorySystem, jobs: JobQueries) -> None:
     for job_id in ("a", "b"):
         system.save_job(job_id=job_id, agent_id=AGENT, owner_id="alice", name=job_id,
                  schedule="@daily", prompt="")
@@ -381,3 +387,28 @@ def test_job_run_rules(system: MemorySystem, jobs: SqliteJobQueries) -> None:
     with pytest.raises(InvalidJob):
         system.record_job_run(run_id="r", job_id="a", status="succeeded", started_at=t0)
     assert jobs.job_run("r") == failed and jobs.job_runs("b") == []
+
+
+def test_a_run_is_claimed_once_and_only_while_its_job_is_enabled(system: MemorySystem, jobs: JobQueries) -> None:
+    for job_id in ("a", "b"):
+        system.save_job(job_id=job_id, agent_id=AGENT, owner_id="alice", name=job_id, schedule="@daily", prompt="")
+    t0 = datetime.now(UTC)
+    claimed = system.claim_job_run(run_id="a@9", job_id="a", started_at=t0)
+    assert claimed is not None and (claimed.id, claimed.status, claimed.started_at) == ("a@9", JobStatus.RUNNING, t0)
+    assert jobs.job_run("a@9") == claimed
+    before = event_count(system)
+    assert system.claim_job_run(run_id="a@9", job_id="a") is None  # claimed already: not this caller's to run
+    with pytest.raises(IdentifierInUse):
+        system.claim_job_run(run_id="a@9", job_id="b")
+    with pytest.raises(NotFound):
+        system.claim_job_run(run_id="x@9", job_id="nope")
+    done = system.record_job_run(run_id="a@9", job_id="a", status="succeeded", started_at=t0, output="sent")
+    assert system.claim_job_run(run_id="a@9", job_id="a") is None  # a finished run is not run again
+    assert event_count(system) == before + 1 and jobs.job_run("a@9") == done
+
+    system.save_job(job_id="b", agent_id=AGENT, owner_id="alice", name="b", schedule="@daily", prompt="",
+                    enabled=False)
+    assert system.claim_job_run(run_id="b@9", job_id="b") is None
+    assert jobs.job_runs("b") == []
+    own = system.claim_job_run(run_id="a@10", job_id="a")  # started now when no start is given
+    assert own is not None and own.started_at >= t0

@@ -5,6 +5,8 @@ extra), none of which ever touches the SQLite file of the home."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import threading
@@ -21,6 +23,7 @@ from fermix_memory.domain.log_chain import GENESIS_HASH, chain_hash, checkpoint_
 from tests.cli_runner import run_cli
 from tests.postgres_server import PostgresServer
 
+FERMIX = Path(sys.executable).parent / "fermix"
 HOSTILE = ["a & b | !c:* <-> d", "'quoted' \"double\" (paren", "\\ backslash :* ''", "*", "!!!", "NEAR(a b)",
            "x' || to_tsquery('y"]
 
@@ -198,19 +201,92 @@ def test_a_missing_driver_is_one_clear_line(postgres_url: str, tmp_path: Path) -
     assert not (tmp_path / "home" / "memory.db").exists()
 
 
-def test_two_homes_sharing_one_database_see_each_others_writes_without_a_restart(postgres_url: str,
-                                                                                 tmp_path: Path) -> None:
-    with MemorySystem.open(tmp_path / "host-a", config=config(postgres_url)) as a, \
-            MemorySystem.open(tmp_path / "host-b", config=config(postgres_url)) as b:
-        on_b = b.session(agent_id="ada", owner_id="alice", conversation="telegram:42")
-        assert [m["content"] for m in on_b.compose_prompt()] == []
-        on_a = a.session(agent_id="ada", owner_id="alice", conversation="telegram:42")
-        mid = on_a.append("user", "I live in Paris")
-        a.write_memory({"op": "add", "category": "identity", "key": "home_city", "value": "Lives in Paris"},
-                       agent_id="ada", owner_id="alice", writer="reviewer", trust="operator", source_message_id=mid)
-        prompt = on_b.compose_prompt(system="You are Ada.")
-        assert "home_city: Lives in Paris" in prompt[0]["content"]
-        assert prompt[-1] == {"role": "user", "content": "I live in Paris"}
+# A host: opens the memory of the home it is given (the URL from its config.toml or from
+# FERMIX_DATABASE_URL), then for each line on stdin ("append TEXT" appends a user message first)
+# prints alice's prompt and USER.md as this host has it, without ever reopening anything.
+HOST = """
+import json, sys
+from fermix_memory import MemorySystem
+with MemorySystem.open(sys.argv[1]) as memory:
+    s = memory.session(agent_id="ada", owner_id="alice", conversation="telegram:42")
+    user_md = memory.prompt_file("ada", "alice", "user_md")
+    for line in sys.stdin:
+        if line.startswith("append "):
+            s.append("user", line.removeprefix("append ").rstrip("\\n"))
+        prompt = s.compose_prompt(system="You are Ada.")
+        print(json.dumps({"prompt": prompt, "user_md": user_md.read_text(encoding="utf-8") if user_md.exists()
+                          else None}), flush=True)
+"""
+
+
+class Host:
+    """A host process running ``HOST`` on its own home."""
+
+    def __init__(self, home: Path, env: dict[str, str]) -> None:
+        self.home = home
+        self.process = subprocess.Popen([sys.executable, "-c", HOST, str(home)], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+    def ask(self, line: str = "compose") -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline()
+        assert answer, f"the host at {self.home} ended: {self.process.communicate(timeout=30)[1]}"
+        return dict(json.loads(answer))
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=30)
+            finally:
+                if self.process.poll() is None:
+                    self.process.kill()
+        assert self.process.returncode == 0, self.process.communicate()[1]
+
+
+def test_a_fact_written_on_one_host_shows_in_another_hosts_prompt_and_user_md_without_a_restart(
+        postgres_url: str, tmp_path: Path) -> None:
+    """Two hosts, two processes, two homes, one database: host A names it in its config.toml,
+    host B in FERMIX_DATABASE_URL. What A's operator sets shows in B's next prompts, and B's own
+    USER.md is rendered from the revision in the database, each time the fact changes."""
+    env = {k: v for k, v in os.environ.items() if k not in ("FERMIX_DATABASE_URL", "FERMIX_HOME")}
+    home_a, home_b = tmp_path / "host-a", tmp_path / "host-b"
+    home_a.mkdir()
+    (home_a / "config.toml").write_text(f'[fermix_core.storage]\nurl = "{postgres_url}"\n', encoding="utf-8")
+    a, b = Host(home_a, env), Host(home_b, {**env, "FERMIX_DATABASE_URL": postgres_url})
+    try:
+        assert b.ask() == {"prompt": [{"role": "system", "content": "You are Ada."}], "user_md": None}
+        a.ask("append I live in Paris")
+
+        def set_on_a_then_see_on_b(city: str) -> dict[str, Any]:
+            done = subprocess.run([str(FERMIX), "--home", str(home_a), "memory", "set", "--agent", "ada", "--owner",
+                                   "alice", "--category", "identity", "--key", "home city", f"Lives in {city}"],
+                                  capture_output=True, text=True, env=env, timeout=60, check=False)
+            assert done.returncode == 0, done.stderr
+            seen: dict[str, Any] = {}
+
+            def b_shows_it() -> bool:
+                seen.update(b.ask())
+                return f"home_city: Lives in {city}" in seen["prompt"][0]["content"] and \
+                    f"Lives in {city}" in (seen["user_md"] or "")
+
+            _until(b_shows_it, f"host B shows the fact (Lives in {city}) without a restart")
+            return seen
+
+        for city in ("Paris", "Lyon"):  # a new fact, then a changed one
+            seen = set_on_a_then_see_on_b(city)
+            assert seen["prompt"][-1] == {"role": "user", "content": "I live in Paris"}
+            with MemorySystem.open(tmp_path / "reader", config=config(postgres_url), readonly=True) as reader:
+                [revision] = reader.resource_history("user_md", agent_id="ada", owner_id="alice", limit=1)
+            assert seen["user_md"] == revision.content == (home_a / "memory" / "ada" / "alice" / "USER.md"
+                                                            ).read_text(encoding="utf-8")
+    finally:
+        a.close()
+        b.close()
+    assert not (home_a / "memory.db").exists() and not (home_b / "memory.db").exists()
 
 
 def _until(condition: Any, what: str) -> None:
@@ -259,6 +335,33 @@ def test_a_write_on_one_host_reaches_the_caches_and_prompt_files_of_another_thro
         prompt = on_b.compose_prompt(system="You are Ada.")
         assert "home_city: Lives in Paris" in prompt[0]["content"]
         assert prompt[-1] == {"role": "user", "content": "I live in Paris"}
+
+
+def test_what_was_written_while_a_host_did_not_listen_reaches_its_prompt_files_when_it_listens_again(
+        postgres_url: str, tmp_path: Path) -> None:
+    from fermix_memory.adapters.postgres.event_store import PostgresEventStore
+    from fermix_memory.entrypoints.bootstrap import bootstrap
+
+    store_b = PostgresEventStore(postgres_url)
+    with MemorySystem.open(tmp_path / "host-a", config=config(postgres_url)) as a, \
+            MemorySystem(bootstrap(tmp_path / "host-b", store=store_b)) as b:
+        on_b = b.session(agent_id="ada", owner_id="alice", conversation="telegram:42")
+        assert on_b.compose_prompt() == []
+        a.write_memory({"op": "add", "category": "identity", "key": "name", "value": "Bob"}, agent_id="ada",
+                       owner_id="bob", writer="reviewer", trust="operator")  # host a is warm: its next write is quick
+        _until(lambda: store_b.listening, "host b listens")
+        database = sql(postgres_url, "SELECT current_database()")[0][0]
+        sql(postgres_url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"  # as a network failure would
+                          f" WHERE datname = '{database}' AND query = 'SELECT coalesce(max(position), 0) FROM events'")
+        _until(lambda: not store_b.listening, "host b has lost its change feed")
+        a.write_memory({"op": "add", "category": "identity", "key": "home_city", "value": "Lives in Paris"},
+                       agent_id="ada", owner_id="alice", writer="reviewer", trust="operator")
+        # No notification of that write ever reaches host b: it hears of it when it listens again.
+        user_md = tmp_path / "host-b" / "memory" / "ada" / "alice" / "USER.md"
+        _until(lambda: user_md.exists() and "Lives in Paris" in user_md.read_text(encoding="utf-8"),
+               "host b renders alice's USER.md once it listens again")
+        _until(lambda: store_b.listening, "host b listens again")
+        assert "home_city: Lives in Paris" in on_b.compose_prompt(system="You are Ada.")[0]["content"]
 
 
 def test_a_lost_connection_is_a_storage_error_and_the_pool_reconnects(postgres_server: PostgresServer,

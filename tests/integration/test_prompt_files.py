@@ -1,6 +1,7 @@
 """Prompt files, composition and resource versioning (R-PROMPT, R-FENCE, R-ISOLATION, R-RES).
 
-Real SQLite homes in ``tmp_path``; every check on a prompt file reads the file on disk.
+Real homes in ``tmp_path``, on SQLite and on PostgreSQL; every check on a prompt file reads the file
+on disk.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.rendering import render_memory_md, render_user_md, renders
 from fermix_memory.domain.values import Category, PromoteTarget, ScopeType
 from tests.integration.held_store import memory_on_held_store
+
+pytestmark = pytest.mark.usefixtures("every_store")  # each test on SQLite and on PostgreSQL
 
 AGENT, OWNER, CONV = "ada", "alice", "telegram:42"
 NAMES = ("user_md", "memory_md")
@@ -219,6 +222,7 @@ def _row(id: int, category: Category, scope_type: ScopeType, *, archived: bool =
                   archived_at=at if archived else None, created_at=at, updated_at=at)
 
 
+@pytest.mark.sqlite_only("renders rows the API cannot make, on a store it holds")
 def test_scope_rules_of_rendering_on_rows_the_api_cannot_make(memory: MemorySystem, tmp_path: Path) -> None:
     conv_context = _row(1, Category.CONTEXT, ScopeType.CONVERSATION)
     conv_directive = _row(2, Category.DIRECTIVE, ScopeType.CONVERSATION)
@@ -434,6 +438,7 @@ def test_odd_ids_always_land_strictly_inside_the_memory_folder(home: Path, tmp_p
     assert not (tmp_path / "etc").exists() and not Path(tmp_path.anchor, "abs").exists()
 
 
+@pytest.mark.sqlite_only("the ids are refused before any store is asked")
 @pytest.mark.parametrize("bad", ["a\x00b", "a\nb", "\x1b[31mred", "a\x7f", "tab\tid", "cr\r"])
 @pytest.mark.parametrize("role", ["agent", "owner"])
 def test_ids_with_control_characters_are_refused_before_anything_is_written(
@@ -451,6 +456,7 @@ def test_ids_with_control_characters_are_refused_before_anything_is_written(
     assert not (home / "memory").exists() or files_under(home / "memory") == set()
 
 
+@pytest.mark.sqlite_only("the ids are refused before any store is asked")
 @pytest.mark.parametrize("bad", ["a\x85b", "\x9b31mred"])
 def test_ids_with_c1_control_characters_are_refused(memory: MemorySystem, bad: str) -> None:
     assert unicodedata.category(bad[1] if bad[0] == "a" else bad[0]) == "Cc"
@@ -459,6 +465,7 @@ def test_ids_with_c1_control_characters_are_refused(memory: MemorySystem, bad: s
                             agent_id=AGENT, owner_id=bad, writer="reviewer", trust="operator")
 
 
+@pytest.mark.sqlite_only("the ids are refused before any store is asked")
 def test_prompt_file_entry_points_refuse_control_character_ids(memory: MemorySystem) -> None:
     with pytest.raises(DomainError):
         memory.prompt_file("a\x00b", OWNER)
@@ -466,6 +473,7 @@ def test_prompt_file_entry_points_refuse_control_character_ids(memory: MemorySys
         memory.rebuild_prompt_files(AGENT, "a\x00b")
 
 
+@pytest.mark.sqlite_only("folder names only")
 def test_ids_differing_only_in_case_get_folders_distinct_on_case_insensitive_file_systems(
     memory: MemorySystem,
 ) -> None:

@@ -19,6 +19,10 @@ from fermix_memory.domain.errors import DomainError, InvalidArgument, InvalidNum
 from fermix_memory.entrypoints.bootstrap import bootstrap
 from tests.integration.held_store import memory_on_held_store
 
+# The tests whose input reaches the store run on SQLite and on PostgreSQL; the others are refused
+# before any store is asked, the same way whichever store the memory lives in.
+on_every_store = pytest.mark.usefixtures("every_store")
+
 AGENT, OWNER_ID, CONV = "ada", "alice", "telegram:42"
 MESSAGE: dict[str, Any] = {"agent_id": AGENT, "owner_id": OWNER_ID, "conversation": CONV, "role": "user",
                            "sender": OWNER_ID, "content": "I live in Paris"}
@@ -69,6 +73,7 @@ def test_metadata_holding_a_lone_surrogate_is_a_typed_error(memory: MemorySystem
     assert event_count(memory) == 0
 
 
+@on_every_store
 def test_metadata_beyond_ascii_is_kept_as_given(memory: MemorySystem) -> None:
     metadata = {"mood": "😀 naïve", "path": "C:\\users\\u0041", "plain": "ascii"}
     memory.append_message(**MESSAGE, metadata=metadata)
@@ -90,6 +95,7 @@ def test_append_message_with_self_referencing_metadata_is_a_typed_error(memory: 
         memory.append_message(**MESSAGE, metadata=loop)
 
 
+@on_every_store
 def test_metadata_nested_32_levels_is_kept(memory: MemorySystem) -> None:
     memory.append_message(**MESSAGE, metadata=nested(31, leaf=[1]))
     assert memory.history(AGENT, CONV)[0].metadata == nested(31, leaf=[1])
@@ -120,6 +126,7 @@ def test_import_of_lines_that_are_not_text_is_a_typed_error(memory: MemorySystem
     assert event_count(memory) == 0
 
 
+@on_every_store
 def test_import_of_one_jsonl_string_reads_its_lines(memory: MemorySystem) -> None:
     assert len(memory.import_history(jsonl() + "\n" + jsonl(content="again") + "\n")) == 2
 
@@ -172,6 +179,7 @@ def test_memory_of_a_huge_id_is_a_typed_error_not_overflow(memory: MemorySystem)
         memory.memory("x")
 
 
+@on_every_store
 def test_recall_and_history_limits_must_be_whole_numbers(memory: MemorySystem) -> None:
     with pytest.raises(InvalidNumber, match="limit"):
         memory.recall("x", agent_id=AGENT, owner_id=OWNER_ID, limit="")
@@ -182,6 +190,7 @@ def test_recall_and_history_limits_must_be_whole_numbers(memory: MemorySystem) -
     assert len(memory.history(AGENT, CONV, limit=5)) == 1
 
 
+@on_every_store
 @pytest.mark.parametrize("query", [12345, None, b"paris", ["paris"], {"q": "paris"}, 1.5, True])
 def test_a_recall_query_or_key_that_is_not_text_is_a_typed_error(memory: MemorySystem, query: Any) -> None:
     """Not an empty result: a host passing a number as the query has a bug worth hearing about."""
@@ -218,6 +227,7 @@ LIMIT_CALLS: dict[str, Callable[[MemorySystem, Any], list[Any]]] = {
 }
 
 
+@on_every_store
 @pytest.mark.parametrize("call", sorted(LIMIT_CALLS))
 def test_every_limit_means_the_same_negative_refused_zero_nothing(memory: MemorySystem, call: str) -> None:
     memory.append_message(**MESSAGE)
@@ -231,6 +241,7 @@ def test_every_limit_means_the_same_negative_refused_zero_nothing(memory: Memory
     assert len(LIMIT_CALLS[call](memory, 2**63 - 1)) == 1  # more than there is: all of it
 
 
+@on_every_store
 def test_closing_with_a_review_queued_answers_its_future_with_a_typed_error(tmp_path: Path) -> None:
     """Not a CancelledError: a host waiting on the review's future catches FermixError alone."""
     worker, started, gate = BackgroundWorker("test-held"), threading.Event(), threading.Event()
@@ -256,6 +267,7 @@ def test_closing_with_a_review_queued_answers_its_future_with_a_typed_error(tmp_
         assert reopened.awaiting_review() == [(AGENT, OWNER_ID, ConversationKey("telegram", "42"))]
 
 
+@on_every_store
 def test_events_log_after_a_huge_position_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from fermix_memory.entrypoints.cli import main
 
@@ -267,6 +279,7 @@ def test_events_log_after_a_huge_position_is_a_usage_error(tmp_path: Path, capsy
     assert main(["--home", home, "events", "log", "--after", str(2**63 - 1)]) == 0
 
 
+@pytest.mark.sqlite_only("fills the pages of memory.db")
 def test_disk_full_during_a_large_import_reports_disk_full_and_writes_nothing(tmp_path: Path) -> None:
     with memory_on_held_store(tmp_path / "home") as (memory, store):
         disk_full_import(memory, store)
@@ -319,6 +332,7 @@ def test_job_and_source_text_with_nul_or_lone_surrogates_is_a_typed_error(
     assert event_count(memory) == 0
 
 
+@on_every_store
 @pytest.mark.parametrize("operation", [
     {"op": "archive", "id": 2**70},
     {"op": "replace", "id": 10**5000, "value": "x"},

@@ -94,6 +94,28 @@ def test_a_run_starts_ends_once_and_then_cannot_change() -> None:
         jobs.decide_run_report(done, run("failed", error="late"))
 
 
+def test_only_the_first_claim_of_a_run_starts_it_and_a_disabled_job_is_not_claimed() -> None:
+    job = fold_job(*jobs.decide_save_job(None, None, save()))
+    assert job is not None
+    [started] = jobs.decide_run_claim(job, None, run("running"))
+    assert isinstance(started, ev.JobRunRecorded) and (started.status, started.started_at) == ("running", T0)
+    claimed = fold_run(started)
+    assert jobs.decide_run_claim(job, claimed, run("running")) == []  # another claimant: not its run
+    later = jobs.ReportRun.checked(at=T1, run_id="r1", job_id="daily", status="running", started_at=T1)
+    assert jobs.decide_run_claim(job, claimed, later) == []  # whatever start it would give
+    done = fold_run(started, *jobs.decide_run_report(claimed, run("succeeded")))
+    assert jobs.decide_run_claim(job, done, run("running")) == []  # a finished run is not run again
+    other = fold_job(*jobs.decide_save_job(None, None, save(job_id="other")))
+    assert other is not None
+    with pytest.raises(jobs.IdentifierInUse):  # a run id of another job
+        jobs.decide_run_claim(other, claimed, jobs.ReportRun.checked(
+            at=T1, run_id="r1", job_id="other", status="running", started_at=T0))
+    with pytest.raises(jobs.InvalidJob):
+        jobs.decide_run_claim(job, None, run("succeeded"))
+    paused = fold_job(*jobs.decide_save_job(None, None, save(enabled=False)))
+    assert paused is not None and jobs.decide_run_claim(paused, None, run("running")) == []
+
+
 def test_a_run_keeps_its_job_and_start_and_checks_its_times() -> None:
     state = fold_run(*jobs.decide_run_report(None, run("running")))
     with pytest.raises(jobs.IdentifierInUse):
