@@ -315,6 +315,9 @@ class PostgresEventStore:
                 if error is exc:
                     raise
                 raise error from exc
+        with self._lock:  # a copy is not handed to this store's listeners, now or when its feed listens again
+            for chain, (position, _) in enumerate(heads):
+                self._seen_in(chain, position)
         return head
 
     def _committed(self, recorded: list[RecordedEvent]) -> None:
