@@ -1,8 +1,10 @@
-"""Forgetting an owner: erase what they left with an agent, keep a content-free record of it.
+"""Forgetting an owner (what they left with an agent) or one memory row; a content-free record
+of each erasure is kept.
 
-One write transaction redacts the payload of every event that carries the owner's content
-and records ``owner.forgotten``, whose projection deletes the owner's rows; then the prompt
-files go and the store is scrubbed so no deleted byte lingers in the database files.
+One write transaction redacts the payload of every event that carries the owner's content (the
+row's value) and records ``owner.forgotten`` (``memory.forgotten``), whose projection deletes
+the rows; then the prompt files are re-rendered or removed and the store is scrubbed so no
+deleted byte lingers in the database files.
 """
 
 from __future__ import annotations
@@ -13,11 +15,18 @@ from typing import Protocol
 
 import attrs
 
-from fermix_memory.application.errors import StorageError
-from fermix_memory.application.ports import Clock, Erasure, ErasureTransaction, EventStore, WriteTransaction
-from fermix_memory.application.streams import owner_stream, parse_owner_stream
+from fermix_memory.application.errors import NotFound, StorageError
+from fermix_memory.application.ports import (
+    Clock,
+    Erasure,
+    ErasureTransaction,
+    EventStore,
+    ScrubReport,
+    WriteTransaction,
+)
+from fermix_memory.application.streams import memory_stream, owner_stream, parse_owner_stream
 from fermix_memory.domain import events as ev
-from fermix_memory.domain.erasure import OwnerContentFinder
+from fermix_memory.domain.erasure import OwnerContentFinder, RowContentFinder
 from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.values import Trust, check_identifier, is_encodable
 
@@ -42,6 +51,22 @@ class ForgetReport:
         return sorted(self.erased_events)
 
 
+@attrs.frozen(kw_only=True)
+class MemoryForgetReport:
+    """What erasing one memory row did: whose row it was, how many events were redacted (of
+    them, how many prompt-file revisions), and whether the database files were fully scrubbed.
+    ``erased_events`` is 0 when the row had been erased already and only the scrub was left."""
+
+    memory_id: int
+    agent_id: str
+    owner_id: str
+    erased_events: int
+    redacted_revisions: int
+    wal_truncated: bool
+    bytes_before: int
+    bytes_after: int
+
+
 class OwnerFiles(Protocol):
     """The prompt files of (agent, owner), removed after their erasure."""
 
@@ -53,6 +78,12 @@ class OwnerFiles(Protocol):
         """Re-render, in the erasure's transaction, the files the erasure changes (other owners'
         MEMORY.md lose the forgotten owner's standing rules)."""
         ...
+
+
+def _check_reason(reason: object) -> None:
+    if not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS or "\x00" in reason \
+            or not is_encodable(reason):
+        raise DomainError(f"reason must be text of at most {MAX_REASON_CHARS} characters, without NUL")
 
 
 def _is_owner_stream(stream: str, owner_id: str, agent_id: str | None) -> bool:
@@ -78,9 +109,7 @@ class Forgetting:
         if agent_id is not None:
             check_identifier(agent_id, "agent_id")
         check_identifier(by, "by")
-        if not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS or "\x00" in reason \
-                or not is_encodable(reason):
-            raise DomainError(f"reason must be text of at most {MAX_REASON_CHARS} characters, without NUL")
+        _check_reason(reason)
         at = self._clock.now()
 
         def work(tx: WriteTransaction, erasing: ErasureTransaction) -> dict[str, int]:
@@ -114,16 +143,61 @@ class Forgetting:
             return ForgetReport(owner_id=owner_id, erased_events={}, prompt_files_removed=[],
                                 wal_truncated=True, bytes_before=0, bytes_after=0)
         removed = [agent for agent in sorted(erased) if self._files.remove_files(agent, owner_id)]
-        try:
-            scrub = self._erasure.scrub()
-        except StorageError as exc:
-            raise StorageError(
-                f"owner {owner_id!r} is erased from the log and the tables, but memory.db could not be"
-                f" rewritten yet ({exc}); run forget again to finish"
-            ) from exc
+        scrub = self._scrub(f"owner {owner_id!r}")
         return ForgetReport(owner_id=owner_id, erased_events=erased, prompt_files_removed=removed,
                             wal_truncated=scrub.wal_truncated, bytes_before=scrub.bytes_before,
                             bytes_after=scrub.bytes_after)
+
+    def forget_memory(self, memory_id: int, *, by: str = "operator", reason: str = "") -> MemoryForgetReport:
+        """Erase memory row ``memory_id`` (archived or not) and every event that carried any value
+        it had; its owner's prompt files (and every owner's MEMORY.md when it was a standing
+        rule) are re-rendered without it. :class:`NotFound` for a row that does not exist;
+        forgetting a row again finishes a scrub left pending and erases nothing more."""
+        check_identifier(by, "by")
+        _check_reason(reason)
+        at = self._clock.now()
+
+        def work(tx: WriteTransaction, erasing: ErasureTransaction) -> ev.MemoryForgotten | None:
+            row = tx.by_id(memory_id)
+            if row is None:
+                return None
+            finder = RowContentFinder(memory_id)
+            for item in erasing.erasure_candidates(row.owner_id, ev.REFERRING_KINDS):
+                finder.add(item.position, item.event)
+            positions = tuple(finder.positions())
+            erasing.redact(positions)
+            record = ev.MemoryForgotten(
+                at=at, agent_id=row.agent_id, owner_id=row.owner_id, memory_id=memory_id,
+                redacted_positions=positions, redacted_revisions=finder.revisions(),
+                provenance=ev.Provenance(agent_id=row.agent_id, owner_id=row.owner_id, trust=Trust.OPERATOR,
+                                         source_type="forget", source_id=by, reason=reason))
+            tx.append(memory_stream(row.agent_id, row.owner_id), [record])
+            self._files.record_in(tx, [record], at)
+            return record
+
+        record = self._erasure.erase(work)
+        if record is None:
+            if not self._erasure.scrub_pending():
+                raise NotFound(f"memory {memory_id} does not exist (or was erased already)")
+            scrub = self._scrub(f"memory {memory_id}")
+            return MemoryForgetReport(memory_id=memory_id, agent_id="", owner_id="", erased_events=0,
+                                      redacted_revisions=0, wal_truncated=scrub.wal_truncated,
+                                      bytes_before=scrub.bytes_before, bytes_after=scrub.bytes_after)
+        scrub = self._scrub(f"memory {memory_id}")
+        return MemoryForgetReport(memory_id=memory_id, agent_id=record.agent_id, owner_id=record.owner_id,
+                                  erased_events=len(record.redacted_positions),
+                                  redacted_revisions=len(record.redacted_revisions),
+                                  wal_truncated=scrub.wal_truncated, bytes_before=scrub.bytes_before,
+                                  bytes_after=scrub.bytes_after)
+
+    def _scrub(self, what: str) -> ScrubReport:
+        try:
+            return self._erasure.scrub()
+        except StorageError as exc:
+            raise StorageError(
+                f"{what} is erased from the log and the tables, but memory.db could not be"
+                f" rewritten yet ({exc}); run forget again to finish"
+            ) from exc
 
     def _forgotten_before(self, owner_id: str, agent_id: str | None) -> bool:
         """Whether an earlier erasure of this owner was recorded: running forget again finishes

@@ -37,6 +37,7 @@ from fermix_memory.domain.event_base import NO_OWNER_CONTENT, DomainEvent, Erasu
 from fermix_memory.domain.memory_events import (
     MemoryAdded,
     MemoryArchived,
+    MemoryForgotten,
     MemoryReplaced,
     MemoryRestored,
     OperationRefused,
@@ -45,9 +46,10 @@ from fermix_memory.domain.memory_events import (
 )
 
 __all__ = [
-    "ALL_EVENTS", "EVENTS_BY_KIND", "NO_OWNER_CONTENT", "REFERRING_KINDS", "CompactionFailed",
+    "ALL_EVENTS", "ERASURE_RECORDS", "EVENTS_BY_KIND", "NO_OWNER_CONTENT", "REFERRING_KINDS", "CompactionFailed",
     "ConversationWindowCleared", "DomainEvent", "Erasure", "HistoryCompacted", "JobRunRecorded", "MemoryAdded",
-    "MemoryArchived", "MemoryReplaced", "MemoryRestored", "MemorySourceRegistered", "MessageAppended",
+    "MemoryArchived", "MemoryForgotten", "MemoryReplaced", "MemoryRestored", "MemorySourceRegistered",
+    "MessageAppended",
     "MessageRetracted", "ModelCallTraced", "OperationRefused", "OwnerForgotten", "OwnerRef", "Provenance",
     "RedactedRevision", "ResourceRevised", "ResourceRolledBack", "ReviewClaimed", "ReviewCompleted", "ReviewFailed",
     "ReviewSkipped", "ScheduledJobSaved",
@@ -75,7 +77,11 @@ ALL_EVENTS: tuple[type[DomainEvent], ...] = (
     ResourceRolledBack,
     ModelCallTraced,
     OwnerForgotten,
+    MemoryForgotten,
 )
+
+# The records of an erasure: ``verify`` accepts a NULL payload only when one of them names it.
+ERASURE_RECORDS: tuple[type[OwnerForgotten | MemoryForgotten], ...] = (OwnerForgotten, MemoryForgotten)
 
 EVENTS_BY_KIND: dict[str, type[DomainEvent]] = {cls.kind: cls for cls in ALL_EVENTS}
 

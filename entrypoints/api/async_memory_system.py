@@ -196,6 +196,7 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
     resource_diff = awaitable(MemorySystem.resource_diff)
     resource_rollback = awaitable(MemorySystem.resource_rollback)
     forget_owner = awaitable(MemorySystem.forget_owner)
+    forget_memory = awaitable(MemorySystem.forget_memory)
     head = awaitable(MemorySystem.head)
     verify = awaitable(MemorySystem.verify)
     replay_into = awaitable(MemorySystem.replay_into)
