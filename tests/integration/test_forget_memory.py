@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import apsw
 import pytest
 
 from fermix_memory import AsyncMemorySystem, DomainError, MemorySystem, NotFound
@@ -202,3 +203,19 @@ def test_a_forget_killed_before_the_rewrite_is_finished_by_the_next_open(home: P
         assert not SqliteErasure(store).scrub_pending()
         assert memory.verify().ok
     assert found(home, ROW_VALUES) == {}
+
+
+@pytest.mark.sqlite_only("nulls a payload in memory.db behind the library's back")
+def test_verify_names_a_redaction_no_erasure_record_accounts_for(home: Path) -> None:
+    row = fill(home)
+    with MemorySystem.open(home) as memory:
+        report = memory.forget_memory(row)
+        kept = next(r.position for r in memory.events() if r.event.kind == "memory.added" and r.position != row)
+    db = apsw.Connection(str(home / "memory.db"))
+    db.execute("UPDATE events SET payload = NULL WHERE position = ?", (kept,))  # tidy tampering
+    db.close()
+    with MemorySystem.open(home) as memory:
+        verified = memory.verify()
+        assert not verified.ok and verified.first_bad_position == kept
+        assert "no recorded erasure names it" in verified.problem
+        assert verified.redacted == report.erased_events + 1
