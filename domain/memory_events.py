@@ -1,5 +1,5 @@
 """Events of memory rows (added, replaced, archived, restored, an operation refused) and of
-forgetting an owner or one row."""
+forgetting an owner, one row or one conversation."""
 
 from __future__ import annotations
 
@@ -156,6 +156,28 @@ class MemoryForgotten(DomainEvent):
     # Prompt-file revisions among the redacted events (the owner's own, and every owner's
     # MEMORY.md when the row was a standing rule of the agent): their rows go, each file's
     # current revision falls back to its newest one left.
+    redacted_revisions: tuple[RedactedRevision, ...] = ()
+    provenance: Provenance
+
+    def erasure(self) -> Erasure:
+        return NO_OWNER_CONTENT  # the record of an erasure is never erased
+
+
+@attrs.frozen(kw_only=True)
+class ConversationForgotten(DomainEvent):
+    """One conversation with an agent was erased: its messages and checkpoints, its window and
+    compaction records, the reviews of it, and the memory rows learnt only from it (with every
+    event that carried their values). The record carries no content: which conversation, who
+    took part, which events and rows, who asked and why."""
+
+    kind: ClassVar[str] = "conversation.forgotten"
+    refers_to_others: ClassVar[bool] = False
+    agent_id: str
+    conversation: ConversationKey
+    owners: tuple[str, ...]
+    memory_ids: tuple[int, ...]
+    # The log positions it redacted: ``verify`` accounts for these NULL payloads by them.
+    redacted_positions: tuple[int, ...]
     redacted_revisions: tuple[RedactedRevision, ...] = ()
     provenance: Provenance
 

@@ -271,6 +271,19 @@ def _memory_forgotten(cur: apsw.Cursor, position: int, e: ev.MemoryForgotten) ->
     _drop_revisions(cur, e.agent_id, e.redacted_revisions)
 
 
+def _conversation_forgotten(cur: apsw.Cursor, position: int, e: ev.ConversationForgotten) -> None:
+    """Every row the conversation's redacted events made goes: its messages, its window, the
+    reviews of it, the rows learnt only from it and the revisions that showed them (a replay
+    skips those events and makes none of them)."""
+    c = e.conversation
+    key = (e.agent_id, c.channel, c.chat_id, c.thread_scope)
+    where = "agent_id = ? AND channel = ? AND chat_id = ? AND thread_scope = ?"
+    for table in ("messages", "conversation_state", "review_state"):
+        cur.execute(f"DELETE FROM {table} WHERE {where}", key)
+    cur.executemany("DELETE FROM memories WHERE id = ? AND agent_id = ?", [(m, e.agent_id) for m in e.memory_ids])
+    _drop_revisions(cur, e.agent_id, e.redacted_revisions)
+
+
 def _drop_revisions(cur: apsw.Cursor, agent_id: str, revisions: Sequence[ev.RedactedRevision]) -> None:
     """Other owners' prompt-file revisions whose events were redacted: their rows go, and each
     file's current revision is its newest one left (none left: no current revision), which is
@@ -316,6 +329,7 @@ PROJECTIONS: dict[type[ev.DomainEvent], Projection] = {
     ev.ModelCallTraced: _no_projection,
     ev.OwnerForgotten: _owner_forgotten,
     ev.MemoryForgotten: _memory_forgotten,
+    ev.ConversationForgotten: _conversation_forgotten,
 }
 
 def project(cur: apsw.Cursor, position: int, event: ev.DomainEvent) -> None:

@@ -197,6 +197,7 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
     resource_rollback = awaitable(MemorySystem.resource_rollback)
     forget_owner = awaitable(MemorySystem.forget_owner)
     forget_memory = awaitable(MemorySystem.forget_memory)
+    forget_conversation = awaitable(MemorySystem.forget_conversation)
     head = awaitable(MemorySystem.head)
     verify = awaitable(MemorySystem.verify)
     replay_into = awaitable(MemorySystem.replay_into)

@@ -189,11 +189,16 @@ COMMANDS: tuple[Command, ...] = (
                " import that was cut off): only the rest is appended", switch=True),
         _CHAINS,
     )),
-    Command(("forget",), WRITE, "erase everything an owner left (messages, facts, files, jobs), or one memory row"
-            " (--memory ID: every event that carried its value, the prompt files re-rendered)", (
-        Option(("owner",), "the owner id to forget (not with --memory)", optional=True),
+    Command(("forget",), WRITE, "erase everything an owner left (messages, facts, files, jobs), one memory row"
+            " (--memory ID: every event that carried its value, the prompt files re-rendered) or one conversation"
+            " (--conversation: its messages, checkpoints, reviews and the facts learnt only from it)", (
+        Option(("owner",), "the owner id to forget (not with --memory or --conversation)", optional=True),
         Option(("--memory",), "erase this memory row instead of an owner", type=_id, metavar="ID"),
-        Option(("--agent",), "only what they left with this agent (default: every agent)"),
+        Option(("--conversation",), f"erase this conversation of --agent instead of an owner, {_CONVERSATION}",
+               metavar="CH:ID[:THREAD]"),
+        Option(("--dry-run",), "with --conversation: only list what would go", switch=True),
+        Option(("--agent",), "only what they left with this agent (default: every agent); with --conversation,"
+               " whose conversation it is"),
         Option(("--reason",), "kept in the record of the erasure (no content of the owner's)"),
         Option(("--yes",), "required: the erasure cannot be undone", switch=True),
     )),

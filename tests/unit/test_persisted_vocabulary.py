@@ -52,6 +52,7 @@ EVENT_KINDS = {
     "model.call_traced": 1,
     "owner.forgotten": 2,
     "memory.forgotten": 1,
+    "conversation.forgotten": 1,
 }
 
 # Every enum of the package (module.Class) -> its members' names and values.
