@@ -54,9 +54,9 @@ class _LogFollower:
     def observe(self, recorded: Sequence[RecordedEvent]) -> bool:
         """Advance past ``recorded``; False when a cache cannot just apply them and must empty:
         they do not follow on from what was seen (a foreign write), or they erase an owner
-        (whose messages and rows must not outlive the erasure in any cache)."""
+        or a row (whose messages and rows must not outlive the erasure in any cache)."""
         contiguous, self.seen = self._follows(self.seen, recorded)
-        return contiguous and not any(isinstance(item.event, ev.OwnerForgotten) for item in recorded)
+        return contiguous and not any(isinstance(item.event, ev.ERASURE_RECORDS) for item in recorded)
 
     def fresh(self) -> bool:
         current = self._last_position()

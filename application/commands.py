@@ -173,6 +173,13 @@ class Forget:
 
 
 @attrs.frozen(kw_only=True)
+class ForgetMemory:
+    memory_id: Any
+    by: Identifier = Identifier("operator")
+    reason: Any = ""
+
+
+@attrs.frozen(kw_only=True)
 class StartSession:
     """What :meth:`MemorySystem.session` binds once for every call of a session."""
 

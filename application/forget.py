@@ -1,8 +1,10 @@
-"""Forgetting an owner: erase what they left with an agent, keep a content-free record of it.
+"""Forgetting an owner (what they left with an agent) or one memory row; a content-free record
+of each erasure is kept.
 
-One write transaction redacts the payload of every event that carries the owner's content
-and records ``owner.forgotten``, whose projection deletes the owner's rows; then the prompt
-files go and the store is scrubbed so no deleted byte lingers in the database files.
+One write transaction redacts the payload of every event that carries the owner's content (the
+row's value) and records ``owner.forgotten`` (``memory.forgotten``), whose projection deletes
+the rows; then the prompt files are re-rendered or removed and the store is scrubbed so no
+deleted byte lingers in the database files.
 """
 
 from __future__ import annotations
@@ -13,13 +15,27 @@ from typing import Protocol
 
 import attrs
 
-from fermix_memory.application.errors import StorageError
-from fermix_memory.application.ports import Clock, Erasure, ErasureTransaction, EventStore, WriteTransaction
-from fermix_memory.application.streams import owner_stream, parse_owner_stream
+from fermix_memory.application.errors import NotFound, StorageError
+from fermix_memory.application.ports import (
+    Clock,
+    Erasure,
+    ErasureTransaction,
+    EventStore,
+    RecordedEvent,
+    ScrubReport,
+    WriteTransaction,
+)
+from fermix_memory.application.streams import (
+    conversation_stream,
+    memory_stream,
+    owner_stream,
+    parse_owner_stream,
+    review_stream,
+)
 from fermix_memory.domain import events as ev
-from fermix_memory.domain.erasure import OwnerContentFinder
+from fermix_memory.domain.erasure import OwnerContentFinder, RowContentFinder
 from fermix_memory.domain.errors import DomainError
-from fermix_memory.domain.values import Trust, check_identifier, is_encodable
+from fermix_memory.domain.values import ConversationKey, ScopeType, Trust, check_identifier, is_encodable
 
 MAX_REASON_CHARS = 500
 
@@ -42,6 +58,70 @@ class ForgetReport:
         return sorted(self.erased_events)
 
 
+@attrs.frozen(kw_only=True)
+class MemoryForgetReport:
+    """What erasing one memory row did: whose row it was, how many events were redacted (of
+    them, how many prompt-file revisions), and whether the database files were fully scrubbed.
+    ``erased_events`` is 0 when the row had been erased already and only the scrub was left."""
+
+    memory_id: int
+    agent_id: str
+    owner_id: str
+    erased_events: int
+    redacted_revisions: int
+    wal_truncated: bool
+    bytes_before: int
+    bytes_after: int
+
+
+@attrs.frozen(kw_only=True)
+class ConversationForgetReport:
+    """What erasing (or, with ``dry_run``, what would erase) one conversation: its messages and
+    checkpoints, the review records of it, the memory rows learnt only from it, the events in
+    all; then the scrub's outcome (a dry run, or nothing found: nothing rewritten, 0 bytes)."""
+
+    agent_id: str
+    conversation: str
+    dry_run: bool
+    messages: int
+    checkpoints: int
+    review_records: int
+    memory_ids: list[int]
+    erased_events: int
+    wal_truncated: bool
+    bytes_before: int
+    bytes_after: int
+
+
+@attrs.frozen(kw_only=True)
+class _ConversationContent:
+    positions: tuple[int, ...]
+    owners: tuple[str, ...]
+    messages: int
+    checkpoints: int
+    review_records: int
+    memory_ids: tuple[int, ...]
+    revisions: tuple[ev.RedactedRevision, ...]
+
+
+def _learnt_only_from(candidates: Sequence[RecordedEvent], agent_id: str, conversation: ConversationKey,
+                      message_ids: set[int]) -> list[int]:
+    """The rows of ``agent_id`` (among the owner's ``candidates``) learnt only from the conversation:
+    scoped to it, or whose every statement (add, replaces) names one of its messages as source."""
+    sources: dict[int, list[int | None]] = {}
+    scoped: set[int] = set()
+    for item in candidates:
+        e = item.event
+        if isinstance(e, ev.MemoryAdded) and e.agent_id == agent_id:
+            sources[item.position] = [e.provenance.source_message_id]
+            if e.scope_type == ScopeType.CONVERSATION and e.scope_id == conversation.scope_id:
+                scoped.add(item.position)
+        elif isinstance(e, ev.MemoryReplaced) and e.memory_id in sources:
+            sources[e.memory_id].append(e.provenance.source_message_id)
+    return sorted(row for row, found in sources.items()
+                  if row in scoped or all(s is not None and s in message_ids for s in found))
+
+
 class OwnerFiles(Protocol):
     """The prompt files of (agent, owner), removed after their erasure."""
 
@@ -53,6 +133,12 @@ class OwnerFiles(Protocol):
         """Re-render, in the erasure's transaction, the files the erasure changes (other owners'
         MEMORY.md lose the forgotten owner's standing rules)."""
         ...
+
+
+def _check_reason(reason: object) -> None:
+    if not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS or "\x00" in reason \
+            or not is_encodable(reason):
+        raise DomainError(f"reason must be text of at most {MAX_REASON_CHARS} characters, without NUL")
 
 
 def _is_owner_stream(stream: str, owner_id: str, agent_id: str | None) -> bool:
@@ -78,9 +164,7 @@ class Forgetting:
         if agent_id is not None:
             check_identifier(agent_id, "agent_id")
         check_identifier(by, "by")
-        if not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS or "\x00" in reason \
-                or not is_encodable(reason):
-            raise DomainError(f"reason must be text of at most {MAX_REASON_CHARS} characters, without NUL")
+        _check_reason(reason)
         at = self._clock.now()
 
         def work(tx: WriteTransaction, erasing: ErasureTransaction) -> dict[str, int]:
@@ -114,16 +198,132 @@ class Forgetting:
             return ForgetReport(owner_id=owner_id, erased_events={}, prompt_files_removed=[],
                                 wal_truncated=True, bytes_before=0, bytes_after=0)
         removed = [agent for agent in sorted(erased) if self._files.remove_files(agent, owner_id)]
-        try:
-            scrub = self._erasure.scrub()
-        except StorageError as exc:
-            raise StorageError(
-                f"owner {owner_id!r} is erased from the log and the tables, but memory.db could not be"
-                f" rewritten yet ({exc}); run forget again to finish"
-            ) from exc
+        scrub = self._scrub(f"owner {owner_id!r}")
         return ForgetReport(owner_id=owner_id, erased_events=erased, prompt_files_removed=removed,
                             wal_truncated=scrub.wal_truncated, bytes_before=scrub.bytes_before,
                             bytes_after=scrub.bytes_after)
+
+    def forget_memory(self, memory_id: int, *, by: str = "operator", reason: str = "") -> MemoryForgetReport:
+        """Erase memory row ``memory_id`` (archived or not) and every event that carried any value
+        it had; its owner's prompt files (and every owner's MEMORY.md when it was a standing
+        rule) are re-rendered without it. :class:`NotFound` for a row that does not exist;
+        forgetting a row again finishes a scrub left pending and erases nothing more."""
+        check_identifier(by, "by")
+        _check_reason(reason)
+        at = self._clock.now()
+
+        def work(tx: WriteTransaction, erasing: ErasureTransaction) -> ev.MemoryForgotten | None:
+            row = tx.by_id(memory_id)
+            if row is None:
+                return None
+            finder = RowContentFinder(memory_id)
+            for item in erasing.erasure_candidates(row.owner_id, ev.REFERRING_KINDS):
+                finder.add(item.position, item.event)
+            positions = tuple(finder.positions())
+            erasing.redact(positions)
+            record = ev.MemoryForgotten(
+                at=at, agent_id=row.agent_id, owner_id=row.owner_id, memory_id=memory_id,
+                redacted_positions=positions, redacted_revisions=finder.revisions(),
+                provenance=ev.Provenance(agent_id=row.agent_id, owner_id=row.owner_id, trust=Trust.OPERATOR,
+                                         source_type="forget", source_id=by, reason=reason))
+            tx.append(memory_stream(row.agent_id, row.owner_id), [record])
+            self._files.record_in(tx, [record], at)
+            return record
+
+        record = self._erasure.erase(work)
+        if record is None:
+            if not self._erasure.scrub_pending():
+                raise NotFound(f"memory {memory_id} does not exist (or was erased already)")
+            scrub = self._scrub(f"memory {memory_id}")
+            return MemoryForgetReport(memory_id=memory_id, agent_id="", owner_id="", erased_events=0,
+                                      redacted_revisions=0, wal_truncated=scrub.wal_truncated,
+                                      bytes_before=scrub.bytes_before, bytes_after=scrub.bytes_after)
+        scrub = self._scrub(f"memory {memory_id}")
+        return MemoryForgetReport(memory_id=memory_id, agent_id=record.agent_id, owner_id=record.owner_id,
+                                  erased_events=len(record.redacted_positions),
+                                  redacted_revisions=len(record.redacted_revisions),
+                                  wal_truncated=scrub.wal_truncated, bytes_before=scrub.bytes_before,
+                                  bytes_after=scrub.bytes_after)
+
+    def forget_conversation(self, agent_id: str, conversation: ConversationKey, *, dry_run: bool = False,
+                            by: str = "operator", reason: str = "") -> ConversationForgetReport:
+        """Erase one conversation with ``agent_id``: its messages and checkpoints, window and
+        compaction records, the reviews of it, and the memory rows learnt only from it (as
+        :meth:`forget_memory` erases a row). ``dry_run``: only say what would go."""
+        check_identifier(agent_id, "agent_id")
+        check_identifier(by, "by")
+        _check_reason(reason)
+        at = self._clock.now()
+
+        def work(tx: WriteTransaction, erasing: ErasureTransaction) -> _ConversationContent:
+            found = self._conversation_content(tx, erasing, agent_id, conversation)
+            if dry_run or not found.positions:
+                return found
+            erasing.redact(found.positions)
+            record = ev.ConversationForgotten(
+                at=at, agent_id=agent_id, conversation=conversation, owners=found.owners,
+                memory_ids=found.memory_ids, redacted_positions=found.positions,
+                redacted_revisions=found.revisions,
+                provenance=ev.Provenance(agent_id=agent_id, owner_id=by, trust=Trust.OPERATOR,
+                                         source_type="forget", source_id=by, reason=reason))
+            tx.append(conversation_stream(agent_id, conversation), [record])
+            self._files.record_in(tx, [record], at)
+            return found
+
+        found = self._erasure.erase(work)
+        report = ConversationForgetReport(
+            agent_id=agent_id, conversation=str(conversation), dry_run=dry_run, messages=found.messages,
+            checkpoints=found.checkpoints, review_records=found.review_records, memory_ids=list(found.memory_ids),
+            erased_events=len(found.positions), wal_truncated=True, bytes_before=0, bytes_after=0)
+        if dry_run or not (found.positions or self._erasure.scrub_pending()):
+            return report
+        scrub = self._scrub(f"conversation {conversation} of {agent_id!r}")
+        return attrs.evolve(report, wal_truncated=scrub.wal_truncated, bytes_before=scrub.bytes_before,
+                            bytes_after=scrub.bytes_after)
+
+    @staticmethod
+    def _conversation_content(tx: WriteTransaction, erasing: ErasureTransaction, agent_id: str,
+                              conversation: ConversationKey) -> _ConversationContent:
+        positions: set[int] = set()
+        message_ids: set[int] = set()
+        owners: dict[str, None] = {}
+        checkpoints = 0
+        for item in tx.read_events(stream=conversation_stream(agent_id, conversation)):
+            if isinstance(item.event, ev.ConversationForgotten):
+                continue  # the record of an earlier erasure stays
+            positions.add(item.position)
+            if isinstance(item.event, ev.MessageAppended):
+                message_ids.add(item.position)
+                checkpoints += item.event.message_kind == "checkpoint"
+                owners.update(dict.fromkeys((item.event.owner_id, *item.event.quoted_owners)))
+        reviews = [item.position for owner in owners
+                   for item in tx.read_events(stream=review_stream(agent_id, owner, conversation))]
+        positions.update(reviews)
+        rows: list[int] = []
+        revisions: list[ev.RedactedRevision] = []
+        for owner in owners:
+            candidates = list(erasing.erasure_candidates(owner, ev.REFERRING_KINDS))
+            for row in _learnt_only_from(candidates, agent_id, conversation, message_ids):
+                if tx.by_id(row) is None:
+                    continue
+                finder = RowContentFinder(row)
+                for item in candidates:
+                    finder.add(item.position, item.event)
+                positions.update(finder.positions())
+                revisions += [r for r in finder.revisions() if r not in revisions]
+                rows.append(row)
+        return _ConversationContent(
+            positions=tuple(sorted(positions)), owners=tuple(owners), messages=len(message_ids) - checkpoints,
+            checkpoints=checkpoints, review_records=len(reviews), memory_ids=tuple(rows), revisions=tuple(revisions))
+
+    def _scrub(self, what: str) -> ScrubReport:
+        try:
+            return self._erasure.scrub()
+        except StorageError as exc:
+            raise StorageError(
+                f"{what} is erased from the log and the tables, but memory.db could not be"
+                f" rewritten yet ({exc}); run forget again to finish"
+            ) from exc
 
     def _forgotten_before(self, owner_id: str, agent_id: str | None) -> bool:
         """Whether an earlier erasure of this owner was recorded: running forget again finishes

@@ -112,6 +112,11 @@ class PromptFiles:
                     rules_changed[e.provenance.agent_id] = None
             elif isinstance(e, ev.OwnerForgotten):
                 rules_changed[e.agent_id] = None  # a forget is rare
+            elif isinstance(e, ev.MemoryForgotten | ev.ConversationForgotten):
+                owners = (e.owner_id,) if isinstance(e, ev.MemoryForgotten) else e.owners
+                pairs.update(dict.fromkeys((e.agent_id, o) for o in owners))
+                if any(r.owner_id not in owners for r in e.redacted_revisions):
+                    rules_changed[e.agent_id] = None  # a row was a standing rule
         for agent_id, owner_id in pairs:
             if agent_id not in rules_changed:
                 self._record(tx, agent_id, owner_id, RESOURCE_NAMES, tx.agent_rules(agent_id), at, "rebuild")
@@ -131,6 +136,11 @@ class PromptFiles:
                 self._welcomed.discard((e.agent_id, e.owner_id))
                 # Other owners' files that showed the forgotten owner's rules: even when nothing
                 # new was rendered for them (their whole MEMORY.md was those rules), they change.
+                revised.update(dict.fromkeys((e.agent_id, r.owner_id) for r in e.redacted_revisions))
+            elif isinstance(e, ev.MemoryForgotten | ev.ConversationForgotten):
+                # Files that showed the rows, re-rendered or not (their revisions may just be gone).
+                owners = (e.owner_id,) if isinstance(e, ev.MemoryForgotten) else e.owners
+                revised.update(dict.fromkeys((e.agent_id, o) for o in owners))
                 revised.update(dict.fromkeys((e.agent_id, r.owner_id) for r in e.redacted_revisions))
             elif isinstance(e, ev.MessageAppended):
                 arrivals[(e.agent_id, e.owner_id)] = None

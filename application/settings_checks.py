@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
+from datetime import date, datetime, time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -138,3 +139,23 @@ def knobs_of(cls: type[Any]) -> list[Knob]:
 
 def checks_of(cls: type[Any]) -> Mapping[str, Rule]:
     return {f.name: f.metadata[_KNOB] for f in attrs.fields(cls)}
+
+
+def describe_toml_type(value: object) -> str:
+    """The TOML type of ``value`` in words, for messages that must not show the value itself."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # "inf", "nan": telling, and never a secret
+    for cls, words in (
+        (bool, "a boolean"),
+        (int, "an integer"),
+        (float, "a float"),
+        (str, "a string"),
+        (Mapping, "a table"),
+        (list, "an array"),
+        (datetime, "a date-time"),
+        (date, "a date"),
+        (time, "a time"),
+    ):
+        if isinstance(value, cls):
+            return words
+    return f"a {type(value).__name__}"

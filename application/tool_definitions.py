@@ -16,6 +16,7 @@ MAX_QUERY_CHARS = 500
 MAX_RECALL_LIMIT = 50
 DEFAULT_RECALL_LIMIT = 10
 MAX_SOURCES = 100
+MAX_REASON_CHARS = 500
 # A whole arguments document; far above any valid call, far below what could hurt to parse.
 MAX_ARGUMENT_CHARS = 16_384
 TOOL_CATEGORY: Final = Category.CONTEXT  # fixed: a tool can never write a directive or a profile row
@@ -111,23 +112,51 @@ _DEFINITIONS: Final[tuple[dict[str, Any], ...]] = (
     },
 )
 
+# Offered only when the host enables it (``[fermix_core.memory] forget_tool``).
+_FORGET: Final[dict[str, Any]] = {
+    "name": "memory_forget",
+    "description": (
+        "Forget a stored memory the user asks you to forget: give its id, as memory_recall returned it."
+        " Only memories you can recall here can be forgotten. Use it only when the user asks."
+    ),
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "id": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "The id of the memory, from a memory_recall result.",
+            },
+            "reason": {
+                "type": "string",
+                "maxLength": MAX_REASON_CHARS,
+                "description": "Why, in a few words (kept with the record, e.g. 'the user asked').",
+            },
+        },
+        "required": ["id"],
+        "additionalProperties": False,
+    },
+}
+
 TOOL_NAMES: Final[tuple[str, ...]] = tuple(d["name"] for d in _DEFINITIONS)
+FORGET_TOOL: Final = _FORGET["name"]
 
 
-def tool_definitions() -> list[dict[str, Any]]:
-    """The definitions as ``{"name", "description", "parameters"}`` (copies: safe to change)."""
-    return copy.deepcopy(list(_DEFINITIONS))
+def tool_definitions(*, forget: bool = False) -> list[dict[str, Any]]:
+    """The definitions as ``{"name", "description", "parameters"}`` (copies: safe to change);
+    ``memory_forget`` among them when ``forget``."""
+    return copy.deepcopy([*_DEFINITIONS, *([_FORGET] if forget else [])])
 
 
-def openai_tool_definitions() -> list[dict[str, Any]]:
+def openai_tool_definitions(*, forget: bool = False) -> list[dict[str, Any]]:
     """Chat Completions ``tools``: ``{"type": "function", "function": {name, description, parameters}}``."""
-    return [{"type": "function", "function": d} for d in tool_definitions()]
+    return [{"type": "function", "function": d} for d in tool_definitions(forget=forget)]
 
 
-def anthropic_tool_definitions() -> list[dict[str, Any]]:
+def anthropic_tool_definitions(*, forget: bool = False) -> list[dict[str, Any]]:
     """Anthropic Messages ``tools``: ``{"name", "description", "input_schema"}``."""
     return [{"name": d["name"], "description": d["description"], "input_schema": d["parameters"]}
-            for d in tool_definitions()]
+            for d in tool_definitions(forget=forget)]
 
 
-TOOL_SCHEMAS: Final[dict[str, Mapping[str, Any]]] = {d["name"]: d["parameters"] for d in _DEFINITIONS}
+TOOL_SCHEMAS: Final[dict[str, Mapping[str, Any]]] = {d["name"]: d["parameters"] for d in (*_DEFINITIONS, _FORGET)}

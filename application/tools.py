@@ -1,4 +1,5 @@
-"""The agent's memory tools (SPEC §9): ``memory_store``, ``memory_recall``, ``memory_sources_list``.
+"""The agent's memory tools (SPEC §9): ``memory_store``, ``memory_recall``, ``memory_sources_list``,
+and ``memory_forget`` when the host enables it.
 
 One set of JSON-Schema definitions (``tool_definitions``) is the source of truth: it is exported
 for OpenAI- and Anthropic-style tool calling and it is what :meth:`MemoryTools.dispatch_tool`
@@ -9,6 +10,8 @@ the model can read and correct. Only storage failures propagate.
 Where rows go and what a caller may see is decided by the domain (admission and scopes):
 ``memory_store`` writes ``context`` rows at conversation scope (job scope in a job run) that
 never render into the prompt files; a job run recalls only its own job rows and never history.
+``memory_forget`` archives a row through the same admission (only rows the caller is shown; every
+refusal recorded); with ``forget_tool = "erase"`` an operator's call then erases it for good.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from fermix_memory.application.errors import ConfigError
 from fermix_memory.application.jobs import MemorySourceQueries
 from fermix_memory.application.memory_writes import OperationOutcome
 from fermix_memory.application.ports import MemoryHit, MemoryQueries, MessageHit
@@ -31,6 +35,7 @@ from fermix_memory.application.tool_arguments import (
 )
 from fermix_memory.application.tool_definitions import (
     DEFAULT_RECALL_LIMIT,
+    FORGET_TOOL,
     MAX_ARGUMENT_CHARS,
     MAX_QUERY_CHARS,
     MAX_RECALL_LIMIT,
@@ -45,7 +50,7 @@ from fermix_memory.application.tool_definitions import (
 from fermix_memory.domain.admission import WriteContext
 from fermix_memory.domain.errors import DomainError, InvalidIdentifier
 from fermix_memory.domain.event_base import Provenance
-from fermix_memory.domain.operations import AddOperation, Operation
+from fermix_memory.domain.operations import AddOperation, ArchiveOperation, Operation
 from fermix_memory.domain.scopes import (
     Reader,
     RecallScope,
@@ -135,11 +140,11 @@ class ToolContext:
     def writer(self) -> WriterKind:
         return WriterKind.JOB if self.job_source_id is not None else WriterKind.TOOL
 
-    def provenance(self) -> Provenance:
+    def provenance(self, tool: str = "memory_store") -> Provenance:
         job = self.job_source_id
         return Provenance(agent_id=self.agent_id, owner_id=self.owner_id, trust=self.trust,
                           source_type="job" if job is not None else "tool",
-                          source_id=job if job is not None else "memory_store", session_id=self.session_id,
+                          source_id=job if job is not None else tool, session_id=self.session_id,
                           run_id=self.run_id, source_message_id=self.source_message_id)
 
 
@@ -150,6 +155,15 @@ class MemoryWrites(Protocol):
     """What the tools need of :class:`~fermix_memory.application.memory_writes.MemoryWriter`."""
 
     def apply(self, ops: Sequence[Operation], ctx: WriteContext) -> list[OperationOutcome]: ...
+
+
+class EraseRow(Protocol):
+    """Erasing one row for good (:meth:`~fermix_memory.application.forget.Forgetting.forget_memory`)."""
+
+    def __call__(self, memory_id: int, *, by: str, reason: str) -> object: ...
+
+
+FORGET_MODES = ("off", "archive", "erase")
 
 
 def _error(code: str, message: str) -> dict[str, Any]:
@@ -177,15 +191,27 @@ class MemoryTools:
     """Dispatches the model's memory tool calls for one caller context at a time. Thread-safe
     (it holds no state of its own beyond the ports it was given)."""
 
-    def __init__(self, writer: MemoryWrites, queries: MemoryQueries, job_queries: MemorySourceQueries) -> None:
+    def __init__(self, writer: MemoryWrites, queries: MemoryQueries, job_queries: MemorySourceQueries, *,
+                 forget: str = "off", erase: EraseRow | None = None) -> None:
+        if forget not in FORGET_MODES or (forget == "erase" and erase is None):
+            raise ConfigError(f"forget_tool must be one of {', '.join(FORGET_MODES)} (erase needs a way to erase)")
         self._writer = writer
         self._queries = queries
         self._sources = job_queries
+        self._forget_mode = forget
+        self._erase = erase
         self._handlers: dict[str, Callable[[dict[str, Any], ToolContext], dict[str, Any]]] = {
             "memory_store": self._store,
             "memory_recall": self._recall,
             "memory_sources_list": self._sources_list,
         }
+        if forget != "off":
+            self._handlers[FORGET_TOOL] = self._forget
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The tools offered: ``memory_forget`` only when enabled."""
+        return tuple(self._handlers)
 
     def dispatch_tool(self, name: str, arguments: Mapping[str, Any] | str | None,
                       context: ToolContext) -> dict[str, Any]:
@@ -196,7 +222,7 @@ class MemoryTools:
         """
         handler = self._handlers.get(name) if isinstance(name, str) else None
         if handler is None:
-            return _error("unknown_tool", f"unknown tool {show_value(name)}; tools: {', '.join(TOOL_NAMES)}")
+            return _error("unknown_tool", f"unknown tool {show_value(name)}; tools: {', '.join(self.names)}")
         try:
             args = validate_arguments(TOOL_SCHEMAS[name], parse_arguments(arguments))
             return handler(args, context)
@@ -250,3 +276,18 @@ class MemoryTools:
         sources = [{"id": s.id, "source_type": s.source_type, "name": s.name, "description": s.description}
                    for s in found[:MAX_SOURCES]]
         return {"ok": True, "sources": sources, "truncated": len(found) > MAX_SOURCES}
+
+    def _forget(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        """Archive the row through admission (so a row the caller is not shown, or may not change,
+        is refused and the refusal recorded); an operator's call with erasing enabled then erases it."""
+        reason = (args.get("reason") or "").strip() or "asked through memory_forget"
+        write = WriteContext(writer=ctx.writer, reader=ctx.reader, provenance=ctx.provenance(FORGET_TOOL))
+        outcome = self._writer.apply([ArchiveOperation(id=args["id"], reason=reason)], write)[0]
+        if outcome.status == "refused":
+            return _error(outcome.reason, outcome.detail or outcome.reason)
+        if self._forget_mode == "erase" and ctx.trust is Trust.OPERATOR and ctx.job_source_id is None:
+            assert self._erase is not None
+            self._erase(args["id"], by=FORGET_TOOL, reason=reason)
+            return {"ok": True, "status": "erased", "id": args["id"]}
+        return {"ok": True, "status": "archived" if outcome.status == "archived" else "already_archived",
+                "id": args["id"]}

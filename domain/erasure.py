@@ -96,3 +96,57 @@ class OwnerContentFinder:
              if self.owner_id in owners and self.agent_id in (None, ref[0]) and self._conversation_events.get(ref)),
             key=lambda ref: (ref[0], ref[1].scope_id),
         )
+
+
+class RowContentFinder:
+    """Feed it every readable event in log order; ask which positions carry the value of memory
+    row ``memory_id`` (any value it ever had): the event that created it, every event naming the
+    row (replaces, archive and restore records, refusals), and the prompt-file revisions recorded
+    while it was live (its owner's files; every owner's MEMORY.md of the agent when the row is a
+    standing rule), with the rollbacks repeating one of those. A revision that left the row out
+    for space still goes: an over-approximation at worst, as for an owner's rules."""
+
+    def __init__(self, memory_id: int) -> None:
+        self.memory_id = memory_id
+        self.owner: OwnerRef | None = None
+        self._shared = False
+        self._live = False
+        self._hits: set[int] = set()
+        self._quoting: set[RevisionRef] = set()
+        self._revisions: list[RedactedRevision] = []
+
+    def add(self, position: int, event: DomainEvent) -> None:
+        decl = event.erasure()
+        if position == self.memory_id and decl.creates_row and decl.owners:
+            self.owner, self._shared, self._live = decl.owners[0], decl.shared_row, True
+            self._hits.add(position)
+            return
+        if self.owner is None:  # nothing before the row was made can carry its value
+            return
+        if decl.memory_row == self.memory_id:
+            self._hits.add(position)
+            if decl.row_live is not None:
+                self._live = decl.row_live
+        if decl.revision is not None:
+            self._revision(position, decl.revision, decl)
+
+    def _revision(self, position: int, ref: RevisionRef, decl: Erasure) -> None:
+        assert self.owner is not None
+        agent, owner, name, number = ref
+        if agent != self.owner[0]:
+            return
+        showing = self._live and (owner == self.owner[1] or (self._shared and decl.shows_rules))
+        if not (showing or (decl.copies is not None and (agent, owner, name, decl.copies) in self._quoting)):
+            self._quoting.discard(ref)  # a number used again after an earlier erasure
+            return
+        self._quoting.add(ref)
+        self._hits.add(position)
+        self._revisions.append(RedactedRevision(owner_id=owner, name=name, revision=number))
+
+    def positions(self) -> list[int]:
+        """The sorted positions to redact (none when the row was never seen)."""
+        return sorted(self._hits)
+
+    def revisions(self) -> tuple[RedactedRevision, ...]:
+        """The prompt-file revisions among :meth:`positions`."""
+        return tuple(self._revisions)

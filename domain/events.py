@@ -35,8 +35,10 @@ from fermix_memory.domain.conversation_events import (
 )
 from fermix_memory.domain.event_base import NO_OWNER_CONTENT, DomainEvent, Erasure, OwnerRef, Provenance
 from fermix_memory.domain.memory_events import (
+    ConversationForgotten,
     MemoryAdded,
     MemoryArchived,
+    MemoryForgotten,
     MemoryReplaced,
     MemoryRestored,
     OperationRefused,
@@ -45,12 +47,12 @@ from fermix_memory.domain.memory_events import (
 )
 
 __all__ = [
-    "ALL_EVENTS", "EVENTS_BY_KIND", "NO_OWNER_CONTENT", "REFERRING_KINDS", "CompactionFailed",
-    "ConversationWindowCleared", "DomainEvent", "Erasure", "HistoryCompacted", "JobRunRecorded", "MemoryAdded",
-    "MemoryArchived", "MemoryReplaced", "MemoryRestored", "MemorySourceRegistered", "MessageAppended",
-    "MessageRetracted", "ModelCallTraced", "OperationRefused", "OwnerForgotten", "OwnerRef", "Provenance",
-    "RedactedRevision", "ResourceRevised", "ResourceRolledBack", "ReviewClaimed", "ReviewCompleted", "ReviewFailed",
-    "ReviewSkipped", "ScheduledJobSaved",
+    "ALL_EVENTS", "ERASURE_RECORDS", "EVENTS_BY_KIND", "NO_OWNER_CONTENT", "REFERRING_KINDS", "CompactionFailed",
+    "ConversationForgotten", "ConversationWindowCleared", "DomainEvent", "Erasure", "HistoryCompacted",
+    "JobRunRecorded", "MemoryAdded", "MemoryArchived", "MemoryForgotten", "MemoryReplaced", "MemoryRestored",
+    "MemorySourceRegistered", "MessageAppended", "MessageRetracted", "ModelCallTraced", "OperationRefused",
+    "OwnerForgotten", "OwnerRef", "Provenance", "RedactedRevision", "ResourceRevised", "ResourceRolledBack",
+    "ReviewClaimed", "ReviewCompleted", "ReviewFailed", "ReviewSkipped", "ScheduledJobSaved",
 ]  # fmt: skip
 
 ALL_EVENTS: tuple[type[DomainEvent], ...] = (
@@ -75,7 +77,13 @@ ALL_EVENTS: tuple[type[DomainEvent], ...] = (
     ResourceRolledBack,
     ModelCallTraced,
     OwnerForgotten,
+    MemoryForgotten,
+    ConversationForgotten,
 )
+
+# The records of an erasure: ``verify`` accepts a NULL payload only when one of them names it.
+ERASURE_RECORDS: tuple[type[OwnerForgotten | MemoryForgotten | ConversationForgotten], ...] = (
+    OwnerForgotten, MemoryForgotten, ConversationForgotten)
 
 EVENTS_BY_KIND: dict[str, type[DomainEvent]] = {cls.kind: cls for cls in ALL_EVENTS}
 

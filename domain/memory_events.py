@@ -1,5 +1,5 @@
 """Events of memory rows (added, replaced, archived, restored, an operation refused) and of
-forgetting an owner."""
+forgetting an owner, one row or one conversation."""
 
 from __future__ import annotations
 
@@ -134,6 +134,52 @@ class OwnerForgotten(DomainEvent):
     # owner's standing rules): their rows go too, each file's current revision falls back to
     # its newest one left.
     redacted_revisions: tuple[RedactedRevision, ...] = ()
+
+    def erasure(self) -> Erasure:
+        return NO_OWNER_CONTENT  # the record of an erasure is never erased
+
+
+@attrs.frozen(kw_only=True)
+class MemoryForgotten(DomainEvent):
+    """One memory row was erased: the events that carried its value (its add, replaces, archive
+    and restore records, refusals naming it, and the prompt-file revisions that showed it) are
+    redacted and the row is deleted. Like :class:`OwnerForgotten`, this record carries no
+    content: which row, whose, which events, who asked and why."""
+
+    kind: ClassVar[str] = "memory.forgotten"
+    refers_to_others: ClassVar[bool] = False
+    agent_id: str
+    owner_id: str
+    memory_id: int
+    # The log positions it redacted: ``verify`` accounts for these NULL payloads by them.
+    redacted_positions: tuple[int, ...]
+    # Prompt-file revisions among the redacted events (the owner's own, and every owner's
+    # MEMORY.md when the row was a standing rule of the agent): their rows go, each file's
+    # current revision falls back to its newest one left.
+    redacted_revisions: tuple[RedactedRevision, ...] = ()
+    provenance: Provenance
+
+    def erasure(self) -> Erasure:
+        return NO_OWNER_CONTENT  # the record of an erasure is never erased
+
+
+@attrs.frozen(kw_only=True)
+class ConversationForgotten(DomainEvent):
+    """One conversation with an agent was erased: its messages and checkpoints, its window and
+    compaction records, the reviews of it, and the memory rows learnt only from it (with every
+    event that carried their values). The record carries no content: which conversation, who
+    took part, which events and rows, who asked and why."""
+
+    kind: ClassVar[str] = "conversation.forgotten"
+    refers_to_others: ClassVar[bool] = False
+    agent_id: str
+    conversation: ConversationKey
+    owners: tuple[str, ...]
+    memory_ids: tuple[int, ...]
+    # The log positions it redacted: ``verify`` accounts for these NULL payloads by them.
+    redacted_positions: tuple[int, ...]
+    redacted_revisions: tuple[RedactedRevision, ...] = ()
+    provenance: Provenance
 
     def erasure(self) -> Erasure:
         return NO_OWNER_CONTENT  # the record of an erasure is never erased

@@ -351,14 +351,16 @@ def bootstrap(
                 opened.callback(upkeep.stop)  # before the worker's close, which waits for a running job
             prompt_files.repair()  # files are derived: a crash between commit and write is mended here
             finish_erasures(storage.erasure)
+        forgetting = Forgetting(store, storage.erasure, prompt_files, clock)
         return App(
             home=home_path, settings=settings, clock=clock, store=store, queries=queries, audit=storage.audit,
             conversations=conversations, rows=rows, history=history,
             memory=writer, tokens=tokens, prompt_files=prompt_files, reviewer=reviewer,
             background=background, model_for=model_for,
             compactor=compactor, turns=TurnService(compactor, history),
-            tools=MemoryTools(writer, queries, storage.jobs),
-            forgetting=Forgetting(store, storage.erasure, prompt_files, clock),
+            tools=MemoryTools(writer, queries, storage.jobs, forget=settings.memory.forget_tool,
+                              erase=forgetting.forget_memory),
+            forgetting=forgetting,
             transfer=LogTransfer(store, decode_payload, prompt_files.repair),
             resources=opened.pop_all(),
         )

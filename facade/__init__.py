@@ -32,7 +32,7 @@ if TYPE_CHECKING:
         StorageBusy,
         StorageError,
     )
-    from fermix_memory.application.forget import ForgetReport
+    from fermix_memory.application.forget import ConversationForgetReport, ForgetReport, MemoryForgetReport
     from fermix_memory.application.memory_writes import OperationOutcome
     from fermix_memory.application.ports import ChatMessage, ChatModel, ChatRequest, ChatResponse, MemoryHit, MessageHit
     from fermix_memory.application.recall import RecallResult
@@ -74,6 +74,8 @@ _HOMES = {
     "FermixError": "fermix_memory.domain.errors",
     "ForeignDatabase": "fermix_memory.application.errors",
     "ForgetReport": "fermix_memory.application.forget",
+    "ConversationForgetReport": "fermix_memory.application.forget",
+    "MemoryForgetReport": "fermix_memory.application.forget",
     "HomeNotFound": "fermix_memory.application.errors",
     "IntegrityError": "fermix_memory.application.errors",
     "InvalidArgument": "fermix_memory.domain.errors",
@@ -122,6 +124,7 @@ __all__ = [
     "CompactionResult",
     "ConcurrencyConflict",
     "ConfigError",
+    "ConversationForgetReport",
     "ConversationKey",
     "DatabaseTooNew",
     "DomainError",
@@ -135,6 +138,7 @@ __all__ = [
     "InvalidNumber",
     "Memory",
     "MemoryClosed",
+    "MemoryForgetReport",
     "MemoryHit",
     "MemorySystem",
     "Message",

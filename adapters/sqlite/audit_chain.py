@@ -15,8 +15,8 @@ from fermix_memory.adapters.sqlite.connection import scalar_int
 from fermix_memory.adapters.sqlite.transaction import LOG_ROWS, read_chain_heads
 from fermix_memory.application.errors import IntegrityError
 from fermix_memory.application.streams import chain_for
+from fermix_memory.domain.events import ERASURE_RECORDS, OwnerForgotten
 from fermix_memory.domain.log_chain import GENESIS_HASH, chain_hash, payload_digest
-from fermix_memory.domain.memory_events import OwnerForgotten
 
 Progress = Callable[[int, int], None]
 BATCH = 5_000  # events between two progress calls (and commits, when folding)
@@ -68,8 +68,8 @@ def check_chain(conn: apsw.Connection, progress: Progress | None = None) -> Veri
             redacted += 1
             erasures.unaccounted[position] = kind
         heads[chain] = (position, row_hash)
-        if kind == OwnerForgotten.kind and payload is not None:
-            problem = erasures.record(position, schema, payload)
+        if kind in _ERASURE_KINDS and payload is not None:
+            problem = erasures.record(position, kind, schema, payload)
             if problem:
                 return VerifyReport(ok=False, events=count, first_bad_position=position, problem=problem,
                                     redacted=redacted)
@@ -92,21 +92,26 @@ def check_chain(conn: apsw.Connection, progress: Progress | None = None) -> Veri
     return VerifyReport(ok=True, events=count, redacted=redacted)
 
 
+_ERASURE_KINDS = frozenset(cls.kind for cls in ERASURE_RECORDS)
+
+
 class _ErasureAccount:
-    """Every NULL payload must be named by a later ``owner.forgotten`` record; schema-1 records
-    (which only gave a number) account for that many of the unnamed ones before them."""
+    """Every NULL payload must be named by a later erasure record (``owner.forgotten``,
+    ``memory.forgotten``); schema-1 ``owner.forgotten`` records (which only gave a number)
+    account for that many of the unnamed ones before them."""
 
     def __init__(self) -> None:
         self.unaccounted: dict[int, str] = {}
         self.accounted: set[int] = set()
 
-    def record(self, position: int, schema: int, payload: str) -> str:
+    def record(self, position: int, kind: str, schema: int, payload: str) -> str:
         try:
-            event = decode_payload(OwnerForgotten.kind, schema, payload)
+            event = decode_payload(kind, schema, payload)
         except IntegrityError as exc:
-            return f"event {position} (owner.forgotten): {exc}"
-        assert isinstance(event, OwnerForgotten)
+            return f"event {position} ({kind}): {exc}"
+        assert isinstance(event, ERASURE_RECORDS)
         if event.redacted_positions is None:
+            assert isinstance(event, OwnerForgotten)
             for old in sorted(self.unaccounted)[:event.erased_events]:
                 del self.unaccounted[old]
                 self.accounted.add(old)
@@ -114,7 +119,7 @@ class _ErasureAccount:
         for named in event.redacted_positions:
             if self.unaccounted.pop(named, None) is None:
                 state = "was already accounted for" if named in self.accounted else "is not redacted"
-                return f"event {position} (owner.forgotten) names event {named} as erased, but it {state}"
+                return f"event {position} ({kind}) names event {named} as erased, but it {state}"
             self.accounted.add(named)
         return ""
 

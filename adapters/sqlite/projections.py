@@ -264,6 +264,26 @@ def _owner_forgotten(cur: apsw.Cursor, position: int, e: ev.OwnerForgotten) -> N
         cur.execute(f"DELETE FROM {table} WHERE agent_id = :a AND owner_id = :o", key)
 
 
+def _memory_forgotten(cur: apsw.Cursor, position: int, e: ev.MemoryForgotten) -> None:
+    """The row goes (its redacted events are skipped by a replay, which makes no row either),
+    and so do the prompt-file revisions that showed it."""
+    cur.execute("DELETE FROM memories WHERE id = ? AND agent_id = ?", (e.memory_id, e.agent_id))
+    _drop_revisions(cur, e.agent_id, e.redacted_revisions)
+
+
+def _conversation_forgotten(cur: apsw.Cursor, position: int, e: ev.ConversationForgotten) -> None:
+    """Every row the conversation's redacted events made goes: its messages, its window, the
+    reviews of it, the rows learnt only from it and the revisions that showed them (a replay
+    skips those events and makes none of them)."""
+    c = e.conversation
+    key = (e.agent_id, c.channel, c.chat_id, c.thread_scope)
+    where = "agent_id = ? AND channel = ? AND chat_id = ? AND thread_scope = ?"
+    for table in ("messages", "conversation_state", "review_state"):
+        cur.execute(f"DELETE FROM {table} WHERE {where}", key)
+    cur.executemany("DELETE FROM memories WHERE id = ? AND agent_id = ?", [(m, e.agent_id) for m in e.memory_ids])
+    _drop_revisions(cur, e.agent_id, e.redacted_revisions)
+
+
 def _drop_revisions(cur: apsw.Cursor, agent_id: str, revisions: Sequence[ev.RedactedRevision]) -> None:
     """Other owners' prompt-file revisions whose events were redacted: their rows go, and each
     file's current revision is its newest one left (none left: no current revision), which is
@@ -308,6 +328,8 @@ PROJECTIONS: dict[type[ev.DomainEvent], Projection] = {
     ev.ResourceRolledBack: _resource_revised,
     ev.ModelCallTraced: _no_projection,
     ev.OwnerForgotten: _owner_forgotten,
+    ev.MemoryForgotten: _memory_forgotten,
+    ev.ConversationForgotten: _conversation_forgotten,
 }
 
 def project(cur: apsw.Cursor, position: int, event: ev.DomainEvent) -> None:

@@ -35,7 +35,7 @@ from fermix_memory.domain.errors import InvalidArgument
 from fermix_memory.entrypoints.api.async_session import AsyncSession
 from fermix_memory.entrypoints.api.lane import Lane, OnLane, awaitable, detach, run_sync
 from fermix_memory.entrypoints.api.memory_system import MemorySystem
-from fermix_memory.entrypoints.api.turns import AnthropicPrompt, OpenAIPrompt, Prompt
+from fermix_memory.entrypoints.api.turns import AnthropicPrompt, OpenAIPrompt, Prompt, ToolDefinitions
 
 PAGE = 500  # events read per lane call by the async iterators
 E = TypeVar("E", RecordedEvent, audit.LogEntry)
@@ -156,7 +156,7 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
     conversation_state = awaitable(MemorySystem.conversation_state)
     review_now = awaitable(MemorySystem.review_now)
     dispatch_tool = awaitable(MemorySystem.dispatch_tool)
-    tool_definitions = staticmethod(MemorySystem.tool_definitions)
+    tool_definitions = ToolDefinitions()
 
     @overload
     async def compose_prompt(self, agent_id: str, owner_id: str, conversation: Any, *, system: str = "",
@@ -197,6 +197,8 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
     resource_diff = awaitable(MemorySystem.resource_diff)
     resource_rollback = awaitable(MemorySystem.resource_rollback)
     forget_owner = awaitable(MemorySystem.forget_owner)
+    forget_memory = awaitable(MemorySystem.forget_memory)
+    forget_conversation = awaitable(MemorySystem.forget_conversation)
     head = awaitable(MemorySystem.head)
     verify = awaitable(MemorySystem.verify)
     replay_into = awaitable(MemorySystem.replay_into)

@@ -10,11 +10,12 @@ from typing import Any
 from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
 from fermix_memory.adapters.sqlite import audit
 from fermix_memory.adapters.sqlite.head import Head, checked_head
-from fermix_memory.application.commands import Forget
+from fermix_memory.application.commands import Forget, ForgetMemory
 from fermix_memory.application.errors import NotFound
-from fermix_memory.application.forget import ForgetReport
+from fermix_memory.application.forget import ConversationForgetReport, ForgetReport, MemoryForgetReport
 from fermix_memory.application.host_input import row_id
 from fermix_memory.application.log_transfer import ImportReport
+from fermix_memory.application.message_input import conversation_key
 from fermix_memory.application.ports import RecordedEvent, ResourceRevision
 from fermix_memory.application.prompt_files import check_resource_name, unified_diff
 from fermix_memory.domain.errors import InvalidArgument
@@ -95,6 +96,38 @@ class FilesApi(ApiBase):
         """
         cmd = self._command(Forget, dict(owner_id=owner_id, agent_id=agent_id, by=by, reason=reason))
         return self._app.forgetting.forget_owner(cmd.owner_id, agent_id=cmd.agent_id, by=cmd.by, reason=cmd.reason)
+
+    def forget_memory(self, memory_id: int, *, by: str = "operator", reason: str = "") -> MemoryForgetReport:
+        """Erase one memory row (archived or not), as :meth:`forget_owner` erases an owner.
+
+        The row is deleted and the payloads of every event that carried any value it had are
+        redacted: its add, replaces, archive and restore records, refusals naming it, and the
+        prompt-file revisions recorded while it was live (every owner's MEMORY.md when it was a
+        standing rule of the agent). A ``memory.forgotten`` event records which row, whose, which
+        events, who asked and why, without any content; the prompt files are re-rendered without
+        the row and the database is rewritten (``wal_truncated`` as for :meth:`forget_owner`).
+        The messages the value was learnt from stay: they are the conversation's. Raises
+        :class:`NotFound` for a row that does not exist; forgetting it again finishes a rewrite
+        left pending.
+        """
+        cmd = self._command(ForgetMemory, dict(memory_id=memory_id, by=by, reason=reason))
+        return self._app.forgetting.forget_memory(row_id(cmd.memory_id, "memory"), by=cmd.by, reason=cmd.reason)
+
+    def forget_conversation(self, agent_id: str, conversation: Any, *, dry_run: bool = False, by: str = "operator",
+                            reason: str = "") -> ConversationForgetReport:
+        """Erase one conversation with ``agent_id``, as :meth:`forget_owner` erases an owner: its
+        messages and checkpoints, its window and compaction records, the review records of it,
+        and the memory rows learnt only from it (scoped to it, or every statement of which came
+        from one of its messages; each erased as :meth:`forget_memory` does). A
+        ``conversation.forgotten`` event records it without content; the prompt files are
+        re-rendered and the database rewritten. ``dry_run=True`` only reports what would go.
+        """
+        self._check_open()
+        check_identifier(agent_id, "agent_id")
+        if not isinstance(dry_run, bool):
+            raise InvalidArgument("dry_run must be True or False")
+        return self._app.forgetting.forget_conversation(agent_id, conversation_key(conversation), dry_run=dry_run,
+                                                        by=check_identifier(by, "by"), reason=reason)
 
     # --- audit -----------------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Literal, TypeAlias, overload
 
@@ -35,6 +36,28 @@ MAX_WAIT_S = 86_400.0  # longer is a host bug (and past threading.TIMEOUT_MAX, a
 OpenAIPrompt: TypeAlias = list[dict[str, Any]]  # the system message, then the window's messages
 AnthropicPrompt: TypeAlias = tuple[str, list[dict[str, Any]]]  # (system, messages)
 Prompt: TypeAlias = OpenAIPrompt | AnthropicPrompt
+
+
+Definitions: TypeAlias = Callable[..., list[dict[str, Any]]]
+
+
+class ToolDefinitions:
+    """``tool_definitions(style="openai")``: the memory tools' JSON-Schema definitions in OpenAI
+    (``"openai"``) or Anthropic (``"anthropic"``) form. Called on the class, ``memory_store``,
+    ``memory_recall`` and ``memory_sources_list``; on an open memory, also ``memory_forget`` when
+    its settings enable it (``[fermix_core.memory] forget_tool``)."""
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Definitions:
+        forget = obj is not None and obj.settings.memory.forget_tool != "off"
+
+        def tool_definitions(style: StyleName = "openai") -> list[dict[str, Any]]:
+            """The memory tools' definitions in OpenAI (``"openai"``) or Anthropic (``"anthropic"``)
+            form; ``memory_forget`` among them when this memory's settings enable it."""
+            if parse_enum(Style, style, "style") is Style.ANTHROPIC:
+                return anthropic_tool_definitions(forget=forget)
+            return openai_tool_definitions(forget=forget)
+
+        return tool_definitions
 
 
 class TurnsApi(ApiBase):
@@ -158,13 +181,7 @@ class TurnsApi(ApiBase):
         return self._app.compose_prompt(self._command(ComposePrompt, dict(
             agent_id=agent_id, owner_id=owner_id, conversation=conversation, system=system, style=style)))
 
-    @staticmethod
-    def tool_definitions(style: StyleName = "openai") -> list[dict[str, Any]]:
-        """JSON-Schema definitions of ``memory_store``, ``memory_recall`` and
-        ``memory_sources_list`` in OpenAI (``"openai"``) or Anthropic (``"anthropic"``) form."""
-        if parse_enum(Style, style, "style") is Style.ANTHROPIC:
-            return anthropic_tool_definitions()
-        return openai_tool_definitions()
+    tool_definitions = ToolDefinitions()
 
     def dispatch_tool(self, name: str, arguments: Any, *, agent_id: str, owner_id: str, trust: TrustName = "guest",
                       conversation: Any = None, job_source_id: str | None = None, session_id: str = "",

@@ -41,6 +41,7 @@ class Option:
     required: bool = False
     switch: bool = False  # an on/off flag that takes no value (``--yes``)
     metavar: str | None = None
+    optional: bool = False  # a positional argument that may be left out
 
     @property
     def positional(self) -> bool:
@@ -188,9 +189,16 @@ COMMANDS: tuple[Command, ...] = (
                " import that was cut off): only the rest is appended", switch=True),
         _CHAINS,
     )),
-    Command(("forget",), WRITE, "erase everything an owner left (messages, facts, files, jobs)", (
-        Option(("owner",), "the owner id to forget"),
-        Option(("--agent",), "only what they left with this agent (default: every agent)"),
+    Command(("forget",), WRITE, "erase everything an owner left (messages, facts, files, jobs), one memory row"
+            " (--memory ID: every event that carried its value, the prompt files re-rendered) or one conversation"
+            " (--conversation: its messages, checkpoints, reviews and the facts learnt only from it)", (
+        Option(("owner",), "the owner id to forget (not with --memory or --conversation)", optional=True),
+        Option(("--memory",), "erase this memory row instead of an owner", type=_id, metavar="ID"),
+        Option(("--conversation",), f"erase this conversation of --agent instead of an owner, {_CONVERSATION}",
+               metavar="CH:ID[:THREAD]"),
+        Option(("--dry-run",), "with --conversation: only list what would go", switch=True),
+        Option(("--agent",), "only what they left with this agent (default: every agent); with --conversation,"
+               " whose conversation it is"),
         Option(("--reason",), "kept in the record of the erasure (no content of the owner's)"),
         Option(("--yes",), "required: the erasure cannot be undone", switch=True),
     )),
@@ -344,6 +352,8 @@ def _add(parser: argparse.ArgumentParser, option: Option, *, common_below_top: b
             kwargs["choices"] = option.choices
         if option.metavar:
             kwargs["metavar"] = option.metavar
+        if option.optional:
+            kwargs["nargs"] = "?"
     if option.required:
         kwargs["required"] = True
     parser.add_argument(*option.flags, **kwargs)

@@ -135,6 +135,16 @@ def cmd_memory_restore(memory: MemorySystem, args: argparse.Namespace, out: Outp
 
 
 def cmd_forget(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    if args.memory is not None and args.conversation is not None:
+        raise UsageError("forget erases one thing at a time: give --memory or --conversation, not both")
+    if args.memory is not None:
+        return _forget_memory(memory, args, out)
+    if args.conversation is not None:
+        return _forget_conversation(memory, args, out)
+    if args.dry_run:
+        raise UsageError("--dry-run goes with --conversation")
+    if args.owner is None:
+        raise UsageError("forget needs an owner id, --memory ID for one memory row, or --conversation CH:ID --agent A")
     if not args.yes:
         where = f"agent {args.agent!r}" if args.agent else "every agent"
         raise UsageError(f"forget erases everything of owner {args.owner!r} with {where}, for good;"
@@ -151,7 +161,56 @@ def cmd_forget(memory: MemorySystem, args: argparse.Namespace, out: Output) -> i
         return lines
 
     out.emit(report, human)
-    if not report.wal_truncated:
+    return _scrubbed(report.wal_truncated, out)
+
+
+def _forget_memory(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    if args.owner is not None or args.agent is not None:
+        raise UsageError("forget --memory ID erases one row: give no owner and no --agent with it")
+    if not args.yes:
+        raise UsageError(f"forget --memory erases memory {args.memory} and every record of its value, for good;"
+                         " add --yes to go ahead")
+    report = memory.forget_memory(args.memory, by="cli", reason=args.reason or "")
+
+    def human(r: Any) -> list[str]:
+        if not r.erased_events:
+            return [f"memory {r.memory_id} was erased already; the rewrite it left pending is done"]
+        return [f"forgot memory {r.memory_id} of {r.agent_id}/{r.owner_id}: {r.erased_events} events redacted"
+                f" ({r.redacted_revisions} prompt-file revisions), the row deleted, the prompt files re-rendered",
+                f"memory.db rewritten: {r.bytes_before:,} -> {r.bytes_after:,} bytes"]
+
+    out.emit(report, human)
+    return _scrubbed(report.wal_truncated, out)
+
+
+def _forget_conversation(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    if args.owner is not None or args.agent is None:
+        raise UsageError("forget --conversation CH:ID erases one conversation of one agent: give --agent, no owner")
+    conversation = ConversationKey.parse(args.conversation)
+    if not args.yes and not args.dry_run:
+        raise UsageError(f"forget --conversation erases {conversation} of agent {args.agent!r} and the facts learnt"
+                         " only from it, for good; add --yes to go ahead (or --dry-run to see what would go)")
+    report = memory.forget_conversation(args.agent, conversation, dry_run=args.dry_run, by="cli",
+                                        reason=args.reason or "")
+
+    def human(r: Any) -> list[str]:
+        if not r.erased_events:
+            return [f"nothing of {r.conversation} with agent {r.agent_id!r} was found; nothing to erase"]
+        verb = "would erase" if r.dry_run else "erased"
+        rows = ", ".join(str(m) for m in r.memory_ids) or "none"
+        lines = [f"{verb} {r.conversation} of {r.agent_id}: {r.messages} messages, {r.checkpoints} checkpoints,"
+                 f" {r.review_records} review records, memory rows learnt only from it: {rows}"
+                 f" ({r.erased_events} events)"]
+        if not r.dry_run:
+            lines.append(f"memory.db rewritten: {r.bytes_before:,} -> {r.bytes_after:,} bytes")
+        return lines
+
+    out.emit(report, human)
+    return _scrubbed(report.wal_truncated, out)
+
+
+def _scrubbed(wal_truncated: bool, out: Output) -> int:
+    if not wal_truncated:
         report_error(out.as_json, StorageBusy("another process holds a read open, so the WAL still has old pages;"
                                         " run forget again once it has closed"))
         return EXIT_ERROR

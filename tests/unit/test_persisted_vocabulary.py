@@ -51,6 +51,8 @@ EVENT_KINDS = {
     "resource.rolled_back": 1,
     "model.call_traced": 1,
     "owner.forgotten": 2,
+    "memory.forgotten": 1,
+    "conversation.forgotten": 1,
 }
 
 # Every enum of the package (module.Class) -> its members' names and values.

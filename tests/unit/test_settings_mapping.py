@@ -92,6 +92,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "max_conversation_history": 500,
         "durability": "full",
         "token_encoding": "o200k_base",
+        "forget_tool": "erase",
     },
     "compaction": {
         "enabled": False,
@@ -300,6 +301,7 @@ def test_fermix_core_itself_must_be_a_table() -> None:
         ("memory", "max_conversation_history", 0, 'a positive integer or "infinity"'),
         ("memory", "max_conversation_history", "forever", 'an integer or "infinity"'),
         ("memory", "durability", "fast", 'one of "normal", "full"'),
+        ("memory", "forget_tool", "delete", 'one of "off", "archive", "erase"'),
         ("memory", "token_encoding", "", "a non-empty string"),
         ("memory", "token_encoding", "  ", "a non-empty string"),
         ("compaction", "threshold", 0, "in (0, 1]"),
@@ -463,6 +465,7 @@ VALID: dict[str, dict[str, Any]] = {
         "max_conversation_history": st.one_of(st.just("infinity"), st.integers(1, BIG)),
         "durability": st.sampled_from(["normal", "full"]),
         "token_encoding": st.text(min_size=1).filter(str.strip),
+        "forget_tool": st.sampled_from(["off", "archive", "erase"]),
     },
     "compaction": {
         "enabled": st.booleans(),
