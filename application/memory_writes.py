@@ -13,7 +13,7 @@ from fermix_memory.application.ports import Clock, EventStore, WriteTransaction
 from fermix_memory.application.streams import memory_stream
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.admission import MAX_MEMORY_ID, AdmissionPolicy, WriteContext
-from fermix_memory.domain.operations import Operation
+from fermix_memory.domain.operations import Operation, sourced
 from fermix_memory.domain.scopes import Reader, WriterKind
 from fermix_memory.domain.values import Trust
 
@@ -64,13 +64,17 @@ class MemoryWriter:
             self._derived.record_in(tx, events, at)
 
     def apply_in(self, tx: WriteTransaction, ops: Sequence[Operation], ctx: WriteContext,
-                 at: Any) -> list[OperationOutcome]:
-        """Decide and record ``ops`` inside an open transaction (for composed use cases)."""
+                 at: Any, *, shown_messages: frozenset[int] = frozenset()) -> list[OperationOutcome]:
+        """Decide and record ``ops`` inside an open transaction (for composed use cases).
+
+        An operation's ``source_message_ids`` are kept only among ``shown_messages`` (the
+        messages its writer was shown; see :func:`~fermix_memory.domain.operations.sourced`)."""
         stream = memory_stream(ctx.reader.agent_id, ctx.reader.owner_id)
         outcomes = []
         recorded: list[ev.DomainEvent] = []
         for op in ops:
-            events = self._policy.decide(op, ctx, tx, at)
+            op_ctx = attrs.evolve(ctx, provenance=sourced(ctx.provenance, op, shown_messages))
+            events = self._policy.decide(op, op_ctx, tx, at)
             positions = tx.append(stream, events) if events else []
             outcomes.append(_outcome(op.op, events, positions))
             recorded += events
