@@ -195,6 +195,7 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
     resource_revision = awaitable(MemorySystem.resource_revision)
     resource_diff = awaitable(MemorySystem.resource_diff)
     resource_rollback = awaitable(MemorySystem.resource_rollback)
+    roll_back = awaitable(MemorySystem.roll_back)
     forget_owner = awaitable(MemorySystem.forget_owner)
     head = awaitable(MemorySystem.head)
     verify = awaitable(MemorySystem.verify)

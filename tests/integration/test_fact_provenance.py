@@ -86,7 +86,7 @@ def test_each_fact_names_only_its_own_messages_and_unknown_ids_are_dropped_and_r
         tea = memory.explain(rows["tea"].id)["events"][0]
         assert [m["id"] for m in tea["source_messages"]] == [paris, coffee, paris + 2]  # the batch, as before
         assert BOB_SECRET not in json.dumps([city, drink, tea])
-        coffee_id = rows["coffee"].id
+        coffee_id, tea_id = rows["coffee"].id, rows["tea"].id
         assert memory.verify().ok
 
     shown = run_cli("memory", "show", str(coffee_id), home=home)
@@ -94,6 +94,9 @@ def test_each_fact_names_only_its_own_messages_and_unknown_ids_are_dropped_and_r
     assert "Flat whites every morning" in shown.stdout and "2 named sources left out" in shown.stdout
     assert "I live in Paris" not in shown.stdout and "review read" not in shown.stdout
     assert BOB_SECRET not in shown.stdout
+    batch = run_cli("memory", "show", str(tea_id), home=home).stdout  # no id kept: the batch, as before
+    assert "the review read 3 user messages" in batch and "1 named source left out" in batch
+    assert BOB_SECRET not in batch
     as_json = run_cli("--json", "memory", "show", str(coffee_id), home=home)
     assert [m["id"] for m in json.loads(as_json.stdout)["events"][0]["source_messages"]] == [coffee]
     assert BOB_SECRET not in as_json.stdout
