@@ -279,7 +279,7 @@ class PromptFiles:
     def rollback(self, agent_id: str, owner_id: str, name: str, revision: int, *, by: str = "operator"
                  ) -> int | None:
         """Restore an earlier rendering as a new revision and write it; returns the new revision,
-        ``None`` when the file already shows that text (nothing recorded).
+        ``None`` when it is the current revision (nothing recorded).
 
         The rows are not changed: the next rebuild renders the rows again over it
         (reference behaviour). ``ResourceRollback.rows`` restores the rows instead.

@@ -7,7 +7,7 @@ Two ways, told apart because they last differently (ADR-0034):
 - **the rows**: the owner's rows the revision was rendered from come back as ordinary operator
   memory events (replace, restore, archive through admission), and the file is rendered from
   them in the same commit, so file and rows agree and every later rebuild keeps it.
-Rolling back to what the file already shows changes nothing, and says so.
+Rolling back to the current revision (or to rows that are already that revision's) changes nothing, and says so.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class ResourceRollback:
         report = self._report(agent_id, owner_id, name, revision, "text", changed=new is not None,
                               content=target.content)
         if new is None:
-            return attrs.evolve(report, note=f"{name} already shows revision {revision}: nothing to do")
+            return attrs.evolve(report, note=f"revision {revision} is the current revision of {name}: nothing to do")
         return attrs.evolve(report, note=(
             f"{name}: the text of revision {revision} restored as revision {new}; the memory rows are unchanged,"
             " so the next rebuild renders them again over it (--rows restores the rows instead)"))

@@ -74,9 +74,10 @@ def decide_revise(state: ResourceState, cmd: ReviseResource) -> list[ev.DomainEv
 
 
 def decide_rollback(state: ResourceState, cmd: RollBackResource) -> list[ev.DomainEvent]:
-    """A new revision holding the earlier content; nothing when the file already shows it (the
-    target is the current revision, or holds the same text)."""
-    if state.revision and (cmd.to_revision == state.revision or cmd.content == state.content):
+    """A new revision holding the earlier content; nothing when the target is the current
+    revision (an earlier revision with the same text is still recorded: the log says it was
+    asked for)."""
+    if cmd.to_revision == state.revision:
         return []
     k = cmd.key
     return [ev.ResourceRolledBack(at=cmd.at, agent_id=k.agent_id, owner_id=k.owner_id, name=k.name,

@@ -74,7 +74,7 @@ class FilesApi(ApiBase):
     def resource_rollback(self, name: str, revision: int, *, agent_id: str, owner_id: str,
                           by: str = "operator") -> ResourceRevision:
         """Restore revision ``revision``'s content as a new revision and rewrite the file; returns
-        the current revision (unchanged when the file already shows that text). The rows are not
+        the current revision (unchanged when ``revision`` is the current one). The rows are not
         changed: the next rebuild overwrites the file (see :meth:`roll_back`)."""
         report = self.roll_back(name, revision, agent_id=agent_id, owner_id=owner_id, by=by)
         return self.resource_revision(name, report.revision, agent_id=agent_id, owner_id=owner_id)
@@ -87,7 +87,8 @@ class FilesApi(ApiBase):
         renders them again over it). ``rows=True`` restores instead the memory rows that
         revision was rendered from, as operator memory events through admission, and renders the
         file from them: file and rows agree, and rebuilds keep it. Rolling back to what is already
-        there records nothing (``changed`` is False)."""
+        there (the current revision; rows already those of the revision) records nothing
+        (``changed`` is False)."""
         self._check_open()
         check_owner(agent_id, owner_id)
         use = self._app.rollback.rows if rows else self._app.rollback.text
