@@ -38,7 +38,13 @@ def _message_entry(message: Message) -> dict[str, Any]:
 
 def _source_messages(store: EventStore, queries: ExplainQueries, row: Memory,
                      provenance: ev.Provenance) -> list[dict[str, Any]]:
-    """The messages a change came from: for a review, every user message that review read."""
+    """The messages a change came from: the ones its provenance names exactly, else (a change
+    recorded without them) its one source message, or for a review every user message that
+    review read."""
+    if provenance.source_message_ids is not None:
+        named = (queries.message(i) for i in provenance.source_message_ids[:MAX_SOURCE_MESSAGES])
+        return [_message_entry(m) for m in named
+                if m is not None and (m.agent_id, m.owner_id) == (row.agent_id, row.owner_id)]
     if provenance.source_message_id is None:
         return []
     last = queries.message(provenance.source_message_id)
@@ -79,6 +85,11 @@ def explain_memory(store: EventStore, queries: ExplainQueries, memory_id: int) -
                 "run_id": provenance.run_id, "source_message_id": provenance.source_message_id,
                 "reason": provenance.reason,
             }
+            if provenance.source_message_ids is not None:
+                entry["by"]["source_message_ids"] = list(provenance.source_message_ids)
+            if provenance.dropped_source_message_ids:
+                # How many, not which: a dropped id may name another owner's message.
+                entry["by"]["dropped_source_messages"] = len(provenance.dropped_source_message_ids)
             entry["source_messages"] = _source_messages(store, queries, row, provenance)
         trail.append(entry)
     return {"memory": row, "events": trail}

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any, Protocol
 
 import attrs
@@ -13,7 +14,8 @@ from fermix_memory.application.ports import Clock, EventStore, WriteTransaction
 from fermix_memory.application.streams import memory_stream
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.admission import MAX_MEMORY_ID, AdmissionPolicy, WriteContext
-from fermix_memory.domain.operations import Operation
+from fermix_memory.domain.operations import Operation, sourced
+from fermix_memory.domain.row_rollback import RowChange
 from fermix_memory.domain.scopes import Reader, WriterKind
 from fermix_memory.domain.values import Trust
 
@@ -64,15 +66,36 @@ class MemoryWriter:
             self._derived.record_in(tx, events, at)
 
     def apply_in(self, tx: WriteTransaction, ops: Sequence[Operation], ctx: WriteContext,
-                 at: Any) -> list[OperationOutcome]:
-        """Decide and record ``ops`` inside an open transaction (for composed use cases)."""
+                 at: Any, *, shown_messages: frozenset[int] = frozenset()) -> list[OperationOutcome]:
+        """Decide and record ``ops`` inside an open transaction (for composed use cases).
+
+        An operation's ``source_message_ids`` are kept only among ``shown_messages`` (the
+        messages its writer was shown; see :func:`~fermix_memory.domain.operations.sourced`)."""
+        return self._record_in(tx, ctx, at, [
+            (op.op, partial(self._policy.decide, op,
+                            attrs.evolve(ctx, provenance=sourced(ctx.provenance, op, shown_messages)), tx, at))
+            for op in ops])
+
+    def apply_changes_in(self, tx: WriteTransaction, changes: Sequence[RowChange], ctx: WriteContext,
+                         at: datetime) -> list[OperationOutcome]:
+        """Decide and record row changes (operations, and restores where ``op`` is None), each
+        through admission, inside an open transaction; the prompt files are rendered once."""
+        return self._record_in(tx, ctx, at, [
+            ("restore", partial(self._policy.restore, c.memory_id, ctx, tx, at)) if c.op is None
+            else (c.op.op, partial(self._policy.decide, c.op, ctx, tx, at))
+            for c in changes])
+
+    def _record_in(self, tx: WriteTransaction, ctx: WriteContext, at: Any,
+                   decisions: Sequence[tuple[str, Callable[[], list[ev.DomainEvent]]]]) -> list[OperationOutcome]:
+        """Run each decision in order (each sees the ones before it), append its events to the
+        owner's memory stream and render the prompt files once for all of them."""
         stream = memory_stream(ctx.reader.agent_id, ctx.reader.owner_id)
         outcomes = []
         recorded: list[ev.DomainEvent] = []
-        for op in ops:
-            events = self._policy.decide(op, ctx, tx, at)
+        for op_name, decide in decisions:
+            events = decide()
             positions = tx.append(stream, events) if events else []
-            outcomes.append(_outcome(op.op, events, positions))
+            outcomes.append(_outcome(op_name, events, positions))
             recorded += events
         self._derive(tx, recorded, at)
         return outcomes

@@ -286,10 +286,13 @@ class PromptFiles:
 
     # --- revisions ------------------------------------------------------------------------------
 
-    def rollback(self, agent_id: str, owner_id: str, name: str, revision: int, *, by: str = "operator") -> int:
-        """Restore an earlier rendering as a new revision and write it; returns the new revision.
+    def rollback(self, agent_id: str, owner_id: str, name: str, revision: int, *, by: str = "operator"
+                 ) -> int | None:
+        """Restore an earlier rendering as a new revision and write it; returns the new revision,
+        ``None`` when it is the current revision (nothing recorded).
 
-        The next rebuild from changed rows renders the rows again (reference behaviour).
+        The rows are not changed: the next rebuild renders the rows again over it
+        (reference behaviour). ``ResourceRollback.rows`` restores the rows instead.
         """
         check_resource_name(name)
         target = self._reader.resource_revision(agent_id, owner_id, name, revision)
@@ -303,12 +306,16 @@ class PromptFiles:
             provenance=ev.Provenance(agent_id=agent_id, owner_id=owner_id, source_type="operator", source_id=by,
                                      reason=f"rollback to {revision}"))
 
-        def work(tx: WriteTransaction) -> int:
+        def work(tx: WriteTransaction) -> int | None:
             events = res.decide_rollback(_resource_state(tx, agent_id, owner_id, name), cmd)
+            if not events:
+                return None
             tx.append(resource_stream(agent_id, owner_id, name), events)
             return res.evolve(res.NEVER_RECORDED, events[-1]).revision
 
         new_revision = self._store.write(work)
+        if new_revision is None:
+            return None
         with self._lock(agent_id, owner_id):
             self._sync_files(agent_id, owner_id)
         return new_revision

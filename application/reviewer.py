@@ -152,8 +152,15 @@ class Reviewer:
                 source_message_id=last_id or None, reason="memory review",
             ),
         )
+        shown = frozenset(m.id for m in packed)
+        for index, op in enumerate(operations):
+            unknown = [i for i in op.source_message_ids if i not in shown]
+            if unknown:  # recorded in the provenance of what the operation writes (ADR-0034)
+                log.warning("review of %s/%s %s: operations[%d] names messages it was not shown, dropped: %s",
+                            agent_id, owner_id, conversation, index, unknown[:10])
         try:
-            return self._store.write(lambda tx: self._apply(tx, result, claim, operations, ctx, len(packed), last_id))
+            return self._store.write(lambda tx: self._apply(tx, result, claim, operations, ctx, len(packed), last_id,
+                                                            shown))
         except Exception as exc:  # nothing was applied; release the claim and back off
             log.exception("applying the review of %s/%s %s failed", agent_id, owner_id, conversation)
             self._fail(result, claim, exc)
@@ -204,7 +211,7 @@ class Reviewer:
                             errors=tuple(f"{type(e).__name__}: {e}"[:1000] for e in errors))
 
     def _apply(self, tx: WriteTransaction, result: ReviewResult, claim: _Claim, operations: list[Operation],
-               ctx: WriteContext, reviewed: int, last_id: int) -> ReviewResult:
+               ctx: WriteContext, reviewed: int, last_id: int, shown: frozenset[int]) -> ReviewResult:
         at = self._clock.now()
         stream = review_stream(result.agent_id, result.owner_id, result.conversation)
         state = tx.review_state(result.agent_id, result.owner_id, result.conversation)
@@ -214,7 +221,7 @@ class Reviewer:
         if state.claim_id != claim.claim_id:  # nothing of a lost claim's review may be applied
             tx.append(stream, gate.decide_complete(state, cmd))
             return attrs.evolve(result, reason="claim_lost")
-        outcomes = self._writer.apply_in(tx, operations, ctx, at)
+        outcomes = self._writer.apply_in(tx, operations, ctx, at, shown_messages=shown)
         applied = sum(o.status in ("added", "replaced", "archived") for o in outcomes)
         refused = sum(o.status == "refused" for o in outcomes)
         tx.append(stream, gate.decide_complete(state, attrs.evolve(cmd, applied=applied, refused=refused)))

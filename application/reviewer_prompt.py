@@ -95,12 +95,14 @@ b) one JSON object: {"operations": [OPERATION, ...]} where each OPERATION is one
        may also set "category", "key" or "confidence"; give at least one of the four
    {"op": "archive", "id": ID, "reason": TEXT}
        reason is optional
-   ID is the integer id of a row in "memories". Use no other fields; at most 50 operations.
+   ID is the integer id of a row in "memories". Any operation may also give
+   "source_message_ids": [MESSAGE_ID, ...], the ids of the messages in "messages" it comes from.
+   Use no other fields; at most 50 operations.
 
 Example answer:
 {"operations": [{"op": "add", "category": "preference", "key": "coffee", "value": "Prefers \
 flat whites", "confidence": 0.9}, {"op": "replace", "id": 12, "value": "Lives in Berlin"}, \
-{"op": "archive", "id": 7, "reason": "no longer true"}]}
+{"op": "archive", "id": 7, "reason": "no longer true", "source_message_ids": [341]}]}
 """
 
 _USER_LEAD = (

@@ -17,7 +17,15 @@ from fermix_memory.domain.values import ConversationKey, Trust
 
 @attrs.frozen(kw_only=True)
 class Provenance:
-    """Who caused a change, through what, and why."""
+    """Who caused a change, through what, and why.
+
+    ``source_message_ids``: the exact messages a fact came from, when the writer named them (a
+    review's operation that gave ids the review was shown, the rules extractor); ``None`` for
+    a change recorded without them, whose source is ``source_message_id`` (for a review: the
+    last message of its batch). ``dropped_source_message_ids``: ids the writer gave that were
+    not messages it was shown, left out and kept here as a record (ADR-0034). Both are left
+    out of the stored payload when unset, so every other event is stored as before.
+    """
 
     agent_id: str
     owner_id: str
@@ -28,6 +36,8 @@ class Provenance:
     run_id: str = ""
     source_message_id: int | None = None
     reason: str = ""
+    source_message_ids: tuple[int, ...] | None = None
+    dropped_source_message_ids: tuple[int, ...] = ()
 
 
 OwnerRef = tuple[str, str]  # (agent_id, owner_id)

@@ -16,6 +16,7 @@ class MemoryAdded(DomainEvent):
     """A new memory row. Its memory id is this event's log position."""
 
     kind: ClassVar[str] = "memory.added"
+    schema: ClassVar[int] = 2  # 2: the provenance may name its exact source messages (ADR-0034)
     refers_to_others: ClassVar[bool] = False
     agent_id: str
     owner_id: str
@@ -41,6 +42,7 @@ class MemoryReplaced(DomainEvent):
     """A row's statement changed (latest statement wins). Un-archives the row if archived."""
 
     kind: ClassVar[str] = "memory.replaced"
+    schema: ClassVar[int] = 2  # 2: the provenance may name its exact source messages (ADR-0034)
     refers_to_others: ClassVar[bool] = True
     memory_id: int
     category: Category
@@ -58,6 +60,7 @@ class MemoryReplaced(DomainEvent):
 @attrs.frozen(kw_only=True)
 class MemoryArchived(DomainEvent):
     kind: ClassVar[str] = "memory.archived"
+    schema: ClassVar[int] = 2  # 2: the provenance may name its exact source messages (ADR-0034)
     refers_to_others: ClassVar[bool] = True
     memory_id: int
     archived_by: str

@@ -2,11 +2,16 @@
 
 Categories are kept as the raw text the writer gave, so that an unknown category is refused
 by admission (and the refusal recorded) instead of failing the whole batch.
+
+``source_message_ids``: the messages a reviewer says the operation came from (optional; the
+review keeps only ids of messages it was shown, ADR-0034).
 """
 
 from __future__ import annotations
 
 import attrs
+
+from fermix_memory.domain.event_base import Provenance
 
 DEFAULT_CONFIDENCE = 1.0
 
@@ -17,6 +22,7 @@ class AddOperation:
     key: str
     value: str
     confidence: float = DEFAULT_CONFIDENCE
+    source_message_ids: tuple[int, ...] = ()
 
     op = "add"
 
@@ -30,6 +36,7 @@ class ReplaceOperation:
     category: str | None = None
     key: str | None = None
     confidence: float | None = None
+    source_message_ids: tuple[int, ...] = ()
 
     op = "replace"
 
@@ -38,8 +45,23 @@ class ReplaceOperation:
 class ArchiveOperation:
     id: int
     reason: str = ""
+    source_message_ids: tuple[int, ...] = ()
 
     op = "archive"
 
 
 Operation = AddOperation | ReplaceOperation | ArchiveOperation
+
+
+def sourced(provenance: Provenance, op: Operation, shown: frozenset[int]) -> Provenance:
+    """``provenance`` for ``op``, whose ``source_message_ids`` must be among ``shown`` (the
+    messages its writer was shown): the others are dropped, and named in the provenance as
+    dropped. Kept ids become the change's exact sources (the newest is its
+    ``source_message_id``); with none kept the change keeps ``provenance``'s source."""
+    if not op.source_message_ids:
+        return provenance
+    kept = tuple(sorted(i for i in op.source_message_ids if i in shown))
+    dropped = tuple(i for i in op.source_message_ids if i not in shown)
+    return attrs.evolve(provenance, source_message_ids=kept or None,
+                        source_message_id=kept[-1] if kept else provenance.source_message_id,
+                        dropped_source_message_ids=dropped)

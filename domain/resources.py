@@ -74,6 +74,11 @@ def decide_revise(state: ResourceState, cmd: ReviseResource) -> list[ev.DomainEv
 
 
 def decide_rollback(state: ResourceState, cmd: RollBackResource) -> list[ev.DomainEvent]:
+    """A new revision holding the earlier content; nothing when the target is the current
+    revision (an earlier revision with the same text is still recorded: the log says it was
+    asked for)."""
+    if cmd.to_revision == state.revision:
+        return []
     k = cmd.key
     return [ev.ResourceRolledBack(at=cmd.at, agent_id=k.agent_id, owner_id=k.owner_id, name=k.name,
                                   to_revision=cmd.to_revision, new_revision=state.revision + 1,

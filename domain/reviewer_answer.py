@@ -49,6 +49,8 @@ _TEXT = {"type": "string"}
 _CATEGORY = {"type": "string", "enum": ["identity", "preference", "interest", "goal", "context", "directive"]}
 _CONFIDENCE = {"type": "number", "minimum": 0, "maximum": 1}
 _ID = {"type": "integer", "minimum": 1}
+_SOURCES = {"type": "array", "items": _ID, "maxItems": 50}
+MAX_SOURCE_IDS = 50
 
 # The answer's JSON form as a JSON schema, for providers with structured output. An empty
 # "operations" list is the structured spelling of ``Nothing to save.``.
@@ -64,20 +66,23 @@ OPERATIONS_SCHEMA: dict[str, object] = {
                     {
                         "type": "object",
                         "properties": {"op": {"const": "add"}, "category": _CATEGORY, "key": _TEXT,
-                                       "value": _TEXT, "confidence": _CONFIDENCE},
+                                       "value": _TEXT, "confidence": _CONFIDENCE,
+                                       "source_message_ids": _SOURCES},
                         "required": ["op", "category", "key", "value"],
                         "additionalProperties": False,
                     },
                     {
                         "type": "object",
                         "properties": {"op": {"const": "replace"}, "id": _ID, "value": _TEXT,
-                                       "category": _CATEGORY, "key": _TEXT, "confidence": _CONFIDENCE},
+                                       "category": _CATEGORY, "key": _TEXT, "confidence": _CONFIDENCE,
+                                       "source_message_ids": _SOURCES},
                         "required": ["op", "id"],
                         "additionalProperties": False,
                     },
                     {
                         "type": "object",
-                        "properties": {"op": {"const": "archive"}, "id": _ID, "reason": _TEXT},
+                        "properties": {"op": {"const": "archive"}, "id": _ID, "reason": _TEXT,
+                                       "source_message_ids": _SOURCES},
                         "required": ["op", "id"],
                         "additionalProperties": False,
                     },
@@ -91,9 +96,9 @@ OPERATIONS_SCHEMA: dict[str, object] = {
 
 _FIELDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     # op: (required fields, optional fields)
-    "add": (frozenset({"op", "category", "key", "value"}), frozenset({"confidence"})),
-    "replace": (frozenset({"op", "id"}), frozenset({"value", "category", "key", "confidence"})),
-    "archive": (frozenset({"op", "id"}), frozenset({"reason"})),
+    "add": (frozenset({"op", "category", "key", "value"}), frozenset({"confidence", "source_message_ids"})),
+    "replace": (frozenset({"op", "id"}), frozenset({"value", "category", "key", "confidence", "source_message_ids"})),
+    "archive": (frozenset({"op", "id"}), frozenset({"reason", "source_message_ids"})),
 }
 
 
@@ -207,16 +212,18 @@ def _operation(raw: object, index: int) -> Operation:
     unknown = sorted(set(raw) - required - optional)
     if unknown:
         raise ReviewerAnswerError(f"{where} ({op}): unknown fields ", _names(unknown))
+    sources = _sources(raw, where)
     if op == "add":
         return AddOperation(
             category=_text(raw, "category", where),
             key=_text(raw, "key", where),
             value=_text(raw, "value", where),
             confidence=_number(raw, "confidence", where) if "confidence" in raw else DEFAULT_CONFIDENCE,
+            source_message_ids=sources,
         )
     memory_id = _memory_id(raw, where)
     if op == "replace":
-        if not set(raw) & optional:
+        if not set(raw) & (optional - {"source_message_ids"}):
             raise ReviewerAnswerError(
                 f'{where} (replace): give at least one of "value", "category", "key", "confidence"'
             )
@@ -226,8 +233,10 @@ def _operation(raw: object, index: int) -> Operation:
             category=_text(raw, "category", where) if "category" in raw else None,
             key=_text(raw, "key", where) if "key" in raw else None,
             confidence=_number(raw, "confidence", where) if "confidence" in raw else None,
+            source_message_ids=sources,
         )
-    return ArchiveOperation(id=memory_id, reason=_text(raw, "reason", where) if "reason" in raw else "")
+    return ArchiveOperation(id=memory_id, reason=_text(raw, "reason", where) if "reason" in raw else "",
+                            source_message_ids=sources)
 
 
 def _text(raw: dict[str, Any], field: str, where: str) -> str:
@@ -257,6 +266,22 @@ def _memory_id(raw: dict[str, Any], where: str) -> int:
     if not 1 <= value <= MAX_MEMORY_ID:
         raise ReviewerAnswerError(f'{where}: "id" must be a positive row id')
     return value
+
+
+def _sources(raw: dict[str, Any], where: str) -> tuple[int, ...]:
+    """The optional ``source_message_ids``: a JSON array of positive integers, duplicates folded.
+    Whether each names a message the review was shown is the review's to check (not structure)."""
+    if "source_message_ids" not in raw:
+        return ()
+    value = raw["source_message_ids"]
+    if not isinstance(value, list):
+        raise ReviewerAnswerError(f'{where}: "source_message_ids" must be a JSON array, got {_json_type(value)}')
+    if len(value) > MAX_SOURCE_IDS:
+        raise ReviewerAnswerError(f'{where}: "source_message_ids" has more than {MAX_SOURCE_IDS} ids')
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, int) or not 1 <= item <= MAX_MEMORY_ID:
+            raise ReviewerAnswerError(f'{where}: "source_message_ids" must hold positive integer message ids')
+    return tuple(dict.fromkeys(value))
 
 
 def _json_type(value: object) -> str:
@@ -291,17 +316,22 @@ def operation_to_dict(op: Operation) -> dict[str, Any]:
             "key": op.key,
             "value": op.value,
             "confidence": op.confidence,
+            **_sources_dict(op),
         }
     if isinstance(op, ReplaceOperation):
         out: dict[str, Any] = {"op": "replace", "id": op.id}
         for field in ("value", "category", "key", "confidence"):
             if getattr(op, field) is not None:
                 out[field] = getattr(op, field)
-        return out
+        return out | _sources_dict(op)
     out = {"op": "archive", "id": op.id}
     if op.reason:
         out["reason"] = op.reason
-    return out
+    return out | _sources_dict(op)
+
+
+def _sources_dict(op: Operation) -> dict[str, Any]:
+    return {"source_message_ids": list(op.source_message_ids)} if op.source_message_ids else {}
 
 
 def format_reviewer_answer(operations: Sequence[Operation]) -> str:

@@ -68,14 +68,19 @@ def extract_operations(messages: list[dict[str, Any]], memories: list[dict[str, 
 
     ``messages`` are the review input's message objects, oldest first (``id``, ``trust``,
     ``sender``, ``text``, ``at``); ``memories`` its memory rows (``id``, ``category``, ``key``,
-    ``value``, ``scope``). Malformed items are skipped: this never raises on odd input.
+    ``value``, ``scope``). Malformed items are skipped: this never raises on odd input. Each
+    operation names in ``source_message_ids`` the message whose statement it carries.
     """
     latest: dict[tuple[str, str], _Statement] = {}
     for message in messages if isinstance(messages, list) else []:
         if not isinstance(message, dict) or not isinstance(message.get("text"), str):
             continue
         operator = message.get("trust") == "operator"
+        message_id = message.get("id")
+        usable = isinstance(message_id, int) and not isinstance(message_id, bool) and message_id > 0
+        source = message_id if usable else None
         for statement in _statements(message["text"][:MAX_TEXT_CHARS], operator=operator):
+            statement.source = source
             slot = (statement.category, statement.key)
             latest.pop(slot, None)  # re-insert so the output follows the latest statements' order
             latest[slot] = statement
@@ -83,9 +88,10 @@ def extract_operations(messages: list[dict[str, Any]], memories: list[dict[str, 
 
 
 class _Statement:
-    __slots__ = ("category", "ended", "key", "value")
+    __slots__ = ("category", "ended", "key", "source", "value")
 
     def __init__(self, category: str, key: str, value: str, *, ended: bool = False) -> None:
+        self.source: int | None = None  # the id of the message that said it
         self.category = category
         self.key = key
         self.value = value  # for an ended preference: the object that is no longer liked
@@ -127,15 +133,19 @@ def _consolidate(statements: list[_Statement], rows: list[_Row]) -> list[dict[st
             if gone is not None and gone.id not in touched:
                 touched.add(gone.id)
                 reason = capped_value(f"User said they no longer like {st.value}")
-                ops.append({"op": "archive", "id": gone.id, "reason": reason})
+                ops.append({"op": "archive", "id": gone.id, "reason": reason, **_sources(st)})
             continue
         row = by_slot.get((st.category, st.key))
         if row is None:
-            ops.append({"op": "add", "category": st.category, "key": st.key, "value": st.value})
+            ops.append({"op": "add", "category": st.category, "key": st.key, "value": st.value, **_sources(st)})
         elif row.value.strip().casefold() != st.value.casefold() and row.id not in touched:
             touched.add(row.id)
-            ops.append({"op": "replace", "id": row.id, "value": st.value})
+            ops.append({"op": "replace", "id": row.id, "value": st.value, **_sources(st)})
     return ops
+
+
+def _sources(statement: _Statement) -> dict[str, Any]:
+    return {"source_message_ids": [statement.source]} if statement.source is not None else {}
 
 
 def _row_liking(rows: list[_Row], thing: str) -> _Row | None:

@@ -52,6 +52,7 @@ from fermix_memory.application.ports import (
 )
 from fermix_memory.application.prompt_files import PromptFiles, ResourceReader
 from fermix_memory.application.recall import RecallResult, recall
+from fermix_memory.application.resource_rollback import ResourceRollback
 from fermix_memory.application.reviewer import Reviewer, ReviewResult
 from fermix_memory.application.settings import ProviderSettings, Settings, settings_from_argument
 from fermix_memory.application.settings_storage import storage_url_problem
@@ -132,6 +133,7 @@ class App:
     memory: MemoryWriter
     tokens: TokenCounter
     prompt_files: PromptFiles
+    rollback: ResourceRollback
     reviewer: Reviewer
     background: BackgroundWorker
     model_for: Callable[[str], ChatModel]
@@ -356,6 +358,7 @@ def bootstrap(
             home=home_path, settings=settings, clock=clock, store=store, queries=queries, audit=storage.audit,
             conversations=conversations, rows=rows, history=history,
             memory=writer, tokens=tokens, prompt_files=prompt_files, reviewer=reviewer,
+            rollback=ResourceRollback(store, queries, prompt_files, writer, clock),
             background=background, model_for=model_for,
             compactor=compactor, turns=TurnService(compactor, history),
             tools=MemoryTools(writer, queries, storage.jobs, forget=settings.memory.forget_tool,

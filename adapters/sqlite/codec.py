@@ -12,9 +12,10 @@ from datetime import datetime
 from typing import Any
 
 import cattrs
+import cattrs.gen
 
 from fermix_memory.application.errors import IntegrityError
-from fermix_memory.domain.event_base import DomainEvent
+from fermix_memory.domain.event_base import DomainEvent, Provenance
 from fermix_memory.domain.events import EVENTS_BY_KIND
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
@@ -23,13 +24,32 @@ Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 UPCASTERS: dict[tuple[str, int], Upcaster] = {
     # Schema-1 erasure records gave only how many events they redacted, not which.
     ("owner.forgotten", 1): lambda data: {**data, "redacted_positions": None, "conversations": []},
+    # Schema 2 of the row events may name the exact source messages in their provenance
+    # (ADR-0034); a schema-1 payload has none, which the fields' defaults already say.
+    ("memory.added", 1): lambda data: data,
+    ("memory.replaced", 1): lambda data: data,
+    ("memory.archived", 1): lambda data: data,
 }
+
+# Provenance fields left out of a payload while unset, so that events without them are stored
+# byte for byte as before they existed.
+_OMITTED_WHEN_UNSET = {"source_message_ids": None, "dropped_source_message_ids": ()}
 
 
 def _make_converter() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=True)
     conv.register_unstructure_hook(datetime, lambda dt: dt.isoformat())
     conv.register_structure_hook(datetime, lambda value, _: datetime.fromisoformat(value))
+    provenance = cattrs.gen.make_dict_unstructure_fn(Provenance, conv)
+
+    def unstructure_provenance(p: Provenance) -> dict[str, Any]:
+        data = provenance(p)
+        for name, unset in _OMITTED_WHEN_UNSET.items():
+            if getattr(p, name) == unset:
+                del data[name]
+        return data
+
+    conv.register_unstructure_hook(Provenance, unstructure_provenance)
     return conv
 
 

@@ -196,6 +196,7 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
     resource_revision = awaitable(MemorySystem.resource_revision)
     resource_diff = awaitable(MemorySystem.resource_diff)
     resource_rollback = awaitable(MemorySystem.resource_rollback)
+    roll_back = awaitable(MemorySystem.roll_back)
     forget_owner = awaitable(MemorySystem.forget_owner)
     forget_memory = awaitable(MemorySystem.forget_memory)
     forget_conversation = awaitable(MemorySystem.forget_conversation)

@@ -18,6 +18,7 @@ from fermix_memory.application.log_transfer import ImportReport
 from fermix_memory.application.message_input import conversation_key
 from fermix_memory.application.ports import RecordedEvent, ResourceRevision
 from fermix_memory.application.prompt_files import check_resource_name, unified_diff
+from fermix_memory.application.resource_rollback import RollbackReport
 from fermix_memory.domain.errors import InvalidArgument
 from fermix_memory.domain.log_chain import MAX_CHAINS
 from fermix_memory.domain.values import check_identifier, check_int
@@ -73,12 +74,27 @@ class FilesApi(ApiBase):
 
     def resource_rollback(self, name: str, revision: int, *, agent_id: str, owner_id: str,
                           by: str = "operator") -> ResourceRevision:
-        """Restore revision ``revision``'s content as a new revision and rewrite the file."""
+        """Restore revision ``revision``'s content as a new revision and rewrite the file; returns
+        the current revision (unchanged when ``revision`` is the current one). The rows are not
+        changed: the next rebuild overwrites the file (see :meth:`roll_back`)."""
+        report = self.roll_back(name, revision, agent_id=agent_id, owner_id=owner_id, by=by)
+        return self.resource_revision(name, report.revision, agent_id=agent_id, owner_id=owner_id)
+
+    def roll_back(self, name: str, revision: int, *, agent_id: str, owner_id: str, rows: bool = False,
+                  by: str = "operator") -> RollbackReport:
+        """Roll prompt file ``name`` back to revision ``revision`` and say what that did.
+
+        By default its text comes back as a new revision (the rows untouched, so the next rebuild
+        renders them again over it). ``rows=True`` restores instead the memory rows that
+        revision was rendered from, as operator memory events through admission, and renders the
+        file from them: file and rows agree, and rebuilds keep it. Rolling back to what is already
+        there (the current revision; rows already those of the revision) records nothing
+        (``changed`` is False)."""
         self._check_open()
         check_owner(agent_id, owner_id)
-        new = self._app.prompt_files.rollback(agent_id, owner_id, check_resource_name(name),
-                                             row_id(revision, "revision"), by=check_identifier(by, "by"))
-        return self.resource_revision(name, new, agent_id=agent_id, owner_id=owner_id)
+        use = self._app.rollback.rows if rows else self._app.rollback.text
+        return use(agent_id, owner_id, check_resource_name(name), row_id(revision, "revision"),
+                   by=check_identifier(by, "by"))
 
     # --- erasure ---------------------------------------------------------------------------------
 

@@ -300,8 +300,11 @@ COMMANDS: tuple[Command, ...] = (
         _AGENT, _OWNER, _NAME, Option(("a",), "the older revision", type=_id),
         Option(("b",), "the newer revision", type=_id),
     )),
-    Command(("resource", "rollback"), WRITE, "restore a revision's content as a new revision", (
+    Command(("resource", "rollback"), WRITE, "restore a revision's text as a new revision (the rows stay, so the"
+            " next rebuild overwrites it), or with --rows the memory rows it was rendered from", (
         _AGENT, _OWNER, _NAME, Option(("rev",), "the revision whose content comes back", type=_id),
+        Option(("--rows",), "restore the memory rows of that revision (as memory events, through admission) and"
+               " render the file from them, so rebuilds keep it", switch=True),
     )),
     Command(("storage", "migrate"), READ, "copy this home's log into another home in one stream (export and"
             " import, ADR-0030), then verify the target and print both heads", (

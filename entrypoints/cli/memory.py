@@ -74,12 +74,17 @@ def _holding(value: str, messages: Sequence[dict[str, Any]]) -> list[dict[str, A
 
 
 def _source_lines(event: dict[str, Any]) -> list[str]:
-    """Where a change came from: the message its event records; for a review, which messages it
-    read and the one(s) of them holding the value (every message it read is in ``--json``)."""
+    """Where a change came from: the messages its event names; for a review recorded without
+    them, which messages it read and the one(s) of them holding the value (every message it
+    read is in ``--json``)."""
     read = event.get("source_messages", [])
     shown, lead = read, "from"
     lines = []
-    if event.get("by", {}).get("source_type") == "reviewer" and len(read) > 1:
+    by = event.get("by", {})
+    if by.get("dropped_source_messages"):
+        lines.append(f"      {plural(by['dropped_source_messages'], 'named source')} left out: not messages "
+                     "the writer was shown")
+    if by.get("source_type") == "reviewer" and len(read) > 1 and "source_message_ids" not in by:
         # A review records the batch it read, not which message of it each fact came from.
         first, last = read[0]["id"], read[-1]["id"]
         lines.append(f"      the review read {plural(len(read), 'user message')}, #{first} to #{last}")

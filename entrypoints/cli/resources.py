@@ -68,9 +68,12 @@ def cmd_resource_diff(memory: MemorySystem, args: argparse.Namespace, out: Outpu
 
 def cmd_resource_rollback(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
     agent, owner = _resource_owner(memory, args)
-    revision = memory.resource_rollback(args.name, args.rev, agent_id=agent, owner_id=owner, by="cli")
+    report = memory.roll_back(args.name, args.rev, agent_id=agent, owner_id=owner, rows=args.rows, by="cli")
     path = memory.prompt_file(agent, owner, args.name)
-    out.emit({"name": args.name, "rolled_back_to": args.rev, "new_revision": revision.revision, "file": str(path)},
-             lambda r: [f"{r['name']}: revision {r['rolled_back_to']} restored as revision {r['new_revision']}"
-                        f" ({r['file']})"])
+    # rolled_back_to / new_revision: the keys of before, kept for scripts that read them.
+    data = {**jsonable(report), "rolled_back_to": report.to_revision, "new_revision": report.revision,
+            "file": str(path)}
+    out.emit(data,
+             lambda r: [r["note"], *(f"  #{o['memory_id']} {o['op']}: {o['status']}"
+                                     f"{' (' + o['reason'] + ')' if o['reason'] else ''}" for o in r["rows"])])
     return EXIT_OK

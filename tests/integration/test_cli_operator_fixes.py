@@ -277,12 +277,12 @@ def test_conversation_scopes_print_without_a_trailing_colon(home: Path) -> None:
     assert threaded["ok"]
 
 
-def test_memory_show_names_the_review_batch_and_the_message_holding_the_value(tmp_path: Path) -> None:
+def test_memory_show_names_the_message_the_reviewed_fact_came_from(tmp_path: Path) -> None:
+    # The offline rules extractor names each fact's message (ADR-0034): that one only, not the batch.
     home = imported(tmp_path / "home", "Hi! My name is Alice Martin.", "The weather is nice",
                     "Actually I moved to Berlin last month.")
     assert run_cli("memory", "review", "--now", home=home).returncode == 0
     with MemorySystem.open(home, readonly=True) as memory:
         [row] = [m for m in memory.memories() if m.key == "name"]
     shown = run_cli("memory", "show", str(row.id), home=home).stdout.splitlines()
-    assert shown[3:] == ["      the review read 3 user messages, #1 to #3",
-                         "      the value's words in #1 (telegram:42, alice): Hi! My name is Alice Martin."]
+    assert shown[3:] == ["      from #1 (telegram:42, alice): Hi! My name is Alice Martin."]

@@ -199,11 +199,12 @@ def test_a_fence_that_is_opened_but_not_closed_is_refused() -> None:
 
 _CATEGORY = {"type": "string", "enum": ["identity", "preference", "interest", "goal", "context", "directive"]}
 _CONFIDENCE = {"type": "number", "minimum": 0, "maximum": 1}
+_SOURCES = {"type": "array", "items": {"type": "integer", "minimum": 1}, "maxItems": 50}
 
 
 def test_the_structured_output_schema_is_exactly_the_answer_form() -> None:
     # Providers enforce this schema: its limits must be the parser's (confidence 0..1, ids
-    # from 1, at most 50 operations, no field beyond the listed ones).
+    # from 1, at most 50 operations and 50 source ids, no field beyond the listed ones).
     assert OPERATIONS_SCHEMA == {
         "type": "object",
         "properties": {
@@ -215,7 +216,8 @@ def test_the_structured_output_schema_is_exactly_the_answer_form() -> None:
                         {
                             "type": "object",
                             "properties": {"op": {"const": "add"}, "category": _CATEGORY, "key": {"type": "string"},
-                                           "value": {"type": "string"}, "confidence": _CONFIDENCE},
+                                           "value": {"type": "string"}, "confidence": _CONFIDENCE,
+                                           "source_message_ids": _SOURCES},
                             "required": ["op", "category", "key", "value"],
                             "additionalProperties": False,
                         },
@@ -223,14 +225,15 @@ def test_the_structured_output_schema_is_exactly_the_answer_form() -> None:
                             "type": "object",
                             "properties": {"op": {"const": "replace"}, "id": {"type": "integer", "minimum": 1},
                                            "value": {"type": "string"}, "category": _CATEGORY,
-                                           "key": {"type": "string"}, "confidence": _CONFIDENCE},
+                                           "key": {"type": "string"}, "confidence": _CONFIDENCE,
+                                           "source_message_ids": _SOURCES},
                             "required": ["op", "id"],
                             "additionalProperties": False,
                         },
                         {
                             "type": "object",
                             "properties": {"op": {"const": "archive"}, "id": {"type": "integer", "minimum": 1},
-                                           "reason": {"type": "string"}},
+                                           "reason": {"type": "string"}, "source_message_ids": _SOURCES},
                             "required": ["op", "id"],
                             "additionalProperties": False,
                         },
@@ -343,3 +346,22 @@ def test_an_apostrophe_after_the_answer_does_not_hide_a_second_object() -> None:
 def test_a_fenced_array_is_refused_as_not_an_object() -> None:
     with pytest.raises(ReviewerAnswerError, match="must be a JSON object"):
         parse_reviewer_answer_tolerant('Here:\n```json\n["operations"]\n```')
+
+
+def test_source_message_ids_are_optional_positive_integers_in_any_operation() -> None:
+    given = [{"op": "add", "category": "goal", "key": "k", "value": "v", "source_message_ids": [4, 2, 4]},
+             {"op": "replace", "id": 3, "value": "w", "source_message_ids": []},
+             {"op": "archive", "id": 5, "source_message_ids": [9]}]
+    assert parse_reviewer_answer(answer(*given)) == [
+        AddOperation(category="goal", key="k", value="v", source_message_ids=(4, 2)),
+        ReplaceOperation(id=3, value="w"),
+        ArchiveOperation(id=5, source_message_ids=(9,)),
+    ]
+    assert operation_to_dict(ArchiveOperation(id=5, source_message_ids=(9,))) == {
+        "op": "archive", "id": 5, "source_message_ids": [9]}
+    for bad in ([0], ["1"], [True], 3, [1.0], list(range(1, 53))):
+        with pytest.raises(ReviewerAnswerError, match="source_message_ids"):
+            parse_reviewer_answer(answer({"op": "archive", "id": 1, "source_message_ids": bad}))
+    # Source ids alone do not make a replace: it still needs something to change.
+    with pytest.raises(ReviewerAnswerError, match="at least one"):
+        parse_reviewer_answer(answer({"op": "replace", "id": 1, "source_message_ids": [1]}))

@@ -227,7 +227,7 @@ def test_system_prompt_example_is_a_valid_answer() -> None:
     assert parse_reviewer_answer(example) == [
         AddOperation(category="preference", key="coffee", value="Prefers flat whites", confidence=0.9),
         ReplaceOperation(id=12, value="Lives in Berlin"),
-        ArchiveOperation(id=7, reason="no longer true"),
+        ArchiveOperation(id=7, reason="no longer true", source_message_ids=(341,)),
     ]
 
 
@@ -334,14 +334,16 @@ def test_end_to_end_review_with_the_rules_provider() -> None:
     response = RulesProvider().complete(request(msgs, mems))
     assert response.prompt_tokens == 0 and response.completion_tokens == 0
     assert response.provider == "rules"
+    # Each operation names exactly the message whose statement it carries.
     assert parse_reviewer_answer(response.text) == [
-        ReplaceOperation(id=12, value="Berlin"),
-        ArchiveOperation(id=7, reason="User said they no longer like jazz"),
-        AddOperation(category="interest", key="interest_rust", value="Interested in Rust"),
+        ReplaceOperation(id=12, value="Berlin", source_message_ids=(101,)),
+        ArchiveOperation(id=7, reason="User said they no longer like jazz", source_message_ids=(102,)),
+        AddOperation(category="interest", key="interest_rust", value="Interested in Rust", source_message_ids=(102,)),
         AddOperation(
-            category="directive", key="rule_answer_in_british_english", value="Always answer in British English"
+            category="directive", key="rule_answer_in_british_english", value="Always answer in British English",
+            source_message_ids=(103,),
         ),
-        AddOperation(category="goal", key="goal_learn_go", value="Wants to learn Go"),
+        AddOperation(category="goal", key="goal_learn_go", value="Wants to learn Go", source_message_ids=(105,)),
     ]
 
 

@@ -28,8 +28,20 @@ def add(category: str, key: str, value: str) -> dict[str, Any]:
 
 
 def extract(*texts: str, trust: str = "guest", memories: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The operations without their source ids (test_each_operation_names_the_message_it_came_from)."""
     messages = [msg(t, trust=trust, id=i + 1) for i, t in enumerate(texts)]
-    return extract_operations(messages, memories or [])
+    return [{k: v for k, v in op.items() if k != "source_message_ids"}
+            for op in extract_operations(messages, memories or [])]
+
+
+def test_each_operation_names_the_message_it_came_from() -> None:
+    memories = [row(5, "preference", "prefers_jazz", "Likes jazz"), row(6, "identity", "home_city", "Paris")]
+    messages = [msg("I live in Lisbon.", id=40), msg("I don't like jazz any more. I love tea.", id=41),
+                msg("Actually, I moved to Berlin.", id=42), msg("No statement here?", id=43)]
+    assert [(op["op"], op.get("id"), op["source_message_ids"]) for op in extract_operations(messages, memories)] == [
+        ("archive", 5, [41]), ("add", None, [41]), ("replace", 6, [42])]
+    # A message without a usable id gives operations without sources.
+    assert "source_message_ids" not in extract_operations([msg("I love tea.", id=0)], [])[0]
 
 
 @pytest.mark.parametrize(
