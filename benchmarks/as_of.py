@@ -17,6 +17,7 @@ Run (from the repository root)::
 
     .venv/bin/python benchmarks/as_of.py --quick    # about 100,000 events
     .venv/bin/python benchmarks/as_of.py            # about 1,000,000 events
+    .venv/bin/python benchmarks/as_of.py --quick --store postgres   # on a PostgreSQL server started for the run
 
 Progress goes to stderr; the LAST line of stdout is one JSON object with every figure.
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import statistics
@@ -36,8 +38,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: tests.postgres_server
 from fermix_memory import MemorySystem
 from fermix_memory.application.as_of import fold_memories
+from tests.postgres_server import missing_server, running_server
 
 WORDS = ("tea", "coffee", "paris", "lyon", "chess", "piano", "running", "rust", "python", "opera", "maps",
          "boats", "cats", "dogs", "snow", "bread", "jazz", "soup", "bikes", "stars")
@@ -179,6 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--replays", type=int, default=2, help="whole-log replays timed as the yardstick")
     parser.add_argument("--quick", action="store_true", help="about 100,000 events over 200 owners")
+    parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite",
+                        help="postgres: a server started for the run, a database of its own")
     parser.add_argument("--workdir", type=Path, help="keep the home here (default: a temporary folder, removed)")
     args = parser.parse_args(argv)
     if args.quick:
@@ -186,8 +192,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="fermix-as-of-bench-"))
     try:
         home = workdir / "home"
-        built = build(home, args.events, args.owners, args.rounds)
-        result = {**built, **measure(home, args.owners, args.queries, args.replays)}
+        if args.store == "postgres":
+            if missing := missing_server():
+                log(f"as_of.py: {missing}")
+                return 2
+            with running_server() as server:
+                os.environ["FERMIX_DATABASE_URL"] = server.fresh_database()
+                built = build(home, args.events, args.owners, args.rounds)
+                result = {"store": "postgres", **built, **measure(home, args.owners, args.queries, args.replays)}
+        else:
+            built = build(home, args.events, args.owners, args.rounds)
+            result = {"store": "sqlite", **built, **measure(home, args.owners, args.queries, args.replays)}
         print(f"{result['events']:,} events, {args.owners} owners: rows as of a moment p50"
               f" {result['rows_as_of_p50_ms']} ms / p95 {result['rows_as_of_p95_ms']} ms (now: p95"
               f" {result['rows_now_p95_ms']} ms); USER.md as of p95 {result['file_as_of_p95_ms']} ms; prompt as of"
