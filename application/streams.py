@@ -36,7 +36,7 @@ def owner_stream(agent_id: str, owner_id: str) -> str:
 
 
 def parse_owner_stream(stream: str) -> tuple[str, str]:
-    """``(agent_id, owner_id)`` of an :func:`owner_stream` name."""
+    """``(agent_id, owner_id)`` of an :func:`owner_stream` or :func:`memory_stream` name."""
     _, agent, owner = stream.split("/")
     return unquote(agent), unquote(owner)
 

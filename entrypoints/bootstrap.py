@@ -13,6 +13,7 @@ import socket
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import ExitStack
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,6 +27,7 @@ from fermix_memory.adapters.sqlite.codec import decode_payload
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.adapters.tokens_tiktoken import TiktokenCounter
 from fermix_memory.application import commands as cmd_
+from fermix_memory.application.as_of import revision_as_of, window_as_of
 from fermix_memory.application.background import BackgroundWorker
 from fermix_memory.application.caches import ConversationStore, MemoryRowCache
 from fermix_memory.application.compaction import CompactionQueries, Compactor, GuessedWindow
@@ -173,10 +175,20 @@ class App:
     def handle_command(self, cmd: cmd_.HandleCommand) -> CommandResult | None:
         return self.turns.handle_command(cmd)
 
-    def compose_prompt(self, cmd: cmd_.ComposePrompt) -> list[dict[str, Any]] | tuple[str, list[dict[str, Any]]]:
-        self.prompt_files.welcome(cmd.agent_id, cmd.owner_id)  # the agent's rules, even before a first message
-        messages = compose_prompt(lambda a, o, n: self.queries.resource_revision(a, o, n), self.conversations.window,
-                                  cmd.agent_id, cmd.owner_id, cmd.conversation, system=cmd.system)
+    def compose_prompt(self, cmd: cmd_.ComposePrompt, *, as_of: datetime | None = None
+                       ) -> list[dict[str, Any]] | tuple[str, list[dict[str, Any]]]:
+        """The prompt of a turn now, or, at a past moment ``as_of``, the prompt composed then: the
+        prompt files and the window as they were, folded from the log and writing nothing (ADR-0033)."""
+        if as_of is None:
+            self.prompt_files.welcome(cmd.agent_id, cmd.owner_id)  # the agent's rules, even before a first message
+            messages = compose_prompt(lambda a, o, n: self.queries.resource_revision(a, o, n),
+                                      self.conversations.window, cmd.agent_id, cmd.owner_id, cmd.conversation,
+                                      system=cmd.system)
+        else:
+            moment, limit = as_of, self.settings.memory.max_conversation_history
+            messages = compose_prompt(lambda a, o, n: revision_as_of(self.store, a, o, n, moment),
+                                      lambda a, c: window_as_of(self.store, a, c, moment, limit),
+                                      cmd.agent_id, cmd.owner_id, cmd.conversation, system=cmd.system)
         return as_anthropic(messages) if cmd.style is cmd_.Style.ANTHROPIC else as_openai(messages)
 
     def dispatch_tool(self, cmd: cmd_.DispatchTool) -> dict[str, Any]:

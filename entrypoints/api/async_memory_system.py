@@ -23,6 +23,7 @@ import asyncio
 import functools
 import itertools
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, ParamSpec, TypeVar, overload
@@ -160,21 +161,23 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
 
     @overload
     async def compose_prompt(self, agent_id: str, owner_id: str, conversation: Any, *, system: str = "",
-                             style: Literal["openai", Style.OPENAI] = "openai") -> OpenAIPrompt: ...
+                             style: Literal["openai", Style.OPENAI] = "openai",
+                             as_of: datetime | str | None = None) -> OpenAIPrompt: ...
 
     @overload
     async def compose_prompt(self, agent_id: str, owner_id: str, conversation: Any, *, system: str = "",
-                             style: Literal["anthropic", Style.ANTHROPIC]) -> AnthropicPrompt: ...
+                             style: Literal["anthropic", Style.ANTHROPIC],
+                             as_of: datetime | str | None = None) -> AnthropicPrompt: ...
 
     @overload
     async def compose_prompt(self, agent_id: str, owner_id: str, conversation: Any, *, system: str = "",
-                             style: StyleName) -> Prompt: ...
+                             style: StyleName, as_of: datetime | str | None = None) -> Prompt: ...
 
     async def compose_prompt(self, agent_id: str, owner_id: str, conversation: Any, *, system: str = "",
-                             style: StyleName = "openai") -> Prompt:
+                             style: StyleName = "openai", as_of: datetime | str | None = None) -> Prompt:
         """The prompt of a turn; see :meth:`MemorySystem.compose_prompt`."""
         return await self._lane.run(self._sync.compose_prompt, agent_id, owner_id, conversation, system=system,
-                                    style=style)
+                                    style=style, as_of=as_of)
 
     # --- files, erasure, audit -------------------------------------------------------------------
 
@@ -194,6 +197,7 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
     resources = awaitable(MemorySystem.resources)
     resource_history = awaitable(MemorySystem.resource_history)
     resource_revision = awaitable(MemorySystem.resource_revision)
+    resource_as_of = awaitable(MemorySystem.resource_as_of)
     resource_diff = awaitable(MemorySystem.resource_diff)
     resource_rollback = awaitable(MemorySystem.resource_rollback)
     roll_back = awaitable(MemorySystem.roll_back)

@@ -14,6 +14,7 @@ the database or a model.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Literal, overload
 
 from fermix_memory.application.commands import Style, StyleName
@@ -64,19 +65,24 @@ class AsyncSession(OnLane[Session]):
 
     @overload
     async def compose_prompt(self, system: str = "", *,
-                             style: Literal["openai", Style.OPENAI] = "openai") -> OpenAIPrompt: ...
+                             style: Literal["openai", Style.OPENAI] = "openai",
+                             as_of: datetime | str | None = None) -> OpenAIPrompt: ...
 
     @overload
     async def compose_prompt(self, system: str = "", *,
-                             style: Literal["anthropic", Style.ANTHROPIC]) -> AnthropicPrompt: ...
+                             style: Literal["anthropic", Style.ANTHROPIC],
+                             as_of: datetime | str | None = None) -> AnthropicPrompt: ...
 
     @overload
-    async def compose_prompt(self, system: str = "", *, style: StyleName) -> Prompt: ...
+    async def compose_prompt(self, system: str = "", *, style: StyleName,
+                             as_of: datetime | str | None = None) -> Prompt: ...
 
-    async def compose_prompt(self, system: str = "", *, style: StyleName = "openai") -> Prompt:
+    async def compose_prompt(self, system: str = "", *, style: StyleName = "openai",
+                             as_of: datetime | str | None = None) -> Prompt:
         """One system message (``system`` + memory block + checkpoint) then the window;
-        ``style="anthropic"`` returns ``(system, messages)``."""
-        return await self._lane.run(self._sync.compose_prompt, system, style=style)
+        ``style="anthropic"`` returns ``(system, messages)``; ``as_of``: the prompt as it was at
+        that moment (see :meth:`MemorySystem.compose_prompt`)."""
+        return await self._lane.run(self._sync.compose_prompt, system, style=style, as_of=as_of)
 
     def __repr__(self) -> str:
         return f"Async{self._sync!r}"

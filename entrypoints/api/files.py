@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
 from fermix_memory.adapters.sqlite import audit
 from fermix_memory.adapters.sqlite.head import Head, checked_head
+from fermix_memory.application.as_of import check_moment, revision_as_of
 from fermix_memory.application.commands import Forget, ForgetMemory
 from fermix_memory.application.errors import NotFound
 from fermix_memory.application.forget import ConversationForgetReport, ForgetReport, MemoryForgetReport
@@ -66,6 +68,17 @@ class FilesApi(ApiBase):
         if found is None:
             raise NotFound(f"{name} of {agent_id}/{owner_id} has no revision {revision}")
         return found
+
+    def resource_as_of(self, name: str, as_of: datetime | str, *, agent_id: str, owner_id: str
+                       ) -> ResourceRevision | None:
+        """The revision of ``user_md`` / ``memory_md`` that was current at the moment ``as_of`` (a
+        timezone-aware datetime or ISO 8601 text), from the log (ADR-0033); ``None`` when the
+        file had no revision yet (an empty memory). A time without a zone or in the future is
+        :class:`InvalidArgument`."""
+        self._check_open()
+        check_owner(agent_id, owner_id)
+        name = check_resource_name(name)
+        return revision_as_of(self._app.store, agent_id, owner_id, name, check_moment(as_of, self._app.clock.now()))
 
     def resource_diff(self, name: str, a: int, b: int, *, agent_id: str, owner_id: str) -> str:
         """A unified diff from revision ``a`` to revision ``b``."""

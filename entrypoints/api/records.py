@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from fermix_memory.adapters.sqlite.codec import CONVERTER
 from fermix_memory.application import jobs
+from fermix_memory.application.as_of import all_memories_as_of, check_moment
 from fermix_memory.application.commands import (
     AppendMessage,
     Recall,
@@ -191,14 +193,21 @@ class RecordsApi(ApiBase):
         return dict(CONVERTER.unstructure(found))
 
     def memories(self, *, agent_id: str | None = None, owner_id: str | None = None,
-                 include_archived: bool = True) -> list[Memory]:
-        """Every row (optionally of one agent / owner): an operator's view, not a prompt's."""
+                 include_archived: bool = True, as_of: datetime | str | None = None) -> list[Memory]:
+        """Every row (optionally of one agent / owner): an operator's view, not a prompt's.
+
+        ``as_of`` (a timezone-aware datetime or ISO 8601 text): the rows as they were at that
+        moment, folded from the log (ADR-0033); before the first event, none. A time without a
+        zone or in the future is :class:`InvalidArgument`."""
         self._check_open()
         if not isinstance(include_archived, bool):
             raise InvalidArgument("include_archived must be true or false")
-        return self._app.queries.all_memories(agent_id=optional_id(agent_id, "agent_id"),
-                                              owner_id=optional_id(owner_id, "owner_id"),
-                                              include_archived=include_archived)
+        agent, owner = optional_id(agent_id, "agent_id"), optional_id(owner_id, "owner_id")
+        if as_of is not None:
+            moment = check_moment(as_of, self._app.clock.now())
+            return all_memories_as_of(self._app.store, moment, agent_id=agent, owner_id=owner,
+                                      include_archived=include_archived)
+        return self._app.queries.all_memories(agent_id=agent, owner_id=owner, include_archived=include_archived)
 
     # --- recall ----------------------------------------------------------------------------------
     # --- recall ----------------------------------------------------------------------------------

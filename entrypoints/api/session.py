@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from fermix_memory.application.commands import RoleName, ScopeName, SourceName, StartSession, Style, StyleName
@@ -90,20 +91,24 @@ class Session:
 
     @overload
     def compose_prompt(self, system: str = "", *,
-                       style: Literal["openai", Style.OPENAI] = "openai") -> OpenAIPrompt: ...
+                       style: Literal["openai", Style.OPENAI] = "openai",
+                       as_of: datetime | str | None = None) -> OpenAIPrompt: ...
 
     @overload
     def compose_prompt(self, system: str = "", *,
-                       style: Literal["anthropic", Style.ANTHROPIC]) -> AnthropicPrompt: ...
+                       style: Literal["anthropic", Style.ANTHROPIC],
+                       as_of: datetime | str | None = None) -> AnthropicPrompt: ...
 
     @overload
-    def compose_prompt(self, system: str = "", *, style: StyleName) -> Prompt: ...
+    def compose_prompt(self, system: str = "", *, style: StyleName, as_of: datetime | str | None = None) -> Prompt: ...
 
-    def compose_prompt(self, system: str = "", *, style: StyleName = "openai") -> Prompt:
+    def compose_prompt(self, system: str = "", *, style: StyleName = "openai",
+                       as_of: datetime | str | None = None) -> Prompt:
         """One system message (``system`` + memory block + checkpoint) then the window;
-        ``style="anthropic"`` returns ``(system, messages)``."""
+        ``style="anthropic"`` returns ``(system, messages)``; ``as_of``: the prompt as it was at
+        that moment (see :meth:`MemorySystem.compose_prompt`)."""
         return self._memory.compose_prompt(self.agent_id, self.owner_id, self.conversation, system=system,
-                                           style=style)
+                                           style=style, as_of=as_of)
 
     def after_turn(self, peak_prompt_tokens: int | None = None) -> Future[ReviewResult]:
         """The post-delivery hook (see :meth:`MemorySystem.after_turn`); returns at once."""

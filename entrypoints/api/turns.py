@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future
+from datetime import datetime
 from typing import Any, Literal, TypeAlias, overload
 
+from fermix_memory.application.as_of import check_moment
 from fermix_memory.application.commands import (
     AfterTurn,
     BeforeTurn,
@@ -160,26 +162,34 @@ class TurnsApi(ApiBase):
 
     @overload
     def compose_prompt(self, agent_id: str, owner_id: str, conversation: Any, *, system: str = "",
-                       style: Literal["openai", Style.OPENAI] = "openai") -> OpenAIPrompt: ...
+                       style: Literal["openai", Style.OPENAI] = "openai",
+                       as_of: datetime | str | None = None) -> OpenAIPrompt: ...
 
     @overload
     def compose_prompt(self, agent_id: str, owner_id: str, conversation: Any, *, system: str = "",
-                       style: Literal["anthropic", Style.ANTHROPIC]) -> AnthropicPrompt: ...
+                       style: Literal["anthropic", Style.ANTHROPIC],
+                       as_of: datetime | str | None = None) -> AnthropicPrompt: ...
 
     @overload
     def compose_prompt(self, agent_id: str, owner_id: str, conversation: Any, *, system: str = "",
-                       style: StyleName) -> Prompt: ...
+                       style: StyleName, as_of: datetime | str | None = None) -> Prompt: ...
 
     def compose_prompt(self, agent_id: str, owner_id: str, conversation: Any, *, system: str = "",
-                       style: StyleName = "openai") -> Prompt:
+                       style: StyleName = "openai", as_of: datetime | str | None = None) -> Prompt:
         """The prompt of a turn: ONE system message (``system``, the host's own system prompt, then
         the memory-context block, then any checkpoint), followed by the conversation window, which
         never starts with an orphan assistant reply. ``style="openai"`` gives
         ``[{"role": "system", ...}, …]``; ``style="anthropic"`` gives ``(system, messages)``. Either
         is a request its API accepts: tool calls and results paired by id in the API's own form,
-        no empty message, the sender named when several people write (ADR-0022)."""
-        return self._app.compose_prompt(self._command(ComposePrompt, dict(
-            agent_id=agent_id, owner_id=owner_id, conversation=conversation, system=system, style=style)))
+        no empty message, the sender named when several people write (ADR-0022).
+
+        ``as_of`` (a timezone-aware datetime or ISO 8601 text): the prompt as it was composed at
+        that moment, its prompt files and window folded from the log (ADR-0033); it writes
+        nothing. A time without a zone or in the future is :class:`InvalidArgument`."""
+        cmd = self._command(ComposePrompt, dict(
+            agent_id=agent_id, owner_id=owner_id, conversation=conversation, system=system, style=style))
+        moment = None if as_of is None else check_moment(as_of, self._app.clock.now())
+        return self._app.compose_prompt(cmd, as_of=moment)
 
     tool_definitions = ToolDefinitions()
 

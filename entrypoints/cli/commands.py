@@ -40,6 +40,7 @@ class Option:
     choices: tuple[str, ...] = ()
     required: bool = False
     switch: bool = False  # an on/off flag that takes no value (``--yes``)
+    optional: bool = False  # a positional argument that may be left out
     metavar: str | None = None
     optional: bool = False  # a positional argument that may be left out
 
@@ -154,6 +155,7 @@ _OWNER = Option(("--owner",), "owner id (needed when several owners have prompt 
 _NAME = Option(("name",), "the prompt file: user_md (USER.md) or memory_md (MEMORY.md)",
                choices=("user_md", "memory_md"))
 _CONVERSATION = "CHANNEL:CHAT_ID[:THREAD]"
+_AS_OF = "TIME"
 _CHAINS = Option(("--chains",), "link the events onto this many hash chains instead of the log's own (ADR-0031;"
                  " e.g. 16 when a home moves to PostgreSQL for many writers): an empty target only, and the old"
                  " log's anchors do not apply to the new one", type=_positive, metavar="N")
@@ -234,6 +236,8 @@ COMMANDS: tuple[Command, ...] = (
         Option(("--agent",), "only this agent's rows (default: every agent)"),
         Option(("--owner",), "only this owner's rows (default: every owner)"),
         Option(("--active",), "leave out archived rows", switch=True),
+        Option(("--as-of",), "the rows as they were at this moment, folded from the log: an ISO 8601 time with"
+               " its zone, e.g. 2026-11-02T10:00Z (before the first event: none)", metavar=_AS_OF),
     )),
     Command(("memory", "show"), READ, "a row and the events and messages behind it", (
         Option(("id",), "the memory row id", type=_id),
@@ -293,8 +297,10 @@ COMMANDS: tuple[Command, ...] = (
     Command(("resource", "history"), READ, "revisions of a resource, newest first", (
         _AGENT, _OWNER, _NAME, Option(("--limit",), "at most this many revisions", type=_positive, default=20),
     )),
-    Command(("resource", "show"), READ, "the content of one revision", (
-        _AGENT, _OWNER, _NAME, Option(("rev",), "the revision number", type=_id),
+    Command(("resource", "show"), READ, "the content of one revision, or of the one current at a moment", (
+        _AGENT, _OWNER, _NAME, Option(("rev",), "the revision number (or give --as-of)", type=_id, optional=True),
+        Option(("--as-of",), "the revision that was current at this moment: an ISO 8601 time with its zone, e.g."
+               " 2026-11-02T10:00Z (before the file's first revision: empty)", metavar=_AS_OF),
     )),
     Command(("resource", "diff"), READ, "unified diff between two revisions", (
         _AGENT, _OWNER, _NAME, Option(("a",), "the older revision", type=_id),

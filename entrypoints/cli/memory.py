@@ -53,7 +53,8 @@ def _memory_line(m: Any) -> str:
 
 
 def cmd_memory_list(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    rows = memory.memories(agent_id=args.agent, owner_id=args.owner, include_archived=not args.active)
+    rows = memory.memories(agent_id=args.agent, owner_id=args.owner, include_archived=not args.active,
+                           as_of=args.as_of)
     out.emit(rows, lambda rs: [MEMORY_HEADER] + [_memory_line(m) for m in rs] if rs else ["no memory rows"])
     return EXIT_OK
 

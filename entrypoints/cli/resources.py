@@ -52,9 +52,21 @@ def cmd_resource_history(memory: MemorySystem, args: argparse.Namespace, out: Ou
 
 
 def cmd_resource_show(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    if (args.rev is None) == (args.as_of is None):
+        raise UsageError("give a revision number or --as-of TIME (one of them)")
     agent, owner = _resource_owner(memory, args)
-    revision = memory.resource_revision(args.name, args.rev, agent_id=agent, owner_id=owner)
-    out.emit(revision, lambda r: r.content.splitlines())
+    if args.as_of is None:
+        revision = memory.resource_revision(args.name, args.rev, agent_id=agent, owner_id=owner)
+        out.emit(revision, lambda r: r.content.splitlines())
+        return EXIT_OK
+    found = memory.resource_as_of(args.name, args.as_of, agent_id=agent, owner_id=owner)
+    # No revision yet at that moment: the file was empty, as a memory before its first event.
+    shown = jsonable(found) if found is not None else {
+        "agent_id": agent, "owner_id": owner, "name": args.name, "revision": None, "content": "",
+        "content_sha256": None, "reason": None, "created_at": None}
+    out.emit({**shown, "as_of": args.as_of},
+             lambda r: r["content"].splitlines() if r["revision"] is not None
+             else [f"({r['name']} had no revision at {r['as_of']}: empty)"])
     return EXIT_OK
 
 

@@ -1,0 +1,141 @@
+"""Use case: the memory as it was at a moment (ADR-0033).
+
+Every answer is a fold of the log, never of a projection: an owner's memory rows are the
+domain's :func:`~fermix_memory.domain.memory_evolution.evolve_memory` over their memory stream,
+a prompt file is :func:`fermix_memory.domain.resources.evolve` over its resource stream (the
+rendering recorded then, the agent's standing rules of other owners included), and a
+conversation's window is :func:`fermix_memory.domain.conversation_window.evolve` with the
+conversation's messages. Each reads one stream through the store's port, so the cost follows
+the size of that stream, not of the log.
+
+What "at a moment" means: the events of the stream up to the first one recorded after it
+(``event.at``), i.e. a prefix of the stream, which is the state a replay of the log stopped
+just before that event leaves (the clock of one host only moves forward, so the prefix is every
+event recorded at or before the moment). A moment before the first event is an empty memory.
+Redacted events are skipped by every read of the store, so an erased value never comes back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+
+from fermix_memory.application.ports import EventStore, RecordedEvent, ResourceRevision
+from fermix_memory.application.streams import (
+    conversation_stream,
+    memory_stream,
+    parse_owner_stream,
+    resource_stream,
+)
+from fermix_memory.domain import conversation_window, resources
+from fermix_memory.domain import events as ev
+from fermix_memory.domain.errors import InvalidArgument
+from fermix_memory.domain.memory import Memory
+from fermix_memory.domain.memory_evolution import evolve_memory
+from fermix_memory.domain.messages import Message
+from fermix_memory.domain.values import ConversationKey, preview
+
+
+def check_moment(value: object, now: datetime, what: str = "as_of") -> datetime:
+    """The moment a caller asks about: a timezone-aware datetime, or an ISO 8601 text with an
+    offset (``2026-11-02T10:00Z``). A naive time, a moment after ``now`` or another value is
+    :class:`InvalidArgument`: the log cannot say what a later moment holds, and a time without a
+    zone names no moment."""
+    if isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise InvalidArgument(f"{what} {preview(value)} is not an ISO 8601 time such as 2026-11-02T10:00Z"
+                                  ) from None
+    elif isinstance(value, datetime):
+        moment = value
+    else:
+        raise InvalidArgument(f"{what} must be a datetime or an ISO 8601 text, got {preview(value)}")
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise InvalidArgument(f"{what} {moment.isoformat()} has no time zone: give one, e.g. 2026-11-02T10:00Z")
+    if moment > now:
+        raise InvalidArgument(f"{what} {moment.isoformat()} is in the future (now is {now.isoformat()})")
+    return moment
+
+
+def _until(store: EventStore, stream: str, moment: datetime) -> Iterator[RecordedEvent]:
+    """The stream's readable events up to the first one recorded after ``moment``."""
+    for item in store.read_events(stream=stream):
+        if item.event.at > moment:
+            return
+        yield item
+
+
+def fold_memories(items: Iterator[RecordedEvent] | list[RecordedEvent]) -> dict[int, Memory]:
+    """The memory rows a sequence of memory events leaves, by id (the domain's evolve)."""
+    rows: dict[int, Memory] = {}
+    for item in items:
+        e = item.event
+        if isinstance(e, ev.MemoryAdded):
+            target = item.position
+        elif isinstance(e, ev.MemoryReplaced | ev.MemoryArchived | ev.MemoryRestored):
+            target = e.memory_id
+        else:
+            continue
+        row = evolve_memory(rows.get(target), item.position, e)
+        if row is not None:
+            rows[target] = row
+    return rows
+
+
+def memories_as_of(store: EventStore, agent_id: str, owner_id: str, moment: datetime, *,
+                   include_archived: bool = True) -> list[Memory]:
+    """One owner's memory rows with one agent as they were at ``moment``, by id."""
+    rows = fold_memories(_until(store, memory_stream(agent_id, owner_id), moment))
+    return [r for _, r in sorted(rows.items()) if include_archived or r.archived_at is None]
+
+
+def all_memories_as_of(store: EventStore, moment: datetime, *, agent_id: str | None = None,
+                       owner_id: str | None = None, include_archived: bool = True) -> list[Memory]:
+    """Every row (optionally of one agent / owner) as it was at ``moment``, by id: an operator's
+    view. One owner of one agent is one stream; otherwise each owner's stream is folded in turn
+    (the streams are found on the log's stream index, not by reading the log)."""
+    if agent_id is not None and owner_id is not None:
+        pairs = [(agent_id, owner_id)]
+    else:
+        prefix = "memory/" if agent_id is None else memory_stream(agent_id, "")
+        pairs = [p for p in map(parse_owner_stream, store.last_positions(prefix))
+                 if owner_id is None or p[1] == owner_id]
+    found = [row for a, o in pairs for row in memories_as_of(store, a, o, moment, include_archived=include_archived)]
+    return sorted(found, key=lambda r: r.id)
+
+
+def revision_as_of(store: EventStore, agent_id: str, owner_id: str, name: str,
+                   moment: datetime) -> ResourceRevision | None:
+    """The revision of a prompt file that was current at ``moment`` (``None``: none was yet)."""
+    state, last = resources.NEVER_RECORDED, None
+    for item in _until(store, resource_stream(agent_id, owner_id, name), moment):
+        e = item.event
+        if isinstance(e, ev.ResourceRevised | ev.ResourceRolledBack):
+            state, last = resources.evolve(state, e), e
+    if last is None:
+        return None
+    return ResourceRevision(agent_id=agent_id, owner_id=owner_id, name=name, revision=state.revision,
+                            content=state.content, content_sha256=state.content_sha256,
+                            reason=resources.revision_reason(last), created_at=last.at)
+
+
+def window_as_of(store: EventStore, agent_id: str, conversation: ConversationKey, moment: datetime,
+                 limit: int | None) -> list[Message]:
+    """A conversation's window as it was at ``moment``: its messages after the last clear or
+    compaction then, not retracted, the checkpoint first, oldest first (the last ``limit``)."""
+    window = conversation_window.ConversationWindow()
+    live: dict[int, Message] = {}
+    for item in _until(store, conversation_stream(agent_id, conversation), moment):
+        e = item.event
+        if isinstance(e, ev.MessageAppended):
+            live[item.position] = e.message(item.position)
+        elif isinstance(e, ev.MessageRetracted):
+            live.pop(e.message_id, None)
+        else:
+            window = conversation_window.evolve(window, e)
+    kept = sorted((m for m in live.values() if m.id > window.window_start_id), key=lambda m: (m.created_at, m.id))
+    if limit is not None:
+        kept = kept[len(kept) - limit:] if limit else []
+    checkpoint = [m for m in kept if m.id == window.checkpoint_message_id]
+    return checkpoint + [m for m in kept if m.id != window.checkpoint_message_id]
