@@ -479,10 +479,13 @@ class PostgresEventStore:
         """Events after ``after`` in log order (only ``stream``'s when given); redacted ones skipped.
         Read in batches, each on a connection of its own for a moment."""
         where = "payload IS NOT NULL AND position > ?" + (" AND stream = ?" if stream is not None else "")
+        # A stream's versions follow its positions: ordered by version, one stream is a range of the
+        # UNIQUE(stream, version) index instead of a walk of the whole log in position order.
+        order = "version" if stream is not None else "position"
         while True:
             params = (after, stream) if stream is not None else (after,)
             batch = self.rows(f"SELECT position, stream, version, kind, schema, payload FROM events WHERE {where}"
-                              f" ORDER BY position LIMIT {READ_BATCH}", params, doing="reading the event log")
+                              f" ORDER BY {order} LIMIT {READ_BATCH}", params, doing="reading the event log")
             for row in batch:
                 yield recorded_from_row(row)
             if len(batch) < READ_BATCH:

@@ -42,7 +42,6 @@ class Option:
     switch: bool = False  # an on/off flag that takes no value (``--yes``)
     optional: bool = False  # a positional argument that may be left out
     metavar: str | None = None
-    optional: bool = False  # a positional argument that may be left out
 
     @property
     def positional(self) -> bool:
