@@ -11,7 +11,7 @@ from fermix_memory import MemorySystem
 from tests.cli_runner import run_cli
 from tests.integration.loopback_models import LoopbackModelServer, RecordedRequest, Reply
 
-PIN = "7731"
+PIN = "77318642"  # long enough that no hex digest in the file holds it by chance
 SECRET = f"My PIN is {PIN}, and my door word is Quokkamarmalade"
 
 
