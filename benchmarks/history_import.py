@@ -1,0 +1,100 @@
+"""``history import`` throughput side by side with a raw batched load of the same lines.
+
+Every figure comes from THIS run on THIS machine. The same JSON Lines (SPEC §12; many agents,
+owners and conversations, interleaved in time) are loaded in batches of ``--batch`` lines, so
+that every batch after the first lands in conversations that already hold messages (as a
+re-run or a file in several parts does):
+
+* **ours** — ``MemorySystem.import_history(batch)`` per batch, on a fresh home: every line
+  checked first, all or nothing, messages imported before skipped.
+* **raw batched load** — the limit: plain apsw on a fresh ``memory.db`` with the product's
+  schema and pragmas; per batch ``json.loads`` of each line, then ONE transaction inserting the
+  chained ``events`` row and the ``messages`` row (FTS5 by the schema's triggers) of each line
+  (``append_and_recall.RawLoop.append_batch``).
+
+The two take turns round by round (order alternating); a figure is the median over rounds.
+``import_ratio = ours / raw`` (target >= 0.8).
+
+Run (from the repository root)::
+
+    .venv/bin/python benchmarks/history_import.py --messages 4000 --rounds 3
+
+Progress goes to stderr; the LAST line of stdout is one JSON object with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import append_and_recall as aar
+
+
+def lines_for(n: int) -> list[str]:
+    corpus = aar.Corpus(aar.random.Random(aar.SEED))
+    convs = aar.conversations_for(range(max(1, round(n / aar.MESSAGES_PER_AGENT))))
+    return aar.history_lines(corpus, convs, aar.SEED + 10, aar.EPOCH)
+
+
+def ours(home: Path, lines: Sequence[str], batch: int) -> float:
+    with aar.open_memory(home) as memory:
+        start = time.perf_counter()
+        for i in range(0, len(lines), batch):
+            memory.import_history(lines[i:i + batch])
+        return time.perf_counter() - start
+
+
+def raw(db: Path, lines: Sequence[str], batch: int) -> float:
+    loop = aar.RawLoop.create(db)
+    try:
+        start = time.perf_counter()
+        for i in range(0, len(lines), batch):
+            records = [json.loads(line) for line in lines[i:i + batch]]
+            loop.append_batch([aar.Msg(r["agent_id"], r["owner_id"], r["channel"], r["chat_id"], r["role"],
+                                       r["sender"], r["content"]) for r in records])
+        return time.perf_counter() - start
+    finally:
+        loop.conn.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--messages", type=int, default=4000, help="lines to import (default 4000)")
+    p.add_argument("--batch", type=int, default=1000, help="lines per import call (default 1000)")
+    p.add_argument("--rounds", type=int, default=3, help="rounds, each on fresh databases")
+    args = p.parse_args(argv)
+    lines = lines_for(args.messages)
+    times: dict[str, list[float]] = {"ours": [], "raw": []}
+    base = Path(tempfile.mkdtemp(prefix="fermix-import-bench-"))
+    try:
+        for r in range(args.rounds):
+            order = ("ours", "raw") if r % 2 == 0 else ("raw", "ours")
+            for name in order:
+                where = base / f"{name}-{r}"
+                where.mkdir()
+                t = ours(where, lines, args.batch) if name == "ours" else raw(where / "memory.db", lines, args.batch)
+                times[name].append(t)
+                aar.progress(f"round {r + 1}: {name} {len(lines) / t:,.0f} msg/s")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    rate = {name: len(lines) / statistics.median(ts) for name, ts in times.items()}
+    out = {"messages": len(lines), "batch": args.batch, "rounds": args.rounds,
+           "import_msgs_per_s": round(rate["ours"], 1), "raw_batched_load_msgs_per_s": round(rate["raw"], 1),
+           "import_ratio": round(rate["ours"] / rate["raw"], 3), "import_target": 0.8}
+    print(f"history import {rate['ours']:,.0f} msg/s, raw batched load {rate['raw']:,.0f} msg/s, "
+          f"ratio {out['import_ratio']:.3f} (target >= 0.8)")
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
