@@ -50,14 +50,30 @@ class HistoryImportError(DomainError):
         return lines
 
 
+# The import keys a conversation's stream already holds, read inside the importing transaction:
+# ``(tx, stream) -> keys``. :func:`recorded_import_keys` works on any store; a store may give a
+# cheaper reading of the same keys (ADR-0037).
+ImportKeyReader = Callable[[WriteTransaction, str], set[str]]
+
+
+def recorded_import_keys(tx: WriteTransaction, stream: str) -> set[str]:
+    """The import keys the stream's messages carry (redacted messages excluded)."""
+    keys = set()
+    for recorded in tx.read_events(stream=stream):
+        if isinstance(recorded.event, MessageAppended) and IMPORT_KEY in recorded.event.metadata:
+            keys.add(str(recorded.event.metadata[IMPORT_KEY]))
+    return keys
+
+
 def append_event(tx: WriteTransaction, event: MessageAppended) -> int:
     return tx.append(conversation_stream(event.agent_id, event.conversation), [event])[0]
 
 
 class HistoryService:
-    def __init__(self, store: EventStore, clock: Clock) -> None:
+    def __init__(self, store: EventStore, clock: Clock, import_keys: ImportKeyReader = recorded_import_keys) -> None:
         self._store = store
         self._clock = clock
+        self._import_keys = import_keys
 
     def append(self, **fields: Any) -> int:
         """Validate and durably record one message; returns its id once committed."""
@@ -113,7 +129,7 @@ class HistoryService:
             for done, event in enumerate(events, start=1):
                 where = (event.agent_id, event.conversation.scope_id)
                 if where not in known:
-                    known[where] = _import_keys(tx, event)
+                    known[where] = self._import_keys(tx, conversation_stream(event.agent_id, event.conversation))
                 key = str(event.metadata.get(IMPORT_KEY, ""))
                 if not key or key not in known[where]:
                     ids.append(append_event(tx, event))
@@ -204,15 +220,6 @@ def _parse_line(line: str, at: datetime, repeats: dict[str, int]) -> MessageAppe
         kind=record.get("kind", "text"), trust=record.get("trust", "guest"),
         metadata=metadata, created_at=record.get("created_at"), at=at,
     )
-
-
-def _import_keys(tx: WriteTransaction, event: MessageAppended) -> set[str]:
-    """The import keys the event's conversation already holds (redacted messages excluded)."""
-    keys = set()
-    for recorded in tx.read_events(stream=conversation_stream(event.agent_id, event.conversation)):
-        if isinstance(recorded.event, MessageAppended) and IMPORT_KEY in recorded.event.metadata:
-            keys.add(str(recorded.event.metadata[IMPORT_KEY]))
-    return keys
 
 
 def export_record(message: Message) -> dict[str, Any]:
