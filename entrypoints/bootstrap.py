@@ -25,7 +25,6 @@ from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
 from fermix_memory.adapters.providers.route import ProviderRoute, build_provider, close_model
 from fermix_memory.adapters.sqlite.codec import decode_payload
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
-from fermix_memory.adapters.sqlite.import_keys import stored_import_keys
 from fermix_memory.adapters.tokens_tiktoken import TiktokenCounter
 from fermix_memory.application import commands as cmd_
 from fermix_memory.application.as_of import revision_as_of, window_as_of
@@ -351,7 +350,7 @@ def bootstrap(
             store, queries, writer, clock, settings.memory, model_for, tokens.count,
             timeout_s=settings.timeouts.llm_buffered_s, holder=f"{socket.gethostname()}:{os.getpid()}",
         )
-        history = HistoryService(store, clock, stored_import_keys)
+        history = HistoryService(store, clock, storage.import_keys)
         compactor = Compactor(
             store, queries, conversations.window, reviewer, clock, settings.compaction, model_for, tokens.count,
             context_window=settings.compaction.context_window or None, guessed_window=guessed_window(settings),

@@ -17,11 +17,13 @@ import attrs
 
 from fermix_memory.adapters.sqlite.erasure import SqliteErasure
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
+from fermix_memory.adapters.sqlite.import_keys import sqlite_import_keys
 from fermix_memory.adapters.sqlite.job_queries import SqliteJobQueries
 from fermix_memory.adapters.sqlite.queries import SqliteQueries
 from fermix_memory.adapters.sqlite.search_index import SqliteSearchIndex
 from fermix_memory.application.caches import Follows
 from fermix_memory.application.errors import ConfigError
+from fermix_memory.application.history import ImportKeyReader, recorded_import_keys
 from fermix_memory.application.ports import Erasure, SearchIndex
 from fermix_memory.application.settings import Settings
 from fermix_memory.application.settings_storage import DATABASE_URL_ENV, storage_url_problem
@@ -57,11 +59,13 @@ class Storage:
     cache_position: Callable[[], int]
     # Whether committed events follow on from what a cache saw (None: positions without gaps).
     cache_follows: Follows | None = None
+    # The import keys a conversation holds, as this store reads them inside a write (ADR-0037).
+    import_keys: ImportKeyReader = recorded_import_keys
 
 
 def sqlite_storage(store: SqliteEventStore) -> Storage:
     return Storage(store, SqliteQueries(store.reader), SqliteJobQueries(store.reader), SqliteErasure(store),
-                   SqliteSearchIndex(store), LogAudit(store), store.last_position)
+                   SqliteSearchIndex(store), LogAudit(store), store.last_position, import_keys=sqlite_import_keys)
 
 
 def open_postgres(url: str, *, readonly: bool = False, chains: int | None = None,
@@ -81,8 +85,9 @@ def open_postgres(url: str, *, readonly: bool = False, chains: int | None = None
 def postgres_storage(store: Any) -> Storage:
     """The adapters over an open ``PostgresEventStore``."""
     from fermix_memory.adapters.postgres.erasure import PostgresErasure
+    from fermix_memory.adapters.postgres.import_keys import postgres_import_keys
     from fermix_memory.adapters.postgres.queries import PostgresQueries
 
     jobs = SqliteJobQueries(cast(Any, store.reader))  # plain SQL, read through the pool
     return Storage(store, PostgresQueries(store), jobs, PostgresErasure(store), None, LogAudit(store),
-                   store.cache_position, store.cache_follows)
+                   store.cache_position, store.cache_follows, postgres_import_keys)

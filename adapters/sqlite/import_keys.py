@@ -2,9 +2,12 @@
 
 ``history import`` skips a line whose import key its conversation already holds. Reading the
 keys by decoding every earlier event of the stream into its domain class costs more than the
-import itself once a conversation is long; the same keys come from the ``message.appended``
-payloads with one ``json.loads`` each. PostgreSQL's transaction is a SQLite transaction over a
-placeholder-converting cursor, so the one statement serves both stores.
+import itself once a conversation is long; the database's own JSON functions give the same keys.
+Each store says how (:data:`SQLITE_IMPORT_KEYS`, PostgreSQL's in ``adapters.postgres``): one
+statement giving, for each readable ``message.appended`` payload of the stream whose metadata
+holds the key, the key's JSON type and, when it is a string, the string, else the whole payload
+(an unusual key, given in an appended message's metadata, is read as the generic reading reads
+it). PostgreSQL's transaction is a SQLite transaction over a placeholder-converting cursor.
 """
 
 from __future__ import annotations
@@ -12,24 +15,35 @@ from __future__ import annotations
 import json
 
 from fermix_memory.adapters.sqlite.transaction import SqliteTransaction
-from fermix_memory.application.history import IMPORT_KEY, recorded_import_keys
+from fermix_memory.application.history import IMPORT_KEY, ImportKeyReader, recorded_import_keys
 from fermix_memory.application.ports import WriteTransaction
 from fermix_memory.domain.conversation_events import MessageAppended
 
 # Redacted payloads are NULL: their messages are gone, and so are their keys.
-STREAM_MESSAGE_PAYLOADS = (
-    f"SELECT payload FROM events WHERE stream = ? AND kind = '{MessageAppended.kind}' AND payload IS NOT NULL"
+SQLITE_IMPORT_KEYS = (
+    f"SELECT t, CASE WHEN t = 'text' THEN json_extract(payload, '$.metadata.{IMPORT_KEY}') ELSE payload END"
+    f" FROM (SELECT payload, json_type(payload, '$.metadata.{IMPORT_KEY}') AS t FROM events"
+    f" WHERE stream = ? AND kind = '{MessageAppended.kind}' AND payload IS NOT NULL) WHERE t IS NOT NULL"
 )
 
 
-def stored_import_keys(tx: WriteTransaction, stream: str) -> set[str]:
-    """What :func:`recorded_import_keys` gives, without structuring each event."""
-    if not isinstance(tx, SqliteTransaction):
-        return recorded_import_keys(tx, stream)
-    tx.enter(stream)
-    keys = set()
-    for (payload,) in tx.cursor.execute(STREAM_MESSAGE_PAYLOADS, (stream,)).fetchall():
-        metadata = json.loads(str(payload)).get("metadata")
-        if isinstance(metadata, dict) and IMPORT_KEY in metadata:
-            keys.add(str(metadata[IMPORT_KEY]))
-    return keys
+def stored_import_keys(sql: str, string_type: str) -> ImportKeyReader:
+    """A reader giving what :func:`recorded_import_keys` gives, by ``sql`` (see above), whose
+    first column says ``string_type`` for a string key."""
+
+    def read(tx: WriteTransaction, stream: str) -> set[str]:
+        if not isinstance(tx, SqliteTransaction):
+            return recorded_import_keys(tx, stream)
+        tx.enter(stream)
+        keys = set()
+        for kind, value in tx.cursor.execute(sql, (stream,)).fetchall():
+            if kind == string_type:
+                keys.add(str(value))
+            else:
+                keys.add(str(json.loads(str(value))["metadata"][IMPORT_KEY]))
+        return keys
+
+    return read
+
+
+sqlite_import_keys = stored_import_keys(SQLITE_IMPORT_KEYS, "text")
