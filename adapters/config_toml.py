@@ -2,6 +2,7 @@
 
 Validation lives in :func:`fermix_memory.application.settings.settings_from_mapping`; this module
 only does the file work (tomli to read, tomlkit to edit one value in place, atomic replace).
+tomlkit is imported only by what writes: opening a home reads its config and never needs it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import tomli
-import tomlkit
 
 from fermix_memory.adapters.durable_file import replace_durably
 from fermix_memory.application.errors import ConfigError
@@ -46,6 +46,8 @@ def set_review_interval(path: Path, hours: float) -> None:
     settings_from_mapping(data, source)
     data.setdefault("fermix_core", {}).setdefault("memory", {})["review_interval_hours"] = hours
     settings_from_mapping(data, source)
+    import tomlkit
+
     document = tomlkit.parse(path.read_text(encoding="utf-8")) if path.exists() else tomlkit.document()
     core = document.get("fermix_core")
     if core is None:
@@ -126,6 +128,8 @@ def _example(array: str, cls: type[Any]) -> list[str]:
 
 
 def _toml(value: Any) -> str:
+    import tomlkit
+
     return str(tomlkit.item(value).as_string())
 
 

@@ -22,7 +22,7 @@ import attrs
 from fermix_memory.adapters.clock import SystemClock
 from fermix_memory.adapters.config_toml import load_settings
 from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
-from fermix_memory.adapters.providers.route import ProviderRoute, build_provider, close_model
+from fermix_memory.adapters.providers.route import OfflineRules, ProviderRoute, build_provider, close_model
 from fermix_memory.adapters.sqlite.codec import decode_payload
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.adapters.tokens_tiktoken import TiktokenCounter
@@ -221,10 +221,8 @@ def build_model_route(
             chain.append(build_provider(provider, env) if _key_present(provider, env) else KeyNeeded(provider, env))
             owned.callback(close_model, chain[-1])
     else:
-        from fermix_memory.adapters.providers.rules import RulesProvider
-
         log.info("no model provider configured: the reviewer uses the offline rules extractor (low recall)")
-        chain = [RulesProvider()]
+        chain = [OfflineRules()]
 
     def model_for(agent_id: str) -> ChatModel:
         return ProviderRoute(chain, tracer, clock.now, agent_id=agent_id)

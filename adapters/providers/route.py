@@ -195,6 +195,27 @@ def close_model(model: object) -> None:
         close()
 
 
+class OfflineRules:
+    """The offline ``rules`` model (:class:`~fermix_memory.adapters.providers.rules.RulesProvider`),
+    its extractor and patterns imported on the first call: a home without providers opens, and a
+    command that never reviews runs, without compiling them."""
+
+    def __init__(self, name: str = "rules") -> None:
+        self._name = name
+        self._model: ChatModel | None = None
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        if self._model is None:  # two first calls at once build two: the model holds no state
+            from fermix_memory.adapters.providers.rules import RulesProvider
+
+            self._model = RulesProvider(name=self._name)
+        return self._model.complete(request)
+
+
 def build_provider(
     settings: ProviderSettings, env: Mapping[str, str], client: httpx.Client | None = None
 ) -> ChatModel:

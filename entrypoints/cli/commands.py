@@ -9,7 +9,8 @@ parser accepts.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from difflib import get_close_matches
 from importlib import import_module
 from typing import Any, NoReturn
@@ -376,14 +377,27 @@ def _version() -> str:
         return "unknown"
 
 
+class VersionAction(argparse.Action):
+    """``--version``: like argparse's own, but the version is looked up only when asked for, so that
+    other commands never load ``importlib.metadata``."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: object = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> NoReturn:
+        sys.stdout.write(f"{parser.prog} {_version()}\n")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of :data:`COMMANDS`."""
     parser = Parser(prog="fermix", description="Admin and audit tool of fermix-memory.",
                     formatter_class=HelpFormatter, allow_abbrev=False)
     for option in COMMON:
         _add(parser, option)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}",
-                        help="print the version and exit")
+    parser.add_argument("--version", action=VersionAction, help="print the version and exit")
     top_level = sorted({c.words[0] for c in COMMANDS})
     groups = parser.add_subparsers(dest="group", required=True, parser_class=Parser,
                                    metavar="{" + ",".join(top_level) + "}")

@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from fermix_memory.adapters.sqlite.codec import CONVERTER
 from fermix_memory.domain.errors import FermixError
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 70
@@ -43,6 +42,9 @@ def plural(count: int, noun: str) -> str:
 
 def jsonable(value: Any) -> Any:
     """Domain values (attrs classes, enums, datetimes) as plain JSON data."""
+    # Imported here: the codec builds cattrs' converter, which ``fermix --help`` never needs.
+    from fermix_memory.adapters.sqlite.codec import CONVERTER
+
     return CONVERTER.unstructure(value)
 
 

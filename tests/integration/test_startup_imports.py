@@ -31,15 +31,17 @@ import sys
 GROUPS = {f"fermix_memory.entrypoints.cli.{group}" for group in ("events", "history", "memory", "resources", "setup")}
 from fermix_memory.entrypoints import cli
 code = cli.main(sys.argv[1:])
-loaded = sorted({name.split(".")[0] for name in sys.modules if name.split(".")[0] in ("tiktoken", "tiktoken_ext")}
-                | {name.rsplit(".", 1)[1] for name in sys.modules if name in GROUPS})
+LAZY = ("tiktoken", "tiktoken_ext", "tomlkit")  # the tokenizer; the TOML editor (for writing config.toml)
+loaded = sorted({name.split(".")[0] for name in sys.modules if name.split(".")[0] in LAZY}
+                | {name.rsplit(".", 1)[1] for name in sys.modules if name in GROUPS}
+                | {"rules" for name in sys.modules if name == "fermix_memory.adapters.providers.rules"})
 print(code, *loaded)
 """
 
 
 def imported_by(*argv: str) -> list[str]:
-    """The exit code, then which of tiktoken and the modules of the CLI's command groups
-    ``fermix ARGV`` loaded (in a fresh interpreter)."""
+    """The exit code, then which of tiktoken, tomlkit, the offline rules model and the modules of
+    the CLI's command groups ``fermix ARGV`` loaded (in a fresh interpreter)."""
     done = subprocess.run([sys.executable, "-c", CLI_SCRIPT, *argv], capture_output=True, text=True, timeout=120,
                           check=True)
     return done.stdout.splitlines()[-1].split()  # after what the command printed
@@ -53,11 +55,14 @@ def test_help_and_read_only_commands_never_load_the_tokenizer(tmp_path: Path) ->
         memory.append_message(agent_id="ada", owner_id="alice", conversation="tg:1", role="user", content="I like tea")
     # --help builds the parser from the command table alone.
     assert imported_by("--help") == ["0"]
-    # A read-only command imports its own group's module and never loads tiktoken.
+    # A read-only command imports its own group's module and never loads tiktoken, tomlkit (only
+    # writing config.toml needs it) or the rules model's patterns (only a review or compaction does).
     assert imported_by("--home", str(home), "memory", "list") == ["0", "memory"]
     assert imported_by("--home", str(home), "events", "verify") == ["0", "events"]
     # A command that counts tokens loads it when it first counts.
-    assert "tiktoken" in imported_by("--home", str(tmp_path / "demo"), "demo")
+    # The demo also reviews with the offline rules model: loaded on its first call.
+    demo = imported_by("--home", str(tmp_path / "demo"), "demo")
+    assert "tiktoken" in demo and "rules" in demo
 
 
 HELP_SCRIPT = """
@@ -68,12 +73,15 @@ try:
 except SystemExit:
     pass
 UNWANTED = ("fermix_memory.entrypoints.api.memory_system", "fermix_memory.entrypoints.bootstrap", "apsw", "mcp",
-            "fermix_memory.entrypoints.mcp.command")
+            "fermix_memory.entrypoints.mcp.command", "fermix_memory.adapters.sqlite.codec", "cattrs", "tomlkit",
+            "importlib.metadata", "tiktoken")
 print(sorted(name for name in UNWANTED if name in sys.modules))
 """
 
 
 def test_help_loads_neither_the_embedding_api_nor_the_database_driver() -> None:
+    """Nor the codec's cattrs converter, the config file's TOML library or the package metadata (looked up
+    only by ``--version``): ``--help`` needs the command table alone."""
     done = subprocess.run([sys.executable, "-c", HELP_SCRIPT], capture_output=True, text=True, timeout=120,
                           check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
