@@ -153,6 +153,9 @@ def _turns(messages: Sequence[Message]) -> list[PromptTurn]:
         while i < len(messages) and _only_calls(messages[i]):
             calls += tool_calls_of(messages[i].metadata)
             i += 1
+        if not calls and (i == len(messages) or messages[i].role is not Role.TOOL):
+            turns.append(PromptTurn(role="assistant", content=m.content))  # a plain reply: nothing to pair
+            continue
         end = i
         while end < len(messages) and messages[end].role is Role.TOOL:
             end += 1

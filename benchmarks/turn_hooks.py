@@ -5,15 +5,20 @@ A conversation with a few hundred messages, no provider reporting a high peak: `
 the background and returns) and ``compose_prompt`` (the memory block and the window), each
 timed many times; beside them, in the same run, one durable ``append_message`` as a yardstick.
 
+Cold ``compose_prompt``: the first call for each of many conversations (nothing of them cached),
+beside, alternating in the same run, the raw read of the same window (the conversation's state row
+and its messages, the same columns, plain apsw on the same file): the ratio is ours / raw.
+
 Run from the repository root::
 
-    .venv/bin/python benchmarks/turn_hooks.py
+    .venv/bin/python benchmarks/turn_hooks.py [--conversations N] [--messages M] [--cold-only]
 
 The last line of stdout is one JSON object of the figures (milliseconds).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
@@ -22,7 +27,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import apsw
+
 from fermix_memory import MemorySystem
+from fermix_memory.adapters.sqlite.rows import MESSAGE_COLUMNS
 
 AGENT, OWNER, CONVERSATION = "ada", "alice", "telegram:1"
 RUNS = 2_000
@@ -38,7 +46,63 @@ def timed(action: Callable[[], object], runs: int = RUNS) -> dict[str, float]:
     return {"p50_ms": round(statistics.median(samples), 4), "p95_ms": round(samples[int(len(samples) * 0.95)], 4)}
 
 
+RAW_STATE = ("SELECT window_start_id, checkpoint_message_id FROM conversation_state"
+             " WHERE agent_id = ? AND channel = ? AND chat_id = ? AND thread_scope = ?")
+RAW_WINDOW = (f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE agent_id = ? AND channel = ? AND chat_id = ?"
+              " AND thread_scope = ? AND id > ? ORDER BY created_at, id")
+
+
+def cold_compose(conversations: int, messages: int) -> dict[str, float]:
+    """Median ms of the first ``compose_prompt`` of each conversation and of a raw read of its window,
+    alternating conversation by conversation (half composed first, half read raw first)."""
+    with tempfile.TemporaryDirectory(prefix="fermix-cold-") as home:
+        with MemorySystem.open(Path(home)) as memory:
+            for c in range(conversations):
+                for i in range(messages):
+                    memory.append_message(agent_id=AGENT, owner_id=OWNER, conversation=f"cold:{c}",
+                                          role="user" if i % 2 == 0 else "assistant", sender="x",
+                                          content=f"message {i}: I live in Paris and I like tea")
+            memory.wait_for_background()
+        with MemorySystem.open(Path(home)) as memory:
+            raw = apsw.Connection(str(Path(home) / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
+            memory.compose_prompt(AGENT, OWNER, "cold:0")  # the owner's prompt files, once
+            ours, theirs = [], []
+
+            def compose(c: int) -> None:
+                start = time.perf_counter()
+                memory.compose_prompt(AGENT, OWNER, f"cold:{c}")
+                ours.append((time.perf_counter() - start) * 1000)
+
+            def read(c: int) -> None:
+                start = time.perf_counter()
+                cur = raw.cursor()
+                state = cur.execute(RAW_STATE, (AGENT, "cold", str(c), "")).fetchall()
+                after = state[0][0] if state else 0
+                cur.execute(RAW_WINDOW, (AGENT, "cold", str(c), "", after)).fetchall()
+                theirs.append((time.perf_counter() - start) * 1000)
+
+            for c in range(1, conversations):
+                first, second = (compose, read) if c % 2 else (read, compose)
+                first(c)
+                second(c)
+            raw.close()
+    cold, window = statistics.median(ours), statistics.median(theirs)
+    return {"cold_compose_ms": round(cold, 4), "raw_window_ms": round(window, 4),
+            "cold_compose_ratio": round(cold / window, 2)}
+
+
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--conversations", type=int, default=60)
+    parser.add_argument("--messages", type=int, default=100, help="messages per conversation (cold compose)")
+    parser.add_argument("--cold-only", action="store_true", help="only the cold compose_prompt figures")
+    args = parser.parse_args()
+    cold = cold_compose(args.conversations, args.messages)
+    print(f"cold compose_prompt ({args.messages} messages) {cold['cold_compose_ms']:.3f} ms   raw window read"
+          f" {cold['raw_window_ms']:.3f} ms   ratio {cold['cold_compose_ratio']:.2f}x")
+    if args.cold_only:
+        print(json.dumps({"conversations": args.conversations, "messages": args.messages, **cold}))
+        return 0
     with tempfile.TemporaryDirectory(prefix="fermix-hooks-") as home, MemorySystem.open(Path(home)) as memory:
         for i in range(300):
             memory.append_message(agent_id=AGENT, owner_id=OWNER, conversation=CONVERSATION,
@@ -59,7 +123,7 @@ def main() -> int:
         memory.wait_for_background()
     for name, f in figures.items():
         print(f"{name:15s} p50 {f['p50_ms']:.3f} ms   p95 {f['p95_ms']:.3f} ms")
-    result = {"runs": RUNS, **{f"{k}_{m}": v for k, f in figures.items() for m, v in f.items()},
+    result = {"runs": RUNS, **cold, **{f"{k}_{m}": v for k, f in figures.items() for m, v in f.items()},
               "hooks_under_1ms": all(figures[k]["p95_ms"] < 1.0 for k in ("before_turn", "after_turn"))}
     print(json.dumps(result))
     return 0

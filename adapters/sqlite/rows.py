@@ -64,21 +64,34 @@ def memory_from_row(row: Sequence[Any]) -> Memory:
 _ROLES = {role.value: role for role in Role}
 _TRUSTS = {trust.value: trust for trust in Trust}
 
+# ``Message`` has no validators or converters, and a stored row only holds what a ``Message``
+# held when it was written: a row becomes a ``Message`` through its slots, without the keyword
+# call of the generated ``__init__`` (a window of a few hundred rows is read per cold prompt).
+_SLOTS = ("id", "agent_id", "owner_id", "conversation", "sender", "role", "kind", "content", "metadata",
+          "created_at", "trust")
+if set(_SLOTS) != {field.name for field in attrs.fields(Message)}:  # pragma: no cover - caught at import
+    raise RuntimeError("message_from_row must set every field of Message")
+(_set_id, _set_agent, _set_owner, _set_conversation, _set_sender, _set_role, _set_kind, _set_content, _set_metadata,
+ _set_created_at, _set_trust) = (Message.__dict__[name].__set__ for name in _SLOTS)
+_new_message = object.__new__
+
 
 def message_from_row(row: Sequence[Any]) -> Message:
-    return Message(
-        id=row[0],
-        agent_id=row[1],
-        owner_id=row[2],
-        conversation=known_conversation_key(row[3], row[4], row[5]),
-        sender=row[6],
-        role=_ROLES.get(row[7]) or Role(row[7]),
-        kind=row[8],
-        content=row[9],
-        metadata=json.loads(row[10]) if row[10] != "{}" else {},
-        created_at=datetime.fromisoformat(row[11]),
-        trust=_TRUSTS.get(row[12]) or Trust(row[12]),
-    )
+    """A ``Message`` from the :data:`MESSAGE_COLUMNS` of one stored row (equal to one built by
+    ``Message(...)`` from the same values)."""
+    m = _new_message(Message)
+    _set_id(m, row[0])
+    _set_agent(m, row[1])
+    _set_owner(m, row[2])
+    _set_conversation(m, known_conversation_key(row[3], row[4], row[5]))
+    _set_sender(m, row[6])
+    _set_role(m, _ROLES.get(row[7]) or Role(row[7]))
+    _set_kind(m, row[8])
+    _set_content(m, row[9])
+    _set_metadata(m, json.loads(row[10]) if row[10] != "{}" else {})
+    _set_created_at(m, datetime.fromisoformat(row[11]))
+    _set_trust(m, _TRUSTS.get(row[12]) or Trust(row[12]))
+    return m
 
 
 # The review_state columns are the domain state's fields, all of them (``review_gate.evolve``).
