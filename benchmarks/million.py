@@ -419,7 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "build_s": round(built_s, 1), "total_s": round(time.perf_counter() - began, 1),
     }
     print(f"{size:,} messages, {result['agents']:,} agents/owners, {result['conversations']:,} conversations;"
-          f" import {result['import_msgs_per_s']:,.0f} msg/s ({result['import_to_bare_load_ratio']:.2f}x the bare load)")
+          f" import {result['import_msgs_per_s']:,.0f} msg/s ({result['import_to_bare_load_ratio']:.2f}x bare load)")
     for scope in ("conversation", "owner"):
         for at in sorted(recall):
             f = recall[at]
