@@ -22,9 +22,9 @@ import attrs
 from fermix_memory.adapters.postgres.connection import SqlCursor
 from fermix_memory.adapters.postgres.event_store import PostgresEventStore
 from fermix_memory.adapters.postgres.schema import missing_triggers
-from fermix_memory.adapters.sqlite.audit_chain import Progress, VerifyReport, check_chain
+from fermix_memory.adapters.sqlite.audit_chain import Progress, Stages, VerifyReport, check_chain
 from fermix_memory.adapters.sqlite.audit_replay import differing_tables, fold_log, rows_checksum, table_checksums
-from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection
+from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection, scalar_int
 from fermix_memory.adapters.sqlite.head import Head, head_problem
 from fermix_memory.adapters.sqlite.schema import PROJECTION_TABLES, migrate
 from fermix_memory.application.errors import IntegrityError, StorageError
@@ -76,7 +76,10 @@ def verify_postgres(store: PostgresEventStore, progress: Progress | None = None,
     """The chain, the head ``anchors``, the append-only triggers, and that replaying the log gives
     the same projection tables (``noted``: problems found when the store was opened)."""
     with _snapshot(store) as cur:
-        report = check_chain(cast(Any, cur), progress)
+        # One progress over the chain walk and the replay, in events (ADR-0038).
+        events = scalar_int(cast(Any, cur), "SELECT count(*) FROM events")
+        stages = Stages(progress, [events, events])
+        report = check_chain(cast(Any, cur), stages.stage())
         if not report.ok:
             return report
         problems = [p for label, head in anchors if (p := head_problem(cast(Any, cur), head, label))]
@@ -89,7 +92,7 @@ def verify_postgres(store: PostgresEventStore, progress: Progress | None = None,
         scratch = open_connection(":memory:")
         try:
             migrate(scratch, ":memory:")
-            _, live, rebuilt = _fold(cur, scratch, None)
+            _, live, rebuilt = _fold(cur, scratch, stages.stage())
         except IntegrityError as exc:
             return attrs.evolve(report, ok=False, problem=f"the log does not replay: {exc}")
         finally:
