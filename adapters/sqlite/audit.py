@@ -29,7 +29,7 @@ from fermix_memory.adapters.sqlite.audit_replay import (
 )
 from fermix_memory.adapters.sqlite.connection import open_connection, scalar_int
 from fermix_memory.adapters.sqlite.head import Head, head_problem
-from fermix_memory.adapters.sqlite.schema import migrate, missing_triggers
+from fermix_memory.adapters.sqlite.schema import PROJECTION_TABLES, migrate, missing_triggers
 from fermix_memory.application.errors import ForeignDatabase, IntegrityError
 
 __all__ = [
@@ -110,9 +110,9 @@ def _verify(path: Path, progress: Progress | None, anchors: Sequence[tuple[str, 
     conn = open_connection(path, readonly=readonly)
     try:
         # One progress over the whole check, in rows read: the index check, the chain walk, the
-        # replay of every event into the scratch database (ADR-0038).
+        # replay of every event into the scratch database, the checksums of both (ADR-0038).
         events = scalar_int(conn, "SELECT count(*) FROM events")
-        stages = Stages(progress, [sum(index_rows(conn)), events, events])
+        stages = Stages(progress, [sum(index_rows(conn)), events, events, events])
         fts_problem = _fts_problem(conn, readonly, stages.stage())
         conn.execute("BEGIN")
         try:
@@ -126,12 +126,13 @@ def _verify(path: Path, progress: Progress | None, anchors: Sequence[tuple[str, 
             problems += [*noted, *([fts_problem] if fts_problem else [])]
             if problems:
                 return attrs.evolve(report, ok=False, problem="; ".join(problems))
-            live = table_checksums(conn)
             scratch = open_connection(":memory:")
             try:
                 migrate(scratch, ":memory:")
                 fold_log(conn, scratch, stages.stage())
-                rebuilt = table_checksums(scratch)
+                checking = Stages(stages.stage(), [len(PROJECTION_TABLES)] * 2)
+                live = table_checksums(conn, checking.stage())  # same read transaction as the fold
+                rebuilt = table_checksums(scratch, checking.stage())
                 differing = differing_tables(live, rebuilt)
                 where = first_difference(conn, scratch, differing[0]) if differing else ""
             except IntegrityError as exc:

@@ -39,13 +39,16 @@ def rows_checksum(rows: Iterable[Sequence[Any]]) -> str:
     return digest.hexdigest()
 
 
-def table_checksums(conn: apsw.Connection) -> dict[str, str]:
-    """SHA-256 of every projection table's rows, all columns, ordered by each column in turn."""
+def table_checksums(conn: apsw.Connection, progress: Progress | None = None) -> dict[str, str]:
+    """SHA-256 of every projection table's rows, all columns, ordered by each column in turn
+    (``progress(done, total)`` after each table, in tables)."""
     sums = {}
     for table in PROJECTION_TABLES:
         ncols = len(conn.execute(f"PRAGMA table_info({table})").fetchall())
         order = ", ".join(str(i) for i in range(1, ncols + 1))
         sums[table] = rows_checksum(conn.execute(f"SELECT * FROM {table} ORDER BY {order}"))
+        if progress is not None:
+            progress(len(sums), len(PROJECTION_TABLES))
     return sums
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from fermix_memory import MemorySystem
 from fermix_memory.adapters.sqlite.audit_chain import Stages
+from fermix_memory.adapters.sqlite.schema import PROJECTION_TABLES
 
 pytestmark = pytest.mark.usefixtures("every_store")
 
@@ -44,9 +45,10 @@ def test_verify_reports_progress_during_the_index_check_and_the_replay(tmp_path:
     # Before the replay began, something was reported: the chain walk's end is not the check's end.
     assert any(0 < done <= total - events for done in dones), calls
     # SQLite's index check reports each step (both full-text indexes, the scope sizes), before
-    # the chain walk; PostgreSQL's search index is the server's own and has no such phase.
+    # the chain walk (PostgreSQL's search index is the server's own: no such phase); then the
+    # chain walk, the replay, and each table checksummed on both sides.
     steps = 3 if every_store == "sqlite" else 0
-    assert len(set(dones)) >= steps + 2, calls
+    assert len(set(dones)) >= steps + 2 + 2 * len(PROJECTION_TABLES), calls
 
 
 @pytest.mark.sqlite_only("the stages helper needs no store")
