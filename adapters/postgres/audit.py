@@ -22,9 +22,9 @@ import attrs
 from fermix_memory.adapters.postgres.connection import SqlCursor
 from fermix_memory.adapters.postgres.event_store import PostgresEventStore
 from fermix_memory.adapters.postgres.schema import missing_triggers
-from fermix_memory.adapters.sqlite.audit_chain import Progress, VerifyReport, check_chain
+from fermix_memory.adapters.sqlite.audit_chain import Progress, Stages, VerifyReport, check_chain
 from fermix_memory.adapters.sqlite.audit_replay import differing_tables, fold_log, rows_checksum, table_checksums
-from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection
+from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection, scalar_int
 from fermix_memory.adapters.sqlite.head import Head, head_problem
 from fermix_memory.adapters.sqlite.schema import PROJECTION_TABLES, migrate
 from fermix_memory.application.errors import IntegrityError, StorageError
@@ -35,10 +35,12 @@ Rows = Callable[[str], list[tuple[Any, ...]]]
 TEXT_TYPES = frozenset({"text", "character varying", "character"})
 
 
-def live_checksums(cur: SqlCursor, columns: dict[str, list[str]]) -> dict[str, str]:
+def live_checksums(cur: SqlCursor, columns: dict[str, list[str]], progress: Progress | None = None
+                   ) -> dict[str, str]:
     """The server's projection tables checksummed as SQLite's :func:`table_checksums` does the
     same rows (the columns SQLite has, in its order; rows ordered by each column in turn, text by
-    code point as SQLite's BINARY collation, NULLs first), so both stores of one log agree."""
+    code point as SQLite's BINARY collation, NULLs first), so both stores of one log agree
+    (``progress(done, total)`` after each table, in tables)."""
     types = {(str(t), str(c)): str(d) for t, c, d in cur.execute(
         "SELECT table_name, column_name, data_type FROM information_schema.columns"
         " WHERE table_schema = current_schema()").fetchall()}
@@ -48,6 +50,8 @@ def live_checksums(cur: SqlCursor, columns: dict[str, list[str]]) -> dict[str, s
                           for c in columns[table])
         sums[table] = rows_checksum(cur.execute(f"SELECT {', '.join(columns[table])} FROM {table} ORDER BY {order}"
                                                 ).fetchall())
+        if progress is not None:
+            progress(len(sums), len(PROJECTION_TABLES))
     return sums
 
 
@@ -63,12 +67,14 @@ def _snapshot(store: PostgresEventStore) -> Iterator[SqlCursor]:
         yield SqlCursor(conn)
 
 
-def _fold(source: SqlCursor, target: apsw.Connection, progress: Progress | None) -> tuple[int, dict[str, str],
-                                                                                           dict[str, str]]:
-    """Fold the server's log into ``target`` (migrated, empty); the event count and both checksums."""
+def _fold(source: SqlCursor, target: apsw.Connection, progress: Progress | None,
+          checking: Progress | None = None) -> tuple[int, dict[str, str], dict[str, str]]:
+    """Fold the server's log into ``target`` (migrated, empty); the event count and both checksums
+    (``checking``: the progress of the checksums)."""
     events = fold_log(cast(Any, source), target, progress)
     columns = _columns(target)
-    return events, live_checksums(source, columns), table_checksums(target)
+    tables = Stages(checking, [len(PROJECTION_TABLES)] * 2)
+    return events, live_checksums(source, columns, tables.stage()), table_checksums(target, tables.stage())
 
 
 def verify_postgres(store: PostgresEventStore, progress: Progress | None = None, *,
@@ -76,7 +82,10 @@ def verify_postgres(store: PostgresEventStore, progress: Progress | None = None,
     """The chain, the head ``anchors``, the append-only triggers, and that replaying the log gives
     the same projection tables (``noted``: problems found when the store was opened)."""
     with _snapshot(store) as cur:
-        report = check_chain(cast(Any, cur), progress)
+        # One progress over the chain walk, the replay and the checksums, in events (ADR-0038).
+        events = scalar_int(cast(Any, cur), "SELECT count(*) FROM events")
+        stages = Stages(progress, [events, events, events])
+        report = check_chain(cast(Any, cur), stages.stage())
         if not report.ok:
             return report
         problems = [p for label, head in anchors if (p := head_problem(cast(Any, cur), head, label))]
@@ -89,7 +98,7 @@ def verify_postgres(store: PostgresEventStore, progress: Progress | None = None,
         scratch = open_connection(":memory:")
         try:
             migrate(scratch, ":memory:")
-            _, live, rebuilt = _fold(cur, scratch, None)
+            _, live, rebuilt = _fold(cur, scratch, stages.stage(), stages.stage())
         except IntegrityError as exc:
             return attrs.evolve(report, ok=False, problem=f"the log does not replay: {exc}")
         finally:

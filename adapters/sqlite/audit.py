@@ -14,6 +14,7 @@ import attrs
 from fermix_memory.adapters.sqlite.audit_chain import (
     LogEntry,
     Progress,
+    Stages,
     VerifyReport,
     check_chain,
     log_entries,
@@ -22,12 +23,13 @@ from fermix_memory.adapters.sqlite.audit_replay import (
     differing_tables,
     fold_log,
     fts_integrity,
+    index_rows,
     replay_into,
     table_checksums,
 )
-from fermix_memory.adapters.sqlite.connection import open_connection
+from fermix_memory.adapters.sqlite.connection import open_connection, scalar_int
 from fermix_memory.adapters.sqlite.head import Head, head_problem
-from fermix_memory.adapters.sqlite.schema import migrate, missing_triggers
+from fermix_memory.adapters.sqlite.schema import PROJECTION_TABLES, migrate, missing_triggers
 from fermix_memory.application.errors import ForeignDatabase, IntegrityError
 
 __all__ = [
@@ -36,7 +38,7 @@ __all__ = [
 ]
 
 
-def _fts_problem(conn: apsw.Connection, readonly: bool) -> str:
+def _fts_problem(conn: apsw.Connection, readonly: bool, progress: Progress | None) -> str:
     """FTS5's integrity check (an INSERT command, rolled back); on a copy when read-only."""
     target = conn
     if readonly:
@@ -46,7 +48,7 @@ def _fts_problem(conn: apsw.Connection, readonly: bool) -> str:
     try:
         target.execute("BEGIN IMMEDIATE")
         try:
-            fts_integrity(target)
+            fts_integrity(target, progress)
         except IntegrityError as exc:
             return str(exc)
         finally:
@@ -94,6 +96,8 @@ def verify_database(path: Path, progress: Progress | None = None, *, anchors: Se
 
     ``readonly`` opens the file read-only (a read-only mount, an auditor's copy): FTS5's
     integrity check is a write command, so it then runs on an in-memory copy of the database.
+    ``progress(done, total)`` is called throughout: one count over the index check, the chain
+    walk and the replay, that only rises.
     """
     try:
         return _verify(path, progress, anchors, noted, readonly)
@@ -105,10 +109,14 @@ def _verify(path: Path, progress: Progress | None, anchors: Sequence[tuple[str, 
             noted: Sequence[str], readonly: bool) -> VerifyReport:
     conn = open_connection(path, readonly=readonly)
     try:
-        fts_problem = _fts_problem(conn, readonly)
+        # One progress over the whole check, in rows read: the index check, the chain walk, the
+        # replay of every event into the scratch database, the checksums of both (ADR-0038).
+        events = scalar_int(conn, "SELECT count(*) FROM events")
+        stages = Stages(progress, [sum(index_rows(conn)), events, events, events])
+        fts_problem = _fts_problem(conn, readonly, stages.stage())
         conn.execute("BEGIN")
         try:
-            report = check_chain(conn, progress)
+            report = check_chain(conn, stages.stage())
             if not report.ok:
                 return report
             problems = [p for label, head in anchors if (p := head_problem(conn, head, label))]
@@ -118,12 +126,13 @@ def _verify(path: Path, progress: Progress | None, anchors: Sequence[tuple[str, 
             problems += [*noted, *([fts_problem] if fts_problem else [])]
             if problems:
                 return attrs.evolve(report, ok=False, problem="; ".join(problems))
-            live = table_checksums(conn)
             scratch = open_connection(":memory:")
             try:
                 migrate(scratch, ":memory:")
-                fold_log(conn, scratch)
-                rebuilt = table_checksums(scratch)
+                fold_log(conn, scratch, stages.stage())
+                checking = Stages(stages.stage(), [len(PROJECTION_TABLES)] * 2)
+                live = table_checksums(conn, checking.stage())  # same read transaction as the fold
+                rebuilt = table_checksums(scratch, checking.stage())
                 differing = differing_tables(live, rebuilt)
                 where = first_difference(conn, scratch, differing[0]) if differing else ""
             except IntegrityError as exc:

@@ -4,7 +4,7 @@ log as an auditor reads it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import apsw
@@ -22,6 +22,32 @@ Progress = Callable[[int, int], None]
 BATCH = 5_000  # events between two progress calls (and commits, when folding)
 # Every column of the log, in log order: what the chain check walks and a replay copies.
 ALL_EVENT_ROWS = LOG_ROWS.replace("WHERE position > ? ", "")
+
+
+class Stages:
+    """One progress over several stages of work, for a caller that gets a single ``(done, total)``
+    callback: each stage reports in its own units, scaled into its share of the whole (``sizes``,
+    in one common unit), so ``done`` only rises, and reaches ``total`` when the last stage ends."""
+
+    def __init__(self, progress: Progress | None, sizes: Sequence[int]) -> None:
+        self._progress = progress
+        self._sizes = list(sizes)
+        self._total = sum(self._sizes)
+        self._next = 0
+
+    def stage(self) -> Progress | None:
+        """The progress of the next stage (``None`` when nobody is told)."""
+        start, size = sum(self._sizes[:self._next]), self._sizes[self._next]
+        self._next += 1
+        report, total = self._progress, self._total
+        if report is None:
+            return None
+
+        def progress(done: int, stage_total: int) -> None:
+            share = size if stage_total <= 0 else size * min(done, stage_total) // stage_total
+            report(start + share, total)
+
+        return progress
 
 
 @attrs.frozen(kw_only=True)

@@ -39,30 +39,48 @@ def rows_checksum(rows: Iterable[Sequence[Any]]) -> str:
     return digest.hexdigest()
 
 
-def table_checksums(conn: apsw.Connection) -> dict[str, str]:
-    """SHA-256 of every projection table's rows, all columns, ordered by each column in turn."""
+def table_checksums(conn: apsw.Connection, progress: Progress | None = None) -> dict[str, str]:
+    """SHA-256 of every projection table's rows, all columns, ordered by each column in turn
+    (``progress(done, total)`` after each table, in tables)."""
     sums = {}
     for table in PROJECTION_TABLES:
         ncols = len(conn.execute(f"PRAGMA table_info({table})").fetchall())
         order = ", ".join(str(i) for i in range(1, ncols + 1))
         sums[table] = rows_checksum(conn.execute(f"SELECT * FROM {table} ORDER BY {order}"))
+        if progress is not None:
+            progress(len(sums), len(PROJECTION_TABLES))
     return sums
 
 
-def fts_integrity(conn: apsw.Connection) -> None:
+def index_rows(conn: apsw.Connection) -> list[int]:
+    """The rows each step of :func:`fts_integrity` reads: each full-text index's content table,
+    then ``messages`` again for the scope sizes (the units its progress is given in)."""
+    sizes = [scalar_int(conn, f"SELECT count(*) FROM {table.removesuffix('_fts')}") for table in FTS_TABLES]
+    return [*sizes, sizes[FTS_TABLES.index("messages_fts")]]
+
+
+def fts_integrity(conn: apsw.Connection, progress: Progress | None = None) -> None:
     """Run FTS5's 'integrity-check' on both full-text indexes, and check the scope sizes history
-    search ranks with against ``messages`` (raises on damage)."""
-    for table in FTS_TABLES:
+    search ranks with against ``messages`` (raises on damage). ``progress(done, total)`` is
+    called after each step, in rows checked."""
+    steps = index_rows(conn) if progress is not None else []
+    total, done = sum(steps), 0
+    for step, table in enumerate(FTS_TABLES):
         try:
             conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
         except apsw.Error as exc:
             raise IntegrityError(f"{table} does not match its content table: {exc}") from exc
+        if progress is not None:
+            done += steps[step]
+            progress(done, total)
     stored = "SELECT token, messages FROM scope_sizes"
     counted = f"SELECT * FROM ({SCOPE_SIZES_COUNTED})"
     wrong = scalar_int(conn, f"SELECT count(DISTINCT token) FROM ({counted} EXCEPT {stored}"
                              f" UNION ALL SELECT * FROM ({stored} EXCEPT {counted}))")
     if wrong:
         raise IntegrityError(f"scope_sizes does not match messages ({wrong} scope(s) differ)")
+    if progress is not None:
+        progress(total, total)
 
 
 def differing_tables(live: dict[str, str], rebuilt: dict[str, str]) -> list[str]:

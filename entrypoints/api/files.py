@@ -171,7 +171,8 @@ class FilesApi(ApiBase):
     def verify(self, progress: audit.Progress | None = None, *,
                expect_head: Head | str | None = None) -> audit.VerifyReport:
         """Check the hash chain, the FTS indexes and that the log replays to the same tables
-        (``progress(done, total)`` is called as the log is walked); that the log still holds
+        (``progress(done, total)`` is called throughout: one count over the index check, the
+        chain walk and the replay, that only rises to ``total``); that the log still holds
         ``expect_head`` (a :meth:`head` kept elsewhere, or its ``POSITION:HASH`` text) and this
         home's own last-seen head; and report what opening found wrong (append-only triggers
         missing, a head the log no longer holds). A read-only memory is verified without writing."""
