@@ -31,6 +31,19 @@ from fermix_memory import MemorySystem
 from fermix_memory.adapters.sqlite.connection import open_connection
 
 
+def vacuum_of_a_copy(home: Path, copy: Path) -> float:
+    """Seconds a bare VACUUM (and WAL truncation) of a copy of ``home``'s memory.db takes: the
+    yardstick of an erasure, which rewrites the file the same way."""
+    shutil.copytree(home, copy)
+    conn = open_connection(copy / "memory.db")
+    start = time.perf_counter()
+    conn.execute("VACUUM")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    seconds = time.perf_counter() - start
+    conn.close()
+    return seconds
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=100_000)
@@ -45,15 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             lines = history_lines(args.messages)
             for start in range(0, len(lines), 25_000):
                 memory.import_history(lines[start:start + 25_000])
-        shutil.copytree(home, workdir / "copy")
         size = (home / "memory.db").stat().st_size
-
-        conn = open_connection(workdir / "copy" / "memory.db")
-        start = time.perf_counter()
-        conn.execute("VACUUM")
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        vacuum_s = time.perf_counter() - start
-        conn.close()
+        vacuum_s = vacuum_of_a_copy(home, workdir / "copy")
 
         with MemorySystem.open(home) as memory:
             start = time.perf_counter()

@@ -59,6 +59,7 @@ import append_and_recall as aar
 import apsw
 import replay
 import turn_hooks
+from forget import vacuum_of_a_copy
 
 from fermix_memory.adapters.sqlite.connection import open_connection
 from fermix_memory.adapters.sqlite.fts_query import quote_term
@@ -366,13 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress("compose_prompt and turn hooks")
         hooks = prompt_and_hooks(home, [*parts[0], *parts[1]])  # the review it runs adds events: after replay
         progress("forget one owner, and a bare VACUUM of a copy")
-        shutil.copytree(home, workdir / "copy")
-        conn = open_connection(workdir / "copy" / "memory.db")
-        start = time.perf_counter()
-        conn.execute("VACUUM")
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        vacuum_s = time.perf_counter() - start
-        conn.close()
+        vacuum_s = vacuum_of_a_copy(home, workdir / "copy")
         shutil.rmtree(workdir / "copy")
         victim = parts[-1][-1]
         with aar.open_memory(home) as memory:
