@@ -69,7 +69,12 @@ def partition_key(stream: str) -> str:
     return stream
 
 
-@functools.lru_cache(maxsize=65536)
 def chain_for(stream: str, chains: int) -> int:
-    """The chain (0 to ``chains - 1``) that ``stream``'s events link into."""
+    """The chain (0 to ``chains - 1``) that ``stream``'s events link into (one chain: 0, at once:
+    it is on every append of a one-chain log)."""
+    return 0 if chains == 1 else _chain_for(stream, chains)
+
+
+@functools.lru_cache(maxsize=65536)
+def _chain_for(stream: str, chains: int) -> int:
     return chain_of(partition_key(stream), chains)

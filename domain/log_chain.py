@@ -48,6 +48,12 @@ def chain_of(key: str, chains: int) -> int:
     return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") % chains
 
 
+def follows(position: int, last: int, chains: int) -> bool:
+    """Whether an event at ``position`` may come after one at ``last``: one chain numbers its
+    events without gaps; several only increase (a server allocates them side by side)."""
+    return position == last + 1 if chains == 1 else position > last
+
+
 def checkpoint_hash(heads: Sequence[tuple[int, str]]) -> str:
     """One hash over every chain's head ``(position, hash)`` in chain order. A single chain's
     checkpoint is its head's own hash, so a one-chain log anchors as it always did."""
@@ -136,10 +142,10 @@ class ChainCheck:
         return head_of(self.heads)
 
     def problem(self, e: LoggedEvent) -> str:
-        if len(self.heads) == 1 and e.position != self.position + 1:
-            return f"event {e.position}: expected position {self.position + 1} (positions run from 1 without gaps)"
-        if e.position <= self.position:
-            return f"event {e.position}: expected a position after {self.position} (positions only increase)"
+        if not follows(e.position, self.position, len(self.heads)):
+            return (f"event {e.position}: expected position {self.position + 1} (positions run from 1 without gaps)"
+                    if len(self.heads) == 1 else
+                    f"event {e.position}: expected a position after {self.position} (positions only increase)")
         if e.version != self._versions.get(e.stream, 0) + 1:
             return (f"event {e.position} ({e.kind}): version {e.version} of stream {e.stream!r}"
                     f" does not follow {self._versions.get(e.stream, 0)}")

@@ -52,7 +52,7 @@ class PostgresTransaction(SqliteTransaction):
         self._held.add(chain)
 
     def enter(self, stream: str) -> bool:
-        chain = 0 if self.chains == 1 else chain_for(stream, self.chains)
+        chain = chain_for(stream, self.chains)
         if chain in self._held:
             return False
         if not self._held or chain > max(self._held):

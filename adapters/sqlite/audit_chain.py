@@ -16,7 +16,7 @@ from fermix_memory.adapters.sqlite.transaction import LOG_ROWS, read_chain_heads
 from fermix_memory.application.errors import IntegrityError
 from fermix_memory.application.streams import chain_for
 from fermix_memory.domain.events import ERASURE_RECORDS, OwnerForgotten
-from fermix_memory.domain.log_chain import GENESIS_HASH, chain_hash, payload_digest
+from fermix_memory.domain.log_chain import GENESIS_HASH, chain_hash, follows, payload_digest
 
 Progress = Callable[[int, int], None]
 BATCH = 5_000  # events between two progress calls (and commits, when folding)
@@ -74,10 +74,10 @@ def check_chain(conn: apsw.Connection, progress: Progress | None = None) -> Veri
     rows = conn.execute(ALL_EVENT_ROWS)
     for position, stream, version, kind, schema, recorded_at, payload, digest, prev_hash, row_hash in rows:
         count += 1
-        chain = 0 if chains == 1 else chain_for(stream, chains)
+        chain = chain_for(stream, chains)
         prev = heads[chain][1]
         problem = ""
-        if position != last + 1 if chains == 1 else position <= last:
+        if not follows(position, last, chains):
             problem = f"gap in the log: expected position {last + 1}" if chains == 1 else \
                 f"event {position}: positions must increase (after {last})"
         elif payload is not None and payload_digest(payload) != digest:

@@ -106,7 +106,7 @@ def fold_log(source: apsw.Connection, target: apsw.Connection, progress: Progres
             set_chain_count(cur, chains)  # the copy has the log's chains (ADR-0031)
             for row in rows:
                 insert_row(cur, row)
-                heads[0 if chains == 1 else chain_for(row[1], chains)] = (row[0], row[9])
+                heads[chain_for(row[1], chains)] = (row[0], row[9])
                 count += 1
                 if count % BATCH == 0:
                     cur.execute("COMMIT")

@@ -20,7 +20,7 @@ import apsw
 
 from fermix_memory.adapters.durable_file import replace_durably
 from fermix_memory.adapters.sqlite.connection import text_value
-from fermix_memory.adapters.sqlite.transaction import read_chain_heads
+from fermix_memory.adapters.sqlite.transaction import chain_count, read_chain_heads
 from fermix_memory.application.errors import IntegrityError
 from fermix_memory.application.streams import chain_for
 from fermix_memory.domain.log_chain import GENESIS_HASH, MAX_CHAINS, checkpoint_hash, head_of
@@ -74,7 +74,7 @@ def head_problem(conn: apsw.Connection, head: Head, label: str) -> str:
     the empty log: it holds only while the log is empty (else anything would pass for it).
     Several chains: each chain must still hold the event the anchor names as its head, and
     those events' hashes must give the anchor's checkpoint."""
-    chains = len(read_chain_heads(conn))
+    chains = chain_count(conn)
     if len(head.chains or (0,)) != chains:
         return (f"{label} {head} names {len(head.chains or (0,))} chain(s), but the log has {chains}:"
                 " it is not this log's anchor")

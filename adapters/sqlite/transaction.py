@@ -22,7 +22,7 @@ from fermix_memory.application.errors import ConcurrencyConflict, IntegrityError
 from fermix_memory.application.ports import RecordedEvent, ReviewState, StreamEvents
 from fermix_memory.application.streams import chain_for, memory_stream, resource_stream, review_stream
 from fermix_memory.domain.event_base import DomainEvent
-from fermix_memory.domain.log_chain import GENESIS_HASH, MAX_CHAINS, Head, LoggedEvent, head_of
+from fermix_memory.domain.log_chain import GENESIS_HASH, MAX_CHAINS, Head, LoggedEvent, follows, head_of
 from fermix_memory.domain.log_chain import chain_hash as chain_hash  # re-exported: moved to the domain
 from fermix_memory.domain.log_chain import payload_digest as payload_digest
 from fermix_memory.domain.memory import Memory
@@ -57,10 +57,10 @@ def append_logged_rows(cursor: apsw.Cursor, position: int, heads: list[tuple[int
     written: the caller's transaction then appends nothing. Every store runs its copy through here."""
     chains = len(heads)
     for e in events:
-        if e.position != position + 1 if chains == 1 else e.position <= position:
+        if not follows(e.position, position, chains):
             raise ConcurrencyConflict(f"event {e.position} does not follow this log's head"
                                       f" {position}: nothing was appended")
-        chain = 0 if chains == 1 else chain_for(e.stream, chains)
+        chain = chain_for(e.stream, chains)
         last_hash = heads[chain][1]
         expected = chain_hash(last_hash, e.position, e.stream, e.version, e.kind, e.schema, e.recorded_at,
                               e.payload_sha256)
@@ -224,7 +224,7 @@ class SqliteTransaction:
                expected_version: int | None = None) -> list[int]:
         if not events and expected_version is None:
             return []
-        chain = 0 if self.chains == 1 else chain_for(stream, self.chains)
+        chain = chain_for(stream, self.chains)
         self.enter(stream)
         _, last_hash = self._chain_head(chain)
         if expected_version is not None and self.stream_version(stream) != expected_version:
