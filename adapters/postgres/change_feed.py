@@ -22,6 +22,7 @@ from typing import Any
 log = logging.getLogger("fermix_memory.storage")
 
 CHANNEL = "fermix_events"
+APPLICATION = "fermix change feed"  # how its connection shows in pg_stat_activity
 BATCH = 500  # notifications handled with one read of the log
 # One foreign write: its first and last positions and, on a log of several chains, its chains.
 Span = tuple[int, int, frozenset[int]]
@@ -83,7 +84,8 @@ class ChangeFeed:
         delay = BACKOFF_FIRST_S
         while not self._stop.is_set():
             try:
-                with psycopg.connect(self._url, autocommit=True, connect_timeout=5, **KEEPALIVE) as conn:
+                with psycopg.connect(self._url, autocommit=True, connect_timeout=5, application_name=APPLICATION,
+                                     **KEEPALIVE) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
                     if self._stop.is_set():  # stopped before listening began: its wake-up was not heard
                         return

@@ -11,6 +11,7 @@ next call reconnects through the pool).
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import logging
@@ -44,6 +45,7 @@ from fermix_memory.adapters.sqlite.transaction import (
     chain_count,
     last_position,
     logged_from_row,
+    read_chain_heads,
     recorded_from_row,
     write_chain_heads,
 )
@@ -57,6 +59,7 @@ log = logging.getLogger("fermix_memory.storage")
 
 T = TypeVar("T")
 WRITE_ATTEMPTS = 3
+RECENT = 10_000  # positions remembered as delivered (one heard again after that is handed over again: harmless)
 REORDERS = 8  # a write that met its chains out of order runs again with all of them taken in order
 ANNOUNCE_SQL = "SELECT set_config('synchronous_commit', 'off', true), pg_notify(%s, %s)"
 READ_BATCH = 1000
@@ -132,7 +135,7 @@ class PostgresEventStore:
         self._lock = threading.Lock()
         # The change feed (ADR-0029): what other processes commit reaches this store's listeners.
         self._token = uuid.uuid4().hex
-        self._known = 0  # the last position this store knows of: its own commits and foreign ones
+        self._recent: collections.OrderedDict[int, None] = collections.OrderedDict()  # positions delivered lately
         self._epoch = 0  # several chains: counts the change feed's starts (events may have been missed)
         # Each chain's last position the listeners were given (from the open on: the open's repair
         # covers what came before).
@@ -322,9 +325,7 @@ class PostgresEventStore:
 
     def _committed(self, recorded: list[RecordedEvent]) -> None:
         with self._lock:
-            self._known = max(self._known, max(r.position for r in recorded))
-            for r in recorded:
-                self._seen_in(self._chain_of(r.stream), r.position)
+            self._delivered(recorded)
         if self._head_file is not None:
             self._head_file.advanced(None, len(recorded))
         self._deliver(recorded)
@@ -336,16 +337,22 @@ class PostgresEventStore:
         with self._lock:
             self._epoch += 1
         self._catch_up(conn)
-        rows = conn.execute("SELECT coalesce(max(position), 0) FROM events").fetchall()
-        with self._lock:
-            self._known = max(self._known, int(rows[0][0]))
 
     def _chain_of(self, stream: str) -> int:
-        return 0 if self.chains == 1 else chain_for(stream, self.chains)
+        return chain_for(stream, self.chains)
 
     def _seen_in(self, chain: int, position: int) -> None:
         if chain < len(self._chain_known):
             self._chain_known[chain] = max(self._chain_known[chain], position)
+
+    def _delivered(self, recorded: Sequence[RecordedEvent]) -> None:
+        """Note events handed to the listeners (caller holds the lock): each chain's last position,
+        for the check of the heads, and the recent positions, so no event is handed over twice."""
+        for r in recorded:
+            self._seen_in(self._chain_of(r.stream), r.position)
+            self._recent[r.position] = None
+        while len(self._recent) > RECENT:
+            self._recent.popitem(last=False)
 
     def _foreign(self, spans: list[Span]) -> None:
         """Other processes committed the writes ``spans`` (first and last positions and, on a log of
@@ -359,19 +366,16 @@ class PostgresEventStore:
             " WHERE payload IS NOT NULL AND position BETWEEN ? AND ? ORDER BY position", (first, last),
             doing="reading other processes' writes")
             if wanted.holds(int(row[0]), functools.partial(self._chain_of, str(row[1])))]
-        self._heard(recorded, last)
+        self._heard(recorded)
 
-    def _heard(self, recorded: list[RecordedEvent], last: int) -> None:
-        """Hand the listeners what they were not given yet: within a chain positions follow commit
-        order, so an event at or below its chain's last one heard of was delivered already."""
+    def _heard(self, recorded: list[RecordedEvent]) -> None:
+        """Hand the listeners what they were not given yet (a notification and the check of the
+        heads may both bring an event; two writers' notifications may come in either order)."""
         with self._lock:
-            unheard = [r for r in recorded if r.position > self._chain_known[self._chain_of(r.stream)]]
-            for r in unheard:
-                self._seen_in(self._chain_of(r.stream), r.position)
+            unheard = [r for r in recorded if r.position not in self._recent]
+            self._delivered(unheard)
         if unheard:
             self._deliver(unheard)
-        with self._lock:
-            self._known = max(self._known, last)
 
     def _catch_up(self, conn: Any) -> None:
         """On the feed's connection, when listening (re)starts and every ``WAIT_S`` after: a chain
@@ -391,7 +395,7 @@ class PostgresEventStore:
                     "SELECT position, stream, version, kind, schema, payload FROM events WHERE position > %s"
                     " AND position <= %s AND payload IS NOT NULL ORDER BY position", (start, end)).fetchall()
                     if self._chain_of(str(row[1])) == chain]
-                self._heard(missed, end)
+                self._heard(missed)
             with self._lock:
                 self._seen_in(chain, position)
 
@@ -413,12 +417,12 @@ class PostgresEventStore:
             return self._epoch if listening else next(self._unknown)
         if not listening:
             return self.last_position()
-        return self._known
+        return self.known_position()
 
     def known_position(self) -> int:
         """The last position this store knows of: its own commits and those the feed brought."""
         with self._lock:
-            return self._known
+            return max(self._chain_known, default=0)
 
     def cache_follows(self, seen: int, recorded: Sequence[RecordedEvent]) -> tuple[bool, int]:
         """Whether committed events follow on from what a cache saw (see :meth:`cache_position`)."""
@@ -512,8 +516,7 @@ class PostgresEventStore:
     def head(self) -> Head:
         """The log's anchor (ADR-0011): its last (position, hash), or the checkpoint over its
         chains' heads, read in one statement."""
-        rows = self.rows("SELECT position, hash FROM chain_heads ORDER BY chain", doing="reading the event log")
-        return head_of([(int(p), str(h)) for p, h in rows])
+        return head_of(read_chain_heads(self.reader()))
 
     def last_position(self) -> int:
         return last_position(self.reader())

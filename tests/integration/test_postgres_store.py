@@ -352,7 +352,7 @@ def test_what_was_written_while_a_host_did_not_listen_reaches_its_prompt_files_w
         _until(lambda: store_b.listening, "host b listens")
         database = sql(postgres_url, "SELECT current_database()")[0][0]
         sql(postgres_url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"  # as a network failure would
-                          f" WHERE datname = '{database}' AND query = 'SELECT coalesce(max(position), 0) FROM events'")
+                          f" WHERE datname = '{database}' AND application_name = 'fermix change feed'")
         _until(lambda: not store_b.listening, "host b has lost its change feed")
         a.write_memory({"op": "add", "category": "identity", "key": "home_city", "value": "Lives in Paris"},
                        agent_id="ada", owner_id="alice", writer="reviewer", trust="operator")
