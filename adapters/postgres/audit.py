@@ -123,7 +123,10 @@ def replay_postgres(store: PostgresEventStore, target_dir: Path, progress: Progr
         migrate(target, str(target_path))
         enable_wal(target)
         with _snapshot(store) as cur:
-            events, live, rebuilt = _fold(cur, target, progress)
+            # One progress over the fold and the checksums (ADR-0038).
+            count = scalar_int(cast(Any, cur), "SELECT count(*) FROM events")
+            stages = Stages(progress, [count, count])
+            events, live, rebuilt = _fold(cur, target, stages.stage(), stages.stage())
         finished = True
     finally:
         target.close()

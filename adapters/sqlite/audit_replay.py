@@ -11,7 +11,7 @@ from typing import Any
 
 import apsw
 
-from fermix_memory.adapters.sqlite.audit_chain import ALL_EVENT_ROWS, BATCH, Progress
+from fermix_memory.adapters.sqlite.audit_chain import ALL_EVENT_ROWS, BATCH, Progress, Stages
 from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection, scalar_int
 from fermix_memory.adapters.sqlite.migrations import SCOPE_SIZES_COUNTED
 from fermix_memory.adapters.sqlite.schema import FTS_TABLES, PROJECTION_TABLES, deferred_indexing, migrate
@@ -93,10 +93,14 @@ def fold_log(source: apsw.Connection, target: apsw.Connection, progress: Progres
 
     Runs in batched transactions on ``target``, with the full-text indexes and plain indexes
     built once at the end (:func:`deferred_indexing`); returns the number of events folded.
+    ``progress(done, total)`` rises through the copy and then through the index builds.
     """
     total = scalar_int(source, "SELECT count(*) FROM events")
     count = 0
-    with deferred_indexing(target):
+    # The indexes are built after the last row is copied: they get a share of their own.
+    stages = Stages(progress, [total, total])
+    copying = stages.stage()
+    with deferred_indexing(target, stages.stage()):
         cur = target.cursor()
         chains = len(read_chain_heads(source))
         heads = [(0, GENESIS_HASH)] * chains  # as the rows copied give them, whatever the source says
@@ -110,8 +114,8 @@ def fold_log(source: apsw.Connection, target: apsw.Connection, progress: Progres
                 count += 1
                 if count % BATCH == 0:
                     cur.execute("COMMIT")
-                    if progress is not None:
-                        progress(count, total)
+                    if copying is not None:
+                        copying(count, total)
                     cur.execute("BEGIN IMMEDIATE")
             if chains > 1:
                 write_chain_heads(cur, heads, range(chains))
@@ -120,8 +124,8 @@ def fold_log(source: apsw.Connection, target: apsw.Connection, progress: Progres
             if target.in_transaction:
                 target.execute("ROLLBACK")
             raise
-    if progress is not None:
-        progress(count, total)
+        if copying is not None:
+            copying(count, total)
     return count
 
 
@@ -147,12 +151,16 @@ def replay_into(source_path: Path, target_dir: Path, progress: Progress | None =
         enable_wal(target)
         source.execute("BEGIN")  # one consistent snapshot of the source
         try:
-            events = fold_log(source, target, progress)
-            live = table_checksums(source)
+            # One progress over the fold, the checksums and the index check (ADR-0038).
+            events = scalar_int(source, "SELECT count(*) FROM events")
+            stages = Stages(progress, [events, events, sum(index_rows(source))])
+            fold_log(source, target, stages.stage())
+            checking = Stages(stages.stage(), [len(PROJECTION_TABLES)] * 2)
+            live = table_checksums(source, checking.stage())
         finally:
             source.execute("COMMIT")
-        rebuilt = table_checksums(target)
-        fts_integrity(target)
+        rebuilt = table_checksums(target, checking.stage())
+        fts_integrity(target, stages.stage())
         finished = True
     finally:
         source.close()

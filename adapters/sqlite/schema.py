@@ -8,7 +8,7 @@ and so is a database that is not ours (``PRAGMA application_id``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import apsw
@@ -106,14 +106,16 @@ FTS_TABLES: tuple[str, ...] = ("messages_fts", "memories_fts")
 
 
 @contextmanager
-def deferred_indexing(conn: apsw.Connection) -> Iterator[None]:
+def deferred_indexing(conn: apsw.Connection,
+                      progress: Callable[[int, int], None] | None = None) -> Iterator[None]:
     """Fill an EMPTY database faster: its FTS sync triggers and plain (non-unique) indexes are
     dropped, and afterwards recreated from their own DDL, the indexes built in one sort and each
     full-text index rebuilt in one pass over its content table (and ``scope_sizes``, kept by
     triggers of the same name family, counted anew).
 
     Unique indexes stay (upserts name them). The body runs its own transactions; the closing
-    step is one transaction. If the body fails the database is left without those triggers and
+    step is one transaction, whose ``progress(done, total)`` is told after each index, trigger
+    and full-text rebuild. If the body fails the database is left without those triggers and
     indexes: callers only use this on a database they discard on failure.
     """
     if scalar_int(conn, "SELECT count(*) FROM events"):
@@ -128,9 +130,10 @@ def deferred_indexing(conn: apsw.Connection) -> Iterator[None]:
         for kind, name, _ in deferred:
             conn.execute(f'DROP {text_value(kind).upper()} "{text_value(name)}"')
     yield
+    steps = [*(text_value(sql) for _, _, sql in deferred),
+             *(f"INSERT INTO {table}({table}) VALUES ('rebuild')" for table in FTS_TABLES), SCOPE_SIZES_REBUILD]
     with conn:
-        for _, _, sql in deferred:
-            conn.execute(text_value(sql))
-        for table in FTS_TABLES:
-            conn.execute(f"INSERT INTO {table}({table}) VALUES ('rebuild')")
-        conn.execute(SCOPE_SIZES_REBUILD)
+        for done, step in enumerate(steps, 1):
+            conn.execute(step)
+            if progress is not None:
+                progress(done, len(steps))

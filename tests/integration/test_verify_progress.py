@@ -51,6 +51,25 @@ def test_verify_reports_progress_during_the_index_check_and_the_replay(tmp_path:
     assert len(set(dones)) >= steps + 2 + 2 * len(PROJECTION_TABLES), calls
 
 
+def test_replay_reports_progress_through_the_index_builds_and_the_checksums(tmp_path: Path,
+                                                                            every_store: str) -> None:
+    calls: list[tuple[int, int]] = []
+    with MemorySystem.open(tmp_path / "home") as memory:
+        memory.import_history(_lines(MESSAGES))
+        result = memory.replay_into(tmp_path / "copy", lambda done, total: calls.append((done, total)))
+    assert result["identical"], result
+    totals = {total for _, total in calls}
+    assert len(totals) == 1, calls
+    total = totals.pop()
+    dones = [done for done, _ in calls]
+    assert dones == sorted(dones) and dones[-1] == total, calls
+    # After the rows are copied, the index builds (at least both full-text rebuilds and the scope
+    # sizes) and each table checksummed on both sides still report, and on SQLite the copy's
+    # index check (both full-text indexes, the scope sizes).
+    index_check = 3 if every_store == "sqlite" else 0
+    assert len(set(dones)) >= 1 + 3 + 2 * len(PROJECTION_TABLES) + index_check, calls
+
+
 @pytest.mark.sqlite_only("the stages helper needs no store")
 def test_stages_scale_each_stage_into_its_share_and_only_rise() -> None:
     seen: list[tuple[int, int]] = []
