@@ -40,7 +40,9 @@ Two modes, both printed:
 (b) **alone**: each conversation in its own home (and its own FTS5 table, and raw PostgreSQL
     table in a database of its own).
 
-Figures: R@1/5/10 per category (a hit when ANY answering turn is in the top k) and, for
+Figures: R@1/5/10 per category (a hit when ANY answering turn is in the top k), for the
+questions about the conversations of long turns (``long-turns``: voice-transcript style turns of
+25-40 words, where a ranking that assumes short turns pushes the answer down), and, for
 multi-hop, "all answering turns in the top k"; p50/p95 latency per question (each question's
 time is the median of 3 runs, ours and raw taking turns question by question), the p95 ratio
 ours / raw FTS5 (target <= 1.5) and, for ours on PostgreSQL, also ours / raw PostgreSQL
@@ -50,7 +52,7 @@ stderr; the LAST line of stdout is one JSON object with every figure.
 
 Run (from the repository root)::
 
-    .venv/bin/python benchmarks/recall_quality.py --quick    # 3 conversations, seconds
+    .venv/bin/python benchmarks/recall_quality.py --quick    # 3 conversations (one of long turns), seconds
     .venv/bin/python benchmarks/recall_quality.py            # the whole set
     .venv/bin/python benchmarks/recall_quality.py --store sqlite   # SQLite only
 """
@@ -84,6 +86,10 @@ DATA = Path(__file__).resolve().parent / "recall_eval"
 AGENT = "companion"
 KS = (1, 5, 10)
 CATEGORIES = ("single-hop", "multi-hop", "temporal")
+# Every question also counts in "all", and those about a conversation of long turns (the
+# set's ``"style": "long-turns"``, turns of 25-40 words) also in "long-turns".
+LONG_TURNS = "long-turns"
+BUCKETS = (*CATEGORIES, LONG_TURNS, "all")
 REPEATS = 3  # each question's time is the median of this many runs
 WARM_UP = 20  # questions asked once, untimed, before each home is measured
 TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -101,14 +107,17 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 def load_set(folder: Path, quick: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     conversations = read_jsonl(folder / "conversations.jsonl")
     questions = read_jsonl(folder / "questions.jsonl")
-    if quick:
-        conversations = conversations[:3]
+    if quick:  # two conversations of short turns and one of long turns
+        short = [c for c in conversations if c.get("style") != LONG_TURNS]
+        conversations = short[:2] + [c for c in conversations if c.get("style") == LONG_TURNS][:1]
         kept = {c["id"] for c in conversations}
         questions = [q for q in questions if q["conversation"] in kept]
+    long_turns = {c["id"] for c in conversations if c.get("style") == LONG_TURNS}
     preceding = {turn["id"]: previous["id"] for c in conversations for session in c["sessions"]
                  for previous, turn in zip(session["turns"], session["turns"][1:], strict=False)}
     for q in questions:  # the turn each answering turn replies to, for the diagnostic figure
         q["preceding_turn_ids"] = [preceding[a] for a in q["answer_turn_ids"] if a in preceding]
+        q["buckets"] = (q["category"], *([LONG_TURNS] if q["conversation"] in long_turns else ()), "all")
     return conversations, questions
 
 
@@ -262,7 +271,7 @@ class Score:
 
 @dataclass
 class SystemRun:
-    scores: dict[str, Score] = field(default_factory=lambda: {c: Score() for c in (*CATEGORIES, "all")})
+    scores: dict[str, Score] = field(default_factory=lambda: {c: Score() for c in BUCKETS})
     latencies_ms: list[float] = field(default_factory=list)
 
     def figures(self) -> dict[str, Any]:
@@ -285,7 +294,7 @@ def timed(search: Callable[[dict[str, Any]], list[str]], question: dict[str, Any
 def ask(search: Callable[[dict[str, Any]], list[str]], question: dict[str, Any], run: SystemRun) -> list[str]:
     ranked, ms = timed(search, question)
     run.latencies_ms.append(ms)
-    for bucket in (question["category"], "all"):
+    for bucket in question["buckets"]:
         run.scores[bucket].add(ranked, question)
     return ranked
 
@@ -360,7 +369,7 @@ def print_table(title: str, figures: dict[str, Any], stores: Sequence[str]) -> N
     print(f"\n{title}")
     print(f"{'category':<12}{'n':>5} | " + " | ".join(f"{SHORT[name] + ' R@1':>11}{'R@5':>7}{'R@10':>7}"
                                                       for name in names))
-    for category in (*CATEGORIES, "all"):
+    for category in BUCKETS:
         cells = " | ".join("".join(f"{figures[name][category][f'R@{k}']:>{11 if k == 1 else 7}.1%}" for k in KS)
                            for name in names)
         print(f"{category:<12}{figures['raw_fts5'][category]['n']:>5} | {cells}")
@@ -369,7 +378,7 @@ def print_table(title: str, figures: dict[str, Any], stores: Sequence[str]) -> N
     n = figures["raw_fts5"]["multi-hop"]["n"]
     print(f"{'multi: all':<12}{n:>5} | {cells}   (every answering turn in the top k)")
     near = "  ".join(f"{c} " + "/".join(f"{figures[name][c]['R@10_or_preceding']:.1%}" for name in names)
-                     for c in (*CATEGORIES, "all"))
+                     for c in BUCKETS)
     print(f"diagnostic, answering turn OR the turn before it in the top 10 ({'/'.join(SHORT[n] for n in names)}):"
           f" {near}")
     for name in names:

@@ -749,3 +749,49 @@ GOOD_NEWS = ["Congratulations!", "Amazing, {name}!", "That's brilliant news.", "
              "Yes! Finally.", "Love that for you, {name}."]
 BAD_NEWS = ["Oh no, {name}!", "Ouch. Are you okay?", "That's awful, sorry.", "Nightmare.", "Poor you.",
             "Oh {name}, that's rotten luck."]
+
+# Long-turn conversations (voice transcripts, people who write at length): every line is
+# wrapped in the asides and trailing thoughts people add when they talk, so a turn averages
+# 25-40 words. Kept free of the facts' content words so they only add length.
+LONG_OPENERS = [
+    "So, um, I was thinking about this on the way home earlier,",
+    "Okay, honestly, and I know this is going to sound a bit random,",
+    "Right, so before I forget, because I always forget these things,",
+    "You know how I keep going on about stuff like this,",
+    "Sorry, I'm just catching up on everything now, and",
+    "I meant to say this ages ago but then the week sort of ran away with me, so",
+    "Well, funny you should bring that up, because",
+    "Let me think for a second, yeah, okay,",
+    "This is going to be a long one, bear with me, but",
+    "Ha, I was literally just telling someone about this the other day,",
+    "Right, okay, I've got a minute now that things have calmed down, so",
+    "Honestly, and please don't laugh at me for this,",
+    "I'm recording this while walking so excuse the wind, but",
+    "Just so you know where I'm coming from with all of this,",
+    "Not to go on about it, but since we're on the subject,",
+    "Okay so the short version, which is never actually short with me,",
+]
+LONG_TAILS = [
+    "but anyway, that's a whole other story for another time.",
+    "if that makes any sense at all, which it might not.",
+    "and yeah, I don't really know what else to say about it.",
+    "which I suppose is just how things go sometimes, isn't it?",
+    "so there you go, more than you ever wanted to know.",
+    "and I keep meaning to write all of this down somewhere.",
+    "or at least that's how I remember it, anyway.",
+    "and I'm sure I'll change my mind about it next month.",
+    "but let's see how the rest of the week turns out first.",
+    "and that's me done rambling, I promise, for now at least.",
+    "which is probably not what you expected me to say.",
+    "anyway, tell me what you reckon when you get a chance.",
+    "though I might be getting some of the details muddled.",
+    "and I think that's more or less the whole picture.",
+]
+LONG_ASIDES = [
+    "and I mean this in the nicest possible way,",
+    "not that it matters very much in the grand scheme of things,",
+    "at least as far as I can tell from here,",
+    "which, to be fair, surprised me as much as anyone,",
+    "and you can imagine how that went down,",
+    "I say that with a straight face, I promise,",
+]

@@ -29,6 +29,10 @@ SEED = 20_261_130
 HERE = Path(__file__).resolve().parent
 # (number of people) per conversation; three group chats among them.
 SHAPES = [2, 2, 3, 2, 2, 2, 3, 2, 2, 2, 3, 2]
+# Long-turn conversations after those (their own random stream, so the first twelve never
+# change): the same kinds of facts, events and chains, every line said at length.
+LONG_SHAPES = [2, 3, 2]
+LONG_WORDS = (22, 38)
 FACTS_PER_PERSON = 14
 EVENTS_PER_PERSON = {2: 7, 3: 5}
 CHAINS_PER_PERSON = 5
@@ -92,9 +96,29 @@ class Question:
     extra: dict[str, str] = field(default_factory=dict)
 
 
+def lengthen(rng: random.Random, text: str) -> str:
+    """``text`` as someone who talks at length says it: an opening aside, then a trailing thought
+    and more asides while the turn holds fewer words than a count drawn from :data:`LONG_WORDS`."""
+    target = rng.randint(*LONG_WORDS)
+    asides = [rng.choice(banks.LONG_OPENERS)]
+    tail = ""
+    spare = rng.sample(banks.LONG_ASIDES, len(banks.LONG_ASIDES))
+
+    def said() -> str:
+        return " ".join([*asides, text]).rstrip(".!") + (f", {tail}" if tail else "")
+
+    while len(said().split()) < target and (spare or not tail):
+        if not tail:
+            tail = rng.choice(banks.LONG_TAILS)
+        else:
+            asides.append(spare.pop())
+    return said()
+
+
 class ConversationBuilder:
-    def __init__(self, rng: random.Random, conv_id: str, people: list[Person]) -> None:
+    def __init__(self, rng: random.Random, conv_id: str, people: list[Person], long_turns: bool = False) -> None:
         self.rng = rng
+        self.long_turns = long_turns
         self.conv_id = conv_id
         self.people = people
         self.n_sessions = rng.randint(14, 18)
@@ -310,17 +334,19 @@ class ConversationBuilder:
                 turn_id = f"{self.conv_id}:t{number:04d}"
                 if line.tag is not None:
                     where[line.tag] = turn_id
-                turns.append({"id": turn_id, "speaker": line.speaker, "text": line.text,
+                text = lengthen(rng, line.text) if self.long_turns else line.text
+                turns.append({"id": turn_id, "speaker": line.speaker, "text": text,
                               "created_at": at.isoformat() + "+00:00"})
                 at += timedelta(seconds=rng.randint(15, 240))
             sessions.append({"session": index + 1, "date": self.dates[index].date().isoformat(), "turns": turns})
         return sessions, where
 
 
-def build_conversation(rng: random.Random, number: int, size: int, cast: list[tuple[str, str]]) -> tuple[dict, list]:
+def build_conversation(rng: random.Random, number: int, size: int, cast: list[tuple[str, str]],
+                       long_turns: bool = False) -> tuple[dict, list]:
     conv_id = f"conv{number:02d}"
     people = [Person(name, gender) for name, gender in cast]
-    builder = ConversationBuilder(rng, conv_id, people)
+    builder = ConversationBuilder(rng, conv_id, people, long_turns)
     chain_kinds = list(banks.CHAINS)
     for person in people:
         chains = rng.sample(chain_kinds, CHAINS_PER_PERSON)
@@ -335,6 +361,7 @@ def build_conversation(rng: random.Random, number: int, size: int, cast: list[tu
     sessions, where = builder.assemble(min_turns=320)
     conversation = {
         "id": conv_id,
+        **({"style": "long-turns"} if long_turns else {}),
         "participants": [{"name": p.name, "pronoun": p.pronouns()["sub"], "sheet": p.sheet} for p in people],
         "sessions": sessions,
     }
@@ -352,6 +379,12 @@ def generate(seed: int = SEED) -> tuple[list[dict], list[dict]]:
     for number, size in enumerate(SHAPES, start=1):
         cast = rng.sample(banks.PEOPLE, size)
         conversation, qs = build_conversation(rng, number, size, cast)
+        conversations.append(conversation)
+        questions.extend(qs)
+    long_rng = random.Random(seed + 1)
+    for number, size in enumerate(LONG_SHAPES, start=len(SHAPES) + 1):
+        cast = long_rng.sample(banks.PEOPLE, size)
+        conversation, qs = build_conversation(long_rng, number, size, cast, long_turns=True)
         conversations.append(conversation)
         questions.extend(qs)
     for index, q in enumerate(questions, start=1):

@@ -45,6 +45,19 @@ def test_conversations_meet_the_minimums(conversations: list[dict[str, Any]]) ->
         assert {turn["speaker"] for turn in _turns(conversation)} <= set(names)
 
 
+def test_some_conversations_are_said_at_length(conversations: list[dict[str, Any]],
+                                               questions: list[dict[str, Any]]) -> None:
+    """Voice transcripts and long-form writers: turns of 25-40 words on average, with questions
+    that name who said it, beside the short-turn chats (which stay as they were)."""
+    long = [c for c in conversations if c.get("style") == "long-turns"]
+    assert len(long) >= 3 and conversations[:12] == [c for c in conversations if c.get("style") is None][:12]
+    for conversation in long:
+        words = [len(turn["text"].split()) for turn in _turns(conversation)]
+        assert 25 <= sum(words) / len(words) <= 40, conversation["id"]
+        asked = [q for q in questions if q["conversation"] == conversation["id"]]
+        assert len(asked) >= 40 and all(q["about"] in q["question"] for q in asked)
+
+
 def test_ids_are_unique(conversations: list[dict[str, Any]], questions: list[dict[str, Any]]) -> None:
     turn_ids = [turn["id"] for c in conversations for turn in _turns(c)]
     assert len(turn_ids) == len(set(turn_ids))
