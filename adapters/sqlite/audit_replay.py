@@ -73,7 +73,7 @@ def fts_integrity(conn: apsw.Connection, progress: Progress | None = None) -> No
         if progress is not None:
             done += steps[step]
             progress(done, total)
-    stored = "SELECT token, messages FROM scope_sizes"
+    stored = "SELECT token, messages, chars FROM scope_sizes"
     counted = f"SELECT * FROM ({SCOPE_SIZES_COUNTED})"
     wrong = scalar_int(conn, f"SELECT count(DISTINCT token) FROM ({counted} EXCEPT {stored}"
                              f" UNION ALL SELECT * FROM ({stored} EXCEPT {counted}))")

@@ -14,6 +14,7 @@ from fermix_memory.adapters.sqlite.history_rank import (
     SCORE_FUNCTION,
     candidate_terms,
     idf,
+    reference_length,
 )
 from fermix_memory.adapters.sqlite.read_side import ReadSide, clamp_limit
 from fermix_memory.adapters.sqlite.rows import MESSAGE_FIELDS, message_from_row
@@ -48,15 +49,16 @@ class HistorySearch(ReadSide):
             return []
         token = search_scope_token(where)
         scope = quote_term(token)
-        scope_size, *counts = self._counts(token, [f"scope_tokens : {scope} AND {{content sender}} : {quote_term(t)}"
-                                                   for t in terms])
+        scope_size, chars, *counts = self._counts(
+            token, [f"scope_tokens : {scope} AND {{content sender}} : {quote_term(t)}" for t in terms])
         # A word absent from the scope matches none of its rows.
         found = [(t, df) for t, df in zip(terms, counts, strict=True) if df]
         if not found:
             return []
         frequencies = [df for _, df in found]
         ranked = self._scope_ranked(scope, [t for t, _ in found], [idf(df, scope_size) for df in frequencies],
-                                    candidate_terms(frequencies, scope_size, n), n)
+                                    candidate_terms(frequencies, scope_size, n), n,
+                                    reference_length(scope_size, chars))
         tokenize = history_rank.tokenizer(self._conn())
         wanted = history_rank.stems(tokenize, terms)
         hits: list[MessageHit] = []
@@ -78,9 +80,10 @@ class HistorySearch(ReadSide):
         return hits
 
     def _scope_ranked(self, scope: str, terms: list[str], weights: list[float], chosen: list[int],
-                      n: int) -> list[tuple[int, float]]:
+                      n: int, reference: float) -> list[tuple[int, float]]:
         """(rowid, score) of the scope's rows matching a ``chosen`` term, best first, with every
-        term scored; when that leaves fewer than ``n`` rows, of the rows matching any term."""
+        term scored (lengths against ``reference``, the scope's average turn); when that leaves
+        fewer than ``n`` rows, of the rows matching any term."""
         within = f"scope_tokens : {scope}"
         rest = [i for i in range(len(terms)) if i not in chosen]
         if rest and chosen:
@@ -88,30 +91,33 @@ class HistorySearch(ReadSide):
             # row of the scope satisfies; the score's arguments follow the phrases' order.
             match = (f"{within} AND {_any_of(terms, chosen)} AND ({within} OR {_any_of(terms, rest)})")
             args = [*(weights[i] for i in chosen), 0.0, *(weights[i] for i in rest)]
-            ranked = self._scored(match, args, MAX_CANDIDATES)
+            ranked = self._scored(match, reference, args, MAX_CANDIDATES)
             if len(ranked) >= n:
                 return ranked
             # Too few: the rest of the list comes from the newest rows holding only commoner words.
             match = f"{within} AND {_any_of(terms, rest)} NOT {_any_of(terms, chosen)}"
-            filler = self._scored(match, [*(weights[i] for i in rest), *(weights[i] for i in chosen)],
+            filler = self._scored(match, reference, [*(weights[i] for i in rest), *(weights[i] for i in chosen)],
                                   FILL_CANDIDATES_PER_RESULT * n)
             return sorted(ranked + filler, key=lambda hit: (-hit[1], -hit[0]))
-        return self._scored(f"{within} AND {_any_of(terms, range(len(terms)))}", weights, MAX_CANDIDATES)
+        return self._scored(f"{within} AND {_any_of(terms, range(len(terms)))}", reference, weights,
+                            MAX_CANDIDATES)
 
-    def _scored(self, match: str, weights: list[float], newest: int) -> list[tuple[int, float]]:
+    def _scored(self, match: str, reference: float, weights: list[float], newest: int) -> list[tuple[int, float]]:
         """(rowid, score) of the ``newest`` rows matching ``match``, best first (ties: newer)."""
-        marks = ", ".join("?" * len(weights))
+        marks = ", ".join("?" * (1 + len(weights)))
         return [(int(r[0]), float(r[1])) for r in self._rows(
             f"SELECT rowid, s FROM (SELECT rowid, {SCORE_FUNCTION}(messages_fts, {marks}) AS s FROM messages_fts"
             " WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT ?) ORDER BY s DESC, rowid DESC",
-            (*weights, match, newest))]
+            (reference, *weights, match, newest))]
 
     def _counts(self, token: str, exprs: list[str]) -> list[int]:
-        """The number of messages carrying scope ``token`` (kept by the schema's triggers, read in
-        one lookup), then how many rows match each expression, in one statement (one snapshot)."""
+        """The number of messages carrying scope ``token`` and their characters (kept by the
+        schema's triggers, read in one lookup), then how many rows match each expression, in one
+        statement (one snapshot)."""
         one = ", (SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?)"
         return [int(c or 0) for c in self._rows(
-            f"SELECT (SELECT messages FROM scope_sizes WHERE token = ?){one * len(exprs)}", (token, *exprs))[0]]
+            f"SELECT s.messages, s.chars{one * len(exprs)} FROM (SELECT NULL)"
+            " LEFT JOIN scope_sizes s ON s.token = ?", (*exprs, token))[0]]
 
     def _ranked_messages(self, batch: list[tuple[int, float]]
                          ) -> list[tuple[Message, float, tuple[Any, ...]]]:

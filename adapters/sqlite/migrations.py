@@ -244,12 +244,10 @@ def _tokens_of(column: str) -> str:
     return f"""json_each('["' || replace({column}, ' ', '","') || '"]')"""
 
 
-# What ``scope_sizes`` must hold, counted from ``messages``.
-SCOPE_SIZES_COUNTED = ("SELECT t.value AS token, count(*) AS messages"
-                       f" FROM messages m, {_tokens_of('m.scope_tokens')} t"
-                       " WHERE m.scope_tokens <> '' GROUP BY t.value")
-# The whole of ``scope_sizes`` anew (migration 4, and after deferred indexing).
-SCOPE_SIZES_REBUILD = f"DELETE FROM scope_sizes; INSERT INTO scope_sizes(token, messages) {SCOPE_SIZES_COUNTED};"
+# What ``scope_sizes`` held in migration 4 (before it counted characters), counted from ``messages``.
+_COUNTED_V4 = ("SELECT t.value AS token, count(*) AS messages"
+               f" FROM messages m, {_tokens_of('m.scope_tokens')} t"
+               " WHERE m.scope_tokens <> '' GROUP BY t.value")
 
 # How many messages carry each scope token: the size of a history search's scope, read in one
 # lookup (counting the token's rows in ``messages_fts`` is a pass over the whole scope, and the
@@ -262,23 +260,56 @@ _JOINS = ("INSERT INTO scope_sizes(token, messages) SELECT value, 1 FROM {tokens
 _LEAVES = ("UPDATE scope_sizes SET messages = messages - 1 WHERE token IN (SELECT value FROM {tokens});"
            " DELETE FROM scope_sizes WHERE token IN (SELECT value FROM {tokens}) AND messages <= 0;")
 _NEW, _OLD = _tokens_of("new.scope_tokens"), _tokens_of("old.scope_tokens")
+
+
+def _size_triggers(joins: str, leaves: str, updated: str) -> str:
+    """The triggers that keep ``scope_sizes`` as messages join and leave scopes (``updated``: the
+    columns whose update moves a message)."""
+    return f"""
+CREATE TRIGGER messages_fts_sizes_insert AFTER INSERT ON messages WHEN new.scope_tokens <> '' BEGIN
+    {joins.format(tokens=_NEW, when="true")}
+END;
+CREATE TRIGGER messages_fts_sizes_delete AFTER DELETE ON messages WHEN old.scope_tokens <> '' BEGIN
+    {leaves.format(tokens=_OLD)}
+END;
+CREATE TRIGGER messages_fts_sizes_update AFTER UPDATE OF {updated} ON messages BEGIN
+    {leaves.format(tokens=_OLD)}
+    {joins.format(tokens=_NEW, when="new.scope_tokens <> ''")}
+END;"""
+
 _V4 = f"""
 CREATE TABLE scope_sizes(
     token    TEXT PRIMARY KEY,
     messages INTEGER NOT NULL
 ) WITHOUT ROWID;
-CREATE TRIGGER messages_fts_sizes_insert AFTER INSERT ON messages WHEN new.scope_tokens <> '' BEGIN
-    {_JOINS.format(tokens=_NEW, when="true")}
-END;
-CREATE TRIGGER messages_fts_sizes_delete AFTER DELETE ON messages WHEN old.scope_tokens <> '' BEGIN
-    {_LEAVES.format(tokens=_OLD)}
-END;
-CREATE TRIGGER messages_fts_sizes_update AFTER UPDATE OF scope_tokens ON messages BEGIN
-    {_LEAVES.format(tokens=_OLD)}
-    {_JOINS.format(tokens=_NEW, when="new.scope_tokens <> ''")}
-END;
-{SCOPE_SIZES_REBUILD}
+{_size_triggers(_JOINS, _LEAVES, "scope_tokens")}
+DELETE FROM scope_sizes; INSERT INTO scope_sizes(token, messages) {_COUNTED_V4};
 INSERT INTO messages_fts(messages_fts, rank) VALUES ('usermerge', 2);
+"""
+
+# What ``scope_sizes`` must hold, counted from ``messages``: each scope's messages and the
+# characters of their text (history ranking normalises a turn's length by its scope's average,
+# ADR-0019).
+SCOPE_SIZES_COUNTED = ("SELECT t.value AS token, count(*) AS messages, sum(length(m.content)) AS chars"
+                       f" FROM messages m, {_tokens_of('m.scope_tokens')} t"
+                       " WHERE m.scope_tokens <> '' GROUP BY t.value")
+# The whole of ``scope_sizes`` anew (after deferred indexing, and migration 6).
+SCOPE_SIZES_REBUILD = ("DELETE FROM scope_sizes;"
+                       f" INSERT INTO scope_sizes(token, messages, chars) {SCOPE_SIZES_COUNTED};")
+_JOINS_CHARS = ("INSERT INTO scope_sizes(token, messages, chars) SELECT value, 1, length(new.content)"
+                " FROM {tokens} WHERE {when}"
+                " ON CONFLICT(token) DO UPDATE SET messages = messages + 1, chars = chars + excluded.chars;")
+_LEAVES_CHARS = ("UPDATE scope_sizes SET messages = messages - 1, chars = chars - length(old.content)"
+                 " WHERE token IN (SELECT value FROM {tokens});"
+                 " DELETE FROM scope_sizes WHERE token IN (SELECT value FROM {tokens}) AND messages <= 0;")
+# Migration 6: the scope sizes count characters too (the triggers change with them).
+_V6 = f"""
+ALTER TABLE scope_sizes ADD COLUMN chars INTEGER NOT NULL DEFAULT 0;
+DROP TRIGGER messages_fts_sizes_insert;
+DROP TRIGGER messages_fts_sizes_delete;
+DROP TRIGGER messages_fts_sizes_update;
+{_size_triggers(_JOINS_CHARS, _LEAVES_CHARS, "scope_tokens, content")}
+{SCOPE_SIZES_REBUILD}
 """
 
 # A log of several chains (ADR-0031) keeps each chain's head here, one row per chain, written in
@@ -292,4 +323,4 @@ CREATE TABLE IF NOT EXISTS chain_heads(
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, CHAIN_HEADS)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, CHAIN_HEADS, _V6)

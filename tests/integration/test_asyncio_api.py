@@ -283,6 +283,10 @@ def test_a_cancelled_write_commits_whole_or_not_at_all(tmp_path: Path) -> None:
                 await ticks_while(held[0], 5)
                 for task in held:
                     task.cancel()
+                # A cancel takes effect on the loop's next turn (asyncio runs future callbacks
+                # soon, not at once): let it, before the writer frees the lane threads, or a
+                # lane thread that finished could start a call whose cancel is still queued.
+                await asyncio.sleep(0)
             loose = [asyncio.ensure_future(append(f"loose {i}")) for i in range(40)]
             for i, task in enumerate(loose):
                 if i % 3 == 0:

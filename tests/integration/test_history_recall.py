@@ -224,9 +224,10 @@ def test_a_database_of_version_3_counts_its_scopes_when_opened(tmp_path: Path) -
     with MemorySystem.open(home) as memory:
         assert [h.message.id for h in history(memory, "Kwame bouldering")] == before
     conn = apsw.Connection(str(home / "memory.db"))
-    sizes = conn.execute("SELECT messages FROM scope_sizes ORDER BY token").fetchall()
+    sizes = conn.execute("SELECT messages, chars FROM scope_sizes ORDER BY token").fetchall()
     conn.close()
-    assert sizes == [(len(SMALL_TALK),), (len(SMALL_TALK),)]  # the owner's and the conversation's
+    chars = sum(len(text) for _, text in SMALL_TALK)
+    assert sizes == [(len(SMALL_TALK), chars), (len(SMALL_TALK), chars)]  # the owner's and the conversation's
 
 
 @pytest.mark.sqlite_only("the SQLite file's own schema versions")
@@ -267,3 +268,31 @@ def test_fermix_memory_search_shows_replies_and_the_fused_list(tmp_path: Path) -
     assert as_json.returncode == 0, as_json.stderr
     ranked = json.loads(as_json.stdout)["ranked"]
     assert [row.get("context_of") for row in ranked] == [None, None, ids[0]]
+
+
+LONG_FILLER = ("so anyway I was walking home after work and thinking about the whole week and how everything"
+               " seemed to happen at once which is just how it goes sometimes and honestly I would not change"
+               " a thing about it even if I could")
+
+
+@pytest.mark.sqlite_only("SQLite's own history ranking (PostgreSQL ranks with ts_rank)")
+def test_in_a_chat_of_long_turns_a_long_turn_is_measured_against_the_chats_own_average_turn(tmp_path: Path) -> None:
+    # Every turn here runs to about 45 words: against a fixed short-chat turn the answer's length
+    # would outweigh its second matching word, and the short turn with one word would win.
+    answer = f"{LONG_FILLER} and the violin recital went well"
+    short = "the recital, finally"
+    with MemorySystem.open(tmp_path / "home") as memory:
+        say(memory, [("Ben", f"{LONG_FILLER} number {k}") for k in range(30)])
+        ids = say(memory, [("Ada", answer), ("Ben", short)], minute=40)
+        hits = history(memory, "violin recital", limit=2)
+    assert [h.message.id for h in hits] == ids
+
+
+@pytest.mark.sqlite_only("SQLite's own history ranking (PostgreSQL ranks with ts_rank)")
+def test_in_a_chat_of_short_turns_the_ranking_is_as_before(tmp_path: Path) -> None:
+    from fermix_memory.adapters.sqlite.history_rank import REFERENCE_LENGTH, reference_length
+
+    # Chats of short turns are measured against a typical chat turn, as before (a floor).
+    assert reference_length(10, 60) == REFERENCE_LENGTH
+    assert reference_length(10, 10 * 40 * 5.1) == pytest.approx(40.0)
+    assert reference_length(0, 0) == REFERENCE_LENGTH

@@ -26,12 +26,21 @@ def append(memory: MemorySystem, owner: str, chat: str, texts: list[str]) -> lis
 def sizes(home: Path) -> dict[str, int]:
     conn = apsw.Connection(str(home / "memory.db"))
     try:
-        stored = {str(t): int(n) for t, n in conn.execute("SELECT token, messages FROM scope_sizes")}
-        counted = {str(t): int(n) for t, n in conn.execute(SCOPE_SIZES_COUNTED)}
+        stored = {str(t): (int(n), int(c))
+                  for t, n, c in conn.execute("SELECT token, messages, chars FROM scope_sizes")}
+        counted = {str(t): (int(n), int(c)) for t, n, c in conn.execute(SCOPE_SIZES_COUNTED)}
     finally:
         conn.close()
     assert stored == counted  # the triggers agree with a count from scratch
-    return stored
+    return {token: messages for token, (messages, _) in stored.items()}
+
+
+def characters(home: Path) -> dict[str, int]:
+    conn = apsw.Connection(str(home / "memory.db"))
+    try:
+        return {str(t): int(c) for t, c in conn.execute("SELECT token, chars FROM scope_sizes")}
+    finally:
+        conn.close()
 
 
 def conv(owner: str, chat: str) -> str:
@@ -47,6 +56,10 @@ def test_appends_count_each_owner_and_conversation_and_forgetting_removes_the_ow
         assert sizes(home) == {owner_token(AGENT, "alice"): 4, conv("alice", "chat:a1"): 3,
                                conv("alice", "chat:a2"): 1, owner_token(AGENT, "bob"): 2,
                                conv("bob", "chat:b1"): 2}
+        # The characters of each scope's texts (its average turn is what ranking measures against).
+        assert characters(home) == {owner_token(AGENT, "alice"): 15, conv("alice", "chat:a1"): 11,
+                                    conv("alice", "chat:a2"): 4, owner_token(AGENT, "bob"): 7,
+                                    conv("bob", "chat:b1"): 7}
         memory.forget_owner("alice", agent_id=AGENT)
         assert sizes(home) == {owner_token(AGENT, "bob"): 2, conv("bob", "chat:b1"): 2}
         assert memory.verify().ok
@@ -68,6 +81,8 @@ def test_the_sizes_follow_deletes_and_token_changes_and_replay_rebuilds_them(tmp
     conn.close()
     assert sizes(home) == {owner_token(AGENT, "alice"): 1, conv("alice", "chat:a1"): 1,
                            owner_token(AGENT, "bob"): 1, conv("bob", "chat:b1"): 1}
+    assert characters(home) == {owner_token(AGENT, "alice"): 5, conv("alice", "chat:a1"): 5,
+                                owner_token(AGENT, "bob"): 4, conv("bob", "chat:b1"): 4}
 
 
 def test_verify_reports_scope_sizes_that_do_not_match_the_messages(tmp_path: Path) -> None:
@@ -78,8 +93,9 @@ def test_verify_reports_scope_sizes_that_do_not_match_the_messages(tmp_path: Pat
     conn = apsw.Connection(str(home / "memory.db"))
     with conn:
         conn.execute("UPDATE scope_sizes SET messages = 7 WHERE token = ?", (conv("alice", "chat:a1"),))
+        conn.execute("UPDATE scope_sizes SET chars = chars + 1 WHERE token = ?", (owner_token(AGENT, "alice"),))
     conn.close()
     with MemorySystem.open(home) as memory:
         report = memory.verify()
     assert not report.ok
-    assert "scope_sizes does not match messages (1 scope(s) differ)" in report.problem
+    assert "scope_sizes does not match messages (2 scope(s) differ)" in report.problem
