@@ -98,3 +98,8 @@ class RouteExhausted(ModelError):
 
 class PermissionDenied(FermixError):
     """A guest asked for an operator-only action (chat commands, directives)."""
+
+
+class SemanticRecallUnavailable(ConfigError):
+    """Recall by meaning was asked for, but the optional ``[semantic]`` extra (the embedding model
+    and its runtime) is not installed, or its model cannot be loaded. Keyword recall still works."""

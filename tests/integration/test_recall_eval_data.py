@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -104,3 +105,38 @@ def test_committed_files_are_the_generator_output() -> None:
             del sys.modules[name]
     assert module.as_jsonl(conversations) == (DATA / "conversations.jsonl").read_text(encoding="utf-8")
     assert module.as_jsonl(questions) == (DATA / "questions.jsonl").read_text(encoding="utf-8")
+
+
+# --- the hand-written paraphrase questions (paraphrases.jsonl) -------------------------------------
+
+STOP_WORDS = frozenset(re.findall(r"\S+", """a about after all always am an and any anything are as at be because
+been being but by can
+could did do does doing don't for from get go going got had has have he her hers him his how i i'm if in is it it's
+its just me most my no not now of on one only or our out she so some than that that'd the their them then there they
+this those to too up was we were what when where which who why will with would yes yep you your"""))
+
+
+def _content_stems(text: str) -> set[str]:
+    """The text's content words, crudely stemmed (so "raised" meets "raise", "lessons" "lesson")."""
+    words = {w for w in re.findall(r"[a-z']+", text.lower()) if w not in STOP_WORDS and len(w) > 1}
+    return {re.sub(r"(ing|ed|es|s|ly|er)$", "", w.removesuffix("'s")) for w in words}
+
+
+def test_paraphrases_point_at_turns_that_share_no_content_word_with_them(
+    conversations: list[dict[str, Any]], questions: list[dict[str, Any]]
+) -> None:
+    paraphrases = _jsonl("paraphrases.jsonl")
+    assert len(paraphrases) >= 40
+    assert len({p["id"] for p in paraphrases}) == len(paraphrases)
+    assert len({(p["conversation"], p["question"]) for p in paraphrases}) == len(paraphrases)
+    text_of = {turn["id"]: (c["id"], turn["text"]) for c in conversations for turn in _turns(c)}
+    original = {q["id"]: q for q in questions}
+    for p in paraphrases:
+        assert p["category"] == "paraphrase" and p["question"].strip() and p["answer"].strip()
+        assert original[p["paraphrase_of"]]["answer_turn_ids"] == p["answer_turn_ids"], p["id"]
+        assert original[p["paraphrase_of"]]["conversation"] == p["conversation"], p["id"]
+        for turn_id in p["answer_turn_ids"]:
+            conversation, text = text_of[turn_id]
+            assert conversation == p["conversation"], p["id"]
+            shared = _content_stems(p["question"]) & _content_stems(text)
+            assert not shared, (p["id"], shared)
