@@ -38,6 +38,7 @@ from fermix_memory.adapters.sqlite.head import Head, HeadFile, read_head
 from fermix_memory.adapters.sqlite.schema import check_schema, migrate, restore_triggers
 from fermix_memory.adapters.sqlite.transaction import (
     LOG_ROWS,
+    Known,
     SqliteTransaction,
     append_logged_rows,
     chain_count,
@@ -120,6 +121,7 @@ class SqliteEventStore:
         self._expected = 1
         self._gathers = 0
         self._head = Head(0, GENESIS_HASH)
+        self._known: Known | None = None  # what the writer knows after its last commit (see _run_batch)
         self._queue: list[_Pending] = []
         self._listeners: list[CommitListener] = []
         self._reactions: list[CommitListener] = []
@@ -296,9 +298,14 @@ class SqliteEventStore:
         remaining = list(batch)
         while remaining:
             cur.execute("BEGIN IMMEDIATE")
+            # What the last commit left known (head, stream versions) holds while nothing else
+            # wrote the database since: no other process, nor this one outside these transactions.
+            known, self._known = self._known, None
+            if known is not None and known.data_version != conn.data_version():
+                known = None
             failed: tuple[_Pending, Exception] | None = None
             try:
-                tx = SqliteTransaction(cur, self.chains)
+                tx = SqliteTransaction(cur, self.chains, known=known)
                 for p in batch:
                     p.recorded = []  # what an attempt rolled back is nobody's
                 for p in remaining:
@@ -316,6 +323,7 @@ class SqliteEventStore:
                     head = tx.log_head() if tx.recorded else self._head
                     cur.execute("COMMIT")
                     self._head = head
+                    self._known = tx.known(conn.data_version())
                     return tx.recorded
                 _roll_back(conn)
             except BaseException:
