@@ -9,7 +9,7 @@ from typing import Any
 
 import apsw
 
-from fermix_memory.adapters.sqlite.codec import decode_payload, encode_payload
+from fermix_memory.adapters.sqlite.codec import decode_payload, encode_payload, isoformat
 from fermix_memory.adapters.sqlite.projections import project
 from fermix_memory.adapters.sqlite.queries import AGENT_OWNERS_SQL, AGENT_RULES_SQL
 from fermix_memory.adapters.sqlite.rows import (
@@ -265,7 +265,7 @@ class SqliteTransaction:
             payload = encode_payload(event)
             digest = payload_digest(payload)
             version = self._next_version(stream)
-            recorded_at = event.at.isoformat()
+            recorded_at = isoformat(event.at)
             new_hash = chain_hash(
                 last_hash, position, stream, version, event.kind, event.schema, recorded_at, digest
             )
