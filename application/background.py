@@ -35,14 +35,16 @@ class BackgroundWorker:
         self._closed = False
 
     def submit(self, key: Any, job: Callable[[], T]) -> Future[T]:
-        future: Future[T] = Future()
         with self._lock:
+            queued = self._queued.get(key)
+            # Queued and not started: every later submit is answered with it (a future is made
+            # only for new work: the same upkeep is asked for after every commit).
+            if queued is not None and not self._closed and not queued.running() and not queued.done():
+                return queued
+            future: Future[T] = Future()
             if self._closed:
                 future.set_exception(_closed_error())
                 return future
-            queued = self._queued.get(key)
-            if queued is not None and not queued.running() and not queued.done():
-                return queued
             self._queued[key] = future
             self._executor.submit(self._run, key, future, job)
             return future

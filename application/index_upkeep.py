@@ -50,20 +50,26 @@ class IndexUpkeep:
         self._stopping = threading.Event()
         self._monotonic, self._sleep = monotonic, sleep or self._stopping.wait
         self._last_append = monotonic()
+        self._queued = False  # a tidy job is queued and has not started yet
 
     def stop(self) -> None:
         self._stopping.set()
 
     def on_commit(self, recorded: list[RecordedEvent]) -> None:
         """An after-commit reaction of the store."""
-        if any(isinstance(r.event, MessageAppended) for r in recorded):
-            self._last_append = self._monotonic()
-            self._background.submit(("search-index-upkeep",), self.tidy)
+        for r in recorded:
+            if isinstance(r.event, MessageAppended):
+                self._last_append = self._monotonic()
+                if not self._queued:  # a job not started yet sees this append when it starts
+                    self._queued = True
+                    self._background.submit(("search-index-upkeep",), self.tidy)
+                return
 
     def tidy(self) -> int:
         """Wait for a pause in the appends (at most ``max_wait_s``), then merge until nothing is
         left or ``max_steps`` were taken; the steps taken. A failed step (a full disk) ends the
         job with one warning: the index stays correct, only slower, until a later job merges it."""
+        self._queued = False  # appends from now on queue the next job
         give_up = self._monotonic() + self._max_wait_s
         while not self._stopping.is_set():
             left = min(self._last_append + self._quiet_s, give_up) - self._monotonic()

@@ -15,6 +15,11 @@ What is measured (every ratio comes from numbers taken in THIS run, on THIS mach
    * **ours, 1 thread** — ``MemorySystem.append_message`` N times (``--durability``, default "normal",
      the same for the raw loop).
    * **ours, 8 threads** — 8 host threads appending N/8 each at once (group commit).
+   * **lean raw loop** — a second, lower bound: one transaction per message holding only a
+     message row, its full-text entry and a hash-chained event (payload digest, head kept in
+     memory) on a bare schema: no stream versions, no scope tokens or scope sizes, no
+     append-only triggers. ``ours_1t_to_lean_ratio = ours_1t / lean`` (target >= 0.6) says
+     what everything else the product records per message costs.
    * **raw loop, 8 per transaction** — a diagnostic: what batching alone buys on this
      machine, i.e. the ceiling a group commit could approach.
 
@@ -253,6 +258,75 @@ class RawLoop:
         return position, new_hash
 
 
+# The lean loop's bare schema: a message row, its full-text entry and a chained event; no stream
+# versions, no scope tokens or scope sizes, no append-only triggers, no other projection.
+LEAN_SCHEMA = """
+CREATE TABLE events(position INTEGER PRIMARY KEY, stream TEXT NOT NULL, kind TEXT NOT NULL,
+  recorded_at TEXT NOT NULL, payload TEXT NOT NULL, payload_sha256 TEXT NOT NULL, prev_hash TEXT NOT NULL,
+  hash TEXT NOT NULL);
+CREATE TABLE messages(id INTEGER PRIMARY KEY, agent_id TEXT NOT NULL, owner_id TEXT NOT NULL,
+  channel TEXT NOT NULL, chat_id TEXT NOT NULL, role TEXT NOT NULL, sender TEXT NOT NULL,
+  content TEXT NOT NULL, created_at TEXT NOT NULL);
+CREATE INDEX messages_conversation ON messages(agent_id, channel, chat_id, id);
+CREATE VIRTUAL TABLE messages_fts USING fts5(content, content='messages', content_rowid='id');
+"""
+
+
+class LeanLoop:
+    """The least durable work that still records a message as this product promises: one
+    transaction per message holding a hash-chained event (payload digest linked to the previous
+    event's hash, the head kept in memory by this one writer), the message row and its full-text
+    entry, on a bare schema (:data:`LEAN_SCHEMA`) with the product's pragmas."""
+
+    def __init__(self, path: Path) -> None:
+        self.conn = open_connection(path, durability=DURABILITY["value"])
+        self.conn.execute("PRAGMA journal_mode=WAL").fetchall()
+        self.conn.execute(LEAN_SCHEMA)
+        self.position, self.hash = 0, "0" * 64
+
+    def append(self, m: Msg) -> int:
+        cur = self.conn.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            position = self.position + 1
+            stream = f"conversation/{quote(m.agent_id, safe='')}/{m.channel}:{m.chat_id}"
+            now = datetime.now(UTC).isoformat()
+            payload = json.dumps(
+                {"agent_id": m.agent_id, "at": now, "content": m.content, "channel": m.channel,
+                 "chat_id": m.chat_id, "owner_id": m.owner_id, "role": m.role, "sender": m.sender},
+                sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            digest = hashlib.sha256(payload.encode("utf-8")).hexdigest()
+            new_hash = hashlib.sha256("\n".join((self.hash, str(position), stream, "message.appended", now, digest))
+                                      .encode("utf-8")).hexdigest()
+            cur.execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)",
+                        (position, stream, "message.appended", now, payload, digest, self.hash, new_hash))
+            cur.execute("INSERT INTO messages VALUES (?,?,?,?,?,?,?,?,?)",
+                        (position, m.agent_id, m.owner_id, m.channel, m.chat_id, m.role, m.sender, m.content, now))
+            cur.execute("INSERT INTO messages_fts(rowid, content) VALUES (?,?)", (position, m.content))
+            cur.execute("COMMIT")
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+        self.position, self.hash = position, new_hash
+        return position
+
+
+class LeanAppender:
+    """The lean loop as an appender (not checked by ``check_count``: its schema is not ours)."""
+
+    def __init__(self, path: Path) -> None:
+        self.db, self.loop = None, LeanLoop(path)
+
+    def run(self, messages: Sequence[Msg]) -> float:
+        start = time.perf_counter()
+        for m in messages:
+            self.loop.append(m)
+        return time.perf_counter() - start
+
+    def close(self) -> None:
+        self.loop.conn.close()
+
+
 class RawAppender:
     """The raw loop as an appender: one transaction per message (or per ``per_transaction``)."""
 
@@ -469,6 +543,7 @@ class AppendFigures:
 def make_appenders(base: Path, with_peer: bool) -> dict[str, Appender]:
     appenders: dict[str, Appender] = {
         "raw": RawAppender(base / "raw.db"),
+        "lean": LeanAppender(base / "lean.db"),
         "ours_1t": OursAppender(base / "ours1", 1),
         "ours_8t": OursAppender(base / "ours8", THREADS),
         "raw_batched": RawAppender(base / "raw_batched.db", THREADS),
@@ -737,8 +812,8 @@ def rounded(x: float | None, digits: int = 1) -> float | None:
 
 
 def report(args: argparse.Namespace, appends: AppendFigures, peer_note: str, rec: RecallFigures) -> dict[str, Any]:
-    raw, o1, o8, rawb, raw8t, peer = (
-        appends.median(name) for name in ("raw", "ours_1t", "ours_8t", "raw_batched", "raw_8t", "peer"))
+    raw, o1, o8, rawb, raw8t, lean, peer = (
+        appends.median(name) for name in ("raw", "ours_1t", "ours_8t", "raw_batched", "raw_8t", "lean", "peer"))
     f, h = rec.last, rec.first
     out: dict[str, Any] = {
         "messages": args.messages, "durability": args.durability, "rounds": args.rounds, "slices": args.slices,
@@ -747,6 +822,7 @@ def report(args: argparse.Namespace, appends: AppendFigures, peer_note: str, rec
         "per_round_msgs_per_s": {name: [rounded(x) for x in v] for name, v in appends.rounds.items()},
         "single_thread_ratio": ratio(o1, raw), "eight_thread_ratio": ratio(o8, raw),
         "single_thread_target": 0.6, "eight_thread_target": 1.5,
+        "lean_msgs_per_s": rounded(lean), "ours_1t_to_lean_ratio": ratio(o1, lean), "ours_1t_to_lean_target": 0.6,
         "raw_batched8_msgs_per_s": rounded(rawb), "group_commit_ceiling_ratio": ratio(rawb, raw),
         "raw_8t_group_commit_msgs_per_s": rounded(raw8t), "raw_8t_group_commit_ratio": ratio(raw8t, raw),
         "ours_8t_to_raw_8t_group_commit": ratio(o8, raw8t),
@@ -783,6 +859,8 @@ def print_human(r: dict[str, Any], rec: RecallFigures) -> None:
     print(f"  {'raw apsw loop (the limit)':<30}{r['raw_msgs_per_s']:>10,.0f} msg/s")
     print(f"  {'ours, 1 thread':<30}{r['ours_1t_msgs_per_s']:>10,.0f} msg/s   ratio "
           f"{r['single_thread_ratio']:.2f} (target >= 0.6: {verdict[r['single_thread_ratio'] >= 0.6]})")
+    print(f"  {'lean raw loop (bare schema)':<30}{r['lean_msgs_per_s']:>10,.0f} msg/s   ours, 1 thread, is "
+          f"{r['ours_1t_to_lean_ratio']:.2f}x of it (target >= 0.6: {verdict[r['ours_1t_to_lean_ratio'] >= 0.6]})")
     print(f"  {f'ours, {THREADS} threads':<30}{r['ours_8t_msgs_per_s']:>10,.0f} msg/s   ratio "
           f"{r['eight_thread_ratio']:.2f} (target >= 1.5: {verdict[r['eight_thread_ratio'] >= 1.5]})")
     print(f"  {f'raw loop, {THREADS} per transaction':<30}{r['raw_batched8_msgs_per_s']:>10,.0f} msg/s   ratio "

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import functools
 import re
 import unicodedata
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TypeVar, cast
 from urllib.parse import quote, unquote
 
 import attrs
@@ -111,14 +110,14 @@ def preview(value: object, limit: int = 40) -> str:
 
 
 E = TypeVar("E", bound=enum.StrEnum)
+_members_by_value = functools.cache(lambda enum_cls: {m.value: m for m in enum_cls})  # made once per enum
 
 
 def parse_enum(enum_cls: type[E], value: object, what: str, error: Callable[[str], Exception] = InvalidArgument) -> E:
     """The member ``value`` (a member or its text) names, else ``error`` naming the allowed values.
     Only text is looked up: the enum's own error builds the ``repr`` of a deep list (RecursionError)."""
-    if isinstance(value, str):
-        with contextlib.suppress(ValueError):
-            return enum_cls(value)
+    if isinstance(value, str) and (member := _members_by_value(enum_cls).get(value)) is not None:
+        return cast(E, member)
     raise error(f"{what} must be one of {', '.join(m.value for m in enum_cls)}, got {preview(value)}")
 
 

@@ -36,9 +36,32 @@ UPCASTERS: dict[tuple[str, int], Upcaster] = {
 _OMITTED_WHEN_UNSET = {"source_message_ids": None, "dropped_source_message_ids": ()}
 
 
+# The canonical payload encoder, made once (``json.dumps`` with options builds one per call).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+# The last datetime formatted and its text: an event's time is written into its payload, its log
+# row and its projection, the same object each time (immutable, held here, so never reused).
+_last_formatted: tuple[datetime | None, str] = (None, "")
+
+
+def isoformat(moment: datetime) -> str:
+    """``moment.isoformat()``, not formatted again when the same object was formatted last."""
+    global _last_formatted
+    last = _last_formatted
+    if last[0] is moment:
+        return last[1]
+    text = moment.isoformat()
+    _last_formatted = (moment, text)
+    return text
+
+
+def canonical_json(data: Any) -> str:
+    """Sorted keys, no spaces, UTF-8 text as it is: what payload digests are taken of."""
+    return _CANONICAL.encode(data)
+
+
 def _make_converter() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=True)
-    conv.register_unstructure_hook(datetime, lambda dt: dt.isoformat())
+    conv.register_unstructure_hook(datetime, isoformat)
     conv.register_structure_hook(datetime, lambda value, _: datetime.fromisoformat(value))
     provenance = cattrs.gen.make_dict_unstructure_fn(Provenance, conv)
 
@@ -57,8 +80,7 @@ CONVERTER = _make_converter()
 
 
 def encode_payload(event: DomainEvent) -> str:
-    data = CONVERTER.unstructure(event)
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(CONVERTER.unstructure(event))
 
 
 def encoded_text(text: str) -> str:

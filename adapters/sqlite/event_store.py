@@ -38,6 +38,7 @@ from fermix_memory.adapters.sqlite.head import Head, HeadFile, read_head
 from fermix_memory.adapters.sqlite.schema import check_schema, migrate, restore_triggers
 from fermix_memory.adapters.sqlite.transaction import (
     LOG_ROWS,
+    Known,
     SqliteTransaction,
     append_logged_rows,
     chain_count,
@@ -67,10 +68,11 @@ GATHER_S = 0.001
 
 
 class _Pending:
-    __slots__ = ("done", "error", "recorded", "result", "work")
+    __slots__ = ("done", "error", "joins", "recorded", "result", "work")
 
-    def __init__(self, work: Callable[[Any], Any]) -> None:
+    def __init__(self, work: Callable[[Any], Any], joins: bool = True) -> None:
         self.work = work
+        self.joins = joins  # a host's write, which the next batch waits a moment for (not upkeep)
         self.result: Any = None
         self.error: BaseException | None = None
         self.done = False
@@ -117,7 +119,9 @@ class SqliteEventStore:
         self._leading = False
         self._gathering = False
         self._expected = 1
+        self._gathers = 0
         self._head = Head(0, GENESIS_HASH)
+        self._known: Known | None = None  # what the writer knows after its last commit (see _run_batch)
         self._queue: list[_Pending] = []
         self._listeners: list[CommitListener] = []
         self._reactions: list[CommitListener] = []
@@ -171,14 +175,18 @@ class SqliteEventStore:
 
     # --- writes ---------------------------------------------------------------------------------
 
-    def write(self, work: Callable[[Any], T]) -> T:
+    def write(self, work: Callable[[Any], T], *, upkeep: bool = False) -> T:
+        """Run ``work`` in a write transaction, committed before this returns (group commit).
+        ``upkeep``: background work (an index merge) that shares a batch like any write but is
+        not counted among the writers the next batch waits a moment for: a lone host thread
+        whose write shared a batch with upkeep does not then wait for a writer who is not there."""
         if self.readonly:
             raise ReadOnlyStore(f"{self.path} was opened read-only; nothing was written")
-        pending = _Pending(work)
+        pending = _Pending(work, joins=not upkeep)
         batch: list[_Pending] = []
         with self._turn:
             self._queue.append(pending)
-            if self._gathering and len(self._queue) >= self._expected:
+            if self._gathering and self._joined() >= self._expected:
                 self._arrived.notify()
             # Wait until a leader has committed our work, or lead the next batch ourselves.
             while not pending.done and self._leading:
@@ -189,10 +197,11 @@ class SqliteEventStore:
                     # The last batch was shared: let the other writers, who are preparing their next
                     # message right now, queue up behind us (group commit), for at most a moment.
                     self._gathering = True
-                    self._arrived.wait_for(lambda: len(self._queue) >= self._expected, GATHER_S)
+                    self._gathers += 1
+                    self._arrived.wait_for(lambda: self._joined() >= self._expected, GATHER_S)
                     self._gathering = False
                 batch, self._queue = self._queue, []
-                self._expected = len(batch)
+                self._expected = sum(p.joins for p in batch)
         if batch:
             try:
                 if self._closed:
@@ -211,6 +220,20 @@ class SqliteEventStore:
         if pending.error is not None:
             raise pending.error
         return pending.result  # type: ignore[no-any-return]
+
+    @property
+    def gathers(self) -> int:
+        """How many batches waited a moment for more writers to join them (since opening)."""
+        return self._gathers
+
+    def queued_writes(self) -> int:
+        """How many writes wait for the writer right now (upkeep included)."""
+        with self._turn:
+            return len(self._queue)
+
+    def _joined(self) -> int:
+        """How many host writes are queued (upkeep left out)."""
+        return sum(p.joins for p in self._queue)
 
     def _react(self, recorded: list[RecordedEvent]) -> None:
         for reaction in self._reactions:
@@ -275,9 +298,14 @@ class SqliteEventStore:
         remaining = list(batch)
         while remaining:
             cur.execute("BEGIN IMMEDIATE")
+            # What the last commit left known (head, stream versions) holds while nothing else
+            # wrote the database since: no other process, nor this one outside these transactions.
+            known, self._known = self._known, None
+            if known is not None and known.data_version != conn.data_version():
+                known = None
             failed: tuple[_Pending, Exception] | None = None
             try:
-                tx = SqliteTransaction(cur, self.chains)
+                tx = SqliteTransaction(cur, self.chains, known=known)
                 for p in batch:
                     p.recorded = []  # what an attempt rolled back is nobody's
                 for p in remaining:
@@ -295,6 +323,7 @@ class SqliteEventStore:
                     head = tx.log_head() if tx.recorded else self._head
                     cur.execute("COMMIT")
                     self._head = head
+                    self._known = tx.known(conn.data_version())
                     return tx.recorded
                 _roll_back(conn)
             except BaseException:

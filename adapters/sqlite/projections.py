@@ -13,7 +13,6 @@ SQL, checked against the domain's evolve by tests/integration/test_projections_f
 from __future__ import annotations
 
 import enum
-import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -21,6 +20,7 @@ from typing import Any, TypeVar
 import apsw
 import attrs
 
+from fermix_memory.adapters.sqlite.codec import canonical_json, isoformat
 from fermix_memory.adapters.sqlite.job_queries import (
     JOB_COLUMNS,
     RUN_COLUMNS,
@@ -65,8 +65,8 @@ def _message_appended(cur: apsw.Cursor, position: int, e: ev.MessageAppended) ->
             e.role.value,
             e.message_kind,
             e.content,
-            json.dumps(e.metadata, sort_keys=True, separators=(",", ":"), ensure_ascii=False) if e.metadata else "{}",
-            e.created_at.isoformat(),
+            canonical_json(e.metadata) if e.metadata else "{}",
+            isoformat(e.created_at),
             e.trust.value,
             message_scope_tokens(e.agent_id, e.owner_id, conv, e.quoted_owners),
         ),

@@ -33,7 +33,7 @@ class SqliteSearchIndex:
         self._store = store
 
     def merge_step(self) -> bool:
-        return self._store.write(_merge)
+        return self._store.write(_merge, upkeep=True)
 
 
 def _merge(tx: SqliteTransaction) -> bool:

@@ -4,11 +4,12 @@ stream versions) and the typed state loaders the use cases decide with, as of th
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import apsw
 
-from fermix_memory.adapters.sqlite.codec import decode_payload, encode_payload
+from fermix_memory.adapters.sqlite.codec import decode_payload, encode_payload, isoformat
 from fermix_memory.adapters.sqlite.projections import project
 from fermix_memory.adapters.sqlite.queries import AGENT_OWNERS_SQL, AGENT_RULES_SQL
 from fermix_memory.adapters.sqlite.rows import (
@@ -150,21 +151,48 @@ def recorded_from_row(row: tuple[Any, ...]) -> RecordedEvent:
     return RecordedEvent(position=position, stream=stream, version=version, event=decode_payload(kind, schema, payload))
 
 
+# How many streams' versions a writer keeps between its transactions (beyond: it starts anew).
+KNOWN_STREAMS = 4096
+
+
+@dataclass(slots=True)
+class Known:
+    """What the one writer knows of the log after its last commit: valid while the database's
+    data version (``apsw.Connection.data_version``, which any other connection's commit changes,
+    and any write of this one outside a transaction of the writer's own) is still ``data_version``."""
+
+    data_version: int
+    position: int
+    hash: str
+    heads: dict[int, tuple[int, str]]
+    versions: dict[str, int]
+
+
 class SqliteTransaction:
     """The :class:`WriteTransaction` handed to use cases inside one write.
 
     ``chains``: how many chains the log has (ADR-0031). One: the head is the log's last event and
     positions run on from it, as ever. Several: each append links to its stream's chain, whose
-    head is kept in ``chain_heads`` (read once per transaction, written back by :meth:`finish`)."""
+    head is kept in ``chain_heads`` (read once per transaction, written back by :meth:`finish`).
 
-    def __init__(self, cursor: apsw.Cursor, chains: int = 1) -> None:
+    ``known``: what the writer knew after its last commit, when nothing wrote since (the head and
+    stream versions are then not read again)."""
+
+    def __init__(self, cursor: apsw.Cursor, chains: int = 1, *, known: Known | None = None) -> None:
         self.cursor = cursor
         self.chains = chains
-        self.versions: dict[str, int] = {}
         self.recorded: list[RecordedEvent] = []
-        self.heads: dict[int, tuple[int, str]] = {}  # the chains this transaction read or extended
         self.touched: set[int] = set()
-        self.position, self.hash = self._start()
+        self.versions: dict[str, int] = {} if known is None else known.versions
+        # The chains this transaction read or extended.
+        self.heads: dict[int, tuple[int, str]] = {} if known is None else dict(known.heads)
+        self.position, self.hash = self._start() if known is None else (known.position, known.hash)
+
+    def known(self, data_version: int) -> Known:
+        """What the next transaction of the same writer may start from once this one committed
+        (``data_version``: the database's as of the commit)."""
+        versions = self.versions if len(self.versions) <= KNOWN_STREAMS else {}
+        return Known(data_version, self.position, self.hash, self.heads, versions)
 
     def _start(self) -> tuple[int, str]:
         """The log's last position and hash as the transaction begins (one chain: its head)."""
@@ -237,7 +265,7 @@ class SqliteTransaction:
             payload = encode_payload(event)
             digest = payload_digest(payload)
             version = self._next_version(stream)
-            recorded_at = event.at.isoformat()
+            recorded_at = isoformat(event.at)
             new_hash = chain_hash(
                 last_hash, position, stream, version, event.kind, event.schema, recorded_at, digest
             )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import pytest
 
 from fermix_memory import MemorySystem
 from fermix_memory.adapters.sqlite import search_index
+from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.adapters.sqlite.search_index import SqliteSearchIndex, is_small
 from fermix_memory.application.background import BackgroundWorker
 from fermix_memory.application.index_upkeep import IndexUpkeep
@@ -133,3 +136,39 @@ def test_a_merge_on_a_full_disk_is_one_warning_line(tmp_path: Path, caplog: pyte
     [record] = [r for r in caplog.records if "search index" in r.getMessage()]
     assert record.levelname == "WARNING" and record.exc_info is None and "full" in record.getMessage()
     assert "\n" not in record.getMessage()
+
+
+
+def _batched_together(store: SqliteEventStore, writes: list[Callable[[], object]]) -> None:
+    """Run ``writes`` (each in its own thread) as ONE batch: they queue while the writer is held."""
+    threads = [threading.Thread(target=w) for w in writes]
+    with store.exclusive("held"):
+        for t in threads:
+            t.start()
+        while store.queued_writes() < len(writes):  # each thread queued its write behind the held writer
+            time.sleep(0)
+    for t in threads:
+        t.join()
+
+
+def test_a_lone_writer_after_a_batch_shared_with_a_merge_does_not_wait_for_more_writers(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with MemorySystem.open(home) as memory:
+        chat(memory, 40)  # the index has segments to merge
+    store = open_store(home)
+    index = SqliteSearchIndex(store)
+    append = store.write
+    try:
+        note = "INSERT INTO messages_fts(messages_fts, rank) VALUES ('automerge', 8)"
+        # A host write shares its batch with a merge step: the next lone write commits at once.
+        _batched_together(store, [lambda: append(lambda tx: tx.cursor.execute(note)), index.merge_step])
+        append(lambda tx: tx.cursor.execute(note))
+        assert store.gathers == 0
+        # Two host writes shared a batch: the next one gives others a moment to join it (group commit).
+        _batched_together(store, [lambda: append(lambda tx: tx.cursor.execute(note))] * 2)
+        append(lambda tx: tx.cursor.execute(note))
+        assert store.gathers == 1
+    finally:
+        store.close()
+    with MemorySystem.open(home) as memory:
+        assert memory.verify().ok

@@ -79,3 +79,39 @@ def test_a_write_returns_only_after_the_reactions_to_its_own_events_ran(tmp_path
         store.close()
     assert len(reacted) == 450
     assert early == []
+
+
+def test_the_writer_reads_the_log_again_after_its_own_connection_wrote_outside_its_transactions(
+        tmp_path: Path) -> None:
+    """What the writer knows after a commit (head, stream versions) is dropped once its own
+    connection appended elsewhere (here: rows of another log through ``append_logged``)."""
+    stream = "conversation/ada/chat:1"
+    store, other = SqliteEventStore(tmp_path / "a.db"), SqliteEventStore(tmp_path / "b.db")
+    try:
+        assert store.write(lambda tx: tx.stream_version(stream)) == 0  # known: an empty log
+        other.write(lambda tx: tx.append(stream, [message("one"), message("two")]))
+        store.append_logged(list(other.read_log()))
+        assert store.write(lambda tx: tx.append(stream, [message("three")])) == [3]
+        assert store.write(lambda tx: tx.stream_version(stream)) == 3
+        assert [r.version for r in store.read_events(stream=stream)] == [1, 2, 3]
+    finally:
+        store.close()
+        other.close()
+
+
+def test_a_failed_write_leaves_the_next_one_the_versions_as_committed(tmp_path: Path) -> None:
+    stream = "conversation/ada/chat:1"
+    store = SqliteEventStore(tmp_path / "a.db")
+    try:
+        store.write(lambda tx: tx.append(stream, [message("one")]))
+
+        def fails(tx: SqliteTransaction) -> None:
+            tx.append(stream, [message("lost")])
+            raise RuntimeError("changed its mind")
+
+        with pytest.raises(RuntimeError):
+            store.write(fails)
+        assert store.write(lambda tx: tx.append(stream, [message("two")])) == [2]
+        assert [(r.position, r.version) for r in store.read_events(stream=stream)] == [(1, 1), (2, 2)]
+    finally:
+        store.close()

@@ -57,10 +57,13 @@ def cleared(position: int) -> RecordedEvent:
 
 def test_a_commit_that_appended_messages_queues_one_job_under_one_key() -> None:
     queue = Queue()
-    upkeep = IndexUpkeep(Steps(0), queue)
+    upkeep = IndexUpkeep(Steps(0), queue, quiet_s=0, max_wait_s=0)
     upkeep.on_commit([appended(1), appended(2)])
-    upkeep.on_commit([cleared(3), appended(4)])
-    assert [key for key, _ in queue.jobs] == [("search-index-upkeep",)] * 2  # the worker dedupes by key
+    upkeep.on_commit([cleared(3), appended(4)])  # the job queued has not started: nothing more to queue
+    assert [key for key, _ in queue.jobs] == [("search-index-upkeep",)]
+    queue.jobs[0][1]()  # the job starts: later appends need a job of their own
+    upkeep.on_commit([appended(5)])
+    assert [key for key, _ in queue.jobs] == [("search-index-upkeep",)] * 2
 
 
 def test_a_commit_without_messages_queues_nothing() -> None:
