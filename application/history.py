@@ -14,7 +14,7 @@ from fermix_memory.application.streams import conversation_stream
 from fermix_memory.domain.conversation_events import ConversationWindowCleared, MessageAppended
 from fermix_memory.domain.conversation_window import RetractNewest, decide_retraction
 from fermix_memory.domain.errors import DomainError
-from fermix_memory.domain.event_base import Provenance
+from fermix_memory.domain.event_base import DomainEvent, Provenance
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import ConversationKey, check_identifier
 
@@ -27,6 +27,8 @@ REQUIRED_IMPORT_KEYS = ("agent_id", "owner_id", "channel", "chat_id", "role", "s
 # it back out as the line's ``message_id``). See ADR-0012.
 IMPORT_KEY = "fermix_import_key"
 MAX_REPORTED_LINES = 20
+# Messages an import appends by one ``append_each`` (and between two calls of its progress).
+IMPORT_BATCH = 1000
 
 
 class HistoryImportError(DomainError):
@@ -125,17 +127,22 @@ class HistoryService:
 
         def work(tx: WriteTransaction) -> list[int]:
             known: dict[tuple[str, str], set[str]] = {}
-            ids = []
+            ids: list[int] = []
+            pending: list[tuple[str, DomainEvent]] = []
             for done, event in enumerate(events, start=1):
                 where = (event.agent_id, event.conversation.scope_id)
+                stream = conversation_stream(event.agent_id, event.conversation)
                 if where not in known:
-                    known[where] = self._import_keys(tx, conversation_stream(event.agent_id, event.conversation))
+                    known[where] = self._import_keys(tx, stream)
                 key = str(event.metadata.get(IMPORT_KEY, ""))
                 if not key or key not in known[where]:
-                    ids.append(append_event(tx, event))
+                    pending.append((stream, event))
                     known[where].add(key)
-                if progress is not None and (done % 1000 == 0 or done == len(events)):
-                    progress(done, len(events))
+                if done % IMPORT_BATCH == 0 or done == len(events):
+                    ids.extend(tx.append_each(pending))
+                    pending = []
+                    if progress is not None:
+                        progress(done, len(events))
             return ids
 
         return self._store.write(work)
