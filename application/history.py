@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
+import attrs
+
 from fermix_memory.application.message_input import build_message_event
 from fermix_memory.application.ports import Clock, EventStore, WriteTransaction
 from fermix_memory.application.streams import conversation_stream
@@ -23,6 +25,7 @@ IMPORT_KEYS = frozenset(
      "trust", "created_at", "metadata", "message_id"}
 )
 REQUIRED_IMPORT_KEYS = ("agent_id", "owner_id", "channel", "chat_id", "role", "sender", "content")
+_REQUIRED = frozenset(REQUIRED_IMPORT_KEYS)
 # Where a message's import key is kept: in its metadata, under this reserved name (export writes
 # it back out as the line's ``message_id``). See ADR-0012.
 IMPORT_KEY = "fermix_import_key"
@@ -169,7 +172,7 @@ def parse_history(lines: Sequence[str], at: datetime, progress: Callable[[int, i
             if len(problems) < MAX_REPORTED_LINES:
                 problems.append((number, f"each line must be text, got {type(line).__name__}"))
             continue
-        if not line.strip():
+        if not line or line.isspace():
             continue
         try:
             event = _parse_line(line, at, repeats)
@@ -197,11 +200,11 @@ def _parse_line(line: str, at: datetime, repeats: dict[str, int]) -> MessageAppe
         raise DomainError("JSON nested too deeply") from None
     if not isinstance(record, dict):
         raise DomainError("each line must be one JSON object")
-    unknown = sorted(set(record) - IMPORT_KEYS)
-    if unknown:
+    if not record.keys() <= IMPORT_KEYS:
+        unknown = sorted(record.keys() - IMPORT_KEYS)
         raise DomainError(f"unknown key(s): {', '.join(k[:40] for k in unknown[:5])}")
-    missing = [k for k in REQUIRED_IMPORT_KEYS if k not in record]
-    if missing:
+    if not record.keys() >= _REQUIRED:
+        missing = [k for k in REQUIRED_IMPORT_KEYS if k not in record]
         raise DomainError(f"missing key(s): {', '.join(missing)}")
     channel = record["channel"]
     if isinstance(channel, str) and ":" in channel:
@@ -218,15 +221,16 @@ def _parse_line(line: str, at: datetime, repeats: dict[str, int]) -> MessageAppe
         key = f"sha256:{digest[:32]}"
     if isinstance(metadata, dict):
         metadata = {**metadata, IMPORT_KEY: key}
-    elif metadata is None:
-        metadata = {IMPORT_KEY: key}
-    return build_message_event(
+    event = build_message_event(
         agent_id=record["agent_id"], owner_id=record["owner_id"],
         conversation=(channel, record["chat_id"], record.get("thread_scope", "")),
         role=record["role"], sender=record["sender"], content=record["content"],
         kind=record.get("kind", "text"), trust=record.get("trust", "guest"),
         metadata=metadata, created_at=record.get("created_at"), at=at,
     )
+    # A line without metadata: its message's metadata is the key alone, which the checks of a
+    # message's metadata always pass (a checked identifier, or a digest).
+    return event if metadata is not None else attrs.evolve(event, metadata={IMPORT_KEY: key})
 
 
 def export_record(message: Message) -> dict[str, Any]:
