@@ -132,10 +132,12 @@ class HistoryService:
             known: dict[tuple[str, str], set[str]] = {}
             ids: list[int] = []
             pending: list[tuple[str, DomainEvent]] = []
+            streams: dict[tuple[str, str], str] = {}
             for done, event in enumerate(events, start=1):
                 where = (event.agent_id, event.conversation.scope_id)
-                stream = conversation_stream(event.agent_id, event.conversation)
-                if where not in known:
+                stream = streams.get(where)
+                if stream is None:
+                    stream = streams[where] = conversation_stream(event.agent_id, event.conversation)
                     known[where] = self._import_keys(tx, stream)
                 key = str(event.metadata.get(IMPORT_KEY, ""))
                 if not key or key not in known[where]:

@@ -266,13 +266,15 @@ class SqliteTransaction:
             self.enter(stream)
         positions = self._positions(chains[appends[0][0]], len(appends))
         rows = []
+        at, recorded_at = None, ""  # the events of one decision share their time: written once
         for (stream, event), position in zip(appends, positions, strict=True):
             chain = chains[stream]
             _, last_hash = self._chain_head(chain)
             payload = encode_payload(event)
             digest = payload_digest(payload)
             version = self._next_version(stream)
-            recorded_at = event.at.isoformat()
+            if event.at is not at:
+                at, recorded_at = event.at, event.at.isoformat()
             new_hash = chain_hash(last_hash, position, stream, version, event.kind, event.schema, recorded_at, digest)
             rows.append((position, stream, version, event.kind, event.schema, recorded_at, payload, digest,
                          last_hash, new_hash))
