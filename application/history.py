@@ -8,13 +8,15 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
+import attrs
+
 from fermix_memory.application.message_input import build_message_event
 from fermix_memory.application.ports import Clock, EventStore, WriteTransaction
 from fermix_memory.application.streams import conversation_stream
 from fermix_memory.domain.conversation_events import ConversationWindowCleared, MessageAppended
 from fermix_memory.domain.conversation_window import RetractNewest, decide_retraction
 from fermix_memory.domain.errors import DomainError
-from fermix_memory.domain.event_base import Provenance
+from fermix_memory.domain.event_base import DomainEvent, Provenance
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import ConversationKey, check_identifier
 
@@ -23,10 +25,13 @@ IMPORT_KEYS = frozenset(
      "trust", "created_at", "metadata", "message_id"}
 )
 REQUIRED_IMPORT_KEYS = ("agent_id", "owner_id", "channel", "chat_id", "role", "sender", "content")
+_REQUIRED = frozenset(REQUIRED_IMPORT_KEYS)
 # Where a message's import key is kept: in its metadata, under this reserved name (export writes
 # it back out as the line's ``message_id``). See ADR-0012.
 IMPORT_KEY = "fermix_import_key"
 MAX_REPORTED_LINES = 20
+# Messages an import appends by one ``append_each`` (and between two calls of its progress).
+IMPORT_BATCH = 1000
 
 
 class HistoryImportError(DomainError):
@@ -125,17 +130,24 @@ class HistoryService:
 
         def work(tx: WriteTransaction) -> list[int]:
             known: dict[tuple[str, str], set[str]] = {}
-            ids = []
+            ids: list[int] = []
+            pending: list[tuple[str, DomainEvent]] = []
+            streams: dict[tuple[str, str], str] = {}
             for done, event in enumerate(events, start=1):
                 where = (event.agent_id, event.conversation.scope_id)
-                if where not in known:
-                    known[where] = self._import_keys(tx, conversation_stream(event.agent_id, event.conversation))
+                stream = streams.get(where)
+                if stream is None:
+                    stream = streams[where] = conversation_stream(event.agent_id, event.conversation)
+                    known[where] = self._import_keys(tx, stream)
                 key = str(event.metadata.get(IMPORT_KEY, ""))
                 if not key or key not in known[where]:
-                    ids.append(append_event(tx, event))
+                    pending.append((stream, event))
                     known[where].add(key)
-                if progress is not None and (done % 1000 == 0 or done == len(events)):
-                    progress(done, len(events))
+                if done % IMPORT_BATCH == 0 or done == len(events):
+                    ids.extend(tx.append_each(pending))
+                    pending = []
+                    if progress is not None:
+                        progress(done, len(events))
             return ids
 
         return self._store.write(work)
@@ -162,7 +174,7 @@ def parse_history(lines: Sequence[str], at: datetime, progress: Callable[[int, i
             if len(problems) < MAX_REPORTED_LINES:
                 problems.append((number, f"each line must be text, got {type(line).__name__}"))
             continue
-        if not line.strip():
+        if not line or line.isspace():
             continue
         try:
             event = _parse_line(line, at, repeats)
@@ -190,11 +202,11 @@ def _parse_line(line: str, at: datetime, repeats: dict[str, int]) -> MessageAppe
         raise DomainError("JSON nested too deeply") from None
     if not isinstance(record, dict):
         raise DomainError("each line must be one JSON object")
-    unknown = sorted(set(record) - IMPORT_KEYS)
-    if unknown:
+    if not record.keys() <= IMPORT_KEYS:
+        unknown = sorted(record.keys() - IMPORT_KEYS)
         raise DomainError(f"unknown key(s): {', '.join(k[:40] for k in unknown[:5])}")
-    missing = [k for k in REQUIRED_IMPORT_KEYS if k not in record]
-    if missing:
+    if not record.keys() >= _REQUIRED:
+        missing = [k for k in REQUIRED_IMPORT_KEYS if k not in record]
         raise DomainError(f"missing key(s): {', '.join(missing)}")
     channel = record["channel"]
     if isinstance(channel, str) and ":" in channel:
@@ -211,15 +223,16 @@ def _parse_line(line: str, at: datetime, repeats: dict[str, int]) -> MessageAppe
         key = f"sha256:{digest[:32]}"
     if isinstance(metadata, dict):
         metadata = {**metadata, IMPORT_KEY: key}
-    elif metadata is None:
-        metadata = {IMPORT_KEY: key}
-    return build_message_event(
+    event = build_message_event(
         agent_id=record["agent_id"], owner_id=record["owner_id"],
         conversation=(channel, record["chat_id"], record.get("thread_scope", "")),
         role=record["role"], sender=record["sender"], content=record["content"],
         kind=record.get("kind", "text"), trust=record.get("trust", "guest"),
         metadata=metadata, created_at=record.get("created_at"), at=at,
     )
+    # A line without metadata: its message's metadata is the key alone, which the checks of a
+    # message's metadata always pass (a checked identifier, or a digest).
+    return event if metadata is not None else attrs.evolve(event, metadata={IMPORT_KEY: key})
 
 
 def export_record(message: Message) -> dict[str, Any]:

@@ -115,6 +115,12 @@ class WriteTransaction(RowLookup, Protocol):
         stream); another version raises :class:`ConcurrencyConflict` and nothing is appended."""
         ...
 
+    def append_each(self, appends: Sequence[tuple[str, DomainEvent]]) -> list[int]:
+        """Record one event at the end of each stream named, in order: exactly what
+        :meth:`append` of each ``(stream, event)`` one after the other records (positions,
+        versions, chain and projections), in fewer statements; returns their log positions."""
+        ...
+
     def read_stream(self, stream: str) -> StreamEvents:
         """``stream``'s version and readable events, for decisions that replay an aggregate."""
         ...

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from fermix_memory.adapters.sqlite.import_keys import stored_import_keys
-from fermix_memory.application.history import IMPORT_KEY
-from fermix_memory.domain.conversation_events import MessageAppended
 
-# ``json``, not ``jsonb``: it keeps any text a payload holds (jsonb refuses ``\u0000``).
+# From the index ``events_import_keys`` (ADR-0041); the payload is read only for a key that is
+# not a string. ``json``, not ``jsonb``, in the columns: it keeps any text a payload holds
+# (jsonb refuses ``\u0000``).
 POSTGRES_IMPORT_KEYS = (
-    "SELECT json_typeof(k), CASE WHEN json_typeof(k) = 'string' THEN k #>> '{}' ELSE payload END"
-    f" FROM (SELECT payload, payload::json -> 'metadata' -> '{IMPORT_KEY}' AS k FROM events"
-    f" WHERE stream = ? AND kind = '{MessageAppended.kind}' AND payload IS NOT NULL) AS s WHERE k IS NOT NULL"
+    "SELECT import_key_type, CASE WHEN import_key_type = 'string' THEN import_key"
+    " ELSE (SELECT payload FROM events AS e WHERE e.position = s.position) END"
+    " FROM events AS s WHERE stream = ? AND import_key_type IS NOT NULL"
 )
 
 postgres_import_keys = stored_import_keys(POSTGRES_IMPORT_KEYS, "string")

@@ -120,4 +120,18 @@ _V2 = CHAIN_HEADS.replace("INTEGER NOT NULL", "BIGINT NOT NULL") + """
 CREATE SEQUENCE events_position;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+# The import keys (ADR-0012) each conversation holds (ADR-0041): kept beside each message whose
+# payload's metadata has the key at its top level (its JSON type, and the key when it is a
+# string), computed by the server as the row is written and gone with a redacted payload, and
+# read through an index of those rows alone, without parsing any payload.
+_IMPORT_KEY_OF = ("CASE WHEN kind = 'message.appended' AND strpos(payload, '\"fermix_import_key\":') > 0"
+                  " THEN payload::json -> 'metadata' -> 'fermix_import_key' END")
+_V3 = f"""
+ALTER TABLE events
+    ADD COLUMN import_key_type TEXT GENERATED ALWAYS AS (json_typeof({_IMPORT_KEY_OF})) STORED,
+    ADD COLUMN import_key TEXT GENERATED ALWAYS AS (({_IMPORT_KEY_OF}) #>> '{{}}') STORED;
+CREATE INDEX events_import_keys ON events(stream, position) INCLUDE (import_key_type, import_key)
+    WHERE import_key_type IS NOT NULL;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)

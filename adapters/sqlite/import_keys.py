@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import json
 
+from fermix_memory.adapters.sqlite.migrations import IMPORT_KEYED
 from fermix_memory.adapters.sqlite.transaction import SqliteTransaction
 from fermix_memory.application.history import IMPORT_KEY, ImportKeyReader, recorded_import_keys
 from fermix_memory.application.ports import WriteTransaction
-from fermix_memory.domain.conversation_events import MessageAppended
 
-# Redacted payloads are NULL: their messages are gone, and so are their keys.
+# The keys come from the index ``events_import_keys`` alone (its condition repeated, so that the
+# query uses it; ADR-0041); the payload is read only for a key that is not a string. Redacted
+# payloads are NULL: their messages are gone, and so are their keys.
 SQLITE_IMPORT_KEYS = (
-    f"SELECT t, CASE WHEN t = 'text' THEN json_extract(payload, '$.metadata.{IMPORT_KEY}') ELSE payload END"
-    f" FROM (SELECT payload, json_type(payload, '$.metadata.{IMPORT_KEY}') AS t FROM events"
-    f" WHERE stream = ? AND kind = '{MessageAppended.kind}' AND payload IS NOT NULL) WHERE t IS NOT NULL"
+    "SELECT t, CASE WHEN t = 'text' THEN k ELSE (SELECT payload FROM events AS e WHERE e.position = p) END FROM"
+    f" (SELECT json_type(payload, '$.metadata.{IMPORT_KEY}') AS t, json_extract(payload, '$.metadata.{IMPORT_KEY}')"
+    f" AS k, position AS p FROM events WHERE stream = ? AND {IMPORT_KEYED})"
 )
 
 

@@ -323,4 +323,19 @@ CREATE TABLE IF NOT EXISTS chain_heads(
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, CHAIN_HEADS, _V6)
+# The import keys (ADR-0012) each conversation holds, read from this index alone (ADR-0041): the
+# messages whose payload's metadata has the key at its top level. ``instr`` first, so that a
+# message without it costs no JSON parsing; a redacted payload (NULL) leaves the index. Ordered by
+# stream then position, so that an append adds at the end of its stream's entries (the key, in
+# the order of a hash, would put each one anywhere).
+IMPORT_KEYED = (
+    "kind = 'message.appended' AND instr(payload, '\"fermix_import_key\":') > 0"
+    " AND json_type(payload, '$.metadata.fermix_import_key') IS NOT NULL"
+)
+IMPORT_KEYS_INDEX = f"""
+CREATE INDEX IF NOT EXISTS events_import_keys ON events(stream, position,
+    json_type(payload, '$.metadata.fermix_import_key'), json_extract(payload, '$.metadata.fermix_import_key'))
+    WHERE {IMPORT_KEYED};
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, CHAIN_HEADS, _V6, IMPORT_KEYS_INDEX)

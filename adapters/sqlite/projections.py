@@ -48,29 +48,36 @@ Projection = Callable[[apsw.Cursor, int, Any], None]
 S = TypeVar("S")
 
 
-def _message_appended(cur: apsw.Cursor, position: int, e: ev.MessageAppended) -> None:
+INSERT_MESSAGE = (
+    "INSERT INTO messages(id, agent_id, owner_id, channel, chat_id, thread_scope, sender, role, kind,"
+    " content, metadata_json, created_at, trust, scope_tokens)"
+    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+
+
+def message_row(position: int, e: ev.MessageAppended) -> tuple[Any, ...]:
+    """The ``messages`` row of an appended message (:data:`INSERT_MESSAGE`'s parameters)."""
     conv = e.conversation
-    cur.execute(
-        "INSERT INTO messages(id, agent_id, owner_id, channel, chat_id, thread_scope, sender, role, kind,"
-        " content, metadata_json, created_at, trust, scope_tokens)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        (
-            position,
-            e.agent_id,
-            e.owner_id,
-            conv.channel,
-            conv.chat_id,
-            conv.thread_scope,
-            e.sender,
-            e.role.value,
-            e.message_kind,
-            e.content,
-            canonical_json(e.metadata) if e.metadata else "{}",
-            isoformat(e.created_at),
-            e.trust.value,
-            message_scope_tokens(e.agent_id, e.owner_id, conv, e.quoted_owners),
-        ),
+    return (
+        position,
+        e.agent_id,
+        e.owner_id,
+        conv.channel,
+        conv.chat_id,
+        conv.thread_scope,
+        e.sender,
+        e.role.value,
+        e.message_kind,
+        e.content,
+        canonical_json(e.metadata) if e.metadata else "{}",
+        isoformat(e.created_at),
+        e.trust.value,
+        message_scope_tokens(e.agent_id, e.owner_id, conv, e.quoted_owners),
     )
+
+
+def _message_appended(cur: apsw.Cursor, position: int, e: ev.MessageAppended) -> None:
+    cur.execute(INSERT_MESSAGE, message_row(position, e))
 
 
 def _message_retracted(cur: apsw.Cursor, position: int, e: ev.MessageRetracted) -> None:
@@ -334,3 +341,19 @@ PROJECTIONS: dict[type[ev.DomainEvent], Projection] = {
 
 def project(cur: apsw.Cursor, position: int, event: ev.DomainEvent) -> None:
     PROJECTIONS[type(event)](cur, position, event)
+
+
+def project_each(cur: apsw.Cursor, appended: Sequence[tuple[int, ev.DomainEvent]]) -> None:
+    """The projections of several ``(position, event)`` in order, as :func:`project` of each
+    one after the other writes them: each run of appended messages by one statement."""
+    messages: list[tuple[Any, ...]] = []
+    for position, event in appended:
+        if type(event) is ev.MessageAppended:
+            messages.append(message_row(position, event))
+            continue
+        if messages:
+            cur.executemany(INSERT_MESSAGE, messages)
+            messages = []
+        project(cur, position, event)
+    if messages:
+        cur.executemany(INSERT_MESSAGE, messages)

@@ -10,7 +10,7 @@ from typing import Any
 import apsw
 
 from fermix_memory.adapters.sqlite.codec import decode_payload, encode_payload, isoformat
-from fermix_memory.adapters.sqlite.projections import project
+from fermix_memory.adapters.sqlite.projections import project, project_each
 from fermix_memory.adapters.sqlite.queries import AGENT_OWNERS_SQL, AGENT_RULES_SQL
 from fermix_memory.adapters.sqlite.rows import (
     MEMORY_COLUMNS,
@@ -281,6 +281,50 @@ class SqliteTransaction:
         if positions[-1] > self.position:
             self.position, self.hash = positions[-1], last_hash
         return positions
+
+    def append_each(self, appends: Sequence[tuple[str, DomainEvent]]) -> list[int]:
+        """Append one event to each stream named, in order: the log rows, chain hashes and
+        projections that :meth:`append` of each one after the other records, written with one
+        statement per table; returns their positions. The streams are entered in chain order
+        first (each chain's lock taken once, in order, on a store with concurrent writers)."""
+        if not appends:
+            return []
+        chains = {stream: chain_for(stream, self.chains) for stream, _ in appends}
+        for stream in sorted(chains, key=chains.__getitem__):
+            self.enter(stream)
+        positions = self._positions(chains[appends[0][0]], len(appends))
+        rows = []
+        at, recorded_at = None, ""  # the events of one decision share their time: written once
+        for (stream, event), position in zip(appends, positions, strict=True):
+            chain = chains[stream]
+            _, last_hash = self._chain_head(chain)
+            payload = encode_payload(event)
+            digest = payload_digest(payload)
+            version = self._next_version(stream)
+            if event.at is not at:
+                at, recorded_at = event.at, isoformat(event.at)
+            new_hash = chain_hash(last_hash, position, stream, version, event.kind, event.schema, recorded_at, digest)
+            rows.append((position, stream, version, event.kind, event.schema, recorded_at, payload, digest,
+                         last_hash, new_hash))
+            self.heads[chain] = (position, new_hash)
+            self.touched.add(chain)
+            self.recorded.append(RecordedEvent(position=position, stream=stream, version=version, event=event))
+        self._insert_events(rows)
+        project_each(self.cursor, [(position, event) for position, (_, event) in zip(positions, appends, strict=True)])
+        if positions[-1] > self.position:
+            self.position, self.hash = positions[-1], rows[-1][-1]
+        return positions
+
+    def _insert_events(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Insert ``events`` rows by one statement; a clash on ``UNIQUE(stream, version)`` is a
+        ``ConcurrencyConflict``."""
+        try:
+            self.cursor.executemany(INSERT_EVENT, rows)
+        except Exception as exc:
+            if not self._version_clash(exc):
+                raise
+            raise ConcurrencyConflict("a stream already has one of the versions appended: nothing was appended"
+                                      ) from None
 
     def _insert_event(self, row: tuple[Any, ...]) -> None:
         """Insert one ``events`` row; a clash on ``UNIQUE(stream, version)`` is a ``ConcurrencyConflict``."""

@@ -161,6 +161,9 @@ class FakeTransaction:
             positions.append(position)
         return positions
 
+    def append_each(self, appends: Sequence[tuple[str, ev.DomainEvent]]) -> list[int]:
+        return [self.append(stream, [event])[0] for stream, event in appends]
+
     @property
     def head_hash(self) -> str:
         return self.state.logged[-1].hash if self.state.logged else GENESIS_HASH

@@ -7,9 +7,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 
 from fermix_memory import MemorySystem
+from fermix_memory.adapters.sqlite.import_keys import SQLITE_IMPORT_KEYS
+from fermix_memory.adapters.sqlite.migrations import IMPORT_KEYED
+from fermix_memory.adapters.sqlite.schema import SCHEMA_VERSION
 
 pytestmark = pytest.mark.usefixtures("every_store")
 
@@ -53,3 +57,51 @@ def test_a_key_given_in_an_appended_messages_metadata_counts_as_imported(memory:
                           content="typed", metadata={"fermix_import_key": 7})
     assert memory.import_history([line("1", "imported", message_id="7"), line("1", "new", message_id="8")]) != []
     assert contents(memory, "1") == ["typed", "new"]
+
+
+def test_only_a_key_at_the_top_of_the_metadata_counts_and_any_json_value_reads_as_before(
+        memory: MemorySystem) -> None:
+    for n, metadata in enumerate([{"x": {"fermix_import_key": "a"}}, {"fermix_import_key": None},
+                                  {"fermix_import_key": True}, {"fermix_import_key": [1]}]):
+        memory.append_message(agent_id=AGENT, owner_id=OWNER, conversation=("telegram", "1"), role="user",
+                              sender=OWNER, content=f"typed {n}", metadata=metadata)
+    lines = [line("1", c, message_id=k) for c, k in [("a", "a"), ("none", "None"), ("true", "True"), ("list", "[1]")]]
+    assert len(memory.import_history(lines)) == 1
+    assert contents(memory, "1")[-1] == "a"
+
+
+def sqlite_db(memory: MemorySystem) -> apsw.Connection:
+    return apsw.Connection(str(memory.home / "memory.db"))
+
+
+@pytest.mark.sqlite_only("the index of import keys in the SQLite file")
+def test_the_keys_are_read_from_the_index_of_import_keys(memory: MemorySystem) -> None:
+    memory.import_history([line("1", "hello")])
+    conn = sqlite_db(memory)
+    try:
+        plan = " ".join(str(r) for r in conn.execute(f"EXPLAIN QUERY PLAN {SQLITE_IMPORT_KEYS}", ("s",)))
+    finally:
+        conn.close()
+    assert "events_import_keys" in plan
+
+
+@pytest.mark.sqlite_only("a SQLite file of the schema before the index of import keys")
+def test_a_home_from_before_the_index_gets_it_and_still_skips_what_it_imported(tmp_path: Path) -> None:
+    lines = [line("1", "hello"), line("1", "tea", message_id="m-1"), line("2", "hi")]
+    with MemorySystem.open(tmp_path / "home") as memory:
+        memory.import_history(lines[:2])
+        conn = sqlite_db(memory)
+    try:  # as the file was before the index existed
+        conn.execute("DROP INDEX events_import_keys")
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
+    finally:
+        conn.close()
+    with MemorySystem.open(tmp_path / "home") as memory:
+        assert len(memory.import_history(lines)) == 1
+        assert contents(memory, "1") == ["hello", "tea"] and contents(memory, "2") == ["hi"]
+        conn = sqlite_db(memory)
+        try:
+            assert conn.execute("SELECT count(*) FROM events INDEXED BY events_import_keys"
+                                f" WHERE {IMPORT_KEYED}").fetchall() == [(3,)]
+        finally:
+            conn.close()

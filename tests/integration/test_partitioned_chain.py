@@ -192,8 +192,9 @@ def test_a_database_written_before_chains_keeps_its_one_chain(postgres_url: str,
         before = pg.head()
     assert before.chains == () and before.position == 3
     # As a database of the first schema version was: no chain rows, no sequence, version 1 recorded.
-    sql(postgres_url, "DROP TABLE chain_heads; DROP SEQUENCE events_position;"
-                      " DELETE FROM fermix_migrations WHERE version = 2")
+    sql(postgres_url, "DROP TABLE chain_heads; DROP SEQUENCE events_position; DROP INDEX events_import_keys;"
+                      " ALTER TABLE events DROP COLUMN import_key_type, DROP COLUMN import_key;"
+                      " DELETE FROM fermix_migrations WHERE version >= 2")
     with _opened(postgres_url, None) as pg:
         assert pg.chains == 1 and pg.head() == before
         [position] = pg.write(lambda tx: tx.append("conversation/ada/9", [message("after")]))
