@@ -79,18 +79,30 @@ _new_message = object.__new__
 def message_from_row(row: Sequence[Any]) -> Message:
     """A ``Message`` from the :data:`MESSAGE_COLUMNS` of one stored row (equal to one built by
     ``Message(...)`` from the same values)."""
+    return conversation_message_from_row((row[0], row[2], *row[6:]), row[1], known_conversation_key(*row[3:6]))
+
+
+# A conversation's window is read by its key: its rows need not repeat the agent and the conversation.
+CONVERSATION_MESSAGE_FIELDS: tuple[str, ...] = tuple(f for f in MESSAGE_FIELDS if f not in (
+    "agent_id", "channel", "chat_id", "thread_scope"))
+CONVERSATION_MESSAGE_COLUMNS = ", ".join(CONVERSATION_MESSAGE_FIELDS)
+
+
+def conversation_message_from_row(row: Sequence[Any], agent_id: str, conversation: ConversationKey) -> Message:
+    """A ``Message`` of ``agent_id``'s ``conversation`` from the :data:`CONVERSATION_MESSAGE_COLUMNS`
+    of one stored row of it (equal to one built by ``Message(...)`` from the same values)."""
     m = _new_message(Message)
     _set_id(m, row[0])
-    _set_agent(m, row[1])
-    _set_owner(m, row[2])
-    _set_conversation(m, known_conversation_key(row[3], row[4], row[5]))
-    _set_sender(m, row[6])
-    _set_role(m, _ROLES.get(row[7]) or Role(row[7]))
-    _set_kind(m, row[8])
-    _set_content(m, row[9])
-    _set_metadata(m, json.loads(row[10]) if row[10] != "{}" else {})
-    _set_created_at(m, datetime.fromisoformat(row[11]))
-    _set_trust(m, _TRUSTS.get(row[12]) or Trust(row[12]))
+    _set_agent(m, agent_id)
+    _set_owner(m, row[1])
+    _set_conversation(m, conversation)
+    _set_sender(m, row[2])
+    _set_role(m, _ROLES.get(row[3]) or Role(row[3]))
+    _set_kind(m, row[4])
+    _set_content(m, row[5])
+    _set_metadata(m, json.loads(row[6]) if row[6] != "{}" else {})
+    _set_created_at(m, datetime.fromisoformat(row[7]))
+    _set_trust(m, _TRUSTS.get(row[8]) or Trust(row[8]))
     return m
 
 
