@@ -36,7 +36,7 @@ from fermix_memory.domain.fence import (
     memory_context_block,
 )
 from fermix_memory.domain.messages import Message
-from fermix_memory.domain.tool_calls import ToolCall, as_text, tool_call_id_of, tool_calls_of
+from fermix_memory.domain.tool_calls import TOOL_CALLS_KEY, ToolCall, as_text, tool_call_id_of, tool_calls_of
 from fermix_memory.domain.values import ConversationKey, Role, Trust
 
 RevisionReader = Callable[[str, str, str], ResourceRevision | None]
@@ -85,6 +85,36 @@ def compose_prompt(
     The files' content comes from their current revision in the log, so what the model sees
     is exactly what ``fermix resource show`` shows.
     """
+    system_text, rest = _system_and_rest(revision, window, agent_id, owner_id, conversation, system)
+    return ComposedPrompt(system=system_text, turns=tuple(_turns(rest)))
+
+
+def compose_openai(revision: RevisionReader, window: WindowReader, agent_id: str, owner_id: str,
+                   conversation: ConversationKey, *, system: str = "") -> list[dict[str, Any]]:
+    """``as_openai(compose_prompt(...))``, the same list, in one pass from the window's messages
+    to the dicts when no message of it takes part in a tool call (the pairing of calls and
+    results then has nothing to do; otherwise the turns are composed as above)."""
+    system_text, rest = _system_and_rest(revision, window, agent_id, owner_id, conversation, system)
+    if any(m.role is Role.TOOL or TOOL_CALLS_KEY in m.metadata for m in rest):
+        return as_openai(ComposedPrompt(system=system_text, turns=tuple(_turns(rest))))
+    out: list[dict[str, Any]] = [{"role": "system", "content": system_text}] if system_text else []
+    if len({_speaker(m) for m in rest if m.role is Role.USER} - {""}) > 1:  # ComposedPrompt.several_speakers
+        for m in rest:
+            if m.role is Role.USER and (speaker := _speaker(m)):
+                out.append({"role": "user", "content": m.content, "name": speaker} if API_NAME.fullmatch(speaker)
+                           else {"role": "user", "content": _prefixed_text(speaker, m.content)})
+            else:
+                out.append({"role": m.role.value, "content": m.content})
+    else:
+        out += [{"role": m.role.value, "content": m.content} for m in rest]
+    return out
+
+
+def _system_and_rest(
+    revision: RevisionReader, window: WindowReader, agent_id: str, owner_id: str, conversation: ConversationKey,
+    system: str,
+) -> tuple[str, list[Message]]:
+    """The system text and the window's messages that become turns."""
     user = revision(agent_id, owner_id, "user_md")
     memory = revision(agent_id, owner_id, "memory_md")
     parts = [system.strip(), memory_context_block(user.content if user else "", memory.content if memory else "")]
@@ -103,7 +133,7 @@ def compose_prompt(
                 parts.append(conversation_summary_block(f"- assistant: {said}"))
         else:
             rest.append(m)
-    return ComposedPrompt(system="\n\n".join(p for p in parts if p), turns=tuple(_turns(rest)))
+    return "\n\n".join(p for p in parts if p), rest
 
 
 def system_part(m: Message) -> str:
@@ -186,8 +216,12 @@ def _only_calls(m: Message) -> bool:
 
 
 def _prefixed(turn: PromptTurn) -> str:
-    who = turn.speaker.replace("[", "(").replace("]", ")")
-    return f"[{who}] {turn.content}"
+    return _prefixed_text(turn.speaker, turn.content)
+
+
+def _prefixed_text(speaker: str, content: str) -> str:
+    who = speaker.replace("[", "(").replace("]", ")")
+    return f"[{who}] {content}"
 
 
 def as_openai(prompt: ComposedPrompt) -> list[dict[str, Any]]:

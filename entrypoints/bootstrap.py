@@ -31,7 +31,13 @@ from fermix_memory.application.as_of import revision_as_of, window_as_of
 from fermix_memory.application.background import BackgroundWorker
 from fermix_memory.application.caches import ConversationStore, MemoryRowCache
 from fermix_memory.application.compaction import CompactionQueries, Compactor, GuessedWindow
-from fermix_memory.application.composer import as_anthropic, as_openai, compose_prompt
+from fermix_memory.application.composer import (
+    RevisionReader,
+    WindowReader,
+    as_anthropic,
+    compose_openai,
+    compose_prompt,
+)
 from fermix_memory.application.errors import ConfigError, HomeNotFound, ProviderKeyMissing, StorageError
 from fermix_memory.application.explain import ExplainQueries
 from fermix_memory.application.forget import Forgetting
@@ -179,17 +185,19 @@ class App:
                        ) -> list[dict[str, Any]] | tuple[str, list[dict[str, Any]]]:
         """The prompt of a turn now, or, at a past moment ``as_of``, the prompt composed then: the
         prompt files and the window as they were, folded from the log and writing nothing (ADR-0033)."""
+        revision: RevisionReader
+        window: WindowReader
         if as_of is None:
             self.prompt_files.welcome(cmd.agent_id, cmd.owner_id)  # the agent's rules, even before a first message
-            messages = compose_prompt(lambda a, o, n: self.queries.resource_revision(a, o, n),
-                                      self.conversations.window, cmd.agent_id, cmd.owner_id, cmd.conversation,
-                                      system=cmd.system)
+            revision, window = self.queries.resource_revision, self.conversations.window
         else:
             moment, limit = as_of, self.settings.memory.max_conversation_history
-            messages = compose_prompt(lambda a, o, n: revision_as_of(self.store, a, o, n, moment),
-                                      lambda a, c: window_as_of(self.store, a, c, moment, limit),
-                                      cmd.agent_id, cmd.owner_id, cmd.conversation, system=cmd.system)
-        return as_anthropic(messages) if cmd.style is cmd_.Style.ANTHROPIC else as_openai(messages)
+            revision = lambda a, o, n: revision_as_of(self.store, a, o, n, moment)  # noqa: E731
+            window = lambda a, c: window_as_of(self.store, a, c, moment, limit)  # noqa: E731
+        if cmd.style is cmd_.Style.ANTHROPIC:
+            return as_anthropic(compose_prompt(revision, window, cmd.agent_id, cmd.owner_id, cmd.conversation,
+                                               system=cmd.system))
+        return compose_openai(revision, window, cmd.agent_id, cmd.owner_id, cmd.conversation, system=cmd.system)
 
     def dispatch_tool(self, cmd: cmd_.DispatchTool) -> dict[str, Any]:
         try:
