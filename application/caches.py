@@ -1,6 +1,7 @@
-"""In-process caches (SPEC §4): the hot conversation windows and a memory-row cache.
+"""In-process caches (SPEC §4): the hot conversation windows, a memory-row cache and the prompt
+files' current revisions.
 
-Both are fed only by committed events (a commit listener), so they never hold what the
+All are fed only by committed events (a commit listener), so they never hold what the
 database does not. Before serving, they compare the log's last position with the last one
 they saw: a write by another process (or a gap) empties them, and they are rebuilt from SQLite.
 """
@@ -10,9 +11,9 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
-from fermix_memory.application.ports import ConversationState, RecordedEvent
+from fermix_memory.application.ports import ConversationState, RecordedEvent, ResourceRevision
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
@@ -20,6 +21,10 @@ from fermix_memory.domain.values import ConversationKey
 
 MAX_CACHED_CONVERSATIONS = 1024
 MAX_CACHED_ROWS = 10_000
+MAX_CACHED_FILES = 4096  # two files per owner an agent talks to
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 class WindowSource(Protocol):
@@ -30,6 +35,10 @@ class WindowSource(Protocol):
     ) -> list[Message]: ...
 
     def memory(self, memory_id: int) -> Memory | None: ...
+
+
+class RevisionSource(Protocol):
+    def resource_revision(self, agent_id: str, owner_id: str, name: str) -> ResourceRevision | None: ...
 
 
 # Whether committed events follow on from what a cache saw, and what it has seen after them.
@@ -139,42 +148,82 @@ class ConversationStore:
             del window[head : head + len(window) - self._max]
 
 
-class MemoryRowCache:
-    """Read-through cache of memory rows by id, invalidated by the events that change them."""
+class _ReadThrough(Generic[K, V]):
+    """A bounded read-through cache of ``load(key)``, least recently used first out; emptied by
+    what ``_LogFollower.observe`` refuses, and each key an event makes stale (``stale``) dropped.
+    A load that a commit overtook is returned but not kept."""
 
-    def __init__(self, source: WindowSource, last_position: Callable[[], int], *,
+    def __init__(self, load: Callable[[K], V], last_position: Callable[[], int], *, most: int,
                  follows: Follows | None = None) -> None:
-        self._source = source
+        self._load = load
+        self._most = most
         self._lock = threading.Lock()
-        self._rows: OrderedDict[int, Memory] = OrderedDict()
+        self._values: OrderedDict[K, V] = OrderedDict()
         self._follower = _LogFollower(last_position, follows)
         self._generation = 0
 
-    def get(self, memory_id: int) -> Memory | None:
+    def get(self, key: K) -> V:
         with self._lock:
             if not self._follower.fresh():
-                self._rows.clear()
-            row = self._rows.get(memory_id)
-            if row is not None:
-                return row
+                self._values.clear()
+            if key in self._values:
+                self._values.move_to_end(key)
+                return self._values[key]
             generation = self._generation
-        row = self._source.memory(memory_id)
-        if row is not None:
+        value = self._load(key)
+        if value is not None or self._keeps_none:
             with self._lock:
                 if generation != self._generation:
-                    return row
-                self._rows[memory_id] = row
-                while len(self._rows) > MAX_CACHED_ROWS:
-                    self._rows.popitem(last=False)
-        return row
+                    return value
+                self._values[key] = value
+                while len(self._values) > self._most:
+                    self._values.popitem(last=False)
+        return value
 
     def on_commit(self, recorded: list[RecordedEvent]) -> None:
         with self._lock:
             self._generation += 1
             if not self._follower.observe(recorded):
-                self._rows.clear()
+                self._values.clear()
                 return
             for item in recorded:
-                memory_id = getattr(item.event, "memory_id", None)
-                if memory_id is not None:
-                    self._rows.pop(memory_id, None)
+                key = self._stale(item.event)
+                if key is not None:
+                    self._values.pop(key, None)
+
+    _keeps_none = False
+
+    def _stale(self, event: ev.DomainEvent) -> K | None:
+        raise NotImplementedError
+
+
+class MemoryRowCache(_ReadThrough[int, "Memory | None"]):
+    """Read-through cache of memory rows by id, invalidated by the events that change them."""
+
+    def __init__(self, source: WindowSource, last_position: Callable[[], int], *,
+                 follows: Follows | None = None) -> None:
+        super().__init__(source.memory, last_position, most=MAX_CACHED_ROWS, follows=follows)
+
+    def _stale(self, event: ev.DomainEvent) -> int | None:
+        memory_id: int | None = getattr(event, "memory_id", None)
+        return memory_id
+
+
+class PromptFileCache(_ReadThrough[tuple[str, str, str], "ResourceRevision | None"]):
+    """The current revision of each ``(agent_id, owner_id, name)`` prompt file (``None``: none
+    yet), read through; a revision or a rollback of that file drops it, an erasure drops all."""
+
+    _keeps_none = True
+
+    def __init__(self, source: RevisionSource, last_position: Callable[[], int], *,
+                 follows: Follows | None = None) -> None:
+        super().__init__(lambda key: source.resource_revision(*key), last_position, most=MAX_CACHED_FILES,
+                         follows=follows)
+
+    def revision(self, agent_id: str, owner_id: str, name: str) -> ResourceRevision | None:
+        return self.get((agent_id, owner_id, name))
+
+    def _stale(self, event: ev.DomainEvent) -> tuple[str, str, str] | None:
+        if isinstance(event, ev.ResourceRevised | ev.ResourceRolledBack):
+            return event.agent_id, event.owner_id, event.name
+        return None

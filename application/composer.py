@@ -104,10 +104,13 @@ def compose_openai(revision: RevisionReader, window: WindowReader, agent_id: str
                 out.append({"role": "user", "content": m.content, "name": speaker} if API_NAME.fullmatch(speaker)
                            else {"role": "user", "content": _prefixed_text(speaker, m.content)})
             else:
-                out.append({"role": m.role.value, "content": m.content})
+                out.append({"role": _TURN_ROLE[m.role], "content": m.content})
     else:
-        out += [{"role": m.role.value, "content": m.content} for m in rest]
+        out += [{"role": _TURN_ROLE[m.role], "content": m.content} for m in rest]
     return out
+
+
+_TURN_ROLE = {Role.USER: "user", Role.ASSISTANT: "assistant"}  # a plain turn's role as both APIs name it
 
 
 def _system_and_rest(

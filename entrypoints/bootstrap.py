@@ -29,7 +29,7 @@ from fermix_memory.adapters.tokens_tiktoken import TiktokenCounter
 from fermix_memory.application import commands as cmd_
 from fermix_memory.application.as_of import revision_as_of, window_as_of
 from fermix_memory.application.background import BackgroundWorker
-from fermix_memory.application.caches import ConversationStore, MemoryRowCache
+from fermix_memory.application.caches import ConversationStore, MemoryRowCache, PromptFileCache
 from fermix_memory.application.compaction import CompactionQueries, Compactor, GuessedWindow
 from fermix_memory.application.composer import (
     RevisionReader,
@@ -137,6 +137,7 @@ class App:
     audit: LogAudit
     conversations: ConversationStore
     rows: MemoryRowCache
+    prompt_revisions: PromptFileCache
     history: HistoryService
     memory: MemoryWriter
     tokens: TokenCounter
@@ -189,7 +190,7 @@ class App:
         window: WindowReader
         if as_of is None:
             self.prompt_files.welcome(cmd.agent_id, cmd.owner_id)  # the agent's rules, even before a first message
-            revision, window = self.queries.resource_revision, self.conversations.window
+            revision, window = self.prompt_revisions.revision, self.conversations.window
         else:
             moment, limit = as_of, self.settings.memory.max_conversation_history
             revision = lambda a, o, n: revision_as_of(self.store, a, o, n, moment)  # noqa: E731
@@ -347,6 +348,8 @@ def bootstrap(
         rows = MemoryRowCache(queries, storage.cache_position, follows=storage.cache_follows)
         store.add_commit_listener(conversations.on_commit)
         store.add_commit_listener(rows.on_commit)
+        prompt_revisions = PromptFileCache(queries, storage.cache_position, follows=storage.cache_follows)
+        store.add_commit_listener(prompt_revisions.on_commit)
         files = PromptFileFolder(home_path) if files is None else files
         prompt_files = PromptFiles(store, queries, files, tokens.count, clock)
         store.add_after_commit(prompt_files.on_commit)
@@ -374,7 +377,7 @@ def bootstrap(
         forgetting = Forgetting(store, storage.erasure, prompt_files, clock)
         return App(
             home=home_path, settings=settings, clock=clock, store=store, queries=queries, audit=storage.audit,
-            conversations=conversations, rows=rows, history=history,
+            conversations=conversations, rows=rows, prompt_revisions=prompt_revisions, history=history,
             memory=writer, tokens=tokens, prompt_files=prompt_files, reviewer=reviewer,
             rollback=ResourceRollback(store, queries, prompt_files, writer, clock),
             background=background, model_for=model_for,

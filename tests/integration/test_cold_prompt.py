@@ -128,3 +128,76 @@ def test_first_and_later_prompts_are_the_reference_prompt_for_every_kind_of_row(
                 say(memory, conversation, "user", "one more")  # the cached window takes the write
                 assert dumps(memory.compose_prompt(AGENT, "alice", conversation, system="You are Ada.",
                                                    style=style)) == reference(memory, conversation, style)
+
+
+def system_text(memory: MemorySystem, owner: str, conversation: str) -> str:
+    prompt = memory.compose_prompt(AGENT, owner, conversation)
+    return prompt[0]["content"] if prompt and prompt[0]["role"] == "system" else ""
+
+
+def everything(memory: MemorySystem, owner: str, conversation: str) -> str:
+    return dumps(memory.compose_prompt(AGENT, owner, conversation))
+
+
+def add_fact(memory: MemorySystem, owner: str, value: str) -> int:
+    [outcome] = memory.write_memory({"op": "add", "category": "interest", "key": value.lower(), "value": value},
+                                    agent_id=AGENT, owner_id=owner, trust="operator")
+    assert outcome.memory_id is not None
+    return outcome.memory_id
+
+
+def test_a_forget_leaves_no_erased_text_in_a_cached_window_or_prompt_file(tmp_path: Path) -> None:
+    with MemorySystem.open(tmp_path / "home") as memory:
+        say(memory, "tg:group", "user", "Alice says Quetzalcoatlus", owner="alice")
+        say(memory, "tg:group", "user", "Bob says Bobwombatfacts", owner="bob")
+        say(memory, "tg:secret", "user", "Bob whispers Obsidianorchid", owner="bob")
+        fact = add_fact(memory, "bob", "Marzipanmountain")
+        add_fact(memory, "bob", "Zebrafinchtea")
+        for conversation in ("tg:group", "tg:secret"):  # the windows and the prompt files are cached now
+            assert "Marzipanmountain" in everything(memory, "bob", conversation)
+        assert "Quetzalcoatlus" in everything(memory, "bob", "tg:group")
+        memory.forget_owner("alice")
+        assert "Quetzalcoatlus" not in everything(memory, "bob", "tg:group")
+        assert "Bobwombatfacts" in everything(memory, "bob", "tg:group")
+        memory.forget_memory(fact)
+        assert "Marzipanmountain" not in everything(memory, "bob", "tg:group")
+        assert "Zebrafinchtea" in system_text(memory, "bob", "tg:group")
+        memory.forget_conversation(AGENT, "tg:secret")
+        assert "Obsidianorchid" not in everything(memory, "bob", "tg:secret")
+        assert [m["role"] for m in memory.compose_prompt(AGENT, "bob", "tg:secret")] == ["system"]
+
+
+def test_every_write_reaches_a_cached_window_and_prompt_file(tmp_path: Path) -> None:
+    with MemorySystem.open(tmp_path / "home") as memory:
+        say(memory, "tg:1", "user", "first")
+        assert "Kestrelnest" not in system_text(memory, "alice", "tg:1")  # the window and files are cached
+        add_fact(memory, "alice", "Kestrelnest")
+        assert "Kestrelnest" in system_text(memory, "alice", "tg:1")
+        add_fact(memory, "alice", "Heronpond")
+        say(memory, "tg:1", "user", "second")
+        assert "Heronpond" in system_text(memory, "alice", "tg:1")
+        assert "second" in everything(memory, "alice", "tg:1")
+        [first] = [r for r in memory.resource_history("user_md", agent_id=AGENT, owner_id="alice")
+                   if "Kestrelnest" in r.content and "Heronpond" not in r.content]
+        memory.resource_rollback("user_md", first.revision, agent_id=AGENT, owner_id="alice")
+        assert "Heronpond" not in system_text(memory, "alice", "tg:1")
+        memory.retract_newest_message(agent_id=AGENT, owner_id="alice", conversation="tg:1")
+        assert "second" not in everything(memory, "alice", "tg:1")
+        memory.clear_window(AGENT, "tg:1", owner_id="alice")
+        say(memory, "tg:1", "user", "after the clear")
+        assert [m["content"] for m in memory.compose_prompt(AGENT, "alice", "tg:1")[1:]] == ["after the clear"]
+
+
+@pytest.mark.sqlite_only("on PostgreSQL another host's writes reach the caches through the change feed"
+                         " (test_postgres_store)")
+def test_a_write_by_another_process_reaches_a_cached_window_and_prompt_file(tmp_path: Path) -> None:
+    with MemorySystem.open(tmp_path / "home") as memory, MemorySystem.open(tmp_path / "home") as other:
+        say(memory, "tg:1", "user", "first")
+        assert system_text(memory, "alice", "tg:1") == system_text(other, "alice", "tg:1")  # both cache them
+        add_fact(other, "alice", "Heronpond")
+        say(other, "tg:1", "user", "second, from the other one")
+        assert "Heronpond" in system_text(memory, "alice", "tg:1")
+        assert "second, from the other one" in everything(memory, "alice", "tg:1")
+        other.forget_owner("alice")
+        assert everything(memory, "alice", "tg:1") == everything(other, "alice", "tg:1")
+        assert "Heronpond" not in everything(memory, "alice", "tg:1")
