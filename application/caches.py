@@ -104,8 +104,9 @@ class ConversationStore:
         state = self._source.conversation_state(agent_id, conversation)
         loaded = self._source.messages(agent_id, conversation, after_id=state.window_start_id, limit=self._max)
         # The checkpoint of a compaction stands for everything before it: it leads the window.
-        checkpoint = [m for m in loaded if m.id == state.checkpoint_message_id]
-        loaded = checkpoint + [m for m in loaded if m.id != state.checkpoint_message_id]
+        if state.checkpoint_message_id is not None:
+            checkpoint = [m for m in loaded if m.id == state.checkpoint_message_id]
+            loaded = checkpoint + [m for m in loaded if m.id != state.checkpoint_message_id]
         with self._lock:
             # A commit landed while loading: the load may be stale, so don't keep it.
             if generation != self._generation:

@@ -85,7 +85,7 @@ def compose_prompt(
     The files' content comes from their current revision in the log, so what the model sees
     is exactly what ``fermix resource show`` shows.
     """
-    system_text, rest = _system_and_rest(revision, window, agent_id, owner_id, conversation, system)
+    system_text, rest, _ = _system_and_rest(revision, window, agent_id, owner_id, conversation, system)
     return ComposedPrompt(system=system_text, turns=tuple(_turns(rest)))
 
 
@@ -94,41 +94,49 @@ def compose_openai(revision: RevisionReader, window: WindowReader, agent_id: str
     """``as_openai(compose_prompt(...))``, the same list, in one pass from the window's messages
     to the dicts when no message of it takes part in a tool call (the pairing of calls and
     results then has nothing to do; otherwise the turns are composed as above)."""
-    system_text, rest = _system_and_rest(revision, window, agent_id, owner_id, conversation, system)
-    if any(m.role is Role.TOOL or TOOL_CALLS_KEY in m.metadata for m in rest):
+    system_text, rest, paired = _system_and_rest(revision, window, agent_id, owner_id, conversation, system)
+    if paired:
         return as_openai(ComposedPrompt(system=system_text, turns=tuple(_turns(rest))))
-    out: list[dict[str, Any]] = [{"role": "system", "content": system_text}] if system_text else []
-    if len({_speaker(m) for m in rest if m.role is Role.USER} - {""}) > 1:  # ComposedPrompt.several_speakers
-        for m in rest:
-            if m.role is Role.USER and (speaker := _speaker(m)):
-                out.append({"role": "user", "content": m.content, "name": speaker} if API_NAME.fullmatch(speaker)
-                           else {"role": "user", "content": _prefixed_text(speaker, m.content)})
-            else:
-                out.append({"role": _TURN_ROLE[m.role], "content": m.content})
-    else:
-        out += [{"role": _TURN_ROLE[m.role], "content": m.content} for m in rest]
-    return out
-
-
-_TURN_ROLE = {Role.USER: "user", Role.ASSISTANT: "assistant"}  # a plain turn's role as both APIs name it
+    user = Role.USER
+    speakers: set[str] = set()
+    turns: list[dict[str, Any]] = []
+    for m in rest:  # a user's or an assistant's plain turn
+        if m.role is user:
+            speakers.add(m.sender or m.owner_id)
+            turns.append({"role": "user", "content": m.content})
+        else:
+            turns.append({"role": "assistant", "content": m.content})
+    speakers.discard("")
+    if len(speakers) > 1:  # ComposedPrompt.several_speakers: each user turn names its sender
+        for m, turn in zip(rest, turns, strict=True):
+            if m.role is user and (speaker := _speaker(m)):
+                if API_NAME.fullmatch(speaker):
+                    turn["name"] = speaker
+                else:
+                    turn["content"] = _prefixed_text(speaker, m.content)
+    return [{"role": "system", "content": system_text}, *turns] if system_text else turns
 
 
 def _system_and_rest(
     revision: RevisionReader, window: WindowReader, agent_id: str, owner_id: str, conversation: ConversationKey,
     system: str,
-) -> tuple[str, list[Message]]:
-    """The system text and the window's messages that become turns."""
+) -> tuple[str, list[Message], bool]:
+    """The system text, the window's messages that become turns, and whether any of those takes
+    part in a tool call (a tool result, or an assistant message recording calls)."""
     user = revision(agent_id, owner_id, "user_md")
     memory = revision(agent_id, owner_id, "memory_md")
     parts = [system.strip(), memory_context_block(user.content if user else "", memory.content if memory else "")]
     rest: list[Message] = []
+    paired = False
+    system_role, tool, assistant = Role.SYSTEM, Role.TOOL, Role.ASSISTANT
     for m in window(agent_id, conversation):
-        if m.role is Role.SYSTEM:
+        role = m.role
+        if role is system_role:
             if m.content.strip():
                 parts.append(system_part(m))
-        elif not (m.content.strip() or m.role is Role.TOOL or tool_calls_of(m.metadata)):
+        elif not (m.content.strip() or role is tool or tool_calls_of(m.metadata)):
             continue  # no API takes a turn without text
-        elif m.role is Role.ASSISTANT and not rest:  # an orphan reply: its question was compacted away
+        elif role is assistant and not rest:  # an orphan reply: its question was compacted away
             said = as_text(m.content, tool_calls_of(m.metadata))
             if parts[-1].endswith(_SUMMARY_TAIL):
                 parts[-1] = _with_reply(parts[-1], said)
@@ -136,7 +144,8 @@ def _system_and_rest(
                 parts.append(conversation_summary_block(f"- assistant: {said}"))
         else:
             rest.append(m)
-    return "\n\n".join(p for p in parts if p), rest
+            paired = paired or role is tool or TOOL_CALLS_KEY in m.metadata
+    return "\n\n".join(p for p in parts if p), rest, paired
 
 
 def system_part(m: Message) -> str:
