@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Generic, Protocol, TypeVar
 
 from fermix_memory.application.ports import ConversationState, RecordedEvent, ResourceRevision
+from fermix_memory.application.stored_messages import StoredItem, StoredRow, as_message, id_of, kind_of, order_of
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
@@ -30,9 +31,9 @@ V = TypeVar("V")
 class WindowSource(Protocol):
     def conversation_state(self, agent_id: str, conversation: ConversationKey) -> ConversationState: ...
 
-    def messages(
+    def stored_messages(
         self, agent_id: str, conversation: ConversationKey, *, after_id: int = 0, limit: int | None = None
-    ) -> list[Message]: ...
+    ) -> list[StoredRow]: ...
 
     def memory(self, memory_id: int) -> Memory | None: ...
 
@@ -78,8 +79,11 @@ class _LogFollower:
 class ConversationStore:
     """Recent window messages per ``(agent_id, conversation)``; write-through via commits.
 
-    ``max_history`` caps how many recent messages a window keeps (``None``: unbounded —
-    compaction, not a count, is the real bound).
+    A window is kept as the store read it (rows, ``application.stored_messages``) and each row is
+    made a ``Message`` the first time something asks for messages (:meth:`window`); a prompt of
+    plain turns is composed from the rows (:meth:`stored_window`). Messages committed later join
+    as messages. ``max_history`` caps how many recent messages a window keeps (``None``:
+    unbounded — compaction, not a count, is the real bound).
     """
 
     def __init__(self, source: WindowSource, last_position: Callable[[], int],
@@ -87,34 +91,51 @@ class ConversationStore:
         self._source = source
         self._max = max_history
         self._lock = threading.RLock()
-        self._windows: OrderedDict[tuple[str, ConversationKey], list[Message]] = OrderedDict()
+        self._windows: OrderedDict[tuple[str, ConversationKey], list[StoredItem]] = OrderedDict()
         self._follower = _LogFollower(last_position, follows)
         self._generation = 0
 
     def window(self, agent_id: str, conversation: ConversationKey) -> list[Message]:
         key = (agent_id, conversation)
+        items, generation = self._items(key)
+        if all(type(item) is not tuple for item in items):
+            return items  # type: ignore[return-value]
+        messages = [as_message(item, agent_id, conversation) for item in items]
+        with self._lock:
+            if generation == self._generation and key in self._windows:
+                self._windows[key] = list(messages)  # no commit since: the same window, as messages
+        return messages
+
+    def stored_window(self, agent_id: str, conversation: ConversationKey) -> list[StoredItem]:
+        """The window, each message as the row read or as a ``Message`` (``as_message`` makes one)."""
+        return self._items((agent_id, conversation))[0]
+
+    def _items(self, key: tuple[str, ConversationKey]) -> tuple[list[StoredItem], int]:
+        """A copy of the window of ``key`` (loaded and kept if not cached) and the generation it is of."""
         with self._lock:
             if not self._follower.fresh():
                 self._windows.clear()
             cached = self._windows.get(key)
             if cached is not None:
                 self._windows.move_to_end(key)
-                return list(cached)
+                return list(cached), self._generation
             generation = self._generation
+        agent_id, conversation = key
         state = self._source.conversation_state(agent_id, conversation)
-        loaded = self._source.messages(agent_id, conversation, after_id=state.window_start_id, limit=self._max)
+        loaded: list[StoredItem] = list(self._source.stored_messages(
+            agent_id, conversation, after_id=state.window_start_id, limit=self._max))
         # The checkpoint of a compaction stands for everything before it: it leads the window.
         if state.checkpoint_message_id is not None:
-            checkpoint = [m for m in loaded if m.id == state.checkpoint_message_id]
-            loaded = checkpoint + [m for m in loaded if m.id != state.checkpoint_message_id]
+            checkpoint = [m for m in loaded if id_of(m) == state.checkpoint_message_id]
+            loaded = checkpoint + [m for m in loaded if id_of(m) != state.checkpoint_message_id]
         with self._lock:
             # A commit landed while loading: the load may be stale, so don't keep it.
             if generation != self._generation:
-                return list(loaded)
+                return loaded, -1
             self._windows[key] = loaded
             while len(self._windows) > MAX_CACHED_CONVERSATIONS:
                 self._windows.popitem(last=False)
-        return list(loaded)
+        return list(loaded), generation
 
     def on_commit(self, recorded: list[RecordedEvent]) -> None:
         with self._lock:
@@ -132,15 +153,15 @@ class ConversationStore:
                     self._windows.pop((e.agent_id, e.conversation), None)
 
 
-    def _insert(self, window: list[Message], message: Message) -> None:
+    def _insert(self, window: list[StoredItem], message: Message) -> None:
         """Put ``message`` where a reload would: windows are ordered by ``(created_at, id)``
         (the checkpoint of a compaction stays first)."""
-        if any(m.id == message.id for m in window[-8:]):
+        if any(id_of(m) == message.id for m in window[-8:]):
             return  # a window loaded after this commit already holds it
-        head = 1 if window and window[0].kind == "checkpoint" else 0
+        head = 1 if window and kind_of(window[0]) == "checkpoint" else 0
         key = (message.created_at, message.id)
         index = len(window)
-        while index > head and (window[index - 1].created_at, window[index - 1].id) > key:
+        while index > head and order_of(window[index - 1]) > key:
             index -= 1
         if self._max is not None and len(window) >= self._max and index == head:
             return  # older than everything a capped window keeps

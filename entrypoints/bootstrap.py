@@ -33,6 +33,7 @@ from fermix_memory.application.caches import ConversationStore, MemoryRowCache, 
 from fermix_memory.application.compaction import CompactionQueries, Compactor, GuessedWindow
 from fermix_memory.application.composer import (
     RevisionReader,
+    StoredWindowReader,
     WindowReader,
     as_anthropic,
     compose_openai,
@@ -188,17 +189,19 @@ class App:
         prompt files and the window as they were, folded from the log and writing nothing (ADR-0033)."""
         revision: RevisionReader
         window: WindowReader
+        stored: StoredWindowReader
         if as_of is None:
             self.prompt_files.welcome(cmd.agent_id, cmd.owner_id)  # the agent's rules, even before a first message
             revision, window = self.prompt_revisions.revision, self.conversations.window
+            stored = self.conversations.stored_window
         else:
             moment, limit = as_of, self.settings.memory.max_conversation_history
             revision = lambda a, o, n: revision_as_of(self.store, a, o, n, moment)  # noqa: E731
-            window = lambda a, c: window_as_of(self.store, a, c, moment, limit)  # noqa: E731
+            window = stored = lambda a, c: window_as_of(self.store, a, c, moment, limit)
         if cmd.style is cmd_.Style.ANTHROPIC:
             return as_anthropic(compose_prompt(revision, window, cmd.agent_id, cmd.owner_id, cmd.conversation,
                                                system=cmd.system))
-        return compose_openai(revision, window, cmd.agent_id, cmd.owner_id, cmd.conversation, system=cmd.system)
+        return compose_openai(revision, stored, cmd.agent_id, cmd.owner_id, cmd.conversation, system=cmd.system)
 
     def dispatch_tool(self, cmd: cmd_.DispatchTool) -> dict[str, Any]:
         try:

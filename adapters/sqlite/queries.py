@@ -29,6 +29,7 @@ from fermix_memory.application.ports import (
     ResourceRevision,
     ReviewState,
 )
+from fermix_memory.application.stored_messages import StoredRow
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.scopes import MemoryFilter
@@ -129,6 +130,14 @@ class SqliteQueries(HistorySearch):
     def messages(
         self, agent_id: str, conversation: ConversationKey, *, after_id: int = 0, limit: int | None = None
     ) -> list[Message]:
+        return [conversation_message_from_row(r, agent_id, conversation)
+                for r in self.stored_messages(agent_id, conversation, after_id=after_id, limit=limit)]
+
+    def stored_messages(
+        self, agent_id: str, conversation: ConversationKey, *, after_id: int = 0, limit: int | None = None
+    ) -> list[StoredRow]:
+        """The conversation's messages after ``after_id`` as stored rows (``application.stored_messages``),
+        in window order (the newest ``limit`` of them when given)."""
         params: list[Any] = [
             agent_id,
             conversation.channel,
@@ -141,11 +150,10 @@ class SqliteQueries(HistorySearch):
             " AND thread_scope = ? AND id > ?"
         )
         if limit is None:
-            rows = self._rows(base + " ORDER BY created_at, id", params)
-        else:
-            rows = self._rows(base + " ORDER BY created_at DESC, id DESC LIMIT ?", [*params, max(0, limit)])
-            rows.reverse()
-        return [conversation_message_from_row(r, agent_id, conversation) for r in rows]
+            return self._rows(base + " ORDER BY created_at, id", params)
+        rows = self._rows(base + " ORDER BY created_at DESC, id DESC LIMIT ?", [*params, max(0, limit)])
+        rows.reverse()
+        return rows
 
     def iter_messages(self, *, agent_id: str | None = None, batch: int = 5_000) -> Iterator[Message]:
         """Every message in id order (for export), read in batches."""

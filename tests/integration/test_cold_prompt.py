@@ -75,8 +75,8 @@ def fill(memory: MemorySystem) -> list[str]:
     return ["tg:plain", "tg:senders", "tg:tools", "tg:notes", "tg:retracted", "tg:cleared", "tg:compacted"]
 
 
-def reference(memory: MemorySystem, conversation: str, style: str) -> str:
-    """The prompt composed from the log's messages, each built by the ``Message`` constructor
+def constructed_window(memory: MemorySystem, conversation: str) -> list[Message]:
+    """The window from the log's messages, each built by the ``Message`` constructor
     (``MessageAppended.message``), the checkpoint first: no row of the store is read."""
     key = conversation_key(conversation)
     state = memory.conversation_state(agent_id=AGENT, conversation=conversation)
@@ -89,8 +89,14 @@ def reference(memory: MemorySystem, conversation: str, style: str) -> str:
             retracted.add(e.message_id)
     built = sorted((m for m in appended if m.id > state.window_start_id and m.id not in retracted),
                    key=lambda m: (m.created_at, m.id))
-    window = ([m for m in built if m.id == state.checkpoint_message_id]
-              + [m for m in built if m.id != state.checkpoint_message_id])
+    return ([m for m in built if m.id == state.checkpoint_message_id]
+            + [m for m in built if m.id != state.checkpoint_message_id])
+
+
+def reference(memory: MemorySystem, conversation: str, style: str) -> str:
+    """The prompt composed from :func:`constructed_window`."""
+    key = conversation_key(conversation)
+    window = constructed_window(memory, conversation)
 
     def revision(agent_id: str, owner_id: str, name: str) -> ResourceRevision | None:
         return next((r for r in memory.resources(agent_id=agent_id, owner_id=owner_id) if r.name == name), None)
@@ -125,6 +131,9 @@ def test_first_and_later_prompts_are_the_reference_prompt_for_every_kind_of_row(
                 expected = reference(memory, conversation, style)
                 assert cold == expected, conversation
                 assert warm == expected, conversation
+                assert memory.history(AGENT, conversation) == constructed_window(memory, conversation)
+                assert dumps(memory.compose_prompt(AGENT, "alice", conversation, system="You are Ada.",
+                                                   style=style)) == expected  # from the messages now
                 say(memory, conversation, "user", "one more")  # the cached window takes the write
                 assert dumps(memory.compose_prompt(AGENT, "alice", conversation, system="You are Ada.",
                                                    style=style)) == reference(memory, conversation, style)
@@ -201,3 +210,23 @@ def test_a_write_by_another_process_reaches_a_cached_window_and_prompt_file(tmp_
         other.forget_owner("alice")
         assert everything(memory, "alice", "tg:1") == everything(other, "alice", "tg:1")
         assert "Heronpond" not in everything(memory, "alice", "tg:1")
+
+
+def test_a_capped_window_read_as_rows_takes_writes_as_a_reload_would(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text("[fermix_core.memory]\nmax_conversation_history = 5\n", encoding="utf-8")
+    with MemorySystem.open(home) as memory:
+        for i in range(8):
+            user = i % 2 == 0
+            say(memory, "tg:capped", "user" if user else "assistant", f"turn {i}", sender=None if user else AGENT)
+    with MemorySystem.open(home) as memory:
+        cold = memory.compose_prompt(AGENT, "alice", "tg:capped")  # the five newest, kept as rows
+        assert [m["content"] for m in cold[1:]] == ["turn 4", "turn 5", "turn 6", "turn 7"]  # turn 3: an orphan
+        say(memory, "tg:capped", "user", "turn 8")
+        after = dumps(memory.compose_prompt(AGENT, "alice", "tg:capped"))
+        history = memory.history(AGENT, "tg:capped")
+    with MemorySystem.open(home) as reopened:
+        assert after == dumps(reopened.compose_prompt(AGENT, "alice", "tg:capped"))
+        assert history == reopened.history(AGENT, "tg:capped")
+        assert [m.content for m in history] == ["turn 4", "turn 5", "turn 6", "turn 7", "turn 8"]

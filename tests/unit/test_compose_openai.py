@@ -1,6 +1,7 @@
 """``compose_openai`` is ``as_openai(compose_prompt(...))`` byte for byte: the one-pass path taken
 when no message of the window takes part in a tool call gives the same dicts, with their keys in
-the same order, as composing the turns, for every kind of message a window can hold."""
+the same order, as composing the turns, for every kind of message a window can hold, whether the
+window holds messages, the rows the store read, or both."""
 
 from __future__ import annotations
 
@@ -58,9 +59,21 @@ def compose_both(window: list[Message], system: str, files: tuple[str, str]) -> 
     def read(agent_id: str, conversation: ConversationKey) -> list[Message]:
         return list(window)
 
-    fast = compose_openai(revision, read, "ada", "alice", KEY, system=system)
-    reference = as_openai(compose_prompt(revision, read, "ada", "alice", KEY, system=system))
-    return json.dumps(fast, ensure_ascii=False), json.dumps(reference, ensure_ascii=False)
+    reference = json.dumps(as_openai(compose_prompt(revision, read, "ada", "alice", KEY, system=system)),
+                           ensure_ascii=False)
+    # The window as messages, as the rows the store read, and both (a cached window after a write).
+    for stored in (list(window), [row(m) for m in window], [row(m) if m.id % 2 else m for m in window]):
+        fast = json.dumps(compose_openai(revision, lambda a, c, w=stored: w, "ada", "alice", KEY, system=system),
+                          ensure_ascii=False)
+        if fast != reference:
+            return fast, reference
+    return reference, reference
+
+
+def row(m: Message) -> tuple[object, ...]:
+    """The row the store holds for ``m`` (``application.stored_messages``)."""
+    return (m.id, m.owner_id, m.sender, m.role.value, m.kind, m.content, json.dumps(m.metadata) if m.metadata else "{}",
+            m.created_at.isoformat(), m.trust.value)
 
 
 def test_every_kind_of_message_alone_and_after_a_question() -> None:
