@@ -14,7 +14,15 @@ from collections.abc import Callable, Sequence
 from typing import Generic, Protocol, TypeVar
 
 from fermix_memory.application.ports import ConversationState, RecordedEvent, ResourceRevision
-from fermix_memory.application.stored_messages import StoredItem, StoredRow, as_message, id_of, kind_of, order_of
+from fermix_memory.application.stored_messages import (
+    StoredItem,
+    StoredRow,
+    as_message,
+    id_of,
+    is_plain,
+    kind_of,
+    order_of,
+)
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
@@ -97,18 +105,25 @@ class ConversationStore:
 
     def window(self, agent_id: str, conversation: ConversationKey) -> list[Message]:
         key = (agent_id, conversation)
+        return self._messages(key, *self._items(key))
+
+    def stored_window(self, agent_id: str, conversation: ConversationKey) -> Sequence[StoredItem]:
+        """The window, each message as a ``Message`` or, when it is a plain row (``is_plain``), maybe
+        as the row read. A window with any other row is made messages once, and kept so."""
+        key = (agent_id, conversation)
         items, generation = self._items(key)
+        if all(type(item) is not tuple or is_plain(item) for item in items):
+            return items
+        return self._messages(key, items, generation)
+
+    def _messages(self, key: tuple[str, ConversationKey], items: list[StoredItem], generation: int) -> list[Message]:
         if all(type(item) is not tuple for item in items):
             return items  # type: ignore[return-value]
-        messages = [as_message(item, agent_id, conversation) for item in items]
+        messages = [as_message(item, *key) for item in items]
         with self._lock:
             if generation == self._generation and key in self._windows:
                 self._windows[key] = list(messages)  # no commit since: the same window, as messages
         return messages
-
-    def stored_window(self, agent_id: str, conversation: ConversationKey) -> list[StoredItem]:
-        """The window, each message as the row read or as a ``Message`` (``as_message`` makes one)."""
-        return self._items((agent_id, conversation))[0]
 
     def _items(self, key: tuple[str, ConversationKey]) -> tuple[list[StoredItem], int]:
         """A copy of the window of ``key`` (loaded and kept if not cached) and the generation it is of."""

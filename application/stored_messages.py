@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from fermix_memory.domain.messages import Message
+from fermix_memory.domain.tool_calls import TOOL_CALL_ID_KEY, TOOL_CALLS_KEY
 from fermix_memory.domain.values import ConversationKey, Role, Trust
 
 STORED_MESSAGE_FIELDS: tuple[str, ...] = ("id", "owner_id", "sender", "role", "kind", "content", "metadata_json",
@@ -59,8 +60,15 @@ def as_message(item: StoredItem, agent_id: str, conversation: ConversationKey) -
 
 
 def is_plain(row: StoredRow) -> bool:
-    """A user's or an assistant's message with no metadata: no tool call, no result, no note."""
-    return bool(row[6] == "{}" and (row[3] == "user" or row[3] == "assistant"))
+    """A user's or an assistant's message that records no tool call and answers none: its
+    metadata, as the store wrote it (``json.dumps``, which never escapes a letter), does not even
+    hold the text ``tool_call`` (so it has neither ``tool_calls`` nor ``tool_call_id``)."""
+    return bool((row[3] == "user" or row[3] == "assistant") and (row[6] == "{}" or _TOOL_KEYS not in row[6]))
+
+
+_TOOL_KEYS = "tool_call"  # the common start of TOOL_CALLS_KEY and TOOL_CALL_ID_KEY
+if not (TOOL_CALLS_KEY.startswith(_TOOL_KEYS) and TOOL_CALL_ID_KEY.startswith(_TOOL_KEYS)):
+    raise RuntimeError("is_plain must look for every tool key")  # pragma: no cover - caught at import
 
 
 def id_of(item: StoredItem) -> int:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 from fermix_memory.application.composer import as_openai, compose_openai, compose_prompt
 from fermix_memory.application.ports import ResourceRevision
+from fermix_memory.application.stored_messages import is_plain
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import ConversationKey, Role, Trust
 
@@ -47,6 +48,8 @@ KINDS: list[tuple[Role, str, dict[str, object]]] = [
     (Role.SYSTEM, "a guest's note", {"sender": "guest"}),
     (Role.SYSTEM, "- user: we spoke of boats", {"sender": "compactor", "kind": "checkpoint"}),
     (Role.USER, "other metadata", {"metadata": {"café": "中文 🚀"}}),
+    (Role.ASSISTANT, "an imported reply", {"sender": "ada", "metadata": {"import_key": "k1"}}),
+    (Role.ASSISTANT, "a note naming tool_calls", {"sender": "ada", "metadata": {"note": "no tool_calls here"}}),
 ]
 
 
@@ -72,8 +75,9 @@ def compose_both(window: list[Message], system: str, files: tuple[str, str]) -> 
 
 def row(m: Message) -> tuple[object, ...]:
     """The row the store holds for ``m`` (``application.stored_messages``)."""
-    return (m.id, m.owner_id, m.sender, m.role.value, m.kind, m.content, json.dumps(m.metadata) if m.metadata else "{}",
-            m.created_at.isoformat(), m.trust.value)
+    metadata = json.dumps(m.metadata, sort_keys=True, separators=(",", ":"), ensure_ascii=False) if m.metadata else "{}"
+    return (m.id, m.owner_id, m.sender, m.role.value, m.kind, m.content, metadata, m.created_at.isoformat(),
+            m.trust.value)
 
 
 def test_every_kind_of_message_alone_and_after_a_question() -> None:
@@ -95,3 +99,16 @@ def test_random_windows_of_every_kind_compose_byte_for_byte_alike() -> None:
         files = rng.choice([("", ""), ("- lives in Paris", ""), ("- lives in Paris", "- likes tea")])
         fast, reference = compose_both(window, system, files)
         assert fast == reference, window
+
+
+def test_a_row_is_plain_only_when_its_metadata_cannot_name_a_tool_key() -> None:
+    def stored(role: Role, metadata: dict[str, object]) -> tuple[object, ...]:
+        return row(message(1, role, "text", metadata=metadata))
+
+    assert is_plain(stored(Role.USER, {})) and is_plain(stored(Role.ASSISTANT, {"import_key": "k1"}))
+    assert is_plain(stored(Role.USER, {"café": "中文 🚀"}))
+    assert not is_plain(stored(Role.ASSISTANT, {"tool_calls": [CALL]}))
+    assert not is_plain(stored(Role.ASSISTANT, {"tool_calls": []}))
+    assert not is_plain(stored(Role.TOOL, {"tool_call_id": "call_1"}))
+    assert not is_plain(stored(Role.ASSISTANT, {"note": "no tool_calls here"}))  # only ever too careful
+    assert not is_plain(stored(Role.SYSTEM, {})) and not is_plain(stored(Role.TOOL, {}))
