@@ -130,6 +130,7 @@ class ConversationStore:
         with self._lock:
             if not self._follower.fresh():
                 self._windows.clear()
+                self._generation += 1  # what was read before this is not kept
             cached = self._windows.get(key)
             if cached is not None:
                 self._windows.move_to_end(key)
@@ -203,6 +204,7 @@ class _ReadThrough(Generic[K, V]):
         with self._lock:
             if not self._follower.fresh():
                 self._values.clear()
+                self._generation += 1  # what was read before this is not kept
             if key in self._values:
                 self._values.move_to_end(key)
                 return self._values[key]
