@@ -26,6 +26,7 @@ from typing import Any
 import attrs
 
 from fermix_memory.application.ports import ResourceRevision
+from fermix_memory.application.stored_messages import StoredItem, as_message, is_plain, message_of
 from fermix_memory.domain.checkpoint import is_checkpoint
 from fermix_memory.domain.fence import (
     SUMMARY_CLOSE_TAG,
@@ -36,11 +37,12 @@ from fermix_memory.domain.fence import (
     memory_context_block,
 )
 from fermix_memory.domain.messages import Message
-from fermix_memory.domain.tool_calls import ToolCall, as_text, tool_call_id_of, tool_calls_of
+from fermix_memory.domain.tool_calls import TOOL_CALLS_KEY, ToolCall, as_text, tool_call_id_of, tool_calls_of
 from fermix_memory.domain.values import ConversationKey, Role, Trust
 
 RevisionReader = Callable[[str, str, str], ResourceRevision | None]
 WindowReader = Callable[[str, ConversationKey], list[Message]]
+StoredWindowReader = Callable[[str, ConversationKey], Sequence[StoredItem]]  # messages, or rows as read
 
 # What both APIs accept as a message ``name`` (OpenAI) and a tool's name.
 API_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -85,17 +87,79 @@ def compose_prompt(
     The files' content comes from their current revision in the log, so what the model sees
     is exactly what ``fermix resource show`` shows.
     """
+    system_text, rest, _ = _system_and_rest(revision, window, agent_id, owner_id, conversation, system)
+    return ComposedPrompt(system=system_text, turns=tuple(_turns([as_message(m, agent_id, conversation)
+                                                                  for m in rest])))
+
+
+def compose_openai(revision: RevisionReader, window: StoredWindowReader, agent_id: str, owner_id: str,
+                   conversation: ConversationKey, *, system: str = "") -> list[dict[str, Any]]:
+    """``as_openai(compose_prompt(...))``, the same list, from a window whose messages may still be
+    the rows the store read (``application.stored_messages``). When no message of it takes part
+    in a tool call, the pairing of calls and results has nothing to do: the dicts are built in
+    one pass, a plain row's straight from the row; otherwise the turns are composed as above."""
+    system_text, rest, paired = _system_and_rest(revision, window, agent_id, owner_id, conversation, system)
+    if paired:
+        return as_openai(ComposedPrompt(system=system_text, turns=tuple(_turns(
+            [as_message(m, agent_id, conversation) for m in rest]))))
+    user = Role.USER
+    speakers: set[str] = set()
+    turns: list[dict[str, Any]] = []
+    for m in rest:  # a user's or an assistant's plain turn
+        if type(m) is tuple:
+            if m[3] == "user":
+                speakers.add(m[2] or m[1])  # the sender, else the owner
+                turns.append({"role": "user", "content": m[5]})
+            else:
+                turns.append({"role": "assistant", "content": m[5]})
+        elif m.role is user:  # type: ignore[union-attr]
+            speakers.add(m.sender or m.owner_id)  # type: ignore[union-attr]
+            turns.append({"role": "user", "content": m.content})  # type: ignore[union-attr]
+        else:
+            turns.append({"role": "assistant", "content": m.content})  # type: ignore[union-attr]
+    speakers.discard("")
+    if len(speakers) > 1:  # ComposedPrompt.several_speakers: each user turn names its sender
+        for item, turn in zip(rest, turns, strict=True):
+            m = as_message(item, agent_id, conversation)
+            if m.role is user and (speaker := _speaker(m)):
+                if API_NAME.fullmatch(speaker):
+                    turn["name"] = speaker
+                else:
+                    turn["content"] = _prefixed_text(speaker, m.content)
+    return [{"role": "system", "content": system_text}, *turns] if system_text else turns
+
+
+def _system_and_rest(
+    revision: RevisionReader, window: StoredWindowReader, agent_id: str, owner_id: str,
+    conversation: ConversationKey, system: str,
+) -> tuple[str, list[StoredItem], bool]:
+    """The system text, the window's messages that become turns (a plain row stays a row), and
+    whether any of those takes part in a tool call (a tool result, or an assistant message
+    recording calls)."""
     user = revision(agent_id, owner_id, "user_md")
     memory = revision(agent_id, owner_id, "memory_md")
     parts = [system.strip(), memory_context_block(user.content if user else "", memory.content if memory else "")]
-    rest: list[Message] = []
-    for m in window(agent_id, conversation):
-        if m.role is Role.SYSTEM:
+    rest: list[StoredItem] = []
+    paired = False
+    system_role, tool, assistant = Role.SYSTEM, Role.TOOL, Role.ASSISTANT
+    for item in window(agent_id, conversation):
+        if type(item) is tuple:
+            if is_plain(item):
+                if not item[5].strip():
+                    continue  # no API takes a turn without text
+                if rest or item[3] == "user":  # not an orphan reply
+                    rest.append(item)
+                    continue
+            m = message_of(item, agent_id, conversation)
+        else:
+            m = item  # type: ignore[assignment]
+        role = m.role
+        if role is system_role:
             if m.content.strip():
                 parts.append(system_part(m))
-        elif not (m.content.strip() or m.role is Role.TOOL or tool_calls_of(m.metadata)):
+        elif not (m.content.strip() or role is tool or tool_calls_of(m.metadata)):
             continue  # no API takes a turn without text
-        elif m.role is Role.ASSISTANT and not rest:  # an orphan reply: its question was compacted away
+        elif role is assistant and not rest:  # an orphan reply: its question was compacted away
             said = as_text(m.content, tool_calls_of(m.metadata))
             if parts[-1].endswith(_SUMMARY_TAIL):
                 parts[-1] = _with_reply(parts[-1], said)
@@ -103,7 +167,8 @@ def compose_prompt(
                 parts.append(conversation_summary_block(f"- assistant: {said}"))
         else:
             rest.append(m)
-    return ComposedPrompt(system="\n\n".join(p for p in parts if p), turns=tuple(_turns(rest)))
+            paired = paired or role is tool or TOOL_CALLS_KEY in m.metadata
+    return "\n\n".join(p for p in parts if p), rest, paired
 
 
 def system_part(m: Message) -> str:
@@ -186,8 +251,12 @@ def _only_calls(m: Message) -> bool:
 
 
 def _prefixed(turn: PromptTurn) -> str:
-    who = turn.speaker.replace("[", "(").replace("]", ")")
-    return f"[{who}] {turn.content}"
+    return _prefixed_text(turn.speaker, turn.content)
+
+
+def _prefixed_text(speaker: str, content: str) -> str:
+    who = speaker.replace("[", "(").replace("]", ")")
+    return f"[{who}] {content}"
 
 
 def as_openai(prompt: ComposedPrompt) -> list[dict[str, Any]]:

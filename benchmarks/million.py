@@ -16,7 +16,8 @@ its raw counterpart measured in the same run:
   ``MATCH`` + ``WHERE`` on agent/owner/conversation (what a bare schema costs);
 * **compose_prompt**, cold (the first call for each of many conversations after opening) and
   warm (the same conversation again), beside a raw read of the same window (the conversation's
-  state row and its messages, plain apsw on the same file);
+  state row and the columns of its messages a host needs to build the same request, plain apsw on
+  the same file: ``turn_hooks.RAW_WINDOW``);
 * **before_turn** and **after_turn** when nothing is due (SPEC §13: < 1 ms), beside a raw read
   of the conversation's state row;
 * **bytes per message**: the home's database (log + projections + indexes) over the raw one;

@@ -7,7 +7,9 @@ timed many times; beside them, in the same run, one durable ``append_message`` a
 
 Cold ``compose_prompt``: the first call for each of many conversations (nothing of them cached),
 beside, alternating in the same run, the raw read of the same window (the conversation's state row
-and its messages, the same columns, plain apsw on the same file): the ratio is ours / raw.
+and the columns of its messages a host needs to build the same request, plain apsw on the same
+file): the ratio is ours / raw. Both have read the owner's prompt files once before (ours keeps
+the current revisions; a host would too).
 
 Run from the repository root::
 
@@ -30,7 +32,6 @@ from pathlib import Path
 import apsw
 
 from fermix_memory import MemorySystem
-from fermix_memory.adapters.sqlite.rows import MESSAGE_COLUMNS
 
 AGENT, OWNER, CONVERSATION = "ada", "alice", "telegram:1"
 RUNS = 2_000
@@ -48,7 +49,11 @@ def timed(action: Callable[[], object], runs: int = RUNS) -> dict[str, float]:
 
 RAW_STATE = ("SELECT window_start_id, checkpoint_message_id FROM conversation_state"
              " WHERE agent_id = ? AND channel = ? AND chat_id = ? AND thread_scope = ?")
-RAW_WINDOW = (f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE agent_id = ? AND channel = ? AND chat_id = ?"
+# What a host needs of each message of the window to build the same request: who wrote it (the
+# sender, else the owner), the role, the text, the tool calls and call ids (metadata), whether it is
+# a checkpoint (kind) or an operator's note (trust), and the id (the checkpoint leads the window).
+RAW_COLUMNS = "id, owner_id, sender, role, kind, content, metadata_json, trust"
+RAW_WINDOW = (f"SELECT {RAW_COLUMNS} FROM messages WHERE agent_id = ? AND channel = ? AND chat_id = ?"
               " AND thread_scope = ? AND id > ? ORDER BY created_at, id")
 
 

@@ -29,9 +29,16 @@ from fermix_memory.adapters.tokens_tiktoken import TiktokenCounter
 from fermix_memory.application import commands as cmd_
 from fermix_memory.application.as_of import revision_as_of, window_as_of
 from fermix_memory.application.background import BackgroundWorker
-from fermix_memory.application.caches import ConversationStore, MemoryRowCache
+from fermix_memory.application.caches import ConversationStore, MemoryRowCache, PromptFileCache
 from fermix_memory.application.compaction import CompactionQueries, Compactor, GuessedWindow
-from fermix_memory.application.composer import as_anthropic, as_openai, compose_prompt
+from fermix_memory.application.composer import (
+    RevisionReader,
+    StoredWindowReader,
+    WindowReader,
+    as_anthropic,
+    compose_openai,
+    compose_prompt,
+)
 from fermix_memory.application.errors import ConfigError, HomeNotFound, ProviderKeyMissing, StorageError
 from fermix_memory.application.explain import ExplainQueries
 from fermix_memory.application.forget import Forgetting
@@ -131,6 +138,7 @@ class App:
     audit: LogAudit
     conversations: ConversationStore
     rows: MemoryRowCache
+    prompt_revisions: PromptFileCache
     history: HistoryService
     memory: MemoryWriter
     tokens: TokenCounter
@@ -179,17 +187,21 @@ class App:
                        ) -> list[dict[str, Any]] | tuple[str, list[dict[str, Any]]]:
         """The prompt of a turn now, or, at a past moment ``as_of``, the prompt composed then: the
         prompt files and the window as they were, folded from the log and writing nothing (ADR-0033)."""
+        revision: RevisionReader
+        window: WindowReader
+        stored: StoredWindowReader
         if as_of is None:
             self.prompt_files.welcome(cmd.agent_id, cmd.owner_id)  # the agent's rules, even before a first message
-            messages = compose_prompt(lambda a, o, n: self.queries.resource_revision(a, o, n),
-                                      self.conversations.window, cmd.agent_id, cmd.owner_id, cmd.conversation,
-                                      system=cmd.system)
+            revision, window = self.prompt_revisions.revision, self.conversations.window
+            stored = self.conversations.stored_window
         else:
             moment, limit = as_of, self.settings.memory.max_conversation_history
-            messages = compose_prompt(lambda a, o, n: revision_as_of(self.store, a, o, n, moment),
-                                      lambda a, c: window_as_of(self.store, a, c, moment, limit),
-                                      cmd.agent_id, cmd.owner_id, cmd.conversation, system=cmd.system)
-        return as_anthropic(messages) if cmd.style is cmd_.Style.ANTHROPIC else as_openai(messages)
+            revision = lambda a, o, n: revision_as_of(self.store, a, o, n, moment)  # noqa: E731
+            window = stored = lambda a, c: window_as_of(self.store, a, c, moment, limit)
+        if cmd.style is cmd_.Style.ANTHROPIC:
+            return as_anthropic(compose_prompt(revision, window, cmd.agent_id, cmd.owner_id, cmd.conversation,
+                                               system=cmd.system))
+        return compose_openai(revision, stored, cmd.agent_id, cmd.owner_id, cmd.conversation, system=cmd.system)
 
     def dispatch_tool(self, cmd: cmd_.DispatchTool) -> dict[str, Any]:
         try:
@@ -339,6 +351,8 @@ def bootstrap(
         rows = MemoryRowCache(queries, storage.cache_position, follows=storage.cache_follows)
         store.add_commit_listener(conversations.on_commit)
         store.add_commit_listener(rows.on_commit)
+        prompt_revisions = PromptFileCache(queries, storage.cache_position, follows=storage.cache_follows)
+        store.add_commit_listener(prompt_revisions.on_commit)
         files = PromptFileFolder(home_path) if files is None else files
         prompt_files = PromptFiles(store, queries, files, tokens.count, clock)
         store.add_after_commit(prompt_files.on_commit)
@@ -366,7 +380,7 @@ def bootstrap(
         forgetting = Forgetting(store, storage.erasure, prompt_files, clock)
         return App(
             home=home_path, settings=settings, clock=clock, store=store, queries=queries, audit=storage.audit,
-            conversations=conversations, rows=rows, history=history,
+            conversations=conversations, rows=rows, prompt_revisions=prompt_revisions, history=history,
             memory=writer, tokens=tokens, prompt_files=prompt_files, reviewer=reviewer,
             rollback=ResourceRollback(store, queries, prompt_files, writer, clock),
             background=background, model_for=model_for,

@@ -10,10 +10,12 @@ from fermix_memory.adapters.sqlite.fts_query import match_expression
 from fermix_memory.adapters.sqlite.history_search import HistorySearch
 from fermix_memory.adapters.sqlite.read_side import clamp_limit
 from fermix_memory.adapters.sqlite.rows import (
+    CONVERSATION_MESSAGE_COLUMNS,
     MEMORY_COLUMNS,
     MESSAGE_COLUMNS,
     REVIEW_STATE_SQL,
     WINDOW_COLUMNS,
+    conversation_message_from_row,
     memory_columns,
     memory_from_row,
     message_from_row,
@@ -27,6 +29,7 @@ from fermix_memory.application.ports import (
     ResourceRevision,
     ReviewState,
 )
+from fermix_memory.application.stored_messages import StoredRow
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.scopes import MemoryFilter
@@ -127,6 +130,14 @@ class SqliteQueries(HistorySearch):
     def messages(
         self, agent_id: str, conversation: ConversationKey, *, after_id: int = 0, limit: int | None = None
     ) -> list[Message]:
+        return [conversation_message_from_row(r, agent_id, conversation)
+                for r in self.stored_messages(agent_id, conversation, after_id=after_id, limit=limit)]
+
+    def stored_messages(
+        self, agent_id: str, conversation: ConversationKey, *, after_id: int = 0, limit: int | None = None
+    ) -> list[StoredRow]:
+        """The conversation's messages after ``after_id`` as stored rows (``application.stored_messages``),
+        in window order (the newest ``limit`` of them when given)."""
         params: list[Any] = [
             agent_id,
             conversation.channel,
@@ -135,15 +146,14 @@ class SqliteQueries(HistorySearch):
             after_id,
         ]
         base = (
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE agent_id = ? AND channel = ? AND chat_id = ?"
+            f"SELECT {CONVERSATION_MESSAGE_COLUMNS} FROM messages WHERE agent_id = ? AND channel = ? AND chat_id = ?"
             " AND thread_scope = ? AND id > ?"
         )
         if limit is None:
-            rows = self._rows(base + " ORDER BY created_at, id", params)
-        else:
-            rows = self._rows(base + " ORDER BY created_at DESC, id DESC LIMIT ?", [*params, max(0, limit)])
-            rows.reverse()
-        return [message_from_row(r) for r in rows]
+            return self._rows(base + " ORDER BY created_at, id", params)
+        rows = self._rows(base + " ORDER BY created_at DESC, id DESC LIMIT ?", [*params, max(0, limit)])
+        rows.reverse()
+        return rows
 
     def iter_messages(self, *, agent_id: str | None = None, batch: int = 5_000) -> Iterator[Message]:
         """Every message in id order (for export), read in batches."""
@@ -238,12 +248,12 @@ class SqliteQueries(HistorySearch):
                             limit: int) -> list[Message]:
         """The owner's user-sent messages after ``after_id``, oldest first (at most ``limit``)."""
         rows = self._rows(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE agent_id = ? AND channel = ? AND chat_id = ?"
+            f"SELECT {CONVERSATION_MESSAGE_COLUMNS} FROM messages WHERE agent_id = ? AND channel = ? AND chat_id = ?"
             " AND thread_scope = ? AND owner_id = ? AND role = 'user' AND id > ? ORDER BY id LIMIT ?",
             (agent_id, conversation.channel, conversation.chat_id, conversation.thread_scope, owner_id, after_id,
              max(0, limit)),
         )
-        return [message_from_row(r) for r in rows]
+        return [conversation_message_from_row(r, agent_id, conversation) for r in rows]
 
     def conversations_with_unreviewed(self, *, agent_id: str | None = None, owner_id: str | None = None,
                                       conversation: ConversationKey | None = None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -11,9 +10,10 @@ import attrs
 
 from fermix_memory.application.message_input import known_conversation_key
 from fermix_memory.application.ports import ConversationState, ReviewState
+from fermix_memory.application.stored_messages import STORED_MESSAGE_FIELDS, message_of
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
-from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, Role, ScopeType, Trust
+from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, ScopeType
 
 # The columns of a memory row are the fields of ``Memory``, named once (here, by the class).
 MEMORY_FIELDS: tuple[str, ...] = tuple(field.name for field in attrs.fields(Memory))
@@ -61,37 +61,19 @@ def memory_from_row(row: Sequence[Any]) -> Memory:
     return Memory(**values)
 
 
-_ROLES = {role.value: role for role in Role}
-_TRUSTS = {trust.value: trust for trust in Trust}
-
-# ``Message`` has no validators or converters, and a stored row only holds what a ``Message``
-# held when it was written: a row becomes a ``Message`` through its slots, without the keyword
-# call of the generated ``__init__`` (a window of a few hundred rows is read per cold prompt).
-_SLOTS = ("id", "agent_id", "owner_id", "conversation", "sender", "role", "kind", "content", "metadata",
-          "created_at", "trust")
-if set(_SLOTS) != {field.name for field in attrs.fields(Message)}:  # pragma: no cover - caught at import
-    raise RuntimeError("message_from_row must set every field of Message")
-(_set_id, _set_agent, _set_owner, _set_conversation, _set_sender, _set_role, _set_kind, _set_content, _set_metadata,
- _set_created_at, _set_trust) = (Message.__dict__[name].__set__ for name in _SLOTS)
-_new_message = object.__new__
-
-
 def message_from_row(row: Sequence[Any]) -> Message:
     """A ``Message`` from the :data:`MESSAGE_COLUMNS` of one stored row (equal to one built by
     ``Message(...)`` from the same values)."""
-    m = _new_message(Message)
-    _set_id(m, row[0])
-    _set_agent(m, row[1])
-    _set_owner(m, row[2])
-    _set_conversation(m, known_conversation_key(row[3], row[4], row[5]))
-    _set_sender(m, row[6])
-    _set_role(m, _ROLES.get(row[7]) or Role(row[7]))
-    _set_kind(m, row[8])
-    _set_content(m, row[9])
-    _set_metadata(m, json.loads(row[10]) if row[10] != "{}" else {})
-    _set_created_at(m, datetime.fromisoformat(row[11]))
-    _set_trust(m, _TRUSTS.get(row[12]) or Trust(row[12]))
-    return m
+    return message_of((row[0], row[2], *row[6:]), row[1], known_conversation_key(*row[3:6]))
+
+
+# A conversation's messages are read by its key: their rows need not repeat the agent and the
+# conversation (``application.stored_messages``).
+CONVERSATION_MESSAGE_FIELDS = STORED_MESSAGE_FIELDS
+CONVERSATION_MESSAGE_COLUMNS = ", ".join(CONVERSATION_MESSAGE_FIELDS)
+conversation_message_from_row = message_of
+if set(MESSAGE_FIELDS) != {*CONVERSATION_MESSAGE_FIELDS, "agent_id", "channel", "chat_id", "thread_scope"}:
+    raise RuntimeError("a conversation's row must hold every message column but its key")  # pragma: no cover
 
 
 # The review_state columns are the domain state's fields, all of them (``review_gate.evolve``).

@@ -11,7 +11,12 @@ from datetime import datetime
 import attrs
 import pytest
 
-from fermix_memory.adapters.sqlite.rows import MESSAGE_FIELDS, message_from_row
+from fermix_memory.adapters.sqlite.rows import (
+    CONVERSATION_MESSAGE_FIELDS,
+    MESSAGE_FIELDS,
+    conversation_message_from_row,
+    message_from_row,
+)
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import ConversationKey, Role, Trust
 
@@ -62,3 +67,14 @@ def test_a_row_with_an_unknown_role_or_trust_is_refused_as_before() -> None:
         message_from_row((*row[:7], "wizard", *row[8:]))
     with pytest.raises(ValueError):
         message_from_row((*row[:12], "root"))
+
+
+def test_a_row_of_a_conversation_read_by_its_key_is_the_message_the_constructor_builds() -> None:
+    # A window is read by its agent and conversation: its rows leave out those four columns.
+    for row in rows():
+        values = dict(zip(MESSAGE_FIELDS, row, strict=True))
+        short = tuple(values[name] for name in CONVERSATION_MESSAGE_FIELDS)
+        key = ConversationKey(values["channel"], values["chat_id"], values["thread_scope"])
+        read, built = conversation_message_from_row(short, values["agent_id"], key), constructed(row)
+        assert read == built
+        assert repr(read) == repr(built)
