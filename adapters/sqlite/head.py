@@ -117,7 +117,13 @@ class HeadFile:
     fsync, rename, folder fsync), but only now and then, so a crash or power loss can lose the
     heads of the last few seconds: truncation of events written in that window is not noticed.
     A file that cannot be read as a head (empty, garbage, a folder) is kept as evidence, like
-    a head the log does not hold: a warning, a usable memory, and every ``verify`` fails."""
+    a head the log does not hold: a warning, a usable memory, and every ``verify`` fails.
+
+    The periodic writes happen on a background thread, off the committing writer's path (its
+    two fsyncs would hold every other writer back); the file never goes backwards: a head
+    reported after a newer one is ignored, and a write never replaces a newer head with an
+    older one. The first head of a home, and the one on close (:meth:`flush`), are written
+    before the call returns."""
 
     def __init__(self, path: Path, *, readonly: bool = False, current: Callable[[], Head] | None = None) -> None:
         """``current``: reads the log's head when a commit did not give it (a store whose head
@@ -126,7 +132,10 @@ class HeadFile:
         self.readonly = readonly  # a read-only home is checked against its anchor, never written
         self._current = current
         self._stale = False  # commits happened whose head was not given
-        self._writing = threading.Lock()  # several writing threads may report commits (PostgreSQL)
+        self._reports = 0  # commits reported so far (a head read for stale ones covers those before it)
+        self._state = threading.Lock()  # several writing threads may report commits (PostgreSQL)
+        self._writing = threading.Lock()  # one write of the file at a time, in the order of the heads
+        self._behind: threading.Thread | None = None  # the background write in flight
         self.problem = ""  # set when, at open, the log did not hold the anchor: the file is then kept
         self._written_at = time.monotonic()
         self._unwritten = 0
@@ -174,39 +183,65 @@ class HeadFile:
 
     def advanced(self, head: Head | None, events: int) -> None:
         """After a commit (``head``: the log's head after it, or ``None`` to read it when written):
-        write now and then (never while an open-time problem is unexplained), and at once while
-        the file holds no event yet: an anchor at position 0 on a log that has events is a failed
-        check, so the file must not stay there."""
-        with self._writing:
+        write now and then in the background (never while an open-time problem is unexplained),
+        and at once while the file holds no event yet: an anchor at position 0 on a log that has
+        events is a failed check, so the file must not stay there."""
+        with self._state:
+            self._reports += 1
             if head is None:
                 self._stale = True
-            else:
-                self._last, self._stale = head, False
+            elif self._last is None or head.position >= self._last.position:
+                self._last = head  # (an older head reported late is ignored)
             self._unwritten += events
-            if self._unwritten >= WRITE_EVERY_EVENTS or time.monotonic() - self._written_at >= WRITE_EVERY_S \
-                    or not self._recorded:
-                self._flush()
+            if self._recorded:
+                if self._behind is None and (self._unwritten >= WRITE_EVERY_EVENTS
+                                             or time.monotonic() - self._written_at >= WRITE_EVERY_S):
+                    self._behind = threading.Thread(target=self._write_behind, name="fermix-head-anchor",
+                                                    daemon=True)
+                    self._behind.start()
+                return
+        self.flush()
 
     def flush(self) -> None:
+        """Write the last head now (after any background write in flight)."""
         with self._writing:
-            self._flush()
+            self._write()
 
-    def _flush(self) -> None:
-        if self.readonly or self.problem or self._unwritten == 0:
-            return
-        if self._stale and self._current is not None:
+    def _write_behind(self) -> None:
+        try:
+            with self._writing:
+                self._write()
+        finally:
+            with self._state:
+                self._behind = None
+
+    def _write(self) -> None:
+        """Under ``_writing``: record the newest head known, unless the file holds it already."""
+        with self._state:
+            if self.readonly or self.problem or self._unwritten == 0:
+                return
+            last, events, stale, reports = self._last, self._unwritten, self._stale, self._reports
+        if stale and self._current is not None:
             try:
-                self._last, self._stale = self._current(), False
+                read = self._current()
             except Exception as exc:  # the store is unreachable: the file waits for the next commit
                 log.warning("could not read the log head for %s: %s", self.path, exc)
                 return
-        if self._last is None:
+            with self._state:
+                if self._last is None or read.position >= self._last.position:
+                    self._last = read
+                self._stale = self._reports != reports  # commits reported since may be past what was read
+                last = self._last
+        if last is None:
+            return
+        if self._recorded and last.position < self._recorded:  # never backwards
             return
         try:
-            replace_durably(self.path, f"{self._last}\n".encode("ascii"))
+            replace_durably(self.path, f"{last}\n".encode("ascii"))
         except OSError as exc:
             log.warning("could not record the log head in %s: %s", self.path, exc)
             return
-        self._written_at = time.monotonic()
-        self._unwritten = 0
-        self._recorded = self._last.position
+        with self._state:
+            self._written_at = time.monotonic()
+            self._unwritten -= events
+            self._recorded = last.position

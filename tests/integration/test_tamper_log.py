@@ -7,6 +7,7 @@ import errno
 import io
 import json
 import os
+import threading
 from pathlib import Path
 
 import apsw
@@ -14,7 +15,8 @@ import pytest
 
 from fermix_memory import FermixError, MemorySystem
 from fermix_memory.adapters import durable_file
-from fermix_memory.adapters.sqlite.head import BadHeadAnchor, Head
+from fermix_memory.adapters.sqlite import head as head_module
+from fermix_memory.adapters.sqlite.head import WRITE_EVERY_EVENTS, BadHeadAnchor, Head, HeadFile, parse_head
 from fermix_memory.adapters.sqlite.schema import APPEND_ONLY_TRIGGERS
 from fermix_memory.entrypoints.cli import main
 from tests.cli_runner import run_cli
@@ -266,3 +268,52 @@ def test_a_head_that_cannot_be_written_is_one_warning_line(
     assert "\n" not in record.getMessage()
     assert (home / "head").read_text(encoding="ascii").startswith("3:")  # the old head, whole
     assert not list(home.glob(".head.*"))
+
+
+def _join_background_head_writes() -> None:
+    for thread in threading.enumerate():
+        if thread.name == "fermix-head-anchor":
+            thread.join()
+
+
+def test_the_head_file_is_written_off_the_committing_thread_and_never_goes_backwards(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    writers: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        writers.append(threading.current_thread().name)
+        real_fsync(fd)
+
+    monkeypatch.setattr(durable_file.os, "fsync", fsync)
+    heads = {n: Head(n, f"{n:x}".rjust(64, "a")) for n in (5, 7, 9, 2000)}
+    anchor = HeadFile(tmp_path / "head")
+    anchor.advanced(heads[5], 5)  # the first head of a home: written before the commit returns
+    assert parse_head((tmp_path / "head").read_text(encoding="ascii")) == heads[5]
+    assert set(writers) == {threading.current_thread().name}
+    writers.clear()
+    anchor.advanced(heads[9], WRITE_EVERY_EVENTS)  # due: written in the background
+    anchor.advanced(heads[7], 1)  # an older head reported late (another thread's commit): ignored
+    _join_background_head_writes()
+    assert parse_head((tmp_path / "head").read_text(encoding="ascii")) == heads[9]
+    assert writers and threading.current_thread().name not in writers
+    anchor.flush()
+    assert parse_head((tmp_path / "head").read_text(encoding="ascii")) == heads[9]  # still not 7
+    anchor.advanced(heads[2000], 1)
+    anchor.flush()  # on close: the newest head, at once
+    assert parse_head((tmp_path / "head").read_text(encoding="ascii")) == heads[2000]
+
+
+def test_a_busy_home_keeps_its_head_file_on_a_head_the_log_holds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(head_module, "WRITE_EVERY_EVENTS", 3)
+    home = tmp_path / "home"
+    with MemorySystem.open(home) as memory:
+        for i in range(20):
+            memory.append_message(agent_id="ada", owner_id="alice", conversation="telegram:alice", role="user",
+                                  content=f"message {i}")
+            _join_background_head_writes()
+            written = parse_head((home / "head").read_text(encoding="ascii"))
+            assert written.position > i - 3 and memory.verify(expect_head=written).ok
+        last = memory.head()
+    assert parse_head((home / "head").read_text(encoding="ascii")) == last  # on close
