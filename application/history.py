@@ -8,8 +8,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-import attrs
-
 from fermix_memory.application.message_input import build_message_event
 from fermix_memory.application.ports import Clock, EventStore, WriteTransaction
 from fermix_memory.application.streams import conversation_stream
@@ -223,16 +221,16 @@ def _parse_line(line: str, at: datetime, repeats: dict[str, int]) -> MessageAppe
         key = f"sha256:{digest[:32]}"
     if isinstance(metadata, dict):
         metadata = {**metadata, IMPORT_KEY: key}
-    event = build_message_event(
+    # A line without metadata: its message's metadata is the key alone, which the checks of a
+    # message's metadata always pass (a checked identifier, or a digest).
+    return build_message_event(
         agent_id=record["agent_id"], owner_id=record["owner_id"],
         conversation=(channel, record["chat_id"], record.get("thread_scope", "")),
         role=record["role"], sender=record["sender"], content=record["content"],
         kind=record.get("kind", "text"), trust=record.get("trust", "guest"),
         metadata=metadata, created_at=record.get("created_at"), at=at,
+        own_metadata=None if metadata is not None else {IMPORT_KEY: key},
     )
-    # A line without metadata: its message's metadata is the key alone, which the checks of a
-    # message's metadata always pass (a checked identifier, or a digest).
-    return event if metadata is not None else attrs.evolve(event, metadata={IMPORT_KEY: key})
 
 
 def export_record(message: Message) -> dict[str, Any]:
