@@ -98,18 +98,22 @@ _MESSAGE_FIELDS_KNOWN = tuple(sorted(f.name for f in attrs.fields(MessageAppende
 _text = json.encoder.encode_basestring
 
 
+def text_map_json(mapping: dict[Any, Any]) -> str | None:
+    """The canonical JSON of a mapping of text to text (a message's usual metadata), written
+    directly; ``None`` for any other mapping."""
+    if len(mapping) == 1:
+        [(key, value)] = mapping.items()
+        return f"{{{_text(key)}:{_text(value)}}}" if type(key) is str and type(value) is str else None
+    if not mapping:
+        return "{}"
+    if all(type(k) is str and type(v) is str for k, v in mapping.items()):
+        return "{" + ",".join(f"{_text(k)}:{_text(v)}" for k, v in sorted(mapping.items())) + "}"
+    return None
+
+
 def _message_payload(e: MessageAppended) -> str:
-    metadata = e.metadata
-    if len(metadata) == 1:
-        [(key, value)] = metadata.items()
-        if type(key) is not str or type(value) is not str:
-            return _CANONICAL.encode(CONVERTER.unstructure(e))
-        meta = f"{{{_text(key)}:{_text(value)}}}"
-    elif not metadata:
-        meta = "{}"
-    elif all(type(k) is str and type(v) is str for k, v in metadata.items()):
-        meta = "{" + ",".join(f"{_text(k)}:{_text(v)}" for k, v in sorted(metadata.items())) + "}"
-    else:
+    meta = text_map_json(e.metadata)
+    if meta is None:
         return _CANONICAL.encode(CONVERTER.unstructure(e))
     c = e.conversation
     owners = ",".join(map(_text, e.quoted_owners))

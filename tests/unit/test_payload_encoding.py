@@ -63,3 +63,10 @@ def test_the_field_by_field_message_payload_knows_every_field_of_a_message() -> 
     """A field added to messages would be left out of the field-by-field payload: it is used only
     while the fields are the ones it writes."""
     assert codec._MESSAGE_FIELDS_KNOWN
+
+
+@given(metadata=st.dictionaries(_texts, _texts, max_size=4) | st.dictionaries(_texts, _json, max_size=3))
+def test_a_message_row_keeps_the_canonical_json_of_its_metadata(metadata: dict[str, Any]) -> None:
+    direct = codec.text_map_json(metadata)
+    assert direct is None or direct == codec.canonical_json(metadata)
+    assert (direct is None) == (not all(isinstance(v, str) for v in metadata.values()))
