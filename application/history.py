@@ -30,6 +30,9 @@ IMPORT_KEY = "fermix_import_key"
 MAX_REPORTED_LINES = 20
 # Messages an import appends by one ``append_each`` (and between two calls of its progress).
 IMPORT_BATCH = 1000
+# The canonical JSON of a line, whose digest is the import key of a line without ``message_id``
+# (``json.dumps`` with these options makes an encoder at each call).
+_LINE_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 class HistoryImportError(DomainError):
@@ -215,7 +218,7 @@ def _parse_line(line: str, at: datetime, repeats: dict[str, int]) -> MessageAppe
     if "message_id" in record:
         key = check_identifier(record["message_id"], "message_id")
     else:
-        canonical = json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        canonical = _LINE_ENCODER.encode(record)
         repeats[canonical] = repeats.get(canonical, 0) + 1
         digest = hashlib.sha256(f"{canonical}\n{repeats[canonical]}".encode("utf-8", "surrogatepass")).hexdigest()
         key = f"sha256:{digest[:32]}"
