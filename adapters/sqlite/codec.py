@@ -82,7 +82,7 @@ CONVERTER = _make_converter()
 
 
 def encode_payload(event: DomainEvent) -> str:
-    if type(event) is MessageAppended and _MESSAGE_FIELDS_KNOWN:
+    if type(event) is MessageAppended and MESSAGE_FIELDS_KNOWN:
         return _message_payload(event)
     return _CANONICAL.encode(CONVERTER.unstructure(event))
 
@@ -94,7 +94,7 @@ def encode_payload(event: DomainEvent) -> str:
 # the general path, which is what the converter's hooks would make of it.
 _MESSAGE_FIELDS = ("agent_id", "at", "content", "conversation", "created_at", "message_kind", "metadata",
                    "owner_id", "quoted_owners", "role", "sender", "trust")
-_MESSAGE_FIELDS_KNOWN = tuple(sorted(f.name for f in attrs.fields(MessageAppended))) == _MESSAGE_FIELDS
+MESSAGE_FIELDS_KNOWN = tuple(sorted(f.name for f in attrs.fields(MessageAppended))) == _MESSAGE_FIELDS
 _text = json.encoder.encode_basestring
 
 

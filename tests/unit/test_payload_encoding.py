@@ -62,7 +62,7 @@ def test_a_message_payload_is_byte_for_byte_the_canonical_json_of_its_event(
 def test_the_field_by_field_message_payload_knows_every_field_of_a_message() -> None:
     """A field added to messages would be left out of the field-by-field payload: it is used only
     while the fields are the ones it writes."""
-    assert codec._MESSAGE_FIELDS_KNOWN
+    assert codec.MESSAGE_FIELDS_KNOWN
 
 
 @given(metadata=st.dictionaries(_texts, _texts, max_size=4) | st.dictionaries(_texts, _json, max_size=3))
