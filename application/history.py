@@ -8,8 +8,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-import attrs
-
 from fermix_memory.application.message_input import build_message_event
 from fermix_memory.application.ports import Clock, EventStore, WriteTransaction
 from fermix_memory.application.streams import conversation_stream
@@ -32,6 +30,9 @@ IMPORT_KEY = "fermix_import_key"
 MAX_REPORTED_LINES = 20
 # Messages an import appends by one ``append_each`` (and between two calls of its progress).
 IMPORT_BATCH = 1000
+# The canonical JSON of a line, whose digest is the import key of a line without ``message_id``
+# (``json.dumps`` with these options makes an encoder at each call).
+_LINE_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 class HistoryImportError(DomainError):
@@ -217,22 +218,22 @@ def _parse_line(line: str, at: datetime, repeats: dict[str, int]) -> MessageAppe
     if "message_id" in record:
         key = check_identifier(record["message_id"], "message_id")
     else:
-        canonical = json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        canonical = _LINE_ENCODER.encode(record)
         repeats[canonical] = repeats.get(canonical, 0) + 1
         digest = hashlib.sha256(f"{canonical}\n{repeats[canonical]}".encode("utf-8", "surrogatepass")).hexdigest()
         key = f"sha256:{digest[:32]}"
     if isinstance(metadata, dict):
         metadata = {**metadata, IMPORT_KEY: key}
-    event = build_message_event(
+    # A line without metadata: its message's metadata is the key alone, which the checks of a
+    # message's metadata always pass (a checked identifier, or a digest).
+    return build_message_event(
         agent_id=record["agent_id"], owner_id=record["owner_id"],
         conversation=(channel, record["chat_id"], record.get("thread_scope", "")),
         role=record["role"], sender=record["sender"], content=record["content"],
         kind=record.get("kind", "text"), trust=record.get("trust", "guest"),
         metadata=metadata, created_at=record.get("created_at"), at=at,
+        own_metadata=None if metadata is not None else {IMPORT_KEY: key},
     )
-    # A line without metadata: its message's metadata is the key alone, which the checks of a
-    # message's metadata always pass (a checked identifier, or a digest).
-    return event if metadata is not None else attrs.evolve(event, metadata={IMPORT_KEY: key})
 
 
 def export_record(message: Message) -> dict[str, Any]:

@@ -76,11 +76,14 @@ def build_message_event(
     tool_calls: object = None,
     tool_call_id: object = None,
     at: datetime,
+    own_metadata: dict[str, str] | None = None,
 ) -> MessageAppended:
     """Check every field and return the event that records the message.
 
     ``tool_calls`` (an assistant message's calls) and ``tool_call_id`` (the call a tool message
-    answers) are kept in the metadata under their own names (``domain/tool_calls.py``)."""
+    answers) are kept in the metadata under their own names (``domain/tool_calls.py``).
+    ``own_metadata`` is what the caller itself adds to a message without metadata (an import
+    key: checked text), taken as it is, without the checks of a message's metadata."""
     check_identifier(agent_id, "agent_id")
     check_identifier(owner_id, "owner_id")
     key = conversation_key(conversation)
@@ -103,7 +106,8 @@ def build_message_event(
         meta = {**meta, **({} if tool_calls is None else {TOOL_CALLS_KEY: tool_calls}),
                 **({} if tool_call_id is None else {TOOL_CALL_ID_KEY: tool_call_id})}
     if not meta:
-        return _event(at, agent_id, owner_id, key, sender, role_value, kind, content, {}, trust_value, created_at)
+        return _event(at, agent_id, owner_id, key, sender, role_value, kind, content,
+                      {} if own_metadata is None else own_metadata, trust_value, created_at)
     if _nesting_exceeds(meta, MAX_METADATA_DEPTH):
         raise InvalidMessage(f"metadata is nested more than {MAX_METADATA_DEPTH} levels deep")
     try:

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import apsw
 import attrs
 
-from fermix_memory.adapters.sqlite.codec import canonical_json, isoformat
+from fermix_memory.adapters.sqlite.codec import canonical_json, isoformat, text_map_json
 from fermix_memory.adapters.sqlite.job_queries import (
     JOB_COLUMNS,
     RUN_COLUMNS,
@@ -69,7 +69,7 @@ def message_row(position: int, e: ev.MessageAppended) -> tuple[Any, ...]:
         e.role.value,
         e.message_kind,
         e.content,
-        canonical_json(e.metadata) if e.metadata else "{}",
+        text_map_json(e.metadata) or canonical_json(e.metadata),
         isoformat(e.created_at),
         e.trust.value,
         message_scope_tokens(e.agent_id, e.owner_id, conv, e.quoted_owners),
