@@ -323,4 +323,42 @@ CREATE TABLE IF NOT EXISTS chain_heads(
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, CHAIN_HEADS, _V6)
+# Migration 7: vectors of messages and memory rows, derived data (ADR-0043). A vector is labelled
+# with its embedder (``model@version``); ``vector_queue`` lists what still needs one, kept by the
+# triggers below in the write that changes the text (the embedding itself runs in the background).
+# A text that changes or goes takes its vector with it in the same transaction.
+VECTOR_TEXT = {"message": "m.sender || ': ' || m.content", "memory": "replace(m.key, '_', ' ') || ': ' || m.value"}
+_V7 = """
+CREATE TABLE message_vectors(
+    message_id INTEGER PRIMARY KEY,
+    label      TEXT NOT NULL,
+    vector     BLOB NOT NULL
+);
+CREATE TABLE memory_vectors(
+    memory_id INTEGER PRIMARY KEY,
+    label     TEXT NOT NULL,
+    vector    BLOB NOT NULL
+);
+CREATE TABLE vector_queue(
+    kind TEXT NOT NULL,     -- 'message' | 'memory'
+    id   INTEGER NOT NULL,
+    PRIMARY KEY(kind, id)
+) WITHOUT ROWID;
+""" + "".join(f"""
+CREATE TRIGGER {table}_vectors_insert AFTER INSERT ON {table} BEGIN
+    INSERT INTO vector_queue(kind, id) SELECT '{kind}', new.id
+    WHERE NOT EXISTS (SELECT 1 FROM vector_queue WHERE kind = '{kind}' AND id = new.id);
+END;
+CREATE TRIGGER {table}_vectors_update AFTER UPDATE OF {columns} ON {table} BEGIN
+    DELETE FROM {kind}_vectors WHERE {kind}_id = old.id;
+    INSERT INTO vector_queue(kind, id) SELECT '{kind}', new.id
+    WHERE NOT EXISTS (SELECT 1 FROM vector_queue WHERE kind = '{kind}' AND id = new.id);
+END;
+CREATE TRIGGER {table}_vectors_delete AFTER DELETE ON {table} BEGIN
+    DELETE FROM {kind}_vectors WHERE {kind}_id = old.id;
+    DELETE FROM vector_queue WHERE kind = '{kind}' AND id = old.id;
+END;
+INSERT INTO vector_queue(kind, id) SELECT '{kind}', id FROM {table};
+""" for table, kind, columns in (("messages", "message", "sender, content"), ("memories", "memory", "key, value")))
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, CHAIN_HEADS, _V6, _V7)
