@@ -407,7 +407,7 @@ def bootstrap(
             background=background, model_for=model_for,
             compactor=compactor, turns=TurnService(compactor, history),
             tools=MemoryTools(writer, queries, storage.jobs, forget=settings.memory.forget_tool,
-                              erase=forgetting.forget_memory),
+                              erase=forgetting.forget_memory, semantic=semantic),
             forgetting=forgetting,
             transfer=LogTransfer(store, decode_payload, prompt_files.repair),
             vectors=upkept, semantic=semantic,

@@ -13,6 +13,7 @@ import pytest
 
 from fermix_memory import MemorySystem, SemanticRecallUnavailable
 from fermix_memory.adapters.sqlite.audit import replay_into
+from tests.cli_runner import run_cli as fermix
 from tests.integration.fake_embedder import ConceptEmbedder
 
 pytestmark = pytest.mark.sqlite_only("vectors are not yet kept on PostgreSQL")
@@ -183,3 +184,47 @@ def test_without_an_embedder_recall_is_keyword_and_meaning_is_one_typed_error(ho
         for mode in ("semantic", "hybrid"):
             with pytest.raises(SemanticRecallUnavailable, match=r"fermix-memory\[semantic\]"):
                 memory.recall("where", mode=mode, **ask)  # type: ignore[arg-type]
+
+
+def test_the_memory_recall_tool_takes_a_mode(memory: MemorySystem, home: Path) -> None:
+    write_alice(memory)
+    memory.fill_vectors()
+    call = dict(agent_id=AGENT, owner_id="alice", conversation=CONV)
+    answer = memory.dispatch_tool("memory_recall", {"query": "where does the user live", "mode": "semantic"}, **call)
+    assert answer["ok"] and answer["memories"][0]["value"] == "Berlin", answer
+    assert memory.dispatch_tool("memory_recall", {"query": "where does the user live", "mode": "keyword"},
+                                **call)["memories"] == []
+    with MemorySystem.open(tmp := home.parent / "plain") as plain:
+        answer = plain.dispatch_tool("memory_recall", {"query": "x", "mode": "hybrid"}, **call)
+        assert answer["ok"] is False and answer["code"] == "semantic_unavailable", answer
+    assert tmp.exists()
+
+
+def test_the_demo_question_finds_the_home_city_with_the_real_model(home: Path) -> None:
+    """End to end with the [semantic] extra's model (skipped where the extra is not installed),
+    through the API and through ``fermix memory search --mode``."""
+    pytest.importorskip("onnxruntime")
+    from fermix_memory import load_embedder
+
+    with MemorySystem.open(home, embedder=load_embedder()) as memory:
+        memory.write_memory([{"op": "add", "category": "identity", "key": "home_city", "value": "Berlin"},
+                             {"op": "add", "category": "preference", "key": "drink", "value": "green tea"},
+                             {"op": "add", "category": "interest", "key": "sport", "value": "bouldering"}],
+                            agent_id=AGENT, owner_id="alice", trust="operator")
+        memory.fill_vectors()
+        ask = dict(agent_id=AGENT, owner_id="alice", conversation=CONV)
+        assert memory.recall("where does the user live", mode="keyword", **ask).memories == []  # type: ignore[arg-type]
+        hits = memory.recall("where does the user live", **ask)  # type: ignore[arg-type]
+        assert hits.memories[0].memory.value == "Berlin"
+    search = ("memory", "search", "where does the user live", "--agent", AGENT, "--owner", "alice")
+    assert "nothing found" in fermix(*search, home=home).stdout
+    found = fermix(*search, "--mode", "hybrid", home=home)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.splitlines()[0].endswith("home_city = Berlin")
+
+
+def test_postgres_says_plainly_that_vectors_are_not_there_yet(tmp_path: Path, postgres_url: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FERMIX_DATABASE_URL", postgres_url)
+    with pytest.raises(SemanticRecallUnavailable, match="not yet available on the PostgreSQL store"):
+        MemorySystem.open(tmp_path / "pg", embedder=ConceptEmbedder())
