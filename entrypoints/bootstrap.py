@@ -252,7 +252,7 @@ def build_model_route(
 def vector_index(storage: Storage) -> VectorIndex:
     """The store's vectors, or one clear error where they are not built yet."""
     if storage.vectors is None:
-        raise SemanticRecallUnavailable("recall by meaning is not yet available on the PostgreSQL store")
+        raise SemanticRecallUnavailable("this store keeps no vectors: recall by meaning is not available on it")
     return storage.vectors
 
 

@@ -62,7 +62,7 @@ class Storage:
     cache_follows: Follows | None = None
     # The import keys a conversation holds, as this store reads them inside a write (ADR-0037).
     import_keys: ImportKeyReader = recorded_import_keys
-    # Vectors of messages and rows (ADR-0043); None: not yet on this store.
+    # Vectors of messages and rows (ADR-0043).
     vectors: VectorIndex | None = None
 
 
@@ -94,4 +94,4 @@ def postgres_storage(store: Any) -> Storage:
 
     jobs = SqliteJobQueries(cast(Any, store.reader))  # plain SQL, read through the pool
     return Storage(store, PostgresQueries(store), jobs, PostgresErasure(store), None, LogAudit(store),
-                   store.cache_position, store.cache_follows, postgres_import_keys)
+                   store.cache_position, store.cache_follows, postgres_import_keys, SqliteVectorIndex(store))

@@ -6,6 +6,9 @@ background upkeep reads a batch of queued texts here, embeds them off the store'
 stores the vectors in a short write that checks each text is still the one embedded (a text
 changed in between stays queued). Search is a brute-force dot product over the vectors of the
 searched scope, filtered as keyword recall filters it.
+
+The SQL is plain enough for both stores: the PostgreSQL store reuses this class through its
+placeholder-converting reader and writer (its tables and triggers are its schema's migration 3).
 """
 
 from __future__ import annotations
@@ -40,9 +43,9 @@ WAITING_SQL = "SELECT count(*) FROM vector_queue"
 
 class SqliteVectorIndex(ReadSide):
     """``VectorIndex`` on one store: reads on this thread's read connection, writes through the
-    store's writer."""
+    store's writer (a ``SqliteEventStore``, or a ``PostgresEventStore``)."""
 
-    def __init__(self, store: SqliteEventStore) -> None:
+    def __init__(self, store: SqliteEventStore | Any) -> None:
         super().__init__(store.reader)
         self._store = store
 
@@ -64,7 +67,8 @@ class SqliteVectorIndex(ReadSide):
                                          (item.id,)).fetchall()
                 if not text or text[0][0] != item.text:
                     continue  # gone (its queue entry went with it), or changed (queued again)
-                tx.cursor.execute(f"INSERT OR REPLACE INTO {item.kind}_vectors VALUES (?, ?, ?)",
+                tx.cursor.execute(f"INSERT INTO {item.kind}_vectors VALUES (?, ?, ?) ON CONFLICT({item.kind}_id)"
+                                  " DO UPDATE SET label = excluded.label, vector = excluded.vector",
                                   (item.id, label, vector))
                 tx.cursor.execute("DELETE FROM vector_queue WHERE kind = ? AND id = ?", (item.kind, item.id))
                 stored += 1
@@ -75,8 +79,8 @@ class SqliteVectorIndex(ReadSide):
         def work(tx: SqliteTransaction) -> int:
             before = _waiting(tx.cursor)
             for kind in _TABLE:
-                tx.cursor.execute(f"INSERT OR IGNORE INTO vector_queue(kind, id) SELECT '{kind}', {kind}_id"
-                                  f" FROM {kind}_vectors WHERE label <> ?", (label,))
+                tx.cursor.execute(f"INSERT INTO vector_queue(kind, id) SELECT '{kind}', {kind}_id"
+                                  f" FROM {kind}_vectors WHERE label <> ? ON CONFLICT DO NOTHING", (label,))
             return _waiting(tx.cursor) - before
         return self._store.write(work)
 
@@ -92,7 +96,7 @@ class SqliteVectorIndex(ReadSide):
         rows = self._rows(f"SELECT v.vector, {memory_columns('m')} FROM memory_vectors v JOIN memories m"
                           f" ON m.id = v.memory_id WHERE v.label = ? AND {sql} AND m.archived_at IS NULL ORDER BY m.id",
                           [label, *params])
-        best = _best(vector, [r[0] for r in rows], n)
+        best = _best(vector, [bytes(r[0]) for r in rows], n)
         return [MemoryHit(memory=(row := memory_from_row(rows[i][1:])), rank=-score, snippet=row.value)
                 for i, score in best]
 
@@ -111,7 +115,7 @@ class SqliteVectorIndex(ReadSide):
                           [label, *params])
         messages = [message_from_row(r[1:]) for r in rows]
         keep = [i for i, m in enumerate(messages) if _visible(m, where)]
-        best = _best(vector, [rows[i][0] for i in keep], n)
+        best = _best(vector, [bytes(rows[i][0]) for i in keep], n)
         return [MessageHit(message=messages[keep[i]], rank=-score, snippet=messages[keep[i]].content)
                 for i, score in best]
 

@@ -20,14 +20,10 @@ A_MESSAGE = "alice whispers the vault code is zebra-4471"
 
 
 @pytest.fixture
-def memory(tmp_path: Path, request: pytest.FixtureRequest, every_store: str) -> Iterator[MemorySystem]:
+def memory(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[MemorySystem]:
     """A memory; with ``"hybrid"`` as the fixture's parameter, opened with an embedder, so that
     recall is hybrid (keyword and vector hits fused, ADR-0043)."""
-    embedder = None
-    if getattr(request, "param", "keyword") == "hybrid":
-        if every_store != "sqlite":
-            pytest.skip("vectors are not yet kept on PostgreSQL")
-        embedder = ConceptEmbedder()
+    embedder = ConceptEmbedder() if getattr(request, "param", "keyword") == "hybrid" else None
     with MemorySystem.open(tmp_path / "home", embedder=embedder) as memory:
         yield memory
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
@@ -16,31 +17,24 @@ from fermix_memory.adapters.sqlite.audit import replay_into
 from tests.cli_runner import run_cli as fermix
 from tests.integration.fake_embedder import ConceptEmbedder
 
-pytestmark = pytest.mark.sqlite_only("vectors are not yet kept on PostgreSQL")
+pytestmark = pytest.mark.usefixtures("every_store")  # each test on SQLite and on PostgreSQL
 
 AGENT, CONV = "ada", "telegram:alice"
 
 
-def db(home: Path) -> apsw.Connection:
-    return apsw.Connection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
+def read(memory: MemorySystem, sql: str) -> list[tuple[Any, ...]]:
+    """Rows of ``sql`` read from the memory's own store (SQLite or PostgreSQL)."""
+    return list(memory._app.store.reader().execute(sql, ()).fetchall())
 
 
-def vectors_of(home: Path) -> dict[tuple[str, int], str]:
+def vectors_of(memory: MemorySystem) -> dict[tuple[str, int], str]:
     """(kind, id) -> label of every stored vector."""
-    conn = db(home)
-    try:
-        return {(kind, int(r[0])): str(r[1]) for kind in ("message", "memory")
-                for r in conn.execute(f"SELECT {kind}_id, label FROM {kind}_vectors")}
-    finally:
-        conn.close()
+    return {(kind, int(r[0])): str(r[1]) for kind in ("message", "memory")
+            for r in read(memory, f"SELECT {kind}_id, label FROM {kind}_vectors")}
 
 
-def queued(home: Path) -> set[tuple[str, int]]:
-    conn = db(home)
-    try:
-        return {(str(r[0]), int(r[1])) for r in conn.execute("SELECT kind, id FROM vector_queue")}
-    finally:
-        conn.close()
+def queued(memory: MemorySystem) -> set[tuple[str, int]]:
+    return {(str(r[0]), int(r[1])) for r in read(memory, "SELECT kind, id FROM vector_queue")}
 
 
 def write_alice(memory: MemorySystem, secret: str = "Quetzalcoatlus") -> int:
@@ -79,8 +73,8 @@ def test_every_message_and_row_gets_a_labelled_vector_off_the_appending_thread(m
     row = write_alice(memory)
     assert calling not in seen  # the append never waited for the model
     memory.fill_vectors()
-    stored = vectors_of(home)
-    assert queued(home) == set()
+    stored = vectors_of(memory)
+    assert queued(memory) == set()
     assert ("memory", row) in stored and sum(kind == "message" for kind, _ in stored) == 2
     assert set(stored.values()) == {"fake-concepts@1"}
     assert any("home city: Berlin" in text for call in embedder.calls for text in call)  # the row's text
@@ -88,6 +82,7 @@ def test_every_message_and_row_gets_a_labelled_vector_off_the_appending_thread(m
     assert report.ok and report.vectors_waiting == 0, report.problem
 
 
+@pytest.mark.sqlite_only("writes into memory.db behind the store's back")
 def test_verify_counts_what_waits_and_fails_on_a_vector_of_nothing(home: Path) -> None:
     with MemorySystem.open(home) as memory:  # no embedder: everything waits
         write_alice(memory)
@@ -101,17 +96,16 @@ def test_verify_counts_what_waits_and_fails_on_a_vector_of_nothing(home: Path) -
         assert not report.ok and "point at no message or row" in report.problem
 
 
-def test_a_changed_text_loses_its_vector_in_its_own_write_and_is_embedded_again(memory: MemorySystem,
-                                                                              home: Path) -> None:
+def test_a_changed_text_is_embedded_again(memory: MemorySystem, embedder: ConceptEmbedder) -> None:
     row = write_alice(memory)
     memory.fill_vectors()
     memory.write_memory({"op": "replace", "id": row, "value": "Hamburg"}, agent_id=AGENT, owner_id="alice",
                         trust="operator")
-    replaced = next(m.id for m in memory.memories(owner_id="alice"))
-    assert ("memory", row) not in vectors_of(home) or replaced != row
-    assert ("memory", replaced) in queued(home) and ("memory", replaced) not in vectors_of(home)
     memory.fill_vectors()
-    assert ("memory", replaced) in vectors_of(home) and queued(home) == set()
+    [replaced] = [m.id for m in memory.memories(owner_id="alice")]
+    [(vector,)] = read(memory, f"SELECT vector FROM memory_vectors WHERE memory_id = {replaced}")
+    assert bytes(vector) == embedder.vector("home city: Hamburg") and queued(memory) == set()
+    assert len([k for k in vectors_of(memory) if k[0] == "memory"]) == 1  # the old text's vector went
 
 
 def test_another_model_re_embeds_instead_of_mixing_spaces(home: Path) -> None:
@@ -122,9 +116,24 @@ def test_another_model_re_embeds_instead_of_mixing_spaces(home: Path) -> None:
         memory.fill_vectors()
         hits = memory.recall("where does the user live", agent_id=AGENT, owner_id="alice", mode="semantic")
         assert [h.memory.key for h in hits.memories][:1] == ["home_city"]
-    assert set(vectors_of(home).values()) == {"fake-concepts@2"}
+        assert set(vectors_of(memory).values()) == {"fake-concepts@2"}
 
 
+def test_forget_takes_the_vectors_of_what_it_erases(memory: MemorySystem) -> None:
+    write_alice(memory)
+    memory.append_message(agent_id=AGENT, owner_id="bob", conversation="telegram:bob", role="user", sender="bob",
+                          content="I keep bees")
+    memory.fill_vectors()
+    assert len(vectors_of(memory)) == 4
+    memory.forget_owner("alice")
+    [(kind, kept)] = vectors_of(memory)
+    assert kind == "message" and read(memory, f"SELECT owner_id FROM messages WHERE id = {kept}") == [("bob",)]
+    assert queued(memory) == set() and memory.verify().ok
+    assert memory.recall("where does the user live", agent_id=AGENT, owner_id="alice", source="all",
+                         mode="semantic").ranked == []
+
+
+@pytest.mark.sqlite_only("reads the bytes of memory.db and its WAL")
 def test_forget_leaves_no_vector_of_the_erased_text_on_disk(memory: MemorySystem, home: Path,
                                                            embedder: ConceptEmbedder) -> None:
     write_alice(memory, "Quetzalcoatlus")
@@ -142,10 +151,9 @@ def test_forget_leaves_no_vector_of_the_erased_text_on_disk(memory: MemorySystem
     assert report.wal_truncated
     assert not on_disk(erased)
     assert on_disk(kept)
-    assert {kind for kind, _ in vectors_of(home)} == {"message"} and queued(home) == set()
-    assert memory.verify().ok
 
 
+@pytest.mark.sqlite_only("replays the SQLite file into a new folder")
 def test_replay_queues_every_text_again_and_keeps_vectors_out_of_the_checksums(memory: MemorySystem, home: Path,
                                                                                tmp_path: Path) -> None:
     write_alice(memory)
@@ -153,10 +161,11 @@ def test_replay_queues_every_text_again_and_keeps_vectors_out_of_the_checksums(m
     replayed = replay_into(home / "memory.db", tmp_path / "replayed")
     assert replayed["identical"], replayed["differing_tables"]
     assert not any("vector" in table for table in replayed["checksums"])
-    assert queued(tmp_path / "replayed") == set(vectors_of(home))
+    with MemorySystem.open(tmp_path / "replayed") as copy:
+        assert queued(copy) == set(vectors_of(memory))
     with MemorySystem.open(tmp_path / "replayed", embedder=ConceptEmbedder()) as copy:
         copy.fill_vectors()
-    assert vectors_of(tmp_path / "replayed") == vectors_of(home)
+        assert vectors_of(copy) == vectors_of(memory)
 
 
 # --- recall by meaning -------------------------------------------------------------------------
@@ -200,6 +209,7 @@ def test_the_memory_recall_tool_takes_a_mode(memory: MemorySystem, home: Path) -
     assert tmp.exists()
 
 
+@pytest.mark.sqlite_only("the model is the same on every store; one run is enough")
 def test_the_demo_question_finds_the_home_city_with_the_real_model(home: Path) -> None:
     """End to end with the [semantic] extra's model (skipped where the extra is not installed),
     through the API and through ``fermix memory search --mode``."""
@@ -221,10 +231,3 @@ def test_the_demo_question_finds_the_home_city_with_the_real_model(home: Path) -
     found = fermix(*search, "--mode", "hybrid", home=home)
     assert found.returncode == 0, found.stderr
     assert found.stdout.splitlines()[0].endswith("home_city = Berlin")
-
-
-def test_postgres_says_plainly_that_vectors_are_not_there_yet(tmp_path: Path, postgres_url: str,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FERMIX_DATABASE_URL", postgres_url)
-    with pytest.raises(SemanticRecallUnavailable, match="not yet available on the PostgreSQL store"):
-        MemorySystem.open(tmp_path / "pg", embedder=ConceptEmbedder())
