@@ -191,9 +191,13 @@ def test_a_database_written_before_chains_keeps_its_one_chain(postgres_url: str,
             pg.write(lambda tx, n=n: tx.append(f"conversation/ada/{n}", [message(f"m{n}")]))
         before = pg.head()
     assert before.chains == () and before.position == 3
-    # As a database of the first schema version was: no chain rows, no sequence, version 1 recorded.
-    sql(postgres_url, "DROP TABLE chain_heads; DROP SEQUENCE events_position;"
-                      " DELETE FROM fermix_migrations WHERE version = 2")
+    # As a database of the first schema version was: no chain rows, no sequence, no vectors
+    # (migration 3), version 1 recorded.
+    sql(postgres_url, "DROP TABLE message_vectors, memory_vectors, vector_queue;"
+                      " DROP TRIGGER messages_vectors ON messages; DROP TRIGGER memories_vectors ON memories;"
+                      " DROP FUNCTION messages_vectors(); DROP FUNCTION memories_vectors();"
+                      " DROP TABLE chain_heads; DROP SEQUENCE events_position;"
+                      " DELETE FROM fermix_migrations WHERE version >= 2")
     with _opened(postgres_url, None) as pg:
         assert pg.chains == 1 and pg.head() == before
         [position] = pg.write(lambda tx: tx.append("conversation/ada/9", [message("after")]))
