@@ -4,6 +4,7 @@ and hybrid recall, scoped as keyword recall is."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from fermix_memory import MemorySystem, SemanticRecallUnavailable
 from fermix_memory.adapters.sqlite.audit import replay_into
 from tests.cli_runner import run_cli as fermix
 from tests.integration.fake_embedder import ConceptEmbedder
+from tests.integration.test_postgres_store import sql as sql_on_postgres
 
 pytestmark = pytest.mark.usefixtures("every_store")  # each test on SQLite and on PostgreSQL
 
@@ -23,8 +25,16 @@ AGENT, CONV = "ada", "telegram:alice"
 
 
 def read(memory: MemorySystem, sql: str) -> list[tuple[Any, ...]]:
-    """Rows of ``sql`` read from the memory's own store (SQLite or PostgreSQL)."""
-    return list(memory._app.store.reader().execute(sql, ()).fetchall())
+    """Rows of ``sql`` read from the memory's own store (PostgreSQL when the test runs there, else
+    the home's SQLite file), on a connection of the test's own."""
+    url = os.environ.get("FERMIX_DATABASE_URL")
+    if url:
+        return sql_on_postgres(url, sql)
+    conn = apsw.Connection(str(memory.home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return list(conn.execute(sql).fetchall())
+    finally:
+        conn.close()
 
 
 def vectors_of(memory: MemorySystem) -> dict[tuple[str, int], str]:
