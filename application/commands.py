@@ -17,7 +17,7 @@ import attrs
 from fermix_memory.domain.admission import WriteContext
 from fermix_memory.domain.event_base import Provenance
 from fermix_memory.domain.operations import Operation
-from fermix_memory.domain.scopes import Reader, RecallScope, RecallSource, WriterKind
+from fermix_memory.domain.scopes import Reader, RecallMode, RecallScope, RecallSource, WriterKind
 from fermix_memory.domain.values import ConversationKey, Role, Trust
 
 Identifier = NewType("Identifier", str)  # a non-empty identifier (agent, owner, source ids)
@@ -46,6 +46,7 @@ TrustName: TypeAlias = Trust | Literal["operator", "guest"]
 RoleName: TypeAlias = Role | Literal["user", "assistant", "system", "tool"]
 ScopeName: TypeAlias = RecallScope | Literal["current", "owner", "all"]
 SourceName: TypeAlias = RecallSource | Literal["memories", "history", "all"]
+ModeName: TypeAlias = RecallMode | Literal["keyword", "semantic", "hybrid"]
 WriterName: TypeAlias = WriterKind | Literal["reviewer", "tool", "job", "operator"]
 StyleName: TypeAlias = Style | Literal["openai", "anthropic"]
 
@@ -117,6 +118,7 @@ class Recall:
     limit: Limit = Limit(10)
     key: AnyText | None = None
     job_source_id: Identifier | None = None
+    mode: RecallMode | None = None  # None: hybrid when an embedder is there, else keyword (ADR-0043)
 
     @property
     def reader(self) -> Reader:

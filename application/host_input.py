@@ -22,7 +22,7 @@ from fermix_memory.application.errors import NotFound
 from fermix_memory.application.message_input import conversation_key, parse_enum
 from fermix_memory.domain.errors import InvalidArgument, InvalidOperation
 from fermix_memory.domain.operations import AddOperation, ArchiveOperation, Operation, ReplaceOperation
-from fermix_memory.domain.scopes import RecallScope, RecallSource, WriterKind
+from fermix_memory.domain.scopes import RecallMode, RecallScope, RecallSource, WriterKind
 from fermix_memory.domain.values import (
     INT64_MAX,
     INT64_MIN,
@@ -112,6 +112,7 @@ _PARSERS: dict[Any, Parser] = {
     WriterKind: _enum(WriterKind),
     RecallScope: _enum(RecallScope),
     RecallSource: _enum(RecallSource),
+    RecallMode: _enum(RecallMode),
     c.Style: _enum(c.Style),
     tuple[Operation, ...]: operations,
 }

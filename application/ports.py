@@ -221,6 +221,52 @@ class SearchIndex(Protocol):
         ...
 
 
+@attrs.frozen
+class QueuedText:
+    """A message (``kind="message"``) or memory row (``"memory"``) waiting for its vector, with
+    the text its vector is made of."""
+
+    kind: str
+    id: int
+    text: str
+
+
+class VectorIndex(Protocol):
+    """Vectors of messages and memory rows, a projection filled in the background (ADR-0043)."""
+
+    def queue_new(self) -> int:
+        """Queue the texts written since the last call that the store did not queue as they were
+        written (SQLite's messages: their append stays free of vector work); how many."""
+        ...
+
+    def queued(self, limit: int) -> list[QueuedText]:
+        """Up to ``limit`` texts that wait for a vector."""
+        ...
+
+    def store_vectors(self, label: str, items: Sequence[QueuedText], vectors: Sequence[bytes]) -> int:
+        """Keep each item's vector (labelled) and take it off the queue, in one short write; an
+        item whose text changed or went since it was read is skipped. How many were kept."""
+        ...
+
+    def queue_other_labels(self, label: str) -> int:
+        """Queue again every text whose vector has another label (a changed embedder)."""
+        ...
+
+    def waiting(self) -> int:
+        """How many texts wait for a vector."""
+        ...
+
+    def search_memories_by_vector(self, vector: bytes, label: str, where: MemoryFilter,
+                                  limit: int) -> list[MemoryHit]:
+        """The live rows ``where`` selects whose ``label`` vectors are closest to ``vector``."""
+        ...
+
+    def search_history_by_vector(self, vector: bytes, label: str, where: HistoryFilter,
+                                 limit: int) -> list[MessageHit]:
+        """The messages ``where`` selects (as ``search_history`` sees them) closest to ``vector``."""
+        ...
+
+
 class ErasureTransaction(Protocol):
     """What erasing may do inside one write transaction, beside its :class:`WriteTransaction`."""
 

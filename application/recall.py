@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import attrs
 
+from fermix_memory.application.errors import SemanticRecallUnavailable
 from fermix_memory.application.ports import MemoryHit, MemoryQueries, MessageHit
+from fermix_memory.application.semantic import SemanticSearch, fuse_kind
 from fermix_memory.domain.errors import InvalidIdentifier
 from fermix_memory.domain.scopes import (
     Reader,
+    RecallMode,
     RecallScope,
     RecallSource,
     history_filter,
@@ -54,12 +57,24 @@ def recall(
     scope: RecallScope = RecallScope.CURRENT,
     source: RecallSource = RecallSource.MEMORIES,
     limit: int = 10,
+    mode: RecallMode | None = None,
+    semantic: SemanticSearch | None = None,
 ) -> RecallResult:
-    """Rows and messages ``reader`` may see that match ``key`` exactly or ``query`` by FTS.
+    """Rows and messages ``reader`` may see that match ``key`` exactly, or ``query`` by its words
+    (``mode="keyword"``), by meaning (``"semantic"``, with ``semantic``'s vectors) or both fused
+    per kind (``"hybrid"``). ``mode=None``: hybrid when there is an embedder, else keyword.
 
     A job run only ever gets its own job rows (never history), whatever it asks.
     """
     limit = min(check_int(limit, "limit", minimum=0), MAX_RECALL)
+    if mode is None:
+        mode = RecallMode.KEYWORD if semantic is None else RecallMode.HYBRID
+    if mode is not RecallMode.KEYWORD and semantic is None:
+        raise SemanticRecallUnavailable(
+            f"recall mode {mode.value!r} needs recall by meaning: install fermix-memory[semantic] and open"
+            " the memory with an embedder (or ask for mode='keyword')")
+    vector = semantic.embed_query(query) if semantic is not None and mode is not RecallMode.KEYWORD \
+        and key is None else None
     memories: list[MemoryHit] = []
     messages: list[MessageHit] = []
     if source in (RecallSource.MEMORIES, RecallSource.ALL):
@@ -72,8 +87,20 @@ def recall(
             rows = queries.memory_by_key(where, normalised) if normalised else []
             memories = [MemoryHit(memory=row, rank=0.0, snippet=row.value) for row in rows[:limit]]
         else:
-            memories = queries.search_memories(query, where, limit)
+            keyword = queries.search_memories(query, where, limit) if mode is not RecallMode.SEMANTIC else []
+            near = semantic.memories(vector, where, limit) if semantic is not None and vector is not None else []
+            memories = fuse_kind(keyword, near, limit, _memory_id) if near else keyword
     history = history_filter(reader, scope)
     if history is not None and key is None and source in (RecallSource.HISTORY, RecallSource.ALL):
-        messages = queries.search_history(query, history, limit)
+        keyword_turns = queries.search_history(query, history, limit) if mode is not RecallMode.SEMANTIC else []
+        near_turns = semantic.history(vector, history, limit) if semantic is not None and vector is not None else []
+        messages = fuse_kind(keyword_turns, near_turns, limit, _message_id) if near_turns else keyword_turns
     return RecallResult(memories=memories, messages=messages, ranked=fuse(memories, messages, limit))
+
+
+def _memory_id(hit: MemoryHit) -> int:
+    return hit.memory.id
+
+
+def _message_id(hit: MessageHit) -> int:
+    return hit.message.id

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from fermix_memory.domain.memory import MAX_VALUE_CHARS
-from fermix_memory.domain.scopes import RecallScope, RecallSource
+from fermix_memory.domain.scopes import RecallMode, RecallScope, RecallSource
 from fermix_memory.domain.values import MAX_KEY_CHARS, Category
 
 MAX_QUERY_CHARS = 500
@@ -89,6 +89,14 @@ _DEFINITIONS: Final[tuple[dict[str, Any], ...]] = (
                         "memories: stored facts; history: past messages, searched by words and speaker"
                         " (a matching question comes with the reply after it, marked reply_to); all:"
                         " both, also merged best first in ranked."
+                    ),
+                },
+                "mode": {
+                    "type": "string",
+                    "enum": [m.value for m in RecallMode],
+                    "description": (
+                        "keyword: by the words; semantic: by meaning; hybrid: both. Default: hybrid"
+                        " when recall by meaning is on, else keyword."
                     ),
                 },
                 "limit": {

@@ -22,11 +22,12 @@ from typing import Any, Protocol
 
 import attrs
 
-from fermix_memory.application.errors import ConfigError
+from fermix_memory.application.errors import ConfigError, SemanticRecallUnavailable
 from fermix_memory.application.jobs import MemorySourceQueries
 from fermix_memory.application.memory_writes import OperationOutcome
 from fermix_memory.application.ports import MemoryHit, MemoryQueries, MessageHit
 from fermix_memory.application.recall import recall
+from fermix_memory.application.semantic import SemanticSearch
 from fermix_memory.application.tool_arguments import (
     ToolInputError,
     parse_arguments,
@@ -53,6 +54,7 @@ from fermix_memory.domain.event_base import Provenance
 from fermix_memory.domain.operations import AddOperation, ArchiveOperation, Operation
 from fermix_memory.domain.scopes import (
     Reader,
+    RecallMode,
     RecallScope,
     RecallSource,
     WriterKind,
@@ -192,13 +194,14 @@ class MemoryTools:
     (it holds no state of its own beyond the ports it was given)."""
 
     def __init__(self, writer: MemoryWrites, queries: MemoryQueries, job_queries: MemorySourceQueries, *,
-                 forget: str = "off", erase: EraseRow | None = None) -> None:
+                 forget: str = "off", erase: EraseRow | None = None, semantic: SemanticSearch | None = None) -> None:
         if forget not in FORGET_MODES or (forget == "erase" and erase is None):
             raise ConfigError(f"forget_tool must be one of {', '.join(FORGET_MODES)} (erase needs a way to erase)")
         self._writer = writer
         self._queries = queries
         self._sources = job_queries
         self._forget_mode = forget
+        self._semantic = semantic
         self._erase = erase
         self._handlers: dict[str, Callable[[dict[str, Any], ToolContext], dict[str, Any]]] = {
             "memory_store": self._store,
@@ -261,9 +264,13 @@ class MemoryTools:
                 normalise_key(key)
             except InvalidIdentifier as exc:
                 return _error("invalid_key", str(exc))
-        result = recall(self._queries, ctx.reader, query=(query or "") if has_query else "",
-                        key=key if has_key else None, scope=RecallScope(args["scope"]),
-                        source=RecallSource(args["source"]), limit=args["limit"])
+        try:
+            result = recall(self._queries, ctx.reader, query=(query or "") if has_query else "",
+                            key=key if has_key else None, scope=RecallScope(args["scope"]),
+                            source=RecallSource(args["source"]), limit=args["limit"],
+                            mode=RecallMode(args["mode"]) if "mode" in args else None, semantic=self._semantic)
+        except SemanticRecallUnavailable as exc:
+            return _error("semantic_unavailable", str(exc))
         answer: dict[str, Any] = {"ok": True, "memories": [_memory_hit(h) for h in result.memories],
                                   "messages": [_message_hit(h) for h in result.messages]}
         if args["source"] == RecallSource.ALL.value:

@@ -145,11 +145,14 @@ def turns_of(conversation: dict[str, Any]) -> list[dict[str, Any]]:
 
 class Ours:
     """The product, through its public API, on a home of its own (and, on PostgreSQL, a database
-    of its own at ``url``)."""
+    of its own at ``url``); with ``embedder``, recall by meaning too (ADR-0043): every turn's
+    vector is stored before the questions (``embedding`` says how long that took)."""
 
-    def __init__(self, home: Path, conversations: Sequence[dict[str, Any]], url: str | None = None) -> None:
+    def __init__(self, home: Path, conversations: Sequence[dict[str, Any]], url: str | None = None,
+                 embedder: Any = None) -> None:
         self.memory = MemorySystem.open(home, config=None if url is None else
-                                        {"fermix_core": {"storage": {"url": url}}})
+                                        {"fermix_core": {"storage": {"url": url}}}, embedder=embedder)
+        started = time.perf_counter()
         self.turn_of: dict[int, str] = {}
         self.where: dict[str, tuple[str, str]] = {}
         rows = [(turn, c) for c in conversations for turn in turns_of(c)]
@@ -161,15 +164,22 @@ class Ours:
             self.turn_of[message_id] = turn["id"]
         # The appends' background work (search index upkeep, ADR-0020) settles, as it does in the
         # seconds between a chat's turns; these appends came back to back.
+        appended = time.perf_counter()
         self.memory.wait_for_background()
+        self.memory.fill_vectors()  # what the background has not embedded yet
+        done = time.perf_counter()
+        self.embedding = {"texts": len(rows), "append_s": appended - started, "until_embedded_s": done - started}
         for conversation in conversations:
             self.where[conversation["id"]] = (owner_of(conversation), chat_of(conversation))
 
-    def search(self, question: dict[str, Any]) -> list[str]:
+    def search(self, question: dict[str, Any], mode: str = "keyword") -> list[str]:
         owner, chat = self.where[question["conversation"]]
         result = self.memory.recall(question["question"], agent_id=AGENT, owner_id=owner, conversation=chat,
-                                    scope="current", source="history", limit=10)
+                                    scope="current", source="history", limit=10, mode=mode)  # type: ignore[arg-type]
         return [self.turn_of.get(hit.message.id, "?") for hit in result.messages]
+
+    def searcher(self, mode: str) -> Callable[[dict[str, Any]], list[str]]:
+        return lambda question: self.search(question, mode)
 
     def close(self) -> None:
         self.memory.close()
@@ -314,23 +324,31 @@ def ours_name(store: str) -> str:
 
 def measure(groups: Sequence[Sequence[dict[str, Any]]], questions: Sequence[dict[str, Any]],
             workdir: Path, label: str, dump: list[dict[str, Any]], stores: Sequence[str],
-            server: PostgresServer | None) -> dict[str, Any]:
+            server: PostgresServer | None, embedder: Any = None) -> dict[str, Any]:
     """Each group of conversations goes into one home per store (ours: on PostgreSQL, a fresh
-    database too) and one FTS5 table (raw); every question's top 10 of each goes to ``dump``."""
-    names = system_names(stores)
+    database too) and one FTS5 table (raw); every question's top 10 of each goes to ``dump``.
+    With ``embedder``, ours on SQLite is asked in each recall mode (keyword is ``ours``)."""
+    names = system_names(stores, embedder is not None)
     runs = {name: SystemRun() for name in names}
     bulk_ms: list[float] = []
+    embedding = {"texts": 0, "append_s": 0.0, "until_embedded_s": 0.0}
     for index, group in enumerate(groups):
         ids = {c["id"] for c in group}
         asked = [q for q in questions if q["conversation"] in ids]
         progress(f"[{label}] home {index + 1}/{len(groups)}: {len(group)} conversation(s), {len(asked)} questions")
         ours = {ours_name(store): Ours(workdir / f"{label}-{store}-{index}", group,
-                                       server.fresh_database() if store == "postgres" and server else None)
+                                       server.fresh_database() if store == "postgres" and server else None,
+                                       embedder if store == "sqlite" else None)
                 for store in stores}
+        if embedder is not None:
+            for key in embedding:
+                embedding[key] += ours["ours"].embedding[key]
         raw, bulk = RawFts(group), RawFts(group, bulk=True)
         raw_pg = RawPostgres(server.fresh_database(), group) if "postgres" in stores and server else None
         searches: dict[str, Callable[[dict[str, Any]], list[str]]] = {
-            **{name: system.search for name, system in ours.items()}, "raw_fts5": raw.search,
+            **{name: system.search for name, system in ours.items()},
+            **({f"ours_{mode}": ours["ours"].searcher(mode) for mode in MODES} if embedder is not None else {}),
+            "raw_fts5": raw.search,
             **({"raw_postgres": raw_pg.search} if raw_pg is not None else {})}
         try:
             for question in asked[:WARM_UP]:  # statement caches and pages, for all alike
@@ -356,6 +374,12 @@ def measure(groups: Sequence[Sequence[dict[str, Any]]], questions: Sequence[dict
     if "raw_postgres" in figures:  # ours on PostgreSQL beside the same query written by hand
         figures["p95_ratio_postgres_to_raw_postgres"] = round(
             figures["ours_postgres"]["latency_ms"]["p95"] / figures["raw_postgres"]["latency_ms"]["p95"], 3)
+    if embedder is not None:
+        for mode in MODES:
+            figures[f"p95_ratio_{mode}_to_keyword"] = round(
+                figures[f"ours_{mode}"]["latency_ms"]["p95"] / figures["ours"]["latency_ms"]["p95"], 3)
+        figures["embedding"] = {**{k: round(v, 3) for k, v in embedding.items()},
+                                "texts_per_s": round(embedding["texts"] / embedding["until_embedded_s"], 1)}
     figures["raw_fts5_one_segment_latency_ms"] = {"p50": round(percentile(bulk_ms, 50), 3),
                                                   "p95": round(percentile(bulk_ms, 95), 3)}
     return figures
@@ -364,16 +388,20 @@ def measure(groups: Sequence[Sequence[dict[str, Any]]], questions: Sequence[dict
 # --- report ---------------------------------------------------------------------------------------
 
 
-SHORT = {"ours": "ours", "ours_postgres": "ours pg", "raw_fts5": "fts5", "raw_postgres": "pg raw"}
+SHORT = {"ours": "ours", "ours_postgres": "ours pg", "raw_fts5": "fts5", "raw_postgres": "pg raw",
+         "ours_semantic": "semantic", "ours_hybrid": "hybrid"}
+MODES = ("semantic", "hybrid")  # besides keyword (``ours``), with an embedder
 
 
-def system_names(stores: Sequence[str]) -> list[str]:
-    """Ours on each store, raw FTS5, and raw PostgreSQL when PostgreSQL is measured."""
-    return [*(ours_name(store) for store in stores), "raw_fts5", *(["raw_postgres"] if "postgres" in stores else [])]
+def system_names(stores: Sequence[str], semantic: bool = False) -> list[str]:
+    """Ours on each store (and, with an embedder, ours on SQLite by meaning and hybrid), raw
+    FTS5, and raw PostgreSQL when PostgreSQL is measured."""
+    return [*(ours_name(store) for store in stores), *([f"ours_{m}" for m in MODES] if semantic else []),
+            "raw_fts5", *(["raw_postgres"] if "postgres" in stores else [])]
 
 
 def print_table(title: str, figures: dict[str, Any], stores: Sequence[str]) -> None:
-    names = system_names(stores)
+    names = system_names(stores, "embedding" in figures)
     print(f"\n{title}")
     print(f"{'category':<12}{'n':>5} | " + " | ".join(f"{SHORT[name] + ' R@1':>11}{'R@5':>7}{'R@10':>7}"
                                                       for name in names))
@@ -398,6 +426,12 @@ def print_table(title: str, figures: dict[str, Any], stores: Sequence[str]) -> N
     if "p95_ratio_postgres_to_raw_postgres" in figures:
         print(f"p95 ratio ours pg / raw PostgreSQL: {figures['p95_ratio_postgres_to_raw_postgres']:.2f}"
               " (target <= 1.5)")
+    for mode in MODES if "embedding" in figures else ():
+        print(f"p95 ratio {mode} / keyword: {figures[f'p95_ratio_{mode}_to_keyword']:.2f}")
+    if "embedding" in figures:
+        e = figures["embedding"]
+        print(f"import with embedding: {e['texts']} turns appended in {e['append_s']:.1f} s, every vector stored"
+              f" after {e['until_embedded_s']:.1f} s: {e['texts_per_s']:.0f} turns/s")
     lat = figures["raw_fts5_one_segment_latency_ms"]
     print(f"diagnostic, raw FTS5 loaded in one transaction (one segment): p50 {lat['p50']:.3f} ms"
           f"   p95 {lat['p95']:.3f} ms")
@@ -410,6 +444,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--workdir", type=Path, default=None, help="keep the homes here (default: a temp folder)")
     parser.add_argument("--dump", type=Path, default=None,
                         help="write every question's top 10 (ours and raw FTS5, both modes) here as JSON Lines")
+    parser.add_argument("--keyword-only", action="store_true",
+                        help="do not measure recall by meaning (default: measured when the [semantic] extra is here)")
     parser.add_argument("--store", default=None,
                         help="sqlite, postgres or sqlite,postgres (default: both when PostgreSQL and the"
                              " [postgres] extra are here, else sqlite)")
@@ -425,6 +461,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if "postgres" in args.stores and missing:
         parser.error(f"--store postgres: {missing}")
     return args
+
+
+def embedder_or_none(wanted: bool) -> Any:
+    """The [semantic] extra's embedder, or None (not wanted, or the extra is not installed)."""
+    if not wanted:
+        return None
+    from fermix_memory import SemanticRecallUnavailable, load_embedder
+
+    try:
+        return load_embedder()
+    except SemanticRecallUnavailable as exc:
+        progress(f"keyword only: {exc}")
+        return None
 
 
 @contextmanager
@@ -445,8 +494,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     dump: list[dict[str, Any]] = []
     try:
         with server_for(args.stores) as server:
-            one_home = measure([conversations], questions, workdir, "one-home", dump, args.stores, server)
-            alone = measure([[c] for c in conversations], questions, workdir, "alone", dump, args.stores, server)
+            embedder = embedder_or_none(not args.keyword_only)
+            one_home = measure([conversations], questions, workdir, "one-home", dump, args.stores, server, embedder)
+            alone = measure([[c] for c in conversations], questions, workdir, "alone", dump, args.stores, server,
+                            embedder)
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -28,6 +28,14 @@ class RecallSource(enum.StrEnum):
     ALL = "all"
 
 
+class RecallMode(enum.StrEnum):
+    """How recall matches (ADR-0043): by words, by meaning (vectors), or both fused."""
+
+    KEYWORD = "keyword"
+    SEMANTIC = "semantic"
+    HYBRID = "hybrid"
+
+
 class WriterKind(enum.StrEnum):
     """Who writes a row decides its scope (reference, "Scope resolution")."""
 

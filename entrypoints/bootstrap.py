@@ -39,7 +39,14 @@ from fermix_memory.application.composer import (
     compose_openai,
     compose_prompt,
 )
-from fermix_memory.application.errors import ConfigError, HomeNotFound, ProviderKeyMissing, StorageError
+from fermix_memory.application.embedder import Embedder
+from fermix_memory.application.errors import (
+    ConfigError,
+    HomeNotFound,
+    ProviderKeyMissing,
+    SemanticRecallUnavailable,
+    StorageError,
+)
 from fermix_memory.application.explain import ExplainQueries
 from fermix_memory.application.forget import Forgetting
 from fermix_memory.application.history import HistoryService
@@ -58,21 +65,30 @@ from fermix_memory.application.ports import (
     ResourceRevision,
     TokenCounter,
     Tracer,
+    VectorIndex,
 )
 from fermix_memory.application.prompt_files import PromptFiles, ResourceReader
 from fermix_memory.application.recall import RecallResult, recall
 from fermix_memory.application.resource_rollback import ResourceRollback
 from fermix_memory.application.reviewer import Reviewer, ReviewResult
+from fermix_memory.application.semantic import SemanticSearch
 from fermix_memory.application.settings import ProviderSettings, Settings, settings_from_argument
 from fermix_memory.application.settings_storage import storage_url_problem
 from fermix_memory.application.tools import MemoryTools, ToolContext
 from fermix_memory.application.tracing import EventLogTracer
 from fermix_memory.application.turns import CommandResult, PreflightResult, TurnService
+from fermix_memory.application.vector_upkeep import VectorUpkeep
 from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.entrypoints.log_audit import LogAudit
-from fermix_memory.entrypoints.storage import open_postgres, postgres_storage, sqlite_storage, storage_url
+from fermix_memory.entrypoints.storage import (
+    Storage,
+    open_postgres,
+    postgres_storage,
+    sqlite_storage,
+    storage_url,
+)
 
 log = logging.getLogger("fermix_memory")
 
@@ -152,6 +168,9 @@ class App:
     tools: MemoryTools
     forgetting: Forgetting
     transfer: LogTransfer
+    # Recall by meaning (ADR-0043): the background upkeep of vectors, when an embedder was given.
+    vectors: VectorUpkeep | None = None
+    semantic: SemanticSearch | None = None
     # What bootstrap opened (store, providers it built, the background worker), closed in reverse.
     resources: ExitStack = attrs.field(factory=ExitStack, repr=False)
 
@@ -172,7 +191,7 @@ class App:
 
     def recall(self, cmd: cmd_.Recall) -> RecallResult:
         return recall(self.queries, cmd.reader, query=cmd.query, key=cmd.key,
-                      scope=cmd.scope, source=cmd.source, limit=cmd.limit)
+                      scope=cmd.scope, source=cmd.source, limit=cmd.limit, mode=cmd.mode, semantic=self.semantic)
 
     def before_turn(self, cmd: cmd_.BeforeTurn) -> PreflightResult:
         return self.turns.before_turn(cmd)
@@ -240,6 +259,13 @@ def build_model_route(
         return ProviderRoute(chain, tracer, clock.now, agent_id=agent_id)
 
     return model_for
+
+
+def vector_index(storage: Storage) -> VectorIndex:
+    """The store's vectors, or one clear error where they are not built yet."""
+    if storage.vectors is None:
+        raise SemanticRecallUnavailable("this store keeps no vectors: recall by meaning is not available on it")
+    return storage.vectors
 
 
 def finish_erasures(store: Erasure) -> None:
@@ -312,6 +338,7 @@ def bootstrap(
     store: Any = None,
     files: PromptFileSink | None = None,
     background: BackgroundWorker | None = None,
+    embedder: Embedder | None = None,
 ) -> App:
     """Wire the app on ``home``. ``create=False`` refuses (:class:`HomeNotFound`) a home without a
     ``memory.db`` instead of creating one; ``readonly=True`` (implies ``create=False``) opens the
@@ -320,7 +347,8 @@ def bootstrap(
     ``store`` (from :func:`open_store` on the same home, or a ``PostgresEventStore``), ``files``
     (where prompt files go) and ``background`` (where after-turn work runs) replace what would be
     built here, for a caller that needs a hold on them (fault injection); the app closes a given
-    store and worker too."""
+    store and worker too. ``embedder`` turns on recall by meaning (ADR-0043): messages and rows
+    get their vectors in the background."""
     home_path = resolve_home(home)
     settings = resolve_settings(home_path, config)
     url = storage_url(settings) if store is None else None
@@ -368,6 +396,8 @@ def bootstrap(
             context_window=settings.compaction.context_window or None, guessed_window=guessed_window(settings),
             timeout_s=settings.timeouts.llm_buffered_s,
         )
+        upkept: VectorUpkeep | None = None
+        semantic = None if embedder is None else SemanticSearch(vector_index(storage), embedder)
         background = BackgroundWorker("fermix-background") if background is None else background
         opened.callback(background.close)  # closed first: it may be mid-call on a provider or the store
         if not readonly:
@@ -377,6 +407,11 @@ def bootstrap(
                 opened.callback(upkeep.stop)  # before the worker's close, which waits for a running job
             prompt_files.repair()  # files are derived: a crash between commit and write is mended here
             finish_erasures(storage.erasure)
+            if embedder is not None:
+                upkept = VectorUpkeep(vector_index(storage), embedder, background)  # ADR-0043
+                store.add_after_commit(upkept.on_commit)
+                opened.callback(upkept.stop)
+                upkept.start()
         forgetting = Forgetting(store, storage.erasure, prompt_files, clock)
         return App(
             home=home_path, settings=settings, clock=clock, store=store, queries=queries, audit=storage.audit,
@@ -386,9 +421,10 @@ def bootstrap(
             background=background, model_for=model_for,
             compactor=compactor, turns=TurnService(compactor, history),
             tools=MemoryTools(writer, queries, storage.jobs, forget=settings.memory.forget_tool,
-                              erase=forgetting.forget_memory),
+                              erase=forgetting.forget_memory, semantic=semantic),
             forgetting=forgetting,
             transfer=LogTransfer(store, decode_payload, prompt_files.repair),
+            vectors=upkept, semantic=semantic,
             resources=opened.pop_all(),
         )
 

@@ -21,10 +21,11 @@ from fermix_memory.adapters.sqlite.import_keys import sqlite_import_keys
 from fermix_memory.adapters.sqlite.job_queries import SqliteJobQueries
 from fermix_memory.adapters.sqlite.queries import SqliteQueries
 from fermix_memory.adapters.sqlite.search_index import SqliteSearchIndex
+from fermix_memory.adapters.sqlite.vectors import SqliteVectorIndex
 from fermix_memory.application.caches import Follows
 from fermix_memory.application.errors import ConfigError
 from fermix_memory.application.history import ImportKeyReader, recorded_import_keys
-from fermix_memory.application.ports import Erasure, SearchIndex
+from fermix_memory.application.ports import Erasure, SearchIndex, VectorIndex
 from fermix_memory.application.settings import Settings
 from fermix_memory.application.settings_storage import DATABASE_URL_ENV, storage_url_problem
 from fermix_memory.entrypoints.log_audit import LogAudit
@@ -61,11 +62,14 @@ class Storage:
     cache_follows: Follows | None = None
     # The import keys a conversation holds, as this store reads them inside a write (ADR-0037).
     import_keys: ImportKeyReader = recorded_import_keys
+    # Vectors of messages and rows (ADR-0043).
+    vectors: VectorIndex | None = None
 
 
 def sqlite_storage(store: SqliteEventStore) -> Storage:
     return Storage(store, SqliteQueries(store.reader), SqliteJobQueries(store.reader), SqliteErasure(store),
-                   SqliteSearchIndex(store), LogAudit(store), store.last_position, import_keys=sqlite_import_keys)
+                   SqliteSearchIndex(store), LogAudit(store), store.last_position, import_keys=sqlite_import_keys,
+                   vectors=SqliteVectorIndex(store))
 
 
 def open_postgres(url: str, *, readonly: bool = False, chains: int | None = None,
@@ -90,4 +94,5 @@ def postgres_storage(store: Any) -> Storage:
 
     jobs = SqliteJobQueries(cast(Any, store.reader))  # plain SQL, read through the pool
     return Storage(store, PostgresQueries(store), jobs, PostgresErasure(store), None, LogAudit(store),
-                   store.cache_position, store.cache_follows, postgres_import_keys)
+                   store.cache_position, store.cache_follows, postgres_import_keys,
+                   SqliteVectorIndex(store, marked=False))

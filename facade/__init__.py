@@ -13,7 +13,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fermix_memory.application.commands import RoleName, ScopeName, SourceName, StyleName, TrustName, WriterName
+    from fermix_memory.application.commands import (
+        ModeName,
+        RoleName,
+        ScopeName,
+        SourceName,
+        StyleName,
+        TrustName,
+        WriterName,
+    )
     from fermix_memory.application.compaction import CompactionResult
     from fermix_memory.application.errors import (
         BackgroundTimeout,
@@ -29,6 +37,7 @@ if TYPE_CHECKING:
         NotFound,
         PermissionDenied,
         ReadOnlyStore,
+        SemanticRecallUnavailable,
         StorageBusy,
         StorageError,
     )
@@ -94,6 +103,8 @@ _HOMES = {
     "PreflightResult": "fermix_memory.application.turns",
     "Prompt": "fermix_memory.entrypoints.api.turns",
     "ReadOnlyStore": "fermix_memory.application.errors",
+    "SemanticRecallUnavailable": "fermix_memory.application.errors",
+    "load_embedder": "fermix_memory.adapters.embedding",
     "RecallResult": "fermix_memory.application.recall",
     "ReplaceOperation": "fermix_memory.domain.operations",
     "ReviewResult": "fermix_memory.application.reviewer",
@@ -102,6 +113,7 @@ _HOMES = {
     "Session": "fermix_memory.entrypoints.api.session",
     "Settings": "fermix_memory.application.settings",
     "SourceName": "fermix_memory.application.commands",
+    "ModeName": "fermix_memory.application.commands",
     "StorageBusy": "fermix_memory.application.errors",
     "StorageError": "fermix_memory.application.errors",
     "StyleName": "fermix_memory.application.commands",
@@ -143,6 +155,7 @@ __all__ = [
     "MemorySystem",
     "Message",
     "MessageHit",
+    "ModeName",
     "ModelError",
     "NotFound",
     "OpenAIPrompt",
@@ -156,6 +169,7 @@ __all__ = [
     "ReviewResult",
     "RoleName",
     "ScopeName",
+    "SemanticRecallUnavailable",
     "Session",
     "Settings",
     "SourceName",
@@ -164,6 +178,7 @@ __all__ = [
     "StyleName",
     "TrustName",
     "WriterName",
+    "load_embedder",
 ]
 
 

@@ -27,6 +27,7 @@ from fermix_memory.adapters.sqlite.audit_replay import differing_tables, fold_lo
 from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection, scalar_int
 from fermix_memory.adapters.sqlite.head import Head, head_problem
 from fermix_memory.adapters.sqlite.schema import PROJECTION_TABLES, migrate
+from fermix_memory.adapters.sqlite.vectors import ORPHAN_VECTORS_SQL, WAITING_SQL
 from fermix_memory.application.errors import IntegrityError, StorageError
 
 Rows = Callable[[str], list[tuple[Any, ...]]]
@@ -93,6 +94,9 @@ def verify_postgres(store: PostgresEventStore, progress: Progress | None = None,
         if missing:
             problems.append(f"the append-only triggers {', '.join(missing)} are missing")
         problems += noted
+        if orphans := scalar_int(cast(Any, cur), ORPHAN_VECTORS_SQL):
+            problems.append(f"{orphans} vector(s) or vector queue entries point at no message or row (ADR-0043)")
+        waiting = scalar_int(cast(Any, cur), WAITING_SQL)
         if problems:
             return attrs.evolve(report, ok=False, problem="; ".join(problems))
         scratch = open_connection(":memory:")
@@ -107,7 +111,7 @@ def verify_postgres(store: PostgresEventStore, progress: Progress | None = None,
     if differing:
         return attrs.evolve(report, ok=False, table_checksums=live,
                             problem=f"projection tables differ from the log: {', '.join(differing)}")
-    return attrs.evolve(report, table_checksums=live)
+    return attrs.evolve(report, table_checksums=live, vectors_waiting=waiting)
 
 
 def replay_postgres(store: PostgresEventStore, target_dir: Path, progress: Progress | None = None) -> dict[str, Any]:

@@ -134,4 +134,40 @@ CREATE INDEX events_import_keys ON events(stream, position) INCLUDE (import_key_
     WHERE import_key_type IS NOT NULL;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+# Vectors of messages and rows, derived data (ADR-0043): the tables and triggers of SQLite's
+# migration 8, in PostgreSQL's words.
+_V4 = """
+CREATE TABLE message_vectors(
+    message_id BIGINT PRIMARY KEY,
+    label      TEXT NOT NULL,
+    vector     BYTEA NOT NULL
+);
+CREATE TABLE memory_vectors(
+    memory_id BIGINT PRIMARY KEY,
+    label     TEXT NOT NULL,
+    vector    BYTEA NOT NULL
+);
+CREATE TABLE vector_queue(
+    kind TEXT NOT NULL,
+    id   BIGINT NOT NULL,
+    PRIMARY KEY(kind, id)
+);
+""" + "".join(f"""
+CREATE FUNCTION {table}_vectors() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP <> 'INSERT' THEN
+        DELETE FROM {kind}_vectors WHERE {kind}_id = OLD.id;
+    END IF;
+    IF TG_OP = 'DELETE' THEN
+        DELETE FROM vector_queue WHERE kind = '{kind}' AND id = OLD.id;
+    ELSE
+        INSERT INTO vector_queue(kind, id) VALUES ('{kind}', NEW.id) ON CONFLICT DO NOTHING;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER {table}_vectors AFTER INSERT OR DELETE OR UPDATE OF {columns} ON {table}
+    FOR EACH ROW EXECUTE FUNCTION {table}_vectors();
+INSERT INTO vector_queue(kind, id) SELECT '{kind}', id FROM {table};
+""" for table, kind, columns in (("messages", "message", "sender, content"), ("memories", "memory", "key, value")))
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)

@@ -30,6 +30,7 @@ from fermix_memory.adapters.sqlite.audit_replay import (
 from fermix_memory.adapters.sqlite.connection import open_connection, scalar_int
 from fermix_memory.adapters.sqlite.head import Head, head_problem
 from fermix_memory.adapters.sqlite.schema import PROJECTION_TABLES, migrate, missing_triggers
+from fermix_memory.adapters.sqlite.vectors import WAITING_WITH_MARK_SQL
 from fermix_memory.application.errors import ForeignDatabase, IntegrityError
 
 __all__ = [
@@ -112,6 +113,7 @@ def _verify(path: Path, progress: Progress | None, anchors: Sequence[tuple[str, 
         # One progress over the whole check, in rows read: the index check, the chain walk, the
         # replay of every event into the scratch database, the checksums of both (ADR-0038).
         events = scalar_int(conn, "SELECT count(*) FROM events")
+        waiting = scalar_int(conn, WAITING_WITH_MARK_SQL)
         stages = Stages(progress, [sum(index_rows(conn)), events, events, events])
         fts_problem = _fts_problem(conn, readonly, stages.stage())
         conn.execute("BEGIN")
@@ -153,4 +155,4 @@ def _verify(path: Path, progress: Progress | None, anchors: Sequence[tuple[str, 
             table_checksums=live,
             problem=f"projection tables differ from the log: {', '.join(differing)} (first: {where})",
         )
-    return attrs.evolve(report, table_checksums=live)
+    return attrs.evolve(report, table_checksums=live, vectors_waiting=waiting)

@@ -58,6 +58,8 @@ class VerifyReport:
     problem: str = ""
     redacted: int = 0
     table_checksums: dict[str, str] = attrs.field(factory=dict)
+    # Messages and rows still waiting for their vector (ADR-0043): work for the background, not damage.
+    vectors_waiting: int = 0
 
 
 

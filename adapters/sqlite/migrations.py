@@ -338,4 +338,49 @@ CREATE INDEX IF NOT EXISTS events_import_keys ON events(stream, position,
     WHERE {IMPORT_KEYED};
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, CHAIN_HEADS, _V6, IMPORT_KEYS_INDEX)
+# Migration 8: vectors of messages and memory rows, derived data (ADR-0043). A vector is labelled
+# with its embedder (``model@version``); ``vector_queue`` lists what still needs one. A memory
+# row is queued by the triggers below in the write that changes it; a message is not: its append
+# stays as it was without an embedder, and the upkeep, when there is one, queues the messages
+# above ``vector_marks``' mark for 'message' in a background write of its own (messages are
+# numbered in commit order here, and never change). A text that changes or goes takes its vector
+# with it in the same transaction.
+VECTOR_TEXT = {"message": "m.sender || ': ' || m.content", "memory": "replace(m.key, '_', ' ') || ': ' || m.value"}
+_V8 = """
+CREATE TABLE message_vectors(
+    message_id INTEGER PRIMARY KEY,
+    label      TEXT NOT NULL,
+    vector     BLOB NOT NULL
+);
+CREATE TABLE memory_vectors(
+    memory_id INTEGER PRIMARY KEY,
+    label     TEXT NOT NULL,
+    vector    BLOB NOT NULL
+);
+CREATE TABLE vector_queue(
+    kind TEXT NOT NULL,     -- 'message' | 'memory'
+    id   INTEGER NOT NULL,
+    PRIMARY KEY(kind, id)
+) WITHOUT ROWID;
+CREATE TABLE vector_marks(
+    kind    TEXT PRIMARY KEY,   -- 'message': every message up to last_id was queued
+    last_id INTEGER NOT NULL
+);
+CREATE TRIGGER memories_vectors_insert AFTER INSERT ON memories BEGIN
+    INSERT INTO vector_queue(kind, id) SELECT 'memory', new.id
+    WHERE NOT EXISTS (SELECT 1 FROM vector_queue WHERE kind = 'memory' AND id = new.id);
+END;
+INSERT INTO vector_queue(kind, id) SELECT 'memory', id FROM memories;
+""" + "".join(f"""
+CREATE TRIGGER {table}_vectors_update AFTER UPDATE OF {columns} ON {table} BEGIN
+    DELETE FROM {kind}_vectors WHERE {kind}_id = old.id;
+    INSERT INTO vector_queue(kind, id) SELECT '{kind}', new.id
+    WHERE NOT EXISTS (SELECT 1 FROM vector_queue WHERE kind = '{kind}' AND id = new.id);
+END;
+CREATE TRIGGER {table}_vectors_delete AFTER DELETE ON {table} BEGIN
+    DELETE FROM {kind}_vectors WHERE {kind}_id = old.id;
+    DELETE FROM vector_queue WHERE kind = '{kind}' AND id = old.id;
+END;
+""" for table, kind, columns in (("messages", "message", "sender, content"), ("memories", "memory", "key, value")))
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, CHAIN_HEADS, _V6, IMPORT_KEYS_INDEX, _V8)

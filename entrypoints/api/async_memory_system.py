@@ -135,6 +135,7 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
     explain = awaitable(MemorySystem.explain)
     memories = awaitable(MemorySystem.memories)
     recall = awaitable(MemorySystem.recall)
+    fill_vectors = awaitable(MemorySystem.fill_vectors)
     register_memory_source = awaitable(MemorySystem.register_memory_source)
     save_job = awaitable(MemorySystem.save_job)
     claim_job_run = awaitable(MemorySystem.claim_job_run)

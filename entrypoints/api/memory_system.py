@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import Any
 
 from fermix_memory.application.commands import StartSession, TrustName
+from fermix_memory.application.embedder import Embedder
 from fermix_memory.application.errors import StorageError
 from fermix_memory.application.ports import ChatModel, Clock, Tracer
 from fermix_memory.application.settings import Settings
@@ -53,6 +54,7 @@ class MemorySystem(RecordsApi, TurnsApi, FilesApi):
         tracer: Tracer | None = None,
         create: bool = True,
         readonly: bool = False,
+        embedder: Embedder | None = None,
     ) -> MemorySystem:
         """Open (creating if needed) the memory at ``home`` (default ``$FERMIX_HOME`` or ``~/.fermix``).
 
@@ -65,19 +67,23 @@ class MemorySystem(RecordsApi, TurnsApi, FilesApi):
         ``create=False`` raises :class:`HomeNotFound` instead of creating a missing home;
         ``readonly=True`` opens an existing home so that nothing can be written (every write
         raises :class:`ReadOnlyStore`): for audits, read-only mounts and copies.
+        ``embedder`` turns on recall by meaning (ADR-0043): ``fermix_memory.load_embedder()``
+        with the ``[semantic]`` extra installed; messages and rows are embedded in the background,
+        and :meth:`recall` is hybrid by default.
         """
         path = None if home is None else folder(home, "home")
         if providers is not None and (isinstance(providers, str) or not isinstance(providers, Sequence)
                                       or not all(_has(p, "complete") for p in providers)):
             raise InvalidArgument("providers must be a list of chat models (objects with a complete method)")
-        for value, method, what in ((clock, "now", "clock"), (tracer, "record", "tracer")):
+        for value, method, what in ((clock, "now", "clock"), (tracer, "record", "tracer"),
+                                    (embedder, "embed", "embedder")):
             if value is not None and not _has(value, method):
                 raise InvalidArgument(f"{what} must be an object with a {method} method")
         if not isinstance(create, bool) or not isinstance(readonly, bool):
             raise InvalidArgument("create and readonly must be True or False")
         try:
             return cls(bootstrap(path, config=config, clock=clock, providers=providers, tracer=tracer,
-                                 create=create, readonly=readonly))
+                                 create=create, readonly=readonly, embedder=embedder))
         except OSError as exc:
             raise StorageError(f"cannot open the memory home {path}: {exc.strerror or exc}") from exc
 
@@ -88,6 +94,13 @@ class MemorySystem(RecordsApi, TurnsApi, FilesApi):
         start = self._command(StartSession, dict(agent_id=agent_id, owner_id=owner_id, conversation=conversation,
                                                  trust=trust, context_window=context_window))
         return Session(self, start)
+
+    def fill_vectors(self) -> int:
+        """Embed now, on this thread, every message and row still waiting for its vector (done in
+        the background anyway; for a host that wants recall by meaning to see everything at once,
+        e.g. after an import). The vectors stored; ``0`` without an embedder."""
+        self._check_open()
+        return 0 if self._app.vectors is None else self._app.vectors.fill_now()
 
     # --- lifecycle -------------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from fermix_memory.application import jobs
 from fermix_memory.application.as_of import all_memories_as_of, check_moment
 from fermix_memory.application.commands import (
     AppendMessage,
+    ModeName,
     Recall,
     RoleName,
     ScopeName,
@@ -224,16 +225,21 @@ class RecordsApi(ApiBase):
         limit: int = 10,
         key: str | None = None,
         job_source_id: str | None = None,
+        mode: ModeName | None = None,
     ) -> RecallResult:
         """Memories and/or history this reader may see, by exact ``key`` or full-text ``query``.
 
         Any text is a safe query (R-FTS); results never include another owner's rows. At most
         ``limit`` results of each source, and never more than 100 (``0``: none); a ``query`` or
         ``key`` that is not text, or a negative ``limit``, is a typed error.
+
+        ``mode``: ``"keyword"`` (by words), ``"semantic"`` (by meaning) or ``"hybrid"`` (both,
+        fused); by default hybrid when the memory was opened with an embedder, else keyword.
+        Recall by meaning needs the ``[semantic]`` extra (ADR-0043).
         """
         return self._app.recall(self._command(Recall, dict(
             query=query, agent_id=agent_id, owner_id=owner_id, conversation=conversation, scope=scope,
-            source=source, limit=limit, key=key, job_source_id=job_source_id)))
+            source=source, limit=limit, key=key, job_source_id=job_source_id, mode=mode)))
 
     def register_memory_source(self, *, source_id: str, agent_id: str, owner_id: str, source_type: str,
                                name: str, description: str = "") -> str:

@@ -19,7 +19,15 @@ from concurrent.futures import Future
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from fermix_memory.application.commands import RoleName, ScopeName, SourceName, StartSession, Style, StyleName
+from fermix_memory.application.commands import (
+    ModeName,
+    RoleName,
+    ScopeName,
+    SourceName,
+    StartSession,
+    Style,
+    StyleName,
+)
 from fermix_memory.application.recall import RecallResult
 from fermix_memory.application.reviewer import ReviewResult
 from fermix_memory.application.turns import CommandResult, PreflightResult
@@ -81,9 +89,11 @@ class Session:
         return self._memory.history(self.agent_id, self.conversation, limit)
 
     def recall(self, query: str = "", *, scope: ScopeName = "current", source: SourceName = "memories",
-               limit: int = 10, key: str | None = None) -> RecallResult:
-        """Memories and/or history this owner may see in this conversation."""
-        return self._memory.recall(query, **self._turn(), scope=scope, source=source, limit=limit, key=key)
+               limit: int = 10, key: str | None = None, mode: ModeName | None = None) -> RecallResult:
+        """Memories and/or history this owner may see in this conversation (``mode``: see
+        :meth:`MemorySystem.recall`)."""
+        return self._memory.recall(query, **self._turn(), scope=scope, source=source, limit=limit, key=key,
+                                   mode=mode)
 
     def before_turn(self) -> PreflightResult:
         """The preflight hook (see :meth:`MemorySystem.before_turn`)."""

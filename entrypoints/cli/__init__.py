@@ -19,9 +19,10 @@ what the command prints in ``output``.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 from fermix_memory.domain.errors import FermixError
 from fermix_memory.entrypoints.cli.commands import (
@@ -63,6 +64,16 @@ def wants_json(argv: Sequence[str]) -> bool:
     return "--json" in (args[: args.index("--")] if "--" in args else args)
 
 
+def _embedder_asked(args: argparse.Namespace) -> Any:
+    """The embedder a command asked for (``--mode semantic`` or ``hybrid``), else ``None``: only
+    then is the model loaded (ADR-0043)."""
+    if getattr(args, "mode", "keyword") == "keyword":
+        return None
+    from fermix_memory.adapters.embedding import load_embedder
+
+    return load_embedder()
+
+
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = wants_json(argv)
@@ -82,7 +93,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
         run_command = args.command_to_run.function()
         if args.access in (CONFIG, OWN):
             return int(run_command(args, out))
-        with MemorySystem.open(args.home, create=False, readonly=args.access == READ) as memory:
+        with MemorySystem.open(args.home, create=False, readonly=args.access == READ,
+                               embedder=_embedder_asked(args)) as memory:
             return int(run_command(memory, args, out))
     except HistoryImportError as exc:
         report_error(out.as_json, exc, [*exc.lines(), "nothing was imported"] if len(exc.problems) > 1 else None)

@@ -27,7 +27,8 @@ from fermix_memory.entrypoints.cli.output import (
 def _verify_lines(r: Any) -> list[str]:
     if r.ok:
         return [f"ok: {plural(r.events, 'event')}, chain and projections verified"
-                + (f" ({r.redacted} redacted)" if r.redacted else "")]
+                + (f" ({r.redacted} redacted)" if r.redacted else "")
+                + (f"; {plural(r.vectors_waiting, 'text')} waiting for a vector" if r.vectors_waiting else "")]
     where = f" at event {r.first_bad_position}" if r.first_bad_position is not None else ""
     return [f"FAILED{where}: {r.problem}"]
 

@@ -113,7 +113,7 @@ def cmd_memory_show(memory: MemorySystem, args: argparse.Namespace, out: Output)
 
 def cmd_memory_search(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
     result = memory.recall(args.query, agent_id=args.agent, owner_id=args.owner, conversation=args.conversation,
-                           scope=args.scope, source=args.source, limit=args.limit)
+                           scope=args.scope, source=args.source, limit=args.limit, mode=args.mode)
 
     def human(r: Any) -> list[str]:
         lines = []

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from fermix_memory.application.errors import SemanticRecallUnavailable
 from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from fermix_memory.entrypoints.cli.output import EXIT_ERROR, EXIT_OK, Output, UsageError
 
@@ -107,8 +108,10 @@ def cmd_setup_show(args: argparse.Namespace, out: Output) -> int:
     return EXIT_OK
 
 
-# Full-text recall matches words: rows hold "home_city: Berlin", so the demo asks in those words.
+# Full-text recall matches words: rows hold "home_city: Berlin", so without recall by meaning the
+# demo asks in those words; with the [semantic] extra it asks as a person would (ADR-0043).
 DEMO_QUESTION = "home city"
+DEMO_QUESTION_BY_MEANING = "where does the user live"
 
 
 DEMO_HOME = Path("fermix-demo")  # in the working folder, as the README's first command names it
@@ -188,11 +191,17 @@ def _only_the_sample(home: Path, held: list[str]) -> bool:
 
 def cmd_demo(args: argparse.Namespace, out: Output) -> int:
     """The whole loop on the embedded default, in a home of its own (:func:`demo_home`)."""
-    with MemorySystem.open(demo_home(args.home)) as memory:
-        return run_demo(memory, out)
+    from fermix_memory.adapters.embedding import load_embedder
+
+    try:
+        embedder = load_embedder()
+    except SemanticRecallUnavailable:
+        embedder = None
+    with MemorySystem.open(demo_home(args.home), embedder=embedder) as memory:
+        return run_demo(memory, out, DEMO_QUESTION if embedder is None else DEMO_QUESTION_BY_MEANING)
 
 
-def run_demo(memory: MemorySystem, out: Output) -> int:
+def run_demo(memory: MemorySystem, out: Output, question: str = DEMO_QUESTION) -> int:
     """Import the sample conversation shipped with the package, review it (the offline ``rules``
     extractor unless a provider is configured), show the prompt files, recall a fact, verify
     the log."""
@@ -200,7 +209,8 @@ def run_demo(memory: MemorySystem, out: Output) -> int:
     agent, owner, conversation = DEMO_AGENT, DEMO_OWNER, "telegram:12345"
     imported = 0 if memory.history(agent, conversation) else len(memory.import_history(sample.splitlines()))
     reviews = memory.review_now(agent_id=agent, owner_id=owner, conversation=conversation)
-    found = memory.recall(DEMO_QUESTION, agent_id=agent, owner_id=owner, conversation=conversation,
+    memory.fill_vectors()  # recall by meaning sees every row now (it is done in the background anyway)
+    found = memory.recall(question, agent_id=agent, owner_id=owner, conversation=conversation,
                           source="all", limit=3)
     report = memory.verify()
     result = {
@@ -209,6 +219,7 @@ def run_demo(memory: MemorySystem, out: Output) -> int:
         "reviews": reviews,
         "user_md": memory.prompt_file(agent, owner, "user_md").read_text(encoding="utf-8"),
         "memory_md": memory.prompt_file(agent, owner, "memory_md").read_text(encoding="utf-8"),
+        "question": question,
         "recall_memories": [{"id": h.memory.id, "key": h.memory.key, "value": h.memory.value}
                             for h in found.memories],
         "recall_messages": [{"id": h.message.id, "snippet": h.snippet} for h in found.messages],
@@ -223,7 +234,7 @@ def run_demo(memory: MemorySystem, out: Output) -> int:
                          f"({review.messages_reviewed} messages, {review.applied} applied, {review.refused} refused)")
         lines += ["", f"--- {memory.prompt_file(agent, owner, 'user_md')}", r["user_md"].rstrip(),
                   f"--- {memory.prompt_file(agent, owner, 'memory_md')}", r["memory_md"].rstrip(), "",
-                  f"recall '{DEMO_QUESTION}':"]
+                  f"recall '{question}':"]
         lines += [f"  memory #{h['id']}: {h['key']}: {h['value']}" for h in r["recall_memories"]]
         lines += [f"  message #{h['id']}: {h['snippet']}" for h in r["recall_messages"]]
         lines.append(f"event log: {r['events']} events, verified={'yes' if r['verified'] else 'NO'}")

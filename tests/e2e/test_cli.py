@@ -3,6 +3,7 @@ installed command itself is smoke-tested in a subprocess in test_installed_comma
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -42,6 +43,9 @@ def test_demo_runs_the_whole_loop_offline(home: Path) -> None:
     assert "Always answer in English" in data["memory_md"]
     first_hit = data["recall_memories"][0]
     assert (first_hit["key"], first_hit["value"]) == ("home_city", "Berlin")
+    # With the [semantic] extra the demo asks as a person would, and still finds the home city first.
+    semantic = importlib.util.find_spec("onnxruntime") is not None
+    assert data["question"] == ("where does the user live" if semantic else "home city")
     assert (home / "memory" / "ada" / "alice" / "USER.md").read_text(encoding="utf-8") == data["user_md"]
     again = json.loads(fermix("demo", "--json", home=home).stdout)
     assert again["imported"] == 0 and again["reviews"] == [] and again["user_md"] == data["user_md"]

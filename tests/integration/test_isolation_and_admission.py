@@ -9,6 +9,7 @@ import pytest
 
 from fermix_memory import FermixError, MemorySystem, NotFound
 from fermix_memory.domain import events as ev
+from tests.integration.fake_embedder import ConceptEmbedder
 
 pytestmark = pytest.mark.usefixtures("every_store")  # each test on SQLite and on PostgreSQL
 
@@ -19,8 +20,11 @@ A_MESSAGE = "alice whispers the vault code is zebra-4471"
 
 
 @pytest.fixture
-def memory(tmp_path: Path) -> Iterator[MemorySystem]:
-    with MemorySystem.open(tmp_path / "home") as memory:
+def memory(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[MemorySystem]:
+    """A memory; with ``"hybrid"`` as the fixture's parameter, opened with an embedder, so that
+    recall is hybrid (keyword and vector hits fused, ADR-0043)."""
+    embedder = ConceptEmbedder() if getattr(request, "param", "keyword") == "hybrid" else None
+    with MemorySystem.open(tmp_path / "home", embedder=embedder) as memory:
         yield memory
 
 
@@ -58,12 +62,18 @@ def two_owners(memory: MemorySystem) -> MemorySystem:
     assert out[0].status == "added"
     assert {m.scope_type.value for m in memory.memories(owner_id="alice")} == {"owner", "agent",
                                                                                "conversation", "job"}
+    memory.fill_vectors()
     return memory
+
+
+# The isolation tests run again with recall by meaning: vectors never widen what a reader sees.
+KEYWORD_AND_HYBRID = pytest.mark.parametrize("memory", ["keyword", "hybrid"], indirect=True)
 
 
 QUERIES = [A_FACT, A_MESSAGE, "typewriters", "zebra", "vault code", "antique", "alice", "*", ""]
 
 
+@KEYWORD_AND_HYBRID
 @pytest.mark.parametrize("scope", ["current", "owner", "all"])
 @pytest.mark.parametrize("source", ["memories", "history", "all"])
 @pytest.mark.parametrize("conversation", [CONV, None, "test:elsewhere"])
@@ -83,6 +93,7 @@ def test_owner_b_never_recalls_owner_a(two_owners: MemorySystem, scope: str, sou
         assert result.memories == [] and result.messages == []
 
 
+@KEYWORD_AND_HYBRID
 def test_owner_a_does_recall_its_own_facts(two_owners: MemorySystem) -> None:
     """The isolation test above would be vacuous if Alice could not find them either."""
     result = two_owners.recall("typewriters", agent_id=AGENT, owner_id="alice", conversation=CONV,
@@ -97,6 +108,7 @@ def test_owner_a_does_recall_its_own_facts(two_owners: MemorySystem) -> None:
     assert result.messages == []
 
 
+@KEYWORD_AND_HYBRID
 def test_another_agent_of_the_same_owner_does_not_see_agent_scoped_rows(two_owners: MemorySystem) -> None:
     result = two_owners.recall("typewriters", agent_id="other-agent", owner_id="alice", conversation=CONV,
                                scope="all", source="all")

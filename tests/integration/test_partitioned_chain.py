@@ -191,8 +191,12 @@ def test_a_database_written_before_chains_keeps_its_one_chain(postgres_url: str,
             pg.write(lambda tx, n=n: tx.append(f"conversation/ada/{n}", [message(f"m{n}")]))
         before = pg.head()
     assert before.chains == () and before.position == 3
-    # As a database of the first schema version was: no chain rows, no sequence, version 1 recorded.
-    sql(postgres_url, "DROP TABLE chain_heads; DROP SEQUENCE events_position; DROP INDEX events_import_keys;"
+    # As a database of the first schema version was: no chain rows, no sequence, no import keys
+    # (migration 3), no vectors (migration 4), version 1 recorded.
+    sql(postgres_url, "DROP TABLE message_vectors, memory_vectors, vector_queue;"
+                      " DROP TRIGGER messages_vectors ON messages; DROP TRIGGER memories_vectors ON memories;"
+                      " DROP FUNCTION messages_vectors(); DROP FUNCTION memories_vectors();"
+                      " DROP TABLE chain_heads; DROP SEQUENCE events_position; DROP INDEX events_import_keys;"
                       " ALTER TABLE events DROP COLUMN import_key_type, DROP COLUMN import_key;"
                       " DELETE FROM fermix_migrations WHERE version >= 2")
     with _opened(postgres_url, None) as pg:

@@ -10,13 +10,24 @@ from typing import Any, Literal
 import pytest
 
 import fermix_memory
-from fermix_memory import MemorySystem, RoleName, ScopeName, Session, SourceName, StyleName, TrustName, WriterName
+from fermix_memory import (
+    MemorySystem,
+    ModeName,
+    RoleName,
+    ScopeName,
+    Session,
+    SourceName,
+    StyleName,
+    TrustName,
+    WriterName,
+)
 from fermix_memory.application.commands import Style
-from fermix_memory.domain.scopes import RecallScope, RecallSource, WriterKind
+from fermix_memory.domain.scopes import RecallMode, RecallScope, RecallSource, WriterKind
 from fermix_memory.domain.values import Role, Trust
 
 NAMES: dict[Any, type[enum.StrEnum]] = {TrustName: Trust, RoleName: Role, ScopeName: RecallScope,
-                                        SourceName: RecallSource, WriterName: WriterKind, StyleName: Style}
+                                        SourceName: RecallSource, WriterName: WriterKind, StyleName: Style,
+                                        ModeName: RecallMode}
 
 
 def literal_values(alias: Any) -> list[str]:
@@ -33,7 +44,7 @@ def test_each_literal_type_lists_its_enum_values_and_takes_the_enum(alias: Any) 
 
 # Which type each argument of that name has, on every public method of the facade and the session.
 ARGUMENT_TYPES = {"trust": "TrustName", "role": "RoleName", "scope": "ScopeName", "source": "SourceName",
-                  "writer": "WriterName", "style": "StyleName"}
+                  "writer": "WriterName", "style": "StyleName", "mode": "ModeName | None"}
 
 
 @pytest.mark.parametrize("cls", [MemorySystem, Session])
@@ -53,5 +64,6 @@ def test_every_enum_argument_of_a_public_method_is_typed_by_its_literal(cls: typ
 
 def test_the_result_and_prompt_types_are_exported_at_the_top_level() -> None:
     for name in ("ReviewResult", "CompactionResult", "MemoryHit", "MessageHit", "Prompt", "OpenAIPrompt",
-                 "AnthropicPrompt", "RecallResult", "MemoryClosed", *ARGUMENT_TYPES.values()):
+                 "AnthropicPrompt", "RecallResult", "MemoryClosed",
+                 *(t.removesuffix(" | None") for t in ARGUMENT_TYPES.values())):
         assert name in fermix_memory.__all__ and hasattr(fermix_memory, name)

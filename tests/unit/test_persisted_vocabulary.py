@@ -69,6 +69,7 @@ ENUMS = {
     "fermix_memory.domain.values.Role": {"USER": "user", "ASSISTANT": "assistant", "SYSTEM": "system", "TOOL": "tool"},
     "fermix_memory.domain.scopes.RecallScope": {"CURRENT": "current", "OWNER": "owner", "ALL": "all"},
     "fermix_memory.domain.scopes.RecallSource": {"MEMORIES": "memories", "HISTORY": "history", "ALL": "all"},
+    "fermix_memory.domain.scopes.RecallMode": {"KEYWORD": "keyword", "SEMANTIC": "semantic", "HYBRID": "hybrid"},
     "fermix_memory.domain.scopes.WriterKind": {
         "REVIEWER": "reviewer", "TOOL": "tool", "JOB": "job", "OPERATOR": "operator",
     },

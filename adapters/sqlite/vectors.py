@@ -1,0 +1,164 @@
+"""Vectors as a projection (the ``VectorIndex`` port, ADR-0043).
+
+``vector_queue`` lists the messages and memory rows whose text has no vector yet: the schema's
+triggers queue a memory row in the write that changes it, and :meth:`queue_new` the messages
+written since the last call (on SQLite; PostgreSQL's triggers queue them too), and the triggers
+drop a vector with its text. The
+background upkeep reads a batch of queued texts here, embeds them off the store's writer, and
+stores the vectors in a short write that checks each text is still the one embedded (a text
+changed in between stays queued). Search is a brute-force dot product over the vectors of the
+searched scope, filtered as keyword recall filters it.
+
+The SQL is plain enough for both stores: the PostgreSQL store reuses this class through its
+placeholder-converting reader and writer (its tables and triggers are its schema's migration 4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
+from fermix_memory.adapters.sqlite.history_search import _visible
+from fermix_memory.adapters.sqlite.migrations import VECTOR_TEXT
+from fermix_memory.adapters.sqlite.queries import _scope_sql
+from fermix_memory.adapters.sqlite.read_side import ReadSide, clamp_limit
+from fermix_memory.adapters.sqlite.rows import MESSAGE_FIELDS, memory_columns, memory_from_row, message_from_row
+from fermix_memory.adapters.sqlite.transaction import SqliteTransaction
+from fermix_memory.application.embedder import similarity
+from fermix_memory.application.ports import MemoryHit, MessageHit, QueuedText
+from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
+
+_TABLE = {"message": "messages", "memory": "memories"}
+_SCOPE_OF_MESSAGES = ("m.agent_id = ? AND m.owner_id = ?", "m.channel = ? AND m.chat_id = ? AND m.thread_scope = ?")
+# Vectors that point at nothing, and queue entries that do: what ``verify`` fails on.
+ORPHAN_VECTORS_SQL = (
+    "SELECT (SELECT count(*) FROM message_vectors v WHERE NOT EXISTS"
+    "   (SELECT 1 FROM messages m WHERE m.id = v.message_id))"
+    " + (SELECT count(*) FROM memory_vectors v WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id))"
+    " + (SELECT count(*) FROM vector_queue q WHERE (q.kind = 'message' AND NOT EXISTS"
+    "   (SELECT 1 FROM messages m WHERE m.id = q.id)) OR (q.kind = 'memory' AND NOT EXISTS"
+    "   (SELECT 1 FROM memories m WHERE m.id = q.id)) OR q.kind NOT IN ('message', 'memory'))"
+)
+WAITING_SQL = "SELECT count(*) FROM vector_queue"
+# What waits on SQLite: the queue, and the messages above the mark, not queued yet (migration 8).
+_MARK = "coalesce((SELECT last_id FROM vector_marks WHERE kind = 'message'), 0)"
+WAITING_WITH_MARK_SQL = f"SELECT ({WAITING_SQL}) + (SELECT count(*) FROM messages WHERE id > {_MARK})"
+_QUEUE_NEW = (f"INSERT INTO vector_queue(kind, id) SELECT 'message', id FROM messages WHERE id > {_MARK}"
+              " ON CONFLICT DO NOTHING")
+_MARK_NEW = ("INSERT INTO vector_marks(kind, last_id) SELECT 'message', max(id) FROM messages WHERE true"
+             " HAVING max(id) IS NOT NULL ON CONFLICT(kind) DO UPDATE SET last_id = max(last_id, excluded.last_id)")
+
+
+class SqliteVectorIndex(ReadSide):
+    """``VectorIndex`` on one store: reads on this thread's read connection, writes through the
+    store's writer (a ``SqliteEventStore``, or a ``PostgresEventStore``)."""
+
+    def __init__(self, store: SqliteEventStore | Any, *, marked: bool = True) -> None:
+        """``marked``: messages are queued by :meth:`queue_new` above a mark (SQLite's schema);
+        otherwise the schema's triggers queue them as they are written (PostgreSQL's, whose
+        positions of several chains may commit out of order)."""
+        super().__init__(store.reader)
+        self._store = store
+        self._marked = marked
+
+    def queue_new(self) -> int:
+        if not self._marked:
+            return 0
+
+        def work(tx: SqliteTransaction) -> int:
+            before = _waiting(tx.cursor)
+            tx.cursor.execute(_QUEUE_NEW)
+            tx.cursor.execute(_MARK_NEW)
+            return _waiting(tx.cursor) - before
+        return self._store.write(work)
+
+    def queued(self, limit: int) -> list[QueuedText]:
+        items: list[QueuedText] = []
+        for kind, table in _TABLE.items():
+            rows = self._rows(f"SELECT q.id, {VECTOR_TEXT[kind]} FROM vector_queue q JOIN {table} m ON m.id = q.id"
+                              " WHERE q.kind = ? ORDER BY q.id LIMIT ?", (kind, limit - len(items)))
+            items += [QueuedText(kind, int(r[0]), str(r[1])) for r in rows]
+            if len(items) >= limit:
+                break
+        return items
+
+    def store_vectors(self, label: str, items: Sequence[QueuedText], vectors: Sequence[bytes]) -> int:
+        def work(tx: SqliteTransaction) -> int:
+            stored = 0
+            for item, vector in zip(items, vectors, strict=True):
+                text = tx.cursor.execute(f"SELECT {VECTOR_TEXT[item.kind]} FROM {_TABLE[item.kind]} m WHERE m.id = ?",
+                                         (item.id,)).fetchall()
+                if not text or text[0][0] != item.text:
+                    continue  # gone (its queue entry went with it), or changed (queued again)
+                tx.cursor.execute(f"INSERT INTO {item.kind}_vectors VALUES (?, ?, ?) ON CONFLICT({item.kind}_id)"
+                                  " DO UPDATE SET label = excluded.label, vector = excluded.vector",
+                                  (item.id, label, vector))
+                tx.cursor.execute("DELETE FROM vector_queue WHERE kind = ? AND id = ?", (item.kind, item.id))
+                stored += 1
+            return stored
+        return self._store.write(work)
+
+    def queue_other_labels(self, label: str) -> int:
+        def work(tx: SqliteTransaction) -> int:
+            before = _waiting(tx.cursor)
+            for kind in _TABLE:
+                tx.cursor.execute(f"INSERT INTO vector_queue(kind, id) SELECT '{kind}', {kind}_id"
+                                  f" FROM {kind}_vectors WHERE label <> ? ON CONFLICT DO NOTHING", (label,))
+            return _waiting(tx.cursor) - before
+        return self._store.write(work)
+
+    def waiting(self) -> int:
+        return int(self._rows(WAITING_WITH_MARK_SQL if self._marked else WAITING_SQL)[0][0])
+
+    def search_memories_by_vector(self, vector: bytes, label: str, where: MemoryFilter,
+                                  limit: int) -> list[MemoryHit]:
+        n = clamp_limit(limit)
+        if n == 0:
+            return []
+        sql, params = _scope_sql(where, "m")
+        rows = self._rows(f"SELECT v.vector, {memory_columns('m')} FROM memory_vectors v JOIN memories m"
+                          f" ON m.id = v.memory_id WHERE v.label = ? AND {sql} AND m.archived_at IS NULL ORDER BY m.id",
+                          [label, *params])
+        best = _best(vector, [bytes(r[0]) for r in rows], n)
+        return [MemoryHit(memory=(row := memory_from_row(rows[i][1:])), rank=-score, snippet=row.value)
+                for i, score in best]
+
+    def search_history_by_vector(self, vector: bytes, label: str, where: HistoryFilter,
+                                 limit: int) -> list[MessageHit]:
+        n = clamp_limit(limit)
+        if n == 0:
+            return []
+        sql, params = _SCOPE_OF_MESSAGES[0], [where.agent_id, where.owner_id]
+        if where.conversation is not None:
+            c = where.conversation
+            sql += " AND " + _SCOPE_OF_MESSAGES[1]
+            params += [c.channel, c.chat_id, c.thread_scope]
+        rows = self._rows(f"SELECT v.vector, {', '.join('m.' + c for c in MESSAGE_FIELDS)} FROM message_vectors v"
+                          f" JOIN messages m ON m.id = v.message_id WHERE v.label = ? AND {sql} ORDER BY m.id",
+                          [label, *params])
+        messages = [message_from_row(r[1:]) for r in rows]
+        keep = [i for i, m in enumerate(messages) if _visible(m, where)]
+        best = _best(vector, [bytes(rows[i][0]) for i in keep], n)
+        return [MessageHit(message=messages[keep[i]], rank=-score, snippet=messages[keep[i]].content)
+                for i, score in best]
+
+
+def _waiting(cursor: Any) -> int:
+    return int(cursor.execute(WAITING_SQL).fetchall()[0][0])
+
+
+def _best(query: bytes, vectors: list[bytes], n: int) -> list[tuple[int, float]]:
+    """(index, similarity) of the ``n`` vectors closest to ``query``, best first (ties: the later,
+    newer row). numpy when the ``[semantic]`` extra brought it, else plain Python."""
+    if not vectors:
+        return []
+    try:
+        import numpy as np
+    except ImportError:
+        scores = [similarity(query, v) for v in vectors]
+    else:
+        matrix = np.frombuffer(b"".join(vectors), dtype="<f4").reshape(len(vectors), -1)
+        scores = (matrix @ np.frombuffer(query, dtype="<f4")).tolist()
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], -i))
+    return [(i, float(scores[i])) for i in order[:n]]

@@ -1,0 +1,64 @@
+"""Use case: recall by meaning (ADR-0043): the query's vector against the vectors of the
+searched scope, and the fusion of those hits with keyword recall's.
+
+Vectors are a projection filled in the background (``vector_upkeep``); a text still waiting for
+its vector is found by keyword recall only until its vector is stored. Only vectors labelled with
+the current embedder are searched: two models' vectors are never compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import TypeVar
+
+from fermix_memory.application.embedder import Embedder, label_of
+from fermix_memory.application.ports import MemoryHit, MessageHit, VectorIndex
+from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
+
+H = TypeVar("H", MemoryHit, MessageHit)
+
+# Reciprocal rank fusion of one kind's keyword and vector hits: 1 / (K + rank) from each list.
+HYBRID_K = 60
+SEMANTIC_WEIGHT = 1.0
+
+
+class SemanticSearch:
+    """Searches ``index`` with ``embedder``'s vectors."""
+
+    def __init__(self, index: VectorIndex, embedder: Embedder) -> None:
+        self._index, self._embedder = index, embedder
+        self.label = label_of(embedder)
+
+    def embed_query(self, query: str) -> bytes | None:
+        """The query's vector; ``None`` for a query with nothing to mean (blank)."""
+        return self._embedder.embed([query])[0] if query.strip() else None
+
+    def memories(self, vector: bytes, where: MemoryFilter, limit: int) -> list[MemoryHit]:
+        return self._index.search_memories_by_vector(vector, self.label, where, limit)
+
+    def history(self, vector: bytes, where: HistoryFilter, limit: int) -> list[MessageHit]:
+        return self._index.search_history_by_vector(vector, self.label, where, limit)
+
+
+def fuse_kind(keyword: list[H], semantic: list[H], limit: int, identity: Callable[[H], Hashable],
+              weight: float = SEMANTIC_WEIGHT) -> list[H]:
+    """One kind's keyword and vector hits as one list, by reciprocal rank (``weight`` on the
+    vector list's share); a hit in both lists counts twice and is kept as keyword recall found it
+    (its snippet, the question it answers). A keyword hit brought as the reply to a matching
+    question shares that question's rank. Ties keep keyword order, then vector order."""
+    scores: dict[Hashable, float] = {}
+    hits: dict[Hashable, H] = {}  # in first-seen order: keyword hits, then the vector list's others
+    position = 0
+    for hit in keyword:
+        if not (isinstance(hit, MessageHit) and hit.context_of is not None):
+            position += 1
+        key = identity(hit)
+        hits.setdefault(key, hit)
+        scores[key] = 1.0 / (HYBRID_K + position)
+    for rank, hit in enumerate(semantic, 1):
+        key = identity(hit)
+        hits.setdefault(key, hit)
+        scores[key] = scores.get(key, 0.0) + weight / (HYBRID_K + rank)
+    order = {key: i for i, key in enumerate(hits)}
+    best = sorted(hits, key=lambda key: (-scores[key], order[key]))
+    return [hits[key] for key in best[:limit]]

@@ -1,0 +1,267 @@
+"""Vectors as a projection (ADR-0043): every message and row gets one in the background, a changed
+text or model re-embeds, forget and verify see them, replay queues them again; recall by meaning
+and hybrid recall, scoped as keyword recall is."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+from fermix_memory import MemorySystem, SemanticRecallUnavailable
+from fermix_memory.adapters.sqlite.audit import replay_into
+from tests.cli_runner import run_cli as fermix
+from tests.integration.fake_embedder import ConceptEmbedder
+from tests.integration.test_postgres_store import sql as sql_on_postgres
+
+pytestmark = pytest.mark.usefixtures("every_store")  # each test on SQLite and on PostgreSQL
+
+AGENT, CONV = "ada", "telegram:alice"
+
+
+def read(memory: MemorySystem, sql: str) -> list[tuple[Any, ...]]:
+    """Rows of ``sql`` read from the memory's own store (PostgreSQL when the test runs there, else
+    the home's SQLite file), on a connection of the test's own."""
+    url = os.environ.get("FERMIX_DATABASE_URL")
+    if url:
+        return sql_on_postgres(url, sql)
+    conn = apsw.Connection(str(memory.home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return list(conn.execute(sql).fetchall())
+    finally:
+        conn.close()
+
+
+def vectors_of(memory: MemorySystem) -> dict[tuple[str, int], str]:
+    """(kind, id) -> label of every stored vector."""
+    return {(kind, int(r[0])): str(r[1]) for kind in ("message", "memory")
+            for r in read(memory, f"SELECT {kind}_id, label FROM {kind}_vectors")}
+
+
+def queued(memory: MemorySystem) -> set[tuple[str, int]]:
+    return {(str(r[0]), int(r[1])) for r in read(memory, "SELECT kind, id FROM vector_queue")}
+
+
+def write_alice(memory: MemorySystem, secret: str = "Quetzalcoatlus") -> int:
+    memory.append_message(agent_id=AGENT, owner_id="alice", conversation=CONV, role="user", sender="alice",
+                          content=f"I moved to a new flat near {secret} last week")
+    memory.append_message(agent_id=AGENT, owner_id="alice", conversation=CONV, role="assistant", sender=AGENT,
+                          content="Nice, how do you like it?")
+    [row] = memory.write_memory({"op": "add", "category": "identity", "key": "home_city", "value": "Berlin"},
+                                agent_id=AGENT, owner_id="alice", trust="operator")
+    assert row.memory_id is not None
+    return row.memory_id
+
+
+@pytest.fixture
+def embedder() -> ConceptEmbedder:
+    return ConceptEmbedder()
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def memory(home: Path, embedder: ConceptEmbedder) -> Iterator[MemorySystem]:
+    with MemorySystem.open(home, embedder=embedder) as memory:
+        yield memory
+
+
+def test_every_message_and_row_gets_a_labelled_vector_off_the_appending_thread(memory: MemorySystem, home: Path,
+                                                                             embedder: ConceptEmbedder) -> None:
+    calling = threading.get_ident()
+    seen: list[int] = []
+    embed = embedder.embed
+    embedder.embed = lambda texts: (seen.append(threading.get_ident()), embed(texts))[1]  # type: ignore[method-assign]
+    row = write_alice(memory)
+    assert calling not in seen  # the append never waited for the model
+    memory.fill_vectors()
+    stored = vectors_of(memory)
+    assert queued(memory) == set()
+    assert ("memory", row) in stored and sum(kind == "message" for kind, _ in stored) == 2
+    assert set(stored.values()) == {"fake-concepts@1"}
+    assert any("home city: Berlin" in text for call in embedder.calls for text in call)  # the row's text
+    report = memory.verify()
+    assert report.ok and report.vectors_waiting == 0, report.problem
+
+
+def test_verify_counts_what_waits(home: Path) -> None:
+    with MemorySystem.open(home) as memory:  # no embedder: everything waits
+        write_alice(memory)
+        report = memory.verify()
+        assert report.ok and report.vectors_waiting == 3
+
+
+@pytest.mark.sqlite_only("writes into memory.db behind the store's back")
+def test_verify_fails_on_a_vector_of_nothing(home: Path) -> None:
+    with MemorySystem.open(home) as memory:
+        write_alice(memory)
+    conn = apsw.Connection(str(home / "memory.db"))
+    conn.execute("INSERT INTO message_vectors VALUES (999999, 'x@1', x'00000000')")
+    conn.close()
+    with MemorySystem.open(home) as memory:
+        report = memory.verify()
+        assert not report.ok and "point at no message or row" in report.problem
+
+
+def test_a_changed_text_is_embedded_again(memory: MemorySystem, embedder: ConceptEmbedder) -> None:
+    row = write_alice(memory)
+    memory.fill_vectors()
+    memory.write_memory({"op": "replace", "id": row, "value": "Hamburg"}, agent_id=AGENT, owner_id="alice",
+                        trust="operator")
+    memory.fill_vectors()
+    [replaced] = [m.id for m in memory.memories(owner_id="alice")]
+    [(vector,)] = read(memory, f"SELECT vector FROM memory_vectors WHERE memory_id = {replaced}")
+    assert bytes(vector) == embedder.vector("home city: Hamburg") and queued(memory) == set()
+    assert len([k for k in vectors_of(memory) if k[0] == "memory"]) == 1  # the old text's vector went
+
+
+def test_another_model_re_embeds_instead_of_mixing_spaces(home: Path) -> None:
+    with MemorySystem.open(home, embedder=ConceptEmbedder("1")) as memory:
+        write_alice(memory)
+        memory.fill_vectors()
+    with MemorySystem.open(home, embedder=ConceptEmbedder("2")) as memory:
+        memory.fill_vectors()
+        hits = memory.recall("where does the user live", agent_id=AGENT, owner_id="alice", mode="semantic")
+        assert [h.memory.key for h in hits.memories][:1] == ["home_city"]
+        assert set(vectors_of(memory).values()) == {"fake-concepts@2"}
+
+
+def test_forget_takes_the_vectors_of_what_it_erases(memory: MemorySystem) -> None:
+    write_alice(memory)
+    memory.append_message(agent_id=AGENT, owner_id="bob", conversation="telegram:bob", role="user", sender="bob",
+                          content="I keep bees")
+    memory.fill_vectors()
+    assert len(vectors_of(memory)) == 4
+    memory.forget_owner("alice")
+    [(kind, kept)] = vectors_of(memory)
+    assert kind == "message" and read(memory, f"SELECT owner_id FROM messages WHERE id = {kept}") == [("bob",)]
+    assert queued(memory) == set() and memory.verify().ok
+    assert memory.recall("where does the user live", agent_id=AGENT, owner_id="alice", source="all",
+                         mode="semantic").ranked == []
+
+
+@pytest.mark.sqlite_only("reads the bytes of memory.db and its WAL")
+def test_forget_leaves_no_vector_of_the_erased_text_on_disk(memory: MemorySystem, home: Path,
+                                                           embedder: ConceptEmbedder) -> None:
+    write_alice(memory, "Quetzalcoatlus")
+    memory.append_message(agent_id=AGENT, owner_id="bob", conversation="telegram:bob", role="user", sender="bob",
+                          content="I keep bees")
+    memory.fill_vectors()
+    erased = embedder.vector("alice: I moved to a new flat near Quetzalcoatlus last week")
+    kept = embedder.vector("bob: I keep bees")
+
+    def on_disk(vector: bytes) -> bool:
+        return any(vector in p.read_bytes() for p in home.rglob("*") if p.is_file())
+
+    assert on_disk(erased) and on_disk(kept)  # the scan can see a vector at all
+    report = memory.forget_owner("alice")
+    assert report.wal_truncated
+    assert not on_disk(erased)
+    assert on_disk(kept)
+
+
+@pytest.mark.sqlite_only("replays the SQLite file into a new folder")
+def test_replay_queues_every_text_again_and_keeps_vectors_out_of_the_checksums(memory: MemorySystem, home: Path,
+                                                                               tmp_path: Path) -> None:
+    write_alice(memory)
+    memory.fill_vectors()
+    replayed = replay_into(home / "memory.db", tmp_path / "replayed")
+    assert replayed["identical"], replayed["differing_tables"]
+    assert not any("vector" in table for table in replayed["checksums"])
+    with MemorySystem.open(tmp_path / "replayed") as copy:
+        # Rows are queued by the schema, messages wait above the mark: every text waits again.
+        assert queued(copy) == {item for item in vectors_of(memory) if item[0] == "memory"}
+        assert copy.verify().vectors_waiting == len(vectors_of(memory))
+    with MemorySystem.open(tmp_path / "replayed", embedder=ConceptEmbedder()) as copy:
+        copy.fill_vectors()
+        assert vectors_of(copy) == vectors_of(memory)
+
+
+# --- recall by meaning -------------------------------------------------------------------------
+
+
+def test_the_demo_question_finds_the_home_city_by_meaning_and_hybrid(memory: MemorySystem) -> None:
+    write_alice(memory)
+    memory.fill_vectors()
+    ask = dict(agent_id=AGENT, owner_id="alice", conversation=CONV, source="all")
+    assert memory.recall("where does the user live", mode="keyword", **ask).memories == []  # type: ignore[arg-type]
+    for mode in ("semantic", "hybrid", None):
+        hits = memory.recall("where does the user live", mode=mode, **ask)  # type: ignore[arg-type]
+        assert hits.memories and hits.memories[0].memory.value == "Berlin", mode
+    # Hybrid keeps what keyword search does best: an exact rare word still comes first.
+    hits = memory.recall("Quetzalcoatlus", mode="hybrid", **ask)  # type: ignore[arg-type]
+    assert "Quetzalcoatlus" in hits.messages[0].message.content
+
+
+def test_without_an_embedder_recall_is_keyword_and_meaning_is_one_typed_error(home: Path) -> None:
+    with MemorySystem.open(home) as memory:
+        write_alice(memory)
+        ask = dict(agent_id=AGENT, owner_id="alice", conversation=CONV, source="all")
+        default = memory.recall("flat Berlin", **ask)  # type: ignore[arg-type]
+        assert default == memory.recall("flat Berlin", mode="keyword", **ask)  # type: ignore[arg-type]
+        for mode in ("semantic", "hybrid"):
+            with pytest.raises(SemanticRecallUnavailable, match=r"fermix-memory\[semantic\]"):
+                memory.recall("where", mode=mode, **ask)  # type: ignore[arg-type]
+
+
+@pytest.mark.sqlite_only("SQLite queues messages above a mark; PostgreSQL's triggers queue them as written")
+def test_appending_a_message_does_no_vector_work_and_the_upkeep_queues_it_later(home: Path) -> None:
+    with MemorySystem.open(home) as memory:  # a core install: no embedder
+        write_alice(memory)
+        assert {kind for kind, _ in queued(memory)} == {"memory"}
+        assert read(memory, "SELECT count(*) FROM vector_marks") == [(0,)]
+        assert memory.verify().vectors_waiting == 3  # two messages above the mark, one row queued
+    with MemorySystem.open(home, embedder=ConceptEmbedder()) as memory:
+        memory.fill_vectors()
+        assert len(vectors_of(memory)) == 3 and queued(memory) == set()
+        assert memory.verify().vectors_waiting == 0
+        memory.append_message(agent_id=AGENT, owner_id="alice", conversation=CONV, role="user", sender="alice",
+                              content="and the balcony faces the river")
+        memory.fill_vectors()
+        assert len(vectors_of(memory)) == 4 and memory.verify().vectors_waiting == 0
+
+
+def test_the_memory_recall_tool_takes_a_mode(memory: MemorySystem, home: Path) -> None:
+    write_alice(memory)
+    memory.fill_vectors()
+    call = dict(agent_id=AGENT, owner_id="alice", conversation=CONV)
+    answer = memory.dispatch_tool("memory_recall", {"query": "where does the user live", "mode": "semantic"}, **call)
+    assert answer["ok"] and answer["memories"][0]["value"] == "Berlin", answer
+    assert memory.dispatch_tool("memory_recall", {"query": "where does the user live", "mode": "keyword"},
+                                **call)["memories"] == []
+    with MemorySystem.open(tmp := home.parent / "plain") as plain:
+        answer = plain.dispatch_tool("memory_recall", {"query": "x", "mode": "hybrid"}, **call)
+        assert answer["ok"] is False and answer["code"] == "semantic_unavailable", answer
+    assert tmp.exists()
+
+
+@pytest.mark.sqlite_only("the model is the same on every store; one run is enough")
+def test_the_demo_question_finds_the_home_city_with_the_real_model(home: Path) -> None:
+    """End to end with the [semantic] extra's model (skipped where the extra is not installed),
+    through the API and through ``fermix memory search --mode``."""
+    pytest.importorskip("onnxruntime")
+    from fermix_memory import load_embedder
+
+    with MemorySystem.open(home, embedder=load_embedder()) as memory:
+        memory.write_memory([{"op": "add", "category": "identity", "key": "home_city", "value": "Berlin"},
+                             {"op": "add", "category": "preference", "key": "drink", "value": "green tea"},
+                             {"op": "add", "category": "interest", "key": "sport", "value": "bouldering"}],
+                            agent_id=AGENT, owner_id="alice", trust="operator")
+        memory.fill_vectors()
+        ask = dict(agent_id=AGENT, owner_id="alice", conversation=CONV)
+        assert memory.recall("where does the user live", mode="keyword", **ask).memories == []  # type: ignore[arg-type]
+        hits = memory.recall("where does the user live", **ask)  # type: ignore[arg-type]
+        assert hits.memories[0].memory.value == "Berlin"
+    search = ("memory", "search", "where does the user live", "--agent", AGENT, "--owner", "alice")
+    assert "nothing found" in fermix(*search, home=home).stdout
+    found = fermix(*search, "--mode", "hybrid", home=home)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.splitlines()[0].endswith("home_city = Berlin")
