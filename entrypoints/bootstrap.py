@@ -351,6 +351,10 @@ def bootstrap(
     get their vectors in the background."""
     home_path = resolve_home(home)
     settings = resolve_settings(home_path, config)
+    if embedder is None and settings.memory.recall_by_meaning:
+        from fermix_memory.adapters.embedding import load_embedder  # only then: the model is the extra's
+
+        embedder = load_embedder()  # SemanticRecallUnavailable (a ConfigError) without the extra
     url = storage_url(settings) if store is None else None
     # Fails fast (no network) when the encoding is missing, before anything is opened; its tables
     # load at the first count (a read-only open never counts, nor checks).

@@ -66,8 +66,8 @@ def wants_json(argv: Sequence[str]) -> bool:
 
 def _embedder_asked(args: argparse.Namespace) -> Any:
     """The embedder a command asked for (``--mode semantic`` or ``hybrid``), else ``None``: only
-    then is the model loaded (ADR-0043)."""
-    if getattr(args, "mode", "keyword") == "keyword":
+    then, or when the home's settings turn recall by meaning on, is the model loaded (ADR-0043)."""
+    if getattr(args, "mode", None) in (None, "keyword"):
         return None
     from fermix_memory.adapters.embedding import load_embedder
 

@@ -251,8 +251,9 @@ COMMANDS: tuple[Command, ...] = (
         Option(("--source",), "search memory rows, messages, or both", choices=("memories", "history", "all"),
                default="memories"),
         Option(("--limit",), "at most this many hits of each source", type=_positive, default=10),
-        Option(("--mode",), "match by the words, by meaning (needs the [semantic] extra), or both",
-               choices=("keyword", "semantic", "hybrid"), default="keyword"),
+        Option(("--mode",), "match by the words, by meaning (needs the [semantic] extra), or both; default:"
+               " hybrid when [fermix_core.memory] recall_by_meaning is on, else keyword",
+               choices=("keyword", "semantic", "hybrid")),
     )),
     Command(("memory", "review"), WRITE, "review conversations with new messages now, batch after batch until"
             " each is caught up", (

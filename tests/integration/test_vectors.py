@@ -265,3 +265,10 @@ def test_the_demo_question_finds_the_home_city_with_the_real_model(home: Path) -
     found = fermix(*search, "--mode", "hybrid", home=home)
     assert found.returncode == 0, found.stderr
     assert found.stdout.splitlines()[0].endswith("home_city = Berlin")
+    # Turned on in the home's settings, recall by meaning is the default of the API and the CLI.
+    (home / "config.toml").write_text("[fermix_core.memory]\nrecall_by_meaning = true\n", encoding="utf-8")
+    with MemorySystem.open(home) as memory:
+        assert memory.recall("where does the user live", **ask).memories[0].memory.value == "Berlin"  # type: ignore[arg-type]
+    found = fermix(*search, home=home)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.splitlines()[0].endswith("home_city = Berlin")

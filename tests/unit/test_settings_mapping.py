@@ -93,6 +93,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "durability": "full",
         "token_encoding": "o200k_base",
         "forget_tool": "erase",
+        "recall_by_meaning": True,
     },
     "compaction": {
         "enabled": False,
