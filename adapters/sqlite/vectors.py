@@ -30,6 +30,9 @@ from fermix_memory.application.ports import MemoryHit, MessageHit, QueuedText
 from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
 
 _TABLE = {"message": "messages", "memory": "memories"}
+# A vector search ranks this many times the hits asked for before reading whole rows; only if
+# hidden rows (checkpoints holding other owners' words) leave too few does it rank them all.
+_HEADROOM = 4
 _SCOPE_OF_MESSAGES = ("m.agent_id = ? AND m.owner_id = ?", "m.channel = ? AND m.chat_id = ? AND m.thread_scope = ?")
 # Vectors that point at nothing, and queue entries that do: what ``verify`` fails on.
 ORPHAN_VECTORS_SQL = (
@@ -134,14 +137,30 @@ class SqliteVectorIndex(ReadSide):
             c = where.conversation
             sql += " AND " + _SCOPE_OF_MESSAGES[1]
             params += [c.channel, c.chat_id, c.thread_scope]
-        rows = self._rows(f"SELECT v.vector, {', '.join('m.' + c for c in MESSAGE_FIELDS)} FROM message_vectors v"
-                          f" JOIN messages m ON m.id = v.message_id WHERE v.label = ? AND {sql} ORDER BY m.id",
-                          [label, *params])
-        messages = [message_from_row(r[1:]) for r in rows]
-        keep = [i for i, m in enumerate(messages) if _visible(m, where)]
-        best = _best(vector, [bytes(rows[i][0]) for i in keep], n)
-        return [MessageHit(message=messages[keep[i]], rank=-score, snippet=messages[keep[i]].content)
-                for i, score in best]
+        # Only ids and vectors are read for the whole scope; whole rows only for the best ones.
+        rows = self._rows(f"SELECT v.vector, m.id FROM message_vectors v JOIN messages m ON m.id = v.message_id"
+                          f" WHERE v.label = ? AND {sql} ORDER BY m.id", [label, *params])
+        vectors = [bytes(r[0]) for r in rows]
+        hits: list[MessageHit] = []
+        done = 0
+        for wanted in (_HEADROOM * n, len(rows)):  # rarely, hidden rows leave too few: then all
+            ranked = _best(vector, vectors, wanted)
+            for start in range(done, len(ranked), 2 * n):
+                part = ranked[start:start + 2 * n]
+                done = start + len(part)
+                marks = ", ".join("?" * len(part))
+                read = {int(r[0]): message_from_row(r) for r in self._rows(
+                    f"SELECT {', '.join('m.' + c for c in MESSAGE_FIELDS)} FROM messages m WHERE m.id IN ({marks})",
+                    [int(rows[i][1]) for i, _ in part])}
+                for i, score in part:
+                    message = read.get(int(rows[i][1]))
+                    if message is not None and _visible(message, where):
+                        hits.append(MessageHit(message=message, rank=-score, snippet=message.content))
+                        if len(hits) == n:
+                            return hits
+            if done >= len(rows):
+                break
+        return hits
 
 
 def _waiting(cursor: Any) -> int:
