@@ -262,20 +262,10 @@ class SqliteTransaction:
             return []
         positions = self._positions(chain, len(events))
         for event, position in zip(events, positions, strict=True):
-            payload = encode_payload(event)
-            digest = payload_digest(payload)
-            version = self._next_version(stream)
-            recorded_at = isoformat(event.at)
-            new_hash = chain_hash(
-                last_hash, position, stream, version, event.kind, event.schema, recorded_at, digest
-            )
-            self._insert_event((position, stream, version, event.kind, event.schema, recorded_at, payload, digest,
-                                last_hash, new_hash))
+            row = self._logged_row(stream, event, position, last_hash)
+            self._insert_event(row)
             project(self.cursor, position, event)
-            last_hash = new_hash
-            self.recorded.append(
-                RecordedEvent(position=position, stream=stream, version=version, event=event)
-            )
+            last_hash = row[-1]
         self.heads[chain] = (positions[-1], last_hash)
         self.touched.add(chain)
         if positions[-1] > self.position:
@@ -294,26 +284,28 @@ class SqliteTransaction:
             self.enter(stream)
         positions = self._positions(chains[appends[0][0]], len(appends))
         rows = []
-        at, recorded_at = None, ""  # the events of one decision share their time: written once
         for (stream, event), position in zip(appends, positions, strict=True):
             chain = chains[stream]
             _, last_hash = self._chain_head(chain)
-            payload = encode_payload(event)
-            digest = payload_digest(payload)
-            version = self._next_version(stream)
-            if event.at is not at:
-                at, recorded_at = event.at, isoformat(event.at)
-            new_hash = chain_hash(last_hash, position, stream, version, event.kind, event.schema, recorded_at, digest)
-            rows.append((position, stream, version, event.kind, event.schema, recorded_at, payload, digest,
-                         last_hash, new_hash))
-            self.heads[chain] = (position, new_hash)
+            rows.append(row := self._logged_row(stream, event, position, last_hash))
+            self.heads[chain] = (position, row[-1])
             self.touched.add(chain)
-            self.recorded.append(RecordedEvent(position=position, stream=stream, version=version, event=event))
         self._insert_events(rows)
         project_each(self.cursor, [(position, event) for position, (_, event) in zip(positions, appends, strict=True)])
         if positions[-1] > self.position:
             self.position, self.hash = positions[-1], rows[-1][-1]
         return positions
+
+    def _logged_row(self, stream: str, event: DomainEvent, position: int, last_hash: str) -> tuple[Any, ...]:
+        """The ``events`` row of ``event`` appended at ``position`` after ``last_hash`` (its hash
+        last), counted in the stream's version and in what this transaction recorded."""
+        payload = encode_payload(event)
+        digest = payload_digest(payload)
+        version = self._next_version(stream)
+        recorded_at = isoformat(event.at)  # formatted once for the events of one decision (the codec's)
+        new_hash = chain_hash(last_hash, position, stream, version, event.kind, event.schema, recorded_at, digest)
+        self.recorded.append(RecordedEvent(position=position, stream=stream, version=version, event=event))
+        return (position, stream, version, event.kind, event.schema, recorded_at, payload, digest, last_hash, new_hash)
 
     def _insert_events(self, rows: Sequence[tuple[Any, ...]]) -> None:
         """Insert ``events`` rows by one statement; a clash on ``UNIQUE(stream, version)`` is a
