@@ -6,7 +6,7 @@ import attrs
 
 from fermix_memory.application.errors import SemanticRecallUnavailable
 from fermix_memory.application.ports import MemoryHit, MemoryQueries, MessageHit
-from fermix_memory.application.semantic import SemanticSearch, fuse_kind
+from fermix_memory.application.semantic import FUSION_K, SemanticSearch, fuse_kind, ranks
 from fermix_memory.domain.errors import InvalidIdentifier
 from fermix_memory.domain.scopes import (
     Reader,
@@ -19,9 +19,6 @@ from fermix_memory.domain.scopes import (
 from fermix_memory.domain.values import check_int, normalise_key
 
 MAX_RECALL = 100
-# Reciprocal rank fusion constant (the usual 60): the two lists' scores are not comparable
-# (different statistics), their ranks are.
-FUSION_K = 60
 
 
 @attrs.frozen(kw_only=True)
@@ -39,11 +36,8 @@ def fuse(memories: list[MemoryHit], messages: list[MessageHit], limit: int) -> l
     scored: list[tuple[float, int, int, MemoryHit | MessageHit]] = []
     for i, memory in enumerate(memories):
         scored.append((1.0 / (FUSION_K + i + 1), 0, 0, memory))
-    position = 0
-    for message in messages:
-        if message.context_of is None:
-            position += 1
-        scored.append((1.0 / (FUSION_K + position), 1, 0 if message.context_of is None else 1, message))
+    for message, rank in zip(messages, ranks(messages), strict=True):
+        scored.append((1.0 / (FUSION_K + rank), 1, 0 if message.context_of is None else 1, message))
     scored.sort(key=lambda row: (-row[0], row[1], row[2]))
     return [row[3] for row in scored[:limit]]
 
@@ -88,7 +82,7 @@ def recall(
             memories = [MemoryHit(memory=row, rank=0.0, snippet=row.value) for row in rows[:limit]]
         else:
             keyword = queries.search_memories(query, where, limit) if mode is not RecallMode.SEMANTIC else []
-            near = semantic.memories(vector, where, limit) if semantic is not None and vector is not None else []
+            near = semantic.memories(vector, where, limit) if vector is not None and semantic is not None else []
             memories = fuse_kind(keyword, near, limit, _memory_id) if near else keyword
     history = history_filter(reader, scope)
     if history is not None and key is None and source in (RecallSource.HISTORY, RecallSource.ALL):

@@ -8,7 +8,7 @@ the current embedder are searched: two models' vectors are never compared.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
 
 from fermix_memory.application.embedder import Embedder, label_of
@@ -17,9 +17,22 @@ from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
 
 H = TypeVar("H", MemoryHit, MessageHit)
 
-# Reciprocal rank fusion of one kind's keyword and vector hits: 1 / (K + rank) from each list.
-HYBRID_K = 60
+# Reciprocal rank fusion: 1 / (FUSION_K + rank) from each list (the usual 60): lists whose scores
+# are not comparable (different statistics, or words against meaning) are compared by rank.
+FUSION_K = 60
 SEMANTIC_WEIGHT = 1.0
+
+
+def ranks(hits: Sequence[MemoryHit | MessageHit]) -> list[int]:
+    """Each hit's rank in its list, from 1; a turn brought as the reply to a matching question
+    (``context_of``) shares that question's rank."""
+    out: list[int] = []
+    position = 0
+    for hit in hits:
+        if not (isinstance(hit, MessageHit) and hit.context_of is not None):
+            position += 1
+        out.append(position)
+    return out
 
 
 class SemanticSearch:
@@ -48,17 +61,14 @@ def fuse_kind(keyword: list[H], semantic: list[H], limit: int, identity: Callabl
     question shares that question's rank. Ties keep keyword order, then vector order."""
     scores: dict[Hashable, float] = {}
     hits: dict[Hashable, H] = {}  # in first-seen order: keyword hits, then the vector list's others
-    position = 0
-    for hit in keyword:
-        if not (isinstance(hit, MessageHit) and hit.context_of is not None):
-            position += 1
+    for hit, rank in zip(keyword, ranks(keyword), strict=True):
         key = identity(hit)
         hits.setdefault(key, hit)
-        scores[key] = 1.0 / (HYBRID_K + position)
+        scores[key] = 1.0 / (FUSION_K + rank)
     for rank, hit in enumerate(semantic, 1):
         key = identity(hit)
         hits.setdefault(key, hit)
-        scores[key] = scores.get(key, 0.0) + weight / (HYBRID_K + rank)
+        scores[key] = scores.get(key, 0.0) + weight / (FUSION_K + rank)
     order = {key: i for i, key in enumerate(hits)}
     best = sorted(hits, key=lambda key: (-scores[key], order[key]))
     return [hits[key] for key in best[:limit]]
