@@ -47,6 +47,7 @@ WAITING_SQL = "SELECT count(*) FROM vector_queue"
 # What waits on SQLite: the queue, and the messages above the mark, not queued yet (migration 8).
 _MARK = "coalesce((SELECT last_id FROM vector_marks WHERE kind = 'message'), 0)"
 WAITING_WITH_MARK_SQL = f"SELECT ({WAITING_SQL}) + (SELECT count(*) FROM messages WHERE id > {_MARK})"
+_ANY_NEW = f"SELECT EXISTS (SELECT 1 FROM messages WHERE id > {_MARK})"
 _QUEUE_NEW = (f"INSERT INTO vector_queue(kind, id) SELECT 'message', id FROM messages WHERE id > {_MARK}"
               " ON CONFLICT DO NOTHING")
 _MARK_NEW = ("INSERT INTO vector_marks(kind, last_id) SELECT 'message', max(id) FROM messages WHERE true"
@@ -66,7 +67,8 @@ class SqliteVectorIndex(ReadSide):
         self._marked = marked
 
     def queue_new(self) -> int:
-        if not self._marked:
+        # Most jobs follow commits that wrote no message: a read tells, and saves them a write.
+        if not self._marked or not int(self._rows(_ANY_NEW)[0][0]):
             return 0
 
         def work(tx: SqliteTransaction) -> int:
