@@ -45,8 +45,9 @@ from fermix_memory import MemorySystem
 
 AGENT = "ada"
 DIMENSION = 384
-WORDS = ("berlin tea bouldering report friday river pasta flat guitar sister train winter garden coffee"
-         " meeting novel piano marathon dentist budget holiday kitchen laptop").split()
+WORDS = ["berlin", "tea", "bouldering", "report", "friday", "river", "pasta", "flat", "guitar", "sister", "train",
+         "winter", "garden", "coffee", "meeting", "novel", "piano", "marathon", "dentist", "budget", "holiday",
+         "kitchen", "laptop"]
 
 
 class RandomEmbedder:

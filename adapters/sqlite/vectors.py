@@ -123,9 +123,9 @@ class SqliteVectorIndex(ReadSide):
             return []
         sql, params = _scope_sql(where, "m")
         rows = self._rows(f"SELECT v.vector, {memory_columns('m')} FROM memory_vectors v JOIN memories m"
-                          f" ON m.id = v.memory_id WHERE v.label = ? AND {sql} AND m.archived_at IS NULL ORDER BY m.id",
+                          f" ON m.id = v.memory_id WHERE v.label = ? AND {sql} AND m.archived_at IS NULL",
                           [label, *params])
-        best = _best(vector, [bytes(r[0]) for r in rows], n)
+        best = _best(vector, [r[0] for r in rows], [int(r[1]) for r in rows], n)
         return [MemoryHit(memory=(row := memory_from_row(rows[i][1:])), rank=-score, snippet=row.value)
                 for i, score in best]
 
@@ -139,14 +139,15 @@ class SqliteVectorIndex(ReadSide):
             c = where.conversation
             sql += " AND " + _SCOPE_OF_MESSAGES[1]
             params += [c.channel, c.chat_id, c.thread_scope]
-        # Only ids and vectors are read for the whole scope; whole rows only for the best ones.
+        # Only ids and vectors are read for the whole scope (in no order: _best orders), whole rows
+        # only for the best ones.
         rows = self._rows(f"SELECT v.vector, m.id FROM message_vectors v JOIN messages m ON m.id = v.message_id"
-                          f" WHERE v.label = ? AND {sql} ORDER BY m.id", [label, *params])
-        vectors = [bytes(r[0]) for r in rows]
+                          f" WHERE v.label = ? AND {sql}", [label, *params])
+        vectors, ids = [r[0] for r in rows], [int(r[1]) for r in rows]
         hits: list[MessageHit] = []
         done = 0
         for wanted in (_HEADROOM * n, len(rows)):  # rarely, hidden rows leave too few: then all
-            ranked = _best(vector, vectors, wanted)
+            ranked = _best(vector, vectors, ids, wanted)
             for start in range(done, len(ranked), 2 * n):
                 part = ranked[start:start + 2 * n]
                 done = start + len(part)
@@ -169,17 +170,25 @@ def _waiting(cursor: Any) -> int:
     return int(cursor.execute(WAITING_SQL).fetchall()[0][0])
 
 
-def _best(query: bytes, vectors: list[bytes], n: int) -> list[tuple[int, float]]:
-    """(index, similarity) of the ``n`` vectors closest to ``query``, best first (ties: the later,
-    newer row). numpy when the ``[semantic]`` extra brought it, else plain Python."""
-    if not vectors:
+def _best(query: bytes, vectors: Sequence[bytes], ids: Sequence[int], n: int) -> list[tuple[int, float]]:
+    """(index, similarity) of the ``n`` vectors closest to ``query``, best first; ties go to the
+    greater id (the newer row). numpy when the ``[semantic]`` extra brought it, else plain Python."""
+    if not vectors or n <= 0:
         return []
     try:
         import numpy as np
     except ImportError:
         scores = [similarity(query, v) for v in vectors]
+        order = sorted(range(len(scores)), key=lambda i: (-scores[i], -ids[i]))
+        return [(i, scores[i]) for i in order[:n]]
+    matrix = np.frombuffer(b"".join(vectors), dtype="<f4").reshape(len(vectors), -1)
+    similarities = matrix @ np.frombuffer(query, dtype="<f4")
+    if n < len(vectors):  # every vector at least as close as the n-th best: ties at the edge kept
+        edge = np.partition(similarities, len(vectors) - n)[len(vectors) - n]
+        chosen = np.flatnonzero(similarities >= edge)
     else:
-        matrix = np.frombuffer(b"".join(vectors), dtype="<f4").reshape(len(vectors), -1)
-        scores = (matrix @ np.frombuffer(query, dtype="<f4")).tolist()
-    order = sorted(range(len(scores)), key=lambda i: (-scores[i], -i))
-    return [(i, float(scores[i])) for i in order[:n]]
+        chosen = np.arange(len(vectors))
+    keys = similarities[chosen].tolist()
+    picked = chosen.tolist()
+    order = sorted(range(len(picked)), key=lambda k: (-keys[k], -ids[picked[k]]))
+    return [(picked[k], float(keys[k])) for k in order[:n]]

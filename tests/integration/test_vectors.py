@@ -15,6 +15,7 @@ import pytest
 
 from fermix_memory import MemorySystem, SemanticRecallUnavailable
 from fermix_memory.adapters.sqlite.audit import replay_into
+from fermix_memory.application.embedder import similarity
 from fermix_memory.entrypoints.recall_by_meaning import RECALL_BY_MEANING_ENV
 from tests.cli_runner import run_cli as fermix
 from tests.integration.fake_embedder import ConceptEmbedder
@@ -200,6 +201,30 @@ def test_the_demo_question_finds_the_home_city_by_meaning_and_hybrid(memory: Mem
     # Hybrid keeps what keyword search does best: an exact rare word still comes first.
     hits = memory.recall("Quetzalcoatlus", mode="hybrid", **ask)  # type: ignore[arg-type]
     assert "Quetzalcoatlus" in hits.messages[0].message.content
+
+
+def test_a_search_by_meaning_ranks_by_closeness_and_gives_ties_to_the_newer_message(
+        memory: MemorySystem, embedder: ConceptEmbedder) -> None:
+    """Messages of the same text tie: the newer comes first; a limit cuts inside a tie exactly as
+    a full sort of the scope would."""
+    said = ["the kitchen tap drips again", "I live in Berlin", "my home city is Berlin"]
+    closeness = {}
+    query = embedder.embed(["where does the user live"])[0]
+    for text in said:
+        closeness[text] = similarity(query, embedder.embed([f"alice: {text}"])[0])
+    assert len(set(closeness.values())) == 3  # three distinct levels, many messages on each
+    written = []
+    for n in range(40):
+        text = said[(n * 7) % 3]
+        appended = memory.append_message(agent_id=AGENT, owner_id="alice", conversation=CONV, role="user",
+                                         sender="alice", content=text)
+        written.append((appended, text))
+    memory.fill_vectors()
+    expected = [i for i, _ in sorted(written, key=lambda w: (-closeness[w[1]], -w[0]))]
+    for limit in (1, 5, 13, 14, 30, 40):
+        hits = memory.recall("where does the user live", limit=limit, agent_id=AGENT, owner_id="alice",
+                             conversation=CONV, source="history", mode="semantic")
+        assert [h.message.id for h in hits.messages] == expected[:limit], limit
 
 
 def test_without_an_embedder_recall_is_keyword_and_meaning_is_one_typed_error(home: Path) -> None:
