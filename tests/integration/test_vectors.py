@@ -101,13 +101,30 @@ def test_verify_counts_what_waits(home: Path) -> None:
         assert report.ok and report.vectors_waiting == 3
 
 
-@pytest.mark.sqlite_only("writes into memory.db behind the store's back")
-def test_verify_fails_on_a_vector_of_nothing(home: Path) -> None:
+def write_behind_the_stores_back(memory: MemorySystem, statement: str) -> None:
+    """``statement`` run on the memory's database (PostgreSQL or the home's SQLite file) on a
+    connection of the test's own, as a tool or a person with the file would."""
+    url = os.environ.get("FERMIX_DATABASE_URL")
+    if url:
+        sql_on_postgres(url, statement)
+        return
+    conn = apsw.Connection(str(memory.home / "memory.db"))
+    try:
+        conn.execute(statement)
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("statement", [
+    "INSERT INTO message_vectors VALUES (999999, 'x@1', x'00000000')",
+    "INSERT INTO memory_vectors VALUES (999999, 'x@1', x'00000000')",
+])
+def test_verify_fails_on_a_vector_of_nothing(home: Path, statement: str) -> None:
     with MemorySystem.open(home) as memory:
         write_alice(memory)
-    conn = apsw.Connection(str(home / "memory.db"))
-    conn.execute("INSERT INTO message_vectors VALUES (999999, 'x@1', x'00000000')")
-    conn.close()
+        if os.environ.get("FERMIX_DATABASE_URL"):
+            statement = statement.replace("x'00000000'", "'\\x00000000'::bytea")
+        write_behind_the_stores_back(memory, statement)
     with MemorySystem.open(home) as memory:
         report = memory.verify()
         assert not report.ok and "point at no message or row" in report.problem
