@@ -383,4 +383,26 @@ CREATE TRIGGER {table}_vectors_delete AFTER DELETE ON {table} BEGIN
 END;
 """ for table, kind, columns in (("messages", "message", "sender, content"), ("memories", "memory", "key, value")))
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, CHAIN_HEADS, _V6, IMPORT_KEYS_INDEX, _V8)
+# Schema 9 (ADR-0043, "a search by meaning keeps its scope's vectors"): a count that moves whenever
+# a message's vector goes, changes, or comes in behind a later one, so a reader that keeps a
+# scope's vectors in memory knows when it may only add the vectors of messages above the last
+# it saw. Vectors appended in order, the upkeep's common case, leave it alone.
+_V9 = """
+CREATE TABLE vector_changes(
+    id      INTEGER PRIMARY KEY CHECK (id = 1),
+    changes INTEGER NOT NULL
+);
+INSERT INTO vector_changes(id, changes) VALUES (1, 0);
+CREATE TRIGGER message_vectors_changed AFTER UPDATE ON message_vectors BEGIN
+    UPDATE vector_changes SET changes = changes + 1 WHERE id = 1;
+END;
+CREATE TRIGGER message_vectors_removed AFTER DELETE ON message_vectors BEGIN
+    UPDATE vector_changes SET changes = changes + 1 WHERE id = 1;
+END;
+CREATE TRIGGER message_vectors_behind AFTER INSERT ON message_vectors
+WHEN new.message_id < (SELECT max(message_id) FROM message_vectors) BEGIN
+    UPDATE vector_changes SET changes = changes + 1 WHERE id = 1;
+END;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, CHAIN_HEADS, _V6, IMPORT_KEYS_INDEX, _V8, _V9)

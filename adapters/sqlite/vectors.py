@@ -15,7 +15,7 @@ placeholder-converting reader and writer (its tables and triggers are its schema
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
@@ -25,14 +25,19 @@ from fermix_memory.adapters.sqlite.queries import _scope_sql
 from fermix_memory.adapters.sqlite.read_side import ReadSide, clamp_limit
 from fermix_memory.adapters.sqlite.rows import MESSAGE_FIELDS, memory_columns, memory_from_row, message_from_row
 from fermix_memory.adapters.sqlite.transaction import SqliteTransaction
+from fermix_memory.adapters.sqlite.vector_cache import ScopeVectorCache, ScopeVectors
 from fermix_memory.application.embedder import similarity
-from fermix_memory.application.ports import MemoryHit, MessageHit, QueuedText
+from fermix_memory.application.ports import MemoryHit, MessageHit, QueuedText, RecordedEvent
+from fermix_memory.domain import events as ev
 from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
 
 _TABLE = {"message": "messages", "memory": "memories"}
 # A vector search ranks this many times the hits asked for before reading whole rows; only if
 # hidden rows (checkpoints holding other owners' words) leave too few does it rank them all.
 _HEADROOM = 4
+_SCOPE_VECTORS = "SELECT v.vector, m.id FROM message_vectors v JOIN messages m ON m.id = v.message_id"
+_NEWER_VECTORS = "SELECT v.vector, m.id FROM message_vectors v CROSS JOIN messages m ON m.id = v.message_id"
+_CHANGES = "SELECT changes FROM vector_changes WHERE id = 1"
 _SCOPE_OF_MESSAGES = ("m.agent_id = ? AND m.owner_id = ?", "m.channel = ? AND m.chat_id = ? AND m.thread_scope = ?")
 # Vectors that point at nothing, and queue entries that do: what ``verify`` fails on.
 ORPHAN_VECTORS_SQL = (
@@ -65,6 +70,14 @@ class SqliteVectorIndex(ReadSide):
         super().__init__(store.reader)
         self._store = store
         self._marked = marked
+        # SQLite's schema counts the changes a kept scope's vectors could miss (migration 9).
+        self._kept = ScopeVectorCache() if marked else None
+        if self._kept is not None:
+            store.add_after_commit(self._forget_kept_on_erasure)
+
+    def _forget_kept_on_erasure(self, recorded: list[RecordedEvent]) -> None:
+        if self._kept is not None and any(isinstance(item.event, ev.ERASURE_RECORDS) for item in recorded):
+            self._kept.clear()
 
     def queue_new(self) -> int:
         # Most jobs follow commits that wrote no message: a read tells, and saves them a write.
@@ -125,8 +138,9 @@ class SqliteVectorIndex(ReadSide):
         rows = self._rows(f"SELECT v.vector, {memory_columns('m')} FROM memory_vectors v JOIN memories m"
                           f" ON m.id = v.memory_id WHERE v.label = ? AND {sql} AND m.archived_at IS NULL",
                           [label, *params])
-        best = _best(vector, [r[0] for r in rows], [int(r[1]) for r in rows], n)
-        return [MemoryHit(memory=(row := memory_from_row(rows[i][1:])), rank=-score, snippet=row.value)
+        by_id = {int(r[1]): r for r in rows}
+        best = _best(vector, [int(r[1]) for r in rows], n, vectors=[r[0] for r in rows])
+        return [MemoryHit(memory=(row := memory_from_row(by_id[i][1:])), rank=-score, snippet=row.value)
                 for i, score in best]
 
     def search_history_by_vector(self, vector: bytes, label: str, where: HistoryFilter,
@@ -139,56 +153,94 @@ class SqliteVectorIndex(ReadSide):
             c = where.conversation
             sql += " AND " + _SCOPE_OF_MESSAGES[1]
             params += [c.channel, c.chat_id, c.thread_scope]
-        # Only ids and vectors are read for the whole scope (in no order: _best orders), whole rows
-        # only for the best ones.
-        rows = self._rows(f"SELECT v.vector, m.id FROM message_vectors v JOIN messages m ON m.id = v.message_id"
-                          f" WHERE v.label = ? AND {sql}", [label, *params])
-        vectors, ids = [r[0] for r in rows], [int(r[1]) for r in rows]
+        # Only ids and vectors are read for the whole scope (or kept from the last search), whole
+        # rows only for the best ones.
+        ids, matrix, vectors = self._message_vectors((label, where.agent_id, where.owner_id, where.conversation),
+                                                     sql, [label, *params])
         hits: list[MessageHit] = []
         done = 0
-        for wanted in (_HEADROOM * n, len(rows)):  # rarely, hidden rows leave too few: then all
-            ranked = _best(vector, vectors, ids, wanted)
+        for wanted in (_HEADROOM * n, len(ids)):  # rarely, hidden rows leave too few: then all
+            ranked = _best(vector, ids, wanted, vectors=vectors, matrix=matrix)
             for start in range(done, len(ranked), 2 * n):
                 part = ranked[start:start + 2 * n]
                 done = start + len(part)
                 marks = ", ".join("?" * len(part))
                 read = {int(r[0]): message_from_row(r) for r in self._rows(
                     f"SELECT {', '.join('m.' + c for c in MESSAGE_FIELDS)} FROM messages m WHERE m.id IN ({marks})",
-                    [int(rows[i][1]) for i, _ in part])}
+                    [i for i, _ in part])}
                 for i, score in part:
-                    message = read.get(int(rows[i][1]))
+                    message = read.get(i)
                     if message is not None and _visible(message, where):
                         hits.append(MessageHit(message=message, rank=-score, snippet=message.content))
                         if len(hits) == n:
                             return hits
-            if done >= len(rows):
+            if done >= len(ids):
                 break
         return hits
+
+    def _message_vectors(self, key: Hashable, scope: str, params: list[Any]) -> tuple[Any, Any, Sequence[bytes]]:
+        """(ids, matrix or None, vectors) of the scope's message vectors: kept from the last search
+        and topped up with the vectors above it when the schema's change count allows."""
+        np = _numpy()
+        if np is None or self._kept is None:
+            rows = self._rows(f"{_SCOPE_VECTORS} WHERE v.label = ? AND {scope}", params)
+            return [int(r[1]) for r in rows], None, [r[0] for r in rows]
+        changes = int(self._rows(_CHANGES)[0][0])
+        kept = self._kept.get(key, changes)
+        if kept is None:
+            kept = _scope_vectors(np, self._rows(f"{_SCOPE_VECTORS} WHERE v.label = ? AND {scope}", params))
+        else:  # from the vectors' own ids: only those above the last one kept are read
+            newer = self._rows(f"{_NEWER_VECTORS} WHERE v.message_id > ? AND v.label = ? AND {scope}",
+                               [kept.last_id, *params])
+            if newer:
+                more = _scope_vectors(np, newer)
+                kept = more if not len(kept.ids) else ScopeVectors(
+                    np.concatenate([kept.ids, more.ids]), np.concatenate([kept.matrix, more.matrix]))
+        self._kept.put(key, changes, kept)
+        return kept.ids, kept.matrix, ()
+
+
+def _numpy() -> Any:
+    """numpy when the ``[semantic]`` extra brought it, else ``None`` (imported at the first search)."""
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return numpy
+
+
+def _scope_vectors(np: Any, rows: Sequence[Sequence[Any]]) -> ScopeVectors:
+    ids = np.fromiter((int(r[1]) for r in rows), dtype=np.int64, count=len(rows))
+    if not rows:
+        return ScopeVectors(ids, np.empty((0, 0), dtype="<f4"))
+    return ScopeVectors(ids, np.frombuffer(b"".join(r[0] for r in rows), dtype="<f4").reshape(len(rows), -1))
 
 
 def _waiting(cursor: Any) -> int:
     return int(cursor.execute(WAITING_SQL).fetchall()[0][0])
 
 
-def _best(query: bytes, vectors: Sequence[bytes], ids: Sequence[int], n: int) -> list[tuple[int, float]]:
-    """(index, similarity) of the ``n`` vectors closest to ``query``, best first; ties go to the
-    greater id (the newer row). numpy when the ``[semantic]`` extra brought it, else plain Python."""
-    if not vectors or n <= 0:
+def _best(query: bytes, ids: Sequence[int] | Any, n: int, *, vectors: Sequence[bytes] = (),
+          matrix: Any = None) -> list[tuple[int, float]]:
+    """(id, similarity) of the ``n`` vectors closest to ``query`` (``matrix``, one row per id, or
+    else ``vectors``), best first; ties go to the greater id (the newer row). numpy when the
+    ``[semantic]`` extra brought it, else plain Python."""
+    if n <= 0 or not len(ids):
         return []
-    try:
-        import numpy as np
-    except ImportError:
+    np = _numpy()
+    if np is None:
         scores = [similarity(query, v) for v in vectors]
         order = sorted(range(len(scores)), key=lambda i: (-scores[i], -ids[i]))
-        return [(i, scores[i]) for i in order[:n]]
-    matrix = np.frombuffer(b"".join(vectors), dtype="<f4").reshape(len(vectors), -1)
+        return [(int(ids[i]), scores[i]) for i in order[:n]]
+    if matrix is None:
+        matrix = np.frombuffer(b"".join(vectors), dtype="<f4").reshape(len(vectors), -1)
     similarities = matrix @ np.frombuffer(query, dtype="<f4")
-    if n < len(vectors):  # every vector at least as close as the n-th best: ties at the edge kept
-        edge = np.partition(similarities, len(vectors) - n)[len(vectors) - n]
-        chosen = np.flatnonzero(similarities >= edge)
+    count = len(similarities)
+    if n < count:  # every vector at least as close as the n-th best: ties at the edge kept
+        chosen = np.flatnonzero(similarities >= np.partition(similarities, count - n)[count - n])
     else:
-        chosen = np.arange(len(vectors))
+        chosen = np.arange(count)
     keys = similarities[chosen].tolist()
-    picked = chosen.tolist()
-    order = sorted(range(len(picked)), key=lambda k: (-keys[k], -ids[picked[k]]))
-    return [(picked[k], float(keys[k])) for k in order[:n]]
+    picked = np.asarray(ids)[chosen].tolist()
+    order = sorted(range(len(picked)), key=lambda k: (-keys[k], -picked[k]))
+    return [(int(picked[k]), float(keys[k])) for k in order[:n]]

@@ -319,3 +319,72 @@ def test_the_demo_question_finds_the_home_city_with_the_real_model(home: Path, m
     assert found.stdout.splitlines()[0].endswith("home_city = Berlin")
     (home / "config.toml").write_text("[fermix_core.memory]\nrecall_by_meaning = false\n", encoding="utf-8")
     assert "nothing found" in fermix(*search, home=home).stdout
+
+
+def test_a_memory_that_keeps_searching_sees_what_a_fresh_one_sees_as_messages_come_and_go(
+        memory: MemorySystem, home: Path, embedder: ConceptEmbedder) -> None:
+    """Searches of one long-lived memory (which keeps each scope's vectors between searches, on
+    SQLite) against a memory opened afresh on the same home after every step: appends, a
+    retraction, a forgotten conversation, another memory's writes and a new model."""
+    texts = ["I live in Berlin", "my home city is Berlin", "the kitchen tap drips", "tea is my drink",
+             "we moved house last spring", "the town is quiet at night"]
+    other = "telegram:alice-work"
+    queries = ["where does the user live", "what does the user drink", "kitchen"]
+
+    def say(where: MemorySystem, n: int, conversation: str = CONV) -> None:
+        where.append_message(agent_id=AGENT, owner_id="alice", conversation=conversation, role="user",
+                             sender="alice", content=texts[n % len(texts)])
+
+    def same_as_fresh(step: str) -> None:
+        memory.fill_vectors()
+        with MemorySystem.open(home, embedder=embedder) as fresh:
+            for query in queries:
+                for conversation in (CONV, other):
+                    for scope in ("current", "owner"):
+                        ask = dict(agent_id=AGENT, owner_id="alice", conversation=conversation, scope=scope,
+                                   source="history", mode="semantic", limit=7)
+                        kept = [h.message.id for h in memory.recall(query, **ask).messages]  # type: ignore[arg-type]
+                        afresh = [h.message.id for h in fresh.recall(query, **ask).messages]  # type: ignore[arg-type]
+                        assert kept == afresh, (step, query, conversation, scope)
+
+    for n in range(12):
+        say(memory, n, CONV if n % 3 else other)
+    same_as_fresh("first")
+    for n in range(12, 20):  # in order: only these are read again
+        say(memory, n)
+    same_as_fresh("appended")
+    memory.retract_newest_message(agent_id=AGENT, owner_id="alice", conversation=CONV)
+    same_as_fresh("retracted")
+    with MemorySystem.open(home, embedder=embedder) as elsewhere:  # another writer of the same home
+        for n in range(20, 26):
+            say(elsewhere, n, other)
+        elsewhere.fill_vectors()
+    same_as_fresh("written elsewhere")
+    # A text that changes (as a repair tool would change it) loses its vector and gets a new one
+    # under the same id: the kept vector must not stand in for it.
+    [(changed,)] = read(memory, "SELECT min(id) FROM messages WHERE content = 'the kitchen tap drips'")
+    write_behind_the_stores_back(memory, f"UPDATE messages SET content = 'I live in Berlin' WHERE id = {changed}")
+    same_as_fresh("changed")
+    memory.forget_conversation(AGENT, other)
+    same_as_fresh("forgotten")
+    for n in range(26, 30):
+        say(memory, n, other)
+    same_as_fresh("after the forget")
+
+
+@pytest.mark.sqlite_only("the change count is SQLite's schema (migration 9)")
+def test_the_change_count_moves_when_a_vector_goes_changes_or_comes_in_behind_a_later_one(
+        memory: MemorySystem, home: Path) -> None:
+    write_alice(memory)
+    memory.fill_vectors()
+    changes = lambda: read(memory, "SELECT changes FROM vector_changes")[0][0]  # noqa: E731
+    [(first, last)] = read(memory, "SELECT min(message_id), max(message_id) FROM message_vectors")
+    before = changes()
+    write_behind_the_stores_back(memory, f"INSERT INTO message_vectors VALUES ({last + 10}, 'x@1', x'00')")
+    assert changes() == before  # in order: nothing a kept scope could miss
+    write_behind_the_stores_back(memory, f"DELETE FROM message_vectors WHERE message_id = {first}")
+    assert changes() == before + 1
+    write_behind_the_stores_back(memory, f"INSERT INTO message_vectors VALUES ({first}, 'x@1', x'00')")
+    assert changes() == before + 2  # behind a later one
+    write_behind_the_stores_back(memory, f"UPDATE message_vectors SET label = 'y@1' WHERE message_id = {first}")
+    assert changes() == before + 3
