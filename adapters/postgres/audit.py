@@ -27,7 +27,7 @@ from fermix_memory.adapters.sqlite.audit_replay import differing_tables, fold_lo
 from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection, scalar_int
 from fermix_memory.adapters.sqlite.head import Head, head_problem
 from fermix_memory.adapters.sqlite.schema import PROJECTION_TABLES, migrate
-from fermix_memory.adapters.sqlite.vectors import ORPHAN_VECTORS_SQL, WAITING_SQL
+from fermix_memory.adapters.sqlite.vectors import ORPHAN_VECTORS_SQL, WAITING_SQL, unvectored_sql
 from fermix_memory.application.errors import IntegrityError, StorageError
 
 Rows = Callable[[str], list[tuple[Any, ...]]]
@@ -96,6 +96,8 @@ def verify_postgres(store: PostgresEventStore, progress: Progress | None = None,
         problems += noted
         if orphans := scalar_int(cast(Any, cur), ORPHAN_VECTORS_SQL):
             problems.append(f"{orphans} vector(s) or vector queue entries point at no message or row (ADR-0043)")
+        if unvectored := scalar_int(cast(Any, cur), f"SELECT {unvectored_sql(marked=False)}"):
+            problems.append(f"{unvectored} message(s) or row(s) have no vector and wait for none (ADR-0043)")
         waiting = scalar_int(cast(Any, cur), WAITING_SQL)
         if problems:
             return attrs.evolve(report, ok=False, problem="; ".join(problems))

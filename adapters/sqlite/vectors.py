@@ -51,6 +51,19 @@ ORPHAN_VECTORS_SQL = (
 WAITING_SQL = "SELECT count(*) FROM vector_queue"
 # What waits on SQLite: the queue, and the messages above the mark, not queued yet (migration 8).
 _MARK = "coalesce((SELECT last_id FROM vector_marks WHERE kind = 'message'), 0)"
+
+
+def unvectored_sql(marked: bool) -> str:
+    """How many messages and rows have no vector (of any label) and wait for none: what ``verify``
+    fails on. ``marked``: SQLite's messages above the mark are not queued yet, and wait too."""
+    above = f"m.id <= {_MARK} AND " if marked else ""
+    return " + ".join(
+        f"(SELECT count(*) FROM {table} m WHERE {above if kind == 'message' else ''}"
+        f"NOT EXISTS (SELECT 1 FROM {kind}_vectors v WHERE v.{kind}_id = m.id)"
+        f" AND NOT EXISTS (SELECT 1 FROM vector_queue q WHERE q.kind = '{kind}' AND q.id = m.id))"
+        for kind, table in (("message", "messages"), ("memory", "memories")))
+
+
 WAITING_WITH_MARK_SQL = f"SELECT ({WAITING_SQL}) + (SELECT count(*) FROM messages WHERE id > {_MARK})"
 _ANY_NEW = f"SELECT EXISTS (SELECT 1 FROM messages WHERE id > {_MARK})"
 _QUEUE_NEW = (f"INSERT INTO vector_queue(kind, id) SELECT 'message', id FROM messages WHERE id > {_MARK}"

@@ -388,3 +388,17 @@ def test_the_change_count_moves_when_a_vector_goes_changes_or_comes_in_behind_a_
     assert changes() == before + 2  # behind a later one
     write_behind_the_stores_back(memory, f"UPDATE message_vectors SET label = 'y@1' WHERE message_id = {first}")
     assert changes() == before + 3
+
+
+@pytest.mark.parametrize("kind", ["message", "memory"])
+def test_verify_fails_on_a_text_that_has_no_vector_and_waits_for_none(home: Path, embedder: ConceptEmbedder,
+                                                                      kind: str) -> None:
+    with MemorySystem.open(home, embedder=embedder) as memory:
+        write_alice(memory)
+        memory.fill_vectors()
+        assert memory.verify().ok
+        write_behind_the_stores_back(memory, f"DELETE FROM {kind}_vectors WHERE {kind}_id ="
+                                             f" (SELECT min({kind}_id) FROM {kind}_vectors)")
+    with MemorySystem.open(home) as memory:  # no embedder: nothing queues it again behind verify's back
+        report = memory.verify()
+        assert not report.ok and "1 message(s) or row(s) have no vector and wait for none" in report.problem
