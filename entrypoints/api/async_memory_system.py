@@ -190,6 +190,11 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
     def settings(self) -> Settings:
         return self._sync.settings
 
+    @property
+    def recalls_by_meaning(self) -> bool:
+        """Whether :meth:`recall` is hybrid by default (ADR-0044)."""
+        return self._sync.recalls_by_meaning
+
     def prompt_file(self, agent_id: str, owner_id: str, name: str = "user_md") -> Path:
         """Where ``USER.md`` (``user_md``) or ``MEMORY.md`` (``memory_md``) of an owner lives."""
         return self._sync.prompt_file(agent_id, owner_id, name)

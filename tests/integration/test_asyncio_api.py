@@ -130,7 +130,7 @@ def test_the_flat_methods_are_awaited_and_the_pure_ones_are_not(tmp_path: Path,
 def test_every_method_of_the_sync_api_has_its_awaited_twin() -> None:
     """Nothing a host calls on MemorySystem or Session is missing from the asyncio API; what reads
     or writes the store is awaited there, with the sync method's parameters."""
-    computed = {"session", "tool_definitions", "prompt_file", "settings", "home"}
+    computed = {"session", "tool_definitions", "prompt_file", "settings", "home", "recalls_by_meaning"}
     for sync_class, async_class in ((MemorySystem, AsyncMemorySystem), (Session, AsyncSession)):
         public = {name for name in dir(sync_class) if not name.startswith("_")}
         missing = public - set(dir(async_class))
