@@ -170,4 +170,26 @@ CREATE TRIGGER {table}_vectors AFTER INSERT OR DELETE OR UPDATE OF {columns} ON 
 INSERT INTO vector_queue(kind, id) SELECT '{kind}', id FROM {table};
 """ for table, kind, columns in (("messages", "message", "sender, content"), ("memories", "memory", "key, value")))
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+# Schema 5, as SQLite's 9 (ADR-0043): the count a reader that keeps a scope's vectors checks. Every
+# write of a message's vector first locks the count's row, so writers of vectors (of several
+# processes) take turns; only then is "behind a later one" read, from what has committed.
+_V5 = """
+CREATE TABLE vector_changes(
+    id      INTEGER PRIMARY KEY CHECK (id = 1),
+    changes BIGINT NOT NULL
+);
+INSERT INTO vector_changes(id, changes) VALUES (1, 0);
+CREATE FUNCTION message_vectors_changes() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM vector_changes WHERE id = 1 FOR UPDATE;
+    IF TG_OP <> 'INSERT'
+       OR NEW.message_id < (SELECT max(message_id) FROM message_vectors WHERE message_id <> NEW.message_id) THEN
+        UPDATE vector_changes SET changes = changes + 1 WHERE id = 1;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER message_vectors_changes AFTER INSERT OR UPDATE OR DELETE ON message_vectors
+    FOR EACH ROW EXECUTE FUNCTION message_vectors_changes();
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)

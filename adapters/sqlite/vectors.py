@@ -7,7 +7,8 @@ drop a vector with its text. The
 background upkeep reads a batch of queued texts here, embeds them off the store's writer, and
 stores the vectors in a short write that checks each text is still the one embedded (a text
 changed in between stays queued). Search is a brute-force dot product over the vectors of the
-searched scope, filtered as keyword recall filters it.
+searched scope, filtered as keyword recall filters it; a scope's vectors are kept between
+searches (``vector_cache``) while the schema's change count allows.
 
 The SQL is plain enough for both stores: the PostgreSQL store reuses this class through its
 placeholder-converting reader and writer (its tables and triggers are its schema's migration 4).
@@ -83,13 +84,13 @@ class SqliteVectorIndex(ReadSide):
         super().__init__(store.reader)
         self._store = store
         self._marked = marked
-        # SQLite's schema counts the changes a kept scope's vectors could miss (migration 9).
-        self._kept = ScopeVectorCache() if marked else None
-        if self._kept is not None:
-            store.add_after_commit(self._forget_kept_on_erasure)
+        # Both schemas count the changes a kept scope's vectors could miss (SQLite's 9, PostgreSQL's 5).
+        self._kept = ScopeVectorCache()
+        self._newer = _NEWER_VECTORS if marked else _SCOPE_VECTORS  # CROSS JOIN ... ON is SQLite's
+        store.add_after_commit(self._forget_kept_on_erasure)
 
     def _forget_kept_on_erasure(self, recorded: list[RecordedEvent]) -> None:
-        if self._kept is not None and any(isinstance(item.event, ev.ERASURE_RECORDS) for item in recorded):
+        if any(isinstance(item.event, ev.ERASURE_RECORDS) for item in recorded):
             self._kept.clear()
 
     def queue_new(self) -> int:
@@ -195,7 +196,7 @@ class SqliteVectorIndex(ReadSide):
         """(ids, matrix or None, vectors) of the scope's message vectors: kept from the last search
         and topped up with the vectors above it when the schema's change count allows."""
         np = _numpy()
-        if np is None or self._kept is None:
+        if np is None:
             rows = self._rows(f"{_SCOPE_VECTORS} WHERE v.label = ? AND {scope}", params)
             return [int(r[1]) for r in rows], None, [r[0] for r in rows]
         changes = int(self._rows(_CHANGES)[0][0])
@@ -203,7 +204,7 @@ class SqliteVectorIndex(ReadSide):
         if kept is None:
             kept = _scope_vectors(np, self._rows(f"{_SCOPE_VECTORS} WHERE v.label = ? AND {scope}", params))
         else:  # from the vectors' own ids: only those above the last one kept are read
-            newer = self._rows(f"{_NEWER_VECTORS} WHERE v.message_id > ? AND v.label = ? AND {scope}",
+            newer = self._rows(f"{self._newer} WHERE v.message_id > ? AND v.label = ? AND {scope}",
                                [kept.last_id, *params])
             if newer:
                 more = _scope_vectors(np, newer)

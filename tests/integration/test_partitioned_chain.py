@@ -193,7 +193,8 @@ def test_a_database_written_before_chains_keeps_its_one_chain(postgres_url: str,
     assert before.chains == () and before.position == 3
     # As a database of the first schema version was: no chain rows, no sequence, no import keys
     # (migration 3), no vectors (migration 4), version 1 recorded.
-    sql(postgres_url, "DROP TABLE message_vectors, memory_vectors, vector_queue;"
+    sql(postgres_url, "DROP TABLE vector_changes, message_vectors, memory_vectors, vector_queue;"
+                      " DROP FUNCTION message_vectors_changes();"
                       " DROP TRIGGER messages_vectors ON messages; DROP TRIGGER memories_vectors ON memories;"
                       " DROP FUNCTION messages_vectors(); DROP FUNCTION memories_vectors();"
                       " DROP TABLE chain_heads; DROP SEQUENCE events_position; DROP INDEX events_import_keys;"

@@ -42,7 +42,8 @@ def test_a_database_from_before_gets_the_keys_and_still_skips_what_it_imported(p
     sql(postgres_url, "DROP INDEX events_import_keys; ALTER TABLE events DROP COLUMN import_key_type,"
                       " DROP COLUMN import_key;"
                       # and migration 4 (vectors), which came after it
-                      " DROP TABLE message_vectors, memory_vectors, vector_queue;"
+                      " DROP TABLE vector_changes, message_vectors, memory_vectors, vector_queue;"
+                      " DROP FUNCTION message_vectors_changes();"
                       " DROP TRIGGER messages_vectors ON messages; DROP TRIGGER memories_vectors ON memories;"
                       " DROP FUNCTION messages_vectors(); DROP FUNCTION memories_vectors();"
                       " DELETE FROM fermix_migrations WHERE version >= 3")
