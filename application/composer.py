@@ -129,6 +129,42 @@ def compose_openai(revision: RevisionReader, window: StoredWindowReader, agent_i
     return [{"role": "system", "content": system_text}, *turns] if system_text else turns
 
 
+def compose_anthropic(revision: RevisionReader, window: StoredWindowReader, agent_id: str, owner_id: str,
+                      conversation: ConversationKey, *, system: str = "") -> tuple[str, list[dict[str, Any]]]:
+    """``as_anthropic(compose_prompt(...))``, the same system text and messages, from a window
+    whose messages may still be the rows the store read, as :func:`compose_openai`: one pass when
+    no message of it takes part in a tool call."""
+    system_text, rest, paired = _system_and_rest(revision, window, agent_id, owner_id, conversation, system)
+    if paired:
+        return as_anthropic(ComposedPrompt(system=system_text, turns=tuple(_turns(
+            [as_message(m, agent_id, conversation) for m in rest]))))
+    speakers: set[str] = set()
+    merged: list[tuple[str, list[str]]] = []  # (role, texts) of runs of one role
+    last = ""
+    for m in rest:  # a user's or an assistant's plain turn
+        if type(m) is tuple:
+            role, text = m[3], m[5]
+            if role == "user":
+                speakers.add(m[2] or m[1])  # the sender, else the owner
+        else:
+            role, text = m.role.value, m.content  # type: ignore[union-attr]
+            if role == "user":
+                speakers.add(_speaker(m))  # type: ignore[arg-type]
+        if role != "user":
+            role, text = "assistant", text.rstrip()  # as _anthropic_blocks: a trailing space says nothing
+        if role == last:
+            merged[-1][1].append(text)
+        else:
+            merged.append((role, [text]))
+            last = role
+    speakers.discard("")
+    if len(speakers) > 1:  # several speakers: each user turn names its sender, as the turns would
+        return as_anthropic(ComposedPrompt(system=system_text, turns=tuple(_turns(
+            [as_message(m, agent_id, conversation) for m in rest]))))
+    return system_text, [{"role": role, "content": texts[0] if len(texts) == 1
+                          else [{"type": "text", "text": text} for text in texts]} for role, texts in merged]
+
+
 def _system_and_rest(
     revision: RevisionReader, window: StoredWindowReader, agent_id: str, owner_id: str,
     conversation: ConversationKey, system: str,

@@ -57,7 +57,7 @@ RAW_WINDOW = (f"SELECT {RAW_COLUMNS} FROM messages WHERE agent_id = ? AND channe
               " AND thread_scope = ? AND id > ? ORDER BY created_at, id")
 
 
-def cold_compose(conversations: int, messages: int) -> dict[str, float]:
+def cold_compose(conversations: int, messages: int, style: str = "openai") -> dict[str, float]:
     """Median ms of the first ``compose_prompt`` of each conversation and of a raw read of its window,
     alternating conversation by conversation (half composed first, half read raw first)."""
     with tempfile.TemporaryDirectory(prefix="fermix-cold-") as home:
@@ -75,7 +75,7 @@ def cold_compose(conversations: int, messages: int) -> dict[str, float]:
 
             def compose(c: int) -> None:
                 start = time.perf_counter()
-                memory.compose_prompt(AGENT, OWNER, f"cold:{c}")
+                memory.compose_prompt(AGENT, OWNER, f"cold:{c}", style=style)  # type: ignore[call-overload]
                 ours.append((time.perf_counter() - start) * 1000)
 
             def read(c: int) -> None:
@@ -101,12 +101,15 @@ def main() -> int:
     parser.add_argument("--conversations", type=int, default=60)
     parser.add_argument("--messages", type=int, default=100, help="messages per conversation (cold compose)")
     parser.add_argument("--cold-only", action="store_true", help="only the cold compose_prompt figures")
+    parser.add_argument("--style", choices=("openai", "anthropic"), default="openai",
+                        help="the prompt shape composed cold")
     args = parser.parse_args()
-    cold = cold_compose(args.conversations, args.messages)
+    cold = cold_compose(args.conversations, args.messages, args.style)
     print(f"cold compose_prompt ({args.messages} messages) {cold['cold_compose_ms']:.3f} ms   raw window read"
           f" {cold['raw_window_ms']:.3f} ms   ratio {cold['cold_compose_ratio']:.2f}x")
     if args.cold_only:
-        print(json.dumps({"conversations": args.conversations, "messages": args.messages, **cold}))
+        print(json.dumps({"conversations": args.conversations, "messages": args.messages, "style": args.style,
+                          **cold}))
         return 0
     with tempfile.TemporaryDirectory(prefix="fermix-hooks-") as home, MemorySystem.open(Path(home)) as memory:
         for i in range(300):

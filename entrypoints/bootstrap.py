@@ -34,10 +34,8 @@ from fermix_memory.application.compaction import CompactionQueries, Compactor, G
 from fermix_memory.application.composer import (
     RevisionReader,
     StoredWindowReader,
-    WindowReader,
-    as_anthropic,
+    compose_anthropic,
     compose_openai,
-    compose_prompt,
 )
 from fermix_memory.application.embedder import Embedder
 from fermix_memory.application.errors import (
@@ -208,19 +206,17 @@ class App:
         """The prompt of a turn now, or, at a past moment ``as_of``, the prompt composed then: the
         prompt files and the window as they were, folded from the log and writing nothing (ADR-0033)."""
         revision: RevisionReader
-        window: WindowReader
         stored: StoredWindowReader
         if as_of is None:
             self.prompt_files.welcome(cmd.agent_id, cmd.owner_id)  # the agent's rules, even before a first message
-            revision, window = self.prompt_revisions.revision, self.conversations.window
-            stored = self.conversations.stored_window
+            revision, stored = self.prompt_revisions.revision, self.conversations.stored_window
         else:
             moment, limit = as_of, self.settings.memory.max_conversation_history
             revision = lambda a, o, n: revision_as_of(self.store, a, o, n, moment)  # noqa: E731
-            window = stored = lambda a, c: window_as_of(self.store, a, c, moment, limit)
+            stored = lambda a, c: window_as_of(self.store, a, c, moment, limit)  # noqa: E731
         if cmd.style is cmd_.Style.ANTHROPIC:
-            return as_anthropic(compose_prompt(revision, window, cmd.agent_id, cmd.owner_id, cmd.conversation,
-                                               system=cmd.system))
+            return compose_anthropic(revision, stored, cmd.agent_id, cmd.owner_id, cmd.conversation,
+                                     system=cmd.system)
         return compose_openai(revision, stored, cmd.agent_id, cmd.owner_id, cmd.conversation, system=cmd.system)
 
     def dispatch_tool(self, cmd: cmd_.DispatchTool) -> dict[str, Any]:

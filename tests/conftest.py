@@ -48,13 +48,18 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(autouse=True)
 def every_composed_prompt_is_a_valid_request(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    def checked(*args: Any, **kwargs: Any) -> composer.ComposedPrompt:
-        prompt = composer.compose_prompt(*args, **kwargs)
-        check_openai(composer.as_openai(prompt))
-        check_anthropic(composer.as_anthropic(prompt))
+    def openai(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        messages = composer.compose_openai(*args, **kwargs)
+        check_openai(messages)
+        return messages
+
+    def anthropic(*args: Any, **kwargs: Any) -> tuple[str, list[dict[str, Any]]]:
+        prompt = composer.compose_anthropic(*args, **kwargs)
+        check_anthropic(prompt)
         return prompt
 
-    monkeypatch.setattr(bootstrap, "compose_prompt", checked)
+    monkeypatch.setattr(bootstrap, "compose_openai", openai)
+    monkeypatch.setattr(bootstrap, "compose_anthropic", anthropic)
     yield
 
 

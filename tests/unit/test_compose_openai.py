@@ -1,7 +1,8 @@
-"""``compose_openai`` is ``as_openai(compose_prompt(...))`` byte for byte: the one-pass path taken
-when no message of the window takes part in a tool call gives the same dicts, with their keys in
-the same order, as composing the turns, for every kind of message a window can hold, whether the
-window holds messages, the rows the store read, or both."""
+"""``compose_openai`` is ``as_openai(compose_prompt(...))`` and ``compose_anthropic`` is
+``as_anthropic(compose_prompt(...))`` byte for byte: the one-pass path taken when no message of
+the window takes part in a tool call gives the same dicts, with their keys in the same order, as
+composing the turns, for every kind of message a window can hold, whether the window holds
+messages, the rows the store read, or both."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ import json
 import random
 from datetime import UTC, datetime, timedelta
 
-from fermix_memory.application.composer import as_openai, compose_openai, compose_prompt
+from fermix_memory.application.composer import (
+    as_anthropic,
+    as_openai,
+    compose_anthropic,
+    compose_openai,
+    compose_prompt,
+)
 from fermix_memory.application.ports import ResourceRevision
 from fermix_memory.application.stored_messages import is_plain
 from fermix_memory.domain.messages import Message
@@ -62,12 +69,12 @@ def compose_both(window: list[Message], system: str, files: tuple[str, str]) -> 
     def read(agent_id: str, conversation: ConversationKey) -> list[Message]:
         return list(window)
 
-    reference = json.dumps(as_openai(compose_prompt(revision, read, "ada", "alice", KEY, system=system)),
-                           ensure_ascii=False)
+    composed = compose_prompt(revision, read, "ada", "alice", KEY, system=system)
+    reference = json.dumps([as_openai(composed), as_anthropic(composed)], ensure_ascii=False)
     # The window as messages, as the rows the store read, and both (a cached window after a write).
     for stored in (list(window), [row(m) for m in window], [row(m) if m.id % 2 else m for m in window]):
-        fast = json.dumps(compose_openai(revision, lambda a, c, w=stored: w, "ada", "alice", KEY, system=system),
-                          ensure_ascii=False)
+        fast = json.dumps([compose(revision, lambda a, c, w=stored: w, "ada", "alice", KEY, system=system)
+                           for compose in (compose_openai, compose_anthropic)], ensure_ascii=False)
         if fast != reference:
             return fast, reference
     return reference, reference
