@@ -71,6 +71,7 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import random
 import shutil
 import statistics
@@ -980,4 +981,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    os.environ.setdefault("FERMIX_RECALL_BY_MEANING", "false")  # meaning only where asked for (ADR-0044)
     sys.exit(main())
