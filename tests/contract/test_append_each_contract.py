@@ -121,7 +121,8 @@ def test_a_large_append_each_records_the_same_and_the_file_store_gives_its_page_
     assert everything(at_once) == everything(one_by_one)
     if isinstance(at_once, SqliteEventStore):
         assert widened == [(-BULK_CACHE_KIB,)]
-        assert at_once._writer.execute("PRAGMA cache_size").fetchall() == [(-DEFAULT_CACHE_KIB,)]
+        with at_once.exclusive("read") as writer:  # the writer connection, between transactions
+            assert writer.execute("PRAGMA cache_size").fetchall() == [(-DEFAULT_CACHE_KIB,)]
         # A small set leaves the cache as it is.
         assert at_once.write(lambda tx: tx.append_each(many[:2]) and tx.cursor.execute(  # type: ignore[attr-defined]
             "PRAGMA cache_size").fetchall()) == [(-DEFAULT_CACHE_KIB,)]
