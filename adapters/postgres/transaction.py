@@ -78,6 +78,9 @@ class PostgresTransaction(SqliteTransaction):
     def finish(self) -> None:
         write_chain_heads(self.cursor, self.heads, self.touched)
 
+    def _cache_kib(self, kib: int) -> None:
+        """The server sizes its own buffers: nothing to widen for many appends."""
+
     @staticmethod
     def _version_clash(exc: Exception) -> bool:
         return isinstance(exc, pg_errors.UniqueViolation) and "events_stream_version_key" in str(exc)

@@ -33,6 +33,15 @@ INSERT_EVENT = (
     "INSERT INTO events(position, stream, version, kind, schema, recorded_at, payload,"
     " payload_sha256, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?)"
 )
+# The page cache of the writer while a transaction appends many events at once (an import):
+# the log's and the projections' indexes take each batch's rows at places spread over the whole
+# file, and with SQLite's default cache (2 MB) the pages a batch changed are spilled to the WAL and
+# read back several times within the transaction. Given back when the transaction commits.
+BULK_CACHE_KIB = 65_536
+BULK_EVENTS = 100  # an ``append_each`` of at least this many events widens the cache
+# The cache size the writer is given back (SQLite's default, which the connection keeps).
+DEFAULT_CACHE_KIB = 2_000
+
 # Every column of the log, in log order: what the chain check walks, a replay and an export copy.
 LOG_ROWS = (
     "SELECT position, stream, version, kind, schema, recorded_at, payload, payload_sha256, prev_hash, hash"
@@ -187,6 +196,7 @@ class SqliteTransaction:
         # The chains this transaction read or extended.
         self.heads: dict[int, tuple[int, str]] = {} if known is None else dict(known.heads)
         self.position, self.hash = self._start() if known is None else (known.position, known.hash)
+        self.bulk = False  # the page cache was widened for many appends (see :meth:`finish`)
 
     def known(self, data_version: int) -> Known:
         """What the next transaction of the same writer may start from once this one committed
@@ -225,6 +235,13 @@ class SqliteTransaction:
         """Before COMMIT: record the new heads of the chains this transaction extended."""
         if self.chains > 1:
             write_chain_heads(self.cursor, self.heads, self.touched)
+        if self.bulk:
+            self._cache_kib(DEFAULT_CACHE_KIB)
+
+    def _cache_kib(self, kib: int) -> None:
+        """Bound the writer connection's page cache (a negative ``cache_size`` is in KiB); the
+        pages above the bound are given back as the commit releases them."""
+        self.cursor.execute(f"PRAGMA cache_size = {-kib}")
 
     def log_head(self) -> Head:
         """The log's head once this transaction committed (several chains: read from ``chain_heads``)."""
@@ -279,6 +296,9 @@ class SqliteTransaction:
         first (each chain's lock taken once, in order, on a store with concurrent writers)."""
         if not appends:
             return []
+        if len(appends) >= BULK_EVENTS and not self.bulk:
+            self.bulk = True
+            self._cache_kib(BULK_CACHE_KIB)
         chains = {stream: chain_for(stream, self.chains) for stream, _ in appends}
         for stream in sorted(chains, key=chains.__getitem__):
             self.enter(stream)

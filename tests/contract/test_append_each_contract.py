@@ -12,6 +12,7 @@ import attrs
 import pytest
 
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
+from fermix_memory.adapters.sqlite.transaction import BULK_CACHE_KIB, BULK_EVENTS, DEFAULT_CACHE_KIB
 from fermix_memory.application.errors import ConcurrencyConflict
 from fermix_memory.application.ports import EventStore, WriteTransaction
 from fermix_memory.domain import events as ev
@@ -99,6 +100,32 @@ def test_append_each_records_what_appending_one_by_one_records(open_store: Opene
     for store in (one_by_one, at_once):
         store.write(lambda tx: tx.append_each([conversation(8)]))
     assert everything(at_once) == everything(one_by_one)
+
+
+def test_a_large_append_each_records_the_same_and_the_file_store_gives_its_page_cache_back(open_store: Opener
+                                                                                              ) -> None:
+    """An import's batch widens the SQLite writer's page cache for its transaction (and only
+    then); the commit gives it back. The rows are the same as appended one by one."""
+    one_by_one, at_once = open_store(), open_store()
+    many = [conversation(n) for n in range(BULK_EVENTS + 20)]
+    singles = one_by_one.write(lambda tx: [tx.append(stream, [event])[0] for stream, event in many])
+    widened: list[Any] = []
+
+    def work(tx: WriteTransaction) -> list[int]:
+        positions = tx.append_each(many)
+        if isinstance(at_once, SqliteEventStore):
+            widened.extend(tx.cursor.execute("PRAGMA cache_size").fetchall())  # type: ignore[attr-defined]
+        return positions
+
+    assert at_once.write(work) == singles
+    assert everything(at_once) == everything(one_by_one)
+    if isinstance(at_once, SqliteEventStore):
+        assert widened == [(-BULK_CACHE_KIB,)]
+        with at_once.exclusive("read") as writer:  # the writer connection, between transactions
+            assert writer.execute("PRAGMA cache_size").fetchall() == [(-DEFAULT_CACHE_KIB,)]
+        # A small set leaves the cache as it is.
+        assert at_once.write(lambda tx: tx.append_each(many[:2]) and tx.cursor.execute(  # type: ignore[attr-defined]
+            "PRAGMA cache_size").fetchall()) == [(-DEFAULT_CACHE_KIB,)]
 
 
 def test_append_each_of_nothing_records_nothing(open_store: Opener) -> None:
