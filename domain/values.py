@@ -7,7 +7,7 @@ import functools
 import re
 import unicodedata
 from collections.abc import Callable
-from typing import TypeVar, cast
+from typing import TypeVar
 from urllib.parse import quote, unquote
 
 import attrs
@@ -117,7 +117,7 @@ def parse_enum(enum_cls: type[E], value: object, what: str, error: Callable[[str
     """The member ``value`` (a member or its text) names, else ``error`` naming the allowed values.
     Only text is looked up: the enum's own error builds the ``repr`` of a deep list (RecursionError)."""
     if isinstance(value, str) and (member := _members_by_value(enum_cls).get(value)) is not None:
-        return cast(E, member)
+        return member  # type: ignore[no-any-return]  # a member of enum_cls (``cast`` is a call)
     raise error(f"{what} must be one of {', '.join(m.value for m in enum_cls)}, got {preview(value)}")
 
 
