@@ -126,6 +126,7 @@ class SqliteEventStore:
         self._head = Head(0, GENESIS_HASH)
         self._known: Known | None = None  # what the writer knows after its last commit (see _run_batch)
         self._queue: list[_Pending] = []
+        self._joined = 0  # host writes in the queue (upkeep left out), kept as they queue
         self._listeners: list[CommitListener] = []
         self._reactions: list[CommitListener] = []
         self._closed = False
@@ -189,7 +190,8 @@ class SqliteEventStore:
         batch: list[_Pending] = []
         with self._lock:
             self._queue.append(pending)
-            if self._gathering and self._joined() >= self._expected:
+            self._joined += pending.joins
+            if self._gathering and self._joined >= self._expected:
                 self._arrived.notify()
             # Wait until a leader has committed our work, or lead the next batch ourselves.
             while not pending.done and self._leading:
@@ -201,10 +203,10 @@ class SqliteEventStore:
                     # message right now, queue up behind us (group commit), for at most a moment.
                     self._gathering = True
                     self._gathers += 1
-                    self._arrived.wait_for(lambda: self._joined() >= self._expected, GATHER_S)
+                    self._arrived.wait_for(lambda: self._joined >= self._expected, GATHER_S)
                     self._gathering = False
                 batch, self._queue = self._queue, []
-                self._expected = pending.joins if len(batch) == 1 else sum(p.joins for p in batch)
+                self._expected, self._joined = self._joined, 0
         if batch:
             try:
                 if self._closed:
@@ -242,10 +244,6 @@ class SqliteEventStore:
             self._turn.wait()
         finally:
             self._waiting -= 1
-
-    def _joined(self) -> int:
-        """How many host writes are queued (upkeep left out)."""
-        return sum(p.joins for p in self._queue)
 
     def _react(self, recorded: list[RecordedEvent]) -> None:
         for reaction in self._reactions:
