@@ -94,7 +94,8 @@ def check_identifier(value: object, what: str, *, allow_empty: bool = False) -> 
         raise InvalidIdentifier(f"{what} must not be empty")
     if len(value) > MAX_ID_CHARS:
         raise InvalidIdentifier(f"{what} is longer than {MAX_ID_CHARS} characters")
-    if _UNSAFE_ID.search(value):  # one scan on the hot path; say which problem only on failure
+    # Printable ASCII is safe by its own flags; else one scan, the problem told apart on failure.
+    if not (value.isascii() and value.isprintable()) and _UNSAFE_ID.search(value):
         if _CONTROL.search(value):
             raise InvalidIdentifier(f"{what} must not contain control characters")
         raise InvalidIdentifier(f"{what} is not valid Unicode text (lone surrogate)")
@@ -199,7 +200,7 @@ def _joins_previous(text: str, i: int) -> bool:
 
 def is_encodable(text: str) -> bool:
     """True when ``text`` can be stored as UTF-8 (no lone surrogates)."""
-    return _SURROGATE.search(text) is None
+    return text.isascii() or _SURROGATE.search(text) is None  # ASCII holds no surrogate
 
 
 def _agent_id(value: object) -> str:
