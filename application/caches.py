@@ -74,7 +74,11 @@ class _LogFollower:
         they do not follow on from what was seen (a foreign write), or they erase an owner
         or a row (whose messages and rows must not outlive the erasure in any cache)."""
         contiguous, self.seen = self._follows(self.seen, recorded)
-        return contiguous and not any(isinstance(item.event, ev.ERASURE_RECORDS) for item in recorded)
+        if not contiguous:
+            return False
+        if len(recorded) == 1:  # the usual commit (one message): no generator for it
+            return not isinstance(recorded[0].event, ev.ERASURE_RECORDS)
+        return not any(isinstance(item.event, ev.ERASURE_RECORDS) for item in recorded)
 
     def fresh(self) -> bool:
         current = self._last_position()
@@ -159,6 +163,8 @@ class ConversationStore:
             if not self._follower.observe(recorded):
                 self._windows.clear()
                 return
+            if not self._windows:
+                return  # no window kept, none to update
             for item in recorded:
                 e = item.event
                 if isinstance(e, ev.MessageAppended):
@@ -225,6 +231,8 @@ class _ReadThrough(Generic[K, V]):
             if not self._follower.observe(recorded):
                 self._values.clear()
                 return
+            if not self._values:
+                return  # nothing kept, nothing to drop
             for item in recorded:
                 key = self._stale(item.event)
                 if key is not None:

@@ -71,10 +71,6 @@ def recorded_import_keys(tx: WriteTransaction, stream: str) -> set[str]:
     return keys
 
 
-def append_event(tx: WriteTransaction, event: MessageAppended) -> int:
-    return tx.append(conversation_stream(event.agent_id, event.conversation), [event])[0]
-
-
 class HistoryService:
     def __init__(self, store: EventStore, clock: Clock, import_keys: ImportKeyReader = recorded_import_keys) -> None:
         self._store = store
@@ -84,7 +80,8 @@ class HistoryService:
     def append(self, **fields: Any) -> int:
         """Validate and durably record one message; returns its id once committed."""
         event = build_message_event(at=self._clock.now(), **fields)
-        return self._store.write(lambda tx: append_event(tx, event))
+        stream, events = conversation_stream(event.agent_id, event.conversation), [event]
+        return self._store.write(lambda tx: tx.append(stream, events)[0])
 
     def clear_window(self, agent_id: str, conversation: ConversationKey, provenance: Provenance) -> int:
         """``/new`` / ``/clear``: later turns start from an empty window (nothing is deleted)."""

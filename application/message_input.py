@@ -87,8 +87,8 @@ def build_message_event(
     check_identifier(agent_id, "agent_id")
     check_identifier(owner_id, "owner_id")
     key = conversation_key(conversation)
-    role_value = parse_enum(Role, role, "role")
-    trust_value = parse_enum(Trust, trust, "trust")
+    role_value = values.parse_enum(Role, role, "role", InvalidMessage)
+    trust_value = values.parse_enum(Trust, trust, "trust", InvalidMessage)
     if not isinstance(content, str):
         raise InvalidMessage(f"content must be text, got {type(content).__name__}")
     if len(content) > MAX_CONTENT_CHARS:

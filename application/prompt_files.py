@@ -126,6 +126,9 @@ class PromptFiles:
     def on_commit(self, recorded: list[RecordedEvent]) -> None:
         """After-commit reaction: write the files whose revision this commit recorded, and render
         the agent's rules for an owner who just arrived (their first message)."""
+        if len(recorded) == 1 and type(first := recorded[0].event) is ev.MessageAppended:
+            self.welcome(first.agent_id, first.owner_id)  # the usual commit: one message, no file revised
+            return
         revised: dict[tuple[str, str], None] = {}
         arrivals: dict[tuple[str, str], None] = {}
         for item in recorded:

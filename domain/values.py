@@ -7,7 +7,7 @@ import functools
 import re
 import unicodedata
 from collections.abc import Callable
-from typing import TypeVar, cast
+from typing import TypeVar
 from urllib.parse import quote, unquote
 
 import attrs
@@ -94,7 +94,8 @@ def check_identifier(value: object, what: str, *, allow_empty: bool = False) -> 
         raise InvalidIdentifier(f"{what} must not be empty")
     if len(value) > MAX_ID_CHARS:
         raise InvalidIdentifier(f"{what} is longer than {MAX_ID_CHARS} characters")
-    if _UNSAFE_ID.search(value):  # one scan on the hot path; say which problem only on failure
+    # Printable ASCII is safe by its own flags; else one scan, the problem told apart on failure.
+    if not (value.isascii() and value.isprintable()) and _UNSAFE_ID.search(value):
         if _CONTROL.search(value):
             raise InvalidIdentifier(f"{what} must not contain control characters")
         raise InvalidIdentifier(f"{what} is not valid Unicode text (lone surrogate)")
@@ -117,7 +118,7 @@ def parse_enum(enum_cls: type[E], value: object, what: str, error: Callable[[str
     """The member ``value`` (a member or its text) names, else ``error`` naming the allowed values.
     Only text is looked up: the enum's own error builds the ``repr`` of a deep list (RecursionError)."""
     if isinstance(value, str) and (member := _members_by_value(enum_cls).get(value)) is not None:
-        return cast(E, member)
+        return member  # type: ignore[no-any-return]  # a member of enum_cls (``cast`` is a call)
     raise error(f"{what} must be one of {', '.join(m.value for m in enum_cls)}, got {preview(value)}")
 
 
@@ -199,7 +200,7 @@ def _joins_previous(text: str, i: int) -> bool:
 
 def is_encodable(text: str) -> bool:
     """True when ``text`` can be stored as UTF-8 (no lone surrogates)."""
-    return _SURROGATE.search(text) is None
+    return text.isascii() or _SURROGATE.search(text) is None  # ASCII holds no surrogate
 
 
 def _agent_id(value: object) -> str:

@@ -116,15 +116,19 @@ def _message_payload(e: MessageAppended) -> str:
     if meta is None:
         return _CANONICAL.encode(CONVERTER.unstructure(e))
     c = e.conversation
-    owners = ",".join(map(_text, e.quoted_owners))
+    owners = ",".join(map(_text, e.quoted_owners)) if e.quoted_owners else ""
     # The event's time through the one-entry cache (its log row writes it next, and the events
-    # of one decision share it); the message's own time, different for each, directly.
-    return (f'{{"agent_id":{_text(e.agent_id)},"at":{_text(isoformat(e.at))},"content":{_text(e.content)},'
+    # of one decision share it); the message's own time too when it is that same object (a
+    # message stamped when it arrived), else directly (different for each, e.g. an import's).
+    at = isoformat(e.at)
+    created = at if e.created_at is e.at else e.created_at.isoformat()
+    # Role and trust are text enums: the string encoder writes a member as its value.
+    return (f'{{"agent_id":{_text(e.agent_id)},"at":{_text(at)},"content":{_text(e.content)},'
             f'"conversation":{{"channel":{_text(c.channel)},"chat_id":{_text(c.chat_id)},'
-            f'"thread_scope":{_text(c.thread_scope)}}},"created_at":{_text(e.created_at.isoformat())},'
+            f'"thread_scope":{_text(c.thread_scope)}}},"created_at":{_text(created)},'
             f'"message_kind":{_text(e.message_kind)},"metadata":{meta},"owner_id":{_text(e.owner_id)},'
-            f'"quoted_owners":[{owners}],"role":{_text(e.role.value)},"sender":{_text(e.sender)},'
-            f'"trust":{_text(e.trust.value)}}}')
+            f'"quoted_owners":[{owners}],"role":{_text(e.role)},"sender":{_text(e.sender)},'
+            f'"trust":{_text(e.trust)}}}')
 
 
 def encoded_text(text: str) -> str:

@@ -113,9 +113,12 @@ class SqliteEventStore:
         if self.restored_triggers:
             log.warning("the append-only triggers %s of %s were missing; re-created (verify reports it)",
                         ", ".join(self.restored_triggers), self.path)
-        lock = threading.Lock()
+        # One lock under both conditions; taken directly (``with self._lock``), not through a
+        # condition's own ``__enter__``, on the path every write takes.
+        self._lock = lock = threading.Lock()
         self._turn = threading.Condition(lock)  # followers wait here for their commit
         self._arrived = threading.Condition(lock)  # a gathering leader waits here for followers
+        self._waiting = 0  # threads waiting on ``_turn``: a lone writer wakes nobody
         self._leading = False
         self._gathering = False
         self._expected = 1
@@ -123,6 +126,7 @@ class SqliteEventStore:
         self._head = Head(0, GENESIS_HASH)
         self._known: Known | None = None  # what the writer knows after its last commit (see _run_batch)
         self._queue: list[_Pending] = []
+        self._joined = 0  # host writes in the queue (upkeep left out), kept as they queue
         self._listeners: list[CommitListener] = []
         self._reactions: list[CommitListener] = []
         self._closed = False
@@ -161,9 +165,9 @@ class SqliteEventStore:
         self._reactions.append(reaction)
 
     def close(self) -> None:
-        with self._turn:
+        with self._lock:
             while self._leading:  # let the batch in flight commit first
-                self._turn.wait()
+                self._wait_turn()
             self._closed = True
             if self._head_file is not None:
                 self._head_file.flush()
@@ -184,13 +188,14 @@ class SqliteEventStore:
             raise ReadOnlyStore(f"{self.path} was opened read-only; nothing was written")
         pending = _Pending(work, joins=not upkeep)
         batch: list[_Pending] = []
-        with self._turn:
+        with self._lock:
             self._queue.append(pending)
-            if self._gathering and self._joined() >= self._expected:
+            self._joined += pending.joins
+            if self._gathering and self._joined >= self._expected:
                 self._arrived.notify()
             # Wait until a leader has committed our work, or lead the next batch ourselves.
             while not pending.done and self._leading:
-                self._turn.wait()
+                self._wait_turn()
             if not pending.done:
                 self._leading = True
                 if self._expected > 1:
@@ -198,10 +203,10 @@ class SqliteEventStore:
                     # message right now, queue up behind us (group commit), for at most a moment.
                     self._gathering = True
                     self._gathers += 1
-                    self._arrived.wait_for(lambda: self._joined() >= self._expected, GATHER_S)
+                    self._arrived.wait_for(lambda: self._joined >= self._expected, GATHER_S)
                     self._gathering = False
                 batch, self._queue = self._queue, []
-                self._expected = sum(p.joins for p in batch)
+                self._expected, self._joined = self._joined, 0
         if batch:
             try:
                 if self._closed:
@@ -210,9 +215,10 @@ class SqliteEventStore:
                 else:
                     self._commit_batch(batch)
             finally:
-                with self._turn:
+                with self._lock:
                     self._leading = False
-                    self._turn.notify_all()
+                    if self._waiting:
+                        self._turn.notify_all()
         # Each caller reacts to its own events before it is answered, whoever led the batch: a
         # write that returns has its prompt files written.
         if pending.recorded:
@@ -228,12 +234,16 @@ class SqliteEventStore:
 
     def queued_writes(self) -> int:
         """How many writes wait for the writer right now (upkeep included)."""
-        with self._turn:
+        with self._lock:
             return len(self._queue)
 
-    def _joined(self) -> int:
-        """How many host writes are queued (upkeep left out)."""
-        return sum(p.joins for p in self._queue)
+    def _wait_turn(self) -> None:
+        """Wait on ``_turn`` (the lock held), counted: whoever ends a batch wakes waiters only."""
+        self._waiting += 1
+        try:
+            self._turn.wait()
+        finally:
+            self._waiting -= 1
 
     def _react(self, recorded: list[RecordedEvent]) -> None:
         for reaction in self._reactions:
@@ -375,18 +385,19 @@ class SqliteEventStore:
         held back until the block ends (for whole-file work such as a scrub)."""
         if self.readonly:
             raise ReadOnlyStore(f"{self.path} was opened read-only; it cannot be {what}")
-        with self._turn:
+        with self._lock:
             while self._leading:
-                self._turn.wait()
+                self._wait_turn()
             if self._closed:
                 raise StorageError("the memory store is closed")
             self._leading = True
         try:
             yield self._writer
         finally:
-            with self._turn:
+            with self._lock:
                 self._leading = False
-                self._turn.notify_all()
+                if self._waiting:
+                    self._turn.notify_all()
 
     # --- reads ----------------------------------------------------------------------------------
 

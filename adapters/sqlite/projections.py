@@ -66,12 +66,12 @@ def message_row(position: int, e: ev.MessageAppended) -> tuple[Any, ...]:
         conv.chat_id,
         conv.thread_scope,
         e.sender,
-        e.role.value,
+        str(e.role),  # a text enum's ``str`` is its value (``.value`` is a property call)
         e.message_kind,
         e.content,
         text_map_json(e.metadata) or canonical_json(e.metadata),
         isoformat(e.created_at),
-        e.trust.value,
+        str(e.trust),
         message_scope_tokens(e.agent_id, e.owner_id, conv, e.quoted_owners),
     )
 

@@ -30,7 +30,8 @@ def message_scope_tokens(agent_id: str, owner_id: str, conversation: Conversatio
     checkpoint): no owner's scoped search can then find it."""
     if quoted_owners:
         return ""
-    return f"{owner_token(agent_id, owner_id)} {conversation_token(agent_id, owner_id, conversation)}"
+    # ``owner_token`` and ``conversation_token``, written out: every message takes this path.
+    return f"{_token('o', agent_id, owner_id)} {_token('c', agent_id, owner_id, conversation.scope_id)}"
 
 
 def search_scope_token(where: HistoryFilter) -> str:

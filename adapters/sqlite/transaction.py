@@ -260,11 +260,6 @@ class SqliteTransaction:
             version = self.versions[stream] = int(row[0][0] or 0)
         return version
 
-    def _next_version(self, stream: str) -> int:
-        version = self.stream_version(stream) + 1
-        self.versions[stream] = version
-        return version
-
     def append(self, stream: str, events: Sequence[DomainEvent], *,
                expected_version: int | None = None) -> list[int]:
         if not events and expected_version is None:
@@ -321,7 +316,8 @@ class SqliteTransaction:
         last), counted in the stream's version and in what this transaction recorded."""
         payload = encode_payload(event)
         digest = payload_digest(payload)
-        version = self._next_version(stream)
+        known = self.versions.get(stream)  # the stream's version, read once per transaction
+        version = self.versions[stream] = (self.stream_version(stream) if known is None else known) + 1
         recorded_at = isoformat(event.at)  # formatted once for the events of one decision (the codec's)
         new_hash = chain_hash(last_hash, position, stream, version, event.kind, event.schema, recorded_at, digest)
         self.recorded.append(RecordedEvent(position=position, stream=stream, version=version, event=event))

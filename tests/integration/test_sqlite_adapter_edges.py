@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -115,3 +116,53 @@ def test_a_failed_write_leaves_the_next_one_the_versions_as_committed(tmp_path: 
         assert [(r.position, r.version) for r in store.read_events(stream=stream)] == [(1, 1), (2, 2)]
     finally:
         store.close()
+
+
+def test_a_writer_and_a_close_waiting_behind_a_batch_in_flight_go_on_when_it_commits(tmp_path: Path) -> None:
+    """The batch's leader wakes those waiting for the writer (a lone writer has nobody to wake):
+    a write queued behind it is committed next, and a close waits for the batch in flight."""
+    store = SqliteEventStore(tmp_path / "memory.db")
+    inside, release = threading.Event(), threading.Event()
+    answers: dict[str, list[int]] = {}
+
+    def held(tx: SqliteTransaction) -> list[int]:
+        inside.set()
+        release.wait(30)
+        return tx.append("held", [message("held")])
+
+    def write(name: str, work: Any) -> None:
+        answers[name] = store.write(work)
+
+    leader = threading.Thread(target=write, args=("leader", held))
+    leader.start()
+    assert inside.wait(30)
+    follower = threading.Thread(target=write, args=("follower", lambda tx: tx.append("next", [message("next")])))
+    follower.start()
+    deadline = time.monotonic() + 30
+    while store.queued_writes() == 0 and time.monotonic() < deadline:
+        inside.wait(0.001)  # until the follower is queued behind the batch in flight
+    assert store.queued_writes() == 1
+    release.set()
+    for t in (leader, follower):
+        t.join(30)
+    assert answers == {"leader": [1], "follower": [2]}
+
+    inside.clear()
+    release.clear()
+    leader = threading.Thread(target=write, args=("last", held))
+    leader.start()
+    assert inside.wait(30)
+    closer = threading.Thread(target=store.close)
+    closer.start()
+    closer.join(0.05)
+    assert closer.is_alive()  # the batch in flight holds the writer: the close waits for it
+    release.set()
+    for t in (leader, closer):
+        t.join(30)
+    assert not leader.is_alive() and not closer.is_alive()
+    assert answers["last"] == [3]
+    reopened = SqliteEventStore(tmp_path / "memory.db")
+    try:
+        assert [r.stream for r in reopened.read_events()] == ["held", "next", "held"]
+    finally:
+        reopened.close()

@@ -70,3 +70,16 @@ def test_a_message_row_keeps_the_canonical_json_of_its_metadata(metadata: dict[s
     direct = codec.text_map_json(metadata)
     assert direct is None or direct == codec.canonical_json(metadata)
     assert (direct is None) == (not all(isinstance(v, str) for v in metadata.values()))
+
+
+@settings(max_examples=100, deadline=None)
+@given(at=_times, content=_texts, role=st.sampled_from(list(Role)), trust=st.sampled_from(list(Trust)))
+def test_a_message_stamped_when_it_arrived_is_encoded_as_any_other(at: datetime, content: str, role: Role,
+                                                                    trust: Trust) -> None:
+    """A message without a time of its own has the event's time object as ``created_at`` (the
+    payload then formats it once): the same text as the canonical JSON of the event."""
+    event = MessageAppended(at=at, agent_id="a", owner_id="o", conversation=ConversationKey("slack", "c"),
+                            sender="s", role=role, content=content, trust=trust, created_at=at)
+    assert event.created_at is event.at
+    assert encode_payload(event) == _generic(event)
+    assert encode_payload(event) == _generic(event)  # the time's cache warm

@@ -55,6 +55,17 @@ def test_identifier_with_lone_surrogate_is_refused_as_surrogate(bad: str) -> Non
         check_identifier(bad, "owner_id")
 
 
+def test_every_ascii_character_is_refused_exactly_when_it_is_a_control_character() -> None:
+    for code in range(128):
+        text = f"a{chr(code)}b"
+        if 0x20 <= code <= 0x7E:
+            assert check_identifier(text, "owner_id") == text
+            assert is_encodable(text)
+        else:
+            with pytest.raises(InvalidIdentifier, match="control characters"):
+                check_identifier(text, "owner_id")
+
+
 @pytest.mark.parametrize("good", ["\xa0", "\u00e9l\u00e8ve", "\ud7ff", "\ue000", "\u2027", "\u202a", " ", "~"])
 def test_identifier_keeps_printable_characters_next_to_the_forbidden_ranges(good: str) -> None:
     assert check_identifier(good, "owner_id") == good
