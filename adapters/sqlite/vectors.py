@@ -87,11 +87,13 @@ class SqliteVectorIndex(ReadSide):
         # Both schemas count the changes a kept scope's vectors could miss (SQLite's 9, PostgreSQL's 5).
         self._kept = ScopeVectorCache()
         self._newer = _NEWER_VECTORS if marked else _SCOPE_VECTORS  # CROSS JOIN ... ON is SQLite's
-        store.add_after_commit(self._forget_kept_on_erasure)
+        self._listening = False  # to commits, from the first scope kept: appends pay nothing before
 
     def _forget_kept_on_erasure(self, recorded: list[RecordedEvent]) -> None:
-        if any(isinstance(item.event, ev.ERASURE_RECORDS) for item in recorded):
-            self._kept.clear()
+        for item in recorded:
+            if isinstance(item.event, ev.ERASURE_RECORDS):
+                self._kept.clear()
+                return
 
     def queue_new(self) -> int:
         # Most jobs follow commits that wrote no message: a read tells, and saves them a write.
@@ -210,6 +212,9 @@ class SqliteVectorIndex(ReadSide):
                 more = _scope_vectors(np, newer)
                 kept = more if not len(kept.ids) else ScopeVectors(
                     np.concatenate([kept.ids, more.ids]), np.concatenate([kept.matrix, more.matrix]))
+        if not self._listening:
+            self._listening = True
+            self._store.add_after_commit(self._forget_kept_on_erasure)
         self._kept.put(key, changes, kept)
         return kept.ids, kept.matrix, ()
 
