@@ -102,31 +102,17 @@ def compose_openai(revision: RevisionReader, window: StoredWindowReader, agent_i
     if paired:
         return as_openai(ComposedPrompt(system=system_text, turns=tuple(_turns(
             [as_message(m, agent_id, conversation) for m in rest]))))
-    user = Role.USER
-    speakers: set[str] = set()
-    turns: list[dict[str, Any]] = []
-    for m in rest:  # a user's or an assistant's plain turn
-        if type(m) is tuple:
-            if m[3] == "user":
-                speakers.add(m[2] or m[1])  # the sender, else the owner
-                turns.append({"role": "user", "content": m[5]})
-            else:
-                turns.append({"role": "assistant", "content": m[5]})
-        elif m.role is user:  # type: ignore[union-attr]
-            speakers.add(m.sender or m.owner_id)  # type: ignore[union-attr]
-            turns.append({"role": "user", "content": m.content})  # type: ignore[union-attr]
+    turns, named = _plain_turns(rest)
+    out: list[dict[str, Any]] = [{"role": "system", "content": system_text}] if system_text else []
+    for role, text, speaker in turns:
+        if role == "assistant":
+            out.append({"role": "assistant", "content": text})
+        elif named and speaker:  # as as_openai: the sender as the API's name, else in the text
+            out.append({"role": "user", "content": text, "name": speaker} if API_NAME.fullmatch(speaker)
+                       else {"role": "user", "content": _prefixed_text(speaker, text)})
         else:
-            turns.append({"role": "assistant", "content": m.content})  # type: ignore[union-attr]
-    speakers.discard("")
-    if len(speakers) > 1:  # ComposedPrompt.several_speakers: each user turn names its sender
-        for item, turn in zip(rest, turns, strict=True):
-            m = as_message(item, agent_id, conversation)
-            if m.role is user and (speaker := _speaker(m)):
-                if API_NAME.fullmatch(speaker):
-                    turn["name"] = speaker
-                else:
-                    turn["content"] = _prefixed_text(speaker, m.content)
-    return [{"role": "system", "content": system_text}, *turns] if system_text else turns
+            out.append({"role": "user", "content": text})
+    return out
 
 
 def compose_anthropic(revision: RevisionReader, window: StoredWindowReader, agent_id: str, owner_id: str,
@@ -138,31 +124,42 @@ def compose_anthropic(revision: RevisionReader, window: StoredWindowReader, agen
     if paired:
         return as_anthropic(ComposedPrompt(system=system_text, turns=tuple(_turns(
             [as_message(m, agent_id, conversation) for m in rest]))))
-    speakers: set[str] = set()
+    turns, named = _plain_turns(rest)
     merged: list[tuple[str, list[str]]] = []  # (role, texts) of runs of one role
-    last = ""
-    for m in rest:  # a user's or an assistant's plain turn
-        if type(m) is tuple:
-            role, text = m[3], m[5]
-            if role == "user":
-                speakers.add(m[2] or m[1])  # the sender, else the owner
-        else:
-            role, text = m.role.value, m.content  # type: ignore[union-attr]
-            if role == "user":
-                speakers.add(_speaker(m))  # type: ignore[arg-type]
-        if role != "user":
-            role, text = "assistant", text.rstrip()  # as _anthropic_blocks: a trailing space says nothing
-        if role == last:
+    for role, text, speaker in turns:
+        if role == "assistant":
+            text = text.rstrip()  # as _anthropic_blocks: a trailing space says nothing
+        elif named and speaker:
+            text = _prefixed_text(speaker, text)
+        if merged and merged[-1][0] == role:
             merged[-1][1].append(text)
         else:
             merged.append((role, [text]))
-            last = role
-    speakers.discard("")
-    if len(speakers) > 1:  # several speakers: each user turn names its sender, as the turns would
-        return as_anthropic(ComposedPrompt(system=system_text, turns=tuple(_turns(
-            [as_message(m, agent_id, conversation) for m in rest]))))
     return system_text, [{"role": role, "content": texts[0] if len(texts) == 1
                           else [{"type": "text", "text": text} for text in texts]} for role, texts in merged]
+
+
+def _plain_turns(rest: Sequence[StoredItem]) -> tuple[list[tuple[str, str, str]], bool]:
+    """``(role, text, speaker)`` of each plain user or assistant turn, from a stored row or a
+    ``Message`` alike (a user turn's speaker is its sender, else its owner), and whether the user
+    turns come from more than one speaker (``ComposedPrompt.several_speakers``)."""
+    turns: list[tuple[str, str, str]] = []
+    speakers: set[str] = set()
+    user = Role.USER
+    for m in rest:
+        if type(m) is tuple:
+            if m[3] == "user":
+                speakers.add(speaker := m[2] or m[1])
+                turns.append(("user", m[5], speaker))
+            else:
+                turns.append(("assistant", m[5], ""))
+        elif m.role is user:  # type: ignore[union-attr]
+            speakers.add(speaker := _speaker(m))  # type: ignore[arg-type]
+            turns.append(("user", m.content, speaker))  # type: ignore[union-attr]
+        else:
+            turns.append(("assistant", m.content, ""))  # type: ignore[union-attr]
+    speakers.discard("")
+    return turns, len(speakers) > 1
 
 
 def _system_and_rest(
