@@ -95,4 +95,4 @@ def postgres_storage(store: Any) -> Storage:
     jobs = SqliteJobQueries(cast(Any, store.reader))  # plain SQL, read through the pool
     return Storage(store, PostgresQueries(store), jobs, PostgresErasure(store), None, LogAudit(store),
                    store.cache_position, store.cache_follows, postgres_import_keys,
-                   SqliteVectorIndex(store, marked=False))
+                   SqliteVectorIndex(store, marked=False, cross_join=False))

@@ -77,16 +77,19 @@ class SqliteVectorIndex(ReadSide):
     """``VectorIndex`` on one store: reads on this thread's read connection, writes through the
     store's writer (a ``SqliteEventStore``, or a ``PostgresEventStore``)."""
 
-    def __init__(self, store: SqliteEventStore | Any, *, marked: bool = True) -> None:
+    def __init__(self, store: SqliteEventStore | Any, *, marked: bool = True, cross_join: bool = True) -> None:
         """``marked``: messages are queued by :meth:`queue_new` above a mark (SQLite's schema);
         otherwise the schema's triggers queue them as they are written (PostgreSQL's, whose
-        positions of several chains may commit out of order)."""
+        positions of several chains may commit out of order). ``cross_join``: the store reads
+        SQLite's ``CROSS JOIN ... ON``, which fixes the join order (PostgreSQL has no such form)."""
         super().__init__(store.reader)
         self._store = store
         self._marked = marked
         # Both schemas count the changes a kept scope's vectors could miss (SQLite's 9, PostgreSQL's 5).
         self._kept = ScopeVectorCache()
-        self._newer = _NEWER_VECTORS if marked else _SCOPE_VECTORS  # CROSS JOIN ... ON is SQLite's
+        # A top-up reads the vectors above an id first, then their messages: on SQLite only the
+        # fixed join order keeps the planner from walking the whole scope instead.
+        self._newer = _NEWER_VECTORS if cross_join else _SCOPE_VECTORS
         self._listening = False  # to commits, from the first scope kept: appends pay nothing before
 
     def _forget_kept_on_erasure(self, recorded: list[RecordedEvent]) -> None:
@@ -232,7 +235,12 @@ def _scope_vectors(np: Any, rows: Sequence[Sequence[Any]]) -> ScopeVectors:
     ids = np.fromiter((int(r[1]) for r in rows), dtype=np.int64, count=len(rows))
     if not rows:
         return ScopeVectors(ids, np.empty((0, 0), dtype="<f4"))
-    return ScopeVectors(ids, np.frombuffer(b"".join(r[0] for r in rows), dtype="<f4").reshape(len(rows), -1))
+    return ScopeVectors(ids, _matrix(np, [r[0] for r in rows]))
+
+
+def _matrix(np: Any, vectors: Sequence[bytes]) -> Any:
+    """The packed vectors as one float32 matrix, a row each."""
+    return np.frombuffer(b"".join(vectors), dtype="<f4").reshape(len(vectors), -1)
 
 
 def _waiting(cursor: Any) -> int:
@@ -252,7 +260,7 @@ def _best(query: bytes, ids: Sequence[int] | Any, n: int, *, vectors: Sequence[b
         order = sorted(range(len(scores)), key=lambda i: (-scores[i], -ids[i]))
         return [(int(ids[i]), scores[i]) for i in order[:n]]
     if matrix is None:
-        matrix = np.frombuffer(b"".join(vectors), dtype="<f4").reshape(len(vectors), -1)
+        matrix = _matrix(np, vectors)
     similarities = matrix @ np.frombuffer(query, dtype="<f4")
     count = len(similarities)
     if n < count:  # every vector at least as close as the n-th best: ties at the edge kept
