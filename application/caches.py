@@ -59,6 +59,14 @@ def follows_by_position(seen: int, recorded: Sequence[RecordedEvent]) -> tuple[b
     return recorded[0].position == seen + 1, recorded[-1].position
 
 
+def erases(recorded: Sequence[RecordedEvent]) -> bool:
+    """Whether a commit erases an owner, a conversation or a row: what nothing derived from the
+    erased text may outlive in any cache."""
+    if len(recorded) == 1:  # the usual commit (one message): no generator for it
+        return isinstance(recorded[0].event, ev.ERASURE_RECORDS)
+    return any(isinstance(item.event, ev.ERASURE_RECORDS) for item in recorded)
+
+
 class _LogFollower:
     """Tracks the last log position seen through commits; detects foreign writes. A store whose
     positions leave gaps (several chains, ADR-0031) gives its own ``follows`` and a
@@ -74,11 +82,7 @@ class _LogFollower:
         they do not follow on from what was seen (a foreign write), or they erase an owner
         or a row (whose messages and rows must not outlive the erasure in any cache)."""
         contiguous, self.seen = self._follows(self.seen, recorded)
-        if not contiguous:
-            return False
-        if len(recorded) == 1:  # the usual commit (one message): no generator for it
-            return not isinstance(recorded[0].event, ev.ERASURE_RECORDS)
-        return not any(isinstance(item.event, ev.ERASURE_RECORDS) for item in recorded)
+        return contiguous and not erases(recorded)
 
     def fresh(self) -> bool:
         current = self._last_position()

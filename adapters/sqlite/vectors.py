@@ -27,9 +27,9 @@ from fermix_memory.adapters.sqlite.read_side import ReadSide, clamp_limit
 from fermix_memory.adapters.sqlite.rows import MESSAGE_FIELDS, memory_columns, memory_from_row, message_from_row
 from fermix_memory.adapters.sqlite.transaction import SqliteTransaction
 from fermix_memory.adapters.sqlite.vector_cache import ScopeVectorCache, ScopeVectors
+from fermix_memory.application.caches import erases
 from fermix_memory.application.embedder import similarity
 from fermix_memory.application.ports import MemoryHit, MessageHit, QueuedText, RecordedEvent
-from fermix_memory.domain import events as ev
 from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
 
 _TABLE = {"message": "messages", "memory": "memories"}
@@ -93,10 +93,8 @@ class SqliteVectorIndex(ReadSide):
         self._listening = False  # to commits, from the first scope kept: appends pay nothing before
 
     def _forget_kept_on_erasure(self, recorded: list[RecordedEvent]) -> None:
-        for item in recorded:
-            if isinstance(item.event, ev.ERASURE_RECORDS):
-                self._kept.clear()
-                return
+        if erases(recorded):
+            self._kept.clear()
 
     def queue_new(self) -> int:
         # Most jobs follow commits that wrote no message: a read tells, and saves them a write.
