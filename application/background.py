@@ -32,6 +32,7 @@ class BackgroundWorker:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
         self._queued: dict[Any, Future[Any]] = {}
         self._lock = threading.Lock()
+        self._running = 0
         self._closed = False
 
     def submit(self, key: Any, job: Callable[[], T]) -> Future[T]:
@@ -49,15 +50,28 @@ class BackgroundWorker:
             self._executor.submit(self._run, key, future, job)
             return future
 
+    def idle(self) -> bool:
+        """Whether no job runs or waits to start (a job counts as running until it returned,
+        before its future is answered)."""
+        with self._lock:
+            return not self._queued and not self._running
+
     def _run(self, key: Any, future: Future[T], job: Callable[[], T]) -> None:
         with self._lock:
             if self._queued.get(key) is not future:
                 return  # dropped by close, which answered its future
             del self._queued[key]
+            self._running += 1
         if not future.set_running_or_notify_cancel():
+            with self._lock:
+                self._running -= 1
             return  # the host cancelled it while it waited
         try:
-            result = job()
+            try:
+                result = job()
+            finally:
+                with self._lock:
+                    self._running -= 1
         except BaseException as exc:  # kept in the future, as the executor's own would
             if isinstance(exc, Exception):
                 log.exception("background job %r failed", key)

@@ -21,7 +21,8 @@ from fermix_memory.domain.conversation_events import MessageAppended
 
 log = logging.getLogger("fermix_memory.storage")
 
-# Steps one job may take; what is left is taken up by the job the next append queues.
+# Steps one job may take; what is left is taken up by the next job, which it queues itself (other
+# background work queued meanwhile runs in between).
 MAX_STEPS = 64
 # A job merges once no message was appended for QUIET_S, or after MAX_WAIT_S of waiting.
 QUIET_S = 0.03
@@ -60,15 +61,19 @@ class IndexUpkeep:
         for r in recorded:
             if isinstance(r.event, MessageAppended):
                 self._last_append = self._monotonic()
-                if not self._queued:  # a job not started yet sees this append when it starts
-                    self._queued = True
-                    self._background.submit(("search-index-upkeep",), self.tidy)
+                self._queue_job()
                 return
+
+    def _queue_job(self) -> None:
+        if not self._queued:  # a job not started yet sees this append when it starts
+            self._queued = True
+            self._background.submit(("search-index-upkeep",), self.tidy)
 
     def tidy(self) -> int:
         """Wait for a pause in the appends (at most ``max_wait_s``), then merge until nothing is
-        left or ``max_steps`` were taken; the steps taken. A failed step (a full disk) ends the
-        job with one warning: the index stays correct, only slower, until a later job merges it."""
+        left or ``max_steps`` were taken (the next job is then queued at once); the steps taken.
+        A failed step (a full disk) ends the job with one warning: the index stays correct, only
+        slower, until a later job merges it."""
         self._queued = False  # appends from now on queue the next job
         give_up = self._monotonic() + self._max_wait_s
         while not self._stopping.is_set():
@@ -76,10 +81,14 @@ class IndexUpkeep:
             if left < TOLERANCE_S:
                 break
             self._sleep(left)
-        steps = 0
+        steps, merged = 0, True
         try:
-            while steps < self._max_steps and not self._stopping.is_set() and self._index.merge_step():
-                steps += 1
+            while merged and steps < self._max_steps and not self._stopping.is_set():
+                merged = self._index.merge_step()
+                steps += merged
         except StorageError as exc:
             log.warning("the search index was not merged (the next append tries again): %s", exc)
+            return steps
+        if merged and steps == self._max_steps and not self._stopping.is_set():
+            self._queue_job()  # the budget ran out, not the work: the next job goes on
         return steps

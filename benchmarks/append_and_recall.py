@@ -33,8 +33,10 @@ What is measured (every ratio comes from numbers taken in THIS run, on THIS mach
    (default 100,000 then 200,000; ``--history-sizes 100000,1000000`` for a million), built
    through the product's own bulk path ``MemorySystem.import_history`` (SPEC §12 JSON Lines)
    in a few big batches. The first part goes in, recall is measured, then each next part
-   (new agents, owners and conversations) goes in and everything is measured again; before
-   each measurement the database is reopened (as by a restarted service), so every
+   (new agents, owners and conversations) goes in and everything is measured again. Each
+   part's background merging of the history index is waited for (as a running service's
+   background has long done it when questions come); before each measurement the database is
+   reopened (as by a restarted service), so every
    connection, ours and the bare-SQL ones, starts on the data as it is. The same
    few hundred 1-3 word queries (Zipf-drawn from the corpus vocabulary, its most frequent
    "stop words" left out) are timed, each against one conversation of the first part, with:
@@ -804,6 +806,7 @@ def run_recall(workdir: Path, corpus: Corpus, sizes: Sequence[int], n_queries: i
         progress(f"recall db: importing {len(lines):,} messages (part {part + 1}/{len(parts)})")
         with open_memory(home) as memory:
             seconds += import_lines(memory, lines)
+            memory.wait_for_background()  # the index merged, as a service's background has done by then
         imported += len(lines)
         progress(f"recall db: {imported:,} messages; timing {len(queries)} queries x 4 variants")
         # Reopened, as a service restarted on an existing database: every connection (ours and

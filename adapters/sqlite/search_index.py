@@ -5,8 +5,9 @@ a chat's index, written one message per transaction, holds 5-15 segments, and ea
 query is looked up in every one of them. A merge step here runs in a write of its own through
 the store's writer queue and merges at most :data:`PAGES_PER_STEP` pages: first any level of
 two or more segments (FTS5's ``merge`` with ``usermerge`` 2, set by schema migration 4); when
-none is left and the whole index is small (:data:`SMALL_INDEX_PAGES`), all segments into one
-(a negative ``merge``: FTS5's incremental ``optimize``).
+none is left, all segments into one (a negative ``merge``: FTS5's incremental ``optimize``) if
+the whole index is small (:data:`SMALL_INDEX_PAGES`), or if its other segments have grown to
+an eighth of its largest one (:data:`GROWTH_BEFORE_WHOLE`).
 """
 
 from __future__ import annotations
@@ -20,10 +21,25 @@ PAGES_PER_STEP = 32
 # Up to this many pages (~1 MB, some 20,000 chat messages) the index is kept in one segment:
 # merging it whole costs a few milliseconds of background work. Above, levels are merged only.
 SMALL_INDEX_PAGES = 256
+# Above, the whole index is merged into one segment once the pages of its other segments reach
+# 1/GROWTH_BEFORE_WHOLE of its largest one's: a page is rewritten a few times more as the index
+# grows (amortised), and a search looks in few segments at any size (a million messages: one
+# whole merge, about 2 s of background work, took recall back to its figures at 100,000).
+GROWTH_BEFORE_WHOLE = 8
 # FTS5's structure record (which segments make the index): it changes when a step merged.
 _STRUCTURE = "SELECT block FROM messages_fts_data WHERE id = 10"
 _MERGE = "INSERT INTO messages_fts(messages_fts, rank) VALUES ('merge', ?)"
 _PAGES_UP_TO = "SELECT count(*) FROM (SELECT 1 FROM messages_fts_data LIMIT ?)"
+# The leaf pages of each segment, read in a few index lookups per segment: the segments, one
+# after the other, and the page of each one's last term (``messages_fts_idx`` keeps the first
+# term of each leaf page, and a page number shifted left by one).
+_SEGMENT_PAGES = """
+WITH RECURSIVE segment(id) AS (
+    SELECT min(segid) FROM messages_fts_idx
+    UNION ALL
+    SELECT (SELECT min(segid) FROM messages_fts_idx WHERE segid > segment.id) FROM segment WHERE id IS NOT NULL)
+SELECT (SELECT pgno FROM messages_fts_idx WHERE segid = segment.id ORDER BY term DESC LIMIT 1) >> 1
+FROM segment WHERE id IS NOT NULL"""
 
 
 class SqliteSearchIndex:
@@ -41,10 +57,25 @@ def _merge(tx: SqliteTransaction) -> bool:
     before: list[Any] = cursor.execute(_STRUCTURE).fetchall()
     cursor.execute(_MERGE, (PAGES_PER_STEP,))
     after: list[Any] = cursor.execute(_STRUCTURE).fetchall()
-    if after == before and is_small(cursor):
+    if after == before and merges_whole(cursor):
         cursor.execute(_MERGE, (-PAGES_PER_STEP,))
         after = cursor.execute(_STRUCTURE).fetchall()
     return after != before
+
+
+def merges_whole(conn: Any) -> bool:
+    """Whether the index, with no level left to merge, is merged whole: small, or its other
+    segments have grown to 1/:data:`GROWTH_BEFORE_WHOLE` of its largest."""
+    if is_small(conn):
+        return True
+    pages = segment_pages(conn)
+    largest = max(pages, default=0)
+    return (sum(pages) - largest) * GROWTH_BEFORE_WHOLE >= largest > 0
+
+
+def segment_pages(conn: Any) -> list[int]:
+    """The leaf pages of each segment of ``messages_fts``, in the order of the segments' ids."""
+    return [int(row[0] or 0) for row in conn.execute(_SEGMENT_PAGES).fetchall()]
 
 
 def is_small(conn: Any) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from datetime import datetime
@@ -84,13 +85,21 @@ class TurnsApi(ApiBase):
             context_window=context_window)))
 
     def wait_for_background(self, timeout: float | None = None) -> None:
-        """Block until the background work queued so far is done (tests, orderly shutdown)."""
+        """Block until the background is idle (tests, orderly shutdown): the work queued so far is
+        done, and so is the work it queued in turn, or anything queued meanwhile (a long index
+        merge goes on in jobs that queue one another). ``timeout`` bounds the whole wait."""
         self._check_open()
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
                                     or not 0 <= timeout <= MAX_WAIT_S):
             raise InvalidArgument(f"timeout must be None or a number of seconds from 0 to {MAX_WAIT_S}")
+        background = self._app.background
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            self._app.background.submit(("barrier", object()), lambda: None).result(timeout)
+            while True:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                background.submit(("barrier", object()), lambda: None).result(left)
+                if background.idle():
+                    return
         except TimeoutError:
             raise BackgroundTimeout(f"background work still running after {timeout} s") from None
 

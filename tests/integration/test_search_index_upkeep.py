@@ -11,10 +11,10 @@ from pathlib import Path
 import apsw
 import pytest
 
-from fermix_memory import MemorySystem
+from fermix_memory import BackgroundTimeout, MemorySystem
 from fermix_memory.adapters.sqlite import search_index
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
-from fermix_memory.adapters.sqlite.search_index import SqliteSearchIndex, is_small
+from fermix_memory.adapters.sqlite.search_index import SqliteSearchIndex, is_small, segment_pages
 from fermix_memory.application.background import BackgroundWorker
 from fermix_memory.application.index_upkeep import IndexUpkeep
 from fermix_memory.entrypoints.bootstrap import bootstrap, open_store
@@ -42,6 +42,11 @@ def segments(home: Path) -> int:
         conn.close()
 
 
+def found_in(home: Path, query: str) -> list[int]:
+    with MemorySystem.open(home) as memory:
+        return found(memory, query)
+
+
 def found(memory: MemorySystem, query: str) -> list[int]:
     return [h.message.id for h in memory.recall(query, agent_id=AGENT, owner_id="alice", conversation="chat:a",
                                                 source="history", limit=50).messages]
@@ -62,6 +67,32 @@ def test_appends_leave_the_merging_to_the_background_which_makes_a_small_index_o
         memory.wait_for_background()
         assert segments(home) == 1
         assert found(memory, "pottery bakery") == before  # merging changes nothing a search returns
+
+
+def test_waiting_for_the_background_waits_for_the_work_that_work_queued_within_one_timeout(tmp_path: Path) -> None:
+    worker = BackgroundWorker("test-chain")
+    done: list[int] = []
+    endless = threading.Event()
+
+    def job(n: int) -> None:
+        time.sleep(0.005)
+        done.append(n)
+        if n < 3 or endless.is_set():  # a long merge goes on in jobs that queue one another
+            worker.submit(("chain",), lambda: job(n + 1))
+
+    with MemorySystem(bootstrap(tmp_path / "home", background=worker)) as memory:
+        worker.submit(("chain",), lambda: job(0))
+        memory.wait_for_background()
+        assert done == [0, 1, 2, 3]
+        endless.set()
+        worker.submit(("chain",), lambda: job(100))
+        started = time.monotonic()
+        with pytest.raises(BackgroundTimeout):
+            memory.wait_for_background(timeout=0.2)  # bounds the whole wait, not each job's
+        assert time.monotonic() - started < 10
+        endless.clear()
+        memory.wait_for_background()
+    assert done[-1] > 100
 
 
 def test_without_the_background_the_index_stays_as_fts5_leaves_it(tmp_path: Path) -> None:
@@ -98,6 +129,48 @@ def test_a_large_index_is_merged_level_by_level_only(tmp_path: Path, monkeypatch
     assert steps >= 1 and segments(home) < 3
     with MemorySystem.open(home) as memory:
         assert found(memory, "pottery bakery") == before
+
+
+def test_a_large_index_is_merged_whole_once_its_other_segments_reach_an_eighth_of_its_largest(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shut_down = BackgroundWorker("test-shut-down")
+    shut_down.close()  # only the steps below merge
+    home = tmp_path / "home"
+
+    def talk(first: int, count: int) -> None:
+        with MemorySystem(bootstrap(home, background=shut_down)) as memory:
+            for i in range(first, first + count):
+                words = (f"{WORDS[(i * 7 + j) % len(WORDS)]}{(i * 31 + j * 17) % 997}" for j in range(40))
+                memory.append_message(agent_id=AGENT, owner_id="alice", conversation="chat:a", role="user",
+                                      sender="alice", content=" ".join(words), created_at=START + timedelta(minutes=i))
+
+    def merged() -> list[int]:
+        """Merge until nothing is left; the leaf pages of each segment then."""
+        store = open_store(home)
+        try:
+            while SqliteSearchIndex(store).merge_step():
+                pass
+        finally:
+            store.close()
+        conn = apsw.Connection(str(home / "memory.db"))
+        try:
+            return segment_pages(conn)
+        finally:
+            conn.close()
+
+    talk(0, 300)
+    [largest] = merged()  # small: one segment
+    monkeypatch.setattr(search_index, "SMALL_INDEX_PAGES", 2)  # from now on the index is large
+    monkeypatch.setattr(search_index, "GROWTH_BEFORE_WHOLE", 0)  # no growth is ever enough
+    for first in range(300, 340, 5):  # turns, merged as they come
+        talk(first, 5)
+        pages = merged()
+        assert len(pages) >= 2 and max(pages) == largest  # levels only: the largest was not rewritten
+    before = found_in(home, "climbing")
+    monkeypatch.setattr(search_index, "GROWTH_BEFORE_WHOLE", 8)
+    assert (sum(pages) - largest) * 8 >= largest  # the others hold an eighth of it: merged whole
+    assert len(merged()) == 1
+    assert found_in(home, "climbing") == before
 
 
 def test_merge_steps_write_no_event_and_keep_the_log_and_indexes_whole(tmp_path: Path) -> None:

@@ -79,12 +79,21 @@ def test_a_job_merges_until_nothing_is_left() -> None:
     assert index.left == 0
 
 
-def test_a_job_stops_after_its_step_budget_and_the_next_one_goes_on() -> None:
-    index = Steps(MAX_STEPS + 3)
-    upkeep = IndexUpkeep(index, Queue())
+def test_a_job_stops_after_its_step_budget_and_queues_the_next_one_which_goes_on() -> None:
+    index, queue = Steps(MAX_STEPS + 3), Queue()
+    upkeep = IndexUpkeep(index, queue)
     assert upkeep.tidy() == MAX_STEPS
-    assert upkeep.tidy() == 3
+    assert [key for key, _ in queue.jobs] == [("search-index-upkeep",)]  # no append needed for the rest
+    assert queue.jobs[0][1]() == 3
+    assert len(queue.jobs) == 1 and index.left == 0  # it ended with the work: nothing more queued
     assert IndexUpkeep(Steps(10), Queue(), max_steps=4).tidy() == 4
+
+
+def test_a_job_that_merged_everything_within_its_budget_queues_nothing() -> None:
+    for left in (0, 1, MAX_STEPS - 1):
+        queue = Queue()
+        assert IndexUpkeep(Steps(left), queue).tidy() == left
+        assert queue.jobs == []
 
 
 class Clock:
