@@ -307,6 +307,25 @@ def test_import_accepts_a_utf8_bom_and_standard_input(
     assert [r["content"] for r in exported(home)] == ["I live in Paris", "from a pipe"]
 
 
+def test_import_checks_each_line_once_into_a_new_home_as_into_an_existing_one(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    decoded: list[str] = []
+    loads = json.loads
+
+    def counted(text: str | bytes, *args: object, **kwargs: object) -> object:
+        decoded.append(str(text))
+        return loads(text, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(json, "loads", counted)
+    lines = [line(content=f"turn {i}") for i in range(5)]
+    source = write_lines(tmp_path / "in.jsonl", *lines)
+    for home in (tmp_path / "new-home", tmp_path / "new-home"):  # made by the first import, then existing
+        decoded.clear()
+        code, _, err = run(capsys, "--home", str(home), "history", "import", str(source))
+        assert code == 0, err
+        assert [decoded.count(text) for text in lines] == [1] * 5
+
+
 def test_import_reports_every_bad_line_up_to_twenty_then_how_many_more(
         capsys: pytest.CaptureFixture[str], home: Path, tmp_path: Path) -> None:
     lines = [line()] + ["{broken"] * 25 + [line(role="wizard")]
