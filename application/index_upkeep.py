@@ -4,7 +4,8 @@ After a commit that appended messages, the store's search index is merged in bou
 the background worker: the appending call only queues the work (once, however many commits
 come before it runs), never waits for it. The job waits for a pause in the appends first, so a
 steady stream of appends (a bulk import, a busy host) is merged about once a second rather
-than after every message.
+than after every message. After a bulk append, the next pause merges the whole index into one
+segment.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ MAX_STEPS = 64
 QUIET_S = 0.03
 MAX_WAIT_S = 1.0
 TOLERANCE_S = 0.001  # waits shorter than this are not worth a sleep
+# A commit of at least this many events is a bulk append (an import): the whole index is merged
+# into one segment at the next pause, whatever its size (about 2 s of background work at a
+# million messages, against minutes of import).
+BULK_EVENTS = 100
 
 
 class JobQueue(Protocol):
@@ -51,6 +56,8 @@ class IndexUpkeep:
         self._stopping = threading.Event()
         self._monotonic, self._sleep = monotonic, sleep or self._stopping.wait
         self._last_append = monotonic()
+        self._appends = 0  # commits that appended messages, counted to see appends resume
+        self._bulk = False  # a bulk append came since the index was last merged whole
         self._queued = False  # a tidy job is queued and has not started yet
 
     def stop(self) -> None:
@@ -61,6 +68,9 @@ class IndexUpkeep:
         for r in recorded:
             if isinstance(r.event, MessageAppended):
                 self._last_append = self._monotonic()
+                self._appends += 1
+                if len(recorded) >= BULK_EVENTS:
+                    self._bulk = True
                 self._queue_job()
                 return
 
@@ -81,11 +91,15 @@ class IndexUpkeep:
             if left < TOLERANCE_S:
                 break
             self._sleep(left)
-        steps, merged = 0, True
+        steps, merged, appends = 0, True, self._appends
         try:
             while merged and steps < self._max_steps and not self._stopping.is_set():
-                merged = self._index.merge_step()
+                # After a bulk append, the whole index once the appends pause (not while they go on).
+                whole = self._bulk and self._appends == appends
+                merged = self._index.merge_step(whole=whole)
                 steps += merged
+                if whole and not merged:
+                    self._bulk = False
         except StorageError as exc:
             log.warning("the search index was not merged (the next append tries again): %s", exc)
             return steps

@@ -215,9 +215,10 @@ class EventStore(Protocol):
 class SearchIndex(Protocol):
     """Upkeep of the store's history search index, done off the turn's path (ADR-0020)."""
 
-    def merge_step(self) -> bool:
+    def merge_step(self, *, whole: bool = False) -> bool:
         """Merge a bounded part of the index's segments in a short write of its own; ``False``
-        when there was nothing left to merge."""
+        when there was nothing left to merge. ``whole``: once no level is left to merge, merge
+        the whole index into one segment, whatever its size (after a bulk append)."""
         ...
 
 

@@ -6,8 +6,9 @@ query is looked up in every one of them. A merge step here runs in a write of it
 the store's writer queue and merges at most :data:`PAGES_PER_STEP` pages: first any level of
 two or more segments (FTS5's ``merge`` with ``usermerge`` 2, set by schema migration 4); when
 none is left, all segments into one (a negative ``merge``: FTS5's incremental ``optimize``) if
-the whole index is small (:data:`SMALL_INDEX_PAGES`), or if its other segments have grown to
-an eighth of its largest one (:data:`GROWTH_BEFORE_WHOLE`).
+the whole index is small (:data:`SMALL_INDEX_PAGES`), if its other segments have grown to an
+eighth of its largest one (:data:`GROWTH_BEFORE_WHOLE`), or if the step is told to (after a bulk
+append).
 """
 
 from __future__ import annotations
@@ -48,16 +49,20 @@ class SqliteSearchIndex:
     def __init__(self, store: SqliteEventStore) -> None:
         self._store = store
 
-    def merge_step(self) -> bool:
-        return self._store.write(_merge, upkeep=True)
+    def merge_step(self, *, whole: bool = False) -> bool:
+        return self._store.write(_merge_whole if whole else _merge, upkeep=True)
 
 
-def _merge(tx: SqliteTransaction) -> bool:
+def _merge_whole(tx: SqliteTransaction) -> bool:
+    return _merge(tx, whole=True)
+
+
+def _merge(tx: SqliteTransaction, *, whole: bool = False) -> bool:
     cursor = tx.cursor
     before: list[Any] = cursor.execute(_STRUCTURE).fetchall()
     cursor.execute(_MERGE, (PAGES_PER_STEP,))
     after: list[Any] = cursor.execute(_STRUCTURE).fetchall()
-    if after == before and merges_whole(cursor):
+    if after == before and (whole or merges_whole(cursor)):
         cursor.execute(_MERGE, (-PAGES_PER_STEP,))
         after = cursor.execute(_STRUCTURE).fetchall()
     return after != before

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from fermix_memory.adapters.sqlite import search_index
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.adapters.sqlite.search_index import SqliteSearchIndex, is_small, segment_pages
 from fermix_memory.application.background import BackgroundWorker
-from fermix_memory.application.index_upkeep import IndexUpkeep
+from fermix_memory.application.index_upkeep import BULK_EVENTS, IndexUpkeep
 from fermix_memory.entrypoints.bootstrap import bootstrap, open_store
 
 AGENT = "companion"
@@ -171,6 +172,31 @@ def test_a_large_index_is_merged_whole_once_its_other_segments_reach_an_eighth_o
     assert (sum(pages) - largest) * 8 >= largest  # the others hold an eighth of it: merged whole
     assert len(merged()) == 1
     assert found_in(home, "climbing") == before
+
+
+def test_after_an_import_the_next_pause_merges_even_a_large_index_into_one_segment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(search_index, "SMALL_INDEX_PAGES", 2)  # every index here is large
+    monkeypatch.setattr(search_index, "GROWTH_BEFORE_WHOLE", 0)  # and no growth merges it whole
+    home = tmp_path / "home"
+
+    def lines(first: int, count: int) -> list[str]:
+        return [json.dumps({"agent_id": AGENT, "owner_id": "alice", "channel": "chat", "chat_id": "b",
+                            "role": "user", "sender": "alice", "message_id": f"m{i}", "content": " ".join(
+                                f"{WORDS[(i * 7 + j) % len(WORDS)]}{(i * 31 + j * 17) % 997}" for j in range(40))})
+                for i in range(first, first + count)]
+
+    with MemorySystem.open(home) as memory:
+        chat(memory, 3)
+        memory.import_history(lines(0, 3 * BULK_EVENTS))  # written as several segments, by levels two
+        memory.wait_for_background()
+        assert segments(home) == 1
+        chat(memory, 3, first=3)
+        before = found(memory, "pottery bakery")
+        memory.import_history(lines(1000, BULK_EVENTS // 2))  # not a bulk append: levels only
+        memory.wait_for_background()
+        assert segments(home) > 1
+        assert found(memory, "pottery bakery") == before  # the import was in another conversation
 
 
 def test_merge_steps_write_no_event_and_keep_the_log_and_indexes_whole(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from fermix_memory.application.index_upkeep import MAX_STEPS, IndexUpkeep
+from fermix_memory.application.index_upkeep import BULK_EVENTS, MAX_STEPS, IndexUpkeep
 from fermix_memory.application.ports import RecordedEvent
 from fermix_memory.domain.conversation_events import ConversationWindowCleared, MessageAppended
 from fermix_memory.domain.event_base import Provenance
@@ -24,12 +24,16 @@ class Steps:
     def __init__(self, left: int) -> None:
         self.left = left
         self.taken = 0
+        self.whole: list[bool] = []  # what each step was told
+        self.meanwhile: Callable[[int], object] = lambda taken: None  # what happens during a step
 
-    def merge_step(self) -> bool:
+    def merge_step(self, *, whole: bool = False) -> bool:
+        self.whole.append(whole)
         if self.left == 0:
             return False
         self.left -= 1
         self.taken += 1
+        self.meanwhile(self.taken)
         return True
 
 
@@ -136,6 +140,22 @@ def test_under_a_steady_stream_of_appends_a_job_merges_after_its_longest_wait() 
     upkeep.on_commit([appended(1)])
     assert upkeep.tidy() == 1
     assert round(sum(clock.slept), 6) == 0.2
+
+
+def test_after_a_bulk_append_a_pause_merges_the_whole_index_once_and_appends_meanwhile_put_it_off() -> None:
+    index, queue = Steps(2), Queue()
+    upkeep = IndexUpkeep(index, queue, quiet_s=0, max_wait_s=0)
+    upkeep.on_commit([appended(1)])
+    assert upkeep.tidy() == 2 and index.whole == [False, False, False]  # no bulk append: levels only
+    upkeep.on_commit([appended(p) for p in range(2, 2 + BULK_EVENTS)])  # an import
+    index.left, index.whole, index.taken = 3, [], 0
+    index.meanwhile = lambda taken: upkeep.on_commit([appended(500)]) if taken == 1 else None
+    assert upkeep.tidy() == 3
+    assert index.whole == [True, False, False, False]  # an append came: the whole merge waits
+    index.left, index.whole, index.meanwhile = 1, [], lambda taken: None
+    assert upkeep.tidy() == 1 and index.whole == [True, True]  # the next pause: whole, to the end
+    index.left, index.whole = 1, []
+    assert upkeep.tidy() == 1 and index.whole == [False, False]  # done once: levels again
 
 
 def test_stop_ends_a_waiting_job_at_once_and_no_merge_starts_after_it() -> None:
