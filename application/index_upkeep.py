@@ -86,16 +86,20 @@ class IndexUpkeep:
         slower, until a later job merges it."""
         self._queued = False  # appends from now on queue the next job
         give_up = self._monotonic() + self._max_wait_s
+        paused = True  # the wait ended in a pause of the appends, not at its longest
         while not self._stopping.is_set():
-            left = min(self._last_append + self._quiet_s, give_up) - self._monotonic()
-            if left < TOLERANCE_S:
+            now = self._monotonic()
+            if self._last_append + self._quiet_s - now < TOLERANCE_S:
                 break
-            self._sleep(left)
+            if give_up - now < TOLERANCE_S:
+                paused = False
+                break
+            self._sleep(min(self._last_append + self._quiet_s, give_up) - now)
         steps, merged, appends = 0, True, self._appends
         try:
             while merged and steps < self._max_steps and not self._stopping.is_set():
                 # After a bulk append, the whole index once the appends pause (not while they go on).
-                whole = self._bulk and self._appends == appends
+                whole = self._bulk and paused and self._appends == appends
                 merged = self._index.merge_step(whole=whole)
                 steps += merged
                 if whole and not merged:

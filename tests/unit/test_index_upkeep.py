@@ -158,6 +158,20 @@ def test_after_a_bulk_append_a_pause_merges_the_whole_index_once_and_appends_mea
     assert upkeep.tidy() == 1 and index.whole == [False, False]  # done once: levels again
 
 
+def test_after_a_bulk_append_a_job_that_found_no_pause_merges_levels_only() -> None:
+    clock = Clock()
+    index = Steps(1)
+
+    def sleep(seconds: float) -> None:
+        clock.sleep(seconds)
+        upkeep.on_commit([appended(p) for p in range(BULK_EVENTS)])  # the import's next part
+
+    upkeep = IndexUpkeep(index, Queue(), quiet_s=0.05, max_wait_s=0.2, monotonic=clock.monotonic, sleep=sleep)
+    upkeep.on_commit([appended(p) for p in range(BULK_EVENTS)])
+    assert upkeep.tidy() == 1
+    assert index.whole == [False, False]
+
+
 def test_stop_ends_a_waiting_job_at_once_and_no_merge_starts_after_it() -> None:
     index = Steps(3)
     upkeep = IndexUpkeep(index, Queue(), quiet_s=30.0, max_wait_s=60.0)  # it would wait half a minute
