@@ -4,8 +4,8 @@ After a commit that appended messages, the store's search index is merged in bou
 the background worker: the appending call only queues the work (once, however many commits
 come before it runs), never waits for it. The job waits for a pause in the appends first, so a
 steady stream of appends (a bulk import, a busy host) is merged about once a second rather
-than after every message. After a bulk append, the next pause merges the whole index into one
-segment.
+than after every message. Levels only are merged while the appends go on; in a pause, the
+whole index when its size and growth call for it, or after a bulk append.
 """
 
 from __future__ import annotations
@@ -98,8 +98,10 @@ class IndexUpkeep:
         steps, merged, appends = 0, True, self._appends
         try:
             while merged and steps < self._max_steps and not self._stopping.is_set():
-                # After a bulk append, the whole index once the appends pause (not while they go on).
-                whole = self._bulk and paused and self._appends == appends
+                # While appends go on, levels only: rewriting the whole of an index they are still
+                # growing would be redone soon (an import). In a pause: whole after a bulk append,
+                # else as the index's size and growth say.
+                whole = (self._bulk or None) if paused and self._appends == appends else False
                 merged = self._index.merge_step(whole=whole)
                 steps += merged
                 if whole and not merged:

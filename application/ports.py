@@ -215,10 +215,11 @@ class EventStore(Protocol):
 class SearchIndex(Protocol):
     """Upkeep of the store's history search index, done off the turn's path (ADR-0020)."""
 
-    def merge_step(self, *, whole: bool = False) -> bool:
+    def merge_step(self, *, whole: bool | None = None) -> bool:
         """Merge a bounded part of the index's segments in a short write of its own; ``False``
-        when there was nothing left to merge. ``whole``: once no level is left to merge, merge
-        the whole index into one segment, whatever its size (after a bulk append)."""
+        when there was nothing left to merge. Once no level is left to merge, the whole index is
+        merged into one segment when its size and growth call for it (``whole=None``), always
+        (``True``: after a bulk append), or never (``False``: while appends go on)."""
         ...
 
 

@@ -8,11 +8,13 @@ two or more segments (FTS5's ``merge`` with ``usermerge`` 2, set by schema migra
 none is left, all segments into one (a negative ``merge``: FTS5's incremental ``optimize``) if
 the whole index is small (:data:`SMALL_INDEX_PAGES`), if its other segments have grown to an
 eighth of its largest one (:data:`GROWTH_BEFORE_WHOLE`), or if the step is told to (after a bulk
-append).
+append); never while appends go on (a step told so).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
@@ -49,23 +51,23 @@ class SqliteSearchIndex:
     def __init__(self, store: SqliteEventStore) -> None:
         self._store = store
 
-    def merge_step(self, *, whole: bool = False) -> bool:
-        return self._store.write(_merge_whole if whole else _merge, upkeep=True)
+    def merge_step(self, *, whole: bool | None = None) -> bool:
+        return self._store.write(_STEPS[whole], upkeep=True)
 
 
-def _merge_whole(tx: SqliteTransaction) -> bool:
-    return _merge(tx, whole=True)
-
-
-def _merge(tx: SqliteTransaction, *, whole: bool = False) -> bool:
+def _merge(tx: SqliteTransaction, *, whole: bool | None = None) -> bool:
     cursor = tx.cursor
     before: list[Any] = cursor.execute(_STRUCTURE).fetchall()
     cursor.execute(_MERGE, (PAGES_PER_STEP,))
     after: list[Any] = cursor.execute(_STRUCTURE).fetchall()
-    if after == before and (whole or merges_whole(cursor)):
+    if after == before and whole is not False and (whole or merges_whole(cursor)):
         cursor.execute(_MERGE, (-PAGES_PER_STEP,))
         after = cursor.execute(_STRUCTURE).fetchall()
     return after != before
+
+
+_STEPS: dict[bool | None, Callable[[SqliteTransaction], bool]] = {
+    whole: partial(_merge, whole=whole) for whole in (None, True, False)}
 
 
 def merges_whole(conn: Any) -> bool:

@@ -24,10 +24,10 @@ class Steps:
     def __init__(self, left: int) -> None:
         self.left = left
         self.taken = 0
-        self.whole: list[bool] = []  # what each step was told
+        self.whole: list[bool | None] = []  # what each step was told
         self.meanwhile: Callable[[int], object] = lambda taken: None  # what happens during a step
 
-    def merge_step(self, *, whole: bool = False) -> bool:
+    def merge_step(self, *, whole: bool | None = None) -> bool:
         self.whole.append(whole)
         if self.left == 0:
             return False
@@ -146,7 +146,7 @@ def test_after_a_bulk_append_a_pause_merges_the_whole_index_once_and_appends_mea
     index, queue = Steps(2), Queue()
     upkeep = IndexUpkeep(index, queue, quiet_s=0, max_wait_s=0)
     upkeep.on_commit([appended(1)])
-    assert upkeep.tidy() == 2 and index.whole == [False, False, False]  # no bulk append: levels only
+    assert upkeep.tidy() == 2 and index.whole == [None, None, None]  # no bulk: as size and growth say
     upkeep.on_commit([appended(p) for p in range(2, 2 + BULK_EVENTS)])  # an import
     index.left, index.whole, index.taken = 3, [], 0
     index.meanwhile = lambda taken: upkeep.on_commit([appended(500)]) if taken == 1 else None
@@ -155,7 +155,7 @@ def test_after_a_bulk_append_a_pause_merges_the_whole_index_once_and_appends_mea
     index.left, index.whole, index.meanwhile = 1, [], lambda taken: None
     assert upkeep.tidy() == 1 and index.whole == [True, True]  # the next pause: whole, to the end
     index.left, index.whole = 1, []
-    assert upkeep.tidy() == 1 and index.whole == [False, False]  # done once: levels again
+    assert upkeep.tidy() == 1 and index.whole == [None, None]  # done once: as before
 
 
 def test_after_a_bulk_append_a_job_that_found_no_pause_merges_levels_only() -> None:
@@ -170,6 +170,15 @@ def test_after_a_bulk_append_a_job_that_found_no_pause_merges_levels_only() -> N
     upkeep.on_commit([appended(p) for p in range(BULK_EVENTS)])
     assert upkeep.tidy() == 1
     assert index.whole == [False, False]
+
+
+def test_while_appends_go_on_a_job_merges_levels_only_and_in_a_pause_as_the_index_says() -> None:
+    index = Steps(3)
+    upkeep = IndexUpkeep(index, Queue(), quiet_s=0, max_wait_s=0)
+    upkeep.on_commit([appended(1)])
+    index.meanwhile = lambda taken: upkeep.on_commit([appended(10 + taken)]) if taken == 2 else None
+    assert upkeep.tidy() == 3
+    assert index.whole == [None, None, False, False]  # in the pause, then once an append came
 
 
 def test_stop_ends_a_waiting_job_at_once_and_no_merge_starts_after_it() -> None:
