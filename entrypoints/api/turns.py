@@ -87,7 +87,8 @@ class TurnsApi(ApiBase):
     def wait_for_background(self, timeout: float | None = None) -> None:
         """Block until the background is idle (tests, orderly shutdown): the work queued so far is
         done, and so is the work it queued in turn, or anything queued meanwhile (a long index
-        merge goes on in jobs that queue one another). ``timeout`` bounds the whole wait."""
+        merge, or the vectors of a large import, go on in jobs that queue one another).
+        ``timeout`` bounds the whole wait."""
         self._check_open()
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
                                     or not 0 <= timeout <= MAX_WAIT_S):
