@@ -205,7 +205,8 @@ def fresh_target(folder: Path) -> apsw.Connection:
     return conn
 
 
-def timed_rebuild(source_path: Path, folder: Path, variant: str) -> tuple[float, dict[str, str]]:
+def timed_rebuild(source_path: Path, folder: Path, variant: str) -> tuple[int, float, dict[str, str]]:
+    """(events, seconds, table checksums) of one rebuild of ``variant`` into a fresh file."""
     source = open_connection(source_path, readonly=True)
     target = fresh_target(folder)
     try:
@@ -214,7 +215,7 @@ def timed_rebuild(source_path: Path, folder: Path, variant: str) -> tuple[float,
         events = fold_log(source, target) if variant == "ours" else raw_rebuild(source, target)
         elapsed = time.perf_counter() - start
         source.execute("COMMIT")
-        return events / elapsed, table_checksums(target)
+        return events, elapsed, table_checksums(target)
     finally:
         source.close()
         target.close()
@@ -243,7 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for rnd in range(args.rounds):
             order = ["ours", "raw"] if rnd % 2 == 0 else ["raw", "ours"]
             for variant in order:
-                rate, sums = timed_rebuild(source_path, workdir / f"{variant}-{rnd}", variant)
+                events, seconds, sums = timed_rebuild(source_path, workdir / f"{variant}-{rnd}", variant)
+                rate = events / seconds
                 rates[variant].append(rate)
                 identical[variant] = identical[variant] and sums == live
                 shutil.rmtree(workdir / f"{variant}-{rnd}")
