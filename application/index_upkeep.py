@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from fermix_memory.application.errors import StorageError
-from fermix_memory.application.ports import RecordedEvent, SearchIndex
+from fermix_memory.application.ports import BULK_EVENTS, RecordedEvent, SearchIndex
 from fermix_memory.domain.conversation_events import MessageAppended
 
 log = logging.getLogger("fermix_memory.storage")
@@ -29,10 +29,6 @@ MAX_STEPS = 64
 QUIET_S = 0.03
 MAX_WAIT_S = 1.0
 TOLERANCE_S = 0.001  # waits shorter than this are not worth a sleep
-# A commit of at least this many events is a bulk append (an import): the whole index is merged
-# into one segment at the next pause, whatever its size (about 2 s of background work at a
-# million messages, against minutes of import).
-BULK_EVENTS = 100
 
 
 class JobQueue(Protocol):
@@ -69,8 +65,8 @@ class IndexUpkeep:
             if isinstance(r.event, MessageAppended):
                 self._last_append = self._monotonic()
                 self._appends += 1
-                if len(recorded) >= BULK_EVENTS:
-                    self._bulk = True
+                if len(recorded) >= BULK_EVENTS:  # the whole index at the next pause, whatever its
+                    self._bulk = True  # size: about 2 s of background work at a million messages
                 self._queue_job()
                 return
 

@@ -103,6 +103,12 @@ class StreamEvents:
     events: tuple[RecordedEvent, ...]
 
 
+# An append of at least this many events at once is a bulk append (an import's part): a store may
+# size itself for it (SQLite widens its writer's page cache), and the search index upkeep merges
+# the whole index at the next pause after it (ADR-0045, ADR-0020).
+BULK_EVENTS = 100
+
+
 class WriteTransaction(RowLookup, Protocol):
     """What a use case may do inside one atomic write (see :meth:`EventStore.write`): append
     events to streams, read the log, and load a few typed states (all as of this transaction,

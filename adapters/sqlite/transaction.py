@@ -20,7 +20,7 @@ from fermix_memory.adapters.sqlite.rows import (
     review_state_key,
 )
 from fermix_memory.application.errors import ConcurrencyConflict, IntegrityError
-from fermix_memory.application.ports import RecordedEvent, ReviewState, StreamEvents
+from fermix_memory.application.ports import BULK_EVENTS, RecordedEvent, ReviewState, StreamEvents
 from fermix_memory.application.streams import chain_for, memory_stream, resource_stream, review_stream
 from fermix_memory.domain.event_base import DomainEvent
 from fermix_memory.domain.log_chain import GENESIS_HASH, MAX_CHAINS, Head, LoggedEvent, follows, head_of
@@ -36,9 +36,9 @@ INSERT_EVENT = (
 # The page cache of the writer while a transaction appends many events at once (an import):
 # the log's and the projections' indexes take each batch's rows at places spread over the whole
 # file, and with SQLite's default cache (2 MB) the pages a batch changed are spilled to the WAL and
-# read back several times within the transaction. Given back when the transaction commits.
+# read back several times within the transaction (an ``append_each`` of ``BULK_EVENTS`` or more).
+# Given back when the transaction commits.
 BULK_CACHE_KIB = 65_536
-BULK_EVENTS = 100  # an ``append_each`` of at least this many events widens the cache
 # The cache size the writer is given back (SQLite's default, which the connection keeps).
 DEFAULT_CACHE_KIB = 2_000
 

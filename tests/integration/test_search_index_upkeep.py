@@ -17,7 +17,8 @@ from fermix_memory.adapters.sqlite import search_index
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.adapters.sqlite.search_index import SqliteSearchIndex, is_small, segment_pages
 from fermix_memory.application.background import BackgroundWorker
-from fermix_memory.application.index_upkeep import BULK_EVENTS, IndexUpkeep
+from fermix_memory.application.index_upkeep import IndexUpkeep
+from fermix_memory.application.ports import BULK_EVENTS
 from fermix_memory.entrypoints.bootstrap import bootstrap, open_store
 
 AGENT = "companion"
