@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -25,6 +26,16 @@ from fermix_memory.entrypoints.api.records import RecordsApi
 from fermix_memory.entrypoints.api.session import Session
 from fermix_memory.entrypoints.api.turns import TurnsApi
 from fermix_memory.entrypoints.bootstrap import App, bootstrap
+
+
+def open_app(home: Path | None, **options: Any) -> App:
+    """``bootstrap(home, **options)``, a failure to reach the home's folder raised as
+    :class:`StorageError`: how an opening of a home starts (``MemorySystem.open``, and a command
+    that hands checked input to a use case itself)."""
+    try:
+        return bootstrap(home, **options)
+    except OSError as exc:
+        raise StorageError(f"cannot open the memory home {home}: {exc.strerror or exc}") from exc
 
 
 def _has(value: object, method: str) -> bool:
@@ -82,11 +93,8 @@ class MemorySystem(RecordsApi, TurnsApi, FilesApi):
                 raise InvalidArgument(f"{what} must be an object with a {method} method")
         if not isinstance(create, bool) or not isinstance(readonly, bool):
             raise InvalidArgument("create and readonly must be True or False")
-        try:
-            return cls(bootstrap(path, config=config, clock=clock, providers=providers, tracer=tracer,
-                                 create=create, readonly=readonly, embedder=embedder))
-        except OSError as exc:
-            raise StorageError(f"cannot open the memory home {path}: {exc.strerror or exc}") from exc
+        return cls(open_app(path, config=config, clock=clock, providers=providers, tracer=tracer,
+                            create=create, readonly=readonly, embedder=embedder))
 
     def session(self, *, agent_id: str, owner_id: str, conversation: Any, trust: TrustName = "guest",
                 context_window: int | None = None) -> Session:

@@ -7,12 +7,11 @@ import argparse
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from fermix_memory.application.errors import ModelError, StorageError
+from fermix_memory.application.errors import ModelError
 from fermix_memory.application.history import parse_history
 from fermix_memory.domain.values import ConversationKey
-from fermix_memory.entrypoints.api.memory_system import MemorySystem
+from fermix_memory.entrypoints.api.memory_system import MemorySystem, open_app
 from fermix_memory.entrypoints.cli.output import (
     EXIT_ERROR,
     EXIT_OK,
@@ -25,9 +24,6 @@ from fermix_memory.entrypoints.cli.output import (
     report_error,
     short,
 )
-
-if TYPE_CHECKING:
-    from fermix_memory.entrypoints.bootstrap import App
 
 
 def _read_lines(name: str) -> list[str]:
@@ -52,13 +48,15 @@ def cmd_history_import(args: argparse.Namespace, out: Output) -> int:
     from fermix_memory.entrypoints.bootstrap import DB_NAME, resolve_home
 
     lines = _read_lines(args.file)
+    home = resolve_home(args.home)
     with progress_bars("checking", "importing") as (checking, writing):
-        if (resolve_home(args.home) / DB_NAME).exists():
-            with MemorySystem.open(args.home) as memory:
+        if (home / DB_NAME).exists():
+            with MemorySystem.open(home) as memory:
                 ids = memory.import_history(lines, checking=checking, importing=writing)
         else:  # a failed import creates nothing: the file is checked before the home is made, once
             events = parse_history(lines, datetime.now(UTC), checking)
-            app = _opened(resolve_home(args.home))
+            # The checked events go to the use case itself: the public API takes lines only.
+            app = open_app(home)
             with MemorySystem(app):
                 ids = app.history.import_events(events, writing)
     source = "standard input" if args.file == "-" else args.file
@@ -68,17 +66,6 @@ def cmd_history_import(args: argparse.Namespace, out: Output) -> int:
              lambda r: [f"imported {plural(r['imported'], 'message')} from {source}"
                         + (f"; skipped {plural(r['skipped'], 'message')} already imported" if skipped else "")])
     return EXIT_OK
-
-
-def _opened(home: Path) -> App:
-    """The home's application, opened as ``MemorySystem.open`` opens it (the import of lines
-    already checked goes to the use case itself: the public API takes lines only)."""
-    from fermix_memory.entrypoints.bootstrap import bootstrap
-
-    try:
-        return bootstrap(home)
-    except OSError as exc:
-        raise StorageError(f"cannot open the memory home {home}: {exc.strerror or exc}") from exc
 
 
 def cmd_history_export(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
