@@ -49,6 +49,7 @@ from fermix_memory.adapters.sqlite.transaction import (
     set_chain_count,
     write_chain_heads,
 )
+from fermix_memory.adapters.sqlite.wal_checkpoints import WalCheckpoints
 from fermix_memory.application.errors import (
     ReadOnlyStore,
     StorageBusy,
@@ -93,6 +94,8 @@ class SqliteEventStore:
         self.durability = durability
         self.readonly = readonly
         self._writer = open_connection(self.path, durability=durability, readonly=readonly)
+        # The writer's WAL is checkpointed off the committing thread (ADR-0046).
+        self._checkpoints: WalCheckpoints | None = None
         try:
             with translated_errors("migrating memory.db"):
                 if readonly:
@@ -101,6 +104,8 @@ class SqliteEventStore:
                 else:
                     migrate(self._writer, str(self.path))
                     enable_wal(self._writer)
+                    self._checkpoints = WalCheckpoints(lambda: open_connection(self.path, durability=durability))
+                    self._checkpoints.install(self._writer)
                     # Append-only triggers someone dropped are put back; verify reports it.
                     self.restored_triggers = restore_triggers(self._writer)
                 self.chains = chain_count(self._writer)
@@ -175,6 +180,8 @@ class SqliteEventStore:
                 for conn in list(self._readers):
                     conn.close()
                 self._readers.clear()
+            if self._checkpoints is not None:
+                self._checkpoints.close()
             self._writer.close()
 
     # --- writes ---------------------------------------------------------------------------------
@@ -392,7 +399,11 @@ class SqliteEventStore:
                 raise StorageError("the memory store is closed")
             self._leading = True
         try:
-            yield self._writer
+            if self._checkpoints is None:
+                yield self._writer
+            else:
+                with self._checkpoints.held():  # whole-file work: no background checkpoint alongside
+                    yield self._writer
         finally:
             with self._lock:
                 self._leading = False

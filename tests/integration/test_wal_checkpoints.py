@@ -1,0 +1,146 @@
+"""The writer's WAL is checkpointed off the committing thread, with a backstop that keeps the log
+bounded under appends that never pause (ADR-0046). Real SQLite files."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import apsw
+import pytest
+
+from fermix_memory import MemorySystem
+from fermix_memory.adapters.sqlite.wal_checkpoints import WalCheckpoints
+
+FRAME = 4096 + 24
+THREAD = "fermix-wal-checkpoint"
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "log.db"
+    conn = apsw.Connection(str(path))
+    conn.execute("PRAGMA journal_mode = WAL").fetchall()
+    conn.execute("CREATE TABLE t(x BLOB)")
+    conn.close()
+    return path
+
+
+def writer(path: Path, checkpoints: WalCheckpoints) -> apsw.Connection:
+    conn = apsw.Connection(str(path))
+    conn.setbusytimeout(5000)
+    checkpoints.install(conn)
+    return conn
+
+
+def commit_rows(conn: apsw.Connection, n: int) -> None:
+    for _ in range(n):
+        conn.execute("INSERT INTO t VALUES (randomblob(3000))")  # about a page per commit
+
+
+def wait_idle(checkpoints: WalCheckpoints, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not checkpoints.idle():
+        assert time.monotonic() < deadline, "the background checkpoint did not finish"
+        time.sleep(0.01)
+
+
+def checkpoint_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name == THREAD}
+
+
+def test_commits_leave_the_checkpoints_to_a_thread_of_their_own(db: Path) -> None:
+    opened: list[str] = []  # the threads the background's connection was opened in
+
+    def connect() -> apsw.Connection:
+        opened.append(threading.current_thread().name)
+        return apsw.Connection(str(db))
+
+    checkpoints = WalCheckpoints(connect, every_pages=20, backstop_pages=10**6)
+    conn = writer(db, checkpoints)
+    before = db.stat().st_size
+    commit_rows(conn, 300)
+    wait_idle(checkpoints)
+    assert checkpoints.background_runs >= 1 and checkpoints.inline_runs == 0
+    assert opened == [THREAD]
+    # The pages reached the database file: the background checkpoints copied them there.
+    assert db.stat().st_size > before + 100 * 4096
+    checkpoints.close()
+    conn.close()
+
+
+def test_a_log_that_reaches_the_backstop_is_checkpointed_by_the_commit_and_starts_afresh(db: Path) -> None:
+    checkpoints = WalCheckpoints(lambda: apsw.Connection(str(db)), every_pages=10**6, backstop_pages=50)
+    conn = writer(db, checkpoints)
+    commit_rows(conn, 400)  # some 800 frames without the backstop
+    assert checkpoints.inline_runs >= 5 and checkpoints.background_runs == 0
+    wal = Path(f"{db}-wal")
+    assert wal.stat().st_size <= 32 + (50 + 4) * FRAME  # never far beyond the backstop
+    checkpoints.close()
+    conn.close()
+
+
+def test_without_the_backstop_the_same_commits_grow_the_log(db: Path) -> None:
+    """The counterpart of the test above: what the backstop prevents."""
+    checkpoints = WalCheckpoints(lambda: apsw.Connection(str(db)), every_pages=10**6, backstop_pages=10**6)
+    conn = writer(db, checkpoints)
+    commit_rows(conn, 400)
+    assert Path(f"{db}-wal").stat().st_size > 32 + 400 * FRAME
+    checkpoints.close()
+    conn.close()
+
+
+def test_no_background_checkpoint_runs_while_the_store_holds_them_back(db: Path) -> None:
+    checkpoints = WalCheckpoints(lambda: apsw.Connection(str(db)), every_pages=1, backstop_pages=10**6)
+    conn = writer(db, checkpoints)
+    with checkpoints.held():
+        commit_rows(conn, 5)  # each asks for one
+        time.sleep(0.2)
+        assert checkpoints.background_runs == 0
+    wait_idle(checkpoints)
+    assert checkpoints.background_runs >= 1
+    checkpoints.close()
+    conn.close()
+
+
+class _FailingConnection:
+    filename = "failing.db"
+
+    def wal_checkpoint(self, dbname: str | None = None, mode: int = 0) -> tuple[int, int]:
+        raise apsw.IOError("disk I/O error")
+
+
+def test_a_checkpoint_that_fails_never_fails_the_commit_that_asked_for_it() -> None:
+    checkpoints = WalCheckpoints(lambda: apsw.Connection(":memory:"), every_pages=10, backstop_pages=20)
+    assert checkpoints.after_commit(_FailingConnection(), "main", 25) == apsw.SQLITE_OK  # type: ignore[arg-type]
+    assert checkpoints.inline_runs == 1
+    checkpoints.close()
+
+
+def test_close_stops_the_background_thread(db: Path) -> None:
+    others = checkpoint_threads()  # of stores other tests may have left open
+    checkpoints = WalCheckpoints(lambda: apsw.Connection(str(db)), every_pages=1, backstop_pages=10**6)
+    conn = writer(db, checkpoints)
+    commit_rows(conn, 3)
+    wait_idle(checkpoints)
+    assert checkpoint_threads() - others
+    checkpoints.close()
+    assert not checkpoint_threads() - others
+    commit_rows(conn, 3)  # asks again: nothing starts after close
+    assert not checkpoint_threads() - others
+    conn.close()
+
+
+def test_a_memory_checkpoints_in_the_background_and_leaves_no_log_once_closed(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    others = checkpoint_threads()
+    with MemorySystem.open(home) as memory:
+        for i in range(600):  # several thousand frames: past the background's first request
+            memory.append_message(agent_id="companion", owner_id="alice", conversation=f"chat:{i % 7}",
+                                  role="user", sender="alice", content=f"message number {i} " * 20)
+        assert checkpoint_threads() - others
+        assert memory.verify().ok
+    assert not checkpoint_threads() - others
+    wal = home / "memory.db-wal"
+    assert not wal.exists() or wal.stat().st_size == 0
