@@ -1,11 +1,11 @@
 """Use case: keep history search fast as messages arrive (ADR-0020).
 
-After a commit that appended messages, the store's search index is merged in bounded steps on
-the background worker: the appending call only queues the work (once, however many commits
-come before it runs), never waits for it. The job waits for a pause in the appends first, so a
-steady stream of appends (a bulk import, a busy host) is merged about once a second rather
-than after every message. Levels only are merged while the appends go on; in a pause, the
-whole index when its size and growth call for it, or after a bulk append.
+After a commit that appended messages, and once when the memory opens, the store's search index
+is merged in bounded steps on the background worker: the appending call only queues the work
+(once, however many commits come before it runs), never waits for it. The job waits for a pause
+in the appends first, so a steady stream of appends (a bulk import, a busy host) is merged about
+once a second rather than after every message. Levels only are merged while the appends go on;
+in a pause, the whole index when its size and growth call for it, or after a bulk append.
 """
 
 from __future__ import annotations
@@ -51,13 +51,19 @@ class IndexUpkeep:
         self._quiet_s, self._max_wait_s = quiet_s, max_wait_s
         self._stopping = threading.Event()
         self._monotonic, self._sleep = monotonic, sleep or self._stopping.wait
-        self._last_append = monotonic()
+        self._last_append = monotonic() - quiet_s  # no append yet: the job at open need not wait
         self._appends = 0  # commits that appended messages, counted to see appends resume
         self._bulk = False  # a bulk append came since the index was last merged whole
         self._queued = False  # a tidy job is queued and has not started yet
 
     def stop(self) -> None:
         self._stopping.set()
+
+    def start(self) -> None:
+        """At open: one job, as after an append. An index that a process left in segments (it
+        ended right after an import: its job never ran) is merged as its size and growth say,
+        rather than only after the next append."""
+        self._queue_job()
 
     def on_commit(self, recorded: list[RecordedEvent]) -> None:
         """An after-commit reaction of the store."""

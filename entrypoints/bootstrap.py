@@ -404,6 +404,7 @@ def bootstrap(
                 upkeep = IndexUpkeep(storage.index, background)  # ADR-0020
                 store.add_after_commit(upkeep.on_commit)
                 opened.callback(upkeep.stop)  # before the worker's close, which waits for a running job
+                upkeep.start()
             prompt_files.repair()  # files are derived: a crash between commit and write is mended here
             finish_erasures(storage.erasure)
             if embedder is not None:

@@ -107,7 +107,7 @@ class WalCheckpoints:
                         self.background_runs += 1
                 except apsw.BusyError:
                     pass  # another checkpoint runs (another process, or the backstop)
-                except apsw.Error as exc:
+                except Exception as exc:  # the file cannot be opened or written: the next request tries again
                     log.warning("background checkpoint failed (the next one tries again): %s", exc)
                 finally:
                     with self._wake:

@@ -106,6 +106,20 @@ def test_without_the_background_the_index_stays_as_fts5_leaves_it(tmp_path: Path
     assert segments(home) > 3
 
 
+def test_an_index_a_process_left_in_segments_is_merged_when_the_memory_next_opens(tmp_path: Path) -> None:
+    shut_down = BackgroundWorker("test-shut-down")
+    shut_down.close()  # as a process that ended before its background ran (an import from the command line)
+    home = tmp_path / "home"
+    with MemorySystem(bootstrap(home, background=shut_down)) as memory:
+        chat(memory, 120)
+        before = found(memory, "pottery bakery")
+    assert segments(home) > 3
+    with MemorySystem.open(home) as memory:  # no append: the opening alone queues the merge
+        memory.wait_for_background()
+        assert segments(home) == 1
+        assert found(memory, "pottery bakery") == before
+
+
 def test_a_large_index_is_merged_level_by_level_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     shut_down = BackgroundWorker("test-shut-down")
     shut_down.close()
@@ -218,13 +232,11 @@ def test_merge_steps_write_no_event_and_keep_the_log_and_indexes_whole(tmp_path:
 
 def test_a_merge_on_a_full_disk_is_one_warning_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     home = tmp_path / "home"
-    gate = threading.Event()
-    worker = BackgroundWorker("test-upkeep")
-    with MemorySystem(bootstrap(home, background=worker)) as memory:
-        held = worker.submit(("held",), gate.wait)  # no merge yet: the index is many segments
+    shut_down = BackgroundWorker("test-shut-down")
+    shut_down.close()  # no merge yet: the index is many segments
+    with MemorySystem(bootstrap(home, background=shut_down)) as memory:
         chat(memory, 60)
-        gate.set()
-        held.result(10)
+    worker = BackgroundWorker("test-upkeep")
     store = open_store(home)
     try:
         # SQLite's own "database or disk is full": the file may not grow by a page.
@@ -233,6 +245,7 @@ def test_a_merge_on_a_full_disk_is_one_warning_line(tmp_path: Path, caplog: pyte
         assert upkeep.tidy() == 0
     finally:
         store.close()
+        worker.close()
     [record] = [r for r in caplog.records if "search index" in r.getMessage()]
     assert record.levelname == "WARNING" and record.exc_info is None and "full" in record.getMessage()
     assert "\n" not in record.getMessage()

@@ -12,6 +12,7 @@ import pytest
 
 from fermix_memory import MemorySystem
 from fermix_memory.adapters.sqlite.wal_checkpoints import WalCheckpoints
+from fermix_memory.application.errors import StorageError
 
 FRAME = 4096 + 24
 THREAD = "fermix-wal-checkpoint"
@@ -116,6 +117,30 @@ def test_a_checkpoint_that_fails_never_fails_the_commit_that_asked_for_it() -> N
     assert checkpoints.after_commit(_FailingConnection(), "main", 25) == apsw.SQLITE_OK  # type: ignore[arg-type]
     assert checkpoints.inline_runs == 1
     checkpoints.close()
+
+
+def test_a_background_checkpoint_that_fails_is_one_warning_and_the_next_request_tries_again(
+        db: Path, caplog: pytest.LogCaptureFixture) -> None:
+    attempts: list[int] = []
+
+    def connect() -> apsw.Connection:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise StorageError("cannot open memory.db")
+        return apsw.Connection(str(db))
+
+    checkpoints = WalCheckpoints(connect, every_pages=1, backstop_pages=10**6)
+    conn = writer(db, checkpoints)
+    commit_rows(conn, 1)
+    wait_idle(checkpoints)
+    assert checkpoints.background_runs == 0
+    [record] = [r for r in caplog.records if "checkpoint" in r.getMessage()]
+    assert record.levelname == "WARNING" and "cannot open" in record.getMessage()
+    commit_rows(conn, 1)
+    wait_idle(checkpoints)
+    assert checkpoints.background_runs == 1
+    checkpoints.close()
+    conn.close()
 
 
 def test_close_stops_the_background_thread(db: Path) -> None:

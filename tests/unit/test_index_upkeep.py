@@ -70,6 +70,17 @@ def test_a_commit_that_appended_messages_queues_one_job_under_one_key() -> None:
     assert [key for key, _ in queue.jobs] == [("search-index-upkeep",)] * 2
 
 
+def test_at_open_one_job_is_queued_and_merges_what_a_previous_process_left() -> None:
+    queue = Queue()
+    index = Steps(3)
+    upkeep = IndexUpkeep(index, queue, quiet_s=0, max_wait_s=0)
+    upkeep.start()
+    upkeep.on_commit([appended(1)])  # the job queued at open has not started: it sees this append too
+    assert [key for key, _ in queue.jobs] == [("search-index-upkeep",)]
+    assert queue.jobs[0][1]() == 3 and index.left == 0
+    assert index.whole[0] is None  # as the index's size and growth say
+
+
 def test_a_commit_without_messages_queues_nothing() -> None:
     queue = Queue()
     IndexUpkeep(Steps(0), queue).on_commit([cleared(1)])
