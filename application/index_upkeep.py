@@ -29,6 +29,9 @@ MAX_STEPS = 64
 QUIET_S = 0.03
 MAX_WAIT_S = 1.0
 TOLERANCE_S = 0.001  # waits shorter than this are not worth a sleep
+# The job queued when a memory opens comes this long after: a short-lived process (a command of
+# the CLI) closes first and leaves the file as it found it.
+OPEN_DELAY_S = 2.0
 
 
 class JobQueue(Protocol):
@@ -55,15 +58,20 @@ class IndexUpkeep:
         self._appends = 0  # commits that appended messages, counted to see appends resume
         self._bulk = False  # a bulk append came since the index was last merged whole
         self._queued = False  # a tidy job is queued and has not started yet
+        self._opening: threading.Timer | None = None  # queues the job of :meth:`start`
 
     def stop(self) -> None:
         self._stopping.set()
+        if self._opening is not None:
+            self._opening.cancel()
 
-    def start(self) -> None:
-        """At open: one job, as after an append. An index that a process left in segments (it
-        ended right after an import: its job never ran) is merged as its size and growth say,
-        rather than only after the next append."""
-        self._queue_job()
+    def start(self, delay_s: float | None = None) -> None:
+        """At open: one job, as after an append, ``delay_s`` later (:data:`OPEN_DELAY_S`). An
+        index that a process left in segments (it ended right after an import: its job never
+        ran) is merged as its size and growth say, rather than only after the next append."""
+        self._opening = threading.Timer(OPEN_DELAY_S if delay_s is None else delay_s, self._queue_job)
+        self._opening.daemon = True
+        self._opening.start()
 
     def on_commit(self, recorded: list[RecordedEvent]) -> None:
         """An after-commit reaction of the store."""
@@ -77,6 +85,8 @@ class IndexUpkeep:
                 return
 
     def _queue_job(self) -> None:
+        if self._stopping.is_set():
+            return
         if not self._queued:  # a job not started yet sees this append when it starts
             self._queued = True
             self._background.submit(("search-index-upkeep",), self.tidy)

@@ -1,21 +1,22 @@
-"""Checkpoints of the writer's WAL, off the thread that commits (ADR-0046).
+"""Checkpoints of the writer's WAL in the pauses between commits (ADR-0046).
 
 SQLite's own automatic checkpoint runs inside the COMMIT that takes the log past 1,000 pages:
 that commit copies the log's pages into the database file and syncs both, a stall of several
-milliseconds on one append in some seventy. Here the writer connection's WAL hook only asks a
-thread of this store to checkpoint (``PASSIVE``, on a connection of its own: it waits for nobody
-and nobody waits for it) each time the log grew by :data:`EVERY_PAGES`. A log that keeps
-growing because commits never leave the checkpoint a moment to catch up (a checkpoint only
-empties the log when it copied every page before the next commit begins) is checkpointed by
-the committing thread itself once it reaches :data:`BACKSTOP_PAGES`: the background has
-copied nearly all of it by then, so that checkpoint is short, and the next commit starts the
-log afresh.
+milliseconds on one append in some seventy. A host's appends come in bursts (a turn's few
+messages) with pauses between them. Here the writer connection's WAL hook asks a thread of this
+store for a checkpoint once the log holds :data:`EVERY_PAGES`; the thread waits for a pause of
+:data:`QUIET_S` without a commit and then checkpoints (``PASSIVE``, on a connection of its own:
+it waits for nobody and nobody waits for it). A checkpoint that copied every page lets the next
+commit start the log afresh, so a host that pauses never reaches SQLite's threshold, and no
+append carries a checkpoint. Appends that never pause get what SQLite did: the committing thread
+checkpoints the log once it holds :data:`BACKSTOP_PAGES`.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -23,31 +24,31 @@ import apsw
 
 log = logging.getLogger("fermix_memory.storage")
 
-# The background checkpoints each time the log grew by this many pages (SQLite's own default).
-EVERY_PAGES = 1_000
-# The committing thread checkpoints a log this long itself (32 MiB of 4 KiB pages).
-BACKSTOP_PAGES = 8_000
-# A log started afresh is cut back to this size (bytes) when it grew longer (a bulk import's
-# commits): above the backstop's length, so the log of steady appends is reused as it is
-# (cutting it back each time, and growing it again, made appends slower).
-LOG_SIZE_LIMIT = 64 * 1024 * 1024
+# The log's length (pages) from which the background is asked for a checkpoint in the next pause.
+EVERY_PAGES = 100
+# A pause: this long without a commit.
+QUIET_S = 0.03
+# The committing thread checkpoints a log this long itself (SQLite's own automatic threshold).
+BACKSTOP_PAGES = 1_000
 JOIN_S = 10.0
 
 
 class WalCheckpoints:
-    """Install :meth:`after_commit` as the writer connection's WAL hook; :meth:`held` keeps
-    background checkpoints out of a block (whole-file work); :meth:`close` before the writer."""
+    """Install with :meth:`install` on the writer connection; :meth:`held` keeps background
+    checkpoints out of a block (whole-file work); :meth:`close` before the writer closes."""
 
     def __init__(self, connect: Callable[[], apsw.Connection], *, every_pages: int = EVERY_PAGES,
-                 backstop_pages: int = BACKSTOP_PAGES) -> None:
+                 quiet_s: float = QUIET_S, backstop_pages: int = BACKSTOP_PAGES,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         """``connect``: opens the connection the background checkpoints through (at its first)."""
         self._connect = connect
-        self._every, self._backstop = every_pages, backstop_pages
+        self._every, self._quiet_s, self._backstop = every_pages, quiet_s, backstop_pages
+        self._monotonic = monotonic
         self._wake = threading.Condition()
-        self._wanted = False
+        self._wanted = False  # a checkpoint was asked for and has not started
         self._busy = False  # the background took a request and has not finished it
         self._closed = False
-        self._mark = 0  # the log's length when the background was last asked
+        self._last_commit = monotonic()
         self._thread: threading.Thread | None = None
         self._running = threading.Lock()  # held by a background checkpoint, and by :meth:`held`
         self.background_runs = 0  # checkpoints the background ran
@@ -55,21 +56,17 @@ class WalCheckpoints:
 
     def install(self, writer: apsw.Connection) -> None:
         """Take over the writer's checkpoints (SQLite's automatic ones stop: one hook per connection)."""
-        writer.execute(f"PRAGMA journal_size_limit = {LOG_SIZE_LIMIT}").fetchall()
         writer.setwalhook(self.after_commit)
 
     def after_commit(self, conn: apsw.Connection, db: str, pages: int) -> int:
         """The WAL hook: SQLite calls it after each commit, the write lock released, with the
         log's length in pages. It never raises: the commit has happened."""
+        self._last_commit = self._monotonic()
         try:
-            if pages < self._mark:
-                self._mark = 0  # the log was started afresh
             if pages >= self._backstop:
-                self._mark = 0
                 self.inline_runs += 1
-                conn.wal_checkpoint(db)  # passive; busy when the background runs one: it goes on
-            elif pages - self._mark >= self._every:
-                self._mark = pages
+                conn.wal_checkpoint(db)  # passive; busy while the background runs one: that one goes on
+            elif pages >= self._every and not self._wanted:
                 self._ask()
         except apsw.BusyError:
             pass
@@ -87,6 +84,15 @@ class WalCheckpoints:
                 self._thread.start()
             self._wake.notify()
 
+    def _pause(self) -> bool:
+        """Under ``_wake``: wait until no commit came for ``quiet_s``; False once closed."""
+        while not self._closed:
+            left = self._last_commit + self._quiet_s - self._monotonic()
+            if left <= 0:
+                return True
+            self._wake.wait(left)
+        return False
+
     def _run(self) -> None:
         conn: apsw.Connection | None = None
         try:
@@ -94,7 +100,7 @@ class WalCheckpoints:
                 with self._wake:
                     while not self._wanted and not self._closed:
                         self._wake.wait()
-                    if self._closed:
+                    if not self._pause():
                         return
                     self._wanted, self._busy = False, True
                 try:

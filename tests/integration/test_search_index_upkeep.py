@@ -16,6 +16,7 @@ from fermix_memory import BackgroundTimeout, MemorySystem
 from fermix_memory.adapters.sqlite import search_index
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.adapters.sqlite.search_index import SqliteSearchIndex, is_small, segment_pages
+from fermix_memory.application import index_upkeep
 from fermix_memory.application.background import BackgroundWorker
 from fermix_memory.application.index_upkeep import IndexUpkeep
 from fermix_memory.application.ports import BULK_EVENTS
@@ -106,7 +107,8 @@ def test_without_the_background_the_index_stays_as_fts5_leaves_it(tmp_path: Path
     assert segments(home) > 3
 
 
-def test_an_index_a_process_left_in_segments_is_merged_when_the_memory_next_opens(tmp_path: Path) -> None:
+def test_an_index_a_process_left_in_segments_is_merged_when_the_memory_next_opens(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     shut_down = BackgroundWorker("test-shut-down")
     shut_down.close()  # as a process that ended before its background ran (an import from the command line)
     home = tmp_path / "home"
@@ -114,7 +116,9 @@ def test_an_index_a_process_left_in_segments_is_merged_when_the_memory_next_open
         chat(memory, 120)
         before = found(memory, "pottery bakery")
     assert segments(home) > 3
+    monkeypatch.setattr(index_upkeep, "OPEN_DELAY_S", 0.0)
     with MemorySystem.open(home) as memory:  # no append: the opening alone queues the merge
+        time.sleep(0.1)  # the moment after opening
         memory.wait_for_background()
         assert segments(home) == 1
         assert found(memory, "pottery bakery") == before

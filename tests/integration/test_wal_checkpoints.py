@@ -1,11 +1,15 @@
-"""The writer's WAL is checkpointed off the committing thread, with a backstop that keeps the log
-bounded under appends that never pause (ADR-0046). Real SQLite files."""
+"""The writer's WAL is checkpointed in the pauses between commits, off the committing thread, and
+by the committing thread only once appends that never pause made the log long (ADR-0046). Real
+SQLite files."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
@@ -33,6 +37,18 @@ def writer(path: Path, checkpoints: WalCheckpoints) -> apsw.Connection:
     conn.setbusytimeout(5000)
     checkpoints.install(conn)
     return conn
+
+
+@contextmanager
+def checkpointed(db: Path, **settings: Any) -> Iterator[tuple[WalCheckpoints, apsw.Connection]]:
+    """A writer of ``db`` whose log ``WalCheckpoints(**settings)`` checkpoints; both closed after."""
+    checkpoints = WalCheckpoints(lambda: apsw.Connection(str(db)), **settings)
+    conn = writer(db, checkpoints)
+    try:
+        yield checkpoints, conn
+    finally:
+        checkpoints.close()
+        conn.close()
 
 
 def commit_rows(conn: apsw.Connection, n: int) -> None:
@@ -71,38 +87,46 @@ def test_commits_leave_the_checkpoints_to_a_thread_of_their_own(db: Path) -> Non
     conn.close()
 
 
+def test_pauses_between_bursts_keep_the_log_short_and_no_commit_checkpoints(db: Path) -> None:
+    with checkpointed(db, every_pages=20, quiet_s=0.02, backstop_pages=200) as (checkpoints, conn):
+        for _ in range(10):  # bursts of some 30-60 pages: 300-600 in all
+            commit_rows(conn, 30)
+            wait_idle(checkpoints)  # a pause: the background empties the log, the next commit starts it afresh
+        assert checkpoints.inline_runs == 0 and checkpoints.background_runs >= 5
+        assert Path(f"{db}-wal").stat().st_size <= 32 + 200 * FRAME
+
+
+def test_without_pauses_the_background_waits_and_the_backstop_checkpoints(db: Path) -> None:
+    with checkpointed(db, every_pages=1, quiet_s=0.5, backstop_pages=100) as (checkpoints, conn):
+        commit_rows(conn, 300)  # no pause of half a second among these
+        assert checkpoints.background_runs == 0 and checkpoints.inline_runs >= 2
+        wait_idle(checkpoints)  # the pause after them
+        assert checkpoints.background_runs == 1
+
+
 def test_a_log_that_reaches_the_backstop_is_checkpointed_by_the_commit_and_starts_afresh(db: Path) -> None:
-    checkpoints = WalCheckpoints(lambda: apsw.Connection(str(db)), every_pages=10**6, backstop_pages=50)
-    conn = writer(db, checkpoints)
-    commit_rows(conn, 400)  # some 800 frames without the backstop
-    assert checkpoints.inline_runs >= 5 and checkpoints.background_runs == 0
-    wal = Path(f"{db}-wal")
-    assert wal.stat().st_size <= 32 + (50 + 4) * FRAME  # never far beyond the backstop
-    checkpoints.close()
-    conn.close()
+    with checkpointed(db, every_pages=10**6, backstop_pages=50) as (checkpoints, conn):
+        commit_rows(conn, 400)  # some 800 frames without the backstop
+        assert checkpoints.inline_runs >= 5 and checkpoints.background_runs == 0
+        wal = Path(f"{db}-wal")
+        assert wal.stat().st_size <= 32 + (50 + 4) * FRAME  # never far beyond the backstop
 
 
 def test_without_the_backstop_the_same_commits_grow_the_log(db: Path) -> None:
     """The counterpart of the test above: what the backstop prevents."""
-    checkpoints = WalCheckpoints(lambda: apsw.Connection(str(db)), every_pages=10**6, backstop_pages=10**6)
-    conn = writer(db, checkpoints)
-    commit_rows(conn, 400)
-    assert Path(f"{db}-wal").stat().st_size > 32 + 400 * FRAME
-    checkpoints.close()
-    conn.close()
+    with checkpointed(db, every_pages=10**6, backstop_pages=10**6) as (_, conn):
+        commit_rows(conn, 400)
+        assert Path(f"{db}-wal").stat().st_size > 32 + 400 * FRAME
 
 
 def test_no_background_checkpoint_runs_while_the_store_holds_them_back(db: Path) -> None:
-    checkpoints = WalCheckpoints(lambda: apsw.Connection(str(db)), every_pages=1, backstop_pages=10**6)
-    conn = writer(db, checkpoints)
-    with checkpoints.held():
-        commit_rows(conn, 5)  # each asks for one
-        time.sleep(0.2)
-        assert checkpoints.background_runs == 0
-    wait_idle(checkpoints)
-    assert checkpoints.background_runs >= 1
-    checkpoints.close()
-    conn.close()
+    with checkpointed(db, every_pages=1, backstop_pages=10**6) as (checkpoints, conn):
+        with checkpoints.held():
+            commit_rows(conn, 5)  # each asks for one
+            time.sleep(0.2)
+            assert checkpoints.background_runs == 0
+        wait_idle(checkpoints)
+        assert checkpoints.background_runs >= 1
 
 
 class _FailingConnection:

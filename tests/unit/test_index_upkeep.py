@@ -70,15 +70,29 @@ def test_a_commit_that_appended_messages_queues_one_job_under_one_key() -> None:
     assert [key for key, _ in queue.jobs] == [("search-index-upkeep",)] * 2
 
 
-def test_at_open_one_job_is_queued_and_merges_what_a_previous_process_left() -> None:
+def test_at_open_one_job_is_queued_a_moment_later_and_merges_what_a_previous_process_left() -> None:
     queue = Queue()
     index = Steps(3)
     upkeep = IndexUpkeep(index, queue, quiet_s=0, max_wait_s=0)
-    upkeep.start()
-    upkeep.on_commit([appended(1)])  # the job queued at open has not started: it sees this append too
+    upkeep.start(delay_s=0.05)
+    assert queue.jobs == []  # a short-lived process has closed by then
+    deadline = time.monotonic() + 5
+    while not queue.jobs:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    upkeep.on_commit([appended(1)])  # the job queued has not started: it sees this append too
     assert [key for key, _ in queue.jobs] == [("search-index-upkeep",)]
     assert queue.jobs[0][1]() == 3 and index.left == 0
     assert index.whole[0] is None  # as the index's size and growth say
+
+
+def test_a_memory_closed_before_the_moment_queues_nothing_at_open() -> None:
+    queue = Queue()
+    upkeep = IndexUpkeep(Steps(3), queue, quiet_s=0, max_wait_s=0)
+    upkeep.start(delay_s=0.05)
+    upkeep.stop()
+    time.sleep(0.15)
+    assert queue.jobs == []
 
 
 def test_a_commit_without_messages_queues_nothing() -> None:
