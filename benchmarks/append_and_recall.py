@@ -329,6 +329,9 @@ class LeanAppender:
             self.loop.append(m)
         return time.perf_counter() - start
 
+    def pause(self) -> None:
+        self.loop.conn.wal_checkpoint()  # what a host would do in the pause (see run_round)
+
     def close(self) -> None:
         self.loop.conn.close()
 
@@ -349,6 +352,9 @@ class RawAppender:
             for i in range(0, len(messages), step):
                 self.loop.append_batch(messages[i:i + step])
         return time.perf_counter() - start
+
+    def pause(self) -> None:
+        self.loop.conn.wal_checkpoint()
 
     def close(self) -> None:
         self.loop.conn.close()
@@ -397,6 +403,9 @@ class RawGroupCommitAppender:
 
     def run(self, messages: Sequence[Msg]) -> float:
         return run_threads(self.threads, messages, lambda chunk: [self._append(m) for m in chunk])
+
+    def pause(self) -> None:
+        self.loop.conn.wal_checkpoint()
 
     def close(self) -> None:
         self.loop.conn.close()
@@ -456,6 +465,9 @@ class OursAppender:
     def _run_threaded(self, messages: Sequence[Msg]) -> float:
         return run_threads(self.threads, messages, lambda chunk: append_all(self.memory, chunk))
 
+    def pause(self) -> None:
+        self.memory.wait_for_background()  # the index merges; the log's checkpoint comes in PAUSE_S
+
     def close(self) -> None:
         self.memory.close()
 
@@ -505,6 +517,9 @@ class LangChainAppender:
             self._history(m).add_message(self._human(m.content) if m.role == "user" else self._ai(m.content))
         return time.perf_counter() - start
 
+    def pause(self) -> None:
+        pass
+
     def close(self) -> None:
         self._histories.clear()
 
@@ -527,6 +542,8 @@ class Appender(Protocol):
     def db(self) -> Path | None: ...
 
     def run(self, messages: Sequence[Msg]) -> float: ...
+
+    def pause(self) -> None: ...
 
     def close(self) -> None: ...
 
@@ -565,6 +582,11 @@ def make_appenders(base: Path, with_peer: bool) -> dict[str, Appender]:
     return appenders
 
 
+# Longer than ours waits for before it checkpoints its log in a pause (wal_checkpoints.QUIET_S),
+# with time for the checkpoint.
+PAUSE_S = 0.08
+
+
 def cut(messages: Sequence[Msg], slices: int) -> list[Sequence[Msg]]:
     size = max(THREADS, -(-len(messages) // slices))
     return [messages[i:i + size] for i in range(0, len(messages), size)]
@@ -575,7 +597,9 @@ def run_round(base: Path, chunks: Sequence[Sequence[Msg]],
     """Every variant appends every chunk to its own fresh database, the variants taking turns
     chunk by chunk (in a rotating order) so that a noisy moment hits them alike.
     Returns each variant's time per chunk (seconds) and the process's CPU time per chunk
-    (seconds, every thread: ours' background work included)."""
+    (seconds, every thread). After each chunk an untimed pause: each system's idle-time work
+    (ours: index merges and the log's checkpoint; the raw loops: a checkpoint of their log) is
+    done in it, so that none of it is counted in another variant's chunk, and none in its own."""
     appenders = make_appenders(base, with_peer)
     names = list(appenders)
     times: dict[str, list[float]] = {name: [] for name in names}
@@ -586,6 +610,11 @@ def run_round(base: Path, chunks: Sequence[Sequence[Msg]],
                 started = time.process_time()
                 times[name].append(appenders[name].run(chunk))
                 cpu[name].append(time.process_time() - started)
+                # A pause after each slice, timed by nobody: what each system does when its host
+                # pauses (ours merges its index and checkpoints its log, ADR-0046; the raw loops
+                # checkpoint theirs) happens here, not in the next variant's slice.
+                appenders[name].pause()
+                time.sleep(PAUSE_S)
     finally:
         for appender in appenders.values():
             appender.close()
