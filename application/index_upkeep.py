@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from fermix_memory.application.errors import StorageError
-from fermix_memory.application.ports import BULK_EVENTS, RecordedEvent, SearchIndex
+from fermix_memory.application.ports import BULK_EVENTS, PAUSE_S, RecordedEvent, SearchIndex
 from fermix_memory.domain.conversation_events import MessageAppended
 
 log = logging.getLogger("fermix_memory.storage")
@@ -26,7 +26,7 @@ log = logging.getLogger("fermix_memory.storage")
 # background work queued meanwhile runs in between).
 MAX_STEPS = 64
 # A job merges once no message was appended for QUIET_S, or after MAX_WAIT_S of waiting.
-QUIET_S = 0.03
+QUIET_S = PAUSE_S
 MAX_WAIT_S = 1.0
 TOLERANCE_S = 0.001  # waits shorter than this are not worth a sleep
 # The job queued when a memory opens comes this long after: a short-lived process (a command of

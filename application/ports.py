@@ -108,6 +108,11 @@ class StreamEvents:
 # the whole index at the next pause after it (ADR-0045, ADR-0020).
 BULK_EVENTS = 100
 
+# A pause of a host's writes: this long without a commit. Background work that would slow the
+# appends if it ran among them waits for one (the search index upkeep's merges, ADR-0020; the
+# SQLite log's checkpoints, ADR-0046).
+PAUSE_S = 0.03
+
 
 class WriteTransaction(RowLookup, Protocol):
     """What a use case may do inside one atomic write (see :meth:`EventStore.write`): append

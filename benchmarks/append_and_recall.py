@@ -582,8 +582,8 @@ def make_appenders(base: Path, with_peer: bool) -> dict[str, Appender]:
     return appenders
 
 
-# Longer than ours waits for before it checkpoints its log in a pause (wal_checkpoints.QUIET_S),
-# with time for the checkpoint.
+# Longer than ours waits for before it checkpoints its log in a pause (ports.PAUSE_S), with
+# time for the checkpoint.
 PAUSE_S = 0.08
 
 

@@ -13,7 +13,7 @@ import logging
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -399,11 +399,9 @@ class SqliteEventStore:
                 raise StorageError("the memory store is closed")
             self._leading = True
         try:
-            if self._checkpoints is None:
+            # Whole-file work: no background checkpoint alongside.
+            with self._checkpoints.held() if self._checkpoints is not None else nullcontext():
                 yield self._writer
-            else:
-                with self._checkpoints.held():  # whole-file work: no background checkpoint alongside
-                    yield self._writer
         finally:
             with self._lock:
                 self._leading = False

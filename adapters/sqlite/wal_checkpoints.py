@@ -22,12 +22,14 @@ from contextlib import contextmanager
 
 import apsw
 
+from fermix_memory.application.ports import PAUSE_S
+
 log = logging.getLogger("fermix_memory.storage")
 
 # The log's length (pages) from which the background is asked for a checkpoint in the next pause.
 EVERY_PAGES = 100
-# A pause: this long without a commit.
-QUIET_S = 0.03
+# A pause: this long without a commit (the host's pause, as the index upkeep waits for).
+QUIET_S = PAUSE_S
 # The committing thread checkpoints a log this long itself (SQLite's own automatic threshold).
 BACKSTOP_PAGES = 1_000
 JOIN_S = 10.0
