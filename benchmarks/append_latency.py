@@ -36,10 +36,9 @@ os.environ.setdefault("FERMIX_RECALL_BY_MEANING", "false")  # appends only: no m
 
 
 def figures(samples: Sequence[float]) -> dict[str, float]:
-    ms = sorted(s * 1000 for s in samples)
-    n = len(ms)
-    return {"p50_ms": round(ms[n // 2], 3), "p99_ms": round(ms[int(n * 0.99)], 3),
-            "p999_ms": round(ms[min(n - 1, int(n * 0.999))], 3), "max_ms": round(ms[-1], 3),
+    ms = [s * 1000 for s in samples]
+    return {"p50_ms": round(aar.percentile(ms, 50), 3), "p99_ms": round(aar.percentile(ms, 99), 3),
+            "p999_ms": round(aar.percentile(ms, 99.9), 3), "max_ms": round(max(ms), 3),
             "over_1ms": sum(1 for x in ms if x > 1.0)}
 
 
