@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
+from fermix_memory.application.commands import AppendMessage
 from fermix_memory.application.message_input import build_message_event
 from fermix_memory.application.ports import Clock, EventStore, WriteTransaction
 from fermix_memory.application.streams import conversation_stream
@@ -77,9 +78,13 @@ class HistoryService:
         self._clock = clock
         self._import_keys = import_keys
 
-    def append(self, **fields: Any) -> int:
+    def append(self, message: AppendMessage) -> int:
         """Validate and durably record one message; returns its id once committed."""
-        event = build_message_event(at=self._clock.now(), **fields)
+        m = message
+        event = build_message_event(
+            at=self._clock.now(), agent_id=m.agent_id, owner_id=m.owner_id, conversation=m.conversation, role=m.role,
+            content=m.content, sender=m.sender, kind=m.kind, trust=m.trust, metadata=m.metadata,
+            created_at=m.created_at, tool_calls=m.tool_calls, tool_call_id=m.tool_call_id)
         stream, events = conversation_stream(event.agent_id, event.conversation), [event]
         return self._store.write(lambda tx: tx.append(stream, events)[0])
 

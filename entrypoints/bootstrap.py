@@ -180,10 +180,7 @@ class App:
     # --- use cases: each takes its checked command (application/commands.py) -----------------
 
     def append_message(self, cmd: cmd_.AppendMessage) -> int:
-        return self.history.append(
-            agent_id=cmd.agent_id, owner_id=cmd.owner_id, conversation=cmd.conversation, role=cmd.role,
-            content=cmd.content, sender=cmd.sender, kind=cmd.kind, trust=cmd.trust, metadata=cmd.metadata,
-            created_at=cmd.created_at, tool_calls=cmd.tool_calls, tool_call_id=cmd.tool_call_id)
+        return self.history.append(cmd)
 
     def write_memory(self, cmd: cmd_.WriteMemory) -> list[OperationOutcome]:
         return self.memory.apply(list(cmd.operations), cmd.context())

@@ -11,6 +11,7 @@ from typing import Any, Literal, TypeAlias, overload
 from fermix_memory.application.as_of import check_moment
 from fermix_memory.application.commands import (
     AfterTurn,
+    AppendMessage,
     BeforeTurn,
     ComposePrompt,
     DispatchTool,
@@ -134,10 +135,10 @@ class TurnsApi(ApiBase):
             raise InvalidMessage("a transcript's role must be user or assistant")
         if not self._app.settings.realtime.persist_transcripts:
             return None
-        return self._app.history.append(
+        return self._app.history.append(AppendMessage(
             agent_id=agent_id, owner_id=owner_id, conversation=ConversationKey("realtime", device_id), role=role,
             content=text, sender=owner_id if role == "user" else agent_id, kind="voice_turn", trust=trust,
-            metadata={"source_type": "realtime"})
+            metadata={"source_type": "realtime"}))
 
     def reviewed_up_to(self, *, agent_id: str, owner_id: str, conversation: Any) -> int:
         """The id of the last message of this owner a completed review covered (0: never)."""
