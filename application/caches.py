@@ -21,6 +21,7 @@ from fermix_memory.application.stored_messages import (
     id_of,
     is_plain,
     kind_of,
+    message_of,
     order_of,
 )
 from fermix_memory.domain import events as ev
@@ -117,12 +118,8 @@ class ConversationStore:
 
     def stored_window(self, agent_id: str, conversation: ConversationKey) -> Sequence[StoredItem]:
         """The window, each message as a ``Message`` or, when it is a plain row (``is_plain``), maybe
-        as the row read. A window with any other row is made messages once, and kept so."""
-        key = (agent_id, conversation)
-        items, generation = self._items(key)
-        if all(type(item) is not tuple or is_plain(item) for item in items):
-            return items
-        return self._messages(key, items, generation)
+        as the row read: a window holding any other row was made messages as it was loaded."""
+        return self._items((agent_id, conversation))[0]
 
     def _messages(self, key: tuple[str, ConversationKey], items: list[StoredItem], generation: int) -> list[Message]:
         if all(type(item) is not tuple for item in items):
@@ -146,8 +143,11 @@ class ConversationStore:
             generation = self._generation
         agent_id, conversation = key
         state = self._source.conversation_state(agent_id, conversation)
-        loaded: list[StoredItem] = list(self._source.stored_messages(
-            agent_id, conversation, after_id=state.window_start_id, limit=self._max))
+        rows = self._source.stored_messages(agent_id, conversation, after_id=state.window_start_id, limit=self._max)
+        # A window holding a row that a prompt cannot take as it is (a tool call or result, a
+        # system message) is made messages once, as it is loaded; one of plain rows stays rows.
+        loaded: list[StoredItem] = (list(rows) if all(map(is_plain, rows))
+                                    else [message_of(row, agent_id, conversation) for row in rows])
         # The checkpoint of a compaction stands for everything before it: it leads the window.
         if state.checkpoint_message_id is not None:
             checkpoint = [m for m in loaded if id_of(m) == state.checkpoint_message_id]

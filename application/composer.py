@@ -26,7 +26,7 @@ from typing import Any
 import attrs
 
 from fermix_memory.application.ports import ResourceRevision
-from fermix_memory.application.stored_messages import StoredItem, as_message, is_plain, message_of
+from fermix_memory.application.stored_messages import StoredItem, as_message, message_of
 from fermix_memory.domain.checkpoint import is_checkpoint
 from fermix_memory.domain.fence import (
     SUMMARY_CLOSE_TAG,
@@ -42,7 +42,7 @@ from fermix_memory.domain.values import ConversationKey, Role, Trust
 
 RevisionReader = Callable[[str, str, str], ResourceRevision | None]
 WindowReader = Callable[[str, ConversationKey], list[Message]]
-StoredWindowReader = Callable[[str, ConversationKey], Sequence[StoredItem]]  # messages, or rows as read
+StoredWindowReader = Callable[[str, ConversationKey], Sequence[StoredItem]]  # messages, or plain rows as read
 
 # What both APIs accept as a message ``name`` (OpenAI) and a tool's name.
 API_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -102,16 +102,10 @@ def compose_openai(revision: RevisionReader, window: StoredWindowReader, agent_i
     if paired:
         return as_openai(ComposedPrompt(system=system_text, turns=tuple(_turns(
             [as_message(m, agent_id, conversation) for m in rest]))))
-    turns, named = _plain_turns(rest)
-    out: list[dict[str, Any]] = [{"role": "system", "content": system_text}] if system_text else []
-    for role, text, speaker in turns:
-        if role == "assistant":
-            out.append({"role": "assistant", "content": text})
-        elif named and speaker:  # as as_openai: the sender as the API's name, else in the text
-            out.append({"role": "user", "content": text, "name": speaker} if API_NAME.fullmatch(speaker)
-                       else {"role": "user", "content": _prefixed_text(speaker, text)})
-        else:
-            out.append({"role": "user", "content": text})
+    head: list[dict[str, Any]] = [{"role": "system", "content": system_text}] if system_text else []
+    out, speakers = _openai_turns(rest, list(head), named=False)
+    if len(speakers) > 1:  # as as_openai: each user turn names its sender (a group chat)
+        out, _ = _openai_turns(rest, head, named=True)
     return out
 
 
@@ -124,42 +118,69 @@ def compose_anthropic(revision: RevisionReader, window: StoredWindowReader, agen
     if paired:
         return as_anthropic(ComposedPrompt(system=system_text, turns=tuple(_turns(
             [as_message(m, agent_id, conversation) for m in rest]))))
-    turns, named = _plain_turns(rest)
-    merged: list[tuple[str, list[str]]] = []  # (role, texts) of runs of one role
-    for role, text, speaker in turns:
-        if role == "assistant":
-            text = text.rstrip()  # as _anthropic_blocks: a trailing space says nothing
-        elif named and speaker:
-            text = _prefixed_text(speaker, text)
-        if merged and merged[-1][0] == role:
-            merged[-1][1].append(text)
-        else:
-            merged.append((role, [text]))
+    runs, speakers = _anthropic_runs(rest, named=False)
+    if len(speakers) > 1:  # as as_anthropic: each user turn says who wrote it (a group chat)
+        runs, _ = _anthropic_runs(rest, named=True)
     return system_text, [{"role": role, "content": texts[0] if len(texts) == 1
-                          else [{"type": "text", "text": text} for text in texts]} for role, texts in merged]
+                          else [{"type": "text", "text": text} for text in texts]} for role, texts in runs]
 
 
-def _plain_turns(rest: Sequence[StoredItem]) -> tuple[list[tuple[str, str, str]], bool]:
-    """``(role, text, speaker)`` of each plain user or assistant turn, from a stored row or a
-    ``Message`` alike (a user turn's speaker is its sender, else its owner), and whether the user
-    turns come from more than one speaker (``ComposedPrompt.several_speakers``)."""
-    turns: list[tuple[str, str, str]] = []
+def _openai_turns(rest: Sequence[StoredItem], out: list[dict[str, Any]], *, named: bool
+                  ) -> tuple[list[dict[str, Any]], set[str]]:
+    """``out`` followed by OpenAI's message of each plain user or assistant turn, from a stored row
+    or a ``Message`` alike (a user turn's speaker is its sender, else its owner), each user turn
+    naming its speaker when ``named``; and the speakers of the user turns."""
     speakers: set[str] = set()
     user = Role.USER
     for m in rest:
         if type(m) is tuple:
-            if m[3] == "user":
-                speakers.add(speaker := m[2] or m[1])
-                turns.append(("user", m[5], speaker))
-            else:
-                turns.append(("assistant", m[5], ""))
+            if m[3] != "user":
+                out.append({"role": "assistant", "content": m[5]})
+                continue
+            speaker, text = m[2] or m[1], m[5]
         elif m.role is user:  # type: ignore[union-attr]
-            speakers.add(speaker := _speaker(m))  # type: ignore[arg-type]
-            turns.append(("user", m.content, speaker))  # type: ignore[union-attr]
+            speaker, text = _speaker(m), m.content  # type: ignore[arg-type,union-attr]
         else:
-            turns.append(("assistant", m.content, ""))  # type: ignore[union-attr]
+            out.append({"role": "assistant", "content": m.content})  # type: ignore[union-attr]
+            continue
+        speakers.add(speaker)
+        if named and speaker:  # the sender as the API's name, else in the text
+            out.append({"role": "user", "content": text, "name": speaker} if API_NAME.fullmatch(speaker)
+                       else {"role": "user", "content": _prefixed_text(speaker, text)})
+        else:
+            out.append({"role": "user", "content": text})
     speakers.discard("")
-    return turns, len(speakers) > 1
+    return out, speakers
+
+
+def _anthropic_runs(rest: Sequence[StoredItem], *, named: bool) -> tuple[list[tuple[str, list[str]]], set[str]]:
+    """The texts of each run of one role (Anthropic merges consecutive turns of a role), from the
+    plain user and assistant turns as :func:`_openai_turns` reads them, each user turn prefixed
+    with its speaker when ``named``; and the speakers of the user turns."""
+    runs: list[tuple[str, list[str]]] = []
+    texts: list[str] = []
+    speakers: set[str] = set()
+    last, user = "", Role.USER
+    for m in rest:
+        if type(m) is tuple:
+            if m[3] == "user":
+                role, text, speaker = "user", m[5], m[2] or m[1]
+            else:
+                role, text, speaker = "assistant", m[5].rstrip(), ""  # a trailing space says nothing
+        elif m.role is user:  # type: ignore[union-attr]
+            role, text, speaker = "user", m.content, _speaker(m)  # type: ignore[union-attr,arg-type]
+        else:
+            role, text, speaker = "assistant", m.content.rstrip(), ""  # type: ignore[union-attr]
+        if speaker:
+            speakers.add(speaker)
+            if named:
+                text = _prefixed_text(speaker, text)
+        if role == last:
+            texts.append(text)
+        else:
+            runs.append((role, texts := [text]))
+            last = role
+    return runs, speakers
 
 
 def _system_and_rest(
@@ -176,13 +197,12 @@ def _system_and_rest(
     paired = False
     system_role, tool, assistant = Role.SYSTEM, Role.TOOL, Role.ASSISTANT
     for item in window(agent_id, conversation):
-        if type(item) is tuple:
-            if is_plain(item):
-                if not item[5].strip():
-                    continue  # no API takes a turn without text
-                if rest or item[3] == "user":  # not an orphan reply
-                    rest.append(item)
-                    continue
+        if type(item) is tuple:  # a plain row (what a stored window holds as rows)
+            if not item[5].strip():
+                continue  # no API takes a turn without text
+            if rest or item[3] == "user":  # not an orphan reply
+                rest.append(item)
+                continue
             m = message_of(item, agent_id, conversation)
         else:
             m = item  # type: ignore[assignment]

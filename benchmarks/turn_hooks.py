@@ -99,7 +99,7 @@ def cold_compose(conversations: int, messages: int, style: str = "openai") -> di
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--conversations", type=int, default=60)
+    parser.add_argument("--conversations", type=int, default=200)
     parser.add_argument("--messages", type=int, default=100, help="messages per conversation (cold compose)")
     parser.add_argument("--cold-only", action="store_true", help="only the cold compose_prompt figures")
     parser.add_argument("--style", choices=("openai", "anthropic"), default="openai",

@@ -2,7 +2,7 @@
 ``as_anthropic(compose_prompt(...))`` byte for byte: the one-pass path taken when no message of
 the window takes part in a tool call gives the same dicts, with their keys in the same order, as
 composing the turns, for every kind of message a window can hold, whether the window holds
-messages, the rows the store read, or both."""
+messages, the plain rows the store read (any other as a message), or both."""
 
 from __future__ import annotations
 
@@ -71,13 +71,19 @@ def compose_both(window: list[Message], system: str, files: tuple[str, str]) -> 
 
     composed = compose_prompt(revision, read, "ada", "alice", KEY, system=system)
     reference = json.dumps([as_openai(composed), as_anthropic(composed)], ensure_ascii=False)
-    # The window as messages, as the rows the store read, and both (a cached window after a write).
-    for stored in (list(window), [row(m) for m in window], [row(m) if m.id % 2 else m for m in window]):
+    # The window as messages, as the rows the store read, and both (a cached window after a write):
+    # a stored window gives a row only when it is plain, any other message as a ``Message``.
+    for stored in (list(window), [as_stored(m) for m in window], [as_stored(m) if m.id % 2 else m for m in window]):
         fast = json.dumps([compose(revision, lambda a, c, w=stored: w, "ada", "alice", KEY, system=system)
                            for compose in (compose_openai, compose_anthropic)], ensure_ascii=False)
         if fast != reference:
             return fast, reference
     return reference, reference
+
+
+def as_stored(m: Message) -> Message | tuple[object, ...]:
+    """``m`` as a stored window gives it: its row when the row is plain, else the message."""
+    return row(m) if is_plain(row(m)) else m
 
 
 def row(m: Message) -> tuple[object, ...]:
