@@ -96,11 +96,12 @@ class _LogFollower:
 class ConversationStore:
     """Recent window messages per ``(agent_id, conversation)``; write-through via commits.
 
-    A window is kept as the store read it (rows, ``application.stored_messages``) and each row is
-    made a ``Message`` the first time something asks for messages (:meth:`window`); a prompt of
-    plain turns is composed from the rows (:meth:`stored_window`). Messages committed later join
-    as messages. ``max_history`` caps how many recent messages a window keeps (``None``:
-    unbounded — compaction, not a count, is the real bound).
+    A window of plain rows (``is_plain``) is kept as the store read it (``application.stored_messages``)
+    and each row is made a ``Message`` the first time something asks for messages (:meth:`window`);
+    a prompt of plain turns is composed from the rows (:meth:`stored_window`). A window holding any
+    other row is made messages as it is loaded. Messages committed later join as messages.
+    ``max_history`` caps how many recent messages a window keeps (``None``: unbounded —
+    compaction, not a count, is the real bound).
     """
 
     def __init__(self, source: WindowSource, last_position: Callable[[], int],
