@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -125,56 +125,52 @@ def compose_anthropic(revision: RevisionReader, window: StoredWindowReader, agen
                           else [{"type": "text", "text": text} for text in texts]} for role, texts in runs]
 
 
-def _openai_turns(rest: Sequence[StoredItem], out: list[dict[str, Any]], *, named: bool
-                  ) -> tuple[list[dict[str, Any]], set[str]]:
-    """``out`` followed by OpenAI's message of each plain user or assistant turn, from a stored row
-    or a ``Message`` alike (a user turn's speaker is its sender, else its owner), each user turn
-    naming its speaker when ``named``; and the speakers of the user turns."""
-    speakers: set[str] = set()
+def _plain_turns(rest: Sequence[StoredItem]) -> Iterator[tuple[str, str, str]]:
+    """``(role, text, speaker)`` of each plain user or assistant turn, from a stored row or a
+    ``Message`` alike (a user turn's speaker is its sender, else its owner; an assistant's is "")."""
     user = Role.USER
     for m in rest:
         if type(m) is tuple:
-            if m[3] != "user":
-                out.append({"role": "assistant", "content": m[5]})
-                continue
-            speaker, text = m[2] or m[1], m[5]
+            yield ("user", m[5], m[2] or m[1]) if m[3] == "user" else ("assistant", m[5], "")
         elif m.role is user:  # type: ignore[union-attr]
-            speaker, text = _speaker(m), m.content  # type: ignore[arg-type,union-attr]
+            yield "user", m.content, _speaker(m)  # type: ignore[union-attr,arg-type]
         else:
-            out.append({"role": "assistant", "content": m.content})  # type: ignore[union-attr]
+            yield "assistant", m.content, ""  # type: ignore[union-attr]
+
+
+def _openai_turns(rest: Sequence[StoredItem], out: list[dict[str, Any]], *, named: bool
+                  ) -> tuple[list[dict[str, Any]], set[str]]:
+    """``out`` followed by OpenAI's message of each plain turn (:func:`_plain_turns`), each user
+    turn naming its speaker when ``named``; and the speakers of the user turns."""
+    speakers: set[str] = set()
+    for role, text, speaker in _plain_turns(rest):
+        if not speaker:
+            out.append({"role": role, "content": text})
             continue
         speakers.add(speaker)
-        if named and speaker:  # the sender as the API's name, else in the text
+        if named:  # the sender as the API's name, else in the text
             out.append({"role": "user", "content": text, "name": speaker} if API_NAME.fullmatch(speaker)
                        else {"role": "user", "content": _prefixed_text(speaker, text)})
         else:
             out.append({"role": "user", "content": text})
-    speakers.discard("")
     return out, speakers
 
 
 def _anthropic_runs(rest: Sequence[StoredItem], *, named: bool) -> tuple[list[tuple[str, list[str]]], set[str]]:
-    """The texts of each run of one role (Anthropic merges consecutive turns of a role), from the
-    plain user and assistant turns as :func:`_openai_turns` reads them, each user turn prefixed
-    with its speaker when ``named``; and the speakers of the user turns."""
+    """The texts of each run of one role (Anthropic merges consecutive turns of a role) of the
+    plain turns (:func:`_plain_turns`), each user turn prefixed with its speaker when ``named``,
+    an assistant's without a trailing space (it says nothing); and the speakers of the user turns."""
     runs: list[tuple[str, list[str]]] = []
     texts: list[str] = []
     speakers: set[str] = set()
-    last, user = "", Role.USER
-    for m in rest:
-        if type(m) is tuple:
-            if m[3] == "user":
-                role, text, speaker = "user", m[5], m[2] or m[1]
-            else:
-                role, text, speaker = "assistant", m[5].rstrip(), ""  # a trailing space says nothing
-        elif m.role is user:  # type: ignore[union-attr]
-            role, text, speaker = "user", m.content, _speaker(m)  # type: ignore[union-attr,arg-type]
-        else:
-            role, text, speaker = "assistant", m.content.rstrip(), ""  # type: ignore[union-attr]
+    last = ""
+    for role, text, speaker in _plain_turns(rest):
         if speaker:
             speakers.add(speaker)
             if named:
                 text = _prefixed_text(speaker, text)
+        elif role == "assistant":
+            text = text.rstrip()
         if role == last:
             texts.append(text)
         else:
