@@ -68,11 +68,7 @@ def run(workdir: Path, messages: Sequence[aar.Msg], burst: int, pause_s: float) 
     memory = MemorySystem.open(workdir / f"ours-{tag}")
     raw = aar.RawLoop.create(workdir / f"raw-{tag}.db")
     try:
-        def ours(m: aar.Msg) -> None:
-            memory.append_message(agent_id=m.agent_id, owner_id=m.owner_id, conversation=(m.channel, m.chat_id),
-                                  role=m.role, sender=m.sender, content=m.content)
-
-        return rhythm(messages, burst, pause_s, {"ours": ours, "raw": raw.append})
+        return rhythm(messages, burst, pause_s, {"ours": lambda m: aar.append_all(memory, (m,)), "raw": raw.append})
     finally:
         memory.close()
         raw.conn.close()
