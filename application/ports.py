@@ -213,6 +213,11 @@ class EventStore(Protocol):
         holding events keeps its own (:class:`IntegrityError`, nothing changed)."""
         ...
 
+    def settle(self, timeout: float | None = None) -> bool:
+        """Finish the store's own background work now that the host pauses (SQLite: checkpoint
+        its log, ADR-0046); ``False`` when ``timeout`` seconds passed first."""
+        ...
+
     def append_logged(self, events: Sequence[LoggedEvent]) -> LogHead:
         """Append events recorded by another log, as they are (positions, versions, times,
         digests and chain hashes kept), in one transaction, writing their projections as live

@@ -466,7 +466,7 @@ class OursAppender:
         return run_threads(self.threads, messages, lambda chunk: append_all(self.memory, chunk))
 
     def pause(self) -> None:
-        self.memory.wait_for_background()  # the index merges; the log's checkpoint comes in PAUSE_S
+        self.memory.wait_for_background()  # the index merges, then the log checkpointed (as the raw loops do)
 
     def close(self) -> None:
         self.memory.close()

@@ -521,6 +521,10 @@ class PostgresEventStore:
     def last_position(self) -> int:
         return last_position(self.reader())
 
+    def settle(self, timeout: float | None = None) -> bool:
+        """Nothing of the store's own runs in the background here: the server checkpoints."""
+        return True
+
     def home_anchor(self) -> Head | None:
         """The last head this host recorded outside the database (``None``: none)."""
         return self._head_file.anchor() if self._head_file is not None else None

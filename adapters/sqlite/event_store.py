@@ -169,6 +169,10 @@ class SqliteEventStore:
         write that already committed."""
         self._reactions.append(reaction)
 
+    def settle(self, timeout: float | None = None) -> bool:
+        """The host pauses: the log is checkpointed now rather than after a quiet moment (ADR-0046)."""
+        return self._checkpoints.settle(timeout) if self._checkpoints is not None else True
+
     def close(self) -> None:
         with self._lock:
             while self._leading:  # let the batch in flight commit first

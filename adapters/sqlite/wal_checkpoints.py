@@ -9,7 +9,8 @@ store for a checkpoint once the log holds :data:`EVERY_PAGES`; the thread waits 
 it waits for nobody and nobody waits for it). A checkpoint that copied every page lets the next
 commit start the log afresh, so a host that pauses never reaches SQLite's threshold, and no
 append carries a checkpoint. Appends that never pause get what SQLite did: the committing thread
-checkpoints the log once it holds :data:`BACKSTOP_PAGES`.
+checkpoints the log once it holds :data:`BACKSTOP_PAGES`. A host that says it pauses
+(``wait_for_background``) has the log checkpointed at once (:meth:`WalCheckpoints.settle`).
 """
 
 from __future__ import annotations
@@ -52,9 +53,11 @@ class WalCheckpoints:
         self._closed = False
         self._last_commit = monotonic()
         self._thread: threading.Thread | None = None
-        self._running = threading.Lock()  # held by a background checkpoint, and by :meth:`held`
+        self._running = threading.Lock()  # held by a checkpoint on ``_conn``, and by :meth:`held`
+        self._conn: apsw.Connection | None = None  # what checkpoints run through (``_running`` held)
         self.background_runs = 0  # checkpoints the background ran
         self.inline_runs = 0  # checkpoints a committing thread ran (the log reached the backstop)
+        self.settled_runs = 0  # checkpoints :meth:`settle` ran
 
     def install(self, writer: apsw.Connection) -> None:
         """Take over the writer's checkpoints (SQLite's automatic ones stop: one hook per connection)."""
@@ -96,33 +99,55 @@ class WalCheckpoints:
         return False
 
     def _run(self) -> None:
-        conn: apsw.Connection | None = None
-        try:
-            while True:
-                with self._wake:
-                    while not self._wanted and not self._closed:
-                        self._wake.wait()
-                    if not self._pause():
-                        return
-                    self._wanted, self._busy = False, True
-                try:
-                    with self._running:
-                        if conn is None:
-                            conn = self._connect()
-                            # A connection checkpoints only once it has read the file (WAL or not).
-                            conn.execute("PRAGMA user_version").fetchall()
-                        conn.wal_checkpoint()  # passive
+        while True:
+            with self._wake:
+                while not self._wanted and not self._closed:
+                    self._wake.wait()
+                if not self._pause():
+                    return
+                self._wanted, self._busy = False, True
+            try:
+                with self._running:
+                    if self._checkpoint():
                         self.background_runs += 1
-                except apsw.BusyError:
-                    pass  # another checkpoint runs (another process, or the backstop)
-                except Exception as exc:  # the file cannot be opened or written: the next request tries again
-                    log.warning("background checkpoint failed (the next one tries again): %s", exc)
-                finally:
-                    with self._wake:
-                        self._busy = False
+            finally:
+                with self._wake:
+                    self._busy = False
+
+    def _checkpoint(self) -> bool:
+        """One passive checkpoint on the connection of checkpoints (``_running`` held); False
+        when it did not run (busy, or a failure, logged: the next request tries again)."""
+        try:
+            if self._conn is None:
+                if self._closed:
+                    return False
+                self._conn = self._connect()
+                # A connection checkpoints only once it has read the file (WAL or not).
+                self._conn.execute("PRAGMA user_version").fetchall()
+            self._conn.wal_checkpoint()  # passive
+            return True
+        except apsw.BusyError:
+            return False  # another checkpoint runs (another process, or the backstop)
+        except Exception as exc:  # the file cannot be opened or written
+            log.warning("background checkpoint failed (the next one tries again): %s", exc)
+            return False
+
+    def settle(self, timeout: float | None = None) -> bool:
+        """The host pauses now: checkpoint what the log holds at once, in the calling thread (a
+        request waiting for a pause is answered by it). False when ``timeout`` passed first (a
+        checkpoint or whole-file work held the connection that long)."""
+        with self._wake:
+            if self._closed:
+                return True
+            self._wanted = False
+        if not self._running.acquire(timeout=-1 if timeout is None else timeout):
+            return False
+        try:
+            if self._checkpoint():
+                self.settled_runs += 1
         finally:
-            if conn is not None:
-                conn.close()
+            self._running.release()
+        return True
 
     @contextmanager
     def held(self) -> Iterator[None]:
@@ -143,3 +168,10 @@ class WalCheckpoints:
             self._wake.notify()
         if thread is not None:
             thread.join(JOIN_S)
+        if self._running.acquire(timeout=JOIN_S):
+            try:
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+            finally:
+                self._running.release()

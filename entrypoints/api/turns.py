@@ -88,8 +88,8 @@ class TurnsApi(ApiBase):
     def wait_for_background(self, timeout: float | None = None) -> None:
         """Block until the background is idle (tests, orderly shutdown): the work queued so far is
         done, and so is the work it queued in turn, or anything queued meanwhile (a long index
-        merge, or the vectors of a large import, go on in jobs that queue one another).
-        ``timeout`` bounds the whole wait."""
+        merge, or the vectors of a large import, go on in jobs that queue one another); then the
+        database's log is checkpointed into its file. ``timeout`` bounds the whole wait."""
         self._check_open()
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
                                     or not 0 <= timeout <= MAX_WAIT_S):
@@ -101,7 +101,10 @@ class TurnsApi(ApiBase):
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 background.submit(("barrier", object()), lambda: None).result(left)
                 if background.idle():
-                    return
+                    break
+            # The log's checkpoint, which waits for a pause, runs now: the host pauses.
+            if not self._app.store.settle(None if deadline is None else max(0.0, deadline - time.monotonic())):
+                raise TimeoutError
         except TimeoutError:
             raise BackgroundTimeout(f"background work still running after {timeout} s") from None
 

@@ -276,6 +276,9 @@ class FakeEventStore:
     def last_position(self) -> int:
         return len(self.state.log)
 
+    def settle(self, timeout: float | None = None) -> bool:
+        return True
+
     def last_positions(self, stream_prefix: str) -> dict[str, int]:
         return {r.stream: r.position for r in self.state.logged if r.stream.startswith(stream_prefix)}
 

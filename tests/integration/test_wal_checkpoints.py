@@ -193,3 +193,64 @@ def test_a_memory_checkpoints_in_the_background_and_leaves_no_log_once_closed(tm
     assert not checkpoint_threads() - others
     wal = home / "memory.db-wal"
     assert not wal.exists() or wal.stat().st_size == 0
+
+
+def rows_in_file_alone(db: Path, tmp_path: Path, table: str) -> int:
+    """The rows of ``table`` in a copy of the database file without its log: what checkpoints
+    have copied there."""
+    copy = tmp_path / "file-alone.db"
+    copy.write_bytes(db.read_bytes())
+    conn = apsw.Connection(str(copy))
+    try:
+        return int(conn.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0])
+    finally:
+        conn.close()
+
+
+def test_settle_checkpoints_at_once_what_waits_for_a_pause(db: Path, tmp_path: Path) -> None:
+    with checkpointed(db, every_pages=1, quiet_s=60.0, backstop_pages=10**6) as (checkpoints, conn):
+        commit_rows(conn, 40)
+        assert not checkpoints.idle() and rows_in_file_alone(db, tmp_path, "t") == 0  # waiting a minute
+        started = time.monotonic()
+        assert checkpoints.settle(timeout=10.0)
+        assert time.monotonic() - started < 10.0 and checkpoints.settled_runs == 1
+        assert checkpoints.idle() and checkpoints.background_runs == 0  # the request was answered
+        assert rows_in_file_alone(db, tmp_path, "t") == 40
+
+
+def test_settle_checkpoints_a_log_too_short_to_have_asked(db: Path, tmp_path: Path) -> None:
+    with checkpointed(db, every_pages=10**6, backstop_pages=10**6) as (checkpoints, conn):
+        commit_rows(conn, 3)
+        assert checkpoints.settle() and rows_in_file_alone(db, tmp_path, "t") == 3
+        assert checkpoints.settle()  # nothing left: a checkpoint that copies nothing
+
+
+def test_settle_gives_up_after_its_timeout_while_whole_file_work_holds_checkpoints(db: Path) -> None:
+    with checkpointed(db, every_pages=1, quiet_s=60.0, backstop_pages=10**6) as (checkpoints, conn):
+        commit_rows(conn, 5)
+        with checkpoints.held():
+            started = time.monotonic()
+            assert not checkpoints.settle(timeout=0.2)
+            assert 0.15 < time.monotonic() - started < 5.0
+        assert checkpoints.settle(timeout=5.0) and checkpoints.settled_runs == 1
+
+
+def test_settle_after_close_does_nothing(db: Path) -> None:
+    checkpoints = WalCheckpoints(lambda: apsw.Connection(str(db)), every_pages=1, backstop_pages=10**6)
+    conn = writer(db, checkpoints)
+    commit_rows(conn, 3)
+    checkpoints.close()
+    assert checkpoints.settle(timeout=1.0) and checkpoints.settled_runs == 0
+    conn.close()
+
+
+def test_wait_for_background_leaves_every_message_in_the_database_file(tmp_path: Path) -> None:
+    """A host that waits for the background has the log checkpointed: the file alone is whole,
+    even when the log was too short to ask for a checkpoint."""
+    home = tmp_path / "home"
+    with MemorySystem.open(home) as memory:
+        for i in range(5):
+            memory.append_message(agent_id="companion", owner_id="alice", conversation="chat:1",
+                                  role="user", sender="alice", content=f"message number {i}")
+        memory.wait_for_background()
+        assert rows_in_file_alone(home / "memory.db", tmp_path, "messages") == 5
