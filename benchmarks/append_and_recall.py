@@ -18,13 +18,15 @@ What is measured (every ratio comes from numbers taken in THIS run, on THIS mach
    * **lean raw loop** — a second, lower bound: one transaction per message holding only a
      message row, its full-text entry and a hash-chained event (payload digest, head kept in
      memory) on a bare schema: no stream versions, no scope tokens or scope sizes, no
-     append-only triggers. ``ours_1t_to_lean_ratio = ours_1t / lean`` (target >= 0.6) says
+     append-only triggers. ``ours_1t_to_lean_ratio = ours_1t / lean`` (target >= 0.6 at
+     ``--durability full``; at "normal" no bar, ADR-0047) says
      what everything else the product records per message costs.
    * **raw loop, 8 per transaction** — a diagnostic: what batching alone buys on this
      machine, i.e. the ceiling a group commit could approach.
 
-   ``single_thread_ratio = ours_1t / raw`` (target >= 0.6) and
-   ``eight_thread_ratio = ours_8t / raw`` (target >= 1.5), SPEC §13. The ``cpu_*`` figures are
+   ``single_thread_ratio = ours_1t / raw`` (target >= 0.9), ``eight_thread_ratio = ours_8t / raw``
+   (target >= 1.5 at ``--durability full``, where a commit costs an fsync) and
+   ``ours_8t_to_raw_8t_group_commit`` (target >= 0.9), SPEC §13. The ``cpu_*`` figures are
    the same ratios by the process's CPU time per slice (``time.process_time``, every thread, so
    ours' background index upkeep counts — and may spill into the next variant's slice),
    which a busy shared machine moves far less than wall-clock time.
@@ -870,6 +872,17 @@ def cpu_figures(appends: AppendFigures) -> dict[str, Any]:
     }
 
 
+def targets(durability: str) -> dict[str, float | None]:
+    """SPEC §13's bars for the append figures, and the lean loop's (ADR-0047). Eight threads reach
+    1.5x the limit only where a commit costs an fsync (``full``); at ``normal`` they are held to
+    the raw loop behind the smallest group commit instead. The lean-loop ratio is held at ``full``
+    (the limit SPEC §13 describes: an fsync per commit); at ``normal`` it is printed as the price
+    of what the product records beyond the lean loop, with no bar (ADR-0047)."""
+    full = durability == "full"
+    return {"single_thread_target": 0.9, "eight_thread_target": 1.5 if full else None,
+            "ours_8t_to_raw_8t_group_commit_target": 0.9, "ours_1t_to_lean_target": 0.6 if full else None}
+
+
 def report(args: argparse.Namespace, appends: AppendFigures, peer_note: str, rec: RecallFigures) -> dict[str, Any]:
     raw, o1, o8, rawb, raw8t, lean, peer = (
         appends.median(name) for name in ("raw", "ours_1t", "ours_8t", "raw_batched", "raw_8t", "lean", "peer"))
@@ -880,8 +893,8 @@ def report(args: argparse.Namespace, appends: AppendFigures, peer_note: str, rec
         "raw_msgs_per_s": rounded(raw), "ours_1t_msgs_per_s": rounded(o1), "ours_8t_msgs_per_s": rounded(o8),
         "per_round_msgs_per_s": {name: [rounded(x) for x in v] for name, v in appends.rounds.items()},
         "single_thread_ratio": ratio(o1, raw), "eight_thread_ratio": ratio(o8, raw),
-        "single_thread_target": 0.6, "eight_thread_target": 1.5,
-        "lean_msgs_per_s": rounded(lean), "ours_1t_to_lean_ratio": ratio(o1, lean), "ours_1t_to_lean_target": 0.6,
+        **targets(args.durability),
+        "lean_msgs_per_s": rounded(lean), "ours_1t_to_lean_ratio": ratio(o1, lean),
         "raw_batched8_msgs_per_s": rounded(rawb), "group_commit_ceiling_ratio": ratio(rawb, raw),
         "raw_8t_group_commit_msgs_per_s": rounded(raw8t), "raw_8t_group_commit_ratio": ratio(raw8t, raw),
         "ours_8t_to_raw_8t_group_commit": ratio(o8, raw8t),
@@ -913,21 +926,27 @@ def report(args: argparse.Namespace, appends: AppendFigures, peer_note: str, rec
 
 
 def print_human(r: dict[str, Any], rec: RecallFigures) -> None:
-    verdict = {True: "ok", False: "MISSED"}
+    def bar(value: float, target: float | None, at_least: bool = True) -> str:
+        if target is None:
+            return f"no bar at durability {r['durability']}"
+        met = value >= target if at_least else value <= target
+        return f"target {'>=' if at_least else '<='} {target}: {'ok' if met else 'MISSED'}"
+
     print(f"Append, {r['messages']:,} messages per variant per round, {r['rounds']} rounds of "
-          f"{r['slices']} interleaved slices (median slice rate):")
+          f"{r['slices']} interleaved slices (median slice rate), durability {r['durability']}:")
     print(f"  {'raw apsw loop (the limit)':<30}{r['raw_msgs_per_s']:>10,.0f} msg/s")
     print(f"  {'ours, 1 thread':<30}{r['ours_1t_msgs_per_s']:>10,.0f} msg/s   ratio "
-          f"{r['single_thread_ratio']:.2f} (target >= 0.6: {verdict[r['single_thread_ratio'] >= 0.6]})")
+          f"{r['single_thread_ratio']:.2f} ({bar(r['single_thread_ratio'], r['single_thread_target'])})")
     print(f"  {'lean raw loop (bare schema)':<30}{r['lean_msgs_per_s']:>10,.0f} msg/s   ours, 1 thread, is "
-          f"{r['ours_1t_to_lean_ratio']:.2f}x of it (target >= 0.6: {verdict[r['ours_1t_to_lean_ratio'] >= 0.6]})")
+          f"{r['ours_1t_to_lean_ratio']:.2f}x of it ({bar(r['ours_1t_to_lean_ratio'], r['ours_1t_to_lean_target'])})")
     print(f"  {f'ours, {THREADS} threads':<30}{r['ours_8t_msgs_per_s']:>10,.0f} msg/s   ratio "
-          f"{r['eight_thread_ratio']:.2f} (target >= 1.5: {verdict[r['eight_thread_ratio'] >= 1.5]})")
+          f"{r['eight_thread_ratio']:.2f} ({bar(r['eight_thread_ratio'], r['eight_thread_target'])})")
     print(f"  {f'raw loop, {THREADS} per transaction':<30}{r['raw_batched8_msgs_per_s']:>10,.0f} msg/s   ratio "
           f"{r['group_commit_ceiling_ratio']:.2f} (what batching alone buys on this machine)")
     print(f"  {f'raw loop, {THREADS} threads, group':<30}{r['raw_8t_group_commit_msgs_per_s']:>10,.0f} msg/s   ratio "
           f"{r['raw_8t_group_commit_ratio']:.2f} (no library code: what {THREADS} blocking threads can reach;"
-          f" ours is {r['ours_8t_to_raw_8t_group_commit']:.2f}x of it)")
+          f" ours is {r['ours_8t_to_raw_8t_group_commit']:.2f}x of it,"
+          f" {bar(r['ours_8t_to_raw_8t_group_commit'], r['ours_8t_to_raw_8t_group_commit_target'])})")
     print(f"  by CPU time (process, all threads): ours 1 thread / raw {r['cpu_single_thread_ratio']}, / lean "
           f"{r['cpu_ours_1t_to_lean_ratio']}; ours {THREADS} threads / raw group "
           f"{r['cpu_ours_8t_to_raw_8t_group_commit']};"
@@ -946,7 +965,7 @@ def print_human(r: dict[str, Any], rec: RecallFigures) -> None:
             print(f"    {label:<24} p50 {s['p50']:8.3f} ms   p95 {s['p95']:8.3f} ms   "
                   f"hits/query {s['mean_hits']:.1f}")
     print(f"  recall_p95_ratio ours/raw = {r['recall_p95_ratio']:.2f} "
-          f"(target <= 1.5: {verdict[r['recall_p95_ratio'] <= 1.5]})")
+          f"({bar(r['recall_p95_ratio'], r['recall_p95_target'], at_least=False)})")
     print(f"  p95 growth {rec.sizes[0]:,} -> {rec.sizes[-1]:,}: ours x{r['recall_p95_growth']:.2f}, "
           f"raw FTS x{r['raw_fts_p95_growth']:.2f}, naive scoped x{r['naive_scoped_p95_growth']:.2f}")
 
