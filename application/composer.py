@@ -118,11 +118,10 @@ def compose_anthropic(revision: RevisionReader, window: StoredWindowReader, agen
     if paired:
         return as_anthropic(ComposedPrompt(system=system_text, turns=tuple(_turns(
             [as_message(m, agent_id, conversation) for m in rest]))))
-    runs, speakers = _anthropic_runs(rest, named=False)
+    messages, speakers = _anthropic_messages(rest, named=False)
     if len(speakers) > 1:  # as as_anthropic: each user turn says who wrote it (a group chat)
-        runs, _ = _anthropic_runs(rest, named=True)
-    return system_text, [{"role": role, "content": texts[0] if len(texts) == 1
-                          else [{"type": "text", "text": text} for text in texts]} for role, texts in runs]
+        messages, _ = _anthropic_messages(rest, named=True)
+    return system_text, messages
 
 
 def _plain_turns(rest: Sequence[StoredItem]) -> Iterator[tuple[str, str, str]]:
@@ -156,12 +155,12 @@ def _openai_turns(rest: Sequence[StoredItem], out: list[dict[str, Any]], *, name
     return out, speakers
 
 
-def _anthropic_runs(rest: Sequence[StoredItem], *, named: bool) -> tuple[list[tuple[str, list[str]]], set[str]]:
-    """The texts of each run of one role (Anthropic merges consecutive turns of a role) of the
-    plain turns (:func:`_plain_turns`), each user turn prefixed with its speaker when ``named``,
-    an assistant's without a trailing space (it says nothing); and the speakers of the user turns."""
-    runs: list[tuple[str, list[str]]] = []
-    texts: list[str] = []
+def _anthropic_messages(rest: Sequence[StoredItem], *, named: bool) -> tuple[list[dict[str, Any]], set[str]]:
+    """Anthropic's messages of the plain turns (:func:`_plain_turns`): consecutive turns of one
+    role merged into one message of text blocks, each user turn prefixed with its speaker when
+    ``named``, an assistant's without a trailing space (it says nothing); and the speakers of
+    the user turns."""
+    out: list[dict[str, Any]] = []
     speakers: set[str] = set()
     last = ""
     for role, text, speaker in _plain_turns(rest):
@@ -171,12 +170,14 @@ def _anthropic_runs(rest: Sequence[StoredItem], *, named: bool) -> tuple[list[tu
                 text = _prefixed_text(speaker, text)
         elif role == "assistant":
             text = text.rstrip()
-        if role == last:
-            texts.append(text)
-        else:
-            runs.append((role, texts := [text]))
+        if role != last:
+            out.append({"role": role, "content": text})
             last = role
-    return runs, speakers
+        elif type(content := out[-1]["content"]) is str:  # a second turn of the role: blocks
+            out[-1]["content"] = [{"type": "text", "text": content}, {"type": "text", "text": text}]
+        else:
+            content.append({"type": "text", "text": text})
+    return out, speakers
 
 
 def _system_and_rest(
