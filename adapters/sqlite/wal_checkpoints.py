@@ -129,7 +129,7 @@ class WalCheckpoints:
         except apsw.BusyError:
             return False  # another checkpoint runs (another process, or the backstop)
         except Exception as exc:  # the file cannot be opened or written
-            log.warning("background checkpoint failed (the next one tries again): %s", exc)
+            log.warning("checkpoint of the log failed (the next one tries again): %s", exc)
             return False
 
     def settle(self, timeout: float | None = None) -> bool:
