@@ -105,6 +105,8 @@ class WalCheckpoints:
                     self._wake.wait()
                 if not self._pause():
                     return
+                if not self._wanted:
+                    continue  # answered meanwhile by :meth:`settle`
                 self._wanted, self._busy = False, True
             try:
                 with self._running:

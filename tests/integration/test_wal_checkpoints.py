@@ -218,6 +218,14 @@ def test_settle_checkpoints_at_once_what_waits_for_a_pause(db: Path, tmp_path: P
         assert rows_in_file_alone(db, tmp_path, "t") == 40
 
 
+def test_a_request_settle_answered_is_not_run_again_by_the_background(db: Path) -> None:
+    with checkpointed(db, every_pages=1, quiet_s=0.2, backstop_pages=10**6) as (checkpoints, conn):
+        commit_rows(conn, 5)  # the background now waits 0.2 s for its pause
+        assert checkpoints.settle(timeout=10.0) and checkpoints.settled_runs == 1
+        time.sleep(0.5)  # its pause came
+        assert checkpoints.background_runs == 0 and checkpoints.idle()
+
+
 def test_settle_checkpoints_a_log_too_short_to_have_asked(db: Path, tmp_path: Path) -> None:
     with checkpointed(db, every_pages=10**6, backstop_pages=10**6) as (checkpoints, conn):
         commit_rows(conn, 3)
