@@ -49,8 +49,8 @@ _TEXT = {"type": "string"}
 _CATEGORY = {"type": "string", "enum": ["identity", "preference", "interest", "goal", "context", "directive"]}
 _CONFIDENCE = {"type": "number", "minimum": 0, "maximum": 1}
 _ID = {"type": "integer", "minimum": 1}
-_SOURCES = {"type": "array", "items": _ID, "maxItems": 50}
 MAX_SOURCE_IDS = 50
+_SOURCES = {"type": "array", "items": _ID, "maxItems": MAX_SOURCE_IDS}  # the parser's own limit
 
 # The answer's JSON form as a JSON schema, for providers with structured output. An empty
 # "operations" list is the structured spelling of ``Nothing to save.``.
@@ -60,7 +60,7 @@ OPERATIONS_SCHEMA: dict[str, object] = {
     "properties": {
         "operations": {
             "type": "array",
-            "maxItems": 50,
+            "maxItems": MAX_OPERATIONS,
             "items": {
                 "anyOf": [
                     {

@@ -83,7 +83,7 @@ NOT_NAMES = frozenset({"not", "a", "an", "the", "irrelevant", "none", "private",
 # "Never mind", "Always has been": sentence openers that are not standing rules.
 NOT_RULES = frozenset(
     {"mind", "again", "ever", "before", "been", "had", "have", "has", "was", "were", "is", "are", "will",
-     "would", "did", "do", "does", "knew", "thought", "seen", "heard", "mind.", "happy", "fun", "a", "the"}
+     "would", "did", "do", "does", "knew", "thought", "seen", "heard", "happy", "fun", "a", "the"}
 )  # fmt: skip
 # Words that start a time or a condition: a key stops before them ("climb Mont Blanc next summer").
 TIME_WORDS = frozenset(

@@ -11,6 +11,11 @@ from fermix_memory.domain import rules_patterns as pat
 from fermix_memory.domain.memory import MAX_VALUE_CHARS
 from fermix_memory.domain.values import MAX_KEY_CHARS
 
+# A sentence ends at ". ! ? ;" (a closing quote or bracket may follow) and a space, or at a
+# full-width full stop, exclamation or question mark (U+3002, U+FF01, U+FF1F), which needs no
+# space: 'Where is it?" I live in Paris.' is two sentences.
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?;])|(?<=[.!?;][\"'\u201d\u2019)\]]))\s+|(?<=[\u3002\uff01\uff1f])\s*(?=\S)")
+
 
 def sentences(text: str) -> Iterator[str]:
     """The sentences of ``text``, outside quoted lines (``>``) and fenced code, spaces collapsed."""
@@ -24,7 +29,7 @@ def sentences(text: str) -> Iterator[str]:
         if in_fence or not stripped or stripped.startswith(">"):
             continue
         merged: list[str] = []
-        for piece in re.split(r"(?<=[.!?;])\s+", stripped):
+        for piece in _SENTENCE_END.split(stripped):
             if merged and _ends_with_abbreviation(merged[-1]):
                 merged[-1] = f"{merged[-1]} {piece}"
             else:

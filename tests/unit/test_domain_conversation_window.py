@@ -91,3 +91,12 @@ def test_a_guest_cannot_take_back_an_operators_words() -> None:
     with pytest.raises(cw.RetractionRefused):
         retract(history)
     assert [e.message_id for e in retract(history, Trust.OPERATOR)] == [1]
+
+
+def test_of_two_messages_written_at_the_same_moment_the_higher_id_is_the_newest() -> None:
+    history: list[tuple[int, ev.DomainEvent]] = [(1, said("a", minutes=3)), (2, said("b", minutes=3)),
+                                                 (3, said("c", minutes=2))]
+    assert cw.newest_in_window(history) == (2, history[1][1])
+    assert [e.message_id for e in retract(history)] == [2]
+    reversed_log: list[tuple[int, ev.DomainEvent]] = [(5, said("x", minutes=3)), (4, said("y", minutes=3))]
+    assert cw.newest_in_window(reversed_log) == (5, reversed_log[0][1]), "by id, not by the order read"

@@ -365,6 +365,11 @@ def load_config(module: str) -> dict[str, object]:
     return dict(entry)
 
 
+def floor() -> float:
+    """The score every module must reach (``floor`` in modules.toml, percent)."""
+    return float(tomllib.loads(CONFIG.read_text(encoding="utf-8"))["floor"])
+
+
 def _run(args: argparse.Namespace) -> int:
     path = (ROOT / args.module).resolve() if not Path(args.module).is_absolute() else Path(args.module)
     relative = str(path.relative_to(ROOT))
@@ -428,7 +433,8 @@ def _run(args: argparse.Namespace) -> int:
         print("surviving mutants (key for modules.toml):")
         for m in survivors:
             print(f"  {m.key}")
-    return 0 if score >= args.fail_under else 1
+    fail_under = floor() if args.fail_under is None else args.fail_under
+    return 0 if score >= fail_under else 1
 
 
 def _diff(before: str, after: str) -> str:
@@ -448,7 +454,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, help="seconds per mutant (default 5x the unmutated run)")
     parser.add_argument("--examples", type=int, default=20,
                         help="Hypothesis examples per property test (default 20; tests that set their own keep it)")
-    parser.add_argument("--fail-under", type=float, default=0.0, help="exit 1 below this score (percent)")
+    parser.add_argument("--fail-under", type=float,
+                        help="exit 1 below this score (percent; default: the floor in modules.toml)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print killed mutants too")
     return _run(parser.parse_args(argv))
 
