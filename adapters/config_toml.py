@@ -69,9 +69,7 @@ def _read(path: Path) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     except tomli.TOMLDecodeError as error:
-        raise ConfigError(
-            f"{path}: TOML syntax error at line {error.lineno}, column {error.colno}: {error.msg}"
-        ) from error
+        raise ConfigError(syntax_error(path, error)) from error
     except RecursionError:
         # tomli refuses (as RecursionError) arrays / inline tables nested past 400 levels.
         raise ConfigError(f"{path}: values are nested too deeply (at most 400 levels)") from None
@@ -79,6 +77,41 @@ def _read(path: Path) -> dict[str, Any] | None:
         raise ConfigError(f"{path}: not valid UTF-8 (byte {error.start})") from error
     except OSError as error:
         raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from error
+
+
+# What each of the parser's complaints means in a config file, said our way.
+_SYNTAX = {
+    "Expected ']' at the end of a table declaration": "a [table] header without its closing ']'",
+    "Expected ']]' at the end of an array declaration": "a [[table]] header without its closing ']]'",
+    "Expected '=' after a key in a key/value pair": "a key without '= value'",
+    "Invalid value": "a key whose value is missing or not a TOML value (text goes in quotes)",
+    "Unterminated string": "a string without its closing quote",
+    "Unclosed array": "a [list, ...] without its closing ']'",
+    "Unclosed inline table": "an {inline table} without its closing '}'",
+    "Invalid statement": "a line that is neither 'key = value' nor a [table] header",
+    "Expected newline or end of document after a statement": "more after a value on the same line",
+    "Invalid initial character for a key part": "a key that starts with a character keys cannot have",
+}
+
+
+def _names_on(line: str) -> str:
+    """What a syntax error may quote of its line: a table header, or the key of a ``key = value``
+    line; never a value (it may be a secret pasted in by mistake), nor a line without ``=``."""
+    line = line.strip()
+    shown = line if line.startswith("[") else line.partition("=")[0].strip() if "=" in line else ""
+    shown = shown if len(shown) <= 60 else shown[:59] + "…"
+    return f" ({'in' if line.startswith('[') else 'at key'} {shown!r})" if shown else ""
+
+
+def syntax_error(path: Path, error: tomli.TOMLDecodeError) -> str:
+    """One line naming the file, the line and what is wrong there in our words; a file that ends
+    inside the broken statement is said to look cut off (a copy or a write that stopped)."""
+    doc = error.doc if isinstance(error.doc, str) else ""
+    lines = doc.splitlines() or [""]
+    what = _SYNTAX.get(error.msg, error.msg[:1].lower() + error.msg[1:])
+    cut = "; the file ends there, as if cut off" if not doc[error.pos:].strip() else ""
+    return (f"{path}: TOML syntax error at line {error.lineno}, column {error.colno}: {what}"
+            f"{_names_on(lines[min(error.lineno, len(lines)) - 1])}{cut}")
 
 
 def _replace_atomically(path: Path, content: bytes) -> None:

@@ -76,6 +76,7 @@ class AppendMessage:
     created_at: Any = None
     tool_calls: Any = None
     tool_call_id: Any = None
+    idempotency_key: Any = None  # the host's own id of the message (ADR-0050)
 
 
 @attrs.frozen(kw_only=True)

@@ -45,6 +45,12 @@ class EventFileError(IntegrityError):
     refuses it (ADR-0030): nothing was written."""
 
 
+class UnfinishedCopy(StorageError):
+    """The store holds a copy of another home that was cut off before its last events
+    (``fermix storage migrate`` stopped midway): it is refused until ``storage migrate --resume``
+    finishes it (ADR-0051). Nothing was opened or changed."""
+
+
 class NotFound(FermixError, LookupError):
     """A memory row, resource revision or other named thing does not exist."""
 

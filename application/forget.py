@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import attrs
 
+from fermix_memory.application.erasure_content import ErasedContent, erased_content
 from fermix_memory.application.errors import NotFound, StorageError
 from fermix_memory.application.ports import (
     Clock,
@@ -44,7 +45,10 @@ MAX_REASON_CHARS = 500
 class ForgetReport:
     """What an erasure did: per agent, how many events were redacted; whether the prompt-file
     folders existed; and whether the database files were fully scrubbed. When nothing was
-    found, nothing is rewritten and both byte counts are 0."""
+    found, nothing is rewritten and both byte counts are 0. ``store`` names what was rewritten;
+    ``finished`` is False when a later run has something left to do (``remains`` says what);
+    ``remains`` also says what keeps erased bytes beyond this store's reach (a PostgreSQL
+    server's write-ahead log, for a role that may not checkpoint it)."""
 
     owner_id: str
     erased_events: dict[str, int]
@@ -52,6 +56,12 @@ class ForgetReport:
     wal_truncated: bool
     bytes_before: int
     bytes_after: int
+    store: str = ""
+    finished: bool = True
+    remains: list[str] = attrs.field(factory=list)
+    # ``dry_run``: nothing was changed, this is what would go; ``content``: per agent, what goes.
+    dry_run: bool = False
+    content: dict[str, ErasedContent] = attrs.field(factory=dict)
 
     @property
     def agents(self) -> list[str]:
@@ -69,9 +79,15 @@ class MemoryForgetReport:
     owner_id: str
     erased_events: int
     redacted_revisions: int
+    # ``dry_run``: nothing was changed, this is what would go; ``revisions``: which revisions go.
+    dry_run: bool = False
+    revisions: list[ev.RedactedRevision] = attrs.field(factory=list)
     wal_truncated: bool
     bytes_before: int
     bytes_after: int
+    store: str = ""
+    finished: bool = True
+    remains: list[str] = attrs.field(factory=list)
 
 
 @attrs.frozen(kw_only=True)
@@ -91,6 +107,9 @@ class ConversationForgetReport:
     wal_truncated: bool
     bytes_before: int
     bytes_after: int
+    store: str = ""
+    finished: bool = True
+    remains: list[str] = attrs.field(factory=list)
 
 
 @attrs.frozen(kw_only=True)
@@ -141,6 +160,12 @@ def _check_reason(reason: object) -> None:
         raise DomainError(f"reason must be text of at most {MAX_REASON_CHARS} characters, without NUL")
 
 
+def _outcome(scrub: ScrubReport) -> dict[str, Any]:
+    """A report's fields that say what the scrub did."""
+    return {"wal_truncated": scrub.wal_truncated, "bytes_before": scrub.bytes_before, "bytes_after": scrub.bytes_after,
+            "store": scrub.store, "finished": scrub.finished, "remains": list(scrub.remains)}
+
+
 def _is_owner_stream(stream: str, owner_id: str, agent_id: str | None) -> bool:
     try:
         agent, owner = parse_owner_stream(stream)
@@ -156,10 +181,11 @@ class Forgetting:
         self._files = files
         self._clock = clock
 
-    def forget_owner(self, owner_id: str, *, agent_id: str | None = None, by: str = "operator",
-                     reason: str = "") -> ForgetReport:
+    def forget_owner(self, owner_id: str, *, agent_id: str | None = None, dry_run: bool = False,
+                     by: str = "operator", reason: str = "") -> ForgetReport:
         """Erase ``owner_id``'s messages, memory rows, reviews, prompt files, sources and jobs with
-        ``agent_id`` (every agent when ``None``). Idempotent: forgetting twice erases nothing more."""
+        ``agent_id`` (every agent when ``None``). Idempotent: forgetting twice erases nothing more.
+        ``dry_run``: only say what would go (nothing is written, no file touched)."""
         check_identifier(owner_id, "owner_id")
         if agent_id is not None:
             check_identifier(agent_id, "agent_id")
@@ -167,10 +193,12 @@ class Forgetting:
         _check_reason(reason)
         at = self._clock.now()
 
-        def work(tx: WriteTransaction, erasing: ErasureTransaction) -> dict[str, int]:
+        def work(tx: WriteTransaction, erasing: ErasureTransaction) -> dict[str, ErasedContent]:
             finder = OwnerContentFinder(owner_id, agent_id)
+            read: dict[int, ev.DomainEvent] = {}
             for item in erasing.erasure_candidates(owner_id, ev.REFERRING_KINDS):
                 finder.add(item.position, item.event)
+                read[item.position] = item.event
             found = finder.positions()
             conversations = finder.conversations()
             # Only agents the owner left something with: nothing found means nothing recorded.
@@ -180,6 +208,9 @@ class Forgetting:
             forgotten: list[ev.DomainEvent] = []
             for agent in agents:
                 positions = tuple(found.get(agent, ()))
+                erased[agent] = erased_content(positions, read)
+                if dry_run:
+                    continue
                 count = erasing.redact(positions)
                 forgotten.append(ev.OwnerForgotten(
                     at=at, agent_id=agent, owner_id=owner_id, erased_events=count, redacted_positions=positions,
@@ -188,11 +219,15 @@ class Forgetting:
                     provenance=ev.Provenance(agent_id=agent, owner_id=owner_id, trust=Trust.OPERATOR,
                                              source_type="forget", source_id=by, reason=reason)))
                 tx.append(owner_stream(agent, owner_id), forgotten[-1:])
-                erased[agent] = count
-            self._files.record_in(tx, forgotten, at)
+            if not dry_run:
+                self._files.record_in(tx, forgotten, at)
             return erased
 
-        erased = self._erasure.erase(work)
+        content = self._erasure.erase(work)
+        erased = {agent: found.events for agent, found in content.items()}
+        if dry_run:
+            return ForgetReport(owner_id=owner_id, erased_events=erased, prompt_files_removed=[], wal_truncated=False,
+                                bytes_before=0, bytes_after=0, dry_run=True, content=content)
         if not erased and not self._forgotten_before(owner_id, agent_id):
             # Nothing to erase and no earlier erasure left to finish: the files are not rewritten.
             return ForgetReport(owner_id=owner_id, erased_events={}, prompt_files_removed=[],
@@ -200,14 +235,15 @@ class Forgetting:
         removed = [agent for agent in sorted(erased) if self._files.remove_files(agent, owner_id)]
         scrub = self._scrub(f"owner {owner_id!r}")
         return ForgetReport(owner_id=owner_id, erased_events=erased, prompt_files_removed=removed,
-                            wal_truncated=scrub.wal_truncated, bytes_before=scrub.bytes_before,
-                            bytes_after=scrub.bytes_after)
+                            content=content, **_outcome(scrub))
 
-    def forget_memory(self, memory_id: int, *, by: str = "operator", reason: str = "") -> MemoryForgetReport:
+    def forget_memory(self, memory_id: int, *, dry_run: bool = False, by: str = "operator",
+                      reason: str = "") -> MemoryForgetReport:
         """Erase memory row ``memory_id`` (archived or not) and every event that carried any value
         it had; its owner's prompt files (and every owner's MEMORY.md when it was a standing
         rule) are re-rendered without it. :class:`NotFound` for a row that does not exist;
-        forgetting a row again finishes a scrub left pending and erases nothing more."""
+        forgetting a row again finishes a scrub left pending and erases nothing more.
+        ``dry_run``: only say what would go (nothing is written, no file touched)."""
         check_identifier(by, "by")
         _check_reason(reason)
         at = self._clock.now()
@@ -220,30 +256,33 @@ class Forgetting:
             for item in erasing.erasure_candidates(row.owner_id, ev.REFERRING_KINDS):
                 finder.add(item.position, item.event)
             positions = tuple(finder.positions())
-            erasing.redact(positions)
+            if not dry_run:
+                erasing.redact(positions)
             record = ev.MemoryForgotten(
                 at=at, agent_id=row.agent_id, owner_id=row.owner_id, memory_id=memory_id,
                 redacted_positions=positions, redacted_revisions=finder.revisions(),
                 provenance=ev.Provenance(agent_id=row.agent_id, owner_id=row.owner_id, trust=Trust.OPERATOR,
                                          source_type="forget", source_id=by, reason=reason))
-            tx.append(memory_stream(row.agent_id, row.owner_id), [record])
-            self._files.record_in(tx, [record], at)
+            if not dry_run:
+                tx.append(memory_stream(row.agent_id, row.owner_id), [record])
+                self._files.record_in(tx, [record], at)
             return record
 
         record = self._erasure.erase(work)
         if record is None:
-            if not self._erasure.scrub_pending():
+            if dry_run or not self._erasure.scrub_pending():
                 raise NotFound(f"memory {memory_id} does not exist (or was erased already)")
             scrub = self._scrub(f"memory {memory_id}")
             return MemoryForgetReport(memory_id=memory_id, agent_id="", owner_id="", erased_events=0,
-                                      redacted_revisions=0, wal_truncated=scrub.wal_truncated,
-                                      bytes_before=scrub.bytes_before, bytes_after=scrub.bytes_after)
-        scrub = self._scrub(f"memory {memory_id}")
-        return MemoryForgetReport(memory_id=memory_id, agent_id=record.agent_id, owner_id=record.owner_id,
-                                  erased_events=len(record.redacted_positions),
-                                  redacted_revisions=len(record.redacted_revisions),
-                                  wal_truncated=scrub.wal_truncated, bytes_before=scrub.bytes_before,
-                                  bytes_after=scrub.bytes_after)
+                                      redacted_revisions=0, **_outcome(scrub))
+        report = MemoryForgetReport(
+            memory_id=memory_id, agent_id=record.agent_id, owner_id=record.owner_id,
+            erased_events=len(record.redacted_positions), redacted_revisions=len(record.redacted_revisions),
+            dry_run=dry_run, revisions=list(record.redacted_revisions), wal_truncated=False, bytes_before=0,
+            bytes_after=0)
+        if dry_run:
+            return report
+        return attrs.evolve(report, **_outcome(self._scrub(f"memory {memory_id}")))
 
     def forget_conversation(self, agent_id: str, conversation: ConversationKey, *, dry_run: bool = False,
                             by: str = "operator", reason: str = "") -> ConversationForgetReport:
@@ -274,12 +313,11 @@ class Forgetting:
         report = ConversationForgetReport(
             agent_id=agent_id, conversation=str(conversation), dry_run=dry_run, messages=found.messages,
             checkpoints=found.checkpoints, review_records=found.review_records, memory_ids=list(found.memory_ids),
-            erased_events=len(found.positions), wal_truncated=True, bytes_before=0, bytes_after=0)
+            erased_events=len(found.positions), wal_truncated=not dry_run, bytes_before=0, bytes_after=0)
         if dry_run or not (found.positions or self._erasure.scrub_pending()):
             return report
         scrub = self._scrub(f"conversation {conversation} of {agent_id!r}")
-        return attrs.evolve(report, wal_truncated=scrub.wal_truncated, bytes_before=scrub.bytes_before,
-                            bytes_after=scrub.bytes_after)
+        return attrs.evolve(report, **_outcome(scrub))
 
     @staticmethod
     def _conversation_content(tx: WriteTransaction, erasing: ErasureTransaction, agent_id: str,
@@ -321,7 +359,7 @@ class Forgetting:
             return self._erasure.scrub()
         except StorageError as exc:
             raise StorageError(
-                f"{what} is erased from the log and the tables, but memory.db could not be"
+                f"{what} is erased from the log and the tables, but the store's files could not be"
                 f" rewritten yet ({exc}); run forget again to finish"
             ) from exc
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from fermix_memory.application.commands import AppendMessage
-from fermix_memory.application.message_input import build_message_event
+from fermix_memory.application.message_input import InvalidMessage, build_message_event
 from fermix_memory.application.ports import Clock, EventStore, WriteTransaction
 from fermix_memory.application.streams import conversation_stream
-from fermix_memory.domain.conversation_events import ConversationWindowCleared, MessageAppended
+from fermix_memory.domain.conversation_events import ConversationWindowCleared, MessageAppended, MessageRetracted
 from fermix_memory.domain.conversation_window import RetractNewest, decide_retraction
 from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.event_base import DomainEvent, Provenance
@@ -34,6 +34,7 @@ IMPORT_BATCH = 1000
 # The canonical JSON of a line, whose digest is the import key of a line without ``message_id``
 # (``json.dumps`` with these options makes an encoder at each call).
 _LINE_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+CONTENT_KEY_PREFIX = "sha256:"
 
 
 class HistoryImportError(DomainError):
@@ -57,19 +58,73 @@ class HistoryImportError(DomainError):
         return lines
 
 
-# The import keys a conversation's stream already holds, read inside the importing transaction:
-# ``(tx, stream) -> keys``. :func:`recorded_import_keys` works on any store; a store may give a
-# cheaper reading of the same keys (ADR-0037).
-ImportKeyReader = Callable[[WriteTransaction, str], set[str]]
+class ImportKeyReader(Protocol):
+    """The import keys a conversation's stream already holds, each with the id of the (first)
+    message holding it, read inside a writing transaction; ``only``: that key alone, if held (an
+    idempotent append, ADR-0050). :func:`recorded_import_keys` works on any store; a store may
+    give a cheaper reading of the same keys (ADR-0037)."""
+
+    def __call__(self, tx: WriteTransaction, stream: str, only: str | None = None) -> dict[str, int]: ...
 
 
-def recorded_import_keys(tx: WriteTransaction, stream: str) -> set[str]:
+def recorded_import_keys(tx: WriteTransaction, stream: str, only: str | None = None) -> dict[str, int]:
     """The import keys the stream's messages carry (redacted messages excluded)."""
-    keys = set()
+    keys: dict[str, int] = {}
     for recorded in tx.read_events(stream=stream):
         if isinstance(recorded.event, MessageAppended) and IMPORT_KEY in recorded.event.metadata:
-            keys.add(str(recorded.event.metadata[IMPORT_KEY]))
+            key = str(recorded.event.metadata[IMPORT_KEY])
+            if only is None or key == only:
+                keys.setdefault(key, recorded.position)
     return keys
+
+
+def keyed_metadata(metadata: object, key: str) -> object:
+    """A message's metadata with its idempotency key as its import key; metadata that is not a
+    mapping is returned as it is, for the message's checks to refuse."""
+    if metadata is None:
+        return {IMPORT_KEY: key}
+    if not isinstance(metadata, Mapping):
+        return metadata
+    if IMPORT_KEY in metadata and metadata[IMPORT_KEY] != key:
+        raise InvalidMessage(f"metadata key {IMPORT_KEY} differs from idempotency_key; give the key once")
+    return {**metadata, IMPORT_KEY: key}
+
+
+def content_key(canonical: str, repeat: int) -> str:
+    """The import key of a line without ``message_id``: its canonical JSON and how many identical
+    lines (counting itself) came before it (ADR-0012)."""
+    digest = hashlib.sha256(f"{canonical}\n{repeat}".encode("utf-8", "surrogatepass")).hexdigest()
+    return f"sha256:{digest[:32]}"
+
+
+class _ContentKeys:
+    """Gives each message without an import key the key its exported line would have had without
+    ``message_id`` (:func:`content_key`), counting repeats in the order it is given messages."""
+
+    def __init__(self) -> None:
+        self._repeats: dict[str, int] = {}
+
+    def key(self, record: dict[str, Any]) -> str:
+        canonical = _LINE_ENCODER.encode(record)
+        self._repeats[canonical] = n = self._repeats.get(canonical, 0) + 1
+        return content_key(canonical, n)
+
+
+def content_keys(tx: WriteTransaction, stream: str) -> set[str]:
+    """The keys :func:`export_lines` gives the stream's messages that hold no import key (those
+    appended through the API without ``idempotency_key``), so that an export imported into its own
+    home is recognised; a retracted message, which export leaves out, is left out here too."""
+    appended: list[tuple[int, MessageAppended]] = []
+    retracted: set[int] = set()
+    for recorded in tx.read_events(stream=stream):
+        event = recorded.event
+        if isinstance(event, MessageAppended) and IMPORT_KEY not in event.metadata:
+            appended.append((recorded.position, event))
+        elif isinstance(event, MessageRetracted):
+            retracted.add(event.message_id)
+    keys = _ContentKeys()
+    return {keys.key(export_record(event.message(position)))
+            for position, event in appended if position not in retracted}
 
 
 class HistoryService:
@@ -79,14 +134,27 @@ class HistoryService:
         self._import_keys = import_keys
 
     def append(self, message: AppendMessage) -> int:
-        """Validate and durably record one message; returns its id once committed."""
+        """Validate and durably record one message; returns its id once committed.
+
+        With an ``idempotency_key`` (the host's own id of the message) the key is the message's
+        import key: a conversation that already holds it gets nothing new, and the id of the
+        message holding it comes back (ADR-0050)."""
         m = message
+        key = None if m.idempotency_key is None else check_identifier(m.idempotency_key, "idempotency_key")
         event = build_message_event(
             at=self._clock.now(), agent_id=m.agent_id, owner_id=m.owner_id, conversation=m.conversation, role=m.role,
-            content=m.content, sender=m.sender, kind=m.kind, trust=m.trust, metadata=m.metadata,
+            content=m.content, sender=m.sender, kind=m.kind, trust=m.trust,
+            metadata=m.metadata if key is None else keyed_metadata(m.metadata, key),
             created_at=m.created_at, tool_calls=m.tool_calls, tool_call_id=m.tool_call_id)
         stream, events = conversation_stream(event.agent_id, event.conversation), [event]
-        return self._store.write(lambda tx: tx.append(stream, events)[0])
+        if key is None:
+            return self._store.write(lambda tx: tx.append(stream, events)[0])
+
+        def once(tx: WriteTransaction) -> int:
+            held = self._import_keys(tx, stream, key)
+            return held[key] if key in held else tx.append(stream, events)[0]
+
+        return self._store.write(once)
 
     def clear_window(self, agent_id: str, conversation: ConversationKey, provenance: Provenance) -> int:
         """``/new`` / ``/clear``: later turns start from an empty window (nothing is deleted)."""
@@ -133,6 +201,7 @@ class HistoryService:
 
         def work(tx: WriteTransaction) -> list[int]:
             known: dict[tuple[str, str], set[str]] = {}
+            derived: set[tuple[str, str]] = set()  # the streams whose content keys are in ``known``
             ids: list[int] = []
             pending: list[tuple[str, DomainEvent]] = []
             streams: dict[tuple[str, str], str] = {}
@@ -141,8 +210,12 @@ class HistoryService:
                 stream = streams.get(where)
                 if stream is None:
                     stream = streams[where] = conversation_stream(event.agent_id, event.conversation)
-                    known[where] = self._import_keys(tx, stream)
+                    known[where] = set(self._import_keys(tx, stream))
                 key = str(event.metadata.get(IMPORT_KEY, ""))
+                if key.startswith(CONTENT_KEY_PREFIX) and key not in known[where] and where not in derived:
+                    # A line exported from un-keyed messages: read their keys (once, and only then).
+                    derived.add(where)
+                    known[where] |= content_keys(tx, stream)
                 if not key or key not in known[where]:
                     pending.append((stream, event))
                     known[where].add(key)
@@ -222,8 +295,7 @@ def _parse_line(line: str, at: datetime, repeats: dict[str, int]) -> MessageAppe
     else:
         canonical = _LINE_ENCODER.encode(record)
         repeats[canonical] = repeats.get(canonical, 0) + 1
-        digest = hashlib.sha256(f"{canonical}\n{repeats[canonical]}".encode("utf-8", "surrogatepass")).hexdigest()
-        key = f"sha256:{digest[:32]}"
+        key = content_key(canonical, repeats[canonical])
     if isinstance(metadata, dict):
         metadata = {**metadata, IMPORT_KEY: key}
     # A line without metadata: its message's metadata is the key alone, which the checks of a
@@ -257,5 +329,12 @@ def export_record(message: Message) -> dict[str, Any]:
 
 
 def export_lines(messages: Iterable[Message]) -> Iterator[str]:
+    """The messages as JSON Lines, in the order given (log order), each with a ``message_id``: its
+    import key, else the key its line would get without one (:class:`_ContentKeys`, counted per
+    line as an import counts them), so the export imported into its own home adds nothing."""
+    keys = _ContentKeys()
     for message in messages:
-        yield json.dumps(export_record(message), ensure_ascii=False, sort_keys=True)
+        record = export_record(message)
+        if "message_id" not in record:
+            record["message_id"] = keys.key(record)
+        yield json.dumps(record, ensure_ascii=False, sort_keys=True)

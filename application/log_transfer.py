@@ -160,14 +160,17 @@ class LogTransfer:
         return check_lines(lines, self._structure, progress=progress, target_at=target_at)
 
     def import_lines(self, lines: Lines, *, resume: bool = False, progress: Progress | None = None,
-                     checked: Progress | None = None, chains: int | None = None) -> ImportReport:
+                     checked: Progress | None = None, chains: int | None = None,
+                     copy_of: str | None = None) -> ImportReport:
         """Check the whole file, then append what follows the target's head (see the module).
 
         An empty target takes the whole file. A target holding events is refused unless
         ``resume`` is set and its log is exactly a prefix of the file's (an import that was cut
         off, or a copy made earlier): then only the rest is appended. ``chains``: link the events
         onto that many chains instead of the file's (ADR-0031) — an empty target only; the
-        events, positions and digests stay, their chain hashes and the anchor are new."""
+        events, positions and digests stay, their chain hashes and the anchor are new.
+        ``copy_of``: the home this import copies (``storage migrate``): the target carries it as
+        the mark of an unfinished copy from its first appended events to its last (ADR-0051)."""
         at = self._store.head()
         if at.position and not resume:
             raise EventFileError(f"the target already holds events (up to position {at.position}): nothing was"
@@ -191,17 +194,7 @@ class LogTransfer:
                                      " nothing was written")
             self._store.adopt_chains(wanted)  # an empty target takes the file's chains (or those asked)
         relink = Relink(wanted, functools.partial(_chain, chains=wanted)) if rechain else None
-        batch: list[LoggedEvent] = []
-        appended = 0
-        for _, item in _events(lines()):
-            if isinstance(item, Head) or item.position <= at.position:
-                continue
-            if item.position > report.head_position:
-                break  # a file that grew since it was checked: only what was checked goes in
-            batch.append(relink(item) if relink is not None else item)
-            if len(batch) >= BATCH:
-                appended += self._append(batch, progress, appended, report.events)
-        appended += self._append(batch, progress, appended, report.events)
+        appended = self._copy(lines, at.position, report, relink, progress, copy_of)
         self._after_import()
         if relink is None:
             return attrs.evolve(report, appended=appended)
@@ -209,10 +202,31 @@ class LogTransfer:
         return attrs.evolve(report, appended=appended, head_hash=head.hash, chains=wanted, anchor=str(head),
                             rechained_from=report.anchor)
 
-    def _append(self, batch: list[LoggedEvent], progress: Progress | None, before: int, total: int) -> int:
-        if not batch:
-            return 0
-        self._store.append_logged(batch)
+    def _copy(self, lines: Lines, after: int, report: ImportReport, relink: Relink | None,
+              progress: Progress | None, copy_of: str | None) -> int:
+        """Append the checked file's events that follow position ``after``, in batches; how many.
+        A batch is appended once the next event is read, so the last one is known as the last:
+        with ``copy_of``, the first batch writes the mark and the last removes it."""
+        batch: list[LoggedEvent] = []
+        appended = 0
+        for _, item in _events(lines()):
+            if isinstance(item, Head) or item.position <= after:
+                continue
+            if item.position > report.head_position:
+                break  # a file that grew since it was checked: only what was checked goes in
+            if len(batch) >= BATCH:
+                appended += self._append(batch, progress, appended, report.events, copy_of)
+            batch.append(relink(item) if relink is not None else item)
+        if batch or (copy_of is not None and self._store.unfinished_copy() is not None):
+            appended += self._append(batch, progress, appended, report.events, copy_of, last=True)
+        return appended
+
+    def _append(self, batch: list[LoggedEvent], progress: Progress | None, before: int, total: int,
+                copy_of: str | None, *, last: bool = False) -> int:
+        if copy_of is None:
+            self._store.append_logged(batch)
+        else:
+            self._store.append_logged(batch, copy_of=copy_of, copied=last)
         count = len(batch)
         batch.clear()
         if progress is not None:

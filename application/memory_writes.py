@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
 from typing import Any, Protocol
@@ -14,6 +14,7 @@ from fermix_memory.application.ports import Clock, EventStore, WriteTransaction
 from fermix_memory.application.streams import memory_stream
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.admission import MAX_MEMORY_ID, AdmissionPolicy, WriteContext
+from fermix_memory.domain.memory_evolution import operator_set_rows, statement_time
 from fermix_memory.domain.operations import Operation, sourced
 from fermix_memory.domain.row_rollback import RowChange
 from fermix_memory.domain.scopes import Reader, WriterKind
@@ -66,14 +67,24 @@ class MemoryWriter:
             self._derived.record_in(tx, events, at)
 
     def apply_in(self, tx: WriteTransaction, ops: Sequence[Operation], ctx: WriteContext,
-                 at: Any, *, shown_messages: frozenset[int] = frozenset()) -> list[OperationOutcome]:
+                 at: Any, *, shown_messages: frozenset[int] = frozenset(),
+                 written: Mapping[int, datetime] | None = None) -> list[OperationOutcome]:
         """Decide and record ``ops`` inside an open transaction (for composed use cases).
 
         An operation's ``source_message_ids`` are kept only among ``shown_messages`` (the
-        messages its writer was shown; see :func:`~fermix_memory.domain.operations.sourced`)."""
+        messages its writer was shown; see :func:`~fermix_memory.domain.operations.sourced`).
+        ``written``: those messages' creation times, when the operations come from messages; a
+        guest's operation older than an operator's change of its row is then refused."""
+        operator_set: dict[int, datetime] = {}
+        if written and ctx.trust is not Trust.OPERATOR:
+            # Only a guest's statement needs them; the owner's stream holds every row it may change.
+            stream = memory_stream(ctx.reader.agent_id, ctx.reader.owner_id)
+            operator_set = operator_set_rows((r.position, r.event) for r in tx.read_events(stream=stream))
         return self._record_in(tx, ctx, at, [
             (op.op, partial(self._policy.decide, op,
-                            attrs.evolve(ctx, provenance=sourced(ctx.provenance, op, shown_messages)), tx, at))
+                            attrs.evolve(ctx, provenance=sourced(ctx.provenance, op, shown_messages),
+                                         said_at=statement_time(op, written or {}), operator_set=operator_set),
+                            tx, at))
             for op in ops])
 
     def apply_changes_in(self, tx: WriteTransaction, changes: Sequence[RowChange], ctx: WriteContext,

@@ -50,6 +50,8 @@ class MemoryHit:
     memory: Memory
     rank: float
     snippet: str
+    # Found by meaning: the cosine similarity of its vector to the query's (-1..1, higher is closer).
+    similarity: float | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -59,6 +61,8 @@ class MessageHit:
     snippet: str
     # Set on a turn returned as the reply to a matching question: the id of the turn that matched.
     context_of: int | None = None
+    # Found by meaning: the cosine similarity of its vector to the query's (-1..1, higher is closer).
+    similarity: float | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -136,6 +140,10 @@ class WriteTransaction(RowLookup, Protocol):
         """``stream``'s version and readable events, for decisions that replay an aggregate."""
         ...
 
+    def stream_version(self, stream: str) -> int:
+        """How many events were ever appended to ``stream``, redacted ones included (0: none)."""
+        ...
+
     def read_events(self, after: int = 0, *, stream: str | None = None) -> Iterable[RecordedEvent]:
         """Readable events after position ``after`` in log order (only ``stream``'s when given)."""
         ...
@@ -169,11 +177,18 @@ class WriteTransaction(RowLookup, Protocol):
 
 @attrs.frozen
 class ScrubReport:
-    """What :meth:`Erasure.scrub` achieved."""
+    """What :meth:`Erasure.scrub` achieved. ``wal_truncated``: no erased byte is left in the store's
+    write-ahead log. ``finished``: nothing is left for another run to do (the store no longer
+    notes the erasure as pending); it differs from ``wal_truncated`` where the rest is beyond
+    what this connection may do (a PostgreSQL role without ``pg_checkpoint``). ``remains``: what
+    still holds erased bytes and what clears it, each sentence naming ``store``."""
 
     wal_truncated: bool
     bytes_before: int
     bytes_after: int
+    store: str = "memory.db"
+    finished: bool = attrs.field(default=attrs.Factory(lambda report: report.wal_truncated, takes_self=True))
+    remains: tuple[str, ...] = ()
 
 
 class EventStore(Protocol):
@@ -218,13 +233,20 @@ class EventStore(Protocol):
         its log, ADR-0046); ``False`` when ``timeout`` seconds passed first."""
         ...
 
-    def append_logged(self, events: Sequence[LoggedEvent]) -> LogHead:
+    def append_logged(self, events: Sequence[LoggedEvent], *, copy_of: str | None = None,
+                      copied: bool = False) -> LogHead:
         """Append events recorded by another log, as they are (positions, versions, times,
         digests and chain hashes kept), in one transaction, writing their projections as live
         appends do; returns the new head. The first must follow this log's head and each must
         link to the one before (its hash recomputes), else :class:`ConcurrencyConflict` (the
         log moved on) or :class:`IntegrityError`, and nothing is appended. Commit listeners
-        and after-commit reactions are not called: this is a copy, not a decision."""
+        and after-commit reactions are not called: this is a copy, not a decision.
+        ``copy_of``: in the same transaction, before the events, mark this log as an unfinished
+        copy of that home; ``copied``: after them, remove the mark (ADR-0051)."""
+        ...
+
+    def unfinished_copy(self) -> str | None:
+        """The home a copy into this log copies while the copy is not finished (its mark), else ``None``."""
         ...
 
 

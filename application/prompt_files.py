@@ -83,6 +83,8 @@ class PromptFiles:
         self._count = count_tokens
         self._clock = clock
         self._welcomed: set[tuple[str, str]] = set()
+        # Forgotten owners whose files a commit's reaction deleted, until their erasure asks.
+        self._removed_at_commit: dict[tuple[str, str], None] = {}
 
     def _lock(self, agent_id: str, owner_id: str) -> AbstractContextManager[None]:
         return self._files.syncing(agent_id, owner_id)
@@ -131,12 +133,14 @@ class PromptFiles:
             return
         revised: dict[tuple[str, str], None] = {}
         arrivals: dict[tuple[str, str], None] = {}
+        forgotten: dict[tuple[str, str], None] = {}
         for item in recorded:
             e = item.event
             if isinstance(e, ev.ResourceRevised | ev.ResourceRolledBack):
                 revised[(e.agent_id, e.owner_id)] = None
             elif isinstance(e, ev.OwnerForgotten):
                 self._welcomed.discard((e.agent_id, e.owner_id))
+                forgotten[(e.agent_id, e.owner_id)] = None
                 # Other owners' files that showed the forgotten owner's rules: even when nothing
                 # new was rendered for them (their whole MEMORY.md was those rules), they change.
                 revised.update(dict.fromkeys((e.agent_id, r.owner_id) for r in e.redacted_revisions))
@@ -150,6 +154,11 @@ class PromptFiles:
         for agent_id, owner_id in revised:
             with self._lock(agent_id, owner_id):
                 self._sync_files(agent_id, owner_id)
+        for pair in forgotten:  # here or on another host sharing the database (its change feed)
+            if self._remove(*pair):
+                if len(self._removed_at_commit) >= MAX_WELCOMED:
+                    self._removed_at_commit.clear()
+                self._removed_at_commit[pair] = None
         for agent_id, owner_id in arrivals:
             if (agent_id, owner_id) not in revised:
                 self.welcome(agent_id, owner_id)
@@ -280,12 +289,38 @@ class PromptFiles:
         """After an erasure: delete the owner's files, unless a current revision exists again (the
         owner came back meanwhile: then the files are made to match it). Holds the same lock as
         every file write, so a write in flight can neither lose its file to the removal nor
-        bring back a folder the removal just deleted. ``True`` when files were deleted."""
+        bring back a folder the removal just deleted. ``True`` when files were deleted (here, or
+        by the erasure's commit as every host's are)."""
+        removed = self._remove(agent_id, owner_id)
+        return self._removed_at_commit.pop((agent_id, owner_id), False) is None or removed
+
+    def _remove(self, agent_id: str, owner_id: str) -> bool:
         with self._lock(agent_id, owner_id):
             if any(self._reader.resource_revision(agent_id, owner_id, n) is not None for n in RESOURCE_NAMES):
                 self._sync_files(agent_id, owner_id)
                 return False
             return self._files.remove(agent_id, owner_id)
+
+    def shown_after_erasure(self, records: Iterable[ev.DomainEvent]) -> list[tuple[str, str, str]]:
+        """``(agent, owner, name)`` of each prompt file on this host that an erasure among
+        ``records`` changed and that still differs from its current revision (or exists without
+        one): it may show erased text (the erasure was made elsewhere and has not reached this
+        host yet, or the file was put back)."""
+        pairs: dict[tuple[str, str], None] = {}
+        for e in records:
+            if isinstance(e, ev.OwnerForgotten | ev.MemoryForgotten | ev.ConversationForgotten):
+                owners = e.owners if isinstance(e, ev.ConversationForgotten) else (e.owner_id,)
+                others = (r.owner_id for r in e.redacted_revisions)
+                pairs.update(dict.fromkeys((e.agent_id, o) for o in (*owners, *others)))
+        shown = []
+        for agent_id, owner_id in pairs:
+            with self._lock(agent_id, owner_id):
+                for name in RESOURCE_NAMES:
+                    text = self._files.read(agent_id, owner_id, name)
+                    current = None if text is None else self._reader.resource_revision(agent_id, owner_id, name)
+                    if text is not None and (current is None or current.content != text):
+                        shown.append((agent_id, owner_id, name))
+        return shown
 
     # --- revisions ------------------------------------------------------------------------------
 
@@ -325,8 +360,13 @@ class PromptFiles:
 
 
 def _resource_state(tx: WriteTransaction, agent_id: str, owner_id: str, name: str) -> res.ResourceState:
+    # Each event of a resource's stream is one of its revisions, numbered in order: the stream's
+    # version (erased revisions included) is the highest number it ever had.
+    numbered = tx.stream_version(resource_stream(agent_id, owner_id, name))
     current = tx.current_resource(agent_id, owner_id, name)
-    return res.NEVER_RECORDED if current is None else res.ResourceState(revision=current[0], content=current[1])
+    if current is None:
+        return res.ResourceState(numbered=numbered)
+    return res.ResourceState(revision=current[0], content=current[1], numbered=numbered)
 
 
 def _changes_a_rule(tx: WriteTransaction, e: ev.MemoryReplaced | ev.MemoryArchived | ev.MemoryRestored) -> bool:

@@ -27,6 +27,9 @@ class RecallResult:
     messages: list[MessageHit] = attrs.field(factory=list)
     # Both lists as one, best first (``source="all"``; otherwise the one list asked for).
     ranked: list[MemoryHit | MessageHit] = attrs.field(factory=list)
+    # A search by meaning: how many texts (messages and rows, in the whole store) still wait for
+    # their vector, so unseen by it; ``None`` when nothing was searched by meaning.
+    vectors_waiting: int | None = None
 
 
 def fuse(memories: list[MemoryHit], messages: list[MessageHit], limit: int) -> list[MemoryHit | MessageHit]:
@@ -89,7 +92,9 @@ def recall(
         keyword_turns = queries.search_history(query, history, limit) if mode is not RecallMode.SEMANTIC else []
         near_turns = semantic.history(vector, history, limit) if semantic is not None and vector is not None else []
         messages = fuse_kind(keyword_turns, near_turns, limit, _message_id) if near_turns else keyword_turns
-    return RecallResult(memories=memories, messages=messages, ranked=fuse(memories, messages, limit))
+    waiting = semantic.waiting() if semantic is not None and mode is not RecallMode.KEYWORD and key is None else None
+    return RecallResult(memories=memories, messages=messages, ranked=fuse(memories, messages, limit),
+                        vectors_waiting=waiting)
 
 
 def _memory_id(hit: MemoryHit) -> int:

@@ -85,6 +85,10 @@ class ReviewQueries(Protocol):
 
     def review_state(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> ReviewState: ...
 
+    def reviews_left_at_close(self) -> list[tuple[str, str, ConversationKey]]:
+        """Every (agent, owner, conversation) whose due review a closing memory left unrun."""
+        ...
+
 
 class Reviewer:
     def __init__(
@@ -159,12 +163,31 @@ class Reviewer:
                 log.warning("review of %s/%s %s: operations[%d] names messages it was not shown, dropped: %s",
                             agent_id, owner_id, conversation, index, unknown[:10])
         try:
+            written = {m.id: m.created_at for m in pending if m.id in shown}
             return self._store.write(lambda tx: self._apply(tx, result, claim, operations, ctx, len(packed), last_id,
-                                                            shown))
+                                                            shown, written))
         except Exception as exc:  # nothing was applied; release the claim and back off
             log.exception("applying the review of %s/%s %s failed", agent_id, owner_id, conversation)
             self._fail(result, claim, exc)
             raise
+
+    def left_at_close(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> bool:
+        """Record that a queued review of the conversation did not run before the memory closed
+        (``review.skipped``, reason ``left_at_close``: the next opening runs it), if it was due;
+        whether it was."""
+        def work(tx: WriteTransaction) -> bool:
+            state = tx.review_state(agent_id, owner_id, conversation)
+            events = gate.decide_left_at_close(state, self._claim_command(tx, agent_id, owner_id, conversation,
+                                                                          now=False))
+            if events:
+                tx.append(review_stream(agent_id, owner_id, conversation), events)
+            return state.last_skip_reason == gate.LEFT_AT_CLOSE or bool(events)
+
+        left = self._store.write(work)
+        if left:
+            log.warning("the review of %s/%s %s was queued but the memory closed before it ran: recorded, it"
+                        " runs after the memory next opens", agent_id, owner_id, conversation)
+        return left
 
     def reviewed_up_to(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> int:
         """The id of the last message a completed review covered (0: never reviewed)."""
@@ -178,16 +201,20 @@ class Reviewer:
     def _gate_and_claim(self, tx: WriteTransaction, agent_id: str, owner_id: str, conversation: ConversationKey,
                         now: bool) -> _Claim | str:
         state = tx.review_state(agent_id, owner_id, conversation)
-        cmd = gate.ClaimReview(
-            key=gate.ReviewKey(agent_id=agent_id, owner_id=owner_id, conversation=conversation),
-            at=self._clock.now(), last_user_message_id=tx.last_user_message_id(agent_id, owner_id, conversation),
-            claim_id=uuid.uuid4().hex, holder=self._holder, interval_hours=self._settings.review_interval_hours,
-            claim_ttl=timedelta(seconds=self._settings.review_claim_ttl_s), now=now)
+        cmd = self._claim_command(tx, agent_id, owner_id, conversation, now=now)
         events = gate.decide_claim(state, cmd)
         if events:
             tx.append(review_stream(agent_id, owner_id, conversation), events)
         reason = gate.gate_reason(state, cmd)
         return reason or _Claim(claim_id=cmd.claim_id, after_id=state.reviewed_up_to_id)
+
+    def _claim_command(self, tx: WriteTransaction, agent_id: str, owner_id: str, conversation: ConversationKey,
+                       *, now: bool) -> gate.ClaimReview:
+        return gate.ClaimReview(
+            key=gate.ReviewKey(agent_id=agent_id, owner_id=owner_id, conversation=conversation),
+            at=self._clock.now(), last_user_message_id=tx.last_user_message_id(agent_id, owner_id, conversation),
+            claim_id=uuid.uuid4().hex, holder=self._holder, interval_hours=self._settings.review_interval_hours,
+            claim_ttl=timedelta(seconds=self._settings.review_claim_ttl_s), now=now)
 
     def _fail(self, result: ReviewResult, claim: _Claim, exc: BaseException) -> ReviewResult:
         error = f"{type(exc).__name__}: {exc}"[:1000]
@@ -211,7 +238,8 @@ class Reviewer:
                             errors=tuple(f"{type(e).__name__}: {e}"[:1000] for e in errors))
 
     def _apply(self, tx: WriteTransaction, result: ReviewResult, claim: _Claim, operations: list[Operation],
-               ctx: WriteContext, reviewed: int, last_id: int, shown: frozenset[int]) -> ReviewResult:
+               ctx: WriteContext, reviewed: int, last_id: int, shown: frozenset[int],
+               written: dict[int, datetime]) -> ReviewResult:
         at = self._clock.now()
         stream = review_stream(result.agent_id, result.owner_id, result.conversation)
         state = tx.review_state(result.agent_id, result.owner_id, result.conversation)
@@ -221,7 +249,7 @@ class Reviewer:
         if state.claim_id != claim.claim_id:  # nothing of a lost claim's review may be applied
             tx.append(stream, gate.decide_complete(state, cmd))
             return attrs.evolve(result, reason="claim_lost")
-        outcomes = self._writer.apply_in(tx, operations, ctx, at, shown_messages=shown)
+        outcomes = self._writer.apply_in(tx, operations, ctx, at, shown_messages=shown, written=written)
         applied = sum(o.status in ("added", "replaced", "archived") for o in outcomes)
         refused = sum(o.status == "refused" for o in outcomes)
         tx.append(stream, gate.decide_complete(state, attrs.evolve(cmd, applied=applied, refused=refused)))

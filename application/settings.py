@@ -96,6 +96,10 @@ class MemorySettings:
         " loads at the first text it embeds), true (needs the extra; the model loads when a memory opens) or"
         " false. When on, messages and rows get vectors in the background and recall is hybrid unless a mode"
         " is asked for. FERMIX_RECALL_BY_MEANING (auto, true or false), when set, wins over this."))
+    recall_min_similarity: float = attrs.field(default=0.2, metadata=about(
+        Rule(NUMBER, lambda v: -1 <= v <= 1, "from -1 to 1"),
+        "Search by meaning keeps a text only if its cosine similarity to the query is at least this"
+        " (-1 to 1; -1 keeps every text). The default suits the [semantic] extra's model (ADR-0054)."))
     forget_tool: str = attrs.field(default="off", metadata=about(
         choice("off", "archive", "erase"),
         'The model tool memory_forget: "off" (not offered), "archive" (it archives a row the caller may'
@@ -176,6 +180,11 @@ class TimeoutSettings:
     llm_buffered_s: float = attrs.field(default=120.0, metadata=about(
         at_most(POSITIVE_NUMBER, _CENTURY_S, "100 years"),
         "Seconds a buffered (non-streaming) model call may take: the reviewer, compaction."))
+    close_wait_s: float = attrs.field(default=30.0, metadata=about(
+        at_most(NON_NEGATIVE_NUMBER, _CENTURY_S, "100 years"),
+        "Seconds closing a memory (or the end of a process that did not close it) keeps running the"
+        " reviews and compactions turns queued; a review left then is recorded and runs after the"
+        " memory next opens. A review already running is always let finish."))
 
 
 @attrs.frozen(kw_only=True)

@@ -11,7 +11,8 @@ Where rows go and what a caller may see is decided by the domain (admission and 
 ``memory_store`` writes ``context`` rows at conversation scope (job scope in a job run) that
 never render into the prompt files; a job run recalls only its own job rows and never history.
 ``memory_forget`` archives a row through the same admission (only rows the caller is shown; every
-refusal recorded); with ``forget_tool = "erase"`` an operator's call then erases it for good.
+refusal recorded); with ``forget_tool = "erase"`` an operator's call, or the owner's own call about
+their own fact (``scopes.erases_on_request``), then erases it for good, and the answer says which.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from fermix_memory.domain.scopes import (
     RecallScope,
     RecallSource,
     WriterKind,
+    erases_on_request,
     memory_filter,
     write_scope,
 )
@@ -286,13 +288,15 @@ class MemoryTools:
 
     def _forget(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         """Archive the row through admission (so a row the caller is not shown, or may not change,
-        is refused and the refusal recorded); an operator's call with erasing enabled then erases it."""
+        is refused and the refusal recorded); with erasing enabled, an operator's call or the
+        owner's own call about their own fact then erases it (``status``: ``erased``)."""
         reason = (args.get("reason") or "").strip() or "asked through memory_forget"
         write = WriteContext(writer=ctx.writer, reader=ctx.reader, provenance=ctx.provenance(FORGET_TOOL))
         outcome = self._writer.apply([ArchiveOperation(id=args["id"], reason=reason)], write)[0]
         if outcome.status == "refused":
             return _error(outcome.reason, outcome.detail or outcome.reason)
-        if self._forget_mode == "erase" and ctx.trust is Trust.OPERATOR and ctx.job_source_id is None:
+        row = self._queries.memory(args["id"]) if self._forget_mode == "erase" else None
+        if row is not None and erases_on_request(row, ctx.reader, ctx.trust):
             assert self._erase is not None
             self._erase(args["id"], by=FORGET_TOOL, reason=reason)
             return {"ok": True, "status": "erased", "id": args["id"]}

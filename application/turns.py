@@ -5,6 +5,7 @@ Each use case takes its command (application/commands.py), already checked.
 
 from __future__ import annotations
 
+import logging
 import re
 from concurrent.futures import Future
 
@@ -14,9 +15,12 @@ from fermix_memory.application.background import BackgroundWorker
 from fermix_memory.application.commands import AfterTurn, BeforeTurn, HandleCommand
 from fermix_memory.application.compaction import Compactor
 from fermix_memory.application.history import HistoryService
+from fermix_memory.application.review_queue import queue_review
 from fermix_memory.application.reviewer import Reviewer, ReviewResult
 from fermix_memory.domain.event_base import Provenance
-from fermix_memory.domain.values import Trust
+from fermix_memory.domain.values import ConversationKey, Trust
+
+log = logging.getLogger("fermix_memory.compaction")
 
 COMMANDS = ("/compact", "/new", "/clear")
 _COMMAND = re.compile(r"^\s*(/[A-Za-z]+)(?:@\S+)?(?:\s|$)")
@@ -49,6 +53,12 @@ def parse_command(text: object) -> str | None:
     return command if command in COMMANDS else None
 
 
+def _compaction_left(agent_id: str, conversation: ConversationKey) -> None:
+    # Nothing to record: the peak that made it due is measured again by the next turn's hooks.
+    log.warning("the compaction of %s %s was queued but the memory closed before it ran: the next turn's"
+                " after_turn queues it again", agent_id, conversation)
+
+
 class TurnService:
     def __init__(self, compactor: Compactor, history: HistoryService) -> None:
         self._compactor = compactor
@@ -75,9 +85,9 @@ class TurnService:
             compactor.record_peak(agent_id, key, cmd.peak_prompt_tokens)
             if compactor.due(agent_id, key, context_window=window):
                 background.submit(("compact", agent_id, key),
-                                  lambda: compactor.compact_if_due(agent_id, key, context_window=window))
-        return background.submit(("review", agent_id, cmd.owner_id, key),
-                                 lambda: reviewer.review(agent_id, cmd.owner_id, key))
+                                  lambda: compactor.compact_if_due(agent_id, key, context_window=window),
+                                  on_drop=lambda: _compaction_left(agent_id, key))
+        return queue_review(background, reviewer, agent_id, cmd.owner_id, key)
 
     def handle_command(self, cmd: HandleCommand) -> CommandResult | None:
         """Run a chat command; ``None`` when ``text`` is not one. All of them are operator-only."""

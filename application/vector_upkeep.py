@@ -45,6 +45,9 @@ class VectorUpkeep:
         self._last_write = monotonic()
         self._relabelled = False
         self._unavailable = False
+        # Held while batches are embedded; set while a caller's own fill runs (background jobs yield).
+        self._embedding = threading.Lock()
+        self._foreground = threading.Event()
 
     def start(self) -> None:
         """Queue the first job: texts left waiting by an earlier run, a replay or a new model."""
@@ -61,50 +64,93 @@ class VectorUpkeep:
 
     def fill_now(self) -> int:
         """Embed every text still waiting, now, on the caller's thread (after an import, before a
-        search that must see everything); the vectors stored."""
-        stored = 0
-        while (done := self.fill(wait=False, resubmit=False)) or self._index.queued(1):
-            if not done:
-                break  # what waits changes under us: the next commit's job takes it
-            stored += done
-        return stored
+        search that must see everything); the vectors stored. A failure is logged as the
+        background's are, and what it stored before stays."""
+        done = [0]
+        try:
+            return self.embed_waiting(lambda stored, _total: done.__setitem__(0, stored))
+        except StorageError as exc:
+            log.warning("vectors were not stored (the next write tries again): %s", exc)
+        except SemanticRecallUnavailable as exc:
+            self._unavailable_once(exc)
+        return done[0]
+
+    def embed_waiting(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Embed every text still waiting, now, on the caller's thread, batch after batch, each
+        batch's vectors committed on their own: stopped part way (an interrupt, a failure), what
+        was stored stays and the rest stays queued, so a later call goes on from there.
+        ``progress(done, total)`` after each batch. A background job yields to it between its
+        batches, so the two never embed the same texts. The store's and the model's errors are
+        raised, typed; the vectors stored."""
+        self._foreground.set()
+        try:
+            with self._embedding:  # a background job's batch under way ends first
+                self._prepare()
+                total, done = self._index.waiting(), 0
+                if progress is not None:
+                    progress(done, total)
+                while (kept := self._next_batch()) is not None:
+                    if not kept:
+                        break  # what waits changes under us: the next commit's job takes it
+                    done += kept
+                    if progress is not None:
+                        progress(done, max(total, done))
+                return done
+        finally:
+            self._foreground.clear()
 
     def fill(self, *, wait: bool = True, resubmit: bool = True) -> int:
         """Wait for a pause in the writes (at most ``max_wait_s``), then embed and store queued
         texts batch by batch; the vectors stored. A failed write ends the job with one warning:
-        the texts stay queued for the next job."""
+        the texts stay queued for the next job. A foreground :meth:`embed_waiting` takes over."""
         give_up = self._monotonic() + self._max_wait_s
         while wait and not self._stopping.is_set():
             left = min(self._last_write + self._quiet_s, give_up) - self._monotonic()
             if left < TOLERANCE_S:
                 break
             self._stopping.wait(left)
+        if not self._embedding.acquire(blocking=False):
+            return 0  # a foreground fill embeds everything that waits
         stored = 0
         try:
-            if not self._relabelled and not self._stopping.is_set():
-                self._index.queue_other_labels(self.label)
-                self._relabelled = True
             if not self._stopping.is_set():
-                self._index.queue_new()
+                self._prepare()
             for _ in range(self._max_batches):
-                if self._stopping.is_set():
+                if self._stopping.is_set() or self._foreground.is_set():
                     return stored
-                items = self._index.queued(self._batch)
-                if not items:
-                    return stored
-                vectors = self._embedder.embed([item.text for item in items])
-                kept = self._index.store_vectors(self.label, items, vectors)
+                kept = self._next_batch()
                 if not kept:
-                    return stored  # every text changed meanwhile: the commit that changed it queues a job
+                    return stored  # nothing waits, or every text changed meanwhile (its commit queues a job)
                 stored += kept
         except StorageError as exc:
             log.warning("vectors were not stored (the next write tries again): %s", exc)
             return stored
         except SemanticRecallUnavailable as exc:  # a damaged extra: texts stay queued, said once
-            if not self._unavailable:
-                self._unavailable = True
-                log.warning("no vectors are made: %s", exc)
+            self._unavailable_once(exc)
             return stored
+        finally:
+            self._embedding.release()
         if resubmit and not self._stopping.is_set():
             self._background.submit(KEY, self.fill)  # more is left: a job of its own, after the others
         return stored
+
+    def _prepare(self) -> None:
+        """Queue what waits unqueued: texts of another embedder's label (once), new messages."""
+        if not self._relabelled:
+            self._index.queue_other_labels(self.label)
+            self._relabelled = True
+        self._index.queue_new()
+
+    def _next_batch(self) -> int | None:
+        """Embed and store the next batch of queued texts: how many were kept, ``None`` when
+        nothing waits."""
+        items = self._index.queued(self._batch)
+        if not items:
+            return None
+        vectors = self._embedder.embed([item.text for item in items])
+        return self._index.store_vectors(self.label, items, vectors)
+
+    def _unavailable_once(self, exc: SemanticRecallUnavailable) -> None:
+        if not self._unavailable:
+            self._unavailable = True
+            log.warning("no vectors are made: %s", exc)

@@ -144,7 +144,7 @@ class ResourceRevised(DomainEvent):
     def erasure(self) -> Erasure:
         return Erasure(owners=((self.agent_id, self.owner_id),),
                        revision=(self.agent_id, self.owner_id, self.name, self.revision),
-                       shows_rules=self.name == PromoteTarget.MEMORY_MD.value)
+                       shows_rules=self.name == PromoteTarget.MEMORY_MD.value, text=self.content)
 
 
 @attrs.frozen(kw_only=True)
@@ -162,7 +162,8 @@ class ResourceRolledBack(DomainEvent):
 
     def erasure(self) -> Erasure:
         return Erasure(owners=((self.agent_id, self.owner_id),),
-                       revision=(self.agent_id, self.owner_id, self.name, self.new_revision), copies=self.to_revision)
+                       revision=(self.agent_id, self.owner_id, self.name, self.new_revision), copies=self.to_revision,
+                       text=self.content)
 
 
 @attrs.frozen(kw_only=True)

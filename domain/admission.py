@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Protocol
 
@@ -24,6 +25,7 @@ from fermix_memory.domain.memory_events import (
     MemoryRestored,
     OperationRefused,
 )
+from fermix_memory.domain.memory_evolution import older_statement
 from fermix_memory.domain.operations import (
     AddOperation,
     ArchiveOperation,
@@ -68,11 +70,14 @@ class Refusal(Exception):
 
 @attrs.frozen(kw_only=True)
 class WriteContext:
-    """Who writes and in what context: the reader view decides what rows can be touched."""
+    """Who writes and in what context: the reader view decides what rows can be touched;
+    ``said_at`` and ``operator_set``: see :func:`~fermix_memory.domain.memory_evolution.older_statement`."""
 
     writer: WriterKind
     reader: Reader
     provenance: Provenance
+    said_at: datetime | None = None
+    operator_set: Mapping[int, datetime] = attrs.field(factory=dict, hash=False)
 
     @property
     def trust(self) -> Trust:
@@ -103,25 +108,12 @@ class AdmissionPolicy:
         """Un-archive a row (operator action). Unknown ids are refused; live rows are a no-op."""
         row = rows.by_id(memory_id) if 1 <= memory_id <= MAX_MEMORY_ID else None
         if row is None:
-            return [
-                self._refused(
-                    ArchiveOperation(id=memory_id),
-                    ctx,
-                    at,
-                    Refusal("unknown_memory", f"no memory row {memory_id}"),
-                    op_name="restore",
-                )
-            ]
+            return [self._refused(ArchiveOperation(id=memory_id), ctx, at,
+                                  Refusal("unknown_memory", f"no memory row {memory_id}"), op_name="restore")]
         if not row.archived:
             return []
-        return [
-            MemoryRestored(
-                at=at,
-                memory_id=row.id,
-                restored_by=ctx.provenance.source_type or ctx.writer.value,
-                provenance=ctx.provenance,
-            )
-        ]
+        return [MemoryRestored(at=at, memory_id=row.id, restored_by=ctx.provenance.source_type or ctx.writer.value,
+                               provenance=ctx.provenance)]
 
     # --- checks -------------------------------------------------------------------------
 
@@ -254,16 +246,10 @@ class AdmissionPolicy:
         row = self._visible_row(op.id, ctx, rows)
         if row.archived:
             return []
+        _check_not_older_than_operator(row, ctx)
         reason = op.reason.strip()[:500] if isinstance(op.reason, str) else ""
-        return [
-            MemoryArchived(
-                at=at,
-                memory_id=row.id,
-                archived_by=ctx.writer.value,
-                reason=reason,
-                provenance=ctx.provenance,
-            )
-        ]
+        return [MemoryArchived(at=at, memory_id=row.id, archived_by=ctx.writer.value, reason=reason,
+                               provenance=ctx.provenance)]
 
     @staticmethod
     def _replacement(
@@ -286,6 +272,7 @@ class AdmissionPolicy:
         )
         if unchanged:
             return []
+        _check_not_older_than_operator(row, ctx)
         return [
             MemoryReplaced(
                 at=at,
@@ -333,6 +320,14 @@ def _check_rule_stays_rule(row: Memory, category: Category) -> None:
             "category_changes_scope",
             "archive the row and add a new one to turn it into or out of a directive",
         )
+
+
+def _check_not_older_than_operator(row: Memory, ctx: WriteContext) -> None:
+    """An operator's fact is never overwritten by a guest's statement older than it (see
+    :func:`~fermix_memory.domain.memory_evolution.older_statement`)."""
+    detail = older_statement(row.id, ctx.trust, ctx.said_at, ctx.operator_set)
+    if detail:
+        raise Refusal("older_than_operator", detail)
 
 
 def _clipped(value: object, limit: int) -> str:

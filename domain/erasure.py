@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from fermix_memory.domain.event_base import DomainEvent, Erasure, OwnerRef, RevisionRef
+from fermix_memory.domain.event_base import DomainEvent, Erasure, OwnerRef, RevisionRef, RowStatement
 from fermix_memory.domain.memory_events import RedactedRevision
-from fermix_memory.domain.values import ConversationKey
+from fermix_memory.domain.rendering import one_line, shown_in
+from fermix_memory.domain.values import MAX_RENDERED_VALUE_CHARS, ConversationKey, ScopeType
 
 ConversationRef = tuple[str, ConversationKey]
 
@@ -98,19 +99,31 @@ class OwnerContentFinder:
         )
 
 
+# A revision that showed a row holds at least this much of the row's rendered value: a rendering
+# cuts a long value after no fewer than half of MAX_RENDERED_VALUE_CHARS characters.
+SHOWN_PREFIX_CHARS = MAX_RENDERED_VALUE_CHARS // 2 - 1
+
+
+def shown_text(value: str) -> str:
+    """The start of ``value`` that every prompt-file revision showing it holds."""
+    return one_line(value, MAX_RENDERED_VALUE_CHARS)[:SHOWN_PREFIX_CHARS]
+
+
 class RowContentFinder:
     """Feed it every readable event in log order; ask which positions carry the value of memory
     row ``memory_id`` (any value it ever had): the event that created it, every event naming the
-    row (replaces, archive and restore records, refusals), and the prompt-file revisions recorded
-    while it was live (its owner's files; every owner's MEMORY.md of the agent when the row is a
-    standing rule), with the rollbacks repeating one of those. A revision that left the row out
-    for space still goes: an over-approximation at worst, as for an owner's rules."""
+    row (replaces, archive and restore records, refusals), and the prompt-file revisions that
+    showed it: recorded while it was live, of the file its statement renders into (its owner's;
+    every owner's MEMORY.md of the agent when the row is a standing rule) and holding its value's
+    text, with the rollbacks repeating one of those. Every other revision stays readable."""
 
     def __init__(self, memory_id: int) -> None:
         self.memory_id = memory_id
         self.owner: OwnerRef | None = None
         self._shared = False
         self._live = False
+        self._scope: ScopeType | None = None
+        self._statement: RowStatement | None = None  # None: unknown, so every file may show it
         self._hits: set[int] = set()
         self._quoting: set[RevisionRef] = set()
         self._revisions: list[RedactedRevision] = []
@@ -119,6 +132,8 @@ class RowContentFinder:
         decl = event.erasure()
         if position == self.memory_id and decl.creates_row and decl.owners:
             self.owner, self._shared, self._live = decl.owners[0], decl.shared_row, True
+            self._statement = decl.statement
+            self._scope = None if decl.statement is None else decl.statement.scope_type
             self._hits.add(position)
             return
         if self.owner is None:  # nothing before the row was made can carry its value
@@ -127,17 +142,28 @@ class RowContentFinder:
             self._hits.add(position)
             if decl.row_live is not None:
                 self._live = decl.row_live
+            if decl.statement is not None and self._scope is not None:
+                self._statement = decl.statement
         if decl.revision is not None:
             self._revision(position, decl.revision, decl)
+
+    def _shows(self, name: str, text: str) -> bool:
+        """Whether a revision of file ``name`` with ``text`` shows the row as it stands now."""
+        if self._statement is None or self._scope is None:
+            return True
+        s = self._statement
+        shown = shown_in(self._scope, s.category, s.promote_target)
+        return shown is not None and shown.value == name and shown_text(s.value) in text
 
     def _revision(self, position: int, ref: RevisionRef, decl: Erasure) -> None:
         assert self.owner is not None
         agent, owner, name, number = ref
         if agent != self.owner[0]:
             return
-        showing = self._live and (owner == self.owner[1] or (self._shared and decl.shows_rules))
+        showing = self._live and (owner == self.owner[1] or (self._shared and decl.shows_rules)) \
+            and self._shows(name, decl.text)
         if not (showing or (decl.copies is not None and (agent, owner, name, decl.copies) in self._quoting)):
-            self._quoting.discard(ref)  # a number used again after an earlier erasure
+            self._quoting.discard(ref)  # a number used again after an earlier erasure (older logs)
             return
         self._quoting.add(ref)
         self._hits.add(position)

@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import attrs
 
-from fermix_memory.domain.values import ConversationKey, Trust
+from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, ScopeType, Trust
 
 
 @attrs.frozen(kw_only=True)
@@ -42,6 +42,18 @@ class Provenance:
 
 OwnerRef = tuple[str, str]  # (agent_id, owner_id)
 RevisionRef = tuple[str, str, str, int]  # (agent_id, owner_id, resource name, revision)
+
+
+@attrs.frozen(kw_only=True)
+class RowStatement:
+    """What a memory row states after the event that adds or replaces it, as far as the prompt
+    files go: which file may show it, and the value it would show. ``scope_type`` is ``None``
+    for a replace (a row keeps its scope)."""
+
+    category: Category
+    promote_target: PromoteTarget | None
+    value: str
+    scope_type: ScopeType | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -76,6 +88,8 @@ class Erasure:
     revision: RevisionRef | None = None
     shows_rules: bool = False
     copies: int | None = None
+    text: str = ""
+    statement: RowStatement | None = None
 
 
 NO_OWNER_CONTENT = Erasure()

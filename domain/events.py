@@ -33,7 +33,7 @@ from fermix_memory.domain.conversation_events import (
     MessageAppended,
     MessageRetracted,
 )
-from fermix_memory.domain.event_base import NO_OWNER_CONTENT, DomainEvent, Erasure, OwnerRef, Provenance
+from fermix_memory.domain.event_base import NO_OWNER_CONTENT, DomainEvent, Erasure, OwnerRef, Provenance, RowStatement
 from fermix_memory.domain.memory_events import (
     ConversationForgotten,
     MemoryAdded,
@@ -52,7 +52,7 @@ __all__ = [
     "JobRunRecorded", "MemoryAdded", "MemoryArchived", "MemoryForgotten", "MemoryReplaced", "MemoryRestored",
     "MemorySourceRegistered", "MessageAppended", "MessageRetracted", "ModelCallTraced", "OperationRefused",
     "OwnerForgotten", "OwnerRef", "Provenance", "RedactedRevision", "ResourceRevised", "ResourceRolledBack",
-    "ReviewClaimed", "ReviewCompleted", "ReviewFailed", "ReviewSkipped", "ScheduledJobSaved",
+    "ReviewClaimed", "ReviewCompleted", "ReviewFailed", "ReviewSkipped", "RowStatement", "ScheduledJobSaved",
 ]  # fmt: skip
 
 ALL_EVENTS: tuple[type[DomainEvent], ...] = (

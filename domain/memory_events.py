@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import attrs
 
-from fermix_memory.domain.event_base import NO_OWNER_CONTENT, DomainEvent, Erasure, Provenance
+from fermix_memory.domain.event_base import NO_OWNER_CONTENT, DomainEvent, Erasure, Provenance, RowStatement
 from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, ScopeType
 
 
@@ -34,7 +34,10 @@ class MemoryAdded(DomainEvent):
     def erasure(self) -> Erasure:
         shared = (self.category == Category.DIRECTIVE and self.scope_type == ScopeType.AGENT
                   and self.promote_target == PromoteTarget.MEMORY_MD)  # scopes.is_agent_rule
-        return Erasure(owners=((self.agent_id, self.owner_id),), creates_row=True, shared_row=shared)
+        statement = RowStatement(category=self.category, promote_target=self.promote_target, value=self.value,
+                                 scope_type=self.scope_type)
+        return Erasure(owners=((self.agent_id, self.owner_id),), creates_row=True, shared_row=shared,
+                       statement=statement)
 
 
 @attrs.frozen(kw_only=True)
@@ -54,7 +57,8 @@ class MemoryReplaced(DomainEvent):
     provenance: Provenance
 
     def erasure(self) -> Erasure:
-        return Erasure(memory_row=self.memory_id, row_live=True)
+        statement = RowStatement(category=self.category, promote_target=self.promote_target, value=self.value)
+        return Erasure(memory_row=self.memory_id, row_live=True, statement=statement)
 
 
 @attrs.frozen(kw_only=True)

@@ -127,6 +127,16 @@ def renders(row: Memory) -> bool:
     return scope != _JOB and not (scope == _CONVERSATION and row.category == _DIRECTIVE)
 
 
+def shown_in(scope_type: ScopeType, category: Category, promote_target: PromoteTarget | None
+             ) -> PromoteTarget | None:
+    """The prompt file a live row of this scope, category and target shows in (``None``: none):
+    the rules of :func:`renders`, and a section of that file for the row's category."""
+    if promote_target is None or scope_type == _JOB or (scope_type == _CONVERSATION and category == _DIRECTIVE):
+        return None
+    layout = USER_MD if promote_target == PromoteTarget.USER_MD else MEMORY_MD
+    return promote_target if category in layout.section_index() else None
+
+
 # (updated_at, id, key, value): recency first; key/value only break exact ties, so the
 # chosen rows and their order are a function of the row set alone.
 _recency: Callable[[Memory], tuple[datetime, int, str, str]] = attrgetter("updated_at", "id", "key", "value")

@@ -1,9 +1,11 @@
 """Versioned resources (USER.md / MEMORY.md of an agent and owner) as decide/evolve (R-RES).
 
 A resource is the fold of its stream: its current revision number, content and digest.
-Revisions are numbered 1, 2, … per (agent, owner, name); a rollback is a new revision holding
-an earlier content. Rendering the same text again records nothing, and an empty rendering of a
-resource that never had one records no empty revision 1. Times are passed in.
+Revisions are numbered 1, 2, … per (agent, owner, name), and a number is never used twice: after
+an erasure took revisions away, the next one still follows the highest number the resource ever
+had. A rollback is a new revision holding an earlier content. Rendering the same text again
+records nothing, and an empty rendering of a resource that never had one records no empty
+revision 1. Times are passed in.
 """
 
 from __future__ import annotations
@@ -22,12 +24,18 @@ def sha256(text: str) -> str:
 
 @attrs.frozen(kw_only=True)
 class ResourceState:
-    """The current revision of one resource (revision 0: never recorded)."""
+    """The current revision of one resource (revision 0: never recorded, or none left after an
+    erasure). ``numbered``: the highest revision number it ever had, erased ones included."""
 
     revision: int = 0
     content: str = ""
     content_sha256: str = ""
     updated_at: datetime | None = None
+    numbered: int = 0
+
+    @property
+    def next_revision(self) -> int:
+        return max(self.revision, self.numbered) + 1
 
 
 NEVER_RECORDED = ResourceState()
@@ -69,7 +77,7 @@ def decide_revise(state: ResourceState, cmd: ReviseResource) -> list[ev.DomainEv
         return []  # nothing to render, nothing rendered before: no empty revision 1
     k = cmd.key
     return [ev.ResourceRevised(at=cmd.at, agent_id=k.agent_id, owner_id=k.owner_id, name=k.name,
-                               revision=state.revision + 1, content=cmd.content,
+                               revision=state.next_revision, content=cmd.content,
                                content_sha256=sha256(cmd.content), reason=cmd.reason)]
 
 
@@ -81,7 +89,7 @@ def decide_rollback(state: ResourceState, cmd: RollBackResource) -> list[ev.Doma
         return []
     k = cmd.key
     return [ev.ResourceRolledBack(at=cmd.at, agent_id=k.agent_id, owner_id=k.owner_id, name=k.name,
-                                  to_revision=cmd.to_revision, new_revision=state.revision + 1,
+                                  to_revision=cmd.to_revision, new_revision=state.next_revision,
                                   content=cmd.content, content_sha256=cmd.content_sha256,
                                   provenance=cmd.provenance)]
 
@@ -89,10 +97,11 @@ def decide_rollback(state: ResourceState, cmd: RollBackResource) -> list[ev.Doma
 def evolve(state: ResourceState, event: ev.DomainEvent) -> ResourceState:
     if isinstance(event, ev.ResourceRevised):
         return ResourceState(revision=event.revision, content=event.content, content_sha256=event.content_sha256,
-                             updated_at=event.at)
+                             updated_at=event.at, numbered=max(state.numbered, event.revision))
     if isinstance(event, ev.ResourceRolledBack):
         return ResourceState(revision=event.new_revision, content=event.content,
-                             content_sha256=event.content_sha256, updated_at=event.at)
+                             content_sha256=event.content_sha256, updated_at=event.at,
+                             numbered=max(state.numbered, event.new_revision))
     return state
 
 

@@ -16,6 +16,8 @@ from fermix_memory.domain import events as ev
 from fermix_memory.domain.values import ConversationKey
 
 MAX_STORED_ERROR_CHARS = 500
+# The skip reason of a due review that its memory closed before it ran: the next opening runs it.
+LEFT_AT_CLOSE = "left_at_close"
 
 
 @attrs.frozen(kw_only=True)
@@ -102,6 +104,17 @@ def decide_claim(state: ReviewGateState, cmd: ClaimReview) -> list[ev.DomainEven
     return [ev.ReviewClaimed(at=cmd.at, agent_id=k.agent_id, owner_id=k.owner_id, conversation=k.conversation,
                              claim_id=cmd.claim_id, holder=cmd.holder, expires_at=cmd.at + cmd.claim_ttl,
                              reviewed_after_id=state.reviewed_up_to_id)]
+
+
+def decide_left_at_close(state: ReviewGateState, cmd: ClaimReview) -> list[ev.DomainEvent]:
+    """A review that was queued but not run when its memory closed: recorded as skipped for
+    :data:`LEFT_AT_CLOSE` when it was due then, so that the next opening runs it. Nothing when it
+    was not due (nothing is lost: it would have skipped) or is recorded so already."""
+    if gate_reason(state, cmd) or state.last_skip_reason == LEFT_AT_CLOSE:
+        return []
+    k = cmd.key
+    return [ev.ReviewSkipped(at=cmd.at, agent_id=k.agent_id, owner_id=k.owner_id, conversation=k.conversation,
+                             reason=LEFT_AT_CLOSE)]
 
 
 def decide_fail(state: ReviewGateState, cmd: FailReview) -> list[ev.DomainEvent]:

@@ -13,7 +13,7 @@ import enum
 import attrs
 
 from fermix_memory.domain.memory import Memory
-from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, Scope, ScopeType
+from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, Scope, ScopeType, Trust
 
 
 class RecallScope(enum.StrEnum):
@@ -146,3 +146,19 @@ def is_agent_rule(row: Memory) -> bool:
         and row.promote_target == PromoteTarget.MEMORY_MD
         and row.archived_at is None
     )
+
+
+def erases_on_request(row: Memory, reader: Reader, trust: Trust) -> bool:
+    """True if a request to forget ``row`` (one ``reader`` is shown) erases it for good rather
+    than archiving it: an operator's request, or the owner's own request about their own fact
+    (their profile, or a row of the conversation they are in). The agent's working knowledge
+    and a job run's rows are only archived, so they can be restored."""
+    if reader.is_job or (row.agent_id, row.owner_id) != (reader.agent_id, reader.owner_id):
+        return False
+    if trust is Trust.OPERATOR:
+        return True
+    if row.scope_type == ScopeType.OWNER:
+        return row.scope_id == reader.owner_id
+    conversation = reader.conversation
+    return row.scope_type == ScopeType.CONVERSATION and conversation is not None \
+        and row.scope_id == conversation.scope_id

@@ -68,6 +68,7 @@ from fermix_memory.application.ports import (
 from fermix_memory.application.prompt_files import PromptFiles, ResourceReader
 from fermix_memory.application.recall import RecallResult, recall
 from fermix_memory.application.resource_rollback import ResourceRollback
+from fermix_memory.application.review_queue import ReviewsLeftAtClose
 from fermix_memory.application.reviewer import Reviewer, ReviewResult
 from fermix_memory.application.semantic import SemanticSearch
 from fermix_memory.application.settings import ProviderSettings, Settings, settings_from_argument
@@ -79,12 +80,14 @@ from fermix_memory.application.vector_upkeep import VectorUpkeep
 from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
+from fermix_memory.domain.values import ConversationKey
 from fermix_memory.entrypoints.log_audit import LogAudit
 from fermix_memory.entrypoints.recall_by_meaning import chosen_embedder
 from fermix_memory.entrypoints.storage import (
     Storage,
     open_postgres,
     postgres_storage,
+    refuse_unfinished_copy,
     sqlite_storage,
     storage_url,
 )
@@ -134,6 +137,9 @@ class HostQueries(MemoryQueries, ExplainQueries, CompactionQueries, ResourceRead
                      include_archived: bool = True) -> list[Memory]: ...
 
     def iter_messages(self, *, agent_id: str | None = None, batch: int = 5_000) -> Iterator[Message]: ...
+
+    def message_page(self, agent_id: str, conversation: ConversationKey, *, limit: int, before_id: int | None = None,
+                     after_id: int | None = None, skip: int = 0, owner_id: str | None = None) -> list[Message]: ...
 
     def resources(self, *, agent_id: str | None = None, owner_id: str | None = None) -> list[ResourceRevision]: ...
 
@@ -273,13 +279,15 @@ def finish_erasures(store: Erasure) -> None:
         log.warning("an erasure is not finished: %s still holds erased bytes (%s); open it again or run"
                     " forget again when no other process uses it", _where(store), exc)
         return
-    if not report.wal_truncated:
+    if not report.finished:
         log.warning("an erasure is not finished: erased bytes stay in %s's write-ahead log until the memory"
                     " is opened again with no other process on it", _where(store))
+    for line in report.remains if report.finished else ():
+        log.warning("an erasure is finished as far as this store allows; %s", line)
 
 
 def _where(erasure: Erasure) -> str:
-    return str(getattr(erasure, "path", None) or "the PostgreSQL store")
+    return str(getattr(erasure, "path", None) or getattr(erasure, "name", None) or "the PostgreSQL store")
 
 
 def _key_present(settings: ProviderSettings, env: Mapping[str, str]) -> bool:
@@ -333,6 +341,7 @@ def bootstrap(
     files: PromptFileSink | None = None,
     background: BackgroundWorker | None = None,
     embedder: Embedder | None = None,
+    resume_copy: bool = False,
 ) -> App:
     """Wire the app on ``home``. ``create=False`` refuses (:class:`HomeNotFound`) a home without a
     ``memory.db`` instead of creating one; ``readonly=True`` (implies ``create=False``) opens the
@@ -342,7 +351,9 @@ def bootstrap(
     (where prompt files go) and ``background`` (where after-turn work runs) replace what would be
     built here, for a caller that needs a hold on them (fault injection); the app closes a given
     store and worker too. ``embedder`` turns on recall by meaning (ADR-0043): messages and rows
-    get their vectors in the background; without one, the settings choose (ADR-0044)."""
+    get their vectors in the background; without one, the settings choose (ADR-0044).
+    A store holding an unfinished copy is refused (:class:`UnfinishedCopy`) unless ``resume_copy``:
+    ``storage migrate --resume`` finishing it (ADR-0051)."""
     home_path = resolve_home(home)
     settings = resolve_settings(home_path, config)
     if embedder is None:
@@ -353,7 +364,7 @@ def bootstrap(
     tokens = tokens or TiktokenCounter(settings.memory.token_encoding, check=not readonly)
     if (readonly or not create) and url is None:
         require_home(home_path)
-    else:
+    elif not readonly:  # a read-only open creates nothing: no folder, no head file, no schema (ADR-0051)
         try:
             home_path.mkdir(parents=True, exist_ok=True)
         except OSError as error:
@@ -369,6 +380,8 @@ def bootstrap(
             storage = sqlite_storage(open_store(home_path, settings, readonly=readonly) if store is None else store)
         store = storage.store
         opened.callback(store.close)
+        if not resume_copy:  # before anything reads or repairs what may be half a copy
+            refuse_unfinished_copy(store, str(getattr(store, "url", None) or home_path))
         queries = storage.queries
         conversations = ConversationStore(queries, storage.cache_position, settings.memory.max_conversation_history,
                                           follows=storage.cache_follows)
@@ -393,10 +406,15 @@ def bootstrap(
             timeout_s=settings.timeouts.llm_buffered_s,
         )
         upkept: VectorUpkeep | None = None
-        semantic = None if embedder is None else SemanticSearch(vector_index(storage), embedder)
+        semantic = None if embedder is None else SemanticSearch(
+            vector_index(storage), embedder, floor=settings.memory.recall_min_similarity)
         background = BackgroundWorker("fermix-background") if background is None else background
-        opened.callback(background.close)  # closed first: it may be mid-call on a provider or the store
+        # Closed first: it may be mid-call on a provider or the store; queued reviews run meanwhile (ADR-0055).
+        opened.callback(background.close, settings.timeouts.close_wait_s)
         if not readonly:
+            left_reviews = ReviewsLeftAtClose(reviewer, queries, background)
+            opened.callback(left_reviews.stop)
+            left_reviews.start()
             if storage.index is not None:
                 upkeep = IndexUpkeep(storage.index, background)  # ADR-0020
                 store.add_after_commit(upkeep.on_commit)

@@ -9,6 +9,7 @@ search index's upkeep (SQLite only: PostgreSQL's GIN indexes keep themselves) an
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -23,7 +24,7 @@ from fermix_memory.adapters.sqlite.queries import SqliteQueries
 from fermix_memory.adapters.sqlite.search_index import SqliteSearchIndex
 from fermix_memory.adapters.sqlite.vectors import SqliteVectorIndex
 from fermix_memory.application.caches import Follows
-from fermix_memory.application.errors import ConfigError
+from fermix_memory.application.errors import ConfigError, UnfinishedCopy
 from fermix_memory.application.history import ImportKeyReader, recorded_import_keys
 from fermix_memory.application.ports import Erasure, SearchIndex, VectorIndex
 from fermix_memory.application.settings import Settings
@@ -64,6 +65,17 @@ class Storage:
     import_keys: ImportKeyReader = recorded_import_keys
     # Vectors of messages and rows (ADR-0043).
     vectors: VectorIndex | None = None
+
+
+def refuse_unfinished_copy(store: Any, where: str) -> None:
+    """:class:`UnfinishedCopy` when the store at ``where`` holds a copy cut off before its last
+    events (ADR-0051): one line naming the command that finishes it."""
+    source = store.unfinished_copy()
+    if source is not None:
+        raise UnfinishedCopy(
+            f"{where} holds an unfinished copy of the home {source} (a 'fermix storage migrate' that was cut off)"
+            f" and is not opened until it is finished: fermix --home {shlex.quote(source)} storage migrate --to"
+            f" {shlex.quote(where)} --resume")
 
 
 def sqlite_storage(store: SqliteEventStore) -> Storage:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         SemanticRecallUnavailable,
         StorageBusy,
         StorageError,
+        UnfinishedCopy,
     )
     from fermix_memory.application.forget import ConversationForgetReport, ForgetReport, MemoryForgetReport
     from fermix_memory.application.memory_writes import OperationOutcome
@@ -116,6 +117,7 @@ _HOMES = {
     "ModeName": "fermix_memory.application.commands",
     "StorageBusy": "fermix_memory.application.errors",
     "StorageError": "fermix_memory.application.errors",
+    "UnfinishedCopy": "fermix_memory.application.errors",
     "StyleName": "fermix_memory.application.commands",
     "TrustName": "fermix_memory.application.commands",
     "WriterName": "fermix_memory.application.commands",
@@ -177,6 +179,7 @@ __all__ = [
     "StorageError",
     "StyleName",
     "TrustName",
+    "UnfinishedCopy",
     "WriterName",
     "load_embedder",
 ]

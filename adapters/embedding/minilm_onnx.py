@@ -11,9 +11,16 @@ normalisation. Texts are embedded in batches of similar length, so a batch pads 
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
+
+# ONNX Runtime's telemetry, on by default in its official builds, writes a device id and an event
+# database under ~/.cache/Microsoft/DeveloperTools when the runtime initialises (at its import) and
+# would send events to Microsoft: an offline product writes nothing outside its home and sends
+# nothing. Read by the runtime at start-up only, so set before the import below (ADR-0054).
+os.environ["ORT_DISABLE_TELEMETRY"] = "1"
 
 import numpy as np
 import onnxruntime
@@ -53,6 +60,7 @@ class MiniLmOnnxEmbedder:
             if hashlib.sha256(tokenizer_bytes).hexdigest() != TOKENIZER_SHA256:
                 raise ValueError(f"{tokenizer_path} is not the model's own tokenizer")
             tokenizer = Tokenizer.from_str(tokenizer_bytes.decode("utf-8"))
+            onnxruntime.disable_telemetry_events()  # where a host imported the runtime before us
             options = onnxruntime.SessionOptions()
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1

@@ -47,6 +47,11 @@ def shown(url: str) -> str:
     return parts._replace(netloc=netloc).geturl()
 
 
+def described(url: str) -> str:
+    """How a message names the database of ``url`` (never its password)."""
+    return f"the PostgreSQL database {shown(url)}"
+
+
 def check_url(url: str, source: str) -> str:
     """``url`` if it names a PostgreSQL database without a password, else a ``ConfigError``
     saying what is wrong (the password comes from PGPASSWORD or the password file, ADR-0029)."""

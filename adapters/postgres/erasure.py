@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
+from fermix_memory.adapters.postgres.connection import described
 from fermix_memory.adapters.postgres.event_store import PostgresEventStore
 from fermix_memory.adapters.postgres.transaction import PostgresTransaction
 from fermix_memory.adapters.sqlite.codec import encoded_text
@@ -63,19 +64,28 @@ class PostgresErasure:
         # what to redact and drops the rows, or a message could escape it, or outlive its row.
         return self.store.write(both, every_chain=True)
 
+    @property
+    def name(self) -> str:
+        """How messages name this store."""
+        return described(self.store.url)
+
     def scrub(self) -> ScrubReport:
-        """``VACUUM FULL`` of every table an erasure touches (each rewritten into new files, the old
-        ones removed, so no dead tuple keeps an erased byte), then a ``CHECKPOINT`` so the WAL that
-        still holds them can be recycled. ``wal_truncated`` is false when the checkpoint was not
-        allowed (a role without ``pg_checkpoint``): then the erasure stays pending."""
-        with self.store.connection("scrubbing the PostgreSQL store") as conn:
+        """``VACUUM FULL`` of every table an erasure touches that this role may vacuum (each
+        rewritten into new files, the old ones removed, so no dead tuple keeps an erased byte),
+        then a ``CHECKPOINT`` so the WAL that still holds them can be recycled. Every step this
+        role may take is then done, so the erasure is finished (no longer pending: running it
+        again would do no more); ``wal_truncated`` is false when the checkpoint was not allowed
+        (a role without ``pg_checkpoint``) and ``remains`` says what keeps erased bytes and who
+        clears it."""
+        with self.store.connection(f"scrubbing {self.name}") as conn:
             before = self._bytes(conn)
-            for table in SCRUBBED_TABLES:
-                conn.execute(f"VACUUM (FULL, ANALYZE) {table}")
+            skipped = [table for table in SCRUBBED_TABLES if not _vacuumed(conn, table)]
             checkpointed = self._checkpoint(conn)
-            if checkpointed:
-                conn.execute("DELETE FROM scrub_pending")
-            return ScrubReport(wal_truncated=checkpointed, bytes_before=before, bytes_after=self._bytes(conn))
+            conn.execute("DELETE FROM scrub_pending")
+            role = str(conn.execute("SELECT current_user").fetchone()[0])
+            remains = _remains(self.name, role, skipped, checkpointed)
+            return ScrubReport(wal_truncated=checkpointed, bytes_before=before, bytes_after=self._bytes(conn),
+                               store=self.name, finished=True, remains=remains)
 
     def scrub_pending(self) -> bool:
         """Whether an erasure committed but its scrub has not finished."""
@@ -98,3 +108,38 @@ class PostgresErasure:
                            f" WHERE c.relname IN ({names}) AND c.relkind = 'r'"
                            " AND c.relnamespace = current_schema()::regnamespace").fetchone()
         return int(row[0])
+
+
+def _vacuumed(conn: Any, table: str) -> bool:
+    """``VACUUM FULL`` of ``table``; False when the server skipped it: a role that may not vacuum
+    it gets a warning, not an error (the table's owner may, a superuser, and from PostgreSQL 17 a
+    role with ``MAINTAIN`` on it), so the warning is what tells."""
+    from psycopg import errors
+
+    warned: list[str] = []
+
+    def note(diagnostic: Any) -> None:
+        if diagnostic.severity_nonlocalized == "WARNING":
+            warned.append(str(diagnostic.message_primary))
+
+    conn.add_notice_handler(note)
+    try:
+        conn.execute(f"VACUUM (FULL, ANALYZE) {table}")
+    except errors.InsufficientPrivilege:
+        return False
+    finally:
+        conn.remove_notice_handler(note)
+    return not warned
+
+
+def _remains(name: str, role: str, skipped: Sequence[str], checkpointed: bool) -> tuple[str, ...]:
+    """What keeps erased bytes after a scrub by ``role`` and who clears it, one sentence each."""
+    remains = []
+    if skipped:
+        remains.append(f"the tables {', '.join(skipped)} of {name} keep erased bytes in their dead rows until their"
+                       f" owner runs VACUUM FULL on them (the role {role} may not vacuum them)")
+    if not checkpointed:
+        remains.append(f"the erased text stays in the write-ahead log of {name} until the server's next checkpoint"
+                       f" recycles its segments: CHECKPOINT needs the role pg_checkpoint (GRANT pg_checkpoint TO"
+                       f" {role}), which {role} lacks; WAL archives and base backups keep it until they are deleted")
+    return tuple(remains)

@@ -30,6 +30,7 @@ from fermix_memory.adapters.postgres.connection import (
     check_url,
     connect,
     connection_failure,
+    described,
     is_retryable,
     require_driver,
     shown,
@@ -38,6 +39,7 @@ from fermix_memory.adapters.postgres.connection import (
 )
 from fermix_memory.adapters.postgres.schema import adopt_chains, check_schema, migrate, missing_triggers
 from fermix_memory.adapters.postgres.transaction import PostgresTransaction, Reorder
+from fermix_memory.adapters.sqlite.copy_mark import clear_copy_mark, set_copy_mark
 from fermix_memory.adapters.sqlite.head import Head, HeadFile
 from fermix_memory.adapters.sqlite.transaction import (
     LOG_ROWS,
@@ -143,7 +145,8 @@ class PostgresEventStore:
         self._unknown = itertools.count(-1, -1)
         self._head_file: HeadFile | None = None
         if head_file is not None:
-            self._head_file = HeadFile(head_file, readonly=readonly, current=self.head)
+            self._head_file = HeadFile(head_file, readonly=readonly, current=self.head,
+                                       database=described(self.url), reader=self.reader)
             try:
                 self._head_file.check_at_open(cast(Any, self.reader()))
             except BaseException:
@@ -292,9 +295,11 @@ class PostgresEventStore:
             log.warning("could not announce a committed write to the other processes (their check of the"
                         " chains' heads will find it): %s", " ".join(str(exc).split()))
 
-    def append_logged(self, events: Sequence[LoggedEvent]) -> Head:
-        """Append rows of another log as they are, projections included (see the port), in one
-        transaction under the log's lock; no commit listener is called."""
+    def append_logged(self, events: Sequence[LoggedEvent], *, copy_of: str | None = None,
+                      copied: bool = False) -> Head:
+        """Append rows of another log as they are, projections included, and mark or unmark an
+        unfinished copy (see the port), in one transaction under the log's lock; no commit
+        listener is called."""
         if self.readonly:
             raise ReadOnlyStore(f"{shown(self.url)} was opened read-only; nothing was written")
         with self.connection("appending events of another log") as conn:
@@ -303,8 +308,12 @@ class PostgresEventStore:
                     cursor = SqlCursor(conn)
                     heads = [(int(p), str(h)) for p, h in cursor.execute(
                         "SELECT position, hash FROM chain_heads ORDER BY chain FOR UPDATE").fetchall()]
+                    if copy_of is not None:
+                        set_copy_mark(cursor, copy_of)
                     start = last_position(cursor)
                     end = append_logged_rows(cast(Any, cursor), start, heads, events)
+                    if copied:
+                        clear_copy_mark(cursor)
                     write_chain_heads(cursor, heads, range(len(heads)))
                     if len(heads) > 1:  # live appends take positions after the copied ones
                         cursor.execute("SELECT setval('events_position', greatest(?, (SELECT last_value"
@@ -506,6 +515,11 @@ class PostgresEventStore:
             if len(batch) < READ_BATCH:
                 return
             after = int(batch[-1][0])
+
+    def unfinished_copy(self) -> str | None:
+        """The home a copy into this database that was cut off copies (see the port), else ``None``."""
+        rows = self.rows("SELECT source FROM unfinished_copy WHERE id = 1", doing="reading the event log")
+        return str(rows[0][0]) if rows else None
 
     def last_positions(self, stream_prefix: str) -> dict[str, int]:
         # A range on the UNIQUE(stream, version) index (``stream`` compares byte-wise: COLLATE "C").

@@ -9,8 +9,10 @@ from fermix_memory.adapters.sqlite.import_keys import stored_import_keys
 # (jsonb refuses ``\u0000``).
 POSTGRES_IMPORT_KEYS = (
     "SELECT import_key_type, CASE WHEN import_key_type = 'string' THEN import_key"
-    " ELSE (SELECT payload FROM events AS e WHERE e.position = s.position) END"
+    " ELSE (SELECT payload FROM events AS e WHERE e.position = s.position) END, position"
     " FROM events AS s WHERE stream = ? AND import_key_type IS NOT NULL"
 )
+# One key (an idempotent append): the string keys equal to it, and any key that is not a string.
+POSTGRES_IMPORT_KEY = f"{POSTGRES_IMPORT_KEYS} AND (import_key_type <> 'string' OR import_key = ?)"
 
-postgres_import_keys = stored_import_keys(POSTGRES_IMPORT_KEYS, "string")
+postgres_import_keys = stored_import_keys(POSTGRES_IMPORT_KEYS, POSTGRES_IMPORT_KEY, "string")

@@ -7,7 +7,7 @@ search as ``tsvector`` columns with GIN indexes in place of FTS5 tables."""
 
 from __future__ import annotations
 
-from fermix_memory.adapters.sqlite.migrations import CHAIN_HEADS, PLAIN_TABLES
+from fermix_memory.adapters.sqlite.migrations import CHAIN_HEADS, PLAIN_TABLES, UNFINISHED_COPY
 
 # The functions and triggers that make ``events`` append-only: no DELETE, no TRUNCATE, and an
 # UPDATE only of ``payload``, only to NULL (the redaction of a payload, whose digest stays).
@@ -192,4 +192,5 @@ CREATE TRIGGER message_vectors_changes AFTER INSERT OR UPDATE OR DELETE ON messa
     FOR EACH ROW EXECUTE FUNCTION message_vectors_changes();
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
+# Schema 6, as SQLite's 10 (ADR-0051): the mark of an unfinished copy into this database.
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, UNFINISHED_COPY)

@@ -92,7 +92,11 @@ class SqliteErasure:
                 if busy == 0:  # every erased byte is gone from the files: the erasure is finished
                     conn.execute("DELETE FROM scrub_pending")
                     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            return ScrubReport(wal_truncated=busy == 0, bytes_before=before, bytes_after=self._file_bytes())
+            remains = () if busy == 0 else (
+                f"another process holds a read open on {self.path}, so its write-ahead log still has old pages;"
+                " run forget again once it has closed",)
+            return ScrubReport(wal_truncated=busy == 0, bytes_before=before, bytes_after=self._file_bytes(),
+                               store=str(self.path), remains=remains)
 
     def scrub_pending(self) -> bool:
         """Whether an erasure committed but its scrub has not finished (killed, or a reader

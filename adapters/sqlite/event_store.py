@@ -34,6 +34,7 @@ from fermix_memory.adapters.sqlite.connection import (
     text_value,
     translated_errors,
 )
+from fermix_memory.adapters.sqlite.copy_mark import clear_copy_mark, read_copy_mark, set_copy_mark
 from fermix_memory.adapters.sqlite.head import Head, HeadFile, read_head
 from fermix_memory.adapters.sqlite.schema import check_schema, migrate, restore_triggers
 from fermix_memory.adapters.sqlite.transaction import (
@@ -109,7 +110,8 @@ class SqliteEventStore:
                     # Append-only triggers someone dropped are put back; verify reports it.
                     self.restored_triggers = restore_triggers(self._writer)
                 self.chains = chain_count(self._writer)
-                self._head_file = HeadFile(head_file, readonly=readonly) if head_file is not None else None
+                self._head_file = HeadFile(head_file, readonly=readonly, database=str(self.path),
+                                           reader=self.reader) if head_file is not None else None
                 if self._head_file is not None:
                     self._head_file.check_at_open(self._writer)
         except BaseException:
@@ -355,14 +357,20 @@ class SqliteEventStore:
             remaining.remove(caller)
         return []
 
-    def append_logged(self, events: Sequence[LoggedEvent]) -> Head:
-        """Append rows of another log as they are, projections included (see the port)."""
+    def append_logged(self, events: Sequence[LoggedEvent], *, copy_of: str | None = None,
+                      copied: bool = False) -> Head:
+        """Append rows of another log as they are, projections included, and mark or unmark an
+        unfinished copy in the same transaction (see the port)."""
         with self.exclusive("appended to") as conn, translated_errors("appending events of another log"):
             cur = conn.cursor()
             cur.execute("BEGIN IMMEDIATE")
             try:
+                if copy_of is not None:
+                    set_copy_mark(cur, copy_of)
                 heads = read_chain_heads(cur)
                 append_logged_rows(cur, last_position(cur), heads, events)
+                if copied:
+                    clear_copy_mark(cur)
                 if len(heads) > 1:
                     write_chain_heads(cur, heads, range(len(heads)))
                 head = head_of(heads)
@@ -424,6 +432,11 @@ class SqliteEventStore:
         with translated_errors("reading the event log"):
             for row in self.reader().cursor().execute(LOG_ROWS, (after,)):
                 yield logged_from_row(row)
+
+    def unfinished_copy(self) -> str | None:
+        """The home a copy into this log that was cut off copies (see the port), else ``None``."""
+        with translated_errors("reading the event log"):
+            return read_copy_mark(self.reader().cursor())
 
     def last_positions(self, stream_prefix: str) -> dict[str, int]:
         # A range on the UNIQUE(stream, version) index: every stream starting with the prefix.

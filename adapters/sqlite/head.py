@@ -5,6 +5,11 @@ Operators keep ``fermix events head`` output elsewhere and check it with ``verif
 --expect-head``; the home keeps its own last-seen head in ``<home>/head``, written after commits
 (at most every :data:`WRITE_EVERY_EVENTS` events or :data:`WRITE_EVERY_S` seconds, and on close).
 An anchor naming position 0 (the empty log) holds only for an empty log.
+
+Beside it, ``<home>/head-origin`` holds the hash of the first event of the log the anchor is of
+(ADR-0049): when the anchor does not hold, a log whose first event differs (or that holds none)
+is another database, and the warning says the home and the database do not belong together
+instead of calling it a rewrite.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import apsw
 
@@ -31,6 +37,8 @@ log = logging.getLogger("fermix_memory.storage")
 
 WRITE_EVERY_EVENTS = 1_000
 WRITE_EVERY_S = 5.0
+ORIGIN_NAME = "head-origin"
+_ORIGIN = re.compile(r"[0-9a-f]{64}")
 _HEAD = re.compile(r"([0-9]{1,18}(?:,[0-9]{1,18}){0,N}):([0-9a-f]{64})".replace("N", str(MAX_CHAINS - 1)))
 
 
@@ -67,6 +75,25 @@ def checked_head(value: object) -> Head:
 
 def read_head(conn: apsw.Connection) -> Head:
     return head_of(read_chain_heads(conn))
+
+
+def first_hash(conn: apsw.Connection) -> str | None:
+    """The hash of the log's first event (``None``: an empty log): which log this is."""
+    rows = conn.execute("SELECT hash FROM events ORDER BY position LIMIT 1").fetchall()
+    return text_value(rows[0][0]) if rows else None
+
+
+UNREADABLE = "unreadable"
+
+
+def _readable_first(conn: apsw.Connection) -> str | None:
+    """:func:`first_hash`, or :data:`UNREADABLE` when that page cannot be read (a damaged file:
+    the open goes on, and ``verify`` names the damage)."""
+    try:
+        return first_hash(conn)
+    except Exception as exc:
+        log.debug("could not read the log's first event: %s", exc)
+        return UNREADABLE
 
 
 def head_problem(conn: apsw.Connection, head: Head, label: str) -> str:
@@ -125,10 +152,18 @@ class HeadFile:
     older one. The first head of a home, and the one on close (:meth:`flush`), are written
     before the call returns."""
 
-    def __init__(self, path: Path, *, readonly: bool = False, current: Callable[[], Head] | None = None) -> None:
+    def __init__(self, path: Path, *, readonly: bool = False, current: Callable[[], Head] | None = None,
+                 database: str = "the database", reader: Callable[[], Any] | None = None) -> None:
         """``current``: reads the log's head when a commit did not give it (a store whose head
-        costs a query: it is then read only when the file is written)."""
+        costs a query: it is then read only when the file is written). ``database``: how messages
+        name the store; ``reader``: a read connection of it, for the log's first event when the
+        home's origin is recorded after a commit (else it is recorded at an open)."""
         self.path = path
+        self.origin_path = path.with_name(ORIGIN_NAME)
+        self.database = database
+        self._reader = reader
+        self._origin_known = False  # the origin file names this log
+        self.foreign = False  # the anchor is of another database's log
         self.readonly = readonly  # a read-only home is checked against its anchor, never written
         self._current = current
         self._stale = False  # commits happened whose head was not given
@@ -160,10 +195,17 @@ class HeadFile:
             self.problem = f"{label} is damaged ({exc})"
         else:
             self.problem = "" if anchor is None else head_problem(conn, anchor, label)
+            if self.problem and anchor is not None:
+                self.problem = self._foreign(conn, anchor) or self.problem
         if self.problem:
-            log.warning("%s; verify fails until this is explained (the file %s is kept as evidence; remove it"
-                        " to accept the log as it is)", self.problem, self.path)
+            what = ("open the home with its own database, or remove it to make this database the home's"
+                    if self.foreign else "remove it to accept the log as it is")
+            log.warning("%s; verify fails until this is explained (the file %s is kept as evidence; %s)",
+                        self.problem, self.path, what)
             return
+        first = _readable_first(conn)
+        if first != UNREADABLE:
+            self._note_origin(first, replace=anchor is None)
         if anchor is not None:
             self._recorded = anchor.position
             return
@@ -171,6 +213,37 @@ class HeadFile:
         self._last = read_head(conn)
         self._unwritten = 1 if self._last.position else 0
         self.flush()
+
+    def _foreign(self, conn: apsw.Connection, anchor: Head) -> str:
+        """Why the anchor that does not hold is of another database's log, or empty (unknown: no
+        origin recorded; or the same log, rewritten or cut)."""
+        try:
+            origin = self.origin_path.read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            return ""
+        first = _readable_first(conn)
+        if not _ORIGIN.fullmatch(origin) or first in (origin, UNREADABLE):
+            return ""
+        self.foreign = True
+        holds = f"whose first event has hash {first}" if first else "which holds no event"
+        return (f"the home {self.path.parent} and {self.database} do not belong together: the home's last-seen head"
+                f" {anchor} is of another database's log (its first event has hash {origin}, as {self.origin_path}"
+                f" says), not of {self.database}, {holds}")
+
+    def _note_origin(self, first: str | None, *, replace: bool) -> None:
+        """Record which log the anchor is of (``replace``: the anchor is new, an older origin goes)."""
+        if self.readonly:
+            return
+        try:
+            if not replace and self.origin_path.is_file():
+                self._origin_known = True
+            elif first is None:
+                self.origin_path.unlink(missing_ok=True)  # recorded after the first commit
+            else:
+                replace_durably(self.origin_path, f"{first}\n".encode("ascii"))
+                self._origin_known = True
+        except OSError as exc:
+            log.warning("could not record the log's origin in %s: %s", self.origin_path, exc)
 
     def anchor(self) -> Head | None:
         """What this home last recorded (``None``: nothing yet, or the file is kept as evidence)."""
@@ -245,3 +318,10 @@ class HeadFile:
             self._written_at = time.monotonic()
             self._unwritten -= events
             self._recorded = last.position
+        if not self._origin_known and self._reader is not None:
+            try:
+                first = first_hash(self._reader())
+            except Exception as exc:  # the store is unreachable: the next write or open records it
+                log.debug("could not read the log's first event for %s: %s", self.origin_path, exc)
+            else:
+                self._note_origin(first, replace=True)

@@ -23,29 +23,32 @@ from fermix_memory.application.ports import WriteTransaction
 # query uses it; ADR-0041); the payload is read only for a key that is not a string. Redacted
 # payloads are NULL: their messages are gone, and so are their keys.
 SQLITE_IMPORT_KEYS = (
-    "SELECT t, CASE WHEN t = 'text' THEN k ELSE (SELECT payload FROM events AS e WHERE e.position = p) END FROM"
+    "SELECT t, CASE WHEN t = 'text' THEN k ELSE (SELECT payload FROM events AS e WHERE e.position = p) END, p FROM"
     f" (SELECT json_type(payload, '$.metadata.{IMPORT_KEY}') AS t, json_extract(payload, '$.metadata.{IMPORT_KEY}')"
     f" AS k, position AS p FROM events WHERE stream = ? AND {IMPORT_KEYED})"
 )
+# One key (an idempotent append): the string keys equal to it, and any key that is not a string.
+SQLITE_IMPORT_KEY = f"{SQLITE_IMPORT_KEYS} WHERE t <> 'text' OR k = ?"
 
 
-def stored_import_keys(sql: str, string_type: str) -> ImportKeyReader:
-    """A reader giving what :func:`recorded_import_keys` gives, by ``sql`` (see above), whose
-    first column says ``string_type`` for a string key."""
+def stored_import_keys(sql: str, sql_one: str, string_type: str) -> ImportKeyReader:
+    """A reader giving what :func:`recorded_import_keys` gives, by ``sql`` (see above; ``sql_one``
+    with the key as a second parameter), whose first column says ``string_type`` for a string key."""
 
-    def read(tx: WriteTransaction, stream: str) -> set[str]:
+    def read(tx: WriteTransaction, stream: str, only: str | None = None) -> dict[str, int]:
         if not isinstance(tx, SqliteTransaction):
-            return recorded_import_keys(tx, stream)
+            return recorded_import_keys(tx, stream, only)
         tx.enter(stream)
-        keys = set()
-        for kind, value in tx.cursor.execute(sql, (stream,)).fetchall():
-            if kind == string_type:
-                keys.add(str(value))
-            else:
-                keys.add(str(json.loads(str(value))["metadata"][IMPORT_KEY]))
+        keys: dict[str, int] = {}
+        rows = tx.cursor.execute(sql, (stream,)) if only is None else tx.cursor.execute(sql_one, (stream, only))
+        for kind, value, position in rows.fetchall():
+            key = str(value) if kind == string_type else str(json.loads(str(value))["metadata"][IMPORT_KEY])
+            at = int(str(position))
+            if only is None or key == only:
+                keys[key] = min(at, keys.get(key, at))
         return keys
 
     return read
 
 
-sqlite_import_keys = stored_import_keys(SQLITE_IMPORT_KEYS, "text")
+sqlite_import_keys = stored_import_keys(SQLITE_IMPORT_KEYS, SQLITE_IMPORT_KEY, "text")

@@ -405,4 +405,14 @@ WHEN new.message_id < (SELECT max(message_id) FROM message_vectors) BEGIN
 END;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, CHAIN_HEADS, _V6, IMPORT_KEYS_INDEX, _V8, _V9)
+# Schema 10 (ADR-0051): the mark of a copy into this database that is not finished (``fermix
+# storage migrate``), written with its first copied events and removed with its last. Kept
+# ``IF NOT EXISTS``, as a file whose version was set back keeps the table.
+UNFINISHED_COPY = """
+CREATE TABLE IF NOT EXISTS unfinished_copy(
+    id     INTEGER PRIMARY KEY CHECK (id = 1),
+    source TEXT NOT NULL
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, CHAIN_HEADS, _V6, IMPORT_KEYS_INDEX, _V8, _V9, UNFINISHED_COPY)

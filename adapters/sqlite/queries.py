@@ -32,6 +32,7 @@ from fermix_memory.application.ports import (
 from fermix_memory.application.stored_messages import StoredRow
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
+from fermix_memory.domain.review_gate import LEFT_AT_CLOSE
 from fermix_memory.domain.scopes import MemoryFilter
 from fermix_memory.domain.values import ConversationKey
 
@@ -155,6 +156,28 @@ class SqliteQueries(HistorySearch):
         rows.reverse()
         return rows
 
+    def message_page(self, agent_id: str, conversation: ConversationKey, *, limit: int, before_id: int | None = None,
+                     after_id: int | None = None, skip: int = 0, owner_id: str | None = None) -> list[Message]:
+        """A page of the conversation's stored messages, oldest first, in window order: the first
+        ``limit`` after message ``after_id``, else the last ``limit`` before message ``before_id``
+        (or the end) past the ``skip`` newest. A cursor outside the conversation gives none."""
+        key: list[Any] = [agent_id, conversation.channel, conversation.chat_id, conversation.thread_scope]
+        mine = "agent_id = ? AND channel = ? AND chat_id = ? AND thread_scope = ?"
+        sql, params = f"SELECT {CONVERSATION_MESSAGE_COLUMNS} FROM messages WHERE {mine}", list(key)
+        if owner_id is not None:
+            sql, params = sql + " AND owner_id = ?", [*params, owner_id]
+        cursor = after_id if after_id is not None else before_id
+        if cursor is not None:  # by (created_at, id), the window's order, not by id alone
+            sql += (f" AND (created_at, id) {'>' if after_id is not None else '<'}"
+                    f" (SELECT created_at, id FROM messages WHERE id = ? AND {mine})")
+            params += [cursor, *key]
+        if after_id is not None:
+            rows = self._rows(sql + " ORDER BY created_at, id LIMIT ?", [*params, limit])
+        else:
+            rows = self._rows(sql + " ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?", [*params, limit, skip])
+            rows.reverse()
+        return [conversation_message_from_row(r, agent_id, conversation) for r in rows]
+
     def iter_messages(self, *, agent_id: str | None = None, batch: int = 5_000) -> Iterator[Message]:
         """Every message in id order (for export), read in batches."""
         after = 0
@@ -243,6 +266,12 @@ class SqliteQueries(HistorySearch):
     def review_state(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> ReviewState:
         rows = self._rows(REVIEW_STATE_SQL, review_state_key(agent_id, owner_id, conversation))
         return review_state_from_row(rows[0]) if rows else ReviewState()
+
+    def reviews_left_at_close(self) -> list[tuple[str, str, ConversationKey]]:
+        """Every (agent, owner, conversation) whose due review a closing memory left unrun."""
+        rows = self._rows("SELECT agent_id, owner_id, channel, chat_id, thread_scope FROM review_state"
+                          " WHERE last_skip_reason = ? ORDER BY 1, 2, 3, 4, 5", (LEFT_AT_CLOSE,))
+        return [(r[0], r[1], ConversationKey(r[2], r[3], r[4])) for r in rows]
 
     def user_messages_after(self, agent_id: str, owner_id: str, conversation: ConversationKey, after_id: int,
                             limit: int) -> list[Message]:

@@ -157,7 +157,8 @@ class SqliteVectorIndex(ReadSide):
                           [label, *params])
         by_id = {int(r[1]): r for r in rows}
         best = _best(vector, [int(r[1]) for r in rows], n, vectors=[r[0] for r in rows])
-        return [MemoryHit(memory=(row := memory_from_row(by_id[i][1:])), rank=-score, snippet=row.value)
+        return [MemoryHit(memory=(row := memory_from_row(by_id[i][1:])), rank=-score, snippet=row.value,
+                          similarity=score)
                 for i, score in best]
 
     def search_history_by_vector(self, vector: bytes, label: str, where: HistoryFilter,
@@ -188,7 +189,8 @@ class SqliteVectorIndex(ReadSide):
                 for i, score in part:
                     message = read.get(i)
                     if message is not None and _visible(message, where):
-                        hits.append(MessageHit(message=message, rank=-score, snippet=message.content))
+                        hits.append(MessageHit(message=message, rank=-score, snippet=message.content,
+                                                similarity=score))
                         if len(hits) == n:
                             return hits
             if done >= len(ids):

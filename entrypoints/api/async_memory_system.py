@@ -126,6 +126,7 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
     append_message = awaitable(MemorySystem.append_message)
     history = awaitable(MemorySystem.history)
     messages = awaitable(MemorySystem.messages)
+    message_page = awaitable(MemorySystem.message_page)
     clear_window = awaitable(MemorySystem.clear_window)
     retract_newest_message = awaitable(MemorySystem.retract_newest_message)
     import_history = awaitable(MemorySystem.import_history)
@@ -136,6 +137,8 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
     memories = awaitable(MemorySystem.memories)
     recall = awaitable(MemorySystem.recall)
     fill_vectors = awaitable(MemorySystem.fill_vectors)
+    embed_waiting = awaitable(MemorySystem.embed_waiting)  # progress is called on the memory's thread
+    vectors_waiting = awaitable(MemorySystem.vectors_waiting)
     register_memory_source = awaitable(MemorySystem.register_memory_source)
     save_job = awaitable(MemorySystem.save_job)
     claim_job_run = awaitable(MemorySystem.claim_job_run)

@@ -61,6 +61,7 @@ class AsyncSession(OnLane[Session]):
     before_turn = awaitable(Session.before_turn)
     after_turn = awaitable(Session.after_turn)
     handle_command = awaitable(Session.handle_command)
+    compact = awaitable(Session.compact)
     dispatch_tool = awaitable(Session.dispatch_tool)
 
     @overload

@@ -8,6 +8,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
 from fermix_memory.adapters.sqlite import audit
 from fermix_memory.adapters.sqlite.head import Head, checked_head
@@ -22,9 +24,11 @@ from fermix_memory.application.ports import RecordedEvent, ResourceRevision
 from fermix_memory.application.prompt_files import check_resource_name, unified_diff
 from fermix_memory.application.resource_rollback import RollbackReport
 from fermix_memory.domain.errors import InvalidArgument
+from fermix_memory.domain.events import ERASURE_RECORDS
 from fermix_memory.domain.log_chain import MAX_CHAINS
 from fermix_memory.domain.values import check_identifier, check_int
 from fermix_memory.entrypoints.api.base import ApiBase, check_owner, folder, optional_id
+from fermix_memory.entrypoints.api.held_lines import HeldLines
 
 
 class FilesApi(ApiBase):
@@ -111,8 +115,8 @@ class FilesApi(ApiBase):
 
     # --- erasure ---------------------------------------------------------------------------------
 
-    def forget_owner(self, owner_id: str, *, agent_id: str | None = None, by: str = "operator",
-                     reason: str = "") -> ForgetReport:
+    def forget_owner(self, owner_id: str, *, agent_id: str | None = None, dry_run: bool = False,
+                     by: str = "operator", reason: str = "") -> ForgetReport:
         """Erase everything ``owner_id`` left with ``agent_id`` (every agent when ``None``).
 
         Their messages, memory rows (archived ones too), reviews, prompt files and revisions,
@@ -121,12 +125,16 @@ class FilesApi(ApiBase):
         event records who asked, when and how much went, without any content. The database is
         then rewritten so no erased byte stays in ``memory.db`` or its WAL (``wal_truncated``
         is false when another process held a read open: run it again when it has closed).
-        Slow on a large database: it rewrites the whole file.
+        Slow on a large database: it rewrites the whole file. The report's ``content`` says, per
+        agent, which messages, memory rows and prompt-file revisions went; ``dry_run=True`` only
+        reports what would go, changing nothing.
         """
         cmd = self._command(Forget, dict(owner_id=owner_id, agent_id=agent_id, by=by, reason=reason))
-        return self._app.forgetting.forget_owner(cmd.owner_id, agent_id=cmd.agent_id, by=cmd.by, reason=cmd.reason)
+        return self._app.forgetting.forget_owner(cmd.owner_id, agent_id=cmd.agent_id, dry_run=_flag(dry_run),
+                                                 by=cmd.by, reason=cmd.reason)
 
-    def forget_memory(self, memory_id: int, *, by: str = "operator", reason: str = "") -> MemoryForgetReport:
+    def forget_memory(self, memory_id: int, *, dry_run: bool = False, by: str = "operator",
+                      reason: str = "") -> MemoryForgetReport:
         """Erase one memory row (archived or not), as :meth:`forget_owner` erases an owner.
 
         The row is deleted and the payloads of every event that carried any value it had are
@@ -137,10 +145,11 @@ class FilesApi(ApiBase):
         the row and the database is rewritten (``wal_truncated`` as for :meth:`forget_owner`).
         The messages the value was learnt from stay: they are the conversation's. Raises
         :class:`NotFound` for a row that does not exist; forgetting it again finishes a rewrite
-        left pending.
+        left pending. ``dry_run=True`` only reports what would go (``revisions``), changing nothing.
         """
         cmd = self._command(ForgetMemory, dict(memory_id=memory_id, by=by, reason=reason))
-        return self._app.forgetting.forget_memory(row_id(cmd.memory_id, "memory"), by=cmd.by, reason=cmd.reason)
+        return self._app.forgetting.forget_memory(row_id(cmd.memory_id, "memory"), dry_run=_flag(dry_run),
+                                                  by=cmd.by, reason=cmd.reason)
 
     def forget_conversation(self, agent_id: str, conversation: Any, *, dry_run: bool = False, by: str = "operator",
                             reason: str = "") -> ConversationForgetReport:
@@ -153,10 +162,9 @@ class FilesApi(ApiBase):
         """
         self._check_open()
         check_identifier(agent_id, "agent_id")
-        if not isinstance(dry_run, bool):
-            raise InvalidArgument("dry_run must be True or False")
-        return self._app.forgetting.forget_conversation(agent_id, conversation_key(conversation), dry_run=dry_run,
-                                                        by=check_identifier(by, "by"), reason=reason)
+        return self._app.forgetting.forget_conversation(agent_id, conversation_key(conversation),
+                                                        dry_run=_flag(dry_run), by=check_identifier(by, "by"),
+                                                        reason=reason)
 
     # --- audit -----------------------------------------------------------------------------------
 
@@ -175,10 +183,23 @@ class FilesApi(ApiBase):
         chain walk and the replay, that only rises to ``total``); that the log still holds
         ``expect_head`` (a :meth:`head` kept elsewhere, or its ``POSITION:HASH`` text) and this
         home's own last-seen head; and report what opening found wrong (append-only triggers
-        missing, a head the log no longer holds). A read-only memory is verified without writing."""
+        missing, a head the log no longer holds). Once the log passes, this home's prompt files
+        are checked too: one that an erasure changed (made here, or on another host sharing the
+        database) but that still differs from its current revision may show erased text, and
+        fails the check. A read-only memory is verified without writing."""
         self._check_open()
         expected = None if expect_head is None else checked_head(expect_head)
-        return self._app.audit.verify(_progress(progress), expected)
+        report = self._app.audit.verify(_progress(progress), expected)
+        if not report.ok:  # a damaged or tampered log is named first; its records are not trusted
+            return report
+        problems = [f"{self.prompt_file(agent, owner, name)} still differs from its current revision after an"
+                    " erasure and may show erased text (the erasure has not reached this home yet)"
+                    for agent, owner, name in self._app.prompt_files.shown_after_erasure(
+                        entry.event for record in ERASURE_RECORDS
+                        for entry in self._app.audit.log_entries(0, record.kind) if entry.event is not None)]
+        if not problems:
+            return report
+        return attrs.evolve(report, ok=False, problem="; ".join(problems))
 
     def replay_into(self, target_dir: str | os.PathLike[str], progress: audit.Progress | None = None) -> dict[str, Any]:
         """Rebuild every projection from the log alone into ``target_dir/memory.db``
@@ -210,8 +231,9 @@ class FilesApi(ApiBase):
     def import_events(self, lines: Callable[[], Iterable[str]], *, resume: bool = False,
                       progress: audit.Progress | None = None, checked: audit.Progress | None = None,
                       chains: int | None = None) -> ImportReport:
-        """Check a whole event file (``lines()`` opens it anew, as it is read twice), then append
-        its events into this memory and render the prompt files from them. Any problem raises
+        """Check a whole event file (``lines()`` opens it; it is read once, and what was checked
+        is appended even if the file changes meanwhile), then append its events into this memory
+        and render the prompt files from them. Any problem raises
         :class:`EventFileError` naming the line, and nothing is written. A memory that holds
         events is refused unless ``resume`` and its log is a prefix of the file's. ``chains``:
         link the events onto that many chains instead of the file's (an empty memory only; the
@@ -223,11 +245,19 @@ class FilesApi(ApiBase):
             raise InvalidArgument("resume must be True or False")
         if chains is not None and (type(chains) is not int or not 1 <= chains <= MAX_CHAINS):
             raise InvalidArgument(f"chains must be a whole number from 1 to {MAX_CHAINS} (or None: the file's)")
-        return self._app.transfer.import_lines(lines, resume=resume, progress=_progress(progress),
-                                               checked=_progress(checked), chains=chains)
+        # Read once: what is appended is what was checked, whatever the file does meanwhile.
+        with HeldLines(lines, self.home) as held:
+            return self._app.transfer.import_lines(held, resume=resume, progress=_progress(progress),
+                                                   checked=_progress(checked), chains=chains)
 
 
 def _progress(progress: object) -> audit.Progress | None:
     if progress is not None and not callable(progress):
         raise InvalidArgument("progress must be a function of (done, total)")
     return progress
+
+
+def _flag(dry_run: object) -> bool:
+    if not isinstance(dry_run, bool):
+        raise InvalidArgument("dry_run must be True or False")
+    return dry_run

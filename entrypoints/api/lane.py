@@ -12,7 +12,10 @@ awaits) runs the core's calls here, and nowhere else::
 result or raises its error unchanged (the sync API's types and typed errors). The lane is one small
 pool of threads for the whole process (:data:`WORKERS`), never the loop's default executor: the
 host's own blocking work cannot starve memory calls, and memory calls cannot fill the host's
-executor. Each lane thread keeps its own read connection, so a process holds at most
+executor. Calls that may wait on a model (``review_now``, ``compact``, ``before_turn``,
+``handle_command``, ``fill_vectors``, ``close``: marked ``model_bound``) run on a second pool of
+their own (:data:`MODEL_WORKERS`, ADR-0055): however many wait on a slow provider, appends and
+reads still find a free thread. Each lane thread keeps its own read connection, so a process holds at most
 :data:`WORKERS` of them whatever the number of tasks; writes from several lane threads share
 commits through the store's group commit.
 
@@ -35,22 +38,27 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from fermix_memory.application.errors import MemoryClosed
 from fermix_memory.domain.errors import InvalidArgument
+from fermix_memory.entrypoints.api.model_bound import is_model_bound
 
 P = ParamSpec("P")
 T = TypeVar("T")
 S = TypeVar("S", covariant=True)
 
 WORKERS = 4  # threads of the lane: enough to fill a group commit and overlap reads, bounded
-_pool: ThreadPoolExecutor | None = None
+MODEL_WORKERS = 8  # threads for calls that wait on a model: mostly idle in a socket read, bounded
+_pools: dict[bool, ThreadPoolExecutor] = {}
 _pool_lock = threading.Lock()
 
 
-def _shared_pool() -> ThreadPoolExecutor:
-    global _pool
+def _shared_pool(model: bool = False) -> ThreadPoolExecutor:
+    """The process's lane threads; ``model``: those of the calls that may wait on a model."""
     with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="fermix-lane")
-        return _pool
+        pool = _pools.get(model)
+        if pool is None:
+            pool = _pools[model] = ThreadPoolExecutor(
+                max_workers=MODEL_WORKERS if model else WORKERS,
+                thread_name_prefix="fermix-lane-model" if model else "fermix-lane")
+        return pool
 
 
 class Lane:
@@ -63,14 +71,15 @@ class Lane:
         self._closed = False
 
     async def run(self, call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        """``call(*args, **kwargs)`` on a lane thread; its result, or its error unchanged.
-        Raises :class:`MemoryClosed` once the lane was drained for closing."""
+        """``call(*args, **kwargs)`` on a lane thread (a model-bound call on one of the model's);
+        its result, or its error unchanged. Raises :class:`MemoryClosed` once the lane was
+        drained for closing."""
         if not callable(call):
             raise InvalidArgument(f"the lane runs a function, got {type(call).__name__}")
         with self._lock:
             if self._closed:
                 raise MemoryClosed(f"{self._what} is closed")
-            future: Future[T] = _shared_pool().submit(call, *args, **kwargs)
+            future: Future[T] = _shared_pool(is_model_bound(call)).submit(call, *args, **kwargs)
             self._in_flight.add(future)
         future.add_done_callback(self._finished)
         # Cancelling the awaiting task cancels the call only if it has not started (wrap_future).
@@ -93,7 +102,7 @@ class Lane:
 
 def detach(call: Callable[[], object]) -> None:
     """Run ``call`` on the lane with nobody awaiting it (closing what a cancelled open opened)."""
-    _shared_pool().submit(call)
+    _shared_pool(is_model_bound(call)).submit(call)
 
 
 _default = Lane("the lane")

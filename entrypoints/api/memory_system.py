@@ -9,19 +9,21 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from fermix_memory.application.commands import StartSession, TrustName
 from fermix_memory.application.embedder import Embedder
-from fermix_memory.application.errors import StorageError
+from fermix_memory.application.errors import SemanticRecallUnavailable, StorageError
 from fermix_memory.application.ports import ChatModel, Clock, Tracer
 from fermix_memory.application.settings import Settings
 from fermix_memory.domain.errors import InvalidArgument
 from fermix_memory.entrypoints.api.base import folder
 from fermix_memory.entrypoints.api.files import FilesApi
+from fermix_memory.entrypoints.api.model_bound import model_bound
 from fermix_memory.entrypoints.api.records import RecordsApi
 from fermix_memory.entrypoints.api.session import Session
 from fermix_memory.entrypoints.api.turns import TurnsApi
@@ -53,6 +55,9 @@ class MemorySystem(RecordsApi, TurnsApi, FilesApi):
         self._app = app
         self._closed = False
         self._close_lock = threading.Lock()
+        # A host that ends (or drops this object) without close() still gets close()'s work done:
+        # at interpreter exit, before its threads are torn down (ADR-0055).
+        self._closer = weakref.finalize(self, app.close)
 
     @classmethod
     def open(
@@ -104,12 +109,29 @@ class MemorySystem(RecordsApi, TurnsApi, FilesApi):
                                                  trust=trust, context_window=context_window))
         return Session(self, start)
 
+    @model_bound
     def fill_vectors(self) -> int:
         """Embed now, on this thread, every message and row still waiting for its vector (done in
         the background anyway; for a host that wants recall by meaning to see everything at once,
         e.g. after an import). The vectors stored; ``0`` without an embedder."""
         self._check_open()
         return 0 if self._app.vectors is None else self._app.vectors.fill_now()
+
+    def embed_waiting(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """As :meth:`fill_vectors`, for an operator's run over a whole home: ``progress(done,
+        total)`` after each batch, each batch committed on its own (interrupted, what was stored
+        stays and a later call goes on from there), and a failure raised, typed
+        (:class:`SemanticRecallUnavailable` too when the memory has no embedder or is read-only)."""
+        self._check_open()
+        if self._app.vectors is None:
+            raise SemanticRecallUnavailable("this memory makes no vectors: open it writable, with an embedder")
+        return self._app.vectors.embed_waiting(progress)
+
+    def vectors_waiting(self) -> int:
+        """How many messages and rows still wait for their vector: search by meaning does not see
+        them yet (``0`` without an embedder)."""
+        self._check_open()
+        return 0 if self._app.semantic is None else self._app.semantic.waiting()
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -122,11 +144,12 @@ class MemorySystem(RecordsApi, TurnsApi, FilesApi):
         """Whether this memory has an embedder: :meth:`recall` is then hybrid by default (ADR-0044)."""
         return self._app.semantic is not None
 
+    @model_bound
     def close(self) -> None:
         with self._close_lock:
             if not self._closed:
                 self._closed = True
-                self._app.close()
+                self._closer()
 
     def __enter__(self) -> MemorySystem:
         return self

@@ -32,7 +32,14 @@ from fermix_memory.domain.event_base import Provenance
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.operations import Operation
-from fermix_memory.domain.values import ConversationKey, Trust, check_identifier, check_int, parse_enum
+from fermix_memory.domain.values import (
+    INT64_MAX,
+    ConversationKey,
+    Trust,
+    check_identifier,
+    check_int,
+    parse_enum,
+)
 from fermix_memory.entrypoints.api.base import ApiBase, optional_id
 
 Progress = Callable[[int, int], None]
@@ -58,20 +65,26 @@ class RecordsApi(ApiBase):
         created_at: Any = None,
         tool_calls: Sequence[Mapping[str, Any]] | None = None,
         tool_call_id: str | None = None,
+        idempotency_key: str | None = None,
     ) -> int:
         """Durably record a message; returns its id (its position in the event log).
 
         ``tool_calls`` records the calls of an assistant message (each ``{"id", "name",
         "arguments"}``, or the call as OpenAI or Anthropic returned it); ``tool_call_id`` the call
         a ``role="tool"`` message answers. Both are kept in the metadata under those names, and
-        :meth:`compose_prompt` sends them back as each API requires."""
+        :meth:`compose_prompt` sends them back as each API requires.
+
+        ``idempotency_key``: the host's own id of the message (a chat platform's message id, an
+        Agents SDK item id). A second append with the same key in the same conversation stores
+        nothing and returns the first one's id, so a retried append (after a timeout or a
+        cancelled task whose write went through) never records the message twice (ADR-0050)."""
         self._check_open()
         # Every field of AppendMessage is checked with the message itself (message_input.py), so
         # the hottest call builds its command directly instead of through the converter.
         return self._app.append_message(AppendMessage(
             agent_id=agent_id, owner_id=owner_id, conversation=conversation, role=role, content=content,
             sender=sender, kind=kind, trust=trust, metadata=metadata, created_at=created_at, tool_calls=tool_calls,
-            tool_call_id=tool_call_id))
+            tool_call_id=tool_call_id, idempotency_key=idempotency_key))
 
     def history(self, agent_id: str, conversation: Any, limit: int | None = None) -> list[Message]:
         """The conversation's current window (after the last clear / compaction), oldest first."""
@@ -93,6 +106,29 @@ class RecordsApi(ApiBase):
         return self._app.queries.messages(agent_id, conversation_key(conversation),
                                           after_id=check_int(after_id, "after_id", minimum=0),
                                           limit=None if limit is None else check_int(limit, "limit", minimum=0))
+
+    def message_page(self, agent_id: str, conversation: Any, *, limit: int = 20, before_id: int | None = None,
+                     after_id: int | None = None, page: int = 1, owner_id: str | None = None) -> list[Message]:
+        """One page of :meth:`messages`, oldest first: the ``limit`` right after message
+        ``after_id``, or right before message ``before_id``, or page ``page`` counted from the
+        newest (1: the newest ``limit``); only ``owner_id``'s when given. A cursor must be a
+        message of the conversation (``NotFound``)."""
+        self._check_open()
+        check_identifier(agent_id, "agent_id")
+        key = conversation_key(conversation)
+        limit, page = check_int(limit, "limit", minimum=0), check_int(page, "page", minimum=1)
+        given = [name for name, v in (("before_id", before_id), ("after_id", after_id)) if v is not None]
+        if len(given) + (page != 1) > 1:
+            raise InvalidArgument("give at most one of before_id, after_id and page")
+        for name, cursor in (("before_id", before_id), ("after_id", after_id)):
+            if cursor is not None:
+                found = self._app.queries.message(check_int(cursor, name, minimum=1))
+                if found is None or found.agent_id != agent_id or found.conversation != key:
+                    raise NotFound(f"message {cursor} is not in {agent_id}'s conversation {key}")
+        if owner_id is not None:
+            check_identifier(owner_id, "owner_id")
+        return self._app.queries.message_page(agent_id, key, limit=limit, before_id=before_id, after_id=after_id,
+                                              skip=min((page - 1) * limit, INT64_MAX), owner_id=owner_id)
 
     def clear_window(self, agent_id: str, conversation: Any, *, owner_id: str = "", by: str = "operator") -> None:
         """Start the conversation's window afresh (``/new``); nothing is deleted from the log."""

@@ -28,11 +28,13 @@ from fermix_memory.application.commands import (
     Style,
     StyleName,
 )
+from fermix_memory.application.compaction import CompactionResult
 from fermix_memory.application.recall import RecallResult
 from fermix_memory.application.reviewer import ReviewResult
 from fermix_memory.application.turns import CommandResult, PreflightResult
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import ConversationKey, Role, Trust
+from fermix_memory.entrypoints.api.model_bound import model_bound
 
 if TYPE_CHECKING:
     from fermix_memory.entrypoints.api.memory_system import MemorySystem
@@ -67,16 +69,19 @@ class Session:
 
     def append(self, role: RoleName, content: str, *, sender: str | None = None, kind: str = "text",
                metadata: Any = None, created_at: Any = None, tool_calls: Sequence[Mapping[str, Any]] | None = None,
-               tool_call_id: str | None = None) -> int:
+               tool_call_id: str | None = None, idempotency_key: str | None = None) -> int:
         """Record a message of this conversation with the session's trust; returns its id.
         ``sender`` defaults to the owner for a user message, to the agent for a reply.
-        ``tool_calls`` (an assistant message's calls) and ``tool_call_id`` (the call a
-        ``role="tool"`` result answers) are described at :meth:`MemorySystem.append_message`."""
+        ``tool_calls`` (an assistant message's calls), ``tool_call_id`` (the call a
+        ``role="tool"`` result answers) and ``idempotency_key`` (the host's own id of the message:
+        appended again, it stores nothing and returns the first id) are described at
+        :meth:`MemorySystem.append_message`."""
         if sender is None:
             sender = self.owner_id if role == Role.USER else self.agent_id if role == Role.ASSISTANT else ""
         return self._memory.append_message(**self._turn(), role=role, content=content, sender=sender, kind=kind,
                                            trust=self.trust, metadata=metadata, created_at=created_at,
-                                           tool_calls=tool_calls, tool_call_id=tool_call_id)
+                                           tool_calls=tool_calls, tool_call_id=tool_call_id,
+                                           idempotency_key=idempotency_key)
 
     def retract_newest(self) -> Message | None:
         """Take back the newest message of the window with the session's trust (see
@@ -95,9 +100,15 @@ class Session:
         return self._memory.recall(query, **self._turn(), scope=scope, source=source, limit=limit, key=key,
                                    mode=mode)
 
-    def before_turn(self) -> PreflightResult:
-        """The preflight hook (see :meth:`MemorySystem.before_turn`)."""
-        return self._memory.before_turn(**self._turn(), context_window=self._start.context_window)
+    def _window(self, context_window: int | None) -> int | None:
+        """The hook's own ``context_window`` when given, else the session's."""
+        return self._start.context_window if context_window is None else context_window
+
+    @model_bound
+    def before_turn(self, *, context_window: int | None = None) -> PreflightResult:
+        """The preflight hook (see :meth:`MemorySystem.before_turn`); ``context_window`` for this
+        call instead of the session's."""
+        return self._memory.before_turn(**self._turn(), context_window=self._window(context_window))
 
     @overload
     def compose_prompt(self, system: str = "", *,
@@ -120,17 +131,28 @@ class Session:
         return self._memory.compose_prompt(self.agent_id, self.owner_id, self.conversation, system=system,
                                            style=style, as_of=as_of)
 
-    def after_turn(self, peak_prompt_tokens: int | None = None) -> Future[ReviewResult]:
-        """The post-delivery hook (see :meth:`MemorySystem.after_turn`); returns at once."""
+    def after_turn(self, peak_prompt_tokens: int | None = None, *,
+                   context_window: int | None = None) -> Future[ReviewResult]:
+        """The post-delivery hook (see :meth:`MemorySystem.after_turn`); returns at once.
+        ``context_window`` for this call instead of the session's."""
         return self._memory.after_turn(**self._turn(), peak_prompt_tokens=peak_prompt_tokens,
-                                       context_window=self._start.context_window)
+                                       context_window=self._window(context_window))
 
-    def handle_command(self, text: str) -> CommandResult | None:
+    @model_bound
+    def handle_command(self, text: str, *, context_window: int | None = None) -> CommandResult | None:
         """``/compact``, ``/new`` or ``/clear`` with the session's trust: a :class:`CommandResult`
         whose ``reply`` goes back to the chat (do not append the text), or ``None`` when ``text``
-        is no command (append it and run the turn)."""
+        is no command (append it and run the turn). ``context_window`` for this call instead of
+        the session's."""
         return self._memory.handle_command(text, **self._turn(), trust=self.trust,
-                                           context_window=self._start.context_window)
+                                           context_window=self._window(context_window))
+
+    def compact(self, *, context_window: int | None = None) -> CompactionResult:
+        """Compact the conversation now (see :meth:`MemorySystem.compact`), whoever the session's
+        trust: the host's own call, as an operator's ``/compact``. ``context_window`` for this call
+        instead of the session's."""
+        return self._memory.compact(agent_id=self.agent_id, conversation=self.conversation,
+                                    context_window=self._window(context_window))
 
     def dispatch_tool(self, name: str, arguments: Any) -> dict[str, Any]:
         """Run the model's memory tool call with the session's trust; never raises for bad calls."""

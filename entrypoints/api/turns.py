@@ -30,6 +30,7 @@ from fermix_memory.application.turns import CommandResult, PreflightResult
 from fermix_memory.domain.errors import InvalidArgument
 from fermix_memory.domain.values import ConversationKey, Role, Trust, check_identifier, check_int
 from fermix_memory.entrypoints.api.base import ApiBase, check_owner, optional_id
+from fermix_memory.entrypoints.api.model_bound import model_bound
 
 
 def optional_count(value: object) -> int | None:
@@ -67,6 +68,7 @@ class ToolDefinitions:
 class TurnsApi(ApiBase):
     """What a host calls around each turn of a conversation."""
 
+    @model_bound
     def before_turn(self, *, agent_id: str, owner_id: str, conversation: Any,
                     context_window: int | None = None) -> PreflightResult:
         """Preflight hook, before a turn: compacts only if the previous turn's peak prompt tokens
@@ -108,6 +110,7 @@ class TurnsApi(ApiBase):
         except TimeoutError:
             raise BackgroundTimeout(f"background work still running after {timeout} s") from None
 
+    @model_bound
     def handle_command(self, text: str, *, agent_id: str, owner_id: str, conversation: Any,
                        trust: TrustName = "guest", context_window: int | None = None) -> CommandResult | None:
         """Run ``/compact``, ``/new`` or ``/clear`` (operator only; a guest gets a refusal and
@@ -118,6 +121,7 @@ class TurnsApi(ApiBase):
             text=text, agent_id=agent_id, owner_id=owner_id, conversation=conversation, trust=trust,
             context_window=context_window)))
 
+    @model_bound
     def compact(self, *, agent_id: str, conversation: Any, context_window: int | None = None) -> CompactionResult:
         """Compact the conversation's window now (what ``/compact`` does)."""
         self._check_open()
@@ -163,6 +167,7 @@ class TurnsApi(ApiBase):
         check_identifier(agent_id, "agent_id")
         return self._app.queries.conversation_state(agent_id, conversation_key(conversation))
 
+    @model_bound
     def review_now(self, *, agent_id: str | None = None, owner_id: str | None = None,
                    conversation: Any = None) -> list[ReviewResult]:
         """Review now (past the interval and back-off gates) every matching conversation with

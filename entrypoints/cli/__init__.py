@@ -33,6 +33,7 @@ from fermix_memory.entrypoints.cli.commands import (
     Option,
     build_parser,
     command_tree,
+    parse_command_line,
     shows_default,
 )
 from fermix_memory.entrypoints.cli.output import (
@@ -78,7 +79,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = wants_json(argv)
     try:
-        args = build_parser().parse_args(argv)
+        args = parse_command_line(argv)
     except UsageError as exc:
         report_error(as_json, exc)
         return EXIT_ERROR

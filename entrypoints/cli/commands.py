@@ -26,7 +26,8 @@ READ, WRITE, CONFIG, OWN = "read", "write", "config", "own"
 # is the MCP server's: the CLI never imports it, nor the MCP SDK, before the command runs).
 MODULES = {"demo": "setup", "events": "events", "forget": "memory", "history": "history",
            "mcp": "fermix_memory.entrypoints.mcp.command", "memory": "memory", "resource": "resources",
-           "setup": "setup", "storage": "moving"}
+           "setup": "setup", "storage": "moving",
+           "memory search": "search", "memory embed": "search"}  # a command's own module, before its group's
 
 
 @attrs.frozen
@@ -62,7 +63,7 @@ class Command:
     def function(self) -> Callable[..., int]:
         """What runs the command: ``cmd_<words>`` of its group's module (``fermix memory list``:
         ``memory.cmd_memory_list``), imported now, not at start-up."""
-        name = MODULES[self.words[0]]
+        name = MODULES.get(" ".join(self.words[:2]), MODULES[self.words[0]])
         module = import_module(name if "." in name else f"fermix_memory.entrypoints.cli.{name}")
         found: Callable[..., int] = getattr(module, "cmd_" + "_".join(self.words).replace("-", "_"))
         return found
@@ -88,7 +89,7 @@ def _whole(text: str, minimum: int, rule: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number") from None
     if not minimum <= value <= INT64_MAX:  # SQLite cannot even compare with a larger number
-        raise argparse.ArgumentTypeError(f"must be {rule} of at most {INT64_MAX}")
+        raise argparse.ArgumentTypeError(f"must be {rule}, at most {INT64_MAX}")
     return value
 
 
@@ -98,6 +99,11 @@ def _positive(text: str) -> int:
 
 def _position(text: str) -> int:
     return _whole(text, 0, "a position (0 or more)")
+
+
+def _count(text: str) -> int:
+    """How many at most (``--limit``): 0 asks for none."""
+    return _whole(text, 0, "0 or more")
 
 
 def _id(text: str) -> int:
@@ -144,8 +150,8 @@ COMMON = (
 )
 GROUPS = {  # the help of each group of commands
     "events": "the event log: verify, head, replay, log, export, import",
-    "history": "conversation history: import, compact, export",
-    "memory": "memory rows: list, show, search, review, set, archive, restore",
+    "history": "conversation history: import, show, compact, export",
+    "memory": "memory rows: list, show, search, embed, review, set, archive, restore",
     "setup": "the config file: init, show, review-interval",
     "resource": "versioned prompt files: list, history, show, diff, rollback",
     "storage": "where the memory is stored: migrate",
@@ -164,7 +170,11 @@ DEFAULT_REVIEW_ROUNDS = 25  # batches of review_max_messages each: 1,000 message
 
 COMMANDS: tuple[Command, ...] = (
     Command(("demo",), OWN, "run the whole loop on the sample conversation shipped with the package, in a"
-            " folder of its own: ./fermix-demo, or --home naming a new folder or one the demo made (ADR-0023)"),
+            " folder of its own: ./fermix-demo, or --home naming a new folder or one the demo made (ADR-0023), and"
+            " in that folder's SQLite file, whatever database FERMIX_DATABASE_URL or a config names (ADR-0051)", (
+        Option(("--database-url",), "run in this PostgreSQL database instead: one holding no events, or only"
+               " those this demo folder wrote there", metavar="URL"),
+    )),
     Command(("events", "verify"), READ, "check the hash chain and the projections (read-only)", (
         Option(("--expect-head",), "a head printed earlier by 'events head': the log must still hold it"
                " (default: none)", metavar="POSITION:HASH"),
@@ -175,7 +185,7 @@ COMMANDS: tuple[Command, ...] = (
     )),
     Command(("events", "log"), READ, "print events in log order (redacted ones show as such)", (
         Option(("--after",), "only events after this position", type=_position, default=0),
-        Option(("--limit",), "print at most this many events", type=_positive, default=100),
+        Option(("--limit",), "print at most this many events", type=_count, default=100),
         Option(("--kind",), "only events of this kind, e.g. memory.added (an unknown kind is an error)",
                type=_event_kind),
     )),
@@ -198,7 +208,8 @@ COMMANDS: tuple[Command, ...] = (
         Option(("--memory",), "erase this memory row instead of an owner", type=_id, metavar="ID"),
         Option(("--conversation",), f"erase this conversation of --agent instead of an owner, {_CONVERSATION}",
                metavar="CH:ID[:THREAD]"),
-        Option(("--dry-run",), "with --conversation: only list what would go", switch=True),
+        Option(("--dry-run",), "only list what would go (an owner, --memory or --conversation), changing nothing;"
+               " no --yes needed", switch=True),
         Option(("--agent",), "only what they left with this agent (default: every agent); with --conversation,"
                " whose conversation it is"),
         Option(("--reason",), "kept in the record of the erasure (no content of the owner's)"),
@@ -216,6 +227,16 @@ COMMANDS: tuple[Command, ...] = (
         Option(("--context-window",), "the chat model's context window in tokens, to size the kept part"
                " (default: the configured one)", type=_positive),
     )),
+    Command(("history", "show"), READ, "read a conversation's stored messages (those compaction summarised too),"
+            " a page at a time, oldest first: the newest page, the one before or after a message, or the Nth", (
+        Option(("conversation",), f"the conversation, {_CONVERSATION}", metavar="CH:ID[:THREAD]"),
+        Option(("--agent",), "the agent whose conversation it is", required=True),
+        Option(("--owner",), "only this owner's messages (default: every owner's)"),
+        Option(("--limit",), "at most this many messages per page", type=_count, default=20),
+        Option(("--before",), "the page just before this message id", type=_id, metavar="ID"),
+        Option(("--after",), "the page just after this message id", type=_id, metavar="ID"),
+        Option(("--page",), "the Nth page counted from the newest (1: the newest)", type=_positive, metavar="N"),
+    )),
     Command(("history", "export"), READ, "export messages as JSON Lines", (
         Option(("--agent",), "only this agent's messages (default: every agent)"),
         Option(("--output", "-o"), "file to write (default: standard output)", type=_path),
@@ -229,8 +250,11 @@ COMMANDS: tuple[Command, ...] = (
         Option(("--trust",), "stdio: guest or operator (default: [fermix_core.mcp] trust)",
                choices=("guest", "operator")),
         Option(("--http",), "serve streamable HTTP at http://HOST:PORT/mcp instead of stdio; PORT alone binds"
-               " 127.0.0.1; each request needs a bearer token of [[fermix_core.mcp_tokens]]", type=_host_port,
-               metavar="[HOST:]PORT"),
+               " 127.0.0.1; each request needs a bearer token of [[fermix_core.mcp_tokens]]; a HOST other than"
+               " loopback needs --insecure-bind", type=_host_port, metavar="[HOST:]PORT"),
+        Option(("--insecure-bind",), "allow --http on a non-loopback address: the server speaks plain HTTP (no"
+               " TLS), so tokens and memory cross the network unencrypted; prefer 127.0.0.1 behind a TLS proxy",
+               switch=True),
     )),
     Command(("memory", "list"), READ, "list memory rows", (
         Option(("--agent",), "only this agent's rows (default: every agent)"),
@@ -242,15 +266,20 @@ COMMANDS: tuple[Command, ...] = (
     Command(("memory", "show"), READ, "a row and the events and messages behind it", (
         Option(("id",), "the memory row id", type=_id),
     )),
-    Command(("memory", "search"), READ, "full-text search as a reader would", (
-        Option(("query",), "words to look for"),
+    Command(("memory", "embed"), OWN, "compute the vectors that messages and memory rows still wait for (after"
+            " 'history import', 'events import' or 'storage migrate'), so that search by meaning sees them; each"
+            " batch is committed, so an interrupted run keeps what it stored and the next run goes on from there"
+            " (needs the [semantic] extra)"),
+    Command(("memory", "search"), READ, "search memory rows and/or messages as a reader would, by words (keyword),"
+            " by meaning (semantic) or both (hybrid); each hit shows its scores", (
+        Option(("query",), "what to look for"),
         Option(("--agent",), "the agent searching", required=True),
         Option(("--owner",), "the owner it searches for", required=True),
         Option(("--conversation",), f"the reader's conversation, {_CONVERSATION}"),
         Option(("--scope",), "which rows the reader may see", choices=("current", "owner", "all"), default="current"),
         Option(("--source",), "search memory rows, messages, or both", choices=("memories", "history", "all"),
                default="memories"),
-        Option(("--limit",), "at most this many hits of each source", type=_positive, default=10),
+        Option(("--limit",), "at most this many hits of each source", type=_count, default=10),
         Option(("--mode",), "match by the words, by meaning (needs the [semantic] extra), or both; default:"
                " hybrid when recall by meaning is on ([fermix_core.memory] recall_by_meaning: by default"
                " when the extra is installed), else keyword",
@@ -299,7 +328,7 @@ COMMANDS: tuple[Command, ...] = (
         _AGENT, _OWNER,
     )),
     Command(("resource", "history"), READ, "revisions of a resource, newest first", (
-        _AGENT, _OWNER, _NAME, Option(("--limit",), "at most this many revisions", type=_positive, default=20),
+        _AGENT, _OWNER, _NAME, Option(("--limit",), "at most this many revisions", type=_count, default=20),
     )),
     Command(("resource", "show"), READ, "the content of one revision, or of the one current at a moment", (
         _AGENT, _OWNER, _NAME, Option(("rev",), "the revision number (or give --as-of)", type=_id, optional=True),
@@ -320,8 +349,8 @@ COMMANDS: tuple[Command, ...] = (
             " import, ADR-0030), then verify the target and print both heads", (
         Option(("--to",), "the target: a home folder (created if missing) or a postgresql://USER@HOST/DB URL"
                " (the password from PGPASSWORD or ~/.pgpass)", required=True, metavar="TARGET"),
-        Option(("--resume",), "accept a target that holds a prefix of this log: only the rest is copied",
-               switch=True),
+        Option(("--resume",), "finish a migration that was cut off (a target holding a prefix of this log, which"
+               " nothing else opens meanwhile): only the rest is copied", switch=True),
         _CHAINS,
     )),
 )  # fmt: skip
@@ -393,6 +422,18 @@ class VersionAction(argparse.Action):
                  option_string: str | None = None) -> NoReturn:
         sys.stdout.write(f"{parser.prog} {_version()}\n")
         parser.exit()
+
+
+def parse_command_line(argv: Sequence[str]) -> argparse.Namespace:
+    """``argv`` parsed; an option its command does not take is named first (argparse would set
+    it aside and complain about what follows it instead)."""
+    from fermix_memory.entrypoints.cli.flags import unknown_option
+
+    options = {c.words: [f for o in c.options if not o.positional for f in o.flags] for c in COMMANDS}
+    problem = unknown_option(argv, options, [f for o in COMMON for f in o.flags])
+    if problem is not None:
+        raise UsageError(problem)
+    return build_parser().parse_args(argv)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -81,14 +81,14 @@ def _event_detail(event: dict[str, Any] | None) -> str:
 
 
 def cmd_events_log(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    items = []
+    items: list[dict[str, Any]] = []
     for entry in memory.log_entries(after=args.after, kind=args.kind):
+        if len(items) >= args.limit:  # before adding: --limit 0 prints none
+            break
         items.append({"position": entry.position, "stream": entry.stream, "version": entry.version,
                       "kind": entry.kind, "recorded_at": entry.recorded_at, "redacted": entry.event is None,
                       "payload_sha256": entry.payload_sha256,
                       "event": None if entry.event is None else jsonable(entry.event)})
-        if len(items) >= args.limit:
-            break
     out.emit(items, lambda rows: ["POSITION\tKIND\tSTREAM\tEVENT"] + [
         f"{r['position']}\t{r['kind']}\t{r['stream']}\t{_event_detail(r['event'])}" for r in rows]
         if rows else ["no events"])

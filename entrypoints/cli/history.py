@@ -10,6 +10,7 @@ from pathlib import Path
 
 from fermix_memory.application.errors import ModelError
 from fermix_memory.application.history import parse_history
+from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import ConversationKey
 from fermix_memory.entrypoints.api.memory_system import MemorySystem, open_app
 from fermix_memory.entrypoints.cli.output import (
@@ -19,6 +20,7 @@ from fermix_memory.entrypoints.cli.output import (
     UsageError,
     held_back_warnings,
     jsonable,
+    one_line,
     plural,
     progress_bars,
     report_error,
@@ -109,3 +111,33 @@ def cmd_history_compact(memory: MemorySystem, args: argparse.Namespace, out: Out
         return EXIT_ERROR
     return EXIT_OK
 
+
+
+def _message_line(m: Message) -> str:
+    return one_line(f"#{m.id} {m.created_at:%Y-%m-%d %H:%M:%S} {m.role} {m.sender}: {m.content}")
+
+
+def cmd_history_show(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    """A page of the conversation, with the ids that page on (``--before`` older, ``--after`` newer)."""
+    conversation = ConversationKey.parse(args.conversation)
+    given = [flag for flag, v in (("--before", args.before), ("--after", args.after), ("--page", args.page))
+             if v is not None]
+    if len(given) > 1:
+        raise UsageError(f"give one of --before, --after and --page, not {' and '.join(given)}")
+    where = {"agent_id": args.agent, "conversation": conversation, "owner_id": args.owner}
+    page = memory.message_page(**where, limit=args.limit, before_id=args.before, after_id=args.after,
+                               page=args.page or 1)
+    # Whether there is more on either side: one message looked for past each end of the page.
+    older = page[0].id if page and memory.message_page(**where, limit=1, before_id=page[0].id) else None
+    newer = page[-1].id if page and memory.message_page(**where, limit=1, after_id=page[-1].id) else None
+    shown = f"fermix history show {conversation} --agent {args.agent}" + (f" --owner {args.owner}" if args.owner
+                                                                          else "")
+
+    def human(_: object) -> list[str]:
+        return ([_message_line(m) for m in page] or [f"{args.agent} {conversation}: no messages here"]) + \
+            ([f"older: {shown} --before {older}"] if older is not None else []) + \
+            ([f"newer: {shown} --after {newer}"] if newer is not None else [])
+
+    out.emit({"agent_id": args.agent, "conversation": str(conversation), "messages": page,
+              "older_before": older, "newer_after": newer}, human)
+    return EXIT_OK

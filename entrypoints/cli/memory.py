@@ -1,23 +1,26 @@
-"""``fermix memory`` (list, show, search, set, archive, restore, review) and ``fermix forget``."""
+"""``fermix memory`` (list, show, set, archive, restore, review; search and embed: ``search``) and
+``fermix forget``."""
 
 from __future__ import annotations
 
 import argparse
 import re
+import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from fermix_memory.adapters.sqlite.codec import CONVERTER
 from fermix_memory.application.errors import ModelError, StorageBusy
+from fermix_memory.application.forget import ConversationForgetReport, ForgetReport, MemoryForgetReport
 from fermix_memory.application.memory_writes import OperationOutcome
-from fermix_memory.application.ports import MemoryHit
 from fermix_memory.application.reviewer import ReviewResult
 from fermix_memory.application.reviewer_prompt import REVIEWER_AGENT_TAG
 from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.values import ConversationKey, ScopeType, normalise_key
 from fermix_memory.entrypoints.api.memory_system import MemorySystem
+from fermix_memory.entrypoints.cli import forget_preview
 from fermix_memory.entrypoints.cli.output import (
     EXIT_ERROR,
     EXIT_OK,
@@ -111,25 +114,6 @@ def cmd_memory_show(memory: MemorySystem, args: argparse.Namespace, out: Output)
     return EXIT_OK
 
 
-def cmd_memory_search(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    result = memory.recall(args.query, agent_id=args.agent, owner_id=args.owner, conversation=args.conversation,
-                           scope=args.scope, source=args.source, limit=args.limit, mode=args.mode)
-
-    def human(r: Any) -> list[str]:
-        lines = []
-        for h in r.ranked:
-            if isinstance(h, MemoryHit):
-                m = h.memory
-                lines.append(f"memory {m.id} ({scope_text(m.scope_type, m.scope_id)}): {m.key} = {m.value}")
-            else:
-                reply = f" reply to {h.context_of}" if h.context_of is not None else ""
-                lines.append(f"message {h.message.id} ({h.message.conversation}){reply}: {h.snippet}")
-        return lines or ["nothing found"]
-
-    out.emit(result, human)
-    return EXIT_OK
-
-
 def cmd_memory_restore(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
     current = memory.memory(args.id)
     if current.archived_at is None:  # nothing to undo: say so, and write nothing
@@ -147,46 +131,49 @@ def cmd_forget(memory: MemorySystem, args: argparse.Namespace, out: Output) -> i
         return _forget_memory(memory, args, out)
     if args.conversation is not None:
         return _forget_conversation(memory, args, out)
-    if args.dry_run:
-        raise UsageError("--dry-run goes with --conversation")
     if args.owner is None:
         raise UsageError("forget needs an owner id, --memory ID for one memory row, or --conversation CH:ID --agent A")
-    if not args.yes:
+    if not args.yes and not args.dry_run:
         where = f"agent {args.agent!r}" if args.agent else "every agent"
         raise UsageError(f"forget erases everything of owner {args.owner!r} with {where}, for good;"
-                         " add --yes to go ahead")
-    report = memory.forget_owner(args.owner, agent_id=args.agent, by="cli", reason=args.reason or "")
+                         " add --yes to go ahead (or --dry-run to see what would go)")
+    report = memory.forget_owner(args.owner, agent_id=args.agent, dry_run=args.dry_run, by="cli",
+                                 reason=args.reason or "")
 
     def human(r: Any) -> list[str]:
+        if r.dry_run:
+            return forget_preview.owner_lines(r, args.agent)
         if not r.erased_events:
             with_agent = f" with agent {args.agent!r}" if args.agent else ""
             return [f"nothing of owner {r.owner_id!r} was found{with_agent}; nothing to erase, nothing erased"]
         lines = [f"forgot owner {r.owner_id!r} with {agent}: {n} events redacted, their rows deleted"
                  for agent, n in sorted(r.erased_events.items())]
-        lines.append(f"memory.db rewritten: {r.bytes_before:,} -> {r.bytes_after:,} bytes")
+        lines.append(f"{r.store} rewritten: {r.bytes_before:,} -> {r.bytes_after:,} bytes")
         return lines
 
     out.emit(report, human)
-    return _scrubbed(report.wal_truncated, out)
+    return _scrubbed(report, out)
 
 
 def _forget_memory(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
     if args.owner is not None or args.agent is not None:
         raise UsageError("forget --memory ID erases one row: give no owner and no --agent with it")
-    if not args.yes:
+    if not args.yes and not args.dry_run:
         raise UsageError(f"forget --memory erases memory {args.memory} and every record of its value, for good;"
-                         " add --yes to go ahead")
-    report = memory.forget_memory(args.memory, by="cli", reason=args.reason or "")
+                         " add --yes to go ahead (or --dry-run to see what would go)")
+    report = memory.forget_memory(args.memory, dry_run=args.dry_run, by="cli", reason=args.reason or "")
 
     def human(r: Any) -> list[str]:
+        if r.dry_run:
+            return forget_preview.memory_lines(r)
         if not r.erased_events:
             return [f"memory {r.memory_id} was erased already; the rewrite it left pending is done"]
         return [f"forgot memory {r.memory_id} of {r.agent_id}/{r.owner_id}: {r.erased_events} events redacted"
                 f" ({r.redacted_revisions} prompt-file revisions), the row deleted, the prompt files re-rendered",
-                f"memory.db rewritten: {r.bytes_before:,} -> {r.bytes_after:,} bytes"]
+                f"{r.store} rewritten: {r.bytes_before:,} -> {r.bytes_after:,} bytes"]
 
     out.emit(report, human)
-    return _scrubbed(report.wal_truncated, out)
+    return _scrubbed(report, out)
 
 
 def _forget_conversation(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
@@ -208,18 +195,22 @@ def _forget_conversation(memory: MemorySystem, args: argparse.Namespace, out: Ou
                  f" {r.review_records} review records, memory rows learnt only from it: {rows}"
                  f" ({r.erased_events} events)"]
         if not r.dry_run:
-            lines.append(f"memory.db rewritten: {r.bytes_before:,} -> {r.bytes_after:,} bytes")
+            lines.append(f"{r.store} rewritten: {r.bytes_before:,} -> {r.bytes_after:,} bytes")
         return lines
 
     out.emit(report, human)
-    return _scrubbed(report.wal_truncated, out)
+    return _scrubbed(report, out)
 
 
-def _scrubbed(wal_truncated: bool, out: Output) -> int:
-    if not wal_truncated:
-        report_error(out.as_json, StorageBusy("another process holds a read open, so the WAL still has old pages;"
-                                        " run forget again once it has closed"))
+def _scrubbed(report: ForgetReport | MemoryForgetReport | ConversationForgetReport, out: Output) -> int:
+    """An erasure left unfinished is an error (a later run finishes it); one finished with erased
+    bytes beyond the store's reach (a PostgreSQL server's WAL) is a warning on stderr."""
+    if not report.finished:
+        report_error(out.as_json, StorageBusy("; ".join(report.remains) or f"{report.store} still holds erased bytes;"
+                                              " run forget again"))
         return EXIT_ERROR
+    for line in report.remains:
+        sys.stderr.write(f"fermix: warning: {one_line(line)}\n")
     return EXIT_OK
 
 

@@ -15,7 +15,7 @@ from typing import IO, Any
 from fermix_memory.application.errors import EventFileError, IntegrityError
 from fermix_memory.application.log_transfer import ImportReport
 from fermix_memory.application.settings_storage import DATABASE_URL_ENV
-from fermix_memory.entrypoints.api.memory_system import MemorySystem
+from fermix_memory.entrypoints.api.memory_system import MemorySystem, open_app
 from fermix_memory.entrypoints.cli.output import EXIT_OK, Output, UsageError, plural, progress_bars
 
 
@@ -112,15 +112,18 @@ def cmd_storage_migrate(memory: MemorySystem, args: argparse.Namespace, out: Out
     source_head = memory.head()
     with ExitStack() as stack:
         checking, copying, verifying = stack.enter_context(progress_bars("checking", "copying", "verifying"))
+        # Only --resume opens a target that holds an unfinished copy: every other open refuses it.
         if target.url is not None:
             # The database is the memory; the scratch folder only holds the prompt files the copy renders.
             scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="fermix-migrate-"))
             config = {"fermix_core": {"storage": {"url": target.url}}}
-            into = stack.enter_context(MemorySystem.open(scratch, config=config))
+            app = open_app(Path(scratch), config=config, resume_copy=args.resume)
         else:
-            into = stack.enter_context(MemorySystem.open(target.home))
-        report = into.import_events(memory.export_events, resume=args.resume, progress=copying, checked=checking,
-                                    chains=args.chains)
+            app = open_app(target.home, resume_copy=args.resume)
+        into = stack.enter_context(MemorySystem(app))
+        # The target carries the source's name as the mark of an unfinished copy until its last event is in.
+        report = app.transfer.import_lines(memory.export_events, resume=args.resume, progress=copying,
+                                           checked=checking, chains=args.chains, copy_of=str(memory.home.resolve()))
         verified = into.verify(verifying)
         target_head = into.head()
     result: dict[str, Any] = {

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO
@@ -64,23 +65,74 @@ class Output:
                 self.out.write(line + "\n")
 
 
-class Progress:
-    """A one-line progress display on stderr, only when stderr is a terminal."""
+PLAIN_EVERY_S = 5.0  # a pipe or a log file gets a progress line this often, not a redrawn bar
 
-    def __init__(self, label: str, stream: TextIO) -> None:
+
+def _duration(seconds: float) -> str:
+    """``42s``, ``3:07``, ``1:02:03``."""
+    whole = int(seconds + 0.5)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02}:{secs:02}" if hours else f"{minutes}:{secs:02}" if minutes else f"{secs}s"
+
+
+class Progress:
+    """Progress of long work on stderr, with its rate and the time left: on a terminal a bar
+    redrawn in place; elsewhere (a pipe, a log file) a plain line every ``every`` seconds, and
+    nothing at all for work that ends sooner. ``clock`` gives seconds (monotonic)."""
+
+    def __init__(self, label: str, stream: TextIO, *, clock: Callable[[], float] = time.monotonic,
+                 every: float = PLAIN_EVERY_S) -> None:
         self.label = label
         self.stream = stream
-        self.enabled = stream.isatty()
+        self.terminal = stream.isatty()
+        self.enabled = True  # it shows something wherever it writes (kept: callers may read it)
+        self._clock = clock
+        self._every = every
+        self._start: tuple[float, int] | None = None  # (when, done) at the first call: the rate's base
+        self._last_line: float | None = None  # when a plain line was last written
         self._shown: tuple[int, int] | None = None
         self._open = False  # a bar without its final newline is on screen
 
     def __call__(self, done: int, total: int) -> None:
-        if not self.enabled or total <= 0 or self._shown == (done, total):
+        if total <= 0 or self._shown == (done, total):
             return  # the same figures twice (a last batch that is also the end) print once
+        now = self._clock()
+        if self._start is None:
+            self._start = (now, done)
+        if self.terminal:
+            self._bar(done, total, now)
+        elif self._plain_due(done, total, now):
+            self._shown = (done, total)
+            self._last_line = now
+            self.stream.write(f"{self.label}: {done:,}/{total:,} ({100 * min(done, total) // total}%)"
+                              f"{self._speed(done, total, now, ', ')}\n")
+            self.stream.flush()
+
+    def _plain_due(self, done: int, total: int, now: float) -> bool:
+        """Whether a plain line is due: ``every`` seconds after the last (or the start), and at
+        the end only after such lines (short work stays silent)."""
+        if done >= total:
+            return self._last_line is not None
+        assert self._start is not None
+        return now - (self._start[0] if self._last_line is None else self._last_line) >= self._every
+
+    def _speed(self, done: int, total: int, now: float, sep: str) -> str:
+        """``1,234/s ETA 0:42`` once a rate can be measured (a finished bar: the rate alone)."""
+        assert self._start is not None
+        began, base = self._start
+        if now <= began or done <= base:
+            return ""
+        rate = (done - base) / (now - began)
+        left = "" if done >= total else f"{sep}ETA {_duration((total - done) / rate)}"
+        return f"{sep}{rate:,.0f}/s{left}"
+
+    def _bar(self, done: int, total: int, now: float) -> None:
         self._shown = (done, total)
         width = 30
         filled = int(width * min(done, total) / total)
-        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}"
+                          f"{self._speed(done, total, now, '  ')}\x1b[K")
         self._open = done < total
         if not self._open:
             self.stream.write("\n")
@@ -95,9 +147,11 @@ class Progress:
 
 
 @contextmanager
-def progress_bars(*labels: str) -> Iterator[tuple[Progress, ...]]:
-    """One :class:`Progress` on stderr per label, each closed however the work inside ends."""
-    bars = tuple(Progress(label, sys.stderr) for label in labels)
+def progress_bars(*labels: str, stream: TextIO | None = None,
+                  clock: Callable[[], float] = time.monotonic) -> Iterator[tuple[Progress, ...]]:
+    """One :class:`Progress` per label (on ``stream``, by default stderr), each closed however the
+    work inside ends."""
+    bars = tuple(Progress(label, stream or sys.stderr, clock=clock) for label in labels)
     try:
         yield bars
     finally:

@@ -45,7 +45,8 @@ def cmd_resource_list(memory: MemorySystem, args: argparse.Namespace, out: Outpu
 def cmd_resource_history(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
     agent, owner = _resource_owner(memory, args)
     rows = memory.resource_history(args.name, agent_id=agent, owner_id=owner, limit=args.limit)
-    if not rows:
+    if not rows and (args.limit > 0 or not memory.resource_history(args.name, agent_id=agent, owner_id=owner,
+                                                                     limit=1)):
         raise UsageError(f"{args.name} of {agent}/{owner} has no revisions")
     _emit_revisions(out, rows)
     return EXIT_OK

@@ -123,8 +123,9 @@ DEMO_MARK_TEXT = ("This memory home was created by 'fermix demo' and holds only 
 def demo_home(given: str | None) -> Path:
     """The folder the demo runs in (ADR-0023): ``--home`` or ``./fermix-demo``, never
     ``$FERMIX_HOME`` or ``~/.fermix``. It must be new, empty (a ``config.toml`` alone is fine:
-    a provider to try), or made by the demo; anything else is refused, naming the folder and
-    what it holds, and left as it is. A folder the demo may use gets its mark."""
+    a provider to try), or hold the demo's mark (ADR-0051: the mark alone says a folder is the
+    demo's); anything else is refused, naming the folder and what it holds, and left as it is.
+    A folder the demo may use gets its mark."""
     home = DEMO_HOME if given is None else Path(given).expanduser()
     try:
         held = sorted(p.name for p in home.iterdir()) if home.is_dir() else None
@@ -132,7 +133,7 @@ def demo_home(given: str | None) -> Path:
         raise UsageError(f"cannot read {home}: {exc.strerror or exc}") from None
     if home.exists() and held is None:
         raise UsageError(f"{home} is not a folder; 'fermix demo' runs in a folder of its own")
-    if held and DEMO_MARK not in held and held != ["config.toml"] and not _only_the_sample(home, held):
+    if held and DEMO_MARK not in held and held != ["config.toml"]:
         shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
         raise UsageError(f"{home} already holds data ({shown}) and was not created by 'fermix demo'; the demo"
                          f" never writes into such a folder: give --home a new folder (default ./{DEMO_HOME})")
@@ -145,52 +146,19 @@ def demo_home(given: str | None) -> Path:
     return home
 
 
-# What a demo home holds (a home made before the demo marked its homes is recognised by them).
-_DEMO_FILES = {"config.toml", "head", "memory", "memory.db", "memory.db-shm", "memory.db-wal"}
-_DEMO_DB_BYTES = 4 << 20  # the sample's memory.db is far smaller: a larger one is no demo's
-
-
 def _sample() -> str:
     from importlib.resources import files
 
     return files("fermix_memory").joinpath("samples/conversation.jsonl").read_text(encoding="utf-8")
 
 
-def _only_the_sample(home: Path, held: list[str]) -> bool:
-    """Whether ``home`` is a demo home from before the mark: the demo's files, messages that are
-    all the sample's, memory rows all of its owner (checked read-only; any doubt is a no)."""
-    import json
-    import shutil
-    import tempfile
-
-    from fermix_memory.domain.errors import FermixError
-
-    if not set(held) <= _DEMO_FILES or "memory.db" not in held:
-        return False
-
-    def said(record: dict[str, Any]) -> tuple[Any, ...]:
-        return tuple(record.get(k) for k in ("agent_id", "owner_id", "channel", "chat_id", "role", "sender", "content"))
-
-    sample = {said(json.loads(x)) for x in _sample().splitlines() if x.strip()}
-    try:
-        if (home / "memory.db").stat().st_size > _DEMO_DB_BYTES:
-            return False
-        # Read on a copy: even a read-only open may leave side files, and this folder is not ours yet.
-        with tempfile.TemporaryDirectory() as scratch:
-            for name in ("memory.db", "memory.db-wal"):
-                if name in held:
-                    shutil.copyfile(home / name, Path(scratch) / name)
-            with MemorySystem.open(scratch, readonly=True) as memory:
-                stored = [said(json.loads(x)) for x in memory.export_history()]
-                owners = {(m.agent_id, m.owner_id) for m in memory.memories()}
-    except (FermixError, OSError, ValueError):
-        return False
-    return all(x in sample for x in stored) and owners <= {(DEMO_AGENT, DEMO_OWNER)}
-
-
 def cmd_demo(args: argparse.Namespace, out: Output) -> int:
-    """The whole loop on the embedded default, in a home of its own (:func:`demo_home`)."""
-    with MemorySystem.open(demo_home(args.home)) as memory:  # by meaning when the [semantic] extra is installed
+    """The whole loop on the embedded default, in a home of its own (:func:`demo_home`) and its own
+    SQLite file, whatever database the environment or a config names, unless ``--database-url``
+    names one (:func:`demo_memory`)."""
+    from fermix_memory.entrypoints.cli.demo_store import demo_memory
+
+    with demo_memory(demo_home(args.home), args.database_url) as memory:  # by meaning with the [semantic] extra
         return run_demo(memory, out, DEMO_QUESTION_BY_MEANING if memory.recalls_by_meaning else DEMO_QUESTION)
 
 

@@ -33,7 +33,7 @@ from fermix_memory.application.errors import PermissionDenied
 from fermix_memory.application.message_input import InvalidMessage, build_message_event
 from fermix_memory.application.reviewer import ReviewResult
 from fermix_memory.application.tool_definitions import tool_definitions
-from fermix_memory.domain.errors import FermixError
+from fermix_memory.domain.errors import DomainError, FermixError
 from fermix_memory.domain.fence import CLOSE_TAG, OPEN_TAG
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.tool_calls import tool_call_id_of, tool_calls_of
@@ -127,6 +127,17 @@ def item_record(item: object) -> _Record:
             text, kept = _split(item, "output")
             return _Record(role=Role.TOOL, content=text, metadata={ITEM_KEY: kept}, tool_call_id=call_id)
     return _Record(role=Role.ASSISTANT, content="", kind=OPAQUE_KIND, metadata={ITEM_KEY: {"item": item}})
+
+
+def item_key(item: object) -> str | None:
+    """The item's own ``id`` (the SDK gives one to what a model produced), if it is a usable one."""
+    key = item.get("id") if isinstance(item, Mapping) else None
+    if not isinstance(key, str):
+        return None
+    try:
+        return check_identifier(key, "id")
+    except DomainError:
+        return None
 
 
 def _stored_item(kept: Mapping[str, Any], content: str) -> dict[str, Any] | None:
@@ -233,9 +244,10 @@ class FermixAgentsSession:
             build_message_event(agent_id=s.agent_id, owner_id=s.owner_id, conversation=s.conversation, role=r.role,
                                 content=r.content, kind=r.kind, metadata=r.metadata, tool_calls=r.tool_calls,
                                 tool_call_id=r.tool_call_id, at=at)
-        for r in records:
+        for item, r in zip(items, records, strict=True):
+            # The SDK's own item id, when it has one, makes a retried add_items record it once.
             s.append(r.role.value, r.content, kind=r.kind, metadata=r.metadata, tool_calls=r.tool_calls,
-                     tool_call_id=r.tool_call_id)
+                     tool_call_id=r.tool_call_id, idempotency_key=item_key(item))
         if self._review and items and _closes_turn(items[-1]):
             s.after_turn()
 

@@ -10,9 +10,10 @@ each request, looked up in ``[[fermix_core.mcp_tokens]]``.
 from __future__ import annotations
 
 import argparse
-import functools
+import errno
 import ipaddress
 import os
+import socket
 import sys
 from collections.abc import Mapping
 
@@ -23,7 +24,7 @@ from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from fermix_memory.entrypoints.api.session import Session
 from fermix_memory.entrypoints.mcp.server import BearerTokens, OneSpeaker, build_server, token_sha256
 
-__all__ = ["McpRefused", "cmd_mcp", "is_loopback", "token_sessions"]
+__all__ = ["McpRefused", "cmd_mcp", "is_loopback", "listen", "token_sessions"]
 
 
 class McpRefused(FermixError):
@@ -38,6 +39,40 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _check_bind(host: str, insecure: bool) -> None:
+    """Refuse a non-loopback address unless the operator said ``--insecure-bind``: the server
+    speaks plain HTTP, so bearer tokens and memory would cross the network readable by anyone
+    on the path."""
+    if not insecure and not is_loopback(host):
+        raise McpRefused(f"refusing to serve MCP on {host}, a non-loopback address, over plain HTTP: fermix mcp has"
+                         " no TLS, so bearer tokens and memory would cross the network unencrypted; serve on"
+                         " 127.0.0.1 behind a TLS-terminating proxy, or pass --insecure-bind on a network you trust")
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port``, or :class:`McpRefused` in one line (a port in use,
+    an address this machine does not have). Bound here, before serving, so the server never
+    starts on a port it cannot hold, and no other process can take it in between."""
+    shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except (OSError, UnicodeError) as exc:
+        raise McpRefused(f"cannot listen on {shown}: {getattr(exc, 'strerror', None) or exc}") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: restart past TIME_WAIT
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise McpRefused(f"cannot listen on {shown}: the port is already in use by another program;"
+                             " choose another with --http") from None
+        raise McpRefused(f"cannot listen on {shown}: {exc.strerror or exc}") from None
+    return sock
 
 
 def _is_a_file(stream: object) -> bool:
@@ -72,6 +107,8 @@ def cmd_mcp(args: argparse.Namespace, out: object) -> int:
     if args.http is not None and any(v is not None for v in identity.values()):
         raise McpRefused("--agent, --owner, --conversation and --trust are for stdio; over --http each token"
                          " says who speaks ([[fermix_core.mcp_tokens]] in config.toml)")
+    if args.http is not None:
+        _check_bind(args.http[0], args.insecure_bind)
     with MemorySystem.open(args.home) as memory:
         if args.http is None:
             config = memory.settings.mcp
@@ -92,9 +129,12 @@ def cmd_mcp(args: argparse.Namespace, out: object) -> int:
                              " [[fermix_core.mcp_tokens]] entry to config.toml (see the README, MCP)")
         shown = f"[{host}]" if ":" in host else host
         server = build_server(memory, BearerTokens(tokens), issuer_url=f"http://{shown}:{port}")
-        sys.stderr.write(f"fermix: MCP server on http://{shown}:{port}/mcp ({len(tokens)} token(s))\n")
-        sys.stderr.flush()
-        import anyio
+        with listen(host, port) as sock:
+            sys.stderr.write(f"fermix: MCP server on http://{shown}:{port}/mcp ({len(tokens)} token(s))\n")
+            sys.stderr.flush()
+            import anyio
+            import uvicorn  # the [mcp] extra's HTTP server, as the SDK's own runner uses it
 
-        anyio.run(functools.partial(server.run_streamable_http_async, host=host, port=port))
+            http = uvicorn.Server(uvicorn.Config(server.streamable_http_app(host=host), log_level="warning"))
+            anyio.run(http.serve, [sock])
     return 0

@@ -55,6 +55,7 @@ class FakeState:
     runs: dict[str, JobRun] = attrs.field(factory=dict)
     windows: dict[WindowKey, ConversationWindow] = attrs.field(factory=dict)
     scrub_pending: bool = False
+    unfinished_copy: str | None = None  # the mark of a copy cut off before its last events
 
     def copy(self) -> FakeState:
         return FakeState(**{f.name: _copied(getattr(self, f.name)) for f in attrs.fields(FakeState)})
@@ -193,6 +194,9 @@ class FakeTransaction:
         return StreamEvents(version=self.state.versions.get(stream, 0),
                             events=tuple(self.state.readable(stream=stream)))
 
+    def stream_version(self, stream: str) -> int:
+        return self.state.versions.get(stream, 0)
+
     def read_events(self, after: int = 0, *, stream: str | None = None) -> list[RecordedEvent]:
         return self.state.readable(after, stream)
 
@@ -295,9 +299,20 @@ class FakeEventStore:
         if chains != 1:
             raise IntegrityError(f"the fake log has one chain, not {chains}")
 
-    def append_logged(self, events: Sequence[LoggedEvent]) -> FakeHead:
-        self.write(lambda tx: tx.append_logged(events))
+    def append_logged(self, events: Sequence[LoggedEvent], *, copy_of: str | None = None,
+                      copied: bool = False) -> FakeHead:
+        def work(tx: Any) -> None:
+            if copy_of is not None:
+                tx.state.unfinished_copy = copy_of
+            tx.append_logged(events)
+            if copied:
+                tx.state.unfinished_copy = None
+
+        self.write(work)
         return self.head()
+
+    def unfinished_copy(self) -> str | None:
+        return self.state.unfinished_copy
 
     # --- the Erasure port ----------------------------------------------------------------------
 

@@ -12,13 +12,15 @@ import sys
 import tomllib
 from pathlib import Path
 
+from tests.waits import HANG_GUARD_S
+
 FERMIX = Path(sys.executable).parent / "fermix"
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "fermix_memory"
 
 
 def installed(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(FERMIX), *args], capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run([str(FERMIX), *args], capture_output=True, text=True, timeout=HANG_GUARD_S, check=False)
 
 
 def test_the_layer_folders_are_not_top_level_modules() -> None:
@@ -82,16 +84,16 @@ def test_no_folder_of_the_repository_is_named_like_the_package() -> None:
 def test_the_package_runs_from_the_clone_root_installed_either_way(tmp_path: Path) -> None:
     # As installed by `pip install -e .` (this environment), started from the clone's root.
     editable = subprocess.run([sys.executable, "-m", PACKAGE, "--version"], capture_output=True, text=True,
-                              cwd=ROOT, timeout=120, check=False)
+                              cwd=ROOT, timeout=HANG_GUARD_S, check=False)
     assert editable.returncode == 0 and editable.stdout.startswith("fermix "), editable.stderr
     # As installed by `pip install .`: the package copied into a folder on sys.path, no editable
     # finder (-S skips the .pth files; the dependencies come from site-packages on PYTHONPATH).
     site_dir = installed_layout(tmp_path / "site")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site_dir), *site.getsitepackages()])}
     copied = subprocess.run([sys.executable, "-S", "-m", PACKAGE, "--version"], capture_output=True, text=True,
-                            cwd=ROOT, env=env, timeout=120, check=False)
+                            cwd=ROOT, env=env, timeout=HANG_GUARD_S, check=False)
     assert copied.returncode == 0 and copied.stdout.startswith("fermix "), copied.stderr
     script = "import fermix_memory, fermix_memory.application; print(fermix_memory.__file__)"
     imported = subprocess.run([sys.executable, "-S", "-c", script], capture_output=True, text=True,
-                              cwd=ROOT, env=env, timeout=120, check=False)
+                              cwd=ROOT, env=env, timeout=HANG_GUARD_S, check=False)
     assert imported.returncode == 0 and imported.stdout.startswith(str(site_dir)), imported.stderr

@@ -37,6 +37,7 @@ from fermix_memory.domain.errors import InvalidIdentifier
 from fermix_memory.entrypoints.api import async_memory_system
 from fermix_memory.entrypoints.api.lane import WORKERS, run_sync
 from tests.integration.held_store import memory_on_held_store
+from tests.waits import HANG_GUARD_S
 
 AGENT, OWNER, CONV = "ada", "alice", "discord:42"
 T = TypeVar("T")
@@ -330,7 +331,7 @@ def test_fifty_tasks_append_and_recall_at_once(tmp_path: Path) -> None:
 
             tasks = [asyncio.ensure_future(chat(n)) for n in range(tasks_n)]
             start.set()
-            await asyncio.wait_for(asyncio.gather(*tasks), timeout=120)  # a deadlock fails, not hangs
+            await asyncio.wait_for(asyncio.gather(*tasks), timeout=HANG_GUARD_S)  # a deadlock fails, not hangs
             assert len(acknowledged) == tasks_n * per_task
             stored = {m.id: m.content for c in ["discord:shared", *(f"discord:{n}" for n in range(0, tasks_n, 2))]
                       for m in await memory.messages(AGENT, c)}

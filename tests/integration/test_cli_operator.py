@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import pytest
 from fermix_memory import MemorySystem, ReadOnlyStore
 from fermix_memory.entrypoints import cli
 from tests.cli_runner import leaf_commands, run_cli
+from tests.waits import HANG_GUARD_S
 
 CONFIG_WITH_COMMENTS = """\
 # Operator notes: keep this file in git.
@@ -396,7 +398,7 @@ def test_json_errors_are_json_on_stderr(capsys: pytest.CaptureFixture[str], fill
 
 
 @pytest.mark.parametrize("argv", [
-    (), ("nonsense",), ("memory",), ("memory", "show"), ("memory", "show", "x"), ("events", "log", "--limit", "0"),
+    (), ("nonsense",), ("memory",), ("memory", "show"), ("memory", "show", "x"), ("events", "log", "--limit", "-1"),
     ("setup", "review-interval", "-1"), ("memory", "list", "--bogus"), ("--home", "", "memory", "list"),
 ])
 def test_argument_errors_exit_1_with_one_line(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
@@ -412,10 +414,10 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_python_dash_m_fermix_memory_runs_the_cli(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "fermix_memory", "--home", str(tmp_path / "nohome"),
-                             "events", "verify"], capture_output=True, text=True, timeout=120, check=False)
+                             "events", "verify"], capture_output=True, text=True, timeout=HANG_GUARD_S, check=False)
     assert result.returncode == 1 and "no memory home" in result.stderr
     shown = subprocess.run([sys.executable, "-m", "fermix_memory", "--version"], capture_output=True, text=True,
-                           timeout=120, check=False)
+                           timeout=HANG_GUARD_S, check=False)
     assert shown.returncode == 0 and shown.stdout.startswith("fermix ")
 
 
@@ -462,7 +464,8 @@ def test_import_shows_the_write_phase_on_a_terminal(capsys: pytest.CaptureFixtur
     monkeypatch.setattr(sys, "stderr", terminal)
     assert cli.main(["--home", str(home), "history", "import", str(source)]) == 0
     shown = terminal.getvalue()
-    assert "checking [" in shown and "importing [" in shown and shown.count("3/3\n") == 2
+    assert "checking [" in shown and "importing [" in shown
+    assert len(re.findall(r"\] 3/3\b[^\r\n]*\n", shown)) == 2  # each bar ends once (its rate after the count)
 
 
 def test_verify_and_replay_show_progress_on_a_terminal_and_replay_ends_once(

@@ -32,6 +32,7 @@ from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from fermix_memory.entrypoints.bootstrap import bootstrap
 from tests.integration.loopback_models import LoopbackModelServer, RecordedRequest, Reply
 from tests.manual_clock import TestClock
+from tests.waits import HANG_GUARD_S
 
 pytestmark = pytest.mark.usefixtures("every_store")  # each test on SQLite and on PostgreSQL
 
@@ -178,8 +179,8 @@ def events_of(memory: MemorySystem, cls: type[ev.DomainEvent]) -> list[Any]:
 
 def after_turn(memory: MemorySystem, peak: int | None, *, context_window: int | None = None) -> None:
     memory.after_turn(agent_id=AGENT, owner_id=OWNER, conversation=CONV, peak_prompt_tokens=peak,
-                      context_window=context_window).result(timeout=30)
-    memory.wait_for_background(timeout=30)
+                      context_window=context_window).result(timeout=HANG_GUARD_S)
+    memory.wait_for_background(timeout=HANG_GUARD_S)
 
 
 def before_turn(memory: MemorySystem, *, context_window: int | None = None) -> PreflightResult:
@@ -299,7 +300,7 @@ def test_a_guessed_window_is_logged_once_and_never_when_the_host_names_its_windo
     memory = open_memory(make_config(model.server))
     fill(memory, 2)
     memory.session(agent_id=AGENT, owner_id=OWNER, conversation=CONV, context_window=32_768).after_turn(10).result()
-    memory.wait_for_background(timeout=30)
+    memory.wait_for_background(timeout=HANG_GUARD_S)
     assert "guessed context window" not in caplog.text
     for peak in (10, 11, 12):
         after_turn(memory, peak)

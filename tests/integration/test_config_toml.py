@@ -121,6 +121,45 @@ def test_a_syntax_error_names_the_file_line_and_column(tmp_path: Path) -> None:
     assert error.startswith(f"{path}: TOML syntax error at line 2, column ")
 
 
+CUT_OFF = [
+    ("[fermix_core.memory", "line 1, column 20: a [table] header without its closing ']' (in '[fermix_core.memory')"),
+    ("[fermix_core.memory]\nreview_interval_hours", "line 2, column 22: a key without '= value'"),
+    ("[fermix_core.memory]\nreview_interval_hours =",
+     "line 2, column 24: a key whose value is missing or not a TOML value (text goes in quotes)"
+     " (at key 'review_interval_hours')"),
+    ('[fermix_core.memory]\ndurability = "ful', "line 2, column 18: a string without its closing quote"
+     " (at key 'durability')"),
+]
+
+
+@pytest.mark.parametrize(("text", "said"), CUT_OFF)
+def test_a_file_cut_off_mid_statement_gets_our_message_naming_file_and_line(tmp_path: Path, text: str,
+                                                                           said: str) -> None:
+    path = write(tmp_path / "config.toml", text)
+    assert config_error(path) == f"{path}: TOML syntax error at {said}; the file ends there, as if cut off"
+
+
+def test_every_cut_of_the_default_config_is_settings_or_our_one_line_error(tmp_path: Path) -> None:
+    text = render_default_config().replace("# [[fermix_core.providers]]", "[[fermix_core.providers]]")
+    path = tmp_path / "config.toml"
+    parser_words = ("Expected", "Invalid", "Unclosed", "Unterminated", "(at line")
+    for end in range(0, len(text), 7):
+        path.write_text(text[:end], encoding="utf-8")
+        try:
+            load_settings(path)
+        except ConfigError as error:
+            message = str(error)
+            assert message.startswith(f"{path}: ") and "\n" not in message
+            assert not any(word in message for word in parser_words), message
+
+
+def test_a_syntax_error_never_echoes_a_value(tmp_path: Path) -> None:
+    for text in ('[fermix_core.memory]\ndurability = "sk-live-123456789012345" trailing\n',
+                 "[fermix_core.memory]\nsk-live-123456789012345\n",
+                 '[fermix_core.memory]\nx = "sk-live-123456789012345'):
+        assert "123456789012345" not in config_error(write(tmp_path / "config.toml", text))
+
+
 def test_a_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
     path = tmp_path / "config.toml"
     path.write_bytes(b'[host]\nname = "\xff"\n')

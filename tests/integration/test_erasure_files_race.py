@@ -10,6 +10,7 @@ from fermix_memory import MemorySystem
 from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
 from fermix_memory.entrypoints.bootstrap import bootstrap
 from tests.integration.test_forget import found
+from tests.waits import HANG_GUARD_S
 
 SECRET = "Zanzibarhiddenkey"
 
@@ -52,13 +53,13 @@ def test_forget_racing_a_memory_write_neither_loses_nor_resurrects_prompt_files(
             {"op": "add", "category": "preference", "key": "place", "value": f"Lives at {SECRET}"},),
             kwargs={"agent_id": "ada", "owner_id": "alice"})
         writer.start()
-        assert writing.wait(10)
+        assert writing.wait(HANG_GUARD_S)
         forget = threading.Thread(target=memory.forget_owner, args=("alice",))
         forget.start()
         forget.join(0.5)  # with the lock, the removal waits for the write in flight
         release.set()
-        writer.join(30)
-        forget.join(30)
+        writer.join(HANG_GUARD_S)
+        forget.join(HANG_GUARD_S)
         assert not writer.is_alive() and not forget.is_alive()
         files.held = False
         files_match_the_log(memory, "ada", "alice")
@@ -84,5 +85,5 @@ def test_forget_and_memory_writes_racing_for_many_rounds_keep_files_matching_the
             for t in threads:
                 t.start()
             for t in threads:
-                t.join(60)
+                t.join(HANG_GUARD_S)
             files_match_the_log(memory, "ada", "alice")

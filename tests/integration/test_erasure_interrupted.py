@@ -14,6 +14,7 @@ from fermix_memory import MemorySystem
 from fermix_memory.adapters.sqlite.erasure import SqliteErasure
 from tests.integration.held_store import memory_on_held_store
 from tests.integration.test_forget import found
+from tests.waits import HANG_GUARD_S
 
 SECRETS = ("Quasarlemonpie", "Hiddenmarmotvalley")
 
@@ -60,7 +61,7 @@ def alice_and_bob(home: Path) -> None:
 
 def killed_forget(home: Path, script: str = KILLED_BEFORE_SCRUB) -> None:
     done = subprocess.run([sys.executable, "-c", script, str(home)], capture_output=True, text=True,
-                          timeout=120, check=False)
+                          timeout=HANG_GUARD_S, check=False)
     assert done.returncode == 9, done.stderr
     assert found(home, SECRETS), "the erased text should still be in the files before the next open"
 

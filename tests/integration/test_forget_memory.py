@@ -16,6 +16,7 @@ from fermix_memory.adapters.sqlite.erasure import SqliteErasure
 from tests.cli_runner import run_cli
 from tests.integration.held_store import memory_on_held_store
 from tests.integration.test_forget import found
+from tests.waits import HANG_GUARD_S
 
 pytestmark = pytest.mark.usefixtures("every_store")  # each test on SQLite and on PostgreSQL
 
@@ -196,7 +197,7 @@ with MemorySystem.open(sys.argv[1]) as memory:
 def test_a_forget_killed_before_the_rewrite_is_finished_by_the_next_open(home: Path) -> None:
     row = fill(home)
     done = subprocess.run([sys.executable, "-c", KILLED_BEFORE_SCRUB, str(home), str(row)], capture_output=True,
-                          text=True, timeout=120, check=False)
+                          text=True, timeout=HANG_GUARD_S, check=False)
     assert done.returncode == 9, done.stderr
     assert found(home, ROW_VALUES), "the erased text should still be in the files before the next open"
     with memory_on_held_store(home) as (memory, store):

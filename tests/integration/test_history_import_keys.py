@@ -12,8 +12,7 @@ import pytest
 
 from fermix_memory import MemorySystem
 from fermix_memory.adapters.sqlite.import_keys import SQLITE_IMPORT_KEYS
-from fermix_memory.adapters.sqlite.migrations import IMPORT_KEYED
-from fermix_memory.adapters.sqlite.schema import SCHEMA_VERSION
+from fermix_memory.adapters.sqlite.migrations import IMPORT_KEYED, IMPORT_KEYS_INDEX, MIGRATIONS
 
 pytestmark = pytest.mark.usefixtures("every_store")
 
@@ -99,7 +98,7 @@ def test_a_home_from_before_the_index_gets_it_and_still_skips_what_it_imported(t
                      " DROP TABLE vector_marks; DROP TRIGGER memories_vectors_insert;"
                      " DROP TRIGGER messages_vectors_update; DROP TRIGGER messages_vectors_delete;"
                      " DROP TRIGGER memories_vectors_update; DROP TRIGGER memories_vectors_delete;")
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 3}")
+        conn.execute(f"PRAGMA user_version = {MIGRATIONS.index(IMPORT_KEYS_INDEX)}")  # the version before it
     finally:
         conn.close()
     with MemorySystem.open(tmp_path / "home") as memory:

@@ -20,6 +20,7 @@ from fermix_memory.application.jobs import JobStatus
 from fermix_memory.domain import events as ev
 from tests.integration.store_reads import store_reads
 from tests.integration.test_reviewer_processes import child_env, wait_for
+from tests.waits import HANG_GUARD_S
 
 pytestmark = pytest.mark.usefixtures("every_store")  # one SQLite file, then one PostgreSQL database
 
@@ -70,7 +71,7 @@ def test_four_processes_claiming_the_same_due_jobs_run_each_exactly_once(tmp_pat
                                                  env=child_env())))
     wait_for(lambda: all(ready.exists() or child.poll() is not None for ready, child in children))
     go.touch()
-    results = [(*child.communicate(timeout=120), child.returncode) for _, child in children]
+    results = [(*child.communicate(timeout=HANG_GUARD_S), child.returncode) for _, child in children]
 
     for _out, err, code in results:
         assert code == 0, err

@@ -29,6 +29,7 @@ from fermix_memory.application.settings import settings_from_mapping
 from fermix_memory.application.tool_definitions import tool_definitions
 from fermix_memory.entrypoints.mcp.server import OneSpeaker, build_server, token_sha256
 from tests.cli_runner import run_cli
+from tests.waits import HANG_GUARD_S
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -222,7 +223,7 @@ def test_the_memory_block_prompt_is_what_compose_prompt_puts_in_the_system_messa
 def test_http_refuses_to_start_without_tokens_and_identity_flags_are_for_stdio(tmp_path: Path) -> None:
     home = tmp_path / "home"
     for bind, where in (("8123", "on this machine"), ("0.0.0.0:8123", "non-loopback")):
-        result = run_cli("mcp", "--http", bind, home=home)
+        result = run_cli("mcp", "--http", bind, "--insecure-bind", home=home)
         assert result.returncode == 1 and where in result.stderr and "mcp_tokens" in result.stderr
     result = run_cli("mcp", "--http", "8123", "--owner", "bob", home=home)
     assert result.returncode == 1 and "each token says who speaks" in result.stderr
@@ -234,6 +235,44 @@ def test_http_refuses_to_start_without_tokens_and_identity_flags_are_for_stdio(t
                                       'agent_id = "ada"\nowner_id = "alice"\n', encoding="utf-8")
     result = run_cli("mcp", "--http", "8123", home=home)
     assert result.returncode == 1 and "NO_SUCH_MCP_TOKEN_VAR is not set" in result.stderr
+
+
+def with_a_token(home: Path) -> Path:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(f'[[fermix_core.mcp_tokens]]\nname = "ci"\nsha256 = "{token_sha256("s")}"\n'
+                                      'agent_id = "ada"\nowner_id = "alice"\n', encoding="utf-8")
+    return home
+
+
+def test_http_on_a_busy_port_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    home = with_a_token(tmp_path / "home")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "fermix_memory", "--home", str(home), "mcp", "--http",
+                                 str(port)], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                timeout=HANG_GUARD_S)  # a hang guard only
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == f"fermix: error: cannot listen on 127.0.0.1:{port}: the port is already in use by" \
+                            " another program; choose another with --http\n"
+
+
+@pytest.mark.parametrize("bind", ["0.0.0.0:8123", "[::]:8123", "192.0.2.7:8123", "example.org:8123"])
+def test_http_on_a_non_loopback_address_needs_insecure_bind_and_says_why(tmp_path: Path, bind: str) -> None:
+    assert "--insecure-bind" in run_cli("mcp", "--help").stdout  # first: a server that did start would not return
+    home = with_a_token(tmp_path / "home")
+    result = run_cli("mcp", "--http", bind, home=home)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    assert "non-loopback address" in result.stderr and "no TLS" in result.stderr
+    assert "--insecure-bind" in result.stderr
+
+
+def test_http_on_an_address_this_machine_lacks_is_one_line(tmp_path: Path) -> None:
+    home = with_a_token(tmp_path / "home")
+    result = run_cli("mcp", "--http", "192.0.2.7:8123", "--insecure-bind", home=home)  # TEST-NET-1: never ours
+    assert result.returncode == 1 and result.stderr.startswith("fermix: error: cannot listen on 192.0.2.7:8123: ")
+    assert result.stderr.count("\n") == 1
 
 
 def free_port() -> int:
@@ -270,7 +309,7 @@ owner_id = "bob"
             "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
         headers = {"Accept": "application/json, text/event-stream"}
         with httpx.Client(trust_env=False, timeout=5) as http:
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + HANG_GUARD_S
             while True:
                 try:
                     anonymous = http.post(url, json=hello, headers=headers)
@@ -297,7 +336,7 @@ owner_id = "bob"
         run(test)
     finally:
         server.terminate()
-        server.wait(timeout=30)
+        server.wait(timeout=HANG_GUARD_S)
     with MemorySystem.open(home) as memory:
         (row,) = memory.memories(agent_id="ada", owner_id="alice")
         assert row.scope_id.startswith("mcp:alice-laptop")
@@ -349,7 +388,7 @@ def test_fermix_mcp_without_the_extra_names_it(tmp_path: Path) -> None:
               "from fermix_memory.entrypoints import cli\n"
               "sys.exit(cli.main(sys.argv[1:]))\n")
     done = subprocess.run([sys.executable, "-c", script, "--home", str(tmp_path / "home"), "mcp"],
-                          capture_output=True, text=True, timeout=120, check=False)
+                          capture_output=True, text=True, timeout=HANG_GUARD_S, check=False)
     assert done.returncode == 1, done.stderr
     (line,) = done.stderr.splitlines()
     assert line.startswith("fermix: error: ") and "pip install 'fermix-memory[mcp]'" in line

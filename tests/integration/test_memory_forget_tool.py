@@ -1,5 +1,6 @@
-"""The model tool ``memory_forget``: off unless enabled; archives (guest) or erases (operator,
-when configured) a row the caller may see; every refusal is recorded."""
+"""The model tool ``memory_forget``: off unless enabled; archives a row the caller may see, or,
+when configured, erases it on an operator's request or on the owner's own request about their
+own fact (and says which); every refusal is recorded."""
 
 from __future__ import annotations
 
@@ -98,9 +99,10 @@ def test_a_guest_cannot_forget_another_owners_row_and_the_refusal_is_recorded(ho
 def test_an_operators_call_erases_when_configured_and_a_guests_only_archives(home: Path, tmp_path: Path) -> None:
     with open_memory(home, "erase") as memory:
         alice, _ = rows(memory)
-        [other] = memory.write_memory({"op": "add", "category": "interest", "key": "tea", "value": "Likes Sencha"},
+        [other] = memory.write_memory({"op": "add", "category": "context", "key": "tea", "value": "Likes Sencha"},
                                       agent_id="ada", owner_id="alice", trust="operator")
-        assert forget(memory, other.memory_id)["status"] == "archived"  # a guest: archived only
+        # The agent's working knowledge (agent-scoped), not her own fact: a guest's call archives it.
+        assert forget(memory, other.memory_id)["status"] == "archived"
         assert memory.memory(other.memory_id).archived  # type: ignore[arg-type]
         assert forget(memory, alice, trust="operator") == {"ok": True, "status": "erased", "id": alice}
         with pytest.raises(NotFound):
@@ -129,4 +131,37 @@ def test_the_async_api_and_the_mcp_server_offer_the_tool_when_enabled(home: Path
                 assert answer.structured_content is not None and answer.structured_content["status"] == "archived"
 
         anyio.run(listed)
+        assert memory.memory(alice).archived
+
+
+def test_the_owner_asking_about_their_own_fact_erases_it_and_is_told_so(home: Path, tmp_path: Path) -> None:
+    with open_memory(home, "erase") as memory:
+        alice, bob = rows(memory)
+        stored = memory.dispatch_tool("memory_store", {"key": "gate", "value": "Gate code Pangolinkey"},
+                                      agent_id="ada", owner_id="alice", conversation="telegram:alice")
+        for row in (alice, stored["id"]):  # her profile, and a note of the conversation she is in
+            assert forget(memory, row) == {"ok": True, "status": "erased", "id": row}
+            with pytest.raises(NotFound):
+                memory.memory(row)
+        assert not any(word in repr(r.event) for r in memory.events() for word in ("Yerbamate", "Pangolinkey"))
+        assert "Yerbamate" not in memory.prompt_file("ada", "alice", "user_md").read_text(encoding="utf-8")
+        assert memory.memory(bob).archived is False
+        [record, _] = [r.event for r in memory.events() if r.event.kind == "memory.forgotten"]
+        assert (record.memory_id, record.owner_id, record.provenance.source_id) == (alice, "alice", "memory_forget")
+        verified = memory.verify()
+        assert verified.ok, verified.problem
+        assert memory.replay_into(tmp_path / "replayed")["identical"]
+
+
+def test_every_other_request_only_archives(home: Path) -> None:
+    with open_memory(home, "erase") as memory:
+        job = memory.dispatch_tool("memory_store", {"key": "feed", "value": "Feed Kestrelnews"}, agent_id="ada",
+                                   owner_id="alice", job_source_id="job:digest")
+        ran = memory.dispatch_tool("memory_forget", {"id": job["id"]}, agent_id="ada", owner_id="alice",
+                                   trust="operator", job_source_id="job:digest")
+        assert ran == {"ok": True, "status": "archived", "id": job["id"]}  # a job run's row: restorable
+        assert memory.memory(job["id"]).archived
+    with open_memory(home, "archive") as memory:
+        alice, _ = rows(memory)
+        assert forget(memory, alice) == {"ok": True, "status": "archived", "id": alice}  # erasing is not enabled
         assert memory.memory(alice).archived

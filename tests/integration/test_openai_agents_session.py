@@ -27,6 +27,7 @@ from fermix_memory.domain.conversation_window import RetractionRefused
 from fermix_memory.domain.fence import CLOSE_TAG, OPEN_TAG
 from fermix_memory.domain.values import Role
 from fermix_memory.openai_agents import FermixAgentsSession, memory_instructions, memory_tools
+from tests.waits import HANG_GUARD_S
 
 AGENT, OWNER = "ada", "alice"
 NO_TRACES = RunConfig(tracing_disabled=True)
@@ -167,7 +168,7 @@ def test_a_batch_that_does_not_end_in_a_reply_is_not_reviewed(memory: MemorySyst
     asyncio.run(s.add_items([{"role": "user", "content": "I live in Rome"}]))  # type: ignore[list-item]
     memory.wait_for_background()
     assert "Rome" not in user_md(memory), "no reply yet: the turn is not over"
-    s.after_turn(peak_prompt_tokens=100).result(timeout=30)
+    s.after_turn(peak_prompt_tokens=100).result(timeout=HANG_GUARD_S)
     memory.wait_for_background()
     assert "Rome" in user_md(memory)
 

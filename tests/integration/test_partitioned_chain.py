@@ -22,6 +22,7 @@ from fermix_memory.domain.log_chain import GENESIS_HASH, ChainCheck, Head, check
 from fermix_memory.domain.values import Scope, ScopeType
 from tests.contract.conftest import added, message, replaced
 from tests.integration.test_postgres_store import config, sql
+from tests.waits import HANG_GUARD_S
 
 CHAINS = 16
 
@@ -304,7 +305,7 @@ def test_a_write_whose_notification_was_lost_still_reaches_the_other_process(
 
 
 def _until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + HANG_GUARD_S
     while not condition():
         assert time.monotonic() < deadline, f"not within 10 s: {what}"
         time.sleep(0.01)

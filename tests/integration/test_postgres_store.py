@@ -22,6 +22,7 @@ from fermix_memory.application.streams import chain_for
 from fermix_memory.domain.log_chain import GENESIS_HASH, chain_hash, checkpoint_hash
 from tests.cli_runner import run_cli
 from tests.postgres_server import PostgresServer
+from tests.waits import HANG_GUARD_S
 
 FERMIX = Path(sys.executable).parent / "fermix"
 HOSTILE = ["a & b | !c:* <-> d", "'quoted' \"double\" (paren", "\\ backslash :* ''", "*", "!!!", "NEAR(a b)",
@@ -232,7 +233,7 @@ class Host:
         self.process.stdin.write(line + "\n")
         self.process.stdin.flush()
         answer = self.process.stdout.readline()
-        assert answer, f"the host at {self.home} ended: {self.process.communicate(timeout=30)[1]}"
+        assert answer, f"the host at {self.home} ended: {self.process.communicate(timeout=HANG_GUARD_S)[1]}"
         return dict(json.loads(answer))
 
     def close(self) -> None:
@@ -240,7 +241,7 @@ class Host:
             assert self.process.stdin is not None
             self.process.stdin.close()
             try:
-                self.process.wait(timeout=30)
+                self.process.wait(timeout=HANG_GUARD_S)
             finally:
                 if self.process.poll() is None:
                     self.process.kill()
@@ -264,7 +265,7 @@ def test_a_fact_written_on_one_host_shows_in_another_hosts_prompt_and_user_md_wi
         def set_on_a_then_see_on_b(city: str) -> dict[str, Any]:
             done = subprocess.run([str(FERMIX), "--home", str(home_a), "memory", "set", "--agent", "ada", "--owner",
                                    "alice", "--category", "identity", "--key", "home city", f"Lives in {city}"],
-                                  capture_output=True, text=True, env=env, timeout=60, check=False)
+                                  capture_output=True, text=True, env=env, timeout=HANG_GUARD_S, check=False)
             assert done.returncode == 0, done.stderr
             seen: dict[str, Any] = {}
 
@@ -291,7 +292,7 @@ def test_a_fact_written_on_one_host_shows_in_another_hosts_prompt_and_user_md_wi
 
 def _until(condition: Any, what: str) -> None:
     """Poll ``condition`` until it holds (a notification is asynchronous); fail after 10 s."""
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + HANG_GUARD_S
     while not condition():
         assert time.monotonic() < deadline, f"not within 10 s: {what}"
         time.sleep(0.01)

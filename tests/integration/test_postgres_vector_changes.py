@@ -11,6 +11,7 @@ import pytest
 
 from fermix_memory import MemorySystem
 from tests.integration.test_postgres_store import config, sql
+from tests.waits import HANG_GUARD_S
 
 
 def changes(url: str) -> int:
@@ -39,7 +40,7 @@ def test_a_vector_written_while_another_writer_holds_a_later_one_moves_the_count
         writer.start()
         assert not done.wait(0.3)  # it waits for its turn on the count's row
         first.commit()
-        writer.join(10)
+        writer.join(HANG_GUARD_S)
         assert done.is_set()
     finally:
         first.close()

@@ -36,6 +36,7 @@ from fermix_memory.domain.memory_evolution import evolve_memory
 from fermix_memory.domain.values import ConversationKey
 from tests.integration.loopback_models import LoopbackModelServer
 from tests.manual_clock import START, TestClock
+from tests.waits import HANG_GUARD_S
 
 AGENT, CONV, OTHER = "ada", "telegram:1", "telegram:2"
 Pair = tuple[str, str]
@@ -83,10 +84,10 @@ def home(tmp_path_factory: pytest.TempPathFactory, openai_server: LoopbackModelS
         say("alice", "I moved to Rome")
         openai_server.always(openai_server.error(503))
         assert m.review_now(agent_id=AGENT, owner_id="alice", conversation=CONV)[0].status == "failed"
-        assert m.after_turn(agent_id=AGENT, owner_id="alice", conversation=CONV).result(timeout=30).status \
+        assert m.after_turn(agent_id=AGENT, owner_id="alice", conversation=CONV).result(timeout=HANG_GUARD_S).status \
             == "skipped"
         clock.advance(hours=30)
-        assert m.after_turn(agent_id=AGENT, owner_id="bob", conversation=CONV).result(timeout=30).status \
+        assert m.after_turn(agent_id=AGENT, owner_id="bob", conversation=CONV).result(timeout=HANG_GUARD_S).status \
             == "failed"
         # A conversation's window: compacted, a failed compaction (back-off), then cleared elsewhere.
         openai_server.always(openai_server.ok("Nothing to save."))

@@ -33,6 +33,7 @@ from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.rendering import render_memory_md, render_user_md, renders
 from fermix_memory.domain.values import Category, PromoteTarget, ScopeType
 from tests.integration.held_store import memory_on_held_store
+from tests.waits import HANG_GUARD_S
 
 pytestmark = pytest.mark.usefixtures("every_store")  # each test on SQLite and on PostgreSQL
 
@@ -602,7 +603,7 @@ def test_a_second_process_crashing_between_commit_and_file_write_is_repaired(hom
     with MemorySystem.open(home) as m:
         add(m, "identity", "name", "Alice")
     crashed = subprocess.run([sys.executable, "-c", _CRASH_SCRIPT, str(home), where], capture_output=True,
-                             text=True, timeout=120, check=False)
+                             text=True, timeout=HANG_GUARD_S, check=False)
     assert crashed.returncode == 9, crashed.stderr
     assert "Lisbon" not in (home / "memory" / AGENT / OWNER / "USER.md").read_text(encoding="utf-8")
 
@@ -678,7 +679,7 @@ def test_a_reader_only_ever_sees_complete_renderings(memory: MemorySystem) -> No
     for t in threads:
         t.start()
     for t in threads:
-        t.join(120)
+        t.join(HANG_GUARD_S)
     assert not errors and not any(t.is_alive() for t in threads)
     assert len(seen) > 10 and len(set(seen)) > 5  # the reader really ran alongside the writes
     every_revision = {r.content for r in memory.resource_history("user_md", agent_id=AGENT, owner_id=OWNER)}
@@ -688,9 +689,12 @@ def test_a_reader_only_ever_sees_complete_renderings(memory: MemorySystem) -> No
 
 
 _DEADLOCK_SCRIPT = textwrap.dedent("""
-    import os, sys, threading, time
+    import faulthandler, sys, threading
     from fermix_memory import MemorySystem
 
+    # A hang guard, not a time limit: only a deadlock reaches it, and then every thread's stack
+    # is printed (the writers stuck, and where) before the process exits.
+    faulthandler.dump_traceback_later(float(sys.argv[2]), exit=True)
     m = MemorySystem.open(sys.argv[1])
     def work(t, r):
         for i in range(20):
@@ -700,22 +704,19 @@ _DEADLOCK_SCRIPT = textwrap.dedent("""
         threads = [threading.Thread(target=work, args=(t, r), daemon=True) for t in range(6)]
         for t in threads:
             t.start()
-        deadline = time.monotonic() + 8
         for t in threads:
-            t.join(max(0.01, deadline - time.monotonic()))
-        if any(t.is_alive() for t in threads):
-            print(f"writers stuck in round {r}", flush=True)
-            os._exit(3)
+            t.join()  # until every writer of the round is done: the condition, however long load makes it
     m.close()
+    faulthandler.cancel_dump_traceback_later()
     print("ok")
 """)
 
 
 def test_concurrent_writers_to_one_owner_never_deadlock(home: Path) -> None:
-    # In a subprocess so that a deadlock fails the test instead of hanging the suite.
-    result = subprocess.run([sys.executable, "-c", _DEADLOCK_SCRIPT, str(home)], capture_output=True, text=True,
-                            timeout=300, check=False)
-    assert result.returncode == 0 and result.stdout.strip() == "ok", (result.stdout, result.stderr[-2000:])
+    # In a subprocess so that a deadlock fails the test (the child's hang guard) instead of hanging the suite.
+    result = subprocess.run([sys.executable, "-c", _DEADLOCK_SCRIPT, str(home), str(HANG_GUARD_S)],
+                            capture_output=True, text=True, timeout=2 * HANG_GUARD_S, check=False)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", (result.stdout, result.stderr[-4000:])
 
 
 def test_files_are_utf8_with_newlines_only(memory: MemorySystem) -> None:

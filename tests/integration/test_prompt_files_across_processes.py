@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
+from tests.waits import HANG_GUARD_S
 
 pytest.importorskip("fcntl")
 
@@ -48,8 +49,8 @@ def test_a_sync_in_another_process_holds_back_this_processes_writes_and_removals
         assert holder.stdin is not None
         holder.stdin.write("go\n")
         holder.stdin.flush()
-        assert done.wait(30), "released by the other process, this one goes on"
-        worker.join(30)
+        assert done.wait(HANG_GUARD_S), "released by the other process, this one goes on"
+        worker.join(HANG_GUARD_S)
         assert files.read("ada", "alice", "user_md") is None
     finally:
         holder.kill()

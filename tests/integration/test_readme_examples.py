@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.waits import HANG_GUARD_S
+
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 
@@ -85,7 +87,7 @@ def test_the_readme_examples_pass_mypy_strict_and_a_mistyped_host_does_not(tmp_p
     mistyped.write_text(MISTYPED, encoding="utf-8")
     mypy = Path(sys.executable).parent / "mypy"
     done = subprocess.run(["bash", str(ROOT / ".ci" / "typecheck"), *map(str, [*files, mistyped])],
-                          capture_output=True, text=True, timeout=300, check=False,
+                          capture_output=True, text=True, timeout=HANG_GUARD_S, check=False,  # a hang guard only
                           env={**os.environ, "MYPY": str(mypy), "MYPY_CACHE_DIR": str(ROOT / ".mypy_cache")})
     # By file name: a file mypy finds unchanged in its cache is reported from there, under the
     # path it had when it was checked (an earlier run's temporary folder).

@@ -43,6 +43,7 @@ from tests.integration.loopback_models import (
     refusing,
 )
 from tests.manual_clock import TestClock
+from tests.waits import HANG_GUARD_S
 
 pytestmark = pytest.mark.usefixtures("every_store")  # each test on SQLite and on PostgreSQL
 
@@ -105,7 +106,7 @@ def say(memory: MemorySystem, text: str, *, role: str = "user", trust: str = "op
 
 
 def background(memory: MemorySystem, conversation: str = CONV) -> ReviewResult:
-    return memory.after_turn(agent_id=AGENT, owner_id=OWNER, conversation=conversation).result(timeout=30)
+    return memory.after_turn(agent_id=AGENT, owner_id=OWNER, conversation=conversation).result(timeout=HANG_GUARD_S)
 
 
 def review_now(memory: MemorySystem, conversation: str | None = CONV) -> list[ReviewResult]:
@@ -733,7 +734,7 @@ def test_after_turn_returns_before_the_slow_reply_completes(
     returned_at = time.monotonic()
     done_at_return = future.done()
 
-    result = future.result(timeout=30)
+    result = future.result(timeout=HANG_GUARD_S)
     assert result.status == "completed"
     assert not done_at_return
     [arrival] = arrived
@@ -757,7 +758,7 @@ def test_after_turn_called_again_while_queued_does_not_queue_a_second_review(
     futures = [memory.after_turn(agent_id=AGENT, owner_id=OWNER, conversation=CONV) for _ in range(5)]
     gate.set()
 
-    results = [f.result(timeout=30) for f in [first, *futures]]
+    results = [f.result(timeout=HANG_GUARD_S) for f in [first, *futures]]
 
     assert len({id(f) for f in futures}) == 1
     assert [r.status for r in results] == ["completed"] * 6
@@ -789,7 +790,7 @@ def test_a_crashing_reviewer_never_raises_from_after_turn_and_releases_its_claim
 
     future = memory.after_turn(agent_id=AGENT, owner_id=OWNER, conversation=CONV)  # must not raise
 
-    error = future.exception(timeout=30)
+    error = future.exception(timeout=HANG_GUARD_S)
     assert isinstance(error, RuntimeError) and "provider bug" in str(error)
     assert exploding.calls == 1
     [failed] = events(memory, "review.failed")
@@ -849,7 +850,7 @@ def test_an_unexpected_error_while_applying_releases_the_claim(
 
     with monkeypatch.context() as patch:
         patch.setattr(MemoryWriter, "apply_in", broken_apply_in)
-        error = memory.after_turn(agent_id=AGENT, owner_id=OWNER, conversation=CONV).exception(timeout=30)
+        error = memory.after_turn(agent_id=AGENT, owner_id=OWNER, conversation=CONV).exception(timeout=HANG_GUARD_S)
     assert isinstance(error, RuntimeError)
 
     assert memory_events(memory) == []
@@ -880,13 +881,13 @@ def test_a_review_whose_expired_claim_was_taken_over_writes_nothing(
     worker = threading.Thread(target=lambda: outcome.extend(review_now(slow)))
     worker.start()
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + HANG_GUARD_S
         while not openai_server.requests and time.monotonic() < deadline:
             time.sleep(0.01)
         [taken_over] = review_now(late)
     finally:
         gate.set()
-        worker.join(30)
+        worker.join(HANG_GUARD_S)
 
     assert (taken_over.status, taken_over.applied) == ("completed", 1)
     [lost] = outcome

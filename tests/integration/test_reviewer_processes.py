@@ -26,6 +26,7 @@ from fermix_memory.application.reviewer_prompt import parse_review_input
 from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from tests.cli_runner import CliResult, run_cli
 from tests.integration.loopback_models import LoopbackModelServer, RecordedRequest
+from tests.waits import HANG_GUARD_S
 
 FERMIX = Path(sys.executable).parent / "fermix"
 AGENT, OWNER, CONV = "ada", "alice", "telegram:1"
@@ -146,7 +147,7 @@ def test_four_processes_started_together_make_exactly_one_review(
                                                  env=child_env())))
     wait_for(lambda: all(ready.exists() for ready, _ in children))
     go.touch()
-    results = [(*child.communicate(timeout=60), child.returncode) for _, child in children]
+    results = [(*child.communicate(timeout=HANG_GUARD_S), child.returncode) for _, child in children]
 
     for _out, err, code in results:
         assert code == 0, err
@@ -171,7 +172,7 @@ def test_two_installed_fermix_commands_at_once_make_exactly_one_review(
 
     children = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
                 for _ in range(2)]
-    results = [(*child.communicate(timeout=60), child.returncode) for child in children]
+    results = [(*child.communicate(timeout=HANG_GUARD_S), child.returncode) for child in children]
 
     for _out, err, code in results:
         assert code == 0, err
@@ -200,7 +201,7 @@ def test_a_claim_left_by_a_killed_process_expires_and_a_new_review_runs(
         wait_for(lambda: len(openai_server.requests) == 1 or child.poll() is not None)
         assert child.poll() is None, child.communicate()
         os.kill(child.pid, signal.SIGKILL)
-        child.communicate(timeout=30)
+        child.communicate(timeout=HANG_GUARD_S)
     finally:
         if child.poll() is None:
             child.kill()

@@ -18,6 +18,7 @@ from fermix_memory.application.errors import ConcurrencyConflict
 from fermix_memory.application.ports import RecordedEvent
 from fermix_memory.domain.memory import Memory
 from tests.contract.conftest import message
+from tests.waits import HANG_GUARD_S
 
 
 def test_the_memory_columns_are_named_once_by_the_memory_fields(tmp_path: Path) -> None:
@@ -135,30 +136,30 @@ def test_a_writer_and_a_close_waiting_behind_a_batch_in_flight_go_on_when_it_com
 
     leader = threading.Thread(target=write, args=("leader", held))
     leader.start()
-    assert inside.wait(30)
+    assert inside.wait(HANG_GUARD_S)
     follower = threading.Thread(target=write, args=("follower", lambda tx: tx.append("next", [message("next")])))
     follower.start()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + HANG_GUARD_S
     while store.queued_writes() == 0 and time.monotonic() < deadline:
         inside.wait(0.001)  # until the follower is queued behind the batch in flight
     assert store.queued_writes() == 1
     release.set()
     for t in (leader, follower):
-        t.join(30)
+        t.join(HANG_GUARD_S)
     assert answers == {"leader": [1], "follower": [2]}
 
     inside.clear()
     release.clear()
     leader = threading.Thread(target=write, args=("last", held))
     leader.start()
-    assert inside.wait(30)
+    assert inside.wait(HANG_GUARD_S)
     closer = threading.Thread(target=store.close)
     closer.start()
     closer.join(0.05)
     assert closer.is_alive()  # the batch in flight holds the writer: the close waits for it
     release.set()
     for t in (leader, closer):
-        t.join(30)
+        t.join(HANG_GUARD_S)
     assert not leader.is_alive() and not closer.is_alive()
     assert answers["last"] == [3]
     reopened = SqliteEventStore(tmp_path / "memory.db")

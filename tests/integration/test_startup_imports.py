@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.waits import HANG_GUARD_S
+
 SCRIPT = """
 import sys
 from pathlib import Path
@@ -26,7 +28,7 @@ print(sorted(name for name in sys.modules if name.split(".")[0] in EMBEDDING
 
 def test_an_offline_home_starts_without_the_http_providers_or_the_embedding_model(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "home")], capture_output=True, text=True,
-                          timeout=120, check=True)
+                          timeout=HANG_GUARD_S, check=True)
     assert done.stdout.split("\n")[-3:] == ["[]", "[]", ""], done.stdout
 
 

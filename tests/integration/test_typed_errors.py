@@ -243,9 +243,11 @@ def test_every_limit_means_the_same_negative_refused_zero_nothing(memory: Memory
 
 @on_every_store
 def test_closing_with_a_review_queued_answers_its_future_with_a_typed_error(tmp_path: Path) -> None:
-    """Not a CancelledError: a host waiting on the review's future catches FermixError alone."""
+    """Not a CancelledError: a host waiting on the review's future catches FermixError alone.
+    (``close_wait_s = 0``: closing does not run the queued review, it records it.)"""
     worker, started, gate = BackgroundWorker("test-held"), threading.Event(), threading.Event()
-    memory = MemorySystem(bootstrap(tmp_path / "home", background=worker))
+    memory = MemorySystem(bootstrap(tmp_path / "home", background=worker,
+                                    config={"fermix_core": {"timeouts": {"close_wait_s": 0}}}))
     memory.append_message(**MESSAGE)
     held = worker.submit(("held",), lambda: started.set() or gate.wait())
     assert started.wait(10)  # the worker is busy: the review waits in the queue
@@ -263,8 +265,9 @@ def test_closing_with_a_review_queued_answers_its_future_with_a_typed_error(tmp_
     assert issubclass(MemoryClosed, StorageError) and issubclass(MemoryClosed, FermixError)
     with pytest.raises(MemoryClosed, match="closed"):
         memory.after_turn(agent_id=AGENT, owner_id=OWNER_ID, conversation=CONV)
-    with MemorySystem.open(tmp_path / "home") as reopened:  # the review was dropped, not half done
+    with MemorySystem.open(tmp_path / "home") as reopened:  # the review was left, not half done
         assert reopened.awaiting_review() == [(AGENT, OWNER_ID, ConversationKey("telegram", "42"))]
+        assert [e.event.reason for e in reopened.events() if e.event.kind == "review.skipped"] == ["left_at_close"]
 
 
 @on_every_store

@@ -223,7 +223,7 @@ def test_the_demo_question_finds_the_home_city_by_meaning_and_hybrid(memory: Mem
 def test_a_search_by_meaning_ranks_by_closeness_and_gives_ties_to_the_newer_message(
         memory: MemorySystem, embedder: ConceptEmbedder) -> None:
     """Messages of the same text tie: the newer comes first; a limit cuts inside a tie exactly as
-    a full sort of the scope would."""
+    a full sort of the scope would; a text less similar than the floor is no hit."""
     said = ["the kitchen tap drips again", "I live in Berlin", "my home city is Berlin"]
     closeness = {}
     query = embedder.embed(["where does the user live"])[0]
@@ -237,8 +237,10 @@ def test_a_search_by_meaning_ranks_by_closeness_and_gives_ties_to_the_newer_mess
                                          sender="alice", content=text)
         written.append((appended, text))
     memory.fill_vectors()
-    expected = [i for i, _ in sorted(written, key=lambda w: (-closeness[w[1]], -w[0]))]
-    for limit in (1, 5, 13, 14, 30, 40):
+    floor = memory.settings.memory.recall_min_similarity
+    assert closeness[said[0]] < floor <= closeness[said[1]]  # the kitchen tap is no hit
+    expected = [i for i, text in sorted(written, key=lambda w: (-closeness[w[1]], -w[0])) if closeness[text] >= floor]
+    for limit in (1, 5, 13, 14, 26, 30, 40):
         hits = memory.recall("where does the user live", limit=limit, agent_id=AGENT, owner_id="alice",
                              conversation=CONV, source="history", mode="semantic")
         assert [h.message.id for h in hits.messages] == expected[:limit], limit
@@ -307,7 +309,7 @@ def test_the_demo_question_finds_the_home_city_with_the_real_model(home: Path, m
     assert "nothing found" in fermix(*search, home=home).stdout
     found = fermix(*search, "--mode", "hybrid", home=home)
     assert found.returncode == 0, found.stderr
-    assert found.stdout.splitlines()[0].endswith("home_city = Berlin")
+    assert found.stdout.splitlines()[0].startswith("memory 1 (owner:alice): home_city = Berlin  [similarity 0.")
     # As a host's memory chooses it (the run turns it off): with the extra installed, recall by meaning
     # is the default of the API and the CLI, unless the home's settings turn it off.
     monkeypatch.delenv(RECALL_BY_MEANING_ENV)
@@ -316,7 +318,7 @@ def test_the_demo_question_finds_the_home_city_with_the_real_model(home: Path, m
         assert memory.recall("where does the user live", **ask).memories[0].memory.value == "Berlin"  # type: ignore[arg-type]
     found = fermix(*search, home=home)
     assert found.returncode == 0, found.stderr
-    assert found.stdout.splitlines()[0].endswith("home_city = Berlin")
+    assert found.stdout.splitlines()[0].startswith("memory 1 (owner:alice): home_city = Berlin  [similarity 0.")
     (home / "config.toml").write_text("[fermix_core.memory]\nrecall_by_meaning = false\n", encoding="utf-8")
     assert "nothing found" in fermix(*search, home=home).stdout
 

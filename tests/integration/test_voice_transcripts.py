@@ -23,6 +23,7 @@ from fermix_memory.application.message_input import InvalidMessage
 from fermix_memory.domain.values import ConversationKey, Role, Trust
 from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from tests.integration.loopback_models import LoopbackModelServer
+from tests.waits import HANG_GUARD_S
 
 AGENT, OWNER, DEVICE = "ada", "rosa", "kitchen-speaker"
 PERSIST = {"fermix_core": {"realtime": {"persist_transcripts": True}}}
@@ -107,7 +108,7 @@ def test_voice_turns_feed_the_background_reviewer(open_memory: Callable[..., Mem
     memory = open_memory(PERSIST)
     transcript(memory, "user", "I live in Lisbon.")
     result = memory.after_turn(agent_id=AGENT, owner_id=OWNER,
-                               conversation=ConversationKey("realtime", DEVICE)).result(timeout=30)
+                               conversation=ConversationKey("realtime", DEVICE)).result(timeout=HANG_GUARD_S)
     assert result.status == "completed" and result.applied == 1
     [row] = memory.memories(agent_id=AGENT, owner_id=OWNER)
     assert (row.key, row.value) == ("home_city", "Lisbon")

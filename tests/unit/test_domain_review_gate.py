@@ -108,3 +108,20 @@ def test_completion_moves_the_reviewed_mark_and_a_lost_claim_applies_nothing() -
     after = gate.evolve(given(claimed(), failed(), claimed(claim_id="c1")), event)
     assert (after.reviewed_up_to_id, after.last_review_at, after.retry_after, after.claim_id) == (3, T0, None, None)
     assert reasons(gate.decide_complete(given(claimed(claim_id="other")), cmd)) == ["claim_lost"]
+
+
+def test_a_due_review_left_at_close_is_recorded_once_and_a_later_claim_clears_it() -> None:
+    [event] = gate.decide_left_at_close(given(), claim())
+    assert event == skipped(gate.LEFT_AT_CLOSE)
+    assert gate.decide_left_at_close(given(event), claim()) == []  # recorded already
+    assert gate.evolve(given(event), claimed()).last_skip_reason is None
+
+
+@pytest.mark.parametrize("history, command", [
+    ((completed(up_to=5),), claim(last_user=5)),  # nothing new: it would have skipped
+    ((claimed(), completed(up_to=3)), claim(T0 + timedelta(hours=1))),  # under the interval
+    ((claimed(),), claim(T0 + timedelta(seconds=1))),  # another process's live claim runs it
+])
+def test_a_review_left_at_close_that_was_not_due_is_not_recorded(
+        history: tuple[ev.DomainEvent, ...], command: gate.ClaimReview) -> None:
+    assert gate.decide_left_at_close(given(*history), command) == []

@@ -16,11 +16,12 @@ from fermix_memory.domain.scopes import (
     Reader,
     RecallScope,
     WriterKind,
+    erases_on_request,
     history_filter,
     memory_filter,
     write_scope,
 )
-from fermix_memory.domain.values import Category, ConversationKey, Scope, ScopeType
+from fermix_memory.domain.values import Category, ConversationKey, Scope, ScopeType, Trust
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -248,3 +249,21 @@ def test_a_key_that_can_be_built_has_a_scope_id() -> None:
 def test_every_valid_conversation_key_makes_a_valid_scope() -> None:
     key = ConversationKey("telegram", "\U0001f600" * 256)
     assert Scope.conversation(key).id == key.scope_id
+
+
+def test_a_request_erases_the_owners_own_fact_and_an_operators_and_archives_the_rest() -> None:
+    here = ConversationKey("tg", "1")
+    alice = Reader(agent_id="ada", owner_id="alice", conversation=here)
+    profile, note = row("ada", "alice", ScopeType.OWNER, "alice"), row("ada", "alice", ScopeType.CONVERSATION,
+                                                                        here.scope_id)
+    working, other_note = row("ada", "alice", ScopeType.AGENT, "ada"), row(
+        "ada", "alice", ScopeType.CONVERSATION, ConversationKey("tg", "2").scope_id)
+    assert erases_on_request(profile, alice, Trust.GUEST) and erases_on_request(note, alice, Trust.GUEST)
+    assert not erases_on_request(working, alice, Trust.GUEST) and not erases_on_request(other_note, alice, Trust.GUEST)
+    assert all(erases_on_request(r, alice, Trust.OPERATOR) for r in (profile, note, working, other_note))
+    for reader in (Reader(agent_id="ada", owner_id="bob", conversation=here),  # not the owner
+                   Reader(agent_id="max", owner_id="alice", conversation=here),  # another agent's
+                   Reader(agent_id="ada", owner_id="alice", job_source_id="job:j")):  # a job run
+        for trust in Trust:
+            assert not erases_on_request(profile, reader, trust), (reader, trust)
+    assert not erases_on_request(note, Reader(agent_id="ada", owner_id="alice"), Trust.GUEST)  # no conversation

@@ -13,6 +13,7 @@ from fermix_memory.application.ports import BULK_EVENTS, RecordedEvent
 from fermix_memory.domain.conversation_events import ConversationWindowCleared, MessageAppended
 from fermix_memory.domain.event_base import Provenance
 from fermix_memory.domain.values import ConversationKey, Role
+from tests.waits import HANG_GUARD_S
 
 AT = datetime(2026, 3, 1, tzinfo=UTC)
 KEY = ConversationKey.parse("chat:a")
@@ -76,7 +77,7 @@ def test_at_open_one_job_is_queued_a_moment_later_and_merges_what_a_previous_pro
     upkeep = IndexUpkeep(index, queue, quiet_s=0, max_wait_s=0)
     upkeep.start(delay_s=0.05)
     assert queue.jobs == []  # a short-lived process has closed by then
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + HANG_GUARD_S
     while not queue.jobs:
         assert time.monotonic() < deadline
         time.sleep(0.01)

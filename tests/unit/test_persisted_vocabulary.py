@@ -81,7 +81,7 @@ ENUMS = {
 REFUSAL_REASONS = {
     "unknown_memory", "unknown_category", "guest_directive", "invalid_value", "empty_value", "value_too_long",
     "invalid_key", "invalid_confidence", "invalid_id", "not_visible", "no_scope", "category_changes_scope",
-    "key_conflict",
+    "key_conflict", "older_than_operator",
 }
 
 # The keys of a line of an exported (and importable) history file.

@@ -179,7 +179,7 @@ def test_a_declaration_claims_nothing_unless_told() -> None:
     assert attrs.asdict(ev.Erasure(), recurse=False) == {
         "owners": (), "memory_row": None, "job": "", "conversation": None, "creates_row": False,
         "creates_job": "", "takes_part": False, "shared_row": False, "row_live": None, "revision": None,
-        "shows_rules": False, "copies": None}
+        "shows_rules": False, "copies": None, "text": "", "statement": None}
     assert ev.Erasure() == ev.NO_OWNER_CONTENT
 
 
@@ -211,17 +211,21 @@ def test_message_and_window_declarations() -> None:
 def test_memory_declarations() -> None:
     added = ev.MemoryAdded(at=AT, scope_type=ScopeType.OWNER, scope_id="alice", category=Category.GOAL, key="k",
                            value="v", provenance=BY, **WHO)
-    assert added.erasure() == ev.Erasure(owners=ALICE, creates_row=True)
+    assert added.erasure() == ev.Erasure(owners=ALICE, creates_row=True, statement=ev.RowStatement(
+        category=Category.GOAL, promote_target=None, value="v", scope_type=ScopeType.OWNER))
     rule = ev.MemoryAdded(at=AT, scope_type=ScopeType.AGENT, scope_id="ada", category=Category.DIRECTIVE, key="k",
                           value="v", promote_target=PromoteTarget.MEMORY_MD, provenance=BY, **WHO)
-    assert rule.erasure() == ev.Erasure(owners=ALICE, creates_row=True, shared_row=True)
+    assert rule.erasure() == ev.Erasure(owners=ALICE, creates_row=True, shared_row=True, statement=ev.RowStatement(
+        category=Category.DIRECTIVE, promote_target=PromoteTarget.MEMORY_MD, value="v", scope_type=ScopeType.AGENT))
     for shape in ({"scope_type": ScopeType.OWNER}, {"category": Category.CONTEXT}, {"promote_target": None}):
         assert not attrs.evolve(rule, **shape).erasure().shared_row, shape
     replaced = ev.MemoryReplaced(at=AT, memory_id=7, category=Category.GOAL, key="k", value="w", confidence=1.0,
                                  previous_value="v", provenance=BY)
     archived = ev.MemoryArchived(at=AT, memory_id=7, archived_by="op", reason="r", provenance=BY)
     restored = ev.MemoryRestored(at=AT, memory_id=7, restored_by="op", provenance=BY)
-    assert replaced.erasure() == restored.erasure() == ev.Erasure(memory_row=7, row_live=True)
+    assert replaced.erasure() == ev.Erasure(memory_row=7, row_live=True, statement=ev.RowStatement(
+        category=Category.GOAL, promote_target=None, value="w"))
+    assert restored.erasure() == ev.Erasure(memory_row=7, row_live=True)
     assert archived.erasure() == ev.Erasure(memory_row=7, row_live=False)
     refused = ev.OperationRefused(at=AT, op="archive", reason="x", memory_id=7, provenance=BY)
     assert refused.erasure() == ev.Erasure(owners=ALICE, memory_row=7)
@@ -240,10 +244,11 @@ def test_review_job_and_resource_declarations() -> None:
         assert event.erasure() == ev.Erasure(owners=ALICE), event
     for name, shows in (("user_md", False), ("memory_md", True)):
         revised = ev.ResourceRevised(at=AT, name=name, revision=3, content="c", content_sha256="", **WHO)
-        assert revised.erasure() == ev.Erasure(owners=ALICE, revision=("ada", "alice", name, 3), shows_rules=shows)
+        assert revised.erasure() == ev.Erasure(owners=ALICE, revision=("ada", "alice", name, 3), shows_rules=shows,
+                                               text="c")
         rolled = ev.ResourceRolledBack(at=AT, name=name, to_revision=1, new_revision=4, content="c",
                                        content_sha256="", provenance=BY, **WHO)
-        assert rolled.erasure() == ev.Erasure(owners=ALICE, revision=("ada", "alice", name, 4), copies=1)
+        assert rolled.erasure() == ev.Erasure(owners=ALICE, revision=("ada", "alice", name, 4), copies=1, text="c")
     saved = ev.ScheduledJobSaved(at=AT, job_id="j", name="n", schedule="s", prompt="p", memory_source_id="job:j",
                                  **WHO)
     assert saved.erasure() == ev.Erasure(owners=ALICE, creates_job="j")

@@ -94,6 +94,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "token_encoding": "o200k_base",
         "forget_tool": "erase",
         "recall_by_meaning": True,
+        "recall_min_similarity": 0.35,
     },
     "compaction": {
         "enabled": False,
@@ -103,7 +104,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "failure_backoff_s": 5.0,
         "context_window": 32_768,
     },
-    "timeouts": {"llm_buffered_s": 30.0},
+    "timeouts": {"llm_buffered_s": 30.0, "close_wait_s": 5.0},
     "realtime": {"persist_transcripts": True},
     "mcp": {"agent_id": "ada", "owner_id": "alice", "conversation": "mcp:desk:1", "trust": "operator"},
     "storage": {"url": "postgresql://fermix@db.example:5432/fermix", "chains": 4},
@@ -215,7 +216,7 @@ def test_range_boundaries_that_are_allowed(section: str, key: str, value: Any) -
         ),
         (
             {"timeouts": {"zzz": 1}},
-            "config.toml: unknown key fermix_core.timeouts.zzz (known keys: llm_buffered_s)",
+            "config.toml: unknown key fermix_core.timeouts.zzz (known keys: close_wait_s, llm_buffered_s)",
         ),
     ],
 )
@@ -303,6 +304,9 @@ def test_fermix_core_itself_must_be_a_table() -> None:
         ("memory", "max_conversation_history", "forever", 'an integer or "infinity"'),
         ("memory", "durability", "fast", 'one of "normal", "full"'),
         ("memory", "forget_tool", "delete", 'one of "off", "archive", "erase"'),
+        ("memory", "recall_min_similarity", 1.5, "from -1 to 1"),
+        ("memory", "recall_min_similarity", -1.01, "from -1 to 1"),
+        ("memory", "recall_min_similarity", "high", "a finite number"),
         ("memory", "token_encoding", "", "a non-empty string"),
         ("memory", "token_encoding", "  ", "a non-empty string"),
         ("compaction", "threshold", 0, "in (0, 1]"),
@@ -467,6 +471,7 @@ VALID: dict[str, dict[str, Any]] = {
         "durability": st.sampled_from(["normal", "full"]),
         "token_encoding": st.text(min_size=1).filter(str.strip),
         "forget_tool": st.sampled_from(["off", "archive", "erase"]),
+        "recall_min_similarity": finite(-1, 1),
     },
     "compaction": {
         "enabled": st.booleans(),
@@ -475,7 +480,7 @@ VALID: dict[str, dict[str, Any]] = {
         "budget": finite(0, 1, exclude_min=True, exclude_max=True),
         "failure_backoff_s": finite(0, 1e6),
     },
-    "timeouts": {"llm_buffered_s": finite(0, 1e6, exclude_min=True)},
+    "timeouts": {"llm_buffered_s": finite(0, 1e6, exclude_min=True), "close_wait_s": finite(0, 1e6)},
     "realtime": {"persist_transcripts": st.booleans()},
 }
 VALID_SECTIONS = st.fixed_dictionaries(
