@@ -12,7 +12,13 @@ POSTGRES_IMPORT_KEYS = (
     " ELSE (SELECT payload FROM events AS e WHERE e.position = s.position) END, position"
     " FROM events AS s WHERE stream = ? AND import_key_type IS NOT NULL"
 )
-# One key (an idempotent append): the string keys equal to it, and any key that is not a string.
-POSTGRES_IMPORT_KEY = f"{POSTGRES_IMPORT_KEYS} AND (import_key_type <> 'string' OR import_key = ?)"
+# One key (an idempotent append): the string keys equal to it, then any key that is not a string
+# (seeks of the index ordered by type and key within a stream). Parameters: stream, key, stream.
+POSTGRES_IMPORT_KEY = (
+    "SELECT import_key_type, import_key, position FROM events"
+    " WHERE stream = ? AND import_key_type = 'string' AND import_key = ?"
+    " UNION ALL SELECT import_key_type, payload, position FROM events WHERE stream = ?"
+    " AND import_key_type IN ('number', 'boolean', 'null', 'object', 'array')"
+)
 
 postgres_import_keys = stored_import_keys(POSTGRES_IMPORT_KEYS, POSTGRES_IMPORT_KEY, "string")

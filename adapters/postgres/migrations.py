@@ -193,4 +193,12 @@ CREATE TRIGGER message_vectors_changes AFTER INSERT OR UPDATE OR DELETE ON messa
 """
 
 # Schema 6, as SQLite's 10 (ADR-0051): the mark of an unfinished copy into this database.
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, UNFINISHED_COPY)
+# Also schema 6 (ADR-0050): the import keys' index ordered by key within a stream, for an append
+# with an idempotency key to find its key by one seek.
+_IMPORT_KEYS_BY_KEY = """
+DROP INDEX IF EXISTS events_import_keys;
+CREATE INDEX events_import_keys ON events(stream, import_key_type, import_key) INCLUDE (position)
+    WHERE import_key_type IS NOT NULL;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, UNFINISHED_COPY + _IMPORT_KEYS_BY_KEY)

@@ -27,20 +27,31 @@ SQLITE_IMPORT_KEYS = (
     f" (SELECT json_type(payload, '$.metadata.{IMPORT_KEY}') AS t, json_extract(payload, '$.metadata.{IMPORT_KEY}')"
     f" AS k, position AS p FROM events WHERE stream = ? AND {IMPORT_KEYED})"
 )
-# One key (an idempotent append): the string keys equal to it, and any key that is not a string.
-SQLITE_IMPORT_KEY = f"{SQLITE_IMPORT_KEYS} WHERE t <> 'text' OR k = ?"
+# One key (an idempotent append): the string keys equal to it, then any key that is not a string
+# (both seeks of the index, which is ordered by type and key within a stream). Parameters: the
+# stream, the key, the stream.
+_KEY_TYPE = f"json_type(payload, '$.metadata.{IMPORT_KEY}')"
+SQLITE_IMPORT_KEY = (
+    f"SELECT 'text', json_extract(payload, '$.metadata.{IMPORT_KEY}'), position FROM events"
+    f" WHERE stream = ? AND {IMPORT_KEYED} AND {_KEY_TYPE} = 'text'"
+    f" AND json_extract(payload, '$.metadata.{IMPORT_KEY}') = ?"
+    f" UNION ALL SELECT {_KEY_TYPE}, payload, position FROM events WHERE stream = ? AND {IMPORT_KEYED}"
+    f" AND {_KEY_TYPE} IN ('integer', 'real', 'true', 'false', 'null', 'object', 'array')"
+)
 
 
 def stored_import_keys(sql: str, sql_one: str, string_type: str) -> ImportKeyReader:
     """A reader giving what :func:`recorded_import_keys` gives, by ``sql`` (see above; ``sql_one``
-    with the key as a second parameter), whose first column says ``string_type`` for a string key."""
+    for one key, with the stream, the key and the stream as parameters), whose first column says
+    ``string_type`` for a string key."""
 
     def read(tx: WriteTransaction, stream: str, only: str | None = None) -> dict[str, int]:
         if not isinstance(tx, SqliteTransaction):
             return recorded_import_keys(tx, stream, only)
         tx.enter(stream)
         keys: dict[str, int] = {}
-        rows = tx.cursor.execute(sql, (stream,)) if only is None else tx.cursor.execute(sql_one, (stream, only))
+        rows = (tx.cursor.execute(sql, (stream,)) if only is None
+                else tx.cursor.execute(sql_one, (stream, only, stream)))
         for kind, value, position in rows.fetchall():
             key = str(value) if kind == string_type else str(json.loads(str(value))["metadata"][IMPORT_KEY])
             at = int(str(position))

@@ -415,4 +415,16 @@ CREATE TABLE IF NOT EXISTS unfinished_copy(
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, CHAIN_HEADS, _V6, IMPORT_KEYS_INDEX, _V8, _V9, UNFINISHED_COPY)
+# Also schema 10 (ADR-0050): the import keys' index ordered by key within a stream, so that an
+# append with an idempotency key finds its key by one seek, not by a walk over every keyed message
+# of its conversation; the whole stream's keys still come from the same index, and the position
+# is the rowid every index entry holds.
+IMPORT_KEYS_BY_KEY = f"""
+DROP INDEX IF EXISTS events_import_keys;
+CREATE INDEX events_import_keys ON events(stream,
+    json_type(payload, '$.metadata.fermix_import_key'), json_extract(payload, '$.metadata.fermix_import_key'))
+    WHERE {IMPORT_KEYED};
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, CHAIN_HEADS, _V6, IMPORT_KEYS_INDEX, _V8, _V9,
+                               UNFINISHED_COPY + IMPORT_KEYS_BY_KEY)

@@ -11,7 +11,7 @@ import apsw
 import pytest
 
 from fermix_memory import MemorySystem
-from fermix_memory.adapters.sqlite.import_keys import SQLITE_IMPORT_KEYS
+from fermix_memory.adapters.sqlite.import_keys import SQLITE_IMPORT_KEY, SQLITE_IMPORT_KEYS
 from fermix_memory.adapters.sqlite.migrations import IMPORT_KEYED, IMPORT_KEYS_INDEX, MIGRATIONS
 
 pytestmark = pytest.mark.usefixtures("every_store")
@@ -82,6 +82,20 @@ def test_the_keys_are_read_from_the_index_of_import_keys(memory: MemorySystem) -
     finally:
         conn.close()
     assert "events_import_keys" in plan
+
+
+@pytest.mark.sqlite_only("the index of import keys in the SQLite file")
+def test_one_key_is_found_by_a_seek_of_the_index_not_a_walk_over_the_conversation(memory: MemorySystem) -> None:
+    memory.import_history([line("1", "hello")])
+    conn = sqlite_db(memory)
+    try:
+        plan = [str(r[-1]) for r in conn.execute(f"EXPLAIN QUERY PLAN {SQLITE_IMPORT_KEY}", ("s", "k", "s"))]
+    finally:
+        conn.close()
+    seeks = [step for step in plan if "events_import_keys" in step]
+    # both halves seek by stream and key type; the string half by the key itself as well
+    assert len(seeks) == 2 and all("stream=? AND <expr>" in step for step in seeks), plan
+    assert any("stream=? AND <expr>=? AND <expr>=?" in step for step in seeks), plan
 
 
 @pytest.mark.sqlite_only("a SQLite file of the schema before the index of import keys")
