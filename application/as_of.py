@@ -20,7 +20,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime
 
-from fermix_memory.application.ports import EventStore, RecordedEvent, ResourceRevision
+from fermix_memory.application.composer import RevisionReader, StoredWindowReader
+from fermix_memory.application.query_ports import ResourceRevision
+from fermix_memory.application.store_ports import EventStore, RecordedEvent
 from fermix_memory.application.streams import (
     conversation_stream,
     memory_stream,
@@ -139,3 +141,17 @@ def window_as_of(store: EventStore, agent_id: str, conversation: ConversationKey
         kept = kept[len(kept) - limit:] if limit else []
     checkpoint = [m for m in kept if m.id == window.checkpoint_message_id]
     return checkpoint + [m for m in kept if m.id != window.checkpoint_message_id]
+
+
+def prompt_readers_as_of(store: EventStore, moment: datetime,
+                         limit: int | None) -> tuple[RevisionReader, StoredWindowReader]:
+    """What composing a prompt reads, as it was at ``moment``: each prompt file's revision then
+    and each conversation's window then (its last ``limit`` messages), folded from the log."""
+
+    def revision(agent_id: str, owner_id: str, name: str) -> ResourceRevision | None:
+        return revision_as_of(store, agent_id, owner_id, name, moment)
+
+    def window(agent_id: str, conversation: ConversationKey) -> list[Message]:
+        return window_as_of(store, agent_id, conversation, moment, limit)
+
+    return revision, window

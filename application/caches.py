@@ -13,13 +13,15 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Generic, Protocol, TypeVar
 
-from fermix_memory.application.ports import ConversationState, RecordedEvent, ResourceRevision
+from fermix_memory.application.query_ports import ResourceRevision
+from fermix_memory.application.store_ports import ConversationState, RecordedEvent
 from fermix_memory.application.stored_messages import (
     StoredItem,
     StoredRow,
     as_message,
     id_of,
     is_plain,
+    is_row,
     kind_of,
     message_of,
     order_of,
@@ -123,7 +125,7 @@ class ConversationStore:
         return self._items((agent_id, conversation))[0]
 
     def _messages(self, key: tuple[str, ConversationKey], items: list[StoredItem], generation: int) -> list[Message]:
-        if all(type(item) is not tuple for item in items):
+        if not any(map(is_row, items)):
             return items  # type: ignore[return-value]
         messages = [as_message(item, *key) for item in items]
         with self._lock:

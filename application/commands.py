@@ -62,6 +62,9 @@ class Turn:
 
 @attrs.frozen(kw_only=True)
 class AppendMessage:
+    """One message to record, built once where the host hands it over (the API, a session) and
+    taken whole by the event builder (``message_input.build_message_event``)."""
+
     # Every field is checked once, with the message (application/message_input.py), the same
     # check a JSON Lines import gets: not a second time here, on the hottest call of all.
     agent_id: Any
@@ -110,6 +113,8 @@ class WriteMemory:
 
 @attrs.frozen(kw_only=True)
 class Recall:
+    """What to recall, for whom: taken whole by the use case (``recall.recall``)."""
+
     query: AnyText = AnyText("")
     agent_id: Identifier
     owner_id: Identifier
@@ -169,15 +174,21 @@ class DispatchTool:
 
 @attrs.frozen(kw_only=True)
 class Forget:
+    """Forget an owner (every agent's, or ``agent_id``'s); ``dry_run``: only say what would go."""
+
     owner_id: Identifier
     agent_id: Identifier | None = None
+    dry_run: bool = False
     by: Identifier = Identifier("operator")
     reason: Any = ""
 
 
 @attrs.frozen(kw_only=True)
 class ForgetMemory:
-    memory_id: Any
+    """Forget one memory row; ``dry_run``: only say what would go."""
+
+    memory_id: RowId
+    dry_run: bool = False
     by: Identifier = Identifier("operator")
     reason: Any = ""
 

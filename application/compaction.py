@@ -26,19 +26,14 @@ from typing import Protocol
 
 import attrs
 
+from fermix_memory.application.commands import AppendMessage
 from fermix_memory.application.errors import ModelError
 from fermix_memory.application.message_input import build_message_event
-from fermix_memory.application.ports import (
-    ChatMessage,
-    ChatModel,
-    ChatRequest,
-    Clock,
-    ConversationState,
-    EventStore,
-    WriteTransaction,
-)
+from fermix_memory.application.model_ports import ChatMessage, ChatModel, ChatRequest
+from fermix_memory.application.ports import Clock
 from fermix_memory.application.reviewer import Reviewer
-from fermix_memory.application.settings import CompactionSettings
+from fermix_memory.application.settings import CompactionSettings, Settings
+from fermix_memory.application.store_ports import ConversationState, EventStore, WriteTransaction
 from fermix_memory.application.streams import conversation_stream
 from fermix_memory.domain import compaction_rules as rules
 from fermix_memory.domain.checkpoint import CHECKPOINT_KIND, CHECKPOINT_SENDER
@@ -83,6 +78,18 @@ class GuessedWindow:
 
     tokens: int
     source: str
+
+
+DEFAULT_CONTEXT_WINDOW = 128_000
+
+
+def guessed_window(settings: Settings) -> GuessedWindow:
+    """The window compaction falls back to when the host names none (ADR-0022): the first
+    provider's, which is the reviewer's model and not necessarily the host's, else the default."""
+    if settings.providers:
+        first = settings.providers[0]
+        return GuessedWindow(first.context_window, f"the context_window of provider {first.name!r}, the reviewer's")
+    return GuessedWindow(DEFAULT_CONTEXT_WINDOW, "the default")
 
 
 class CompactionQueries(Protocol):
@@ -204,11 +211,11 @@ class Compactor:
             return self._fail(state, agent_id, conversation, exc, plan.tokens_before)
         at = self._clock.now()
         sources = plan.sources
-        checkpoint = attrs.evolve(build_message_event(
+        checkpoint = attrs.evolve(build_message_event(AppendMessage(
             agent_id=agent_id, owner_id=sources.owner_id, conversation=conversation, role=Role.SYSTEM.value,
             content=summary, sender=CHECKPOINT_SENDER, kind=CHECKPOINT_KIND, metadata=plan.checkpoint_metadata(),
-            trust=sources.trust.value, at=at,
-        ), quoted_owners=sources.quoted_owners)
+            trust=sources.trust.value,
+        ), at), quoted_owners=sources.quoted_owners)
         summary_tokens = self._count(summary)
 
         def work(tx: WriteTransaction) -> int:

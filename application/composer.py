@@ -25,8 +25,8 @@ from typing import Any
 
 import attrs
 
-from fermix_memory.application.ports import ResourceRevision
-from fermix_memory.application.stored_messages import StoredItem, as_message, message_of
+from fermix_memory.application.query_ports import ResourceRevision
+from fermix_memory.application.stored_messages import StoredItem, StoredRow, as_message, message_of
 from fermix_memory.domain.checkpoint import is_checkpoint
 from fermix_memory.domain.fence import (
     SUMMARY_CLOSE_TAG,
@@ -129,12 +129,12 @@ def _plain_turns(rest: Sequence[StoredItem]) -> Iterator[tuple[str, str, str]]:
     ``Message`` alike (a user turn's speaker is its sender, else its owner; an assistant's is "")."""
     user = Role.USER
     for m in rest:
-        if type(m) is tuple:
-            yield ("user", m[5], m[2] or m[1]) if m[3] == "user" else ("assistant", m[5], "")
-        elif m.role is user:  # type: ignore[union-attr]
-            yield "user", m.content, _speaker(m)  # type: ignore[union-attr,arg-type]
+        if type(m) is StoredRow:
+            yield ("user", m.content, m.sender or m.owner_id) if m.role == "user" else ("assistant", m.content, "")
+        elif m.role is user:
+            yield "user", m.content, _speaker(m)  # type: ignore[arg-type]
         else:
-            yield "assistant", m.content, ""  # type: ignore[union-attr]
+            yield "assistant", m.content, ""
 
 
 def _openai_turns(rest: Sequence[StoredItem], out: list[dict[str, Any]], *, named: bool
@@ -194,10 +194,10 @@ def _system_and_rest(
     paired = False
     system_role, tool, assistant = Role.SYSTEM, Role.TOOL, Role.ASSISTANT
     for item in window(agent_id, conversation):
-        if type(item) is tuple:  # a plain row (what a stored window holds as rows)
-            if not item[5].strip():
+        if type(item) is StoredRow:  # a plain row (what a stored window holds as rows)
+            if not item.content.strip():
                 continue  # no API takes a turn without text
-            if rest or item[3] == "user":  # not an orphan reply
+            if rest or item.role == "user":  # not an orphan reply
                 rest.append(item)
                 continue
             m = message_of(item, agent_id, conversation)

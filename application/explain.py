@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from fermix_memory.application.errors import NotFound
-from fermix_memory.application.ports import EventStore, RecordedEvent
+from fermix_memory.application.store_ports import EventStore, RecordedEvent
 from fermix_memory.application.streams import memory_stream, review_stream
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.memory import Memory

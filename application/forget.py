@@ -4,21 +4,24 @@ of each erasure is kept.
 One write transaction redacts the payload of every event that carries the owner's content (the
 row's value) and records ``owner.forgotten`` (``memory.forgotten``), whose projection deletes
 the rows; then the prompt files are re-rendered or removed and the store is scrubbed so no
-deleted byte lingers in the database files.
+deleted byte lingers in the database files. An erasure whose scrub never finished is finished
+when the memory opens again (``erasure_finishing.finish_erasures``).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
 import attrs
 
+from fermix_memory.application.commands import Forget, ForgetMemory
 from fermix_memory.application.erasure_content import ErasedContent, erased_content
 from fermix_memory.application.errors import NotFound, StorageError
-from fermix_memory.application.ports import (
-    Clock,
+from fermix_memory.application.ports import Clock
+from fermix_memory.application.store_ports import (
     Erasure,
     ErasureTransaction,
     EventStore,
@@ -37,6 +40,8 @@ from fermix_memory.domain import events as ev
 from fermix_memory.domain.erasure import OwnerContentFinder, RowContentFinder
 from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.values import ConversationKey, ScopeType, Trust, check_identifier, is_encodable
+
+log = logging.getLogger("fermix_memory")
 
 MAX_REASON_CHARS = 500
 
@@ -180,6 +185,15 @@ class Forgetting:
         self._erasure = erasure
         self._files = files
         self._clock = clock
+
+    def forget(self, cmd: Forget) -> ForgetReport:
+        """:meth:`forget_owner` as the command says."""
+        return self.forget_owner(cmd.owner_id, agent_id=cmd.agent_id, dry_run=cmd.dry_run, by=cmd.by,
+                                 reason=cmd.reason)
+
+    def forget_row(self, cmd: ForgetMemory) -> MemoryForgetReport:
+        """:meth:`forget_memory` as the command says."""
+        return self.forget_memory(cmd.memory_id, dry_run=cmd.dry_run, by=cmd.by, reason=cmd.reason)
 
     def forget_owner(self, owner_id: str, *, agent_id: str | None = None, dry_run: bool = False,
                      by: str = "operator", reason: str = "") -> ForgetReport:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
 from fermix_memory.application.commands import AppendMessage
-from fermix_memory.application.message_input import InvalidMessage, build_message_event
-from fermix_memory.application.ports import Clock, EventStore, WriteTransaction
+from fermix_memory.application.message_input import IMPORT_KEY, build_message_event
+from fermix_memory.application.ports import Clock
+from fermix_memory.application.store_ports import EventStore, WriteTransaction
 from fermix_memory.application.streams import conversation_stream
 from fermix_memory.domain.conversation_events import ConversationWindowCleared, MessageAppended, MessageRetracted
 from fermix_memory.domain.conversation_window import RetractNewest, decide_retraction
@@ -25,9 +26,6 @@ IMPORT_KEYS = frozenset(
 )
 REQUIRED_IMPORT_KEYS = ("agent_id", "owner_id", "channel", "chat_id", "role", "sender", "content")
 _REQUIRED = frozenset(REQUIRED_IMPORT_KEYS)
-# Where a message's import key is kept: in its metadata, under this reserved name (export writes
-# it back out as the line's ``message_id``). See ADR-0012.
-IMPORT_KEY = "fermix_import_key"
 MAX_REPORTED_LINES = 20
 # Messages an import appends by one ``append_each`` (and between two calls of its progress).
 IMPORT_BATCH = 1000
@@ -76,18 +74,6 @@ def recorded_import_keys(tx: WriteTransaction, stream: str, only: str | None = N
             if only is None or key == only:
                 keys.setdefault(key, recorded.position)
     return keys
-
-
-def keyed_metadata(metadata: object, key: str) -> object:
-    """A message's metadata with its idempotency key as its import key; metadata that is not a
-    mapping is returned as it is, for the message's checks to refuse."""
-    if metadata is None:
-        return {IMPORT_KEY: key}
-    if not isinstance(metadata, Mapping):
-        return metadata
-    if IMPORT_KEY in metadata and metadata[IMPORT_KEY] != key:
-        raise InvalidMessage(f"metadata key {IMPORT_KEY} differs from idempotency_key; give the key once")
-    return {**metadata, IMPORT_KEY: key}
 
 
 def content_key(canonical: str, repeat: int) -> str:
@@ -139,14 +125,9 @@ class HistoryService:
         With an ``idempotency_key`` (the host's own id of the message) the key is the message's
         import key: a conversation that already holds it gets nothing new, and the id of the
         message holding it comes back (ADR-0050)."""
-        m = message
-        key = None if m.idempotency_key is None else check_identifier(m.idempotency_key, "idempotency_key")
-        event = build_message_event(
-            at=self._clock.now(), agent_id=m.agent_id, owner_id=m.owner_id, conversation=m.conversation, role=m.role,
-            content=m.content, sender=m.sender, kind=m.kind, trust=m.trust,
-            metadata=m.metadata if key is None else keyed_metadata(m.metadata, key),
-            created_at=m.created_at, tool_calls=m.tool_calls, tool_call_id=m.tool_call_id)
+        event = build_message_event(message, self._clock.now())
         stream, events = conversation_stream(event.agent_id, event.conversation), [event]
+        key: str | None = message.idempotency_key  # checked, and kept as the import key, by the builder
         if key is None:
             return self._store.write(lambda tx: tx.append(stream, events)[0])
 
@@ -300,14 +281,13 @@ def _parse_line(line: str, at: datetime, repeats: dict[str, int]) -> MessageAppe
         metadata = {**metadata, IMPORT_KEY: key}
     # A line without metadata: its message's metadata is the key alone, which the checks of a
     # message's metadata always pass (a checked identifier, or a digest).
-    return build_message_event(
+    return build_message_event(AppendMessage(
         agent_id=record["agent_id"], owner_id=record["owner_id"],
         conversation=(channel, record["chat_id"], record.get("thread_scope", "")),
         role=record["role"], sender=record["sender"], content=record["content"],
         kind=record.get("kind", "text"), trust=record.get("trust", "guest"),
-        metadata=metadata, created_at=record.get("created_at"), at=at,
-        own_metadata=None if metadata is not None else {IMPORT_KEY: key},
-    )
+        metadata=metadata, created_at=record.get("created_at"),
+    ), at, None if metadata is not None else {IMPORT_KEY: key})
 
 
 def export_record(message: Message) -> dict[str, Any]:

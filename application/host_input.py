@@ -96,7 +96,15 @@ def _operation(data: Mapping[str, Any], where: str) -> Operation:
         raise InvalidOperation(f"{where}: bad {op} operation: {exc}") from None
 
 
+def check_flag(value: object, what: str) -> bool:
+    """``value`` if it is ``True`` or ``False`` (a 1, a "yes" or ``None`` is a host's bug)."""
+    if not isinstance(value, bool):
+        raise InvalidArgument(f"{what} must be True or False")
+    return value
+
+
 _PARSERS: dict[Any, Parser] = {
+    bool: check_flag,
     c.Identifier: check_identifier,
     c.Label: functools.partial(check_identifier, allow_empty=True),
     c.Count: functools.partial(check_int, minimum=1),

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from fermix_memory.application.errors import StorageError
-from fermix_memory.application.ports import BULK_EVENTS, PAUSE_S, RecordedEvent, SearchIndex
+from fermix_memory.application.store_ports import BULK_EVENTS, PAUSE_S, RecordedEvent, SearchIndex
 from fermix_memory.domain.conversation_events import MessageAppended
 
 log = logging.getLogger("fermix_memory.storage")

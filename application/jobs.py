@@ -19,7 +19,8 @@ from typing import Protocol, TypeVar
 from urllib.parse import quote
 
 from fermix_memory.application.errors import NotFound
-from fermix_memory.application.ports import Clock, EventStore, RecordedEvent, WriteTransaction
+from fermix_memory.application.ports import Clock
+from fermix_memory.application.store_ports import EventStore, RecordedEvent, WriteTransaction
 from fermix_memory.application.streams import job_stream, source_stream
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.jobs import (

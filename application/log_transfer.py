@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 import attrs
 
 from fermix_memory.application.errors import EventFileError
-from fermix_memory.application.ports import EventStore, LogHead
+from fermix_memory.application.store_ports import EventStore, LogHead
 from fermix_memory.application.streams import chain_for
 from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.log_chain import (

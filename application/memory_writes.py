@@ -9,8 +9,10 @@ from typing import Any, Protocol
 
 import attrs
 
+from fermix_memory.application.commands import WriteMemory
 from fermix_memory.application.errors import NotFound
-from fermix_memory.application.ports import Clock, EventStore, WriteTransaction
+from fermix_memory.application.ports import Clock
+from fermix_memory.application.store_ports import EventStore, WriteTransaction
 from fermix_memory.application.streams import memory_stream
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.admission import MAX_MEMORY_ID, AdmissionPolicy, WriteContext
@@ -115,6 +117,10 @@ class MemoryWriter:
         """Admit and record ``ops`` in one transaction; refusals are recorded as events."""
         at = self._clock.now()
         return self._store.write(lambda tx: self.apply_in(tx, ops, ctx, at))
+
+    def write(self, cmd: WriteMemory) -> list[OperationOutcome]:
+        """:meth:`apply` of the command's operations in the context it names."""
+        return self.apply(cmd.operations, cmd.context())
 
     def restore(self, memory_id: int, *, by: str = "operator", source_type: str = "api") -> OperationOutcome:
         """Un-archive a row (operator action). Raises :class:`NotFound` for an unknown id."""

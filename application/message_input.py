@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from fermix_memory.application.commands import AppendMessage
 from fermix_memory.domain import values
 from fermix_memory.domain.checkpoint import quoted_owners_of
 from fermix_memory.domain.conversation_events import MessageAppended
@@ -18,6 +19,9 @@ from fermix_memory.domain.values import ConversationKey, E, Role, Trust, check_i
 MAX_CONTENT_CHARS = 1_000_000
 MAX_METADATA_BYTES = 64 * 1024
 MAX_METADATA_DEPTH = 32
+# Where a message's import key is kept: in its metadata, under this reserved name (export writes
+# it back out as the line's ``message_id``). See ADR-0012.
+IMPORT_KEY = "fermix_import_key"
 
 
 class InvalidMessage(DomainError):
@@ -61,34 +65,35 @@ def _aware(value: datetime) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
-def build_message_event(
-    *,
-    agent_id: object,
-    owner_id: object,
-    conversation: object,
-    role: object,
-    content: object,
-    sender: object = "",
-    kind: object = "text",
-    trust: object = "guest",
-    metadata: object = None,
-    created_at: object = None,
-    tool_calls: object = None,
-    tool_call_id: object = None,
-    at: datetime,
-    own_metadata: dict[str, str] | None = None,
-) -> MessageAppended:
-    """Check every field and return the event that records the message.
+def keyed_metadata(metadata: object, key: str) -> object:
+    """A message's metadata with its idempotency key as its import key; metadata that is not a
+    mapping is returned as it is, for the message's checks to refuse."""
+    if metadata is None:
+        return {IMPORT_KEY: key}
+    if not isinstance(metadata, Mapping):
+        return metadata
+    if IMPORT_KEY in metadata and metadata[IMPORT_KEY] != key:
+        raise InvalidMessage(f"metadata key {IMPORT_KEY} differs from idempotency_key; give the key once")
+    return {**metadata, IMPORT_KEY: key}
+
+
+def build_message_event(cmd: AppendMessage, at: datetime,
+                        own_metadata: dict[str, str] | None = None) -> MessageAppended:
+    """Check every field of ``cmd`` and return the event that records the message.
 
     ``tool_calls`` (an assistant message's calls) and ``tool_call_id`` (the call a tool message
-    answers) are kept in the metadata under their own names (``domain/tool_calls.py``).
-    ``own_metadata`` is what the caller itself adds to a message without metadata (an import
-    key: checked text), taken as it is, without the checks of a message's metadata."""
-    check_identifier(agent_id, "agent_id")
-    check_identifier(owner_id, "owner_id")
-    key = conversation_key(conversation)
-    role_value = values.parse_enum(Role, role, "role", InvalidMessage)
-    trust_value = values.parse_enum(Trust, trust, "trust", InvalidMessage)
+    answers) are kept in the metadata under their own names (``domain/tool_calls.py``), and an
+    ``idempotency_key`` under :data:`IMPORT_KEY` (ADR-0050). ``own_metadata`` is what the caller
+    itself adds to a message without metadata (an import key: checked text), taken as it is,
+    without the checks of a message's metadata."""
+    meta = cmd.metadata if cmd.idempotency_key is None else \
+        keyed_metadata(cmd.metadata, check_identifier(cmd.idempotency_key, "idempotency_key"))
+    check_identifier(cmd.agent_id, "agent_id")
+    check_identifier(cmd.owner_id, "owner_id")
+    key = conversation_key(cmd.conversation)
+    role = values.parse_enum(Role, cmd.role, "role", InvalidMessage)
+    trust = values.parse_enum(Trust, cmd.trust, "trust", InvalidMessage)
+    content = cmd.content
     if not isinstance(content, str):
         raise InvalidMessage(f"content must be text, got {type(content).__name__}")
     if len(content) > MAX_CONTENT_CHARS:
@@ -97,21 +102,28 @@ def build_message_event(
         raise InvalidMessage("content must not contain NUL characters")
     if not is_encodable(content):
         raise InvalidMessage("content is not valid Unicode text (lone surrogate)")
-    check_identifier(sender, "sender", allow_empty=True)
-    check_identifier(kind, "kind")
-    meta = {} if metadata is None else metadata
-    if not isinstance(meta, Mapping):
+    check_identifier(cmd.sender, "sender", allow_empty=True)
+    check_identifier(cmd.kind, "kind")
+    if meta is None:
+        meta = {}
+    elif not isinstance(meta, Mapping):
         raise InvalidMessage(f"metadata must be a JSON object, got {type(meta).__name__}")
-    if tool_calls is not None or tool_call_id is not None:
-        meta = {**meta, **({} if tool_calls is None else {TOOL_CALLS_KEY: tool_calls}),
-                **({} if tool_call_id is None else {TOOL_CALL_ID_KEY: tool_call_id})}
+    if cmd.tool_calls is not None or cmd.tool_call_id is not None:
+        meta = {**meta, **({} if cmd.tool_calls is None else {TOOL_CALLS_KEY: cmd.tool_calls}),
+                **({} if cmd.tool_call_id is None else {TOOL_CALL_ID_KEY: cmd.tool_call_id})}
     if not meta:
-        return _event(at, agent_id, owner_id, key, sender, role_value, kind, content,
-                      {} if own_metadata is None else own_metadata, trust_value, created_at)
+        return _event(cmd, at, key, role, trust, {} if own_metadata is None else own_metadata)
+    stored = _stored_metadata(meta, role)
+    quoted = quoted_owners_of(str(cmd.kind), str(cmd.sender), str(cmd.owner_id), stored)
+    return _event(cmd, at, key, role, trust, stored, quoted)
+
+
+def _stored_metadata(meta: Mapping[str, Any], role: Role) -> dict[str, Any]:
+    """The metadata as it is stored (JSON, tool calls in their plain form), or :class:`InvalidMessage`."""
     if _nesting_exceeds(meta, MAX_METADATA_DEPTH):
         raise InvalidMessage(f"metadata is nested more than {MAX_METADATA_DEPTH} levels deep")
     try:
-        plain = check_tool_metadata(role_value, meta) if TOOL_CALLS_KEY in meta or TOOL_CALL_ID_KEY in meta \
+        plain = check_tool_metadata(role, meta) if TOOL_CALLS_KEY in meta or TOOL_CALL_ID_KEY in meta \
             else dict(meta)
     except ValueError as exc:
         raise InvalidMessage(str(exc)) from None
@@ -123,10 +135,8 @@ def build_message_event(
         raise InvalidMessage(f"metadata must be JSON-serialisable: {exc}") from None
     if len(encoded.encode()) > MAX_METADATA_BYTES:
         raise InvalidMessage(f"metadata is larger than {MAX_METADATA_BYTES} bytes")
-    stored = json.loads(encoded)
-    quoted = quoted_owners_of(str(kind), str(sender), str(owner_id), stored)
-    return _event(at, agent_id, owner_id, key, sender, role_value, kind, content, stored, trust_value, created_at,
-                  quoted)
+    stored: dict[str, Any] = json.loads(encoded)
+    return stored
 
 
 def _nesting_exceeds(value: object, limit: int) -> bool:
@@ -160,20 +170,19 @@ def _created_at(created_at: object, at: datetime) -> datetime:
     raise InvalidMessage("created_at must be an ISO 8601 string or a datetime")
 
 
-def _event(at: datetime, agent_id: object, owner_id: object, key: ConversationKey, sender: object, role: Role,
-           kind: object, content: str, metadata: dict[str, Any], trust: Trust, created_at: object,
-           quoted_owners: tuple[str, ...] = ()) -> MessageAppended:
+def _event(cmd: AppendMessage, at: datetime, key: ConversationKey, role: Role, trust: Trust,
+           metadata: dict[str, Any], quoted_owners: tuple[str, ...] = ()) -> MessageAppended:
     return MessageAppended(
         at=at,
-        agent_id=str(agent_id),
-        owner_id=str(owner_id),
+        agent_id=str(cmd.agent_id),
+        owner_id=str(cmd.owner_id),
         conversation=key,
-        sender=str(sender),
+        sender=str(cmd.sender),
         role=role,
-        message_kind=str(kind),
-        content=content,
+        message_kind=str(cmd.kind),
+        content=cmd.content,
         metadata=metadata,
         trust=trust,
-        created_at=_created_at(created_at, at),
+        created_at=_created_at(cmd.created_at, at),
         quoted_owners=quoted_owners,
     )

@@ -11,7 +11,9 @@ no second write transaction, no file rewrite when the text is unchanged. Files a
 The agent's standing rules (operator directives, ``scopes.is_agent_rule``) are in every
 owner's ``MEMORY.md``: a change of one re-renders the ``MEMORY.md`` of every owner of the
 agent in the same transaction, and an owner's first message gets the rules rendered for them
-if they have no ``MEMORY.md`` yet. Other changes re-render only the owners they touch.
+(after its commit) if they have no ``MEMORY.md`` yet. Other changes re-render only the owners
+they touch. All of this is the writer side: a composed prompt records nothing, and shows an
+owner not met yet the rules without recording them (``shown_prompt_files``, ADR-0057).
 """
 
 from __future__ import annotations
@@ -26,14 +28,9 @@ from typing import Protocol
 import attrs
 
 from fermix_memory.application.errors import NotFound
-from fermix_memory.application.ports import (
-    Clock,
-    EventStore,
-    PromptFileSink,
-    RecordedEvent,
-    ResourceRevision,
-    WriteTransaction,
-)
+from fermix_memory.application.ports import Clock, PromptFileSink
+from fermix_memory.application.query_ports import ResourceRevision
+from fermix_memory.application.store_ports import EventStore, RecordedEvent, WriteTransaction
 from fermix_memory.application.streams import memory_stream, parse_owner_stream, resource_stream
 from fermix_memory.domain import events as ev
 from fermix_memory.domain import resources as res
@@ -164,7 +161,7 @@ class PromptFiles:
                 self.welcome(agent_id, owner_id)
 
     def welcome(self, agent_id: str, owner_id: str) -> None:
-        """An owner new to this process (first message, first composed prompt): render the
+        """An owner new to this process (after the commit of their first message here): record the
         agent's rules for them if they have no MEMORY.md yet. A set lookup after the first call."""
         if (agent_id, owner_id) in self._welcomed:
             return

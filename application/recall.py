@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import attrs
 
+from fermix_memory.application.commands import Recall
 from fermix_memory.application.errors import SemanticRecallUnavailable
-from fermix_memory.application.ports import MemoryHit, MemoryQueries, MessageHit
-from fermix_memory.application.semantic import FUSION_K, SemanticSearch, fuse_kind, ranks
+from fermix_memory.application.fusion import fuse, fuse_kind
+from fermix_memory.application.query_ports import MemoryHit, MemoryQueries, MessageHit
 from fermix_memory.domain.errors import InvalidIdentifier
 from fermix_memory.domain.scopes import (
-    Reader,
+    HistoryFilter,
+    MemoryFilter,
     RecallMode,
-    RecallScope,
     RecallSource,
     history_filter,
     memory_filter,
@@ -32,50 +35,41 @@ class RecallResult:
     vectors_waiting: int | None = None
 
 
-def fuse(memories: list[MemoryHit], messages: list[MessageHit], limit: int) -> list[MemoryHit | MessageHit]:
-    """One list by reciprocal rank fusion (1 / (FUSION_K + rank) in each list, equal weights;
-    ties go to the memory row, a curated fact). A turn brought as the reply to a matching
-    question shares that question's rank and stays right after it."""
-    scored: list[tuple[float, int, int, MemoryHit | MessageHit]] = []
-    for i, memory in enumerate(memories):
-        scored.append((1.0 / (FUSION_K + i + 1), 0, 0, memory))
-    for message, rank in zip(messages, ranks(messages), strict=True):
-        scored.append((1.0 / (FUSION_K + rank), 1, 0 if message.context_of is None else 1, message))
-    scored.sort(key=lambda row: (-row[0], row[1], row[2]))
-    return [row[3] for row in scored[:limit]]
+class MeaningSearch(Protocol):
+    """What recall asks of a search by meaning (application/semantic.py, ADR-0043)."""
+
+    def embed_query(self, query: str) -> bytes | None: ...
+
+    def waiting(self) -> int: ...
+
+    def memories(self, vector: bytes, where: MemoryFilter, limit: int) -> list[MemoryHit]: ...
+
+    def history(self, vector: bytes, where: HistoryFilter, limit: int) -> list[MessageHit]: ...
 
 
-def recall(
-    queries: MemoryQueries,
-    reader: Reader,
-    *,
-    query: str = "",
-    key: str | None = None,
-    scope: RecallScope = RecallScope.CURRENT,
-    source: RecallSource = RecallSource.MEMORIES,
-    limit: int = 10,
-    mode: RecallMode | None = None,
-    semantic: SemanticSearch | None = None,
-) -> RecallResult:
-    """Rows and messages ``reader`` may see that match ``key`` exactly, or ``query`` by its words
-    (``mode="keyword"``), by meaning (``"semantic"``, with ``semantic``'s vectors) or both fused
-    per kind (``"hybrid"``). ``mode=None``: hybrid when there is an embedder, else keyword.
+def recall(queries: MemoryQueries, cmd: Recall, semantic: MeaningSearch | None = None) -> RecallResult:
+    """Rows and messages ``cmd``'s reader may see that match its ``key`` exactly, or its ``query``
+    by words (``mode="keyword"``), by meaning (``"semantic"``, with ``semantic``'s vectors) or
+    both fused per kind (``"hybrid"``). ``mode=None``: hybrid when there is an embedder, else
+    keyword.
 
     A job run only ever gets its own job rows (never history), whatever it asks.
     """
-    limit = min(check_int(limit, "limit", minimum=0), MAX_RECALL)
+    limit = min(check_int(cmd.limit, "limit", minimum=0), MAX_RECALL)
+    mode, query, key, source = cmd.mode, cmd.query, cmd.key, cmd.source
     if mode is None:
         mode = RecallMode.KEYWORD if semantic is None else RecallMode.HYBRID
     if mode is not RecallMode.KEYWORD and semantic is None:
         raise SemanticRecallUnavailable(
             f"recall mode {mode.value!r} needs recall by meaning: install fermix-memory[semantic] and open"
             " the memory with an embedder (or ask for mode='keyword')")
-    vector = semantic.embed_query(query) if semantic is not None and mode is not RecallMode.KEYWORD \
-        and key is None else None
+    by_meaning = semantic if mode is not RecallMode.KEYWORD and key is None else None
+    vector = None if by_meaning is None else by_meaning.embed_query(query)
+    reader = cmd.reader
     memories: list[MemoryHit] = []
     messages: list[MessageHit] = []
     if source in (RecallSource.MEMORIES, RecallSource.ALL):
-        where = memory_filter(reader, scope)
+        where = memory_filter(reader, cmd.scope)
         if key is not None:
             try:
                 normalised = normalise_key(key)
@@ -85,14 +79,14 @@ def recall(
             memories = [MemoryHit(memory=row, rank=0.0, snippet=row.value) for row in rows[:limit]]
         else:
             keyword = queries.search_memories(query, where, limit) if mode is not RecallMode.SEMANTIC else []
-            near = semantic.memories(vector, where, limit) if vector is not None and semantic is not None else []
+            near = by_meaning.memories(vector, where, limit) if vector is not None and by_meaning is not None else []
             memories = fuse_kind(keyword, near, limit, _memory_id) if near else keyword
-    history = history_filter(reader, scope)
+    history = history_filter(reader, cmd.scope)
     if history is not None and key is None and source in (RecallSource.HISTORY, RecallSource.ALL):
         keyword_turns = queries.search_history(query, history, limit) if mode is not RecallMode.SEMANTIC else []
-        near_turns = semantic.history(vector, history, limit) if semantic is not None and vector is not None else []
+        near_turns = by_meaning.history(vector, history, limit) if vector is not None and by_meaning is not None else []
         messages = fuse_kind(keyword_turns, near_turns, limit, _message_id) if near_turns else keyword_turns
-    waiting = semantic.waiting() if semantic is not None and mode is not RecallMode.KEYWORD and key is None else None
+    waiting = None if by_meaning is None else by_meaning.waiting()
     return RecallResult(memories=memories, messages=messages, ranked=fuse(memories, messages, limit),
                         vectors_waiting=waiting)
 

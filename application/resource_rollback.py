@@ -16,8 +16,10 @@ import attrs
 
 from fermix_memory.application.errors import NotFound
 from fermix_memory.application.memory_writes import MemoryWriter, OperationOutcome
-from fermix_memory.application.ports import Clock, EventStore, ResourceRevision, WriteTransaction
+from fermix_memory.application.ports import Clock
 from fermix_memory.application.prompt_files import PromptFiles, ResourceReader, check_resource_name
+from fermix_memory.application.query_ports import ResourceRevision
+from fermix_memory.application.store_ports import EventStore, WriteTransaction
 from fermix_memory.application.streams import memory_stream, resource_stream
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.admission import WriteContext

@@ -26,7 +26,8 @@ import attrs
 
 from fermix_memory.application.errors import ModelError, RouteExhausted
 from fermix_memory.application.memory_writes import MemoryWriter, OperationOutcome
-from fermix_memory.application.ports import ChatModel, Clock, EventStore, ReviewState, WriteTransaction
+from fermix_memory.application.model_ports import ChatModel
+from fermix_memory.application.ports import Clock
 from fermix_memory.application.reviewer_prompt import (
     REVIEWER_AGENT_TAG,
     ReviewInputMessage,
@@ -34,6 +35,7 @@ from fermix_memory.application.reviewer_prompt import (
     pack_review_input,
 )
 from fermix_memory.application.settings import MemorySettings
+from fermix_memory.application.store_ports import EventStore, ReviewState, WriteTransaction
 from fermix_memory.application.streams import review_stream
 from fermix_memory.domain import events as ev
 from fermix_memory.domain import review_gate as gate

@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from fermix_memory.application.errors import UnusableAnswer
-from fermix_memory.application.ports import ChatMessage, ChatRequest
+from fermix_memory.application.model_ports import ChatMessage, ChatRequest
 from fermix_memory.domain.errors import FermixError, ReviewerAnswerError
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message

@@ -7,10 +7,11 @@ A stored row holds only what a ``Message`` held when the store wrote it, in
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple, cast
 
 import attrs
 
@@ -18,9 +19,25 @@ from fermix_memory.domain.messages import Message
 from fermix_memory.domain.tool_calls import TOOL_CALL_ID_KEY, TOOL_CALLS_KEY
 from fermix_memory.domain.values import ConversationKey, Role, Trust
 
-STORED_MESSAGE_FIELDS: tuple[str, ...] = ("id", "owner_id", "sender", "role", "kind", "content", "metadata_json",
-                                          "created_at", "trust")
-StoredRow = tuple[Any, ...]
+
+class StoredRow(NamedTuple):
+    """One stored message as read by its conversation's key (the columns are its fields)."""
+
+    id: int
+    owner_id: str
+    sender: str
+    role: str
+    kind: str
+    content: str
+    metadata_json: str
+    created_at: str
+    trust: str
+
+
+STORED_MESSAGE_FIELDS: tuple[str, ...] = StoredRow._fields
+# A read row made a ``StoredRow`` without a call in Python (``StoredRow._make`` checks the length
+# too): a window's rows all come this way.
+stored_row = cast(Callable[[Iterable[Any]], StoredRow], functools.partial(tuple.__new__, StoredRow))
 StoredItem = Message | StoredRow  # a window in a cache holds both: rows as read, messages since committed
 
 _ROLES = {role.value: role for role in Role}
@@ -37,33 +54,43 @@ if set(_SLOTS) != {field.name for field in attrs.fields(Message)}:  # pragma: no
 _new_message = object.__new__
 
 
-def message_of(row: Sequence[Any], agent_id: str, conversation: ConversationKey) -> Message:
+def message_of(row: StoredRow, agent_id: str, conversation: ConversationKey) -> Message:
     """The ``Message`` of one stored row of ``agent_id``'s ``conversation`` (equal to one built by
     ``Message(...)`` from the same values); an unknown role or trust is a ``ValueError``."""
+    # Unpacked by the fields' names in one step: every message of a window read comes this way.
+    message_id, owner_id, sender, role, kind, content, metadata_json, created_at, trust = row
     m = _new_message(Message)
-    _set_id(m, row[0])
+    _set_id(m, message_id)
     _set_agent(m, agent_id)
-    _set_owner(m, row[1])
+    _set_owner(m, owner_id)
     _set_conversation(m, conversation)
-    _set_sender(m, row[2])
-    _set_role(m, _ROLES.get(row[3]) or Role(row[3]))
-    _set_kind(m, row[4])
-    _set_content(m, row[5])
-    _set_metadata(m, json.loads(row[6]) if row[6] != "{}" else {})
-    _set_created_at(m, datetime.fromisoformat(row[7]))
-    _set_trust(m, _TRUSTS.get(row[8]) or Trust(row[8]))
+    _set_sender(m, sender)
+    _set_role(m, _ROLES.get(role) or Role(role))
+    _set_kind(m, kind)
+    _set_content(m, content)
+    _set_metadata(m, json.loads(metadata_json) if metadata_json != "{}" else {})
+    _set_created_at(m, datetime.fromisoformat(created_at))
+    _set_trust(m, _TRUSTS.get(trust) or Trust(trust))
     return m
 
 
 def as_message(item: StoredItem, agent_id: str, conversation: ConversationKey) -> Message:
-    return message_of(item, agent_id, conversation) if type(item) is tuple else item  # type: ignore[return-value]
+    if type(item) is StoredRow:
+        return message_of(item, agent_id, conversation)
+    return item  # type: ignore[return-value]  # a Message: a row is never subclassed
+
+
+def is_row(item: StoredItem) -> bool:
+    """Whether ``item`` is still the row the store read (not yet a ``Message``)."""
+    return type(item) is StoredRow
 
 
 def is_plain(row: StoredRow) -> bool:
     """A user's or an assistant's message that records no tool call and answers none: its
     metadata, as the store wrote it (``json.dumps``, which never escapes a letter), does not even
     hold the text ``tool_call`` (so it has neither ``tool_calls`` nor ``tool_call_id``)."""
-    return bool((row[3] == "user" or row[3] == "assistant") and (row[6] == "{}" or _TOOL_KEYS not in row[6]))
+    role, metadata = row.role, row.metadata_json
+    return bool((role == "user" or role == "assistant") and (metadata == "{}" or _TOOL_KEYS not in metadata))
 
 
 _TOOL_KEYS = "tool_call"  # the common start of TOOL_CALLS_KEY and TOOL_CALL_ID_KEY
@@ -72,15 +99,15 @@ if not (TOOL_CALLS_KEY.startswith(_TOOL_KEYS) and TOOL_CALL_ID_KEY.startswith(_T
 
 
 def id_of(item: StoredItem) -> int:
-    return item[0] if type(item) is tuple else item.id  # type: ignore[union-attr]
+    return item.id
 
 
 def kind_of(item: StoredItem) -> str:
-    return item[4] if type(item) is tuple else item.kind  # type: ignore[union-attr]
+    return item.kind
 
 
 def order_of(item: StoredItem) -> tuple[datetime, int]:
     """Where a message sits in its window: by ``(created_at, id)``."""
-    if type(item) is tuple:
-        return datetime.fromisoformat(item[7]), item[0]
-    return item.created_at, item.id  # type: ignore[union-attr]
+    if type(item) is StoredRow:
+        return datetime.fromisoformat(item.created_at), item.id
+    return item.created_at, item.id  # type: ignore[return-value]

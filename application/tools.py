@@ -23,10 +23,11 @@ from typing import Any, Protocol
 
 import attrs
 
+from fermix_memory.application.commands import AnyText, DispatchTool, Identifier, Recall
 from fermix_memory.application.errors import ConfigError, SemanticRecallUnavailable
 from fermix_memory.application.jobs import MemorySourceQueries
 from fermix_memory.application.memory_writes import OperationOutcome
-from fermix_memory.application.ports import MemoryHit, MemoryQueries, MessageHit
+from fermix_memory.application.query_ports import MemoryHit, MemoryQueries, MessageHit
 from fermix_memory.application.recall import recall
 from fermix_memory.application.semantic import SemanticSearch
 from fermix_memory.application.tool_arguments import (
@@ -218,6 +219,18 @@ class MemoryTools:
         """The tools offered: ``memory_forget`` only when enabled."""
         return tuple(self._handlers)
 
+    def dispatch(self, call: DispatchTool) -> dict[str, Any]:
+        """Run the model's tool call ``call`` in the context it names (see :meth:`dispatch_tool`); a
+        context the domain refuses is the answer ``invalid_context``."""
+        try:
+            context = ToolContext(agent_id=call.agent_id, owner_id=call.owner_id, trust=call.trust,
+                                  conversation=call.conversation, job_source_id=call.job_source_id,
+                                  session_id=call.session_id, run_id=call.run_id,
+                                  source_message_id=call.source_message_id)
+        except DomainError as exc:
+            return _error("invalid_context", str(exc))
+        return self.dispatch_tool(call.name, call.arguments, context)
+
     def dispatch_tool(self, name: str, arguments: Mapping[str, Any] | str | None,
                       context: ToolContext) -> dict[str, Any]:
         """Run tool ``name`` with the model's ``arguments`` (an object or its JSON text).
@@ -267,10 +280,13 @@ class MemoryTools:
             except InvalidIdentifier as exc:
                 return _error("invalid_key", str(exc))
         try:
-            result = recall(self._queries, ctx.reader, query=(query or "") if has_query else "",
-                            key=key if has_key else None, scope=RecallScope(args["scope"]),
-                            source=RecallSource(args["source"]), limit=args["limit"],
-                            mode=RecallMode(args["mode"]) if "mode" in args else None, semantic=self._semantic)
+            result = recall(self._queries, Recall(
+                query=AnyText(query if has_query and query is not None else ""),
+                key=AnyText(key) if has_key and key is not None else None,
+                agent_id=Identifier(ctx.agent_id), owner_id=Identifier(ctx.owner_id), conversation=ctx.conversation,
+                job_source_id=None if ctx.job_source_id is None else Identifier(ctx.job_source_id),
+                scope=RecallScope(args["scope"]), source=RecallSource(args["source"]), limit=args["limit"],
+                mode=RecallMode(args["mode"]) if "mode" in args else None), self._semantic)
         except SemanticRecallUnavailable as exc:
             return _error("semantic_unavailable", str(exc))
         answer: dict[str, Any] = {"ok": True, "memories": [_memory_hit(h) for h in result.memories],

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from fermix_memory.application.ports import EventStore, ModelCallTrace
+from fermix_memory.application.model_ports import ModelCallTrace
+from fermix_memory.application.store_ports import EventStore
 from fermix_memory.application.streams import TRACE_STREAM
 from fermix_memory.domain.activity_events import ModelCallTraced
 

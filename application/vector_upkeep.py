@@ -20,7 +20,8 @@ from collections.abc import Callable
 from fermix_memory.application.embedder import Embedder, label_of
 from fermix_memory.application.errors import SemanticRecallUnavailable, StorageError
 from fermix_memory.application.index_upkeep import MAX_WAIT_S, QUIET_S, TOLERANCE_S, JobQueue
-from fermix_memory.application.ports import RecordedEvent, VectorIndex
+from fermix_memory.application.query_ports import VectorIndex
+from fermix_memory.application.store_ports import RecordedEvent
 
 log = logging.getLogger("fermix_memory.storage")
 

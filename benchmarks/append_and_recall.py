@@ -94,11 +94,11 @@ from urllib.parse import quote
 import apsw
 
 from fermix_memory import MemorySystem, Settings
+from fermix_memory.adapters.sql.scope_tokens import conversation_token, message_scope_tokens
 from fermix_memory.adapters.sqlite import connection as connection_module
 from fermix_memory.adapters.sqlite.connection import open_connection
 from fermix_memory.adapters.sqlite.fts_query import match_expression, quote_term
 from fermix_memory.adapters.sqlite.schema import migrate
-from fermix_memory.adapters.sqlite.scope_tokens import conversation_token, message_scope_tokens
 from fermix_memory.application.settings import MemorySettings
 from fermix_memory.domain.values import ConversationKey
 

@@ -66,9 +66,9 @@ import replay
 import turn_hooks
 from forget import vacuum_of_a_copy
 
+from fermix_memory.adapters.sql.scope_tokens import owner_token
 from fermix_memory.adapters.sqlite.connection import open_connection
 from fermix_memory.adapters.sqlite.fts_query import quote_term
-from fermix_memory.adapters.sqlite.scope_tokens import owner_token
 
 RAW_SCHEMA = """
 CREATE TABLE messages(id INTEGER PRIMARY KEY, agent_id TEXT NOT NULL, owner_id TEXT NOT NULL,

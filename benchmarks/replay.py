@@ -45,10 +45,10 @@ from typing import Any
 import apsw
 
 from fermix_memory import MemorySystem
+from fermix_memory.adapters.sql.scope_tokens import message_scope_tokens
 from fermix_memory.adapters.sqlite.audit import fold_log, replay_into, table_checksums
 from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection
 from fermix_memory.adapters.sqlite.schema import migrate
-from fermix_memory.adapters.sqlite.scope_tokens import message_scope_tokens
 from fermix_memory.domain.values import ConversationKey
 
 WORDS = [

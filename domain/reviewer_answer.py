@@ -332,10 +332,3 @@ def operation_to_dict(op: Operation) -> dict[str, Any]:
 
 def _sources_dict(op: Operation) -> dict[str, Any]:
     return {"source_message_ids": list(op.source_message_ids)} if op.source_message_ids else {}
-
-
-def format_reviewer_answer(operations: Sequence[Operation]) -> str:
-    """The canonical answer text for ``operations`` (``Nothing to save.`` when empty)."""
-    if not operations:
-        return NOTHING_TO_SAVE
-    return json.dumps({"operations": [operation_to_dict(op) for op in operations]}, ensure_ascii=False)

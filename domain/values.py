@@ -203,30 +203,6 @@ def is_encodable(text: str) -> bool:
     return text.isascii() or _SURROGATE.search(text) is None  # ASCII holds no surrogate
 
 
-def _agent_id(value: object) -> str:
-    return check_identifier(value, "agent_id")
-
-
-def _owner_id(value: object) -> str:
-    return check_identifier(value, "owner_id")
-
-
-@attrs.frozen
-class AgentId:
-    value: str = attrs.field(converter=_agent_id)
-
-    def __str__(self) -> str:
-        return self.value
-
-
-@attrs.frozen
-class OwnerId:
-    value: str = attrs.field(converter=_owner_id)
-
-    def __str__(self) -> str:
-        return self.value
-
-
 def _check_channel(value: object) -> str:
     try:
         return check_identifier(value, "channel")

@@ -12,23 +12,24 @@ import os
 import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import attrs
 
+from fermix_memory.adapters.sql.job_queries import SqlJobQueries
+from fermix_memory.adapters.sql.vectors import SqlVectorIndex
 from fermix_memory.adapters.sqlite.erasure import SqliteErasure
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
-from fermix_memory.adapters.sqlite.import_keys import sqlite_import_keys
-from fermix_memory.adapters.sqlite.job_queries import SqliteJobQueries
-from fermix_memory.adapters.sqlite.queries import SqliteQueries
+from fermix_memory.adapters.sqlite.import_keys import read_import_keys as sqlite_import_keys
+from fermix_memory.adapters.sqlite.queries import SqliteQueries, sqlite_reading
 from fermix_memory.adapters.sqlite.search_index import SqliteSearchIndex
-from fermix_memory.adapters.sqlite.vectors import SqliteVectorIndex
 from fermix_memory.application.caches import Follows
 from fermix_memory.application.errors import ConfigError, UnfinishedCopy
 from fermix_memory.application.history import ImportKeyReader, recorded_import_keys
-from fermix_memory.application.ports import Erasure, SearchIndex, VectorIndex
+from fermix_memory.application.query_ports import VectorIndex
 from fermix_memory.application.settings import Settings
 from fermix_memory.application.settings_storage import DATABASE_URL_ENV, storage_url_problem
+from fermix_memory.application.store_ports import Erasure, SearchIndex
 from fermix_memory.entrypoints.log_audit import LogAudit
 
 
@@ -51,7 +52,7 @@ class Storage:
     """One store and the adapters over it."""
 
     store: Any  # SqliteEventStore | PostgresEventStore: the EventStore port and its commit hooks
-    queries: Any  # the host's queries (bootstrap.HostQueries)
+    queries: Any  # the host's queries (application.host_queries.HostQueries)
     jobs: Any  # application.jobs.JobQueries
     erasure: Erasure
     index: SearchIndex | None
@@ -79,9 +80,9 @@ def refuse_unfinished_copy(store: Any, where: str) -> None:
 
 
 def sqlite_storage(store: SqliteEventStore) -> Storage:
-    return Storage(store, SqliteQueries(store.reader), SqliteJobQueries(store.reader), SqliteErasure(store),
-                   SqliteSearchIndex(store), LogAudit(store), store.last_position, import_keys=sqlite_import_keys,
-                   vectors=SqliteVectorIndex(store))
+    return Storage(store, SqliteQueries(store.reader), SqlJobQueries(store.reader, sqlite_reading),
+                   SqliteErasure(store), SqliteSearchIndex(store), LogAudit(store), store.last_position,
+                   import_keys=sqlite_import_keys, vectors=SqlVectorIndex(store, reading=sqlite_reading))
 
 
 def open_postgres(url: str, *, readonly: bool = False, chains: int | None = None,
@@ -101,10 +102,10 @@ def open_postgres(url: str, *, readonly: bool = False, chains: int | None = None
 def postgres_storage(store: Any) -> Storage:
     """The adapters over an open ``PostgresEventStore``."""
     from fermix_memory.adapters.postgres.erasure import PostgresErasure
-    from fermix_memory.adapters.postgres.import_keys import postgres_import_keys
+    from fermix_memory.adapters.postgres.import_keys import read_import_keys as postgres_import_keys
     from fermix_memory.adapters.postgres.queries import PostgresQueries
 
-    jobs = SqliteJobQueries(cast(Any, store.reader))  # plain SQL, read through the pool
+    jobs = SqlJobQueries(store.reader)  # plain SQL, read through the pool
     return Storage(store, PostgresQueries(store), jobs, PostgresErasure(store), None, LogAudit(store),
                    store.cache_position, store.cache_follows, postgres_import_keys,
-                   SqliteVectorIndex(store, marked=False, cross_join=False))
+                   SqlVectorIndex(store, marked=False, cross_join=False))

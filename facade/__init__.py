@@ -44,12 +44,14 @@ if TYPE_CHECKING:
     )
     from fermix_memory.application.forget import ConversationForgetReport, ForgetReport, MemoryForgetReport
     from fermix_memory.application.memory_writes import OperationOutcome
-    from fermix_memory.application.ports import ChatMessage, ChatModel, ChatRequest, ChatResponse, MemoryHit, MessageHit
+    from fermix_memory.application.model_ports import ChatMessage, ChatModel, ChatRequest, ChatResponse
+    from fermix_memory.application.query_ports import MemoryHit, MessageHit
     from fermix_memory.application.recall import RecallResult
     from fermix_memory.application.reviewer import ReviewResult
     from fermix_memory.application.settings import Settings
     from fermix_memory.application.turns import CommandResult, PreflightResult
-    from fermix_memory.domain.errors import DomainError, FermixError, InvalidArgument, InvalidNumber
+    from fermix_memory.domain.errors import DomainError, FermixError, InvalidArgument, InvalidIdentifier, InvalidNumber
+    from fermix_memory.domain.jobs import JobRun, JobStatus, MemorySource, ScheduledJob
     from fermix_memory.domain.memory import Memory
     from fermix_memory.domain.messages import Message
     from fermix_memory.domain.operations import AddOperation, ArchiveOperation, ReplaceOperation
@@ -69,10 +71,10 @@ _HOMES = {
     "AsyncMemorySystem": "fermix_memory.entrypoints.api.async_memory_system",
     "AsyncSession": "fermix_memory.entrypoints.api.async_session",
     "BackgroundTimeout": "fermix_memory.application.errors",
-    "ChatMessage": "fermix_memory.application.ports",
-    "ChatModel": "fermix_memory.application.ports",
-    "ChatRequest": "fermix_memory.application.ports",
-    "ChatResponse": "fermix_memory.application.ports",
+    "ChatMessage": "fermix_memory.application.model_ports",
+    "ChatModel": "fermix_memory.application.model_ports",
+    "ChatRequest": "fermix_memory.application.model_ports",
+    "ChatResponse": "fermix_memory.application.model_ports",
     "CommandResult": "fermix_memory.application.turns",
     "CompactionResult": "fermix_memory.application.compaction",
     "ConcurrencyConflict": "fermix_memory.application.errors",
@@ -89,13 +91,18 @@ _HOMES = {
     "HomeNotFound": "fermix_memory.application.errors",
     "IntegrityError": "fermix_memory.application.errors",
     "InvalidArgument": "fermix_memory.domain.errors",
+    "InvalidIdentifier": "fermix_memory.domain.errors",
     "InvalidNumber": "fermix_memory.domain.errors",
+    "JobRun": "fermix_memory.domain.jobs",
+    "JobStatus": "fermix_memory.domain.jobs",
+    "MemorySource": "fermix_memory.domain.jobs",
+    "ScheduledJob": "fermix_memory.domain.jobs",
     "Memory": "fermix_memory.domain.memory",
     "MemoryClosed": "fermix_memory.application.errors",
-    "MemoryHit": "fermix_memory.application.ports",
+    "MemoryHit": "fermix_memory.application.query_ports",
     "MemorySystem": "fermix_memory.entrypoints.api.memory_system",
     "Message": "fermix_memory.domain.messages",
-    "MessageHit": "fermix_memory.application.ports",
+    "MessageHit": "fermix_memory.application.query_ports",
     "ModelError": "fermix_memory.application.errors",
     "NotFound": "fermix_memory.application.errors",
     "OpenAIPrompt": "fermix_memory.entrypoints.api.turns",
@@ -149,11 +156,15 @@ __all__ = [
     "HomeNotFound",
     "IntegrityError",
     "InvalidArgument",
+    "InvalidIdentifier",
     "InvalidNumber",
+    "JobRun",
+    "JobStatus",
     "Memory",
     "MemoryClosed",
     "MemoryForgetReport",
     "MemoryHit",
+    "MemorySource",
     "MemorySystem",
     "Message",
     "MessageHit",
@@ -170,6 +181,7 @@ __all__ = [
     "ReplaceOperation",
     "ReviewResult",
     "RoleName",
+    "ScheduledJob",
     "ScopeName",
     "SemanticRecallUnavailable",
     "Session",

@@ -5,8 +5,7 @@ tools (ADR-0028). Importing this module without the extra raises ``MissingExtra`
 from __future__ import annotations
 
 from fermix_memory.entrypoints.integrations.langchain_tools import memory_tools
-from fermix_memory.entrypoints.integrations.langgraph_store import (
-    FermixStore,
+from fermix_memory.entrypoints.integrations.langgraph_items import (
     FilterNotSupported,
     KeyCollision,
     NamespaceNotMapped,
@@ -14,6 +13,7 @@ from fermix_memory.entrypoints.integrations.langgraph_store import (
     ValueNotStorable,
     WriteRefused,
 )
+from fermix_memory.entrypoints.integrations.langgraph_store import FermixStore
 
 __all__ = [
     "FermixStore",

@@ -97,10 +97,12 @@ class PostgresServer:
 
     def prepare_template(self) -> None:
         """``template_fermix``: an empty database at the current schema, copied for each test."""
-        from fermix_memory.adapters.postgres.schema import migrate_url
+        from fermix_memory.adapters.postgres.connection import connect
+        from fermix_memory.adapters.postgres.schema import migrate
 
         self.admin(f"CREATE DATABASE {TEMPLATE}")
-        migrate_url(self.url(TEMPLATE))
+        with connect(self.url(TEMPLATE)) as conn:
+            migrate(conn, self.url(TEMPLATE))
         # FILE_COPY (PostgreSQL 15 and later) checkpoints at each copy: cheap without fsync only.
         if not self.durable and int(self._session().execute("SHOW server_version_num").fetchone()[0]) >= 150000:
             self._copy = " STRATEGY FILE_COPY"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
@@ -124,10 +124,10 @@ def pg_sql(sql: str) -> str:
     return _PLACEHOLDER.sub(lambda m: "%s" if m.group(0) == "?" else f"%({m.group(1)})s", sql.replace("%", "%%"))
 
 
-class SqlCursor:
-    """The few cursor calls the shared projections and loaders make (``execute(...).fetchall()``,
-    ``executemany``, iteration, ``connection.changes()``), on a psycopg connection: the same
-    SQL runs on both stores."""
+class PgCursor:
+    """The shared core's :class:`~fermix_memory.adapters.sql.cursor.SqlCursor` on a psycopg
+    connection (``execute(...).fetchall()``, ``executemany``, iteration, ``connection.changes()``),
+    SQLite's placeholders translated: the same SQL runs on every dialect."""
 
     def __init__(self, conn: Any) -> None:
         self._conn = conn
@@ -135,12 +135,12 @@ class SqlCursor:
         self._changes = 0
         self.connection = self
 
-    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> SqlCursor:
+    def execute(self, sql: str, params: Any = (), /) -> PgCursor:
         self._cur.execute(pg_sql(sql), params)
         self._changes = self._cur.rowcount
         return self
 
-    def executemany(self, sql: str, seq: Iterable[Sequence[Any] | dict[str, Any]]) -> SqlCursor:
+    def executemany(self, sql: str, seq: Iterable[Any], /) -> PgCursor:
         rows = list(seq)
         if rows:
             self._cur.executemany(pg_sql(sql), rows)
@@ -159,6 +159,6 @@ class SqlCursor:
         """Rows changed by the last ``execute`` (SQLite's ``connection.changes()``)."""
         return int(self._changes)
 
-    def cursor(self) -> SqlCursor:
+    def cursor(self) -> PgCursor:
         """Another cursor on the same connection (and transaction)."""
-        return SqlCursor(self._conn)
+        return PgCursor(self._conn)

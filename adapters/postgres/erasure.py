@@ -1,19 +1,17 @@
-"""The PostgreSQL side of the ``Erasure`` port: redact payloads inside a write, then rewrite the
-touched tables so the erased bytes leave the server's table files (ADR-0029 says what PostgreSQL
-cannot promise: WAL archives, replicas, backups)."""
+"""The PostgreSQL side of the ``Erasure`` port: the shared logical step (``sql.erasure``), then the
+physical one: rewrite the touched tables so the erased bytes leave the server's table files
+(ADR-0029 says what PostgreSQL cannot promise: WAL archives, replicas, backups)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from fermix_memory.adapters.postgres.connection import described
 from fermix_memory.adapters.postgres.event_store import PostgresEventStore
 from fermix_memory.adapters.postgres.transaction import PostgresTransaction
-from fermix_memory.adapters.sqlite.codec import encoded_text
-from fermix_memory.adapters.sqlite.erasure import SqliteErasingTransaction
-from fermix_memory.adapters.sqlite.transaction import recorded_from_row
-from fermix_memory.application.ports import ErasureTransaction, RecordedEvent, ScrubReport, WriteTransaction
+from fermix_memory.adapters.sql.erasure import CANDIDATES, ErasingTransaction
+from fermix_memory.application.store_ports import ErasureTransaction, ScrubReport, WriteTransaction
 
 T = TypeVar("T")
 
@@ -23,30 +21,16 @@ SCRUBBED_TABLES = ("events", "messages", "memories", "resource_revisions", "reso
                    "message_vectors", "memory_vectors")  # vectors: derivatives of erased text (ADR-0043)
 
 
-class _ErasingTransaction(SqliteErasingTransaction):
-    """Implements ``ErasureTransaction`` on the write transaction it accompanies (PostgreSQL's
-    functions where SQLite's differ)."""
+class PostgresErasingTransaction(ErasingTransaction):
+    """Implements ``ErasureTransaction`` on the write transaction it accompanies (PostgreSQL's SQL)."""
 
-    def __init__(self, tx: PostgresTransaction) -> None:
-        super().__init__(tx)
-        self._tx = tx
+    def _candidates(self, kinds: list[str], needle: str) -> tuple[str, Any]:
+        return f"{CANDIDATES} AND (kind = ANY(?) OR strpos(payload, ?) > 0) ORDER BY position", (kinds, needle)
 
-    def erasure_candidates(self, owner_id: str, kinds: Collection[str]) -> list[RecordedEvent]:
-        # The payload filter only narrows what is decoded; the events' own declarations decide.
-        rows = self._cursor.execute(
-            "SELECT position, stream, version, kind, schema, payload FROM events WHERE payload IS NOT NULL"
-            " AND (kind = ANY(?) OR strpos(payload, ?) > 0) ORDER BY position",
-            (sorted(kinds), encoded_text(owner_id)),
-        ).fetchall()
-        return [recorded_from_row(row) for row in rows]
-
-    def redact(self, positions: Sequence[int]) -> int:
-        if positions:  # the erased bytes stay in dead tuples and the WAL until scrubbed
-            self._cursor.execute("UPDATE events SET payload = NULL WHERE position = ANY(?) AND payload IS NOT NULL",
-                                 (list(positions),))
-            self._cursor.execute("INSERT INTO scrub_pending(id, since_position) VALUES (1, ?)"
-                                 " ON CONFLICT (id) DO NOTHING", (self._tx.position,))
-        return len(positions)
+    def _redact(self, positions: Sequence[int]) -> None:
+        # The erased bytes stay in dead tuples and the WAL until scrubbed.
+        self._cursor.execute("UPDATE events SET payload = NULL WHERE position = ANY(?) AND payload IS NOT NULL",
+                             (list(positions),))
 
 
 class PostgresErasure:
@@ -57,7 +41,7 @@ class PostgresErasure:
 
     def erase(self, work: Callable[[WriteTransaction, ErasureTransaction], T]) -> T:
         def both(tx: PostgresTransaction) -> T:
-            return work(tx, _ErasingTransaction(tx))
+            return work(tx, PostgresErasingTransaction(tx))
 
         # Every chain (ADR-0031): an owner's messages live in conversations' chains and their rules
         # in other owners' revisions; no write of any chain may commit while the erasure reads

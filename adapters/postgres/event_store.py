@@ -11,22 +11,17 @@ next call reconnects through the pool).
 
 from __future__ import annotations
 
-import collections
 import functools
-import itertools
 import logging
-import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
-from tenacity import RetryError, Retrying, retry_if_exception, wait_random_exponential
-
-from fermix_memory.adapters.postgres.change_feed import CHANNEL, STOP, ChangeFeed, Span, notify_sql, payload
+from fermix_memory.adapters.postgres.change_feed import CHANNEL, STOP, ChangeFeed, notify_sql, payload
 from fermix_memory.adapters.postgres.connection import (
-    SqlCursor,
+    PgCursor,
     check_url,
     connect,
     connection_failure,
@@ -37,63 +32,37 @@ from fermix_memory.adapters.postgres.connection import (
     translated,
     translated_errors,
 )
+from fermix_memory.adapters.postgres.delivery import READ_BATCH, FeedDelivery
+from fermix_memory.adapters.postgres.retries import Unsent, retrying
 from fermix_memory.adapters.postgres.schema import adopt_chains, check_schema, migrate, missing_triggers
 from fermix_memory.adapters.postgres.transaction import PostgresTransaction, Reorder
-from fermix_memory.adapters.sqlite.copy_mark import clear_copy_mark, set_copy_mark
-from fermix_memory.adapters.sqlite.head import Head, HeadFile
-from fermix_memory.adapters.sqlite.transaction import (
+from fermix_memory.adapters.sql.copy_mark import clear_copy_mark, set_copy_mark
+from fermix_memory.adapters.sql.event_log import (
     LOG_ROWS,
     append_logged_rows,
     chain_count,
     last_position,
     logged_from_row,
-    read_chain_heads,
     recorded_from_row,
     write_chain_heads,
 )
+from fermix_memory.adapters.sql.event_store import READING
+from fermix_memory.adapters.sql.head import Head, HeadFile
 from fermix_memory.application.errors import ReadOnlyStore, StorageBusy, StorageError
-from fermix_memory.application.ports import RecordedEvent
 from fermix_memory.application.settings_storage import DEFAULT_CHAINS
-from fermix_memory.application.streams import chain_for
+from fermix_memory.application.store_ports import RecordedEvent
 from fermix_memory.domain.log_chain import LoggedEvent, head_of
 
 log = logging.getLogger("fermix_memory.storage")
 
 T = TypeVar("T")
-WRITE_ATTEMPTS = 3
-RECENT = 10_000  # positions remembered as delivered (one heard again after that is handed over again: harmless)
 REORDERS = 8  # a write that met its chains out of order runs again with all of them taken in order
 ANNOUNCE_SQL = "SELECT set_config('synchronous_commit', 'off', true), pg_notify(%s, %s)"
-READ_BATCH = 1000
 POOL_MAX = 16
 POOL_TIMEOUT_S = 10.0
-RECONNECT_S = 15.0  # how long a write or read lost with its connection is tried again on new ones
 
 
-class _Unsent(Exception):
-    """The connection was lost before COMMIT was sent (or during a read): nothing was applied,
-    so the work may run again on another connection."""
-
-    def __init__(self, cause: BaseException) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
-
-
-def _retried(exc: BaseException) -> bool:
-    return isinstance(exc, _Unsent) or is_retryable(exc)
-
-
-def _stop(state: Any) -> bool:
-    """Serialisation failures: WRITE_ATTEMPTS attempts in all (the first was made before the
-    loop); a lost connection: RECONNECT_S seconds."""
-    if isinstance(state.outcome.exception(), _Unsent):
-        return bool(state.seconds_since_start >= RECONNECT_S)
-    return bool(state.attempt_number >= WRITE_ATTEMPTS - 1)
-
-CommitListener = Callable[[list[RecordedEvent]], None]
-
-
-class PostgresEventStore:
+class PostgresEventStore(FeedDelivery):
     """Implements the ``EventStore`` port on one PostgreSQL database."""
 
     def __init__(self, url: str, *, pool_max: int = POOL_MAX, source: str = "the storage URL",
@@ -105,7 +74,9 @@ class PostgresEventStore:
         require_driver()
         from psycopg_pool import ConnectionPool
 
+        super().__init__()
         self.url = check_url(url, source)
+        self.name = described(self.url)
         self.readonly = readonly
         with connect(self.url) as conn:  # a clear line for a wrong URL, a refused connection, no database
             if readonly:
@@ -114,7 +85,7 @@ class PostgresEventStore:
                 migrate(conn, self.url, chains)
             with translated_errors("checking the event log's triggers"):
                 self.missing_triggers = missing_triggers(conn)
-                self.chains = chain_count(SqlCursor(conn))
+                self.chains = chain_count(PgCursor(conn))
         if chains is not None and chains != self.chains:
             # A home moved here from SQLite keeps its one chain; only a chain count someone chose is news.
             log.log(logging.INFO if chains == DEFAULT_CHAINS else logging.WARNING,
@@ -131,24 +102,17 @@ class PostgresEventStore:
         except Exception as exc:
             self._pool.close()
             raise connection_failure(self.url, exc) from None
-        self._listeners: list[CommitListener] = []
-        self._reactions: list[CommitListener] = []
         self._closed = False
-        self._lock = threading.Lock()
         # The change feed (ADR-0029): what other processes commit reaches this store's listeners.
         self._token = uuid.uuid4().hex
-        self._recent: collections.OrderedDict[int, None] = collections.OrderedDict()  # positions delivered lately
-        self._epoch = 0  # several chains: counts the change feed's starts (events may have been missed)
-        # Each chain's last position the listeners were given (from the open on: the open's repair
-        # covers what came before).
-        self._chain_known = [int(p) for _, p in self.rows("SELECT chain, position FROM chain_heads ORDER BY chain")]
-        self._unknown = itertools.count(-1, -1)
+        self._feed: ChangeFeed | None = None
+        self._start_delivery([int(p) for _, p in self.rows("SELECT chain, position FROM chain_heads ORDER BY chain")])
         self._head_file: HeadFile | None = None
         if head_file is not None:
             self._head_file = HeadFile(head_file, readonly=readonly, current=self.head,
-                                       database=described(self.url), reader=self.reader)
+                                       database=self.name, reader=self.reader)
             try:
-                self._head_file.check_at_open(cast(Any, self.reader()))
+                self._head_file.check_at_open(self.reader())
             except BaseException:
                 self._pool.close()
                 raise
@@ -172,15 +136,6 @@ class PostgresEventStore:
             if error is exc:
                 raise
             raise error from exc
-
-    def add_commit_listener(self, listener: CommitListener) -> None:
-        """Call ``listener`` with the events of every commit made through this store, right after it."""
-        self._listeners.append(listener)
-
-    def add_after_commit(self, reaction: CommitListener) -> None:
-        """Call ``reaction`` with the events of every commit made through this store, after the
-        listeners; its failures are logged, never raised into the write that already committed."""
-        self._reactions.append(reaction)
 
     def close(self) -> None:
         if self._head_file is not None and not self._closed:
@@ -207,7 +162,7 @@ class PostgresEventStore:
         lock_first = frozenset(range(self.chains)) if every_chain else frozenset()
         for _ in range(REORDERS):
             try:
-                result, recorded = self._retrying(functools.partial(self._write_once, work, lock_first),
+                result, recorded = retrying(functools.partial(self._write_once, work, lock_first),
                                                   "writing to the PostgreSQL store")
                 break
             except Reorder as reorder:
@@ -219,43 +174,21 @@ class PostgresEventStore:
             self._committed(recorded)
         return result
 
-    def _retrying(self, once: Callable[[], T], doing: str) -> T:
-        """``once()``, again when the server undid it to let another go first (a few times) or when
-        its connection was lost before anything was applied (for a bounded time, on new
-        connections: the pool reconnects when the server is back)."""
-        try:
-            return once()  # the first attempt without building a retry loop: most calls need none
-        except Exception as exc:
-            if not _retried(exc):
-                raise
-        try:
-            for attempt in Retrying(retry=retry_if_exception(_retried), stop=_stop, reraise=False,
-                                    wait=wait_random_exponential(multiplier=0.05, max=1)):
-                with attempt:
-                    return once()
-        except RetryError as exc:
-            cause = exc.last_attempt.exception()
-            if isinstance(cause, _Unsent):
-                raise StorageError(f"{doing}: the PostgreSQL server could not be reached for {RECONNECT_S:g} s;"
-                                   f" nothing was applied: {' '.join(str(cause).split())}") from None
-            raise StorageBusy(f"{doing}: the write was undone by the server {WRITE_ATTEMPTS} times: {cause}") from None
-        raise AssertionError("unreachable")  # pragma: no cover  # Retrying returns or raises
-
-    def _lost(self, conn: Any, exc: BaseException) -> _Unsent:
+    def _lost(self, conn: Any, exc: BaseException) -> Unsent:
         """``exc`` lost ``conn``: the pool's other idle connections are checked (a server restart
         breaks them all) and the work is tried again."""
         try:
             self._pool.check()
         except Exception:
             log.debug("checking the pool's connections failed", exc_info=True)
-        return _Unsent(exc)
+        return Unsent(exc)
 
     def _write_once(self, work: Callable[[Any], T], lock_first: frozenset[int]) -> tuple[T, list[RecordedEvent]]:
         committing = False
         with self.connection("writing to the PostgreSQL store") as conn:
             try:
                 with conn.transaction():
-                    tx = PostgresTransaction(SqlCursor(conn), self.chains, lock_first)
+                    tx = PostgresTransaction(PgCursor(conn), self.chains, lock_first)
                     result = work(tx)
                     if tx.recorded:
                         tx.finish()
@@ -305,13 +238,13 @@ class PostgresEventStore:
         with self.connection("appending events of another log") as conn:
             try:
                 with conn.transaction():
-                    cursor = SqlCursor(conn)
+                    cursor = PgCursor(conn)
                     heads = [(int(p), str(h)) for p, h in cursor.execute(
                         "SELECT position, hash FROM chain_heads ORDER BY chain FOR UPDATE").fetchall()]
                     if copy_of is not None:
                         set_copy_mark(cursor, copy_of)
                     start = last_position(cursor)
-                    end = append_logged_rows(cast(Any, cursor), start, heads, events)
+                    end = append_logged_rows(cursor, start, heads, events)
                     if copied:
                         clear_copy_mark(cursor)
                     write_chain_heads(cursor, heads, range(len(heads)))
@@ -332,114 +265,6 @@ class PostgresEventStore:
                 self._seen_in(chain, position)
         return head
 
-    def _committed(self, recorded: list[RecordedEvent]) -> None:
-        with self._lock:
-            self._delivered(recorded)
-        if self._head_file is not None:
-            self._head_file.advanced(None, len(recorded))
-        self._deliver(recorded)
-
-    def _listening(self, conn: Any) -> None:
-        """The feed (re)started listening: the writes it did not hear of (made while it was not
-        listening, or whose notification a lost connection took with it) reach the listeners now,
-        as notifications would have brought them."""
-        with self._lock:
-            self._epoch += 1
-        self._catch_up(conn)
-
-    def _chain_of(self, stream: str) -> int:
-        return chain_for(stream, self.chains)
-
-    def _seen_in(self, chain: int, position: int) -> None:
-        if chain < len(self._chain_known):
-            self._chain_known[chain] = max(self._chain_known[chain], position)
-
-    def _delivered(self, recorded: Sequence[RecordedEvent]) -> None:
-        """Note events handed to the listeners (caller holds the lock): each chain's last position,
-        for the check of the heads, and the recent positions, so no event is handed over twice."""
-        for r in recorded:
-            self._seen_in(self._chain_of(r.stream), r.position)
-            self._recent[r.position] = None
-        while len(self._recent) > RECENT:
-            self._recent.popitem(last=False)
-
-    def _foreign(self, spans: list[Span]) -> None:
-        """Other processes committed the writes ``spans`` (first and last positions and, on a log of
-        several chains, whose other writes may hold positions in between, their chains): one read
-        gives their events to the listeners (a cache drops exactly what they change), then the
-        position checks see them."""
-        first, last = min(s[0] for s in spans), max(s[1] for s in spans)
-        wanted = _Spans(spans)
-        recorded = [recorded_from_row(row) for row in self.rows(
-            "SELECT position, stream, version, kind, schema, payload FROM events"
-            " WHERE payload IS NOT NULL AND position BETWEEN ? AND ? ORDER BY position", (first, last),
-            doing="reading other processes' writes")
-            if wanted.holds(int(row[0]), functools.partial(self._chain_of, str(row[1])))]
-        self._heard(recorded)
-
-    def _heard(self, recorded: list[RecordedEvent]) -> None:
-        """Hand the listeners what they were not given yet (a notification and the check of the
-        heads may both bring an event; two writers' notifications may come in either order)."""
-        with self._lock:
-            unheard = [r for r in recorded if r.position not in self._recent]
-            self._delivered(unheard)
-        if unheard:
-            self._deliver(unheard)
-
-    def _catch_up(self, conn: Any) -> None:
-        """On the feed's connection, when listening (re)starts and every ``WAIT_S`` after: a chain
-        whose head moved past what this store heard of lost its notifications (made while the feed
-        was not listening, or its writer died right after committing): read and deliver what it
-        missed, in batches, so no cache or prompt file keeps it from the host for long."""
-        for chain, position in conn.execute("SELECT chain, position FROM chain_heads").fetchall():
-            chain, position = int(chain), int(position)
-            with self._lock:
-                after = self._chain_known[chain] if chain < len(self._chain_known) else position
-            if position <= after:
-                continue
-            log.info("chain %d moved to %d without a notification heard: catching up", chain, position)
-            for start in range(after, position, READ_BATCH):
-                end = min(start + READ_BATCH, position)
-                missed = [recorded_from_row(row) for row in conn.execute(
-                    "SELECT position, stream, version, kind, schema, payload FROM events WHERE position > %s"
-                    " AND position <= %s AND payload IS NOT NULL ORDER BY position", (start, end)).fetchall()
-                    if self._chain_of(str(row[1])) == chain]
-                self._heard(missed)
-            with self._lock:
-                self._seen_in(chain, position)
-
-    @property
-    def listening(self) -> bool:
-        """Whether the change feed listens now (False: starting, reconnecting, read-only, closed)."""
-        return self._feed is not None and self._feed.listening
-
-    def cache_position(self) -> int:
-        """The log's last position for the caches' freshness checks: known in memory while the change
-        feed listens (own commits and foreign ones as notified), else asked of the server.
-
-        Several chains: positions leave gaps and commit out of order, so the caches follow the
-        feed instead: this is the feed's start count while it listens (every commit, own or
-        foreign, reaches the listeners), and a value never given before while it does not."""
-        feed = self._feed
-        listening = feed is not None and feed.listening
-        if self.chains > 1:
-            return self._epoch if listening else next(self._unknown)
-        if not listening:
-            return self.last_position()
-        return self.known_position()
-
-    def known_position(self) -> int:
-        """The last position this store knows of: its own commits and those the feed brought."""
-        with self._lock:
-            return max(self._chain_known, default=0)
-
-    def cache_follows(self, seen: int, recorded: Sequence[RecordedEvent]) -> tuple[bool, int]:
-        """Whether committed events follow on from what a cache saw (see :meth:`cache_position`)."""
-        if self.chains == 1:
-            return recorded[0].position == seen + 1, recorded[-1].position
-        now = self.cache_position()
-        return now == seen, now
-
     def adopt_chains(self, chains: int) -> None:
         """An empty log takes the number of chains of the log it is about to receive (see the port)."""
         if self.readonly:
@@ -456,33 +281,24 @@ class PostgresEventStore:
         with self._lock:
             self._chain_known = [0] * chains
 
-    def _deliver(self, recorded: list[RecordedEvent]) -> None:
-        for listener in self._listeners:
-            try:
-                listener(recorded)
-            except Exception:
-                log.exception("commit listener %r failed", listener)
-        for reaction in self._reactions:
-            try:
-                reaction(recorded)
-            except Exception:
-                log.exception("after-commit reaction %r failed; it is repaired on the next start", reaction)
-
     # --- reads ----------------------------------------------------------------------------------
 
     def rows(self, sql: str, params: Any = (), *, doing: str = "reading the PostgreSQL store") -> list[tuple[Any, ...]]:
         """Rows of one read (SQLite's placeholders), on a pooled connection (on another when the
         connection is lost: a read may run twice)."""
-        return self._retrying(lambda: self._read_once(sql, params, doing), doing)
+        return retrying(lambda: self._read_once(sql, params, doing), doing)
 
     def _read_once(self, sql: str, params: Any, doing: str) -> list[tuple[Any, ...]]:
         with self.connection(doing) as conn:
             try:
-                return SqlCursor(conn).execute(sql, params).fetchall()
+                return PgCursor(conn).execute(sql, params).fetchall()
             except Exception as exc:
                 if conn.broken:
                     raise self._lost(conn, exc) from exc
                 raise
+
+    def _read(self, sql: str, params: Any = (), *, doing: str = READING) -> list[tuple[Any, ...]]:
+        return self.rows(sql, params, doing=doing)
 
     def reader(self) -> PooledReader:
         """What the shared read-side queries read through (``reader().execute(sql, params).fetchall()``)."""
@@ -516,61 +332,17 @@ class PostgresEventStore:
                 return
             after = int(batch[-1][0])
 
-    def unfinished_copy(self) -> str | None:
-        """The home a copy into this database that was cut off copies (see the port), else ``None``."""
-        rows = self.rows("SELECT source FROM unfinished_copy WHERE id = 1", doing="reading the event log")
-        return str(rows[0][0]) if rows else None
-
-    def last_positions(self, stream_prefix: str) -> dict[str, int]:
-        # A range on the UNIQUE(stream, version) index (``stream`` compares byte-wise: COLLATE "C").
-        rows = self.rows("SELECT stream, max(position) FROM events WHERE stream >= ? AND stream < ? GROUP BY stream",
-                         (stream_prefix, stream_prefix + "\U0010ffff"))
-        return {str(r[0]): int(r[1]) for r in rows}
-
-    def head(self) -> Head:
-        """The log's anchor (ADR-0011): its last (position, hash), or the checkpoint over its
-        chains' heads, read in one statement."""
-        return head_of(read_chain_heads(self.reader()))
-
-    def last_position(self) -> int:
-        return last_position(self.reader())
-
     def settle(self, timeout: float | None = None) -> bool:
         """Nothing of the store's own runs in the background here: the server checkpoints."""
         return True
 
-    def home_anchor(self) -> Head | None:
-        """The last head this host recorded outside the database (``None``: none)."""
-        return self._head_file.anchor() if self._head_file is not None else None
-
     def problems_at_open(self) -> list[str]:
         """What opening found wrong (verify reports these)."""
-        problems = [self._head_file.problem] if self._head_file is not None and self._head_file.problem else []
+        problems = self._head_problems()
         if self.missing_triggers:
             problems.append(f"the append-only triggers {', '.join(self.missing_triggers)} are missing from the"
                             " events table: the log could be changed")
         return problems
-
-
-class _Spans:
-    """Which positions a batch of notifications names: a position is in when a span covers it and,
-    for a span of a log of several chains, the event's chain is one of the span's."""
-
-    def __init__(self, spans: list[Span]) -> None:
-        self._single: dict[int, list[frozenset[int]]] = {}  # the usual one-event write, looked up at once
-        self._wide: list[Span] = []
-        for first, last, chains in spans:
-            if first == last:
-                self._single.setdefault(first, []).append(chains)
-            else:
-                self._wide.append((first, last, chains))
-
-    def holds(self, position: int, chain: Callable[[], int]) -> bool:
-        for chains in self._single.get(position, ()):
-            if not chains or chain() in chains:
-                return True
-        return any(first <= position <= last and (not chains or chain() in chains)
-                   for first, last, chains in self._wide)
 
 
 class _Rows(list[tuple[Any, ...]]):

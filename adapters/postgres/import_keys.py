@@ -1,8 +1,8 @@
-"""PostgreSQL's reading of the import keys a conversation holds (see ``adapters.sqlite.import_keys``)."""
+"""PostgreSQL's reading of the import keys a conversation holds (see ``adapters.sql.import_keys``)."""
 
 from __future__ import annotations
 
-from fermix_memory.adapters.sqlite.import_keys import stored_import_keys
+from fermix_memory.adapters.sql.import_keys import stored_import_keys
 
 # From the index ``events_import_keys`` (ADR-0041); the payload is read only for a key that is
 # not a string. ``json``, not ``jsonb``, in the columns: it keeps any text a payload holds
@@ -21,4 +21,4 @@ POSTGRES_IMPORT_KEY = (
     " AND import_key_type IN ('number', 'boolean', 'null', 'object', 'array')"
 )
 
-postgres_import_keys = stored_import_keys(POSTGRES_IMPORT_KEYS, POSTGRES_IMPORT_KEY, "string")
+read_import_keys = stored_import_keys(POSTGRES_IMPORT_KEYS, POSTGRES_IMPORT_KEY, "string")

@@ -7,7 +7,7 @@ search as ``tsvector`` columns with GIN indexes in place of FTS5 tables."""
 
 from __future__ import annotations
 
-from fermix_memory.adapters.sqlite.migrations import CHAIN_HEADS, PLAIN_TABLES, UNFINISHED_COPY
+from fermix_memory.adapters.sql.ddl import CHAIN_HEADS, PLAIN_TABLES, UNFINISHED_COPY
 
 # The functions and triggers that make ``events`` append-only: no DELETE, no TRUNCATE, and an
 # UPDATE only of ``payload``, only to NULL (the redaction of a payload, whose digest stays).

@@ -1,7 +1,7 @@
-"""The read side (``MemoryQueries`` and the host's queries) on PostgreSQL: the SQLite read side's
-SQL where it is plain SQL, full-text search on the ``tsvector`` columns where it is not.
+"""The read side (``MemoryQueries`` and the host's queries) on PostgreSQL: the shared SQL
+(``adapters.sql.queries``), and full-text search on the ``tsvector`` columns.
 
-Any text is a safe query: it is split into words (``fts_query.query_terms``), and each word is a
+Any text is a safe query: it is split into words (``sql.search_terms.query_terms``), and each word is a
 bound parameter of ``plainto_tsquery`` (which reads it as plain text, never as operators); user
 text never reaches ``to_tsquery``. History search puts the scope inside the index as on SQLite:
 the scope's opaque token is a lexeme of each message's ``search`` vector, so the GIN index
@@ -14,17 +14,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import Any
 
 from fermix_memory.adapters.postgres.event_store import PostgresEventStore
-from fermix_memory.adapters.sqlite.fts_query import query_terms
-from fermix_memory.adapters.sqlite.history_search import _context_snippet, _visible
-from fermix_memory.adapters.sqlite.queries import SqliteQueries, _scope_sql
-from fermix_memory.adapters.sqlite.read_side import clamp_limit
-from fermix_memory.adapters.sqlite.rows import MESSAGE_FIELDS, memory_columns, memory_from_row, message_from_row
-from fermix_memory.adapters.sqlite.scope_tokens import search_scope_token
-from fermix_memory.application.ports import MemoryHit, MessageHit
-from fermix_memory.domain.messages import QUESTION_MARKS, is_question
+from fermix_memory.adapters.sql.history import add_hit
+from fermix_memory.adapters.sql.queries import SqlQueries
+from fermix_memory.adapters.sql.read_side import clamp_limit
+from fermix_memory.adapters.sql.rows import MESSAGE_FIELDS, memory_columns, memory_from_row, message_from_row
+from fermix_memory.adapters.sql.scope_sql import scope_sql
+from fermix_memory.adapters.sql.scope_tokens import search_scope_token
+from fermix_memory.adapters.sql.search_terms import query_terms
+from fermix_memory.application.query_ports import MemoryHit, MessageHit
+from fermix_memory.domain.messages import QUESTION_MARKS
 from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
 
 HEADLINE = "StartSel=[, StopSel=], MaxWords=12, MinWords=3, ShortWord=2"
@@ -36,17 +37,18 @@ def any_word(terms: list[str], config: str = "english") -> str:
     return "(" + " || ".join(f"plainto_tsquery('{config}', ?)" for _ in terms) + ")"
 
 
-class PostgresQueries(SqliteQueries):
-    """Implements ``MemoryQueries`` (and the host's read side) on a :class:`PostgresEventStore`."""
+class PostgresQueries(SqlQueries):
+    """Implements ``MemoryQueries`` (and the host's read side) on a :class:`PostgresEventStore`;
+    its reader translates the driver's errors itself."""
 
     def __init__(self, store: PostgresEventStore) -> None:
-        super().__init__(cast(Any, store.reader))
+        super().__init__(store.reader)
 
     def search_memories(self, query: str, where: MemoryFilter, limit: int) -> list[MemoryHit]:
         terms = query_terms(query)
         if not terms or clamp_limit(limit) == 0:
             return []
-        sql, params = _scope_sql(where, "m")
+        sql, params = scope_sql(where, "m")
         rows = self._rows(  # the query computed once (see ``_search_sql``)
             f"WITH q AS MATERIALIZED (SELECT {any_word(terms)} AS q)"
             f" SELECT {memory_columns('m')}, ts_rank(m.search, q.q), ts_headline('english', m.value, q.q, '{HEADLINE}')"
@@ -97,17 +99,8 @@ class PostgresQueries(SqliteQueries):
         """The hit of one candidate row (score, message, snippet, turn after), and the turn after
         it when the message asks something, unless ``where`` may not see them."""
         width = len(MESSAGE_FIELDS)
-        message = message_from_row(row[1:1 + width])
-        if not _visible(message, where) or message.id in shown:
-            return
-        score = float(row[0])
-        hits.append(MessageHit(message=message, rank=-score, snippet=row[1 + width]))
-        shown.add(message.id)
-        reply = _reply(row[2 + width:]) if is_question(message.content) else None
-        if len(hits) < n and reply is not None and reply.id not in shown and _visible(reply, where):
-            hits.append(MessageHit(message=reply, rank=-score, snippet=_context_snippet(reply),
-                                   context_of=message.id))
-            shown.add(reply.id)
+        add_hit(hits, shown, where, n, message_from_row(row[1:1 + width]), float(row[0]), row[1 + width],
+                row[2 + width:])
 
 
 # A history scope's columns: an owner's, then a conversation's.
@@ -126,7 +119,7 @@ def _search_sql(terms: int, scope: int, *, after: bool = False) -> str:
     question mark.
 
     The scope is asked twice: its token in the full-text query lets the GIN index answer for a
-    large table; its columns, equal to the reader's (what ``_visible`` checks), are cheap to
+    large table; its columns, equal to the reader's (what ``sql.history.visible`` checks), are cheap to
     test first when the planner scans the table instead (a small one), and keep rows of a
     colliding token out of the candidates. The query is computed once, in a materialised CTE:
     inlined, a generic plan (a prepared statement run often) would parse the words again for
@@ -147,7 +140,3 @@ def _search_sql(terms: int, scope: int, *, after: bool = False) -> str:
         "  AND y.channel = m.channel AND y.chat_id = m.chat_id AND y.thread_scope = m.thread_scope"
         "  AND (y.created_at, y.id) > (m.created_at, m.id) ORDER BY y.created_at, y.id LIMIT 1) x ON true"
         " ORDER BY h.score DESC, h.id DESC")
-
-
-def _reply(row: tuple[Any, ...]) -> Any:
-    return message_from_row(row) if row[0] is not None else None

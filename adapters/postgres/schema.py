@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fermix_memory.adapters.postgres.connection import connect, shown, translated_errors
+from fermix_memory.adapters.postgres.connection import shown, translated_errors
 from fermix_memory.adapters.postgres.migrations import APPEND_ONLY_TRIGGERS, MIGRATIONS
 from fermix_memory.application.errors import DatabaseTooNew, ForeignDatabase, IntegrityError, ReadOnlyStore
 from fermix_memory.application.settings_storage import DEFAULT_CHAINS
@@ -85,11 +85,6 @@ def check_schema(conn: Any, url: str) -> None:
     if version < SCHEMA_VERSION:
         raise ReadOnlyStore(f"{shown(url)} has schema version {version} and needs an upgrade, which a read-only"
                             " open cannot do; open it once with write access")
-
-
-def migrate_url(url: str) -> int:
-    with connect(url) as conn:
-        return migrate(conn, url)
 
 
 def missing_triggers(conn: Any) -> list[str]:

@@ -1,6 +1,6 @@
-"""One write transaction on the PostgreSQL store: the same appends, chain, projections and
-state loaders as on SQLite (the SQL is shared, run through :class:`SqlCursor`); what differs is
-how writers of many processes share the log (ADR-0031).
+"""One write transaction on the PostgreSQL store: the shared SQL transaction (its appends, chain,
+projections and state loaders, run through :class:`PgCursor`) with PostgreSQL's way of sharing
+the log between writers of many processes (ADR-0031).
 
 A write holds the row lock of each chain it reads state of or appends to (``chain_heads ...
 FOR UPDATE``), taken before that state is read and kept to COMMIT: writes of one chain run one
@@ -12,12 +12,11 @@ has it, the whole write is undone and run again taking all its chains in order f
 
 from __future__ import annotations
 
-from typing import Any, cast
-
 from psycopg import errors as pg_errors
 
-from fermix_memory.adapters.postgres.connection import SqlCursor
-from fermix_memory.adapters.sqlite.transaction import SqliteTransaction, write_chain_heads
+from fermix_memory.adapters.postgres.connection import PgCursor
+from fermix_memory.adapters.sql.event_log import write_chain_heads
+from fermix_memory.adapters.sql.transaction import SqlTransaction
 from fermix_memory.application.streams import chain_for
 from fermix_memory.domain.log_chain import GENESIS_HASH
 
@@ -30,13 +29,13 @@ class Reorder(Exception):  # a signal to the write loop, not an error anyone see
         self.chains = chains
 
 
-class PostgresTransaction(SqliteTransaction):
+class PostgresTransaction(SqlTransaction):
     """The :class:`WriteTransaction` handed to use cases inside one write on PostgreSQL."""
 
-    def __init__(self, cursor: SqlCursor, chains: int, lock_first: frozenset[int] = frozenset()) -> None:
+    def __init__(self, cursor: PgCursor, chains: int, lock_first: frozenset[int] = frozenset()) -> None:
         self._held: set[int] = set()
         self._lock_first = lock_first
-        super().__init__(cast(Any, cursor), chains)
+        super().__init__(cursor, chains)
 
     def _start(self) -> tuple[int, str]:
         for chain in sorted(self._lock_first):
@@ -48,7 +47,7 @@ class PostgresTransaction(SqliteTransaction):
                                    + ("" if wait else " NOWAIT"), (chain,)).fetchall()
         if not rows:
             raise AssertionError(f"chain {chain} has no head row")  # the store made one per chain
-        self.heads[chain] = (int(rows[0][0]), str(rows[0][1]))  # type: ignore[arg-type]
+        self.heads[chain] = (int(rows[0][0]), str(rows[0][1]))
         self._held.add(chain)
 
     def enter(self, stream: str) -> bool:
@@ -73,13 +72,10 @@ class PostgresTransaction(SqliteTransaction):
             return list(range(last + 1, last + count + 1))
         rows = self.cursor.execute("SELECT nextval('events_position') FROM generate_series(1, ?)", (count,)
                                    ).fetchall()
-        return [int(r[0]) for r in rows]  # type: ignore[arg-type]
+        return [int(r[0]) for r in rows]
 
     def finish(self) -> None:
         write_chain_heads(self.cursor, self.heads, self.touched)
-
-    def _cache_kib(self, kib: int) -> None:
-        """The server sizes its own buffers: nothing to widen for many appends."""
 
     @staticmethod
     def _version_clash(exc: Exception) -> bool:

@@ -17,7 +17,7 @@ from fermix_memory.adapters.providers._params import (
     unsupported_parameter,
 )
 from fermix_memory.application.errors import ModelBadResponse, ModelError
-from fermix_memory.application.ports import ChatMessage, ChatRequest, ChatResponse
+from fermix_memory.application.model_ports import ChatMessage, ChatRequest, ChatResponse
 
 ANTHROPIC_VERSION = "2023-06-01"
 
@@ -29,7 +29,7 @@ OUTPUT_TOOL_DESCRIPTION = "Record the answer. Its input is the whole answer, in 
 
 
 class AnthropicProvider:
-    """A :class:`~fermix_memory.application.ports.ChatModel` over ``POST {base_url}/v1/messages``.
+    """A :class:`~fermix_memory.application.model_ports.ChatModel` over ``POST {base_url}/v1/messages``.
 
     ``base_url`` is the API root without the version, e.g. ``https://api.anthropic.com`` (a
     trailing ``/v1`` is tolerated). System messages become the top-level ``system`` field;

@@ -17,13 +17,13 @@ from fermix_memory.adapters.providers._params import (
     unsupported_parameter,
 )
 from fermix_memory.application.errors import ModelBadResponse, ModelError
-from fermix_memory.application.ports import ChatRequest, ChatResponse
+from fermix_memory.application.model_ports import ChatRequest, ChatResponse
 
 STRUCTURED_MODES = ("json_schema", "json_object", "none")  # best first: a 400 steps down one
 
 
 class OpenAICompatibleProvider:
-    """A :class:`~fermix_memory.application.ports.ChatModel` over ``POST {base_url}/chat/completions``.
+    """A :class:`~fermix_memory.application.model_ports.ChatModel` over ``POST {base_url}/chat/completions``.
 
     ``base_url`` includes the API version, e.g. ``https://api.openai.com/v1`` or
     ``http://127.0.0.1:11434/v1``. ``retries`` extra attempts are made on this provider when

@@ -1,4 +1,5 @@
-"""A provider route (primary, then fallbacks in order) and the factory for configured providers."""
+"""A provider route (primary, then fallbacks in order) and the factory for configured providers,
+built at once or, while their key is missing, on their first call."""
 
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ from fermix_memory.application.errors import (
     ModelBadResponse,
     ModelError,
     ModelUnavailable,
+    ProviderKeyMissing,
     RouteExhausted,
     UnusableAnswer,
 )
-from fermix_memory.application.ports import (
+from fermix_memory.application.model_ports import (
     ChatMessage,
     ChatModel,
     ChatRequest,
@@ -265,3 +267,41 @@ def build_provider(
         settings.name, base_url, settings.model, api_key, retries=settings.retries, client=client,
         reasoning_effort=settings.reasoning_effort, structured_output=structured,
     )
+
+
+def key_present(settings: ProviderSettings, env: Mapping[str, str]) -> bool:
+    """Whether the provider's key variable is set (or it needs none)."""
+    return not settings.api_key_env or bool(env.get(settings.api_key_env))
+
+
+class KeyNeeded:
+    """A configured provider whose key variable was not set when memory opened. Opening, reading
+    and auditing never need the key: the provider is built on its first call, and if the variable
+    is still unset that call fails with :class:`ProviderKeyMissing` (the route moves on)."""
+
+    def __init__(self, settings: ProviderSettings, env: Mapping[str, str]) -> None:
+        self._settings = settings
+        self._env = env
+        self._built: ChatModel | None = None
+
+    @property
+    def name(self) -> str:
+        return self._settings.name
+
+    @property
+    def model(self) -> str:
+        return self._settings.model
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        if self._built is None:
+            if not key_present(self._settings, self._env):
+                raise ProviderKeyMissing(
+                    f"provider {self._settings.name!r}: environment variable {self._settings.api_key_env}"
+                    " (named by api_key_env) is not set"
+                )
+            self._built = build_provider(self._settings, self._env)
+        return self._built.complete(request)
+
+    def close(self) -> None:
+        if self._built is not None:
+            close_model(self._built)

@@ -1,6 +1,7 @@
-"""Verification (R-REPLAY, R-LOG): the hash chain, head anchors, append-only triggers and FTS
-indexes checked, and the projections compared with a replay of the log. The chain check lives
-in :mod:`audit_chain`, replay in :mod:`audit_replay`; their names are importable from here."""
+"""Verification of ``memory.db`` (R-REPLAY, R-LOG): the hash chain, head anchors, append-only
+triggers and FTS indexes checked, and the projections compared with a replay of the log. The
+chain check is the shared one (``sql.audit_chain``), replay is in :mod:`.audit_replay`; the
+SQLite audit's names are importable from here."""
 
 from __future__ import annotations
 
@@ -11,16 +12,12 @@ from typing import Any
 import apsw
 import attrs
 
-from fermix_memory.adapters.sqlite.audit_chain import (
-    LogEntry,
-    Progress,
-    Stages,
-    VerifyReport,
-    check_chain,
-    log_entries,
-)
+from fermix_memory.adapters.sql.audit import Progress, Stages, VerifyReport, check_chain, differing_tables
+from fermix_memory.adapters.sql.ddl import PROJECTION_TABLES
+from fermix_memory.adapters.sql.head import Head, head_problem
+from fermix_memory.adapters.sql.vectors import WAITING_WITH_MARK_SQL
 from fermix_memory.adapters.sqlite.audit_replay import (
-    differing_tables,
+    SqliteReplica,
     fold_log,
     fts_integrity,
     index_rows,
@@ -28,15 +25,11 @@ from fermix_memory.adapters.sqlite.audit_replay import (
     table_checksums,
 )
 from fermix_memory.adapters.sqlite.connection import open_connection, scalar_int
-from fermix_memory.adapters.sqlite.head import Head, head_problem
-from fermix_memory.adapters.sqlite.schema import PROJECTION_TABLES, migrate, missing_triggers
-from fermix_memory.adapters.sqlite.vectors import WAITING_WITH_MARK_SQL
+from fermix_memory.adapters.sqlite.schema import migrate, missing_triggers
 from fermix_memory.application.errors import ForeignDatabase, IntegrityError
 
-__all__ = [
-    "LogEntry", "Progress", "VerifyReport", "check_chain", "first_difference", "fold_log", "fts_integrity",
-    "log_entries", "replay_into", "table_checksums", "verify_database",
-]
+__all__ = ["SqliteReplica", "first_difference", "fold_log", "fts_integrity", "replay_into", "table_checksums",
+           "verify_database"]
 
 
 def _fts_problem(conn: apsw.Connection, readonly: bool, progress: Progress | None) -> str:

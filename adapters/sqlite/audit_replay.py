@@ -3,49 +3,22 @@ and compare canonical per-table checksums with the live database."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import apsw
 
-from fermix_memory.adapters.sqlite.audit_chain import ALL_EVENT_ROWS, BATCH, Progress, Stages
+from fermix_memory.adapters.sql.audit import differing_tables, rows_checksum
+from fermix_memory.adapters.sql.audit_chain import ALL_EVENT_ROWS, BATCH, Progress, Stages
+from fermix_memory.adapters.sql.cursor import SqlReader
+from fermix_memory.adapters.sql.event_log import insert_row, read_chain_heads, set_chain_count, write_chain_heads
+from fermix_memory.adapters.sql.vectors import ORPHAN_VECTORS_SQL, unvectored_sql
 from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection, scalar_int
 from fermix_memory.adapters.sqlite.migrations import SCOPE_SIZES_COUNTED
 from fermix_memory.adapters.sqlite.schema import FTS_TABLES, PROJECTION_TABLES, deferred_indexing, migrate
-from fermix_memory.adapters.sqlite.transaction import insert_row, read_chain_heads, set_chain_count, write_chain_heads
-from fermix_memory.adapters.sqlite.vectors import ORPHAN_VECTORS_SQL, unvectored_sql
 from fermix_memory.application.errors import IntegrityError, StorageError
 from fermix_memory.application.streams import chain_for
 from fermix_memory.domain.log_chain import GENESIS_HASH
-
-
-def _canonical(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return {"hex": value.hex()}
-    if isinstance(value, float):
-        return repr(value)
-    return value
-
-
-# ``json.dumps(value, ensure_ascii=False)``, with the encoder made once (``dumps`` with an option
-# builds one per call), and the types a row's values take as they are (``_canonical`` leaves them).
-_ROW_ENCODER = json.JSONEncoder(ensure_ascii=False)
-_PLAIN = frozenset({str, int, type(None)})
-
-
-def rows_checksum(rows: Iterable[Sequence[Any]]) -> str:
-    """SHA-256 of rows in the order given, each in a canonical JSON encoding: what a projection
-    table's checksum is on every store."""
-    digest = hashlib.sha256()
-    encode = _ROW_ENCODER.encode
-    for row in rows:
-        values = row if set(map(type, row)) <= _PLAIN else [_canonical(v) for v in row]
-        digest.update(encode(values).encode())
-        digest.update(b"\n")
-    return digest.hexdigest()
 
 
 def table_checksums(conn: apsw.Connection, progress: Progress | None = None) -> dict[str, str]:
@@ -97,12 +70,7 @@ def fts_integrity(conn: apsw.Connection, progress: Progress | None = None) -> No
         progress(total, total)
 
 
-def differing_tables(live: dict[str, str], rebuilt: dict[str, str]) -> list[str]:
-    """The tables whose checksums differ between two :func:`table_checksums` results, sorted."""
-    return sorted(t for t in live if live[t] != rebuilt[t])
-
-
-def fold_log(source: apsw.Connection, target: apsw.Connection, progress: Progress | None = None) -> int:
+def fold_log(source: SqlReader, target: apsw.Connection, progress: Progress | None = None) -> int:
     """Copy ``source``'s log into the empty ``target`` and rebuild every projection from it.
 
     Runs in batched transactions on ``target``, with the full-text indexes and plain indexes
@@ -143,49 +111,82 @@ def fold_log(source: apsw.Connection, target: apsw.Connection, progress: Progres
     return count
 
 
+DB_FILE = "memory.db"
+
+
+class SqliteReplica:
+    """Implements :class:`~fermix_memory.adapters.sql.audit.Replica` on a new SQLite database:
+    in memory (a scratch to compare with), or a new ``memory.db`` in a folder (a replay's target)."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self.target = ":memory:" if path is None else str(path)
+        self.conn = open_connection(self.target)
+        try:
+            migrate(self.conn, self.target)
+            if path is not None:
+                enable_wal(self.conn)
+        except BaseException:
+            self.close(keep=False)
+            raise
+
+    @classmethod
+    def new_in(cls, folder: Path) -> SqliteReplica:
+        """A new ``memory.db`` in ``folder`` (made if missing); never one that exists already."""
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / DB_FILE
+        if path.exists():
+            raise StorageError(f"{path} already exists; replay only writes into a new folder")
+        return cls(path)
+
+    def fold(self, source: SqlReader, progress: Progress | None) -> int:
+        return fold_log(source, self.conn, progress)
+
+    def columns(self) -> dict[str, list[str]]:
+        return {t: [str(r[1]) for r in self.conn.execute(f"PRAGMA table_info({t})")] for t in PROJECTION_TABLES}
+
+    def checksums(self, progress: Progress | None) -> dict[str, str]:
+        return table_checksums(self.conn, progress)
+
+    def close(self, *, keep: bool) -> None:
+        self.conn.close()
+        if not keep and self.path is not None:  # a half-built copy is no copy: remove its files
+            for leftover in (self.path, *(self.path.with_name(self.path.name + s) for s in ("-wal", "-shm"))):
+                leftover.unlink(missing_ok=True)
+
+
 def replay_into(source_path: Path, target_dir: Path, progress: Progress | None = None) -> dict[str, Any]:
     """Rebuild ``source_path``'s projections from its log into ``target_dir/memory.db``.
 
     The target must not exist yet (nothing is ever overwritten). Returns the figures and
     whether every projection checksum equals the source's.
     """
-    target_dir.mkdir(parents=True, exist_ok=True)
-    target_path = target_dir / "memory.db"
-    if target_path.exists():
-        raise StorageError(f"{target_path} already exists; replay only writes into a new folder")
-    source = open_connection(source_path, readonly=True)
-    try:
-        target = open_connection(target_path)
-    except BaseException:
-        source.close()
-        raise
+    replica = SqliteReplica.new_in(target_dir)
     finished = False
     try:
-        migrate(target, str(target_path))
-        enable_wal(target)
-        source.execute("BEGIN")  # one consistent snapshot of the source
+        source = open_connection(source_path, readonly=True)
         try:
-            # One progress over the fold, the checksums and the index check (ADR-0038).
-            events = scalar_int(source, "SELECT count(*) FROM events")
-            stages = Stages(progress, [events, events, sum(index_rows(source))])
-            fold_log(source, target, stages.stage())
-            checking = Stages(stages.stage(), [len(PROJECTION_TABLES)] * 2)
-            live = table_checksums(source, checking.stage())
+            source.execute("BEGIN")  # one consistent snapshot of the source
+            try:
+                # One progress over the fold, the checksums and the index check (ADR-0038).
+                events = scalar_int(source, "SELECT count(*) FROM events")
+                stages = Stages(progress, [events, events, sum(index_rows(source))])
+                replica.fold(source, stages.stage())
+                checking = Stages(stages.stage(), [len(PROJECTION_TABLES)] * 2)
+                live = table_checksums(source, checking.stage())
+            finally:
+                source.execute("COMMIT")
         finally:
-            source.execute("COMMIT")
-        rebuilt = table_checksums(target, checking.stage())
-        fts_integrity(target, stages.stage())
+            source.close()
+        rebuilt = replica.checksums(checking.stage())
+        fts_integrity(replica.conn, stages.stage())
         finished = True
     finally:
-        source.close()
-        target.close()
-        if not finished:  # a half-built copy is no copy: remove the files this call created
-            for leftover in (target_path, *(target_path.with_name(target_path.name + s) for s in ("-wal", "-shm"))):
-                leftover.unlink(missing_ok=True)
+        replica.close(keep=finished)
     differing = differing_tables(live, rebuilt)
     return {
         "events": events,
-        "target": str(target_path),
+        "target": replica.target,
         "identical": not differing,
         "differing_tables": differing,
         "checksums": rebuilt,

@@ -10,6 +10,9 @@ from pathlib import Path
 import apsw
 import apsw.bestpractice
 
+from fermix_memory.adapters.sql.cursor import int_value as int_value  # re-exported: the dialect's readers use them
+from fermix_memory.adapters.sql.cursor import scalar_int as scalar_int
+from fermix_memory.adapters.sql.cursor import text_value as text_value
 from fermix_memory.application.errors import ForeignDatabase, ReadOnlyStore, StorageBusy, StorageError
 
 log = logging.getLogger("fermix_memory.storage")
@@ -104,27 +107,6 @@ def _configure(conn: apsw.Connection, durability: str) -> None:
     conn.execute("PRAGMA user_version").fetchall()
 
 
-def int_value(value: apsw.SQLiteValue) -> int:
-    """A column the schema declares INTEGER, narrowed for the type checker (NULL is refused)."""
-    if isinstance(value, int):
-        return value
-    raise StorageError(f"expected an integer column, found {type(value).__name__}")
-
-
-def text_value(value: apsw.SQLiteValue) -> str:
-    """A column the schema declares TEXT, narrowed for the type checker (NULL is refused)."""
-    if isinstance(value, str):
-        return value
-    raise StorageError(f"expected a text column, found {type(value).__name__}")
-
-
-def scalar_int(conn: apsw.Connection | apsw.Cursor, sql: str, bindings: apsw.Bindings = ()) -> int:
-    """The one integer a query such as ``PRAGMA user_version`` or ``SELECT count(*)`` returns;
-    SQL NULL (``max`` over no rows) counts as 0."""
-    value = conn.execute(sql, bindings).fetchall()[0][0]
-    return 0 if value is None else int_value(value)
-
-
 def enable_wal(conn: apsw.Connection) -> None:
     """Switch the (verified) database to WAL; persistent in the file, so readers inherit it."""
     mode = conn.execute("PRAGMA journal_mode = WAL").fetchall()[0][0]
@@ -137,11 +119,16 @@ def translated_errors(what: str) -> Iterator[None]:
     """Turn driver errors that escape the adapter into the application's typed errors."""
     try:
         yield
-    except (apsw.BusyError, apsw.LockedError) as exc:
-        raise StorageBusy(f"{what}: database stayed locked: {exc}") from exc
-    except apsw.ReadOnlyError as exc:
-        raise ReadOnlyStore(f"{what}: memory.db is read-only: {exc}") from exc
-    except (apsw.NotADBError, apsw.CorruptError) as exc:
-        raise ForeignDatabase(f"{what}: database file is corrupt: {exc}") from exc
     except apsw.Error as exc:
-        raise StorageError(f"{what}: {exc}") from exc
+        raise typed_error(what, exc) from exc
+
+
+def typed_error(what: str, exc: apsw.Error) -> StorageError:
+    """The application's typed error for driver error ``exc`` met while ``what``."""
+    if isinstance(exc, (apsw.BusyError, apsw.LockedError)):
+        return StorageBusy(f"{what}: database stayed locked: {exc}")
+    if isinstance(exc, apsw.ReadOnlyError):
+        return ReadOnlyStore(f"{what}: memory.db is read-only: {exc}")
+    if isinstance(exc, (apsw.NotADBError, apsw.CorruptError)):
+        return ForeignDatabase(f"{what}: database file is corrupt: {exc}")
+    return StorageError(f"{what}: {exc}")

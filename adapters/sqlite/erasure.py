@@ -1,60 +1,34 @@
-"""The apsw side of the ``Erasure`` port: redact payloads inside a write, then scrub the files.
-
-Redaction nulls an event's payload (its digest stays in the hash chain, so the chain still
-verifies) and notes durably, in the same transaction, that the files hold erased bytes until
-a scrub succeeds. The scrub merges the full-text indexes, rewrites the file with
+"""The SQLite side of the ``Erasure`` port: the shared logical step (``sql.erasure``), then the
+physical one, the scrub: it merges the full-text indexes, rewrites the file with
 ``secure_delete`` and empties the write-ahead log, with every other writer held back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from fermix_memory.adapters.sqlite.codec import encoded_text
+from fermix_memory.adapters.sql.erasure import CANDIDATES, ErasingTransaction
 from fermix_memory.adapters.sqlite.connection import translated_errors
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.adapters.sqlite.schema import FTS_TABLES
-from fermix_memory.adapters.sqlite.transaction import SqliteTransaction, recorded_from_row
-from fermix_memory.application.ports import ErasureTransaction, RecordedEvent, ScrubReport, WriteTransaction
+from fermix_memory.adapters.sqlite.transaction import SqliteTransaction
+from fermix_memory.application.store_ports import ErasureTransaction, ScrubReport, WriteTransaction
 
 T = TypeVar("T")
 
-# Every projection table that names an owner: an agent holds something of an owner when one
-# of these has a row of both.
-OWNER_TABLES = ("messages", "memories", "resources", "review_state", "scheduled_jobs", "memory_sources")
 
+class SqliteErasingTransaction(ErasingTransaction):
+    """Implements ``ErasureTransaction`` on the write transaction it accompanies (SQLite's SQL)."""
 
-class SqliteErasingTransaction:
-    """Implements ``ErasureTransaction`` on the write transaction it accompanies."""
+    def _candidates(self, kinds: list[str], needle: str) -> tuple[str, Any]:
+        return (f"{CANDIDATES} AND (kind IN ({','.join('?' * len(kinds))}) OR instr(payload, ?) > 0)"
+                " ORDER BY position", (*kinds, needle))
 
-    def __init__(self, tx: SqliteTransaction) -> None:
-        self._tx = tx
-        self._cursor = tx.cursor
-
-    def agents_of_owner(self, owner_id: str) -> list[str]:
-        union = " UNION ".join(f"SELECT agent_id FROM {table} WHERE owner_id = :o" for table in OWNER_TABLES)
-        rows = self._cursor.execute(union, {"o": owner_id}).fetchall()
-        return sorted(str(r[0]) for r in rows if r[0] is not None)
-
-    def erasure_candidates(self, owner_id: str, kinds: Collection[str]) -> list[RecordedEvent]:
-        # The payload filter only narrows what is decoded; the events' own declarations decide.
-        wanted = sorted(kinds)
-        rows = self._cursor.connection.cursor().execute(
-            "SELECT position, stream, version, kind, schema, payload FROM events WHERE payload IS NOT NULL"
-            f" AND (kind IN ({','.join('?' * len(wanted))}) OR instr(payload, ?) > 0) ORDER BY position",
-            (*wanted, encoded_text(owner_id)),
-        ).fetchall()
-        return [recorded_from_row(row) for row in rows]
-
-    def redact(self, positions: Sequence[int]) -> int:
+    def _redact(self, positions: Sequence[int]) -> None:
         self._cursor.executemany("UPDATE events SET payload = NULL WHERE position = ? AND payload IS NOT NULL",
                                  [(p,) for p in positions])
-        if positions:  # the erased bytes stay in free pages and FTS segments until scrubbed
-            self._cursor.execute("INSERT OR IGNORE INTO scrub_pending(id, since_position) VALUES (1, ?)",
-                                 (self._tx.position,))
-        return len(positions)
 
 
 class SqliteErasure:
@@ -66,6 +40,11 @@ class SqliteErasure:
     @property
     def path(self) -> Path:
         return self.store.path
+
+    @property
+    def name(self) -> str:
+        """How messages name this store."""
+        return self.store.name
 
     def erase(self, work: Callable[[WriteTransaction, ErasureTransaction], T]) -> T:
         def both(tx: SqliteTransaction) -> T:
@@ -79,7 +58,7 @@ class SqliteErasure:
         back meanwhile. ``wal_truncated`` is false when a reader elsewhere kept the WAL alive."""
         with self.store.exclusive("rewritten") as conn:
             before = self._file_bytes()
-            with translated_errors("scrubbing memory.db"):
+            with translated_errors(f"scrubbing {self.name}"):
                 conn.execute("PRAGMA secure_delete = ON")
                 try:
                     with conn:
@@ -101,7 +80,7 @@ class SqliteErasure:
     def scrub_pending(self) -> bool:
         """Whether an erasure committed but its scrub has not finished (killed, or a reader
         elsewhere kept the WAL): its bytes may still be in the files."""
-        with translated_errors("reading memory.db"):
+        with translated_errors(f"reading {self.name}"):
             return bool(self.store.reader().execute("SELECT count(*) FROM scrub_pending").fetchall()[0][0])
 
     def _file_bytes(self) -> int:

@@ -4,10 +4,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
+import apsw
+
+from fermix_memory.adapters.sql.history import add_hit, visible
+from fermix_memory.adapters.sql.read_side import ReadSide, clamp_limit
+from fermix_memory.adapters.sql.rows import MESSAGE_FIELDS, message_from_row
+from fermix_memory.adapters.sql.scope_tokens import search_scope_token
+from fermix_memory.adapters.sql.search_terms import query_terms
 from fermix_memory.adapters.sqlite import history_rank
-from fermix_memory.adapters.sqlite.fts_query import query_terms, quote_term
+from fermix_memory.adapters.sqlite.fts_query import quote_term
 from fermix_memory.adapters.sqlite.history_rank import (
     FILL_CANDIDATES_PER_RESULT,
     MAX_CANDIDATES,
@@ -16,15 +23,10 @@ from fermix_memory.adapters.sqlite.history_rank import (
     idf,
     reference_length,
 )
-from fermix_memory.adapters.sqlite.read_side import ReadSide, clamp_limit
-from fermix_memory.adapters.sqlite.rows import MESSAGE_FIELDS, message_from_row
-from fermix_memory.adapters.sqlite.scope_tokens import search_scope_token
-from fermix_memory.application.ports import MessageHit
-from fermix_memory.domain.checkpoint import readable_by_its_owner
-from fermix_memory.domain.messages import Message, is_question
+from fermix_memory.application.query_ports import MessageHit
+from fermix_memory.domain.messages import Message
 from fermix_memory.domain.scopes import HistoryFilter
 
-CONTEXT_SNIPPET_CHARS = 240
 # A batch of turns (ids bound as one JSON array), each with the turn after it in its
 # conversation's order (NULLs when it is the last), in one statement.
 _BATCH_SQL = (
@@ -59,22 +61,15 @@ class HistorySearch(ReadSide):
         ranked = self._scope_ranked(scope, [t for t, _ in found], [idf(df, scope_size) for df in frequencies],
                                     candidate_terms(frequencies, scope_size, n), n,
                                     reference_length(scope_size, chars))
-        tokenize = history_rank.tokenizer(self._conn())
+        tokenize = history_rank.tokenizer(cast(apsw.Connection, self._conn()))  # SQLite's reader is apsw's
         wanted = history_rank.stems(tokenize, terms)
         hits: list[MessageHit] = []
         shown: set[int] = set()
         for start in range(0, len(ranked), n + 2):
             for message, score, after in self._ranked_messages(ranked[start:start + n + 2]):
-                if not _visible(message, where) or message.id in shown:
-                    continue
-                hits.append(MessageHit(message=message, rank=-score,
-                                       snippet=history_rank.snippet(tokenize, message.content, wanted)))
-                shown.add(message.id)
-                reply = message_from_row(after) if after[0] is not None and is_question(message.content) else None
-                if len(hits) < n and reply is not None and reply.id not in shown and _visible(reply, where):
-                    hits.append(MessageHit(message=reply, rank=-score, snippet=_context_snippet(reply),
-                                           context_of=message.id))
-                    shown.add(reply.id)
+                if visible(message, where) and message.id not in shown:  # else no snippet is wanted
+                    add_hit(hits, shown, where, n, message, score,
+                            history_rank.snippet(tokenize, message.content, wanted), after)
                 if len(hits) >= n:
                     return hits[:n]
         return hits
@@ -132,17 +127,3 @@ class HistorySearch(ReadSide):
 
 def _any_of(terms: list[str], indexes: Iterable[int]) -> str:
     return f"{{content sender}} : ({' OR '.join(quote_term(terms[i]) for i in indexes)})"
-
-
-def _visible(message: Message, where: HistoryFilter) -> bool:
-    """Exact scope check: the token narrows the search, equality makes isolation exact."""
-    if message.agent_id != where.agent_id or message.owner_id != where.owner_id:
-        return False
-    if not readable_by_its_owner(message):  # a checkpoint holding other owners' words
-        return False
-    return where.conversation is None or message.conversation == where.conversation
-
-
-def _context_snippet(message: Message) -> str:
-    text = message.content
-    return text if len(text) <= CONTEXT_SNIPPET_CHARS else text[:CONTEXT_SNIPPET_CHARS].rstrip() + "…"

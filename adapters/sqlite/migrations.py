@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from fermix_memory.adapters.sql.ddl import CHAIN_HEADS, PLAIN_TABLES, UNFINISHED_COPY
+
 # The triggers that make ``events`` append-only (only ``payload`` may change, and only to NULL).
 # Kept apart so that opening a database whose triggers were dropped can put them back.
 APPEND_ONLY_TRIGGERS: dict[str, str] = {
@@ -16,95 +18,6 @@ BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;""",
     """ WHEN NEW.payload IS NOT NULL
 BEGIN SELECT RAISE(ABORT, 'an event payload can only be redacted'); END;""",
 }
-
-# The projection tables written through the domain's evolve (the same on every store).
-PLAIN_TABLES = """
-CREATE TABLE memory_sources(
-    id          TEXT PRIMARY KEY,
-    agent_id    TEXT NOT NULL,
-    owner_id    TEXT NOT NULL,
-    source_type TEXT NOT NULL,
-    name        TEXT NOT NULL,
-    description TEXT NOT NULL DEFAULT '',
-    created_at  TEXT NOT NULL,
-    updated_at  TEXT NOT NULL
-);
-
-CREATE TABLE scheduled_jobs(
-    id               TEXT PRIMARY KEY,
-    agent_id         TEXT NOT NULL,
-    owner_id         TEXT NOT NULL,
-    name             TEXT NOT NULL,
-    schedule         TEXT NOT NULL,
-    prompt           TEXT NOT NULL,
-    memory_source_id TEXT NOT NULL,
-    enabled          INTEGER NOT NULL DEFAULT 1,
-    created_at       TEXT NOT NULL,
-    updated_at       TEXT NOT NULL
-);
-
-CREATE TABLE job_runs(
-    id          TEXT PRIMARY KEY,
-    job_id      TEXT NOT NULL,
-    status      TEXT NOT NULL,
-    started_at  TEXT NOT NULL,
-    finished_at TEXT,
-    output      TEXT NOT NULL DEFAULT '',
-    error       TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX job_runs_by_job ON job_runs(job_id, started_at);
-
-CREATE TABLE resources(
-    agent_id         TEXT NOT NULL,
-    owner_id         TEXT NOT NULL DEFAULT '',
-    name             TEXT NOT NULL,
-    current_revision INTEGER NOT NULL,
-    content_sha256   TEXT NOT NULL,
-    updated_at       TEXT NOT NULL,
-    PRIMARY KEY(agent_id, owner_id, name)
-);
-
-CREATE TABLE resource_revisions(
-    agent_id       TEXT NOT NULL,
-    owner_id       TEXT NOT NULL DEFAULT '',
-    name           TEXT NOT NULL,
-    revision       INTEGER NOT NULL,
-    content        TEXT NOT NULL,
-    content_sha256 TEXT NOT NULL,
-    reason         TEXT NOT NULL,
-    created_at     TEXT NOT NULL,
-    PRIMARY KEY(agent_id, owner_id, name, revision)
-);
-
-CREATE TABLE conversation_state(
-    agent_id                TEXT NOT NULL,
-    channel                 TEXT NOT NULL,
-    chat_id                 TEXT NOT NULL,
-    thread_scope            TEXT NOT NULL,
-    window_start_id         INTEGER NOT NULL DEFAULT 0,  -- messages with id > this are in the window
-    checkpoint_message_id   INTEGER,
-    compacted_at            TEXT,
-    compaction_retry_after  TEXT,
-    PRIMARY KEY(agent_id, channel, chat_id, thread_scope)
-);
-
-CREATE TABLE review_state(
-    agent_id          TEXT NOT NULL,
-    owner_id          TEXT NOT NULL,
-    channel           TEXT NOT NULL,
-    chat_id           TEXT NOT NULL,
-    thread_scope      TEXT NOT NULL,
-    reviewed_up_to_id INTEGER NOT NULL DEFAULT 0,
-    last_review_at    TEXT,
-    retry_after       TEXT,
-    last_error        TEXT,
-    claim_id          TEXT,
-    claim_holder      TEXT,
-    claim_expires_at  TEXT,
-    last_skip_reason  TEXT,
-    PRIMARY KEY(agent_id, owner_id, channel, chat_id, thread_scope)
-);
-"""
 
 _V1 = """
 CREATE TABLE events(
@@ -312,17 +225,6 @@ DROP TRIGGER messages_fts_sizes_update;
 {SCOPE_SIZES_REBUILD}
 """
 
-# A log of several chains (ADR-0031) keeps each chain's head here, one row per chain, written in
-# the transaction that extends it; a log of one chain (every home written here) has no rows: its
-# head is its last event, as before.
-CHAIN_HEADS = """
-CREATE TABLE IF NOT EXISTS chain_heads(
-    chain    INTEGER PRIMARY KEY,
-    position INTEGER NOT NULL,
-    hash     TEXT NOT NULL
-);
-"""
-
 # The import keys (ADR-0012) each conversation holds, read from this index alone (ADR-0041): the
 # messages whose payload's metadata has the key at its top level. ``instr`` first, so that a
 # message without it costs no JSON parsing; a redacted payload (NULL) leaves the index. Ordered by
@@ -345,7 +247,6 @@ CREATE INDEX IF NOT EXISTS events_import_keys ON events(stream, position,
 # above ``vector_marks``' mark for 'message' in a background write of its own (messages are
 # numbered in commit order here, and never change). A text that changes or goes takes its vector
 # with it in the same transaction.
-VECTOR_TEXT = {"message": "m.sender || ': ' || m.content", "memory": "replace(m.key, '_', ' ') || ': ' || m.value"}
 _V8 = """
 CREATE TABLE message_vectors(
     message_id INTEGER PRIMARY KEY,
@@ -403,16 +304,6 @@ CREATE TRIGGER message_vectors_behind AFTER INSERT ON message_vectors
 WHEN new.message_id < (SELECT max(message_id) FROM message_vectors) BEGIN
     UPDATE vector_changes SET changes = changes + 1 WHERE id = 1;
 END;
-"""
-
-# Schema 10 (ADR-0051): the mark of a copy into this database that is not finished (``fermix
-# storage migrate``), written with its first copied events and removed with its last. Kept
-# ``IF NOT EXISTS``, as a file whose version was set back keeps the table.
-UNFINISHED_COPY = """
-CREATE TABLE IF NOT EXISTS unfinished_copy(
-    id     INTEGER PRIMARY KEY CHECK (id = 1),
-    source TEXT NOT NULL
-);
 """
 
 # Also schema 10 (ADR-0050): the import keys' index ordered by key within a stream, so that an

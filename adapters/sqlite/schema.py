@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 import apsw
 
+from fermix_memory.adapters.sql.ddl import PROJECTION_TABLES as PROJECTION_TABLES  # re-exported: the audit's
 from fermix_memory.adapters.sqlite.connection import scalar_int, text_value
 from fermix_memory.adapters.sqlite.migrations import APPEND_ONLY_TRIGGERS, MIGRATIONS, SCOPE_SIZES_REBUILD
 from fermix_memory.application.errors import DatabaseTooNew, ForeignDatabase, ReadOnlyStore
@@ -20,18 +21,6 @@ from fermix_memory.application.errors import DatabaseTooNew, ForeignDatabase, Re
 APPLICATION_ID = 0x46524D58  # "FRMX"
 
 SCHEMA_VERSION = len(MIGRATIONS)
-
-PROJECTION_TABLES: tuple[str, ...] = (
-    "messages",
-    "memories",
-    "memory_sources",
-    "scheduled_jobs",
-    "job_runs",
-    "resources",
-    "resource_revisions",
-    "conversation_state",
-    "review_state",
-)
 
 
 def migrate(conn: apsw.Connection, path: str) -> int:

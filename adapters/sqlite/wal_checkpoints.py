@@ -23,7 +23,7 @@ from contextlib import contextmanager
 
 import apsw
 
-from fermix_memory.application.ports import PAUSE_S
+from fermix_memory.application.store_ports import PAUSE_S
 
 log = logging.getLogger("fermix_memory.storage")
 

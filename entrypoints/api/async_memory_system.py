@@ -28,10 +28,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, ParamSpec, TypeVar, overload
 
-from fermix_memory.adapters.sqlite import audit
+from fermix_memory.adapters.sql import audit
 from fermix_memory.application.commands import Style, StyleName, TrustName
-from fermix_memory.application.ports import RecordedEvent
 from fermix_memory.application.settings import Settings
+from fermix_memory.application.store_ports import RecordedEvent
 from fermix_memory.domain.errors import InvalidArgument
 from fermix_memory.entrypoints.api.async_session import AsyncSession
 from fermix_memory.entrypoints.api.lane import Lane, OnLane, awaitable, detach, run_sync
@@ -143,6 +143,12 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
     save_job = awaitable(MemorySystem.save_job)
     claim_job_run = awaitable(MemorySystem.claim_job_run)
     record_job_run = awaitable(MemorySystem.record_job_run)
+    memory_source = awaitable(MemorySystem.memory_source)
+    memory_sources = awaitable(MemorySystem.memory_sources)
+    job = awaitable(MemorySystem.job)
+    jobs = awaitable(MemorySystem.jobs)
+    job_run = awaitable(MemorySystem.job_run)
+    job_runs = awaitable(MemorySystem.job_runs)
 
     async def export_history(self, *, agent_id: str | None = None) -> list[str]:
         """Every stored message as JSON Lines (the import format), in log order."""

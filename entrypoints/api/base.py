@@ -46,6 +46,12 @@ class ApiBase:
         if self._closed:
             raise MemoryClosed("this MemorySystem is closed")
 
+    def _open_app(self) -> App:
+        """The wired app, once memory is checked open: for a command built without the converter
+        (every field checked by its use case)."""
+        self._check_open()
+        return self._app
+
     def _command(self, cls: type[T], arguments: Mapping[str, Any]) -> T:
         """Check that memory is open, then turn the host's arguments into a ``cls`` command."""
         self._check_open()

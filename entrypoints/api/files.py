@@ -11,8 +11,8 @@ from typing import Any
 import attrs
 
 from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
-from fermix_memory.adapters.sqlite import audit
-from fermix_memory.adapters.sqlite.head import Head, checked_head
+from fermix_memory.adapters.sql import audit
+from fermix_memory.adapters.sql.head import Head, checked_head
 from fermix_memory.application.as_of import check_moment, revision_as_of
 from fermix_memory.application.commands import Forget, ForgetMemory
 from fermix_memory.application.errors import NotFound
@@ -20,9 +20,10 @@ from fermix_memory.application.forget import ConversationForgetReport, ForgetRep
 from fermix_memory.application.host_input import row_id
 from fermix_memory.application.log_transfer import ImportReport
 from fermix_memory.application.message_input import conversation_key
-from fermix_memory.application.ports import RecordedEvent, ResourceRevision
 from fermix_memory.application.prompt_files import check_resource_name, unified_diff
+from fermix_memory.application.query_ports import ResourceRevision
 from fermix_memory.application.resource_rollback import RollbackReport
+from fermix_memory.application.store_ports import RecordedEvent
 from fermix_memory.domain.errors import InvalidArgument
 from fermix_memory.domain.events import ERASURE_RECORDS
 from fermix_memory.domain.log_chain import MAX_CHAINS
@@ -129,9 +130,9 @@ class FilesApi(ApiBase):
         agent, which messages, memory rows and prompt-file revisions went; ``dry_run=True`` only
         reports what would go, changing nothing.
         """
-        cmd = self._command(Forget, dict(owner_id=owner_id, agent_id=agent_id, by=by, reason=reason))
-        return self._app.forgetting.forget_owner(cmd.owner_id, agent_id=cmd.agent_id, dry_run=_flag(dry_run),
-                                                 by=cmd.by, reason=cmd.reason)
+        self._check_open()  # a closed memory says so before anything about the arguments
+        return self._app.forgetting.forget(self._command(Forget, dict(
+            owner_id=owner_id, agent_id=agent_id, dry_run=dry_run, by=by, reason=reason)))
 
     def forget_memory(self, memory_id: int, *, dry_run: bool = False, by: str = "operator",
                       reason: str = "") -> MemoryForgetReport:
@@ -147,9 +148,9 @@ class FilesApi(ApiBase):
         :class:`NotFound` for a row that does not exist; forgetting it again finishes a rewrite
         left pending. ``dry_run=True`` only reports what would go (``revisions``), changing nothing.
         """
-        cmd = self._command(ForgetMemory, dict(memory_id=memory_id, by=by, reason=reason))
-        return self._app.forgetting.forget_memory(row_id(cmd.memory_id, "memory"), dry_run=_flag(dry_run),
-                                                  by=cmd.by, reason=cmd.reason)
+        self._check_open()  # a closed memory says so before anything about the arguments
+        return self._app.forgetting.forget_row(self._command(ForgetMemory, dict(
+            memory_id=row_id(memory_id, "memory"), dry_run=dry_run, by=by, reason=reason)))
 
     def forget_conversation(self, agent_id: str, conversation: Any, *, dry_run: bool = False, by: str = "operator",
                             reason: str = "") -> ConversationForgetReport:

@@ -1,7 +1,7 @@
 """The embedding API: what a host application imports (``fermix_memory.MemorySystem``).
 
 Each public method turns the host's arguments into a command (application/host_input.py) and
-runs the use case; the methods live in three parts by purpose (records, turns,
+runs the use case; the methods live in four parts by purpose (records, jobs, turns,
 files). :meth:`MemorySystem.session` binds who talks where once (api/session.py).
 """
 
@@ -18,11 +18,13 @@ from typing import Any
 from fermix_memory.application.commands import StartSession, TrustName
 from fermix_memory.application.embedder import Embedder
 from fermix_memory.application.errors import SemanticRecallUnavailable, StorageError
-from fermix_memory.application.ports import ChatModel, Clock, Tracer
+from fermix_memory.application.model_ports import ChatModel, Tracer
+from fermix_memory.application.ports import Clock
 from fermix_memory.application.settings import Settings
 from fermix_memory.domain.errors import InvalidArgument
 from fermix_memory.entrypoints.api.base import folder
 from fermix_memory.entrypoints.api.files import FilesApi
+from fermix_memory.entrypoints.api.jobs import JobsApi
 from fermix_memory.entrypoints.api.model_bound import model_bound
 from fermix_memory.entrypoints.api.records import RecordsApi
 from fermix_memory.entrypoints.api.session import Session
@@ -44,7 +46,7 @@ def _has(value: object, method: str) -> bool:
     return callable(getattr(value, method, None))
 
 
-class MemorySystem(RecordsApi, TurnsApi, FilesApi):
+class MemorySystem(RecordsApi, JobsApi, TurnsApi, FilesApi):
     """Durable, auditable memory for one home folder. Thread-safe; use as a context manager.
 
     Open with :meth:`open`. Every write is committed (and hash-chained into the event log)

@@ -1,4 +1,4 @@
-"""The embedding API, part one: history, memory rows, recall, sources and jobs."""
+"""The embedding API, part one: history, memory rows and recall (sources and jobs: api/jobs.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from fermix_memory.adapters.sqlite.codec import CONVERTER
-from fermix_memory.application import jobs
+from fermix_memory.adapters.sql.codec import CONVERTER
 from fermix_memory.application.as_of import all_memories_as_of, check_moment
 from fermix_memory.application.commands import (
     AppendMessage,
@@ -78,10 +77,9 @@ class RecordsApi(ApiBase):
         Agents SDK item id). A second append with the same key in the same conversation stores
         nothing and returns the first one's id, so a retried append (after a timeout or a
         cancelled task whose write went through) never records the message twice (ADR-0050)."""
-        self._check_open()
         # Every field of AppendMessage is checked with the message itself (message_input.py), so
         # the hottest call builds its command directly instead of through the converter.
-        return self._app.append_message(AppendMessage(
+        return self._open_app().append_message(AppendMessage(
             agent_id=agent_id, owner_id=owner_id, conversation=conversation, role=role, content=content,
             sender=sender, kind=kind, trust=trust, metadata=metadata, created_at=created_at, tool_calls=tool_calls,
             tool_call_id=tool_call_id, idempotency_key=idempotency_key))
@@ -276,34 +274,3 @@ class RecordsApi(ApiBase):
         return self._app.recall(self._command(Recall, dict(
             query=query, agent_id=agent_id, owner_id=owner_id, conversation=conversation, scope=scope,
             source=source, limit=limit, key=key, job_source_id=job_source_id, mode=mode)))
-
-    def register_memory_source(self, *, source_id: str, agent_id: str, owner_id: str, source_type: str,
-                               name: str, description: str = "") -> str:
-        self._check_open()
-        app = self._app
-        return jobs.register_memory_source(app.store, app.clock, source_id=source_id, agent_id=agent_id,
-                                           owner_id=owner_id, source_type=source_type, name=name,
-                                           description=description)
-
-    def save_job(self, *, job_id: str, agent_id: str, owner_id: str, name: str, schedule: str, prompt: str,
-                 memory_source_id: str | None = None, enabled: bool = True) -> jobs.ScheduledJob:
-        """Save a scheduled job (and its job-scoped memory source, ``job:<job_id>``, if none given)."""
-        self._check_open()
-        app = self._app
-        return jobs.save_job(app.store, app.clock, job_id=job_id, agent_id=agent_id, owner_id=owner_id, name=name,
-                             schedule=schedule, prompt=prompt, memory_source_id=memory_source_id, enabled=enabled)
-
-    def claim_job_run(self, *, run_id: str, job_id: str, started_at: Any = None) -> jobs.JobRun | None:
-        """Start run ``run_id`` of a due job unless any process sharing this memory already has:
-        the run (``running``) when this call claimed it, ``None`` when it is another's or the job
-        is disabled (do not run it). Report its end with :meth:`record_job_run`."""
-        self._check_open()
-        app = self._app
-        return jobs.claim_job_run(app.store, app.clock, run_id=run_id, job_id=job_id, started_at=started_at)
-
-    def record_job_run(self, *, run_id: str, job_id: str, status: str, started_at: Any, finished_at: Any = None,
-                       output: str = "", error: str = "") -> jobs.JobRun:
-        self._check_open()
-        app = self._app
-        return jobs.record_job_run(app.store, app.clock, run_id=run_id, job_id=job_id, status=status,
-                                   started_at=started_at, finished_at=finished_at, output=output, error=error)

@@ -20,7 +20,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from fermix_memory.application.commands import (
+    AfterTurn,
+    AppendMessage,
+    BeforeTurn,
+    DispatchTool,
+    HandleCommand,
     ModeName,
+    Recall,
     RoleName,
     ScopeName,
     SourceName,
@@ -65,7 +71,9 @@ class Session:
         return self._start.trust
 
     def _turn(self) -> dict[str, Any]:
-        return {"agent_id": self.agent_id, "owner_id": self.owner_id, "conversation": self.conversation}
+        """The host input every turn command starts from: who talks where (checked once, at start)."""
+        start = self._start
+        return {"agent_id": start.agent_id, "owner_id": start.owner_id, "conversation": start.conversation}
 
     def append(self, role: RoleName, content: str, *, sender: str | None = None, kind: str = "text",
                metadata: Any = None, created_at: Any = None, tool_calls: Sequence[Mapping[str, Any]] | None = None,
@@ -76,12 +84,14 @@ class Session:
         ``role="tool"`` result answers) and ``idempotency_key`` (the host's own id of the message:
         appended again, it stores nothing and returns the first id) are described at
         :meth:`MemorySystem.append_message`."""
+        start = self._start
         if sender is None:
-            sender = self.owner_id if role == Role.USER else self.agent_id if role == Role.ASSISTANT else ""
-        return self._memory.append_message(**self._turn(), role=role, content=content, sender=sender, kind=kind,
-                                           trust=self.trust, metadata=metadata, created_at=created_at,
-                                           tool_calls=tool_calls, tool_call_id=tool_call_id,
-                                           idempotency_key=idempotency_key)
+            sender = start.owner_id if role == Role.USER else start.agent_id if role == Role.ASSISTANT else ""
+        # Every field of the command is checked with the message (as for the flat method).
+        return self._memory._open_app().append_message(AppendMessage(
+            agent_id=start.agent_id, owner_id=start.owner_id, conversation=start.conversation, role=role,
+            content=content, sender=sender, kind=kind, trust=start.trust, metadata=metadata, created_at=created_at,
+            tool_calls=tool_calls, tool_call_id=tool_call_id, idempotency_key=idempotency_key))
 
     def retract_newest(self) -> Message | None:
         """Take back the newest message of the window with the session's trust (see
@@ -97,8 +107,9 @@ class Session:
                limit: int = 10, key: str | None = None, mode: ModeName | None = None) -> RecallResult:
         """Memories and/or history this owner may see in this conversation (``mode``: see
         :meth:`MemorySystem.recall`)."""
-        return self._memory.recall(query, **self._turn(), scope=scope, source=source, limit=limit, key=key,
-                                   mode=mode)
+        memory = self._memory
+        return memory._app.recall(memory._command(Recall, dict(
+            self._turn(), query=query, scope=scope, source=source, limit=limit, key=key, mode=mode)))
 
     def _window(self, context_window: int | None) -> int | None:
         """The hook's own ``context_window`` when given, else the session's."""
@@ -108,7 +119,9 @@ class Session:
     def before_turn(self, *, context_window: int | None = None) -> PreflightResult:
         """The preflight hook (see :meth:`MemorySystem.before_turn`); ``context_window`` for this
         call instead of the session's."""
-        return self._memory.before_turn(**self._turn(), context_window=self._window(context_window))
+        memory = self._memory
+        return memory._app.before_turn(memory._command(BeforeTurn, dict(
+            self._turn(), context_window=self._window(context_window))))
 
     @overload
     def compose_prompt(self, system: str = "", *,
@@ -135,8 +148,9 @@ class Session:
                    context_window: int | None = None) -> Future[ReviewResult]:
         """The post-delivery hook (see :meth:`MemorySystem.after_turn`); returns at once.
         ``context_window`` for this call instead of the session's."""
-        return self._memory.after_turn(**self._turn(), peak_prompt_tokens=peak_prompt_tokens,
-                                       context_window=self._window(context_window))
+        memory = self._memory
+        return memory._app.after_turn(memory._command(AfterTurn, dict(
+            self._turn(), peak_prompt_tokens=peak_prompt_tokens, context_window=self._window(context_window))))
 
     @model_bound
     def handle_command(self, text: str, *, context_window: int | None = None) -> CommandResult | None:
@@ -144,8 +158,9 @@ class Session:
         whose ``reply`` goes back to the chat (do not append the text), or ``None`` when ``text``
         is no command (append it and run the turn). ``context_window`` for this call instead of
         the session's."""
-        return self._memory.handle_command(text, **self._turn(), trust=self.trust,
-                                           context_window=self._window(context_window))
+        memory = self._memory
+        return memory._app.handle_command(memory._command(HandleCommand, dict(
+            self._turn(), text=text, trust=self.trust, context_window=self._window(context_window))))
 
     def compact(self, *, context_window: int | None = None) -> CompactionResult:
         """Compact the conversation now (see :meth:`MemorySystem.compact`), whoever the session's
@@ -156,7 +171,9 @@ class Session:
 
     def dispatch_tool(self, name: str, arguments: Any) -> dict[str, Any]:
         """Run the model's memory tool call with the session's trust; never raises for bad calls."""
-        return self._memory.dispatch_tool(name, arguments, **self._turn(), trust=self.trust)
+        # Every field of the command is checked as the tool's context (application/tools.py).
+        return self._memory._open_app().dispatch_tool(DispatchTool(
+            name=name, arguments=arguments, **self._turn(), trust=self.trust))
 
     def __repr__(self) -> str:
         return f"Session(agent_id={self.agent_id!r}, owner_id={self.owner_id!r}, conversation='{self.conversation}')"

@@ -23,8 +23,8 @@ from fermix_memory.application.commands import (
 from fermix_memory.application.compaction import CompactionResult
 from fermix_memory.application.errors import BackgroundTimeout
 from fermix_memory.application.message_input import InvalidMessage, conversation_key, parse_enum
-from fermix_memory.application.ports import ConversationState
 from fermix_memory.application.reviewer import ReviewResult
+from fermix_memory.application.store_ports import ConversationState
 from fermix_memory.application.tools import anthropic_tool_definitions, openai_tool_definitions
 from fermix_memory.application.turns import CommandResult, PreflightResult
 from fermix_memory.domain.errors import InvalidArgument

@@ -11,8 +11,8 @@ and ``own`` commands open the memory themselves once they have checked what they
 ``history import`` creates a home only for a file whose every line is good, and the demo
 never touches a home that holds data (ADR-0023).
 
-This module holds the dispatch. The command tree (every command's words, access and options,
-and the parser built from it) is in ``commands``; each command group lives in its own
+This module holds the dispatch. The command tree (every command's words, access and options)
+is in ``commands``, the parser built from it in ``parser``; each command group lives in its own
 module (``events``, ``history``, ``memory``, ``resources``, ``setup``) and
 what the command prints in ``output``.
 """
@@ -31,10 +31,7 @@ from fermix_memory.entrypoints.cli.commands import (
     READ,
     Command,
     Option,
-    build_parser,
     command_tree,
-    parse_command_line,
-    shows_default,
 )
 from fermix_memory.entrypoints.cli.output import (
     EXIT_ERROR,
@@ -51,6 +48,7 @@ from fermix_memory.entrypoints.cli.output import (
     plural,
     report_error,
 )
+from fermix_memory.entrypoints.cli.parser import build_parser, parse_command_line, shows_default
 
 __all__ = [
     "EXIT_ERROR", "EXIT_INTERNAL", "EXIT_OK", "EXIT_USAGE", "Command", "LogLine", "Option", "Output", "Progress",

@@ -1,24 +1,22 @@
 """The ``fermix`` command tree as one table: every runnable command's words, what it runs, how it
 opens the memory (see :mod:`fermix_memory.entrypoints.cli`) and its arguments.
 
-:func:`build_parser` builds the argparse parser from this table and nothing else, so
-:func:`command_tree` (what tests and tools list the commands by) cannot drift from what the
-parser accepts.
+:func:`~fermix_memory.entrypoints.cli.parser.build_parser` builds the argparse parser from this
+table and nothing else, so :func:`command_tree` (what tests and tools list the commands by)
+cannot drift from what the parser accepts.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from difflib import get_close_matches
 from importlib import import_module
-from typing import Any, NoReturn
+from typing import Any
 
 import attrs
 
 from fermix_memory.domain.values import INT64_MAX, Category
-from fermix_memory.entrypoints.cli.output import UsageError
 
 READ, WRITE, CONFIG, OWN = "read", "write", "config", "own"
 # The module of each command's first word, imported when it runs: a name in
@@ -67,11 +65,6 @@ class Command:
         module = import_module(name if "." in name else f"fermix_memory.entrypoints.cli.{name}")
         found: Callable[..., int] = getattr(module, "cmd_" + "_".join(self.words).replace("-", "_"))
         return found
-
-
-def shows_default(default: object) -> bool:
-    """Whether an option's default is worth printing in its help ("(default: ...)")."""
-    return not (default is None or default is False or default is argparse.SUPPRESS)
 
 
 # --- argument types ----------------------------------------------------------------------------------
@@ -360,106 +353,3 @@ def command_tree() -> tuple[Command, ...]:
     """Every runnable command, in the order of ``fermix --help``, with all the options it accepts
     (the common ``--home`` and ``--json`` first; ``--help`` is argparse's own)."""
     return tuple(attrs.evolve(c, options=(*COMMON, *c.options)) for c in COMMANDS)
-
-
-# --- the parser --------------------------------------------------------------------------------------
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, but a bad argument is a :class:`UsageError` (one line, exit 1), not exit 2."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see '{self.prog} --help')")
-
-
-class HelpFormatter(argparse.HelpFormatter):
-    """Shows each option's default when it has a meaningful one."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        text = action.help or ""
-        if (shows_default(action.default) and "%(default)" not in text and action.option_strings):
-            text += " (default: %(default)s)"
-        return text
-
-
-def _add(parser: argparse.ArgumentParser, option: Option, *, common_below_top: bool = False) -> None:
-    """``option`` on ``parser``. A common option below the top level defaults to "not given", so
-    that it does not overwrite the value given before the sub-command."""
-    kwargs: dict[str, Any] = {"help": option.help}
-    if option.switch:
-        kwargs |= {"action": "store_true", "default": argparse.SUPPRESS if common_below_top else False}
-    else:
-        kwargs |= {"type": option.type, "default": argparse.SUPPRESS if common_below_top else option.default}
-        if option.choices:
-            kwargs["choices"] = option.choices
-        if option.metavar:
-            kwargs["metavar"] = option.metavar
-        if option.optional:
-            kwargs["nargs"] = "?"
-    if option.required:
-        kwargs["required"] = True
-    parser.add_argument(*option.flags, **kwargs)
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("fermix-memory")
-    except PackageNotFoundError:
-        return "unknown"
-
-
-class VersionAction(argparse.Action):
-    """``--version``: like argparse's own, but the version is looked up only when asked for, so that
-    other commands never load ``importlib.metadata``."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
-                 default: object = argparse.SUPPRESS, help: str | None = None) -> None:
-        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
-                 option_string: str | None = None) -> NoReturn:
-        sys.stdout.write(f"{parser.prog} {_version()}\n")
-        parser.exit()
-
-
-def parse_command_line(argv: Sequence[str]) -> argparse.Namespace:
-    """``argv`` parsed; an option its command does not take is named first (argparse would set
-    it aside and complain about what follows it instead)."""
-    from fermix_memory.entrypoints.cli.flags import unknown_option
-
-    options = {c.words: [f for o in c.options if not o.positional for f in o.flags] for c in COMMANDS}
-    problem = unknown_option(argv, options, [f for o in COMMON for f in o.flags])
-    if problem is not None:
-        raise UsageError(problem)
-    return build_parser().parse_args(argv)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argparse parser of :data:`COMMANDS`."""
-    parser = Parser(prog="fermix", description="Admin and audit tool of fermix-memory.",
-                    formatter_class=HelpFormatter, allow_abbrev=False)
-    for option in COMMON:
-        _add(parser, option)
-    parser.add_argument("--version", action=VersionAction, help="print the version and exit")
-    top_level = sorted({c.words[0] for c in COMMANDS})
-    groups = parser.add_subparsers(dest="group", required=True, parser_class=Parser,
-                                   metavar="{" + ",".join(top_level) + "}")
-    subparsers: dict[str, Any] = {}
-    for command in COMMANDS:
-        *group, name = command.words
-        if group and group[0] not in subparsers:
-            subparsers[group[0]] = groups.add_parser(
-                group[0], help=GROUPS[group[0]], description=GROUPS[group[0]], formatter_class=HelpFormatter,
-                allow_abbrev=False,
-            ).add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND")
-        sub = subparsers[group[0]] if group else groups
-        p = sub.add_parser(name, help=command.help, description=command.help, formatter_class=HelpFormatter,
-                           allow_abbrev=False)
-        for option in COMMON:
-            _add(p, option, common_below_top=True)
-        for option in command.options:
-            _add(p, option)
-        p.set_defaults(command_to_run=command, access=command.access)
-    return parser

@@ -17,7 +17,7 @@ def demo_memory(home: Path, url: str | None) -> MemorySystem:
     """The demo's memory in ``home`` (already marked by ``demo_home``): its SQLite file, or the
     database at ``url``."""
     from fermix_memory.application.settings_storage import storage_url_problem
-    from fermix_memory.entrypoints.bootstrap import HEAD_NAME, open_store, resolve_settings
+    from fermix_memory.entrypoints.home import HEAD_NAME, open_store, resolve_settings
     from fermix_memory.entrypoints.storage import open_postgres
 
     settings = resolve_settings(home, None)

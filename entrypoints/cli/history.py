@@ -47,7 +47,7 @@ def _read_lines(name: str) -> list[str]:
 
 def cmd_history_import(args: argparse.Namespace, out: Output) -> int:
     """Import a file into the home, creating the home only if every line of the file is good."""
-    from fermix_memory.entrypoints.bootstrap import DB_NAME, resolve_home
+    from fermix_memory.entrypoints.home import DB_NAME, resolve_home
 
     lines = _read_lines(args.file)
     home = resolve_home(args.home)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from fermix_memory.adapters.sqlite.codec import CONVERTER
+from fermix_memory.adapters.sql.codec import CONVERTER
 from fermix_memory.application.errors import ModelError, StorageBusy
 from fermix_memory.application.forget import ConversationForgetReport, ForgetReport, MemoryForgetReport
 from fermix_memory.application.memory_writes import OperationOutcome

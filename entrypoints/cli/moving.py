@@ -12,11 +12,41 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
 
-from fermix_memory.application.errors import EventFileError, IntegrityError
+import attrs
+
+from fermix_memory.application.errors import ConfigError, EventFileError, IntegrityError
 from fermix_memory.application.log_transfer import ImportReport
-from fermix_memory.application.settings_storage import DATABASE_URL_ENV
+from fermix_memory.application.settings_storage import DATABASE_URL_ENV, storage_url_problem
 from fermix_memory.entrypoints.api.memory_system import MemorySystem, open_app
 from fermix_memory.entrypoints.cli.output import EXIT_OK, Output, UsageError, plural, progress_bars
+
+
+@attrs.frozen
+class MigrationTarget:
+    """Where ``fermix storage migrate --to`` copies a home: a home folder, or a PostgreSQL
+    database (``url``), opened with a scratch folder of its own for the prompt files it renders
+    (each host renders its own from the database when it opens it, ADR-0029)."""
+
+    home: Path | None = None
+    url: str | None = None
+
+    @property
+    def shown(self) -> str:
+        return str(self.home) if self.home is not None else str(self.url)  # a URL here holds no password
+
+
+def migration_target(target: str) -> MigrationTarget:
+    """What ``--to`` names: a folder (created when missing) or a ``postgresql://`` URL (refused
+    with a password in it, like everywhere else); anything else is a clear error."""
+    scheme, sep, _ = target.partition("://")
+    if sep:
+        if scheme.lower() not in ("postgresql", "postgres"):
+            raise ConfigError(f"--to takes a home folder or a postgresql:// URL, not a {scheme[:20]}:// URL")
+        problem = storage_url_problem(target)
+        if problem is not None:
+            raise ConfigError(f"--to is {problem}")
+        return MigrationTarget(url=target)
+    return MigrationTarget(home=Path(target).expanduser())
 
 
 def _lines_of(fh: IO[bytes]) -> Callable[[], Iterator[str]]:
@@ -82,13 +112,15 @@ def _import_lines(report: ImportReport, source: str) -> list[str]:
 
 def cmd_events_import(args: argparse.Namespace, out: Output) -> int:
     """Check the whole file before the home is even created; then import it."""
-    from fermix_memory.entrypoints.bootstrap import DB_NAME, check_event_file, resolve_home
+    from fermix_memory.adapters.sql.codec import decode_payload
+    from fermix_memory.application.log_transfer import check_lines
+    from fermix_memory.entrypoints.home import DB_NAME, resolve_home
 
     with ExitStack() as stack:
         lines = _lines_of(_open_event_file(args.file, stack))
         with progress_bars("checking", "importing") as (checking, writing):
             if not (resolve_home(args.home) / DB_NAME).exists():  # a failed import creates nothing
-                check_event_file(lines, checking)
+                check_lines(lines, decode_payload, progress=checking)  # this build's codec, no store opened
             with MemorySystem.open(args.home) as memory:
                 report = memory.import_events(lines, resume=args.resume, progress=writing, checked=checking,
                                               chains=args.chains)
@@ -99,8 +131,6 @@ def cmd_events_import(args: argparse.Namespace, out: Output) -> int:
 
 def cmd_storage_migrate(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
     """Export this home and import it into the target in one stream, then verify the target."""
-    from fermix_memory.entrypoints.bootstrap import migration_target
-
     target = migration_target(args.to)
     if target.home is not None and target.home.resolve() == memory.home.resolve():
         raise UsageError("--to names this very home; migrate into another one")

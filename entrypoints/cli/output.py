@@ -44,7 +44,7 @@ def plural(count: int, noun: str) -> str:
 def jsonable(value: Any) -> Any:
     """Domain values (attrs classes, enums, datetimes) as plain JSON data."""
     # Imported here: the codec builds cattrs' converter, which ``fermix --help`` never needs.
-    from fermix_memory.adapters.sqlite.codec import CONVERTER
+    from fermix_memory.adapters.sql.codec import CONVERTER
 
     return CONVERTER.unstructure(value)
 

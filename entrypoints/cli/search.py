@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from fermix_memory.application.embedder import label_of
-from fermix_memory.application.ports import MemoryHit, MessageHit
+from fermix_memory.application.query_ports import MemoryHit, MessageHit
 from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from fermix_memory.entrypoints.cli.memory import scope_text
 from fermix_memory.entrypoints.cli.output import EXIT_OK, Output, one_line, plural, progress_bars

@@ -12,7 +12,7 @@ from fermix_memory.entrypoints.cli.output import EXIT_ERROR, EXIT_OK, Output, Us
 
 
 def _config_path(args: argparse.Namespace) -> Path:
-    from fermix_memory.entrypoints.bootstrap import CONFIG_NAME, resolve_home
+    from fermix_memory.entrypoints.home import CONFIG_NAME, resolve_home
 
     return resolve_home(args.home) / CONFIG_NAME
 
@@ -31,7 +31,7 @@ def cmd_setup_review_interval(args: argparse.Namespace, out: Output) -> int:
 def cmd_setup_init(args: argparse.Namespace, out: Output) -> int:
     """Write a default config.toml (unless there is one) and create the memory database."""
     from fermix_memory.adapters.config_toml import render_default_config
-    from fermix_memory.entrypoints.bootstrap import DB_NAME
+    from fermix_memory.entrypoints.home import DB_NAME
     from fermix_memory.entrypoints.storage import storage_url
 
     path = _config_path(args)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
+from fermix_memory.application.commands import AppendMessage
 from fermix_memory.application.composer import system_part
 from fermix_memory.application.errors import PermissionDenied
 from fermix_memory.application.message_input import InvalidMessage, build_message_event
@@ -241,9 +242,10 @@ class FermixAgentsSession:
         records = [item_record(item) for item in items]
         s, at = self._session, datetime.now(UTC)
         for r in records:  # every item checked before the first is recorded
-            build_message_event(agent_id=s.agent_id, owner_id=s.owner_id, conversation=s.conversation, role=r.role,
-                                content=r.content, kind=r.kind, metadata=r.metadata, tool_calls=r.tool_calls,
-                                tool_call_id=r.tool_call_id, at=at)
+            build_message_event(AppendMessage(
+                agent_id=s.agent_id, owner_id=s.owner_id, conversation=s.conversation, role=r.role,
+                content=r.content, kind=r.kind, metadata=r.metadata, tool_calls=r.tool_calls,
+                tool_call_id=r.tool_call_id), at)
         for item, r in zip(items, records, strict=True):
             # The SDK's own item id, when it has one, makes a retried add_items record it once.
             s.append(r.role.value, r.content, kind=r.kind, metadata=r.metadata, tool_calls=r.tool_calls,

@@ -18,8 +18,9 @@ import pytest
 
 from fermix_memory.adapters.sqlite.erasure import SqliteErasure
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
-from fermix_memory.application.ports import Erasure, EventStore, ResourceRevision
 from fermix_memory.application.prompt_files import PromptFiles
+from fermix_memory.application.query_ports import ResourceRevision
+from fermix_memory.application.store_ports import Erasure, EventStore
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.resources import sha256

@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 
 import attrs
 
-from fermix_memory.adapters.sqlite.codec import decode_payload, encode_payload
+from fermix_memory.adapters.sql.codec import decode_payload, encode_payload
 from fermix_memory.application.errors import ConcurrencyConflict, IntegrityError
-from fermix_memory.application.ports import RecordedEvent, ReviewState, ScrubReport, StreamEvents
+from fermix_memory.application.store_ports import RecordedEvent, ReviewState, ScrubReport, StreamEvents
 from fermix_memory.domain import conversation_window, resources, review_gate
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.conversation_window import ConversationWindow

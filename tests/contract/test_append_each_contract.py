@@ -14,7 +14,7 @@ import pytest
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.adapters.sqlite.transaction import BULK_CACHE_KIB, DEFAULT_CACHE_KIB
 from fermix_memory.application.errors import ConcurrencyConflict
-from fermix_memory.application.ports import BULK_EVENTS, EventStore, WriteTransaction
+from fermix_memory.application.store_ports import BULK_EVENTS, EventStore, WriteTransaction
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.values import ConversationKey
 from tests.contract.conftest import added, message

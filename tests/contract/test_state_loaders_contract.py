@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fermix_memory.application.ports import ReviewState
+from fermix_memory.application.store_ports import ReviewState
 from fermix_memory.domain import events as ev
 from fermix_memory.domain import resources, review_gate
 from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, Role, Scope, ScopeType

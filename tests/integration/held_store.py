@@ -10,7 +10,8 @@ from pathlib import Path
 
 from fermix_memory import MemorySystem
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
-from fermix_memory.entrypoints.bootstrap import bootstrap, open_store
+from fermix_memory.entrypoints.bootstrap import bootstrap
+from fermix_memory.entrypoints.home import open_store
 
 
 @contextmanager

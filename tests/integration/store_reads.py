@@ -12,7 +12,7 @@ from typing import Any
 
 import apsw
 
-from fermix_memory.adapters.sqlite.job_queries import SqliteJobQueries
+from fermix_memory.adapters.sql.job_queries import SqlJobQueries
 from fermix_memory.application.jobs import JobQueries
 from fermix_memory.application.settings_storage import DATABASE_URL_ENV
 from fermix_memory.entrypoints.storage import Storage, open_postgres
@@ -24,7 +24,7 @@ class StoreReads:
     def __init__(self, home: Path, storage: Storage | None) -> None:
         self._home = home
         self._storage = storage
-        self.jobs: JobQueries = storage.jobs if storage is not None else SqliteJobQueries(self._sqlite)
+        self.jobs: JobQueries = storage.jobs if storage is not None else SqlJobQueries(self._sqlite)
 
     def _sqlite(self) -> apsw.Connection:
         return apsw.Connection(str(self._home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)

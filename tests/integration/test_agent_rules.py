@@ -122,7 +122,11 @@ def test_a_guest_who_arrives_after_the_rule_gets_it_with_the_first_message(memor
 def test_a_prompt_composed_for_an_owner_never_seen_before_has_the_rules(memory: MemorySystem) -> None:
     write(memory, {"op": "add", "category": "directive", "key": "language", "value": RULE})
     assert f"- language: {RULE}" in block(memory, "frank")
+    # The prompt only read (ADR-0057): his MEMORY.md is recorded by the writer, at his first message.
+    assert memory_md(memory, "frank") == "" and revisions(memory, "frank") == []
+    say(memory, "frank", "hello")
     assert f"- language: {RULE}" in memory_md(memory, "frank")
+    assert revisions(memory, "frank") == [1]
 
 
 def test_no_rules_no_files_for_a_new_guest(memory: MemorySystem) -> None:

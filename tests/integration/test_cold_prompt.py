@@ -15,7 +15,7 @@ import pytest
 from fermix_memory import MemorySystem
 from fermix_memory.application.composer import as_anthropic, as_openai, compose_prompt
 from fermix_memory.application.message_input import conversation_key
-from fermix_memory.application.ports import ResourceRevision
+from fermix_memory.application.query_ports import ResourceRevision
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import ConversationKey

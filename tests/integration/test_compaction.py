@@ -21,7 +21,7 @@ from fermix_memory.adapters.providers.rules import RulesProvider
 from fermix_memory.adapters.tokens_tiktoken import TiktokenCounter
 from fermix_memory.application.background import BackgroundWorker
 from fermix_memory.application.compaction import COMPACTION_NOTICE, COMPACTOR_SYSTEM_PROMPT
-from fermix_memory.application.ports import ChatMessage, ChatRequest, ChatResponse
+from fermix_memory.application.model_ports import ChatMessage, ChatRequest, ChatResponse
 from fermix_memory.application.reviewer_prompt import REVIEWER_SYSTEM_PROMPT, parse_review_input
 from fermix_memory.application.turns import PreflightResult
 from fermix_memory.domain import events as ev

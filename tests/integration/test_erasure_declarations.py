@@ -12,7 +12,7 @@ import pytest
 
 from fermix_memory import MemorySystem
 from fermix_memory.adapters.sqlite.erasure import SqliteErasure
-from fermix_memory.application.ports import EventStore
+from fermix_memory.application.store_ports import EventStore
 from fermix_memory.application.streams import conversation_stream
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.erasure import OwnerContentFinder

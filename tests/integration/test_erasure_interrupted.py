@@ -32,7 +32,8 @@ KILLED_DURING_VACUUM = """
 import os, sys
 from pathlib import Path
 from fermix_memory import MemorySystem
-from fermix_memory.entrypoints.bootstrap import bootstrap, open_store
+from fermix_memory.entrypoints.bootstrap import bootstrap
+from fermix_memory.entrypoints.home import open_store
 
 def die_inside_vacuum(cursor, sql, bindings):
     if sql.lstrip().upper().startswith("VACUUM"):

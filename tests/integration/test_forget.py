@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fermix_memory import DomainError, MemorySystem, NotFound, StorageError
-from fermix_memory.entrypoints.bootstrap import bootstrap, open_store
+from fermix_memory.entrypoints.bootstrap import bootstrap
+from fermix_memory.entrypoints.home import open_store
 
 pytestmark = pytest.mark.usefixtures("every_store")  # each test on SQLite and on PostgreSQL
 

@@ -18,14 +18,14 @@ import attrs
 import pytest
 
 from fermix_memory import MemorySystem
-from fermix_memory.adapters.sqlite.audit_chain import VerifyReport
-from fermix_memory.adapters.sqlite.codec import decode_payload
+from fermix_memory.adapters.sql.audit_chain import VerifyReport
+from fermix_memory.adapters.sql.codec import decode_payload
+from fermix_memory.adapters.sql.projections import project
 from fermix_memory.adapters.sqlite.erasure import SqliteErasure
-from fermix_memory.adapters.sqlite.event_store import GENESIS_HASH, chain_hash, payload_digest
-from fermix_memory.adapters.sqlite.projections import project
 from fermix_memory.application.settings_storage import DEFAULT_CHAINS
 from fermix_memory.application.streams import chain_for, owner_stream
 from fermix_memory.domain.erasure import OwnerContentFinder
+from fermix_memory.domain.log_chain import GENESIS_HASH, chain_hash, payload_digest
 from tests.integration.held_store import memory_on_held_store
 from tests.integration.raw_store import DELETE_TRIGGER, PostgresRaw, RawConnection, SqliteRaw
 from tests.postgres_server import TEMPLATE, PostgresServer

@@ -14,7 +14,7 @@ import pytest
 
 from fermix_memory import MemorySystem
 from fermix_memory.adapters.sqlite import schema
-from fermix_memory.application.ports import MemoryHit, MessageHit
+from fermix_memory.application.query_ports import MemoryHit, MessageHit
 from tests.cli_runner import run_cli
 
 pytestmark = pytest.mark.usefixtures("every_store")  # each test on SQLite and on PostgreSQL

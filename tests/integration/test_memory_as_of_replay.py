@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fermix_memory import MemorySystem
-from fermix_memory.adapters.sqlite.projections import project
-from fermix_memory.adapters.sqlite.rows import MEMORY_COLUMNS, memory_from_row
+from fermix_memory.adapters.sql.event_log import read_log
+from fermix_memory.adapters.sql.projections import project
+from fermix_memory.adapters.sql.rows import MEMORY_COLUMNS, memory_from_row
 from fermix_memory.adapters.sqlite.schema import migrate
-from fermix_memory.adapters.sqlite.transaction import read_log
 from fermix_memory.domain.memory import Memory
 from tests.manual_clock import START, TestClock
 

@@ -11,7 +11,7 @@ from datetime import datetime
 import attrs
 import pytest
 
-from fermix_memory.adapters.sqlite.rows import (
+from fermix_memory.adapters.sql.rows import (
     CONVERSATION_MESSAGE_FIELDS,
     MESSAGE_FIELDS,
     conversation_message_from_row,

@@ -16,7 +16,7 @@ import pytest
 
 from fermix_memory import MemorySystem
 from fermix_memory.adapters.postgres.event_store import PostgresEventStore
-from fermix_memory.adapters.sqlite.head import parse_head
+from fermix_memory.adapters.sql.head import parse_head
 from fermix_memory.application.streams import chain_for, memory_stream
 from fermix_memory.domain.log_chain import GENESIS_HASH, ChainCheck, Head, checkpoint_hash
 from fermix_memory.domain.values import Scope, ScopeType

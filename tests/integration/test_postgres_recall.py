@@ -1,7 +1,7 @@
 """Recall on PostgreSQL in one statement per search: the ranking, the rows, their snippets and
 the turn after a matching question come back together (ADR-0029, "Recall round trips").
 
-Every statement the store sends goes through ``SqlCursor.execute``; these tests count the ones
+Every statement the store sends goes through ``PgCursor.execute``; these tests count the ones
 sent by the test's own thread (background work has threads of its own) during one recall."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from fermix_memory import MemorySystem
-from fermix_memory.adapters.postgres.connection import SqlCursor
+from fermix_memory.adapters.postgres.connection import PgCursor
 
 AGENT = "ada"
 CHAT = "telegram:100"
@@ -33,14 +33,14 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The statements this thread sends to the server from now on."""
     statements: list[str] = []
     thread = threading.get_ident()
-    execute = SqlCursor.execute
+    execute = PgCursor.execute
 
-    def counted(self: SqlCursor, sql: str, params: Any = ()) -> SqlCursor:
+    def counted(self: PgCursor, sql: str, params: Any = ()) -> PgCursor:
         if threading.get_ident() == thread:
             statements.append(sql)
         return execute(self, sql, params)
 
-    monkeypatch.setattr(SqlCursor, "execute", counted)
+    monkeypatch.setattr(PgCursor, "execute", counted)
     return statements
 
 

@@ -19,8 +19,8 @@ import attrs
 import pytest
 
 from fermix_memory import MemorySystem
-from fermix_memory.adapters.sqlite.event_store import read_log
-from fermix_memory.adapters.sqlite.job_queries import (
+from fermix_memory.adapters.sql.event_log import read_log
+from fermix_memory.adapters.sql.job_queries import (
     JOB_COLUMNS,
     RUN_COLUMNS,
     SOURCE_COLUMNS,
@@ -28,7 +28,7 @@ from fermix_memory.adapters.sqlite.job_queries import (
     run_from_row,
     source_from_row,
 )
-from fermix_memory.adapters.sqlite.rows import MEMORY_COLUMNS, memory_from_row, optional_time
+from fermix_memory.adapters.sql.rows import MEMORY_COLUMNS, memory_from_row, optional_time
 from fermix_memory.domain import conversation_window, jobs, resources, review_gate
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.memory import Memory

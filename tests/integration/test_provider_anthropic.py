@@ -12,7 +12,7 @@ import pytest
 
 from fermix_memory.adapters.providers.anthropic import OUTPUT_TOOL_DESCRIPTION, AnthropicProvider
 from fermix_memory.application.errors import ModelBadResponse, ModelUnavailable
-from fermix_memory.application.ports import ChatMessage, ChatRequest
+from fermix_memory.application.model_ports import ChatMessage, ChatRequest
 from tests.integration.loopback_models import LoopbackModelServer, Reply, fenced_json, refusing, unused_base_url
 
 KEY = "sk-ant-loopback-SECRET-9876543210"

@@ -12,7 +12,7 @@ import pytest
 from fermix_memory.adapters.providers._params import REASONING_ALLOWANCE
 from fermix_memory.adapters.providers.openai_compat import OpenAICompatibleProvider
 from fermix_memory.application.errors import ModelBadResponse, ModelUnavailable
-from fermix_memory.application.ports import ChatMessage, ChatRequest
+from fermix_memory.application.model_ports import ChatMessage, ChatRequest
 from tests.integration.loopback_models import (
     LoopbackModelServer,
     Reply,

@@ -1,12 +1,9 @@
-"""Provider routes (fallback, traces), tracers and the provider factory, over loopback servers."""
+"""Provider routes (fallback, traces) and the provider factory, over loopback servers."""
 
 from __future__ import annotations
 
-import json
-import logging
 import re
 import sys
-import threading
 import tomllib
 import types
 from collections.abc import Callable
@@ -20,21 +17,16 @@ import pytest
 from fermix_memory.adapters.providers.anthropic import AnthropicProvider
 from fermix_memory.adapters.providers.openai_compat import OpenAICompatibleProvider
 from fermix_memory.adapters.providers.route import ProviderRoute, build_provider
-from fermix_memory.adapters.tracing import LoggingTracer, RecordingTracer
 from fermix_memory.application.errors import (
     ConfigError,
     ModelBadResponse,
     ModelUnavailable,
     RouteExhausted,
 )
-from fermix_memory.application.ports import (
-    ChatMessage,
-    ChatRequest,
-    ChatResponse,
-    ModelCallTrace,
-)
+from fermix_memory.application.model_ports import ChatMessage, ChatRequest, ChatResponse, ModelCallTrace
 from fermix_memory.application.settings import ProviderSettings, settings_from_mapping
 from tests.integration.loopback_models import LoopbackModelServer
+from tests.integration.recording_tracer import RecordingTracer
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 KEY = "sk-route-SECRET-5555"
@@ -214,74 +206,6 @@ def test_a_non_model_error_propagates_and_is_traced(
 def test_route_needs_a_provider():
     with pytest.raises(ValueError):
         ProviderRoute([], RecordingTracer(), clock)
-
-
-# --- tracers ----------------------------------------------------------------------------------
-
-
-def test_logging_tracer_writes_one_structured_line_without_secrets(
-    model_servers: Servers, http_client: httpx.Client, caplog: pytest.LogCaptureFixture
-):
-    caplog.set_level(logging.DEBUG)
-    primary, fallback = model_servers("openai"), model_servers("openai")
-    primary.always(primary.error(500, f"bad key {KEY}"))
-    fallback.script(fallback.ok("fine", prompt_tokens=3, completion_tokens=1))
-    route = route_of(
-        openai(primary, http_client, "a", key=KEY),
-        openai(fallback, http_client, "b", key=KEY),
-        tracer=LoggingTracer(),
-    )
-
-    route.complete(request())
-
-    lines = [r for r in caplog.records if r.name == "fermix_memory.trace"]
-    assert len(lines) == 2
-    fields = json.loads(lines[1].getMessage().removeprefix("model_call "))
-    assert fields == {
-        "agent": "memory_reviewer",
-        "agent_id": "agent-7",
-        "provider": "b",
-        "model": "b-model",
-        "latency_ms": fields["latency_ms"],
-        "prompt_tokens": 3,
-        "completion_tokens": 1,
-        "outcome": "ok",
-        "at": NOW.isoformat(),
-        "served_model": "loopback",
-        "attempts": 1,
-        "notes": [],
-    }
-    assert lines[1].model_call == fields  # type: ignore[attr-defined]
-    assert KEY not in caplog.text
-
-
-def test_recording_tracer_is_thread_safe():
-    tracer = RecordingTracer()
-    trace = ModelCallTrace(
-        agent="a",
-        agent_id="x",
-        provider="p",
-        model="m",
-        latency_ms=1.0,
-        prompt_tokens=0,
-        completion_tokens=0,
-        outcome="ok",
-        at=NOW,
-    )
-
-    def spam() -> None:
-        for _ in range(500):
-            tracer.record(trace)
-
-    threads = [threading.Thread(target=spam) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-
-    assert len(tracer.traces) == 4000
-    tracer.clear()
-    assert tracer.traces == []
 
 
 # --- build_provider ---------------------------------------------------------------------------

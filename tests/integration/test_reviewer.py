@@ -19,9 +19,9 @@ from typing import Any
 import apsw
 import pytest
 
-from fermix_memory.adapters.sqlite.codec import CONVERTER
+from fermix_memory.adapters.sql.codec import CONVERTER
 from fermix_memory.application.memory_writes import MemoryWriter
-from fermix_memory.application.ports import ChatMessage, ChatRequest, ChatResponse
+from fermix_memory.application.model_ports import ChatMessage, ChatRequest, ChatResponse
 from fermix_memory.application.reviewer import ReviewResult
 from fermix_memory.application.reviewer_prompt import (
     REVIEW_INPUT_END,

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import tomli_w
 
-from fermix_memory.application.ports import ChatMessage, ChatRequest
+from fermix_memory.application.model_ports import ChatMessage, ChatRequest
 from fermix_memory.application.reviewer_prompt import parse_review_input
 from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from tests.cli_runner import CliResult, run_cli

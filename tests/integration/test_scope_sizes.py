@@ -9,8 +9,8 @@ from pathlib import Path
 import apsw
 
 from fermix_memory import MemorySystem
+from fermix_memory.adapters.sql.scope_tokens import conversation_token, owner_token
 from fermix_memory.adapters.sqlite.migrations import SCOPE_SIZES_COUNTED
-from fermix_memory.adapters.sqlite.scope_tokens import conversation_token, owner_token
 from fermix_memory.domain.values import ConversationKey
 
 AGENT = "companion"

@@ -19,8 +19,9 @@ from fermix_memory.adapters.sqlite.search_index import SqliteSearchIndex, is_sma
 from fermix_memory.application import index_upkeep
 from fermix_memory.application.background import BackgroundWorker
 from fermix_memory.application.index_upkeep import IndexUpkeep
-from fermix_memory.application.ports import BULK_EVENTS
-from fermix_memory.entrypoints.bootstrap import bootstrap, open_store
+from fermix_memory.application.store_ports import BULK_EVENTS
+from fermix_memory.entrypoints.bootstrap import bootstrap
+from fermix_memory.entrypoints.home import open_store
 
 AGENT = "companion"
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)

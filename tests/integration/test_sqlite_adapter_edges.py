@@ -11,11 +11,11 @@ from typing import Any
 import attrs
 import pytest
 
+from fermix_memory.adapters.sql.rows import MEMORY_FIELDS, memory_columns
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
-from fermix_memory.adapters.sqlite.rows import MEMORY_FIELDS, memory_columns
 from fermix_memory.adapters.sqlite.transaction import SqliteTransaction
 from fermix_memory.application.errors import ConcurrencyConflict
-from fermix_memory.application.ports import RecordedEvent
+from fermix_memory.application.store_ports import RecordedEvent
 from fermix_memory.domain.memory import Memory
 from tests.contract.conftest import message
 from tests.waits import HANG_GUARD_S

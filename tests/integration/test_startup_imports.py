@@ -79,7 +79,7 @@ try:
 except SystemExit:
     pass
 UNWANTED = ("fermix_memory.entrypoints.api.memory_system", "fermix_memory.entrypoints.bootstrap", "apsw", "mcp",
-            "fermix_memory.entrypoints.mcp.command", "fermix_memory.adapters.sqlite.codec", "cattrs", "tomlkit",
+            "fermix_memory.entrypoints.mcp.command", "fermix_memory.adapters.sql.codec", "cattrs", "tomlkit",
             "importlib.metadata", "tiktoken")
 print(sorted(name for name in UNWANTED if name in sys.modules))
 """

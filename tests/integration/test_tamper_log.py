@@ -15,8 +15,8 @@ import pytest
 
 from fermix_memory import FermixError, MemorySystem
 from fermix_memory.adapters import durable_file
-from fermix_memory.adapters.sqlite import head as head_module
-from fermix_memory.adapters.sqlite.head import WRITE_EVERY_EVENTS, BadHeadAnchor, Head, HeadFile, parse_head
+from fermix_memory.adapters.sql import head as head_module
+from fermix_memory.adapters.sql.head import WRITE_EVERY_EVENTS, BadHeadAnchor, Head, HeadFile, parse_head
 from fermix_memory.adapters.sqlite.schema import APPEND_ONLY_TRIGGERS
 from fermix_memory.entrypoints.cli import main
 from tests.cli_runner import run_cli

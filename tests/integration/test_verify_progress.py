@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fermix_memory import MemorySystem
-from fermix_memory.adapters.sqlite.audit_chain import Stages
+from fermix_memory.adapters.sql.audit_chain import Stages
 from fermix_memory.adapters.sqlite.schema import PROJECTION_TABLES
 
 pytestmark = pytest.mark.usefixtures("every_store")

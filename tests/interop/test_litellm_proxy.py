@@ -16,7 +16,7 @@ import pytest
 
 from fermix_memory.adapters.providers.anthropic import AnthropicProvider
 from fermix_memory.adapters.providers.openai_compat import OpenAICompatibleProvider
-from fermix_memory.application.ports import ChatMessage, ChatRequest
+from fermix_memory.application.model_ports import ChatMessage, ChatRequest
 from fermix_memory.domain import events as ev
 from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from tests.interop.conftest import SLOW_S

@@ -7,7 +7,13 @@ from typing import Any
 
 import pytest
 
-from fermix_memory.domain.checkpoint import checkpoint_sources, quoted_owners_of, readable_by_its_owner
+from fermix_memory.domain.checkpoint import (
+    CheckpointSources,
+    checkpoint_sources,
+    is_checkpoint,
+    quoted_owners_of,
+    readable_by_its_owner,
+)
 from fermix_memory.domain.errors import InvalidIdentifier
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import ConversationKey, Role, Trust
@@ -72,3 +78,44 @@ def test_only_a_checkpoint_carries_quoted_owners() -> None:
 def test_a_checkpoints_malformed_quoted_owners_are_refused(quoted: object) -> None:
     with pytest.raises(InvalidIdentifier, match="quoted_owners"):
         quoted_owners_of("checkpoint", "compactor", "alice", {"quoted_owners": quoted})
+
+
+def said_by(owner: str, *, trust: Trust = Trust.OPERATOR, kind: str = "text", sender: str = "user",
+            metadata: dict[str, object] | None = None) -> Message:
+    return Message(id=1, agent_id="a", owner_id=owner, conversation=KEY, sender=sender, role=Role.USER, kind=kind,
+                   content="x", metadata=metadata or {}, trust=trust, created_at=AT)
+
+
+def test_a_checkpoint_is_kind_checkpoint_from_the_compactor() -> None:
+    assert is_checkpoint(said_by("o", kind="checkpoint", sender="compactor"))
+    assert not is_checkpoint(said_by("o", kind="checkpoint", sender="user"))
+    assert not is_checkpoint(said_by("o", kind="text", sender="compactor"))
+    assert not is_checkpoint(said_by("o"))
+
+
+def test_checkpoint_sources_exactly() -> None:
+    sources = checkpoint_sources([said_by("bob"), said_by("carol", trust=Trust.GUEST), said_by("alice")])
+    assert sources == CheckpointSources(owner_id="alice", quoted_owners=("bob", "carol"), trust=Trust.GUEST,
+                                        owners_known=True)
+    own = checkpoint_sources([said_by("alice"), said_by("alice")])
+    assert own == CheckpointSources(owner_id="alice", quoted_owners=(), trust=Trust.OPERATOR, owners_known=True)
+    assert own.metadata() == {"quoted_owners": []}
+    nested = checkpoint_sources([said_by("alice", kind="checkpoint", sender="compactor",
+                                         metadata={"quoted_owners": ["dave"]}), said_by("alice")])
+    assert nested.quoted_owners == ("dave",) and nested.owners_known
+    # A text message that merely carries the metadata key is not a checkpoint.
+    plain = checkpoint_sources([said_by("alice", metadata={"quoted_owners": ["eve"]})])
+    assert plain.quoted_owners == () and plain.owners_known
+    unknown = checkpoint_sources([said_by("alice", kind="checkpoint", sender="compactor"), said_by("alice")])
+    assert not unknown.owners_known and unknown.metadata() == {}
+    bad = checkpoint_sources([said_by("alice", kind="checkpoint", sender="compactor",
+                                      metadata={"quoted_owners": ["x", 3]})])
+    assert not bad.owners_known and bad.quoted_owners == ()
+
+
+def test_only_a_checkpoint_of_its_owners_words_alone_is_readable() -> None:
+    assert readable_by_its_owner(said_by("o"))
+    assert readable_by_its_owner(said_by("o", kind="checkpoint", sender="compactor", metadata={"quoted_owners": []}))
+    assert not readable_by_its_owner(said_by("o", kind="checkpoint", sender="compactor",
+                                             metadata={"quoted_owners": ["x"]}))
+    assert not readable_by_its_owner(said_by("o", kind="checkpoint", sender="compactor"))

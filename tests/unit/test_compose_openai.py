@@ -17,8 +17,8 @@ from fermix_memory.application.composer import (
     compose_openai,
     compose_prompt,
 )
-from fermix_memory.application.ports import ResourceRevision
-from fermix_memory.application.stored_messages import is_plain
+from fermix_memory.application.query_ports import ResourceRevision
+from fermix_memory.application.stored_messages import StoredRow, is_plain
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import ConversationKey, Role, Trust
 
@@ -81,16 +81,16 @@ def compose_both(window: list[Message], system: str, files: tuple[str, str]) -> 
     return reference, reference
 
 
-def as_stored(m: Message) -> Message | tuple[object, ...]:
+def as_stored(m: Message) -> Message | StoredRow:
     """``m`` as a stored window gives it: its row when the row is plain, else the message."""
     return row(m) if is_plain(row(m)) else m
 
 
-def row(m: Message) -> tuple[object, ...]:
+def row(m: Message) -> StoredRow:
     """The row the store holds for ``m`` (``application.stored_messages``)."""
     metadata = json.dumps(m.metadata, sort_keys=True, separators=(",", ":"), ensure_ascii=False) if m.metadata else "{}"
-    return (m.id, m.owner_id, m.sender, m.role.value, m.kind, m.content, metadata, m.created_at.isoformat(),
-            m.trust.value)
+    return StoredRow(m.id, m.owner_id, m.sender, m.role.value, m.kind, m.content, metadata, m.created_at.isoformat(),
+                     m.trust.value)
 
 
 def test_every_kind_of_message_alone_and_after_a_question() -> None:
@@ -115,7 +115,7 @@ def test_random_windows_of_every_kind_compose_byte_for_byte_alike() -> None:
 
 
 def test_a_row_is_plain_only_when_its_metadata_cannot_name_a_tool_key() -> None:
-    def stored(role: Role, metadata: dict[str, object]) -> tuple[object, ...]:
+    def stored(role: Role, metadata: dict[str, object]) -> StoredRow:
         return row(message(1, role, "text", metadata=metadata))
 
     assert is_plain(stored(Role.USER, {})) and is_plain(stored(Role.ASSISTANT, {"import_key": "k1"}))

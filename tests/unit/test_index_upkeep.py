@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fermix_memory.application.index_upkeep import MAX_STEPS, IndexUpkeep
-from fermix_memory.application.ports import BULK_EVENTS, RecordedEvent
+from fermix_memory.application.store_ports import BULK_EVENTS, RecordedEvent
 from fermix_memory.domain.conversation_events import ConversationWindowCleared, MessageAppended
 from fermix_memory.domain.event_base import Provenance
 from fermix_memory.domain.values import ConversationKey, Role

@@ -9,8 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fermix_memory.adapters.sqlite import codec
-from fermix_memory.adapters.sqlite.codec import CONVERTER, encode_payload, isoformat
+from fermix_memory.adapters.sql import codec
+from fermix_memory.adapters.sql.codec import CONVERTER, encode_payload, isoformat
 from fermix_memory.domain.conversation_events import MessageAppended
 from fermix_memory.domain.values import ConversationKey, Role, Trust
 from tests.contract.conftest import message

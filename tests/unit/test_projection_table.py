@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from fermix_memory.adapters.sqlite.projections import PROJECTIONS
+from fermix_memory.adapters.sql.projections import PROJECTIONS
 from fermix_memory.domain import events as ev
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fermix_memory.application.composer import ComposedPrompt, as_anthropic, as_openai, compose_prompt
-from fermix_memory.application.ports import ResourceRevision
+from fermix_memory.application.query_ports import ResourceRevision
 from fermix_memory.domain.checkpoint import CHECKPOINT_KIND, CHECKPOINT_SENDER
 from fermix_memory.domain.fence import (
     CLOSE_TAG,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from fermix_memory.adapters.sqlite.codec import decode_payload, encode_payload
+from fermix_memory.adapters.sql.codec import decode_payload, encode_payload
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.operations import AddOperation, sourced
 from fermix_memory.domain.values import Category, ScopeType

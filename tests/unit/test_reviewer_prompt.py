@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from fermix_memory.adapters.providers.rules import RulesProvider
 from fermix_memory.application.errors import ModelBadResponse
-from fermix_memory.application.ports import ChatMessage, ChatModel, ChatRequest
+from fermix_memory.application.model_ports import ChatMessage, ChatModel, ChatRequest
 from fermix_memory.application.reviewer_prompt import (
     CUT_MARK,
     REVIEW_INPUT_END,

@@ -9,9 +9,11 @@ import pytest
 
 KEPT = {
     "fermix_memory.adapters.sqlite.audit": (
-        "verify_database", "replay_into", "fold_log", "check_chain", "log_entries", "table_checksums",
-        "VerifyReport", "Progress", "LogEntry", "fts_integrity",
+        "verify_database", "replay_into", "fold_log", "check_chain", "table_checksums",
+        "VerifyReport", "Progress", "fts_integrity",
     ),
+    # what every store's audit shares (ADR-0056)
+    "fermix_memory.adapters.sql.audit": ("log_entries", "LogEntry", "VerifyReport", "Progress"),
     "fermix_memory.entrypoints.cli": (
         "main", "run", "build_parser", "command_tree", "log_lines", "wants_json", "shows_default", "Progress",
         "EXIT_OK", "EXIT_ERROR",
@@ -25,9 +27,9 @@ KEPT = {
     ),
     "fermix_memory.domain.reviewer_answer": (
         "NOTHING_TO_SAVE", "MAX_ANSWER_BYTES", "MAX_OPERATIONS", "MAX_MEMORY_ID", "OPERATIONS_SCHEMA_NAME",
-        "OPERATIONS_SCHEMA", "parse_reviewer_answer", "operation_to_dict", "format_reviewer_answer",
+        "OPERATIONS_SCHEMA", "parse_reviewer_answer", "operation_to_dict",
     ),
-    "fermix_memory.domain.rules_extractor": ("extract_operations", "MAX_TEXT_CHARS"),
+    "fermix_memory.adapters.providers.rules.extractor": ("extract_operations", "MAX_TEXT_CHARS"),
     "fermix_memory.application.tools": (
         "MemoryTools", "ToolContext", "InvalidToolContext", "TOOL_NAMES", "MAX_ARGUMENT_CHARS", "tool_definitions",
         "openai_tool_definitions", "anthropic_tool_definitions", "validate_arguments", "parse_arguments",

@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fermix_memory.adapters.sqlite.audit_replay import rows_checksum
+from fermix_memory.adapters.sql.audit import rows_checksum
 
 
 def by_definition(rows: list[tuple[Any, ...]]) -> str:

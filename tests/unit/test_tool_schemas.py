@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from fermix_memory.application.jobs import MemorySource
 from fermix_memory.application.memory_writes import OperationOutcome
-from fermix_memory.application.ports import MemoryHit, MessageHit
+from fermix_memory.application.query_ports import MemoryHit, MessageHit
 from fermix_memory.application.tools import (
     MAX_ARGUMENT_CHARS,
     TOOL_NAMES,

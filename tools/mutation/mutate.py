@@ -5,7 +5,7 @@ Usage (from the repository root, with the dev environment)::
     .venv/bin/python tools/mutation/mutate.py domain/values.py          # tests from modules.toml
     .venv/bin/python tools/mutation/mutate.py domain/fence.py --list    # the mutants, not run
     .venv/bin/python tools/mutation/mutate.py domain/fence.py --only 12 --show
-    .venv/bin/python tools/mutation/mutate.py domain/values.py --tests tests/unit/test_pins_values.py
+    .venv/bin/python tools/mutation/mutate.py domain/values.py --tests tests/unit/test_domain_values.py
 
 For every mutation site of the module (see ``MUTATIONS`` below) one mutant is made from the
 module's syntax tree; the mutated module is written to a temporary folder and the chosen unit

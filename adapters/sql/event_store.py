@@ -1,0 +1,115 @@
+"""What every SQL event store shares around its dialect's writes: the commit listeners and
+after-commit reactions, the home's head anchor, and the reads of the log that are one statement
+on every dialect. A dialect gives :meth:`SqlEventStore._read` (one statement, its driver's errors
+translated), ``reader()`` and ``name``, and its own writes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fermix_memory.adapters.sql.cursor import SqlReader
+from fermix_memory.adapters.sql.event_log import read_chain_heads
+from fermix_memory.adapters.sql.head import Head, HeadFile
+from fermix_memory.application.store_ports import RecordedEvent
+from fermix_memory.domain.log_chain import head_of
+
+log = logging.getLogger("fermix_memory.storage")
+
+CommitListener = Callable[[list[RecordedEvent]], None]
+READING = "reading the event log"
+
+
+class SqlEventStore:
+    """The dialect-neutral part of the ``EventStore`` port on a SQL database."""
+
+    name: str  # how messages name this store (its file, or its server's database)
+    readonly: bool
+    _head_file: HeadFile | None
+
+    def __init__(self) -> None:
+        self._listeners: list[CommitListener] = []
+        self._reactions: list[CommitListener] = []
+
+    def reader(self) -> SqlReader:
+        """A read connection of this store (this thread's, or a pooled one for each statement)."""
+        raise NotImplementedError
+
+    def _read(self, sql: str, params: Any = (), *, doing: str = READING) -> list[tuple[Any, ...]]:
+        """The rows of one read statement, the driver's errors translated into the store's."""
+        raise NotImplementedError
+
+    # --- after a commit ---------------------------------------------------------------------------
+
+    def add_commit_listener(self, listener: CommitListener) -> None:
+        """Call ``listener`` with the events of every commit, right after the commit and before
+        any caller of that commit is answered. Listeners must not write (caches only)."""
+        self._listeners.append(listener)
+
+    def add_after_commit(self, reaction: CommitListener) -> None:
+        """Call ``reaction`` with the events of every commit, after the listeners, before the
+        call that wrote them returns. Reactions may write (e.g. record a prompt-file revision);
+        their failures are logged, never raised into the write that already committed."""
+        self._reactions.append(reaction)
+
+    def _tell_listeners(self, recorded: list[RecordedEvent]) -> None:
+        for listener in self._listeners:
+            try:
+                listener(recorded)
+            except Exception:
+                log.exception("commit listener %r failed", listener)
+
+    def _react(self, recorded: list[RecordedEvent]) -> None:
+        for reaction in self._reactions:
+            try:
+                reaction(recorded)
+            except Exception:
+                log.exception("after-commit reaction %r failed; it is repaired on the next start", reaction)
+
+    # --- the log, read --------------------------------------------------------------------------
+
+    def unfinished_copy(self) -> str | None:
+        """The home a copy into this log that was cut off copies (see the port), else ``None``."""
+        rows = self._read("SELECT source FROM unfinished_copy WHERE id = 1")
+        return str(rows[0][0]) if rows else None
+
+    def last_positions(self, stream_prefix: str) -> dict[str, int]:
+        # A range on the UNIQUE(stream, version) index: every stream starting with the prefix
+        # (``stream`` compares byte-wise on every dialect).
+        rows = self._read("SELECT stream, max(position) FROM events WHERE stream >= ? AND stream < ? GROUP BY stream",
+                          (stream_prefix, stream_prefix + "\U0010ffff"))
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    def last_position(self) -> int:
+        rows = self._read("SELECT max(position) FROM events")
+        return int(rows[0][0] or 0)
+
+    def head(self) -> Head:
+        """The log's anchor (ADR-0011): its last (position, hash), or the checkpoint over its
+        chains' heads."""
+        return head_of(read_chain_heads(_Rows(self)))
+
+    def home_anchor(self) -> Head | None:
+        """The last head this home recorded outside the database (``None``: none)."""
+        return self._head_file.anchor() if self._head_file is not None else None
+
+    def _head_problems(self) -> list[str]:
+        """What the head anchor's check at open found wrong (kept as evidence; verify reports it)."""
+        return [self._head_file.problem] if self._head_file is not None and self._head_file.problem else []
+
+
+class _Result(list[tuple[Any, ...]]):
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return self
+
+
+class _Rows:
+    """A store's :meth:`SqlEventStore._read` as a :class:`SqlReader` (errors translated)."""
+
+    def __init__(self, store: SqlEventStore) -> None:
+        self._store = store
+
+    def execute(self, sql: str, params: Sequence[Any] = (), /) -> _Result:
+        return _Result(self._store._read(sql, params))
+

@@ -1,0 +1,106 @@
+"""Mapping projection rows to domain values (one place, used by reads and by transactions)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from fermix_memory.application.message_input import known_conversation_key
+from fermix_memory.application.store_ports import ConversationState, ReviewState
+from fermix_memory.application.stored_messages import STORED_MESSAGE_FIELDS, message_of, stored_row
+from fermix_memory.domain.memory import Memory
+from fermix_memory.domain.messages import Message
+from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, ScopeType
+
+# The columns of a memory row are the fields of ``Memory``, named once (here, by the class).
+MEMORY_FIELDS: tuple[str, ...] = tuple(field.name for field in attrs.fields(Memory))
+
+
+def memory_columns(alias: str = "") -> str:
+    """The memory-row columns for a SELECT, in :data:`MEMORY_FIELDS` order (``alias.`` before each)."""
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(prefix + name for name in MEMORY_FIELDS)
+
+
+MEMORY_COLUMNS = memory_columns()
+
+# The columns of a message row, in the order ``message_from_row`` reads them.
+MESSAGE_FIELDS: tuple[str, ...] = ("id", "agent_id", "owner_id", "channel", "chat_id", "thread_scope", "sender",
+                                   "role", "kind", "content", "metadata_json", "created_at", "trust")
+MESSAGE_COLUMNS = ", ".join(MESSAGE_FIELDS)
+
+
+def optional_time(value: str | None) -> datetime | None:
+    """A stored ISO time, or ``None`` for SQL NULL."""
+    return datetime.fromisoformat(value) if value is not None else None
+
+
+def _optional_target(value: str | None) -> PromoteTarget | None:
+    return PromoteTarget(value) if value is not None else None
+
+
+# How a stored column becomes a field value, where it is not stored as the value itself.
+_MEMORY_DECODERS: dict[str, Callable[[Any], Any]] = {
+    "scope_type": ScopeType,
+    "category": Category,
+    "promote_target": _optional_target,
+    "archived_at": optional_time,
+    "created_at": datetime.fromisoformat,
+    "updated_at": datetime.fromisoformat,
+}
+
+
+def memory_from_row(row: Sequence[Any]) -> Memory:
+    """A ``Memory`` from the :data:`MEMORY_COLUMNS` of one row, field by name."""
+    values = dict(zip(MEMORY_FIELDS, row, strict=True))
+    for name, decode in _MEMORY_DECODERS.items():
+        values[name] = decode(values[name])
+    return Memory(**values)
+
+
+def message_from_row(row: Sequence[Any]) -> Message:
+    """A ``Message`` from the :data:`MESSAGE_COLUMNS` of one stored row (equal to one built by
+    ``Message(...)`` from the same values)."""
+    return message_of(stored_row((row[0], row[2], *row[6:])), row[1], known_conversation_key(*row[3:6]))
+
+
+# A conversation's messages are read by its key: their rows need not repeat the agent and the
+# conversation (``application.stored_messages``).
+CONVERSATION_MESSAGE_FIELDS = STORED_MESSAGE_FIELDS
+CONVERSATION_MESSAGE_COLUMNS = ", ".join(CONVERSATION_MESSAGE_FIELDS)
+conversation_message_from_row = message_of
+if set(MESSAGE_FIELDS) != {*CONVERSATION_MESSAGE_FIELDS, "agent_id", "channel", "chat_id", "thread_scope"}:
+    raise RuntimeError("a conversation's row must hold every message column but its key")  # pragma: no cover
+
+
+# The review_state columns are the domain state's fields, all of them (``review_gate.evolve``).
+REVIEW_STATE_COLUMNS = tuple(f.name for f in attrs.fields(ReviewState))
+_REVIEW_TIMES = ("last_review_at", "retry_after", "claim_expires_at")
+REVIEW_STATE_SQL = (
+    f"SELECT {', '.join(REVIEW_STATE_COLUMNS)}"
+    " FROM review_state WHERE agent_id = ? AND owner_id = ? AND channel = ? AND chat_id = ? AND thread_scope = ?"
+)
+
+
+def review_state_key(agent_id: str, owner_id: str, conversation: ConversationKey) -> tuple[str, ...]:
+    return (agent_id, owner_id, conversation.channel, conversation.chat_id, conversation.thread_scope)
+
+
+def review_state_from_row(r: tuple[Any, ...]) -> ReviewState:
+    values = dict(zip(REVIEW_STATE_COLUMNS, r, strict=True))
+    return ReviewState(**{**values, **{t: optional_time(values[t]) for t in _REVIEW_TIMES}})
+
+
+# The conversation_state columns are the domain state's fields, all of them (``conversation_window.evolve``):
+# read by the projection that evolves the row and by the query that shows it, never listed by hand.
+WINDOW_COLUMNS = tuple(f.name for f in attrs.fields(ConversationState))
+
+
+def window_from_row(row: tuple[Any, ...]) -> ConversationState:
+    start, checkpoint, retry_after, compacted_at = row
+    return ConversationState(window_start_id=start, checkpoint_message_id=checkpoint,
+                             compaction_retry_after=optional_time(retry_after),
+                             compacted_at=optional_time(compacted_at))

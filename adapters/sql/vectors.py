@@ -1,0 +1,290 @@
+"""Vectors as a projection (the ``VectorIndex`` port, ADR-0043).
+
+``vector_queue`` lists the messages and memory rows whose text has no vector yet: the schema's
+triggers queue a memory row in the write that changes it, and :meth:`queue_new` the messages
+written since the last call (on SQLite; PostgreSQL's triggers queue them too), and the triggers
+drop a vector with its text. The
+background upkeep reads a batch of queued texts here, embeds them off the store's writer, and
+stores the vectors in a short write that checks each text is still the one embedded (a text
+changed in between stays queued). Search is a brute-force dot product over the vectors of the
+searched scope, filtered as keyword recall filters it; a scope's vectors are kept between
+searches (``vector_cache``) while the schema's change count allows.
+
+The SQL is plain enough for every dialect; what differs is told to the class: whether messages
+are queued above a mark (SQLite) or by the schema's triggers (PostgreSQL's migration 4), and
+whether the dialect has SQLite's ``CROSS JOIN ... ON``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from contextlib import nullcontext
+from typing import Any, Protocol, TypeVar
+
+from fermix_memory.adapters.sql.history import visible
+from fermix_memory.adapters.sql.read_side import Reading, ReadSide, clamp_limit
+from fermix_memory.adapters.sql.rows import MESSAGE_FIELDS, memory_columns, memory_from_row, message_from_row
+from fermix_memory.adapters.sql.scope_sql import scope_sql
+from fermix_memory.adapters.sql.transaction import SqlTransaction
+from fermix_memory.adapters.sql.vector_cache import ScopeVectorCache, ScopeVectors
+from fermix_memory.application.caches import erases
+from fermix_memory.application.embedder import similarity
+from fermix_memory.application.query_ports import MemoryHit, MessageHit, QueuedText
+from fermix_memory.application.store_ports import RecordedEvent
+from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
+
+T = TypeVar("T")
+
+
+class VectorStore(Protocol):
+    """What the index needs of a store: its read connection, its writer, its commit hooks."""
+
+    def reader(self) -> Any: ...
+
+    def write(self, work: Callable[[Any], T], /) -> T: ...
+
+    def add_after_commit(self, hook: Callable[[list[RecordedEvent]], None], /) -> None: ...
+
+
+_TABLE = {"message": "messages", "memory": "memories"}
+# The text each kind is embedded from (the schemas' triggers queue a row again when it changes).
+VECTOR_TEXT = {"message": "m.sender || ': ' || m.content", "memory": "replace(m.key, '_', ' ') || ': ' || m.value"}
+# A vector search ranks this many times the hits asked for before reading whole rows; only if
+# hidden rows (checkpoints holding other owners' words) leave too few does it rank them all.
+_HEADROOM = 4
+_SCOPE_VECTORS = "SELECT v.vector, m.id FROM message_vectors v JOIN messages m ON m.id = v.message_id"
+_NEWER_VECTORS = "SELECT v.vector, m.id FROM message_vectors v CROSS JOIN messages m ON m.id = v.message_id"
+_CHANGES = "SELECT changes FROM vector_changes WHERE id = 1"
+_SCOPE_OF_MESSAGES = ("m.agent_id = ? AND m.owner_id = ?", "m.channel = ? AND m.chat_id = ? AND m.thread_scope = ?")
+# Vectors that point at nothing, and queue entries that do: what ``verify`` fails on.
+ORPHAN_VECTORS_SQL = (
+    "SELECT (SELECT count(*) FROM message_vectors v WHERE NOT EXISTS"
+    "   (SELECT 1 FROM messages m WHERE m.id = v.message_id))"
+    " + (SELECT count(*) FROM memory_vectors v WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id))"
+    " + (SELECT count(*) FROM vector_queue q WHERE (q.kind = 'message' AND NOT EXISTS"
+    "   (SELECT 1 FROM messages m WHERE m.id = q.id)) OR (q.kind = 'memory' AND NOT EXISTS"
+    "   (SELECT 1 FROM memories m WHERE m.id = q.id)) OR q.kind NOT IN ('message', 'memory'))"
+)
+WAITING_SQL = "SELECT count(*) FROM vector_queue"
+# What waits on SQLite: the queue, and the messages above the mark, not queued yet (migration 8).
+_MARK = "coalesce((SELECT last_id FROM vector_marks WHERE kind = 'message'), 0)"
+
+
+def unvectored_sql(marked: bool) -> str:
+    """How many messages and rows have no vector (of any label) and wait for none: what ``verify``
+    fails on. ``marked``: SQLite's messages above the mark are not queued yet, and wait too."""
+    above = f"m.id <= {_MARK} AND " if marked else ""
+    return " + ".join(
+        f"(SELECT count(*) FROM {table} m WHERE {above if kind == 'message' else ''}"
+        f"NOT EXISTS (SELECT 1 FROM {kind}_vectors v WHERE v.{kind}_id = m.id)"
+        f" AND NOT EXISTS (SELECT 1 FROM vector_queue q WHERE q.kind = '{kind}' AND q.id = m.id))"
+        for kind, table in (("message", "messages"), ("memory", "memories")))
+
+
+WAITING_WITH_MARK_SQL = f"SELECT ({WAITING_SQL}) + (SELECT count(*) FROM messages WHERE id > {_MARK})"
+_ANY_NEW = f"SELECT EXISTS (SELECT 1 FROM messages WHERE id > {_MARK})"
+_QUEUE_NEW = (f"INSERT INTO vector_queue(kind, id) SELECT 'message', id FROM messages WHERE id > {_MARK}"
+              " ON CONFLICT DO NOTHING")
+_MARK_NEW = ("INSERT INTO vector_marks(kind, last_id) SELECT 'message', max(id) FROM messages WHERE true"
+             " HAVING max(id) IS NOT NULL ON CONFLICT(kind) DO UPDATE SET last_id = max(last_id, excluded.last_id)")
+
+
+class SqlVectorIndex(ReadSide):
+    """``VectorIndex`` on one store: reads on this thread's read connection, writes through the
+    store's writer (a ``SqliteEventStore``, or a ``PostgresEventStore``)."""
+
+    def __init__(self, store: VectorStore, *, marked: bool = True, cross_join: bool = True,
+                 reading: Reading | None = None) -> None:
+        """``marked``: messages are queued by :meth:`queue_new` above a mark (SQLite's schema);
+        otherwise the schema's triggers queue them as they are written (PostgreSQL's, whose
+        positions of several chains may commit out of order). ``cross_join``: the store reads
+        SQLite's ``CROSS JOIN ... ON``, which fixes the join order (PostgreSQL has no such form)."""
+        super().__init__(store.reader, reading or nullcontext)
+        self._store = store
+        self._marked = marked
+        # Both schemas count the changes a kept scope's vectors could miss (SQLite's 9, PostgreSQL's 5).
+        self._kept = ScopeVectorCache()
+        # A top-up reads the vectors above an id first, then their messages: on SQLite only the
+        # fixed join order keeps the planner from walking the whole scope instead.
+        self._newer = _NEWER_VECTORS if cross_join else _SCOPE_VECTORS
+        self._listening = False  # to commits, from the first scope kept: appends pay nothing before
+
+    def _forget_kept_on_erasure(self, recorded: list[RecordedEvent]) -> None:
+        if erases(recorded):
+            self._kept.clear()
+
+    def queue_new(self) -> int:
+        # Most jobs follow commits that wrote no message: a read tells, and saves them a write.
+        if not self._marked or not int(self._rows(_ANY_NEW)[0][0]):
+            return 0
+
+        def work(tx: SqlTransaction) -> int:
+            before = _waiting(tx.cursor)
+            tx.cursor.execute(_QUEUE_NEW)
+            tx.cursor.execute(_MARK_NEW)
+            return _waiting(tx.cursor) - before
+        return self._store.write(work)
+
+    def queued(self, limit: int) -> list[QueuedText]:
+        items: list[QueuedText] = []
+        for kind, table in _TABLE.items():
+            rows = self._rows(f"SELECT q.id, {VECTOR_TEXT[kind]} FROM vector_queue q JOIN {table} m ON m.id = q.id"
+                              " WHERE q.kind = ? ORDER BY q.id LIMIT ?", (kind, limit - len(items)))
+            items += [QueuedText(kind, int(r[0]), str(r[1])) for r in rows]
+            if len(items) >= limit:
+                break
+        return items
+
+    def store_vectors(self, label: str, items: Sequence[QueuedText], vectors: Sequence[bytes]) -> int:
+        def work(tx: SqlTransaction) -> int:
+            stored = 0
+            for item, vector in zip(items, vectors, strict=True):
+                text = tx.cursor.execute(f"SELECT {VECTOR_TEXT[item.kind]} FROM {_TABLE[item.kind]} m WHERE m.id = ?",
+                                         (item.id,)).fetchall()
+                if not text or text[0][0] != item.text:
+                    continue  # gone (its queue entry went with it), or changed (queued again)
+                tx.cursor.execute(f"INSERT INTO {item.kind}_vectors VALUES (?, ?, ?) ON CONFLICT({item.kind}_id)"
+                                  " DO UPDATE SET label = excluded.label, vector = excluded.vector",
+                                  (item.id, label, vector))
+                tx.cursor.execute("DELETE FROM vector_queue WHERE kind = ? AND id = ?", (item.kind, item.id))
+                stored += 1
+            return stored
+        return self._store.write(work)
+
+    def queue_other_labels(self, label: str) -> int:
+        def work(tx: SqlTransaction) -> int:
+            before = _waiting(tx.cursor)
+            for kind in _TABLE:
+                tx.cursor.execute(f"INSERT INTO vector_queue(kind, id) SELECT '{kind}', {kind}_id"
+                                  f" FROM {kind}_vectors WHERE label <> ? ON CONFLICT DO NOTHING", (label,))
+            return _waiting(tx.cursor) - before
+        return self._store.write(work)
+
+    def waiting(self) -> int:
+        return int(self._rows(WAITING_WITH_MARK_SQL if self._marked else WAITING_SQL)[0][0])
+
+    def search_memories_by_vector(self, vector: bytes, label: str, where: MemoryFilter,
+                                  limit: int) -> list[MemoryHit]:
+        n = clamp_limit(limit)
+        if n == 0:
+            return []
+        sql, params = scope_sql(where, "m")
+        rows = self._rows(f"SELECT v.vector, {memory_columns('m')} FROM memory_vectors v JOIN memories m"
+                          f" ON m.id = v.memory_id WHERE v.label = ? AND {sql} AND m.archived_at IS NULL",
+                          [label, *params])
+        by_id = {int(r[1]): r for r in rows}
+        best = _best(vector, [int(r[1]) for r in rows], n, vectors=[r[0] for r in rows])
+        return [MemoryHit(memory=(row := memory_from_row(by_id[i][1:])), rank=-score, snippet=row.value,
+                          similarity=score)
+                for i, score in best]
+
+    def search_history_by_vector(self, vector: bytes, label: str, where: HistoryFilter,
+                                 limit: int) -> list[MessageHit]:
+        n = clamp_limit(limit)
+        if n == 0:
+            return []
+        sql, params = _SCOPE_OF_MESSAGES[0], [where.agent_id, where.owner_id]
+        if where.conversation is not None:
+            c = where.conversation
+            sql += " AND " + _SCOPE_OF_MESSAGES[1]
+            params += [c.channel, c.chat_id, c.thread_scope]
+        # Only ids and vectors are read for the whole scope (or kept from the last search), whole
+        # rows only for the best ones.
+        ids, matrix, vectors = self._message_vectors((label, where.agent_id, where.owner_id, where.conversation),
+                                                     sql, [label, *params])
+        hits: list[MessageHit] = []
+        done = 0
+        for wanted in (_HEADROOM * n, len(ids)):  # rarely, hidden rows leave too few: then all
+            ranked = _best(vector, ids, wanted, vectors=vectors, matrix=matrix)
+            for start in range(done, len(ranked), 2 * n):
+                part = ranked[start:start + 2 * n]
+                done = start + len(part)
+                marks = ", ".join("?" * len(part))
+                read = {int(r[0]): message_from_row(r) for r in self._rows(
+                    f"SELECT {', '.join('m.' + c for c in MESSAGE_FIELDS)} FROM messages m WHERE m.id IN ({marks})",
+                    [i for i, _ in part])}
+                for i, score in part:
+                    message = read.get(i)
+                    if message is not None and visible(message, where):
+                        hits.append(MessageHit(message=message, rank=-score, snippet=message.content,
+                                                similarity=score))
+                        if len(hits) == n:
+                            return hits
+            if done >= len(ids):
+                break
+        return hits
+
+    def _message_vectors(self, key: Hashable, scope: str, params: list[Any]) -> tuple[Any, Any, Sequence[bytes]]:
+        """(ids, matrix or None, vectors) of the scope's message vectors: kept from the last search
+        and topped up with the vectors above it when the schema's change count allows."""
+        np = _numpy()
+        if np is None:
+            rows = self._rows(f"{_SCOPE_VECTORS} WHERE v.label = ? AND {scope}", params)
+            return [int(r[1]) for r in rows], None, [r[0] for r in rows]
+        changes = int(self._rows(_CHANGES)[0][0])
+        kept = self._kept.get(key, changes)
+        if kept is None:
+            kept = _scope_vectors(np, self._rows(f"{_SCOPE_VECTORS} WHERE v.label = ? AND {scope}", params))
+        else:  # from the vectors' own ids: only those above the last one kept are read
+            newer = self._rows(f"{self._newer} WHERE v.message_id > ? AND v.label = ? AND {scope}",
+                               [kept.last_id, *params])
+            if newer:
+                more = _scope_vectors(np, newer)
+                kept = more if not len(kept.ids) else ScopeVectors(
+                    np.concatenate([kept.ids, more.ids]), np.concatenate([kept.matrix, more.matrix]))
+        if not self._listening:
+            self._listening = True
+            self._store.add_after_commit(self._forget_kept_on_erasure)
+        self._kept.put(key, changes, kept)
+        return kept.ids, kept.matrix, ()
+
+
+def _numpy() -> Any:
+    """numpy when the ``[semantic]`` extra brought it, else ``None`` (imported at the first search)."""
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return numpy
+
+
+def _scope_vectors(np: Any, rows: Sequence[Sequence[Any]]) -> ScopeVectors:
+    ids = np.fromiter((int(r[1]) for r in rows), dtype=np.int64, count=len(rows))
+    if not rows:
+        return ScopeVectors(ids, np.empty((0, 0), dtype="<f4"))
+    return ScopeVectors(ids, _matrix(np, [r[0] for r in rows]))
+
+
+def _matrix(np: Any, vectors: Sequence[bytes]) -> Any:
+    """The packed vectors as one float32 matrix, a row each."""
+    return np.frombuffer(b"".join(vectors), dtype="<f4").reshape(len(vectors), -1)
+
+
+def _waiting(cursor: Any) -> int:
+    return int(cursor.execute(WAITING_SQL).fetchall()[0][0])
+
+
+def _best(query: bytes, ids: Sequence[int] | Any, n: int, *, vectors: Sequence[bytes] = (),
+          matrix: Any = None) -> list[tuple[int, float]]:
+    """(id, similarity) of the ``n`` vectors closest to ``query`` (``matrix``, one row per id, or
+    else ``vectors``), best first; ties go to the greater id (the newer row). numpy when the
+    ``[semantic]`` extra brought it, else plain Python."""
+    if n <= 0 or not len(ids):
+        return []
+    np = _numpy()
+    if np is None:
+        scores = [similarity(query, v) for v in vectors]
+        order = sorted(range(len(scores)), key=lambda i: (-scores[i], -ids[i]))
+        return [(int(ids[i]), scores[i]) for i in order[:n]]
+    if matrix is None:
+        matrix = _matrix(np, vectors)
+    similarities = matrix @ np.frombuffer(query, dtype="<f4")
+    count = len(similarities)
+    if n < count:  # every vector at least as close as the n-th best: ties at the edge kept
+        chosen = np.flatnonzero(similarities >= np.partition(similarities, count - n)[count - n])
+    else:
+        chosen = np.arange(count)
+    keys = similarities[chosen].tolist()
+    picked = np.asarray(ids)[chosen].tolist()
+    order = sorted(range(len(picked)), key=lambda k: (-keys[k], -picked[k]))
+    return [(int(picked[k]), float(keys[k])) for k in order[:n]]

@@ -1,0 +1,274 @@
+"""Group commit on ``memory.db`` (one writer connection): callers queue their work; whoever
+holds the writer lock runs every queued piece of work in ONE IMMEDIATE transaction, commits, and
+only then wakes the callers. Nothing is acknowledged before its commit. A caller whose work fails
+is dropped from the batch and the others run again; busy/locked databases are retried with
+tenacity around the whole transaction (3 attempts), then every waiting caller gets
+:class:`StorageBusy`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Any, TypeVar
+
+import apsw
+from tenacity import (
+    RetryError,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+
+from fermix_memory.adapters.sql.event_store import SqlEventStore
+from fermix_memory.adapters.sql.head import Head
+from fermix_memory.adapters.sqlite.transaction import Known, SqliteTransaction
+from fermix_memory.adapters.sqlite.wal_checkpoints import WalCheckpoints
+from fermix_memory.application.errors import ReadOnlyStore, StorageBusy, StorageError
+from fermix_memory.application.store_ports import RecordedEvent
+from fermix_memory.domain.log_chain import GENESIS_HASH
+
+log = logging.getLogger("fermix_memory.storage")
+
+T = TypeVar("T")
+WRITE_ATTEMPTS = 3
+GATHER_S = 0.001
+
+
+class _Pending:
+    __slots__ = ("done", "error", "joins", "recorded", "result", "work")
+
+    def __init__(self, work: Callable[[Any], Any], joins: bool = True) -> None:
+        self.work = work
+        self.joins = joins  # a host's write, which the next batch waits a moment for (not upkeep)
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.done = False
+        self.recorded: list[RecordedEvent] = []  # this caller's own events, once committed
+
+
+class GroupCommit(SqlEventStore):
+    """The writes of the SQLite store: group commit on its one writer connection, and exclusive
+    use of that connection (an erasure's scrub). :meth:`_start_group_commit` sets it up."""
+
+    path: Path
+    chains: int
+    _writer: apsw.Connection
+    _checkpoints: WalCheckpoints | None
+
+    def _start_group_commit(self) -> None:
+        # One lock under both conditions; taken directly (``with self._lock``), not through a
+        # condition's own ``__enter__``, on the path every write takes.
+        self._lock = lock = threading.Lock()
+        self._turn = threading.Condition(lock)  # followers wait here for their commit
+        self._arrived = threading.Condition(lock)  # a gathering leader waits here for followers
+        self._waiting = 0  # threads waiting on ``_turn``: a lone writer wakes nobody
+        self._leading = False
+        self._gathering = False
+        self._expected = 1
+        self._gathers = 0
+        self._head = Head(0, GENESIS_HASH)
+        self._known: Known | None = None  # what the writer knows after its last commit (see _run_batch)
+        self._queue: list[_Pending] = []
+        self._joined = 0  # host writes in the queue (upkeep left out), kept as they queue
+        self._closed = False
+
+    # --- writes ---------------------------------------------------------------------------------
+
+    def write(self, work: Callable[[Any], T], *, upkeep: bool = False) -> T:
+        """Run ``work`` in a write transaction, committed before this returns (group commit).
+        ``upkeep``: background work (an index merge) that shares a batch like any write but is
+        not counted among the writers the next batch waits a moment for: a lone host thread
+        whose write shared a batch with upkeep does not then wait for a writer who is not there."""
+        if self.readonly:
+            raise ReadOnlyStore(f"{self.path} was opened read-only; nothing was written")
+        pending = _Pending(work, joins=not upkeep)
+        batch: list[_Pending] = []
+        with self._lock:
+            self._queue.append(pending)
+            self._joined += pending.joins
+            if self._gathering and self._joined >= self._expected:
+                self._arrived.notify()
+            # Wait until a leader has committed our work, or lead the next batch ourselves.
+            while not pending.done and self._leading:
+                self._wait_turn()
+            if not pending.done:
+                self._leading = True
+                if self._expected > 1:
+                    # The last batch was shared: let the other writers, who are preparing their next
+                    # message right now, queue up behind us (group commit), for at most a moment.
+                    self._gathering = True
+                    self._gathers += 1
+                    self._arrived.wait_for(lambda: self._joined >= self._expected, GATHER_S)
+                    self._gathering = False
+                batch, self._queue = self._queue, []
+                self._expected, self._joined = self._joined, 0
+        if batch:
+            try:
+                if self._closed:
+                    for p in batch:
+                        p.result, p.error, p.done = None, StorageError("the memory store is closed"), True
+                else:
+                    self._commit_batch(batch)
+            finally:
+                with self._lock:
+                    self._leading = False
+                    if self._waiting:
+                        self._turn.notify_all()
+        # Each caller reacts to its own events before it is answered, whoever led the batch: a
+        # write that returns has its prompt files written.
+        if pending.recorded:
+            self._react(pending.recorded)
+        if pending.error is not None:
+            raise pending.error
+        return pending.result  # type: ignore[no-any-return]
+
+    @property
+    def gathers(self) -> int:
+        """How many batches waited a moment for more writers to join them (since opening)."""
+        return self._gathers
+
+    def queued_writes(self) -> int:
+        """How many writes wait for the writer right now (upkeep included)."""
+        with self._lock:
+            return len(self._queue)
+
+    def _wait_turn(self) -> None:
+        """Wait on ``_turn`` (the lock held), counted: whoever ends a batch wakes waiters only."""
+        self._waiting += 1
+        try:
+            self._turn.wait()
+        finally:
+            self._waiting -= 1
+
+    def _commit_batch(self, batch: list[_Pending]) -> list[RecordedEvent]:
+        recorded: list[RecordedEvent] = []
+        committed = False
+        try:
+            try:
+                recorded = self._run_batch(batch)
+                committed = True
+            except (apsw.BusyError, apsw.LockedError):
+                # Rare: built only when needed (a retry object per write costs more than the write).
+                for attempt in Retrying(
+                    retry=retry_if_exception_type((apsw.BusyError, apsw.LockedError)),
+                    stop=stop_after_attempt(WRITE_ATTEMPTS - 1),
+                    wait=wait_random_exponential(multiplier=0.05, max=1),
+                    reraise=False,
+                ):
+                    with attempt:
+                        recorded = self._run_batch(batch)
+                committed = True
+        except RetryError as exc:
+            cause = exc.last_attempt.exception()
+            log.warning("write to %s failed after %d attempts: %s", self.path, WRITE_ATTEMPTS, cause)
+            error = StorageBusy(f"{self.name} stayed locked through {WRITE_ATTEMPTS} attempts: {cause}")
+            for p in batch:
+                p.result, p.error = None, error
+        except apsw.Error as exc:
+            log.error("write to %s failed: %s", self.path, exc)
+            for p in batch:
+                p.result, p.error = None, StorageError(f"write failed, nothing was applied: {exc}")
+        except BaseException as exc:
+            for p in batch:
+                p.result, p.error = None, exc
+        finally:
+            if committed and recorded:
+                # Before any caller is answered: a caller that returns finds the caches current.
+                if self._head_file is not None:
+                    self._head_file.advanced(self._head, len(recorded))
+                self._tell_listeners(recorded)
+            for p in batch:
+                if not committed:
+                    p.recorded = []
+                p.done = True
+        return recorded
+
+    def _run_batch(self, batch: list[_Pending]) -> list[RecordedEvent]:
+        """Run the batch in one transaction. A caller whose work fails is dropped from the batch,
+        everything is rolled back and the others run again (work must be re-runnable anyway,
+        for busy retries): no savepoints, which cost an FTS segment flush each."""
+        conn = self._writer
+        cur = conn.cursor()
+        remaining = list(batch)
+        while remaining:
+            cur.execute("BEGIN IMMEDIATE")
+            # What the last commit left known (head, stream versions) holds while nothing else
+            # wrote the database since: no other process, nor this one outside these transactions.
+            known, self._known = self._known, None
+            if known is not None and known.data_version != conn.data_version():
+                known = None
+            failed: tuple[_Pending, Exception] | None = None
+            try:
+                tx = SqliteTransaction(cur, self.chains, known=known)
+                for p in batch:
+                    p.recorded = []  # what an attempt rolled back is nobody's
+                for p in remaining:
+                    start = len(tx.recorded)
+                    try:
+                        p.result, p.error = p.work(tx), None
+                        p.recorded = tx.recorded[start:]
+                    except (apsw.BusyError, apsw.LockedError):
+                        raise
+                    except Exception as exc:  # this caller's failure only
+                        failed = (p, exc)
+                        break
+                if failed is None:
+                    tx.finish()
+                    head = tx.log_head() if tx.recorded else self._head
+                    cur.execute("COMMIT")
+                    self._head = head
+                    self._known = tx.known(conn.data_version())
+                    return tx.recorded
+                roll_back(conn)
+            except BaseException:
+                roll_back(conn)
+                raise
+            caller, error = failed
+            caller.result, caller.error = None, _translate(error)
+            remaining.remove(caller)
+        return []
+
+    # --- exclusive use (erasure) ----------------------------------------------------------------
+
+    @contextmanager
+    def exclusive(self, what: str) -> Iterator[apsw.Connection]:
+        """The writer connection outside any transaction, with every other writer of this store
+        held back until the block ends (for whole-file work such as a scrub)."""
+        if self.readonly:
+            raise ReadOnlyStore(f"{self.path} was opened read-only; it cannot be {what}")
+        with self._lock:
+            while self._leading:
+                self._wait_turn()
+            if self._closed:
+                raise StorageError("the memory store is closed")
+            self._leading = True
+        try:
+            # Whole-file work: no background checkpoint alongside.
+            with self._checkpoints.held() if self._checkpoints is not None else nullcontext():
+                yield self._writer
+        finally:
+            with self._lock:
+                self._leading = False
+                if self._waiting:
+                    self._turn.notify_all()
+
+def roll_back(conn: apsw.Connection) -> None:
+    """Roll back the open transaction, if SQLite has not already done so itself (it does on a
+    full disk or an I/O error); the error being handled, not this one, is what gets reported."""
+    if not conn.in_transaction:
+        return
+    try:
+        conn.execute("ROLLBACK")
+    except apsw.Error as exc:
+        log.warning("rollback on %s failed: %s", conn.filename, exc)
+
+
+def _translate(exc: Exception) -> Exception:
+    if isinstance(exc, apsw.Error):
+        return StorageError(f"write failed, nothing of it was applied: {exc}")
+    return exc

@@ -1,0 +1,115 @@
+"""The read side's ports: the projections as the use cases read them, and the vectors of
+messages and rows (ADR-0043)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+import attrs
+
+from fermix_memory.domain.memory import Memory
+from fermix_memory.domain.messages import Message
+from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
+from fermix_memory.domain.values import ConversationKey
+
+
+@attrs.frozen(kw_only=True)
+class MemoryHit:
+    memory: Memory
+    rank: float
+    snippet: str
+    # Found by meaning: the cosine similarity of its vector to the query's (-1..1, higher is closer).
+    similarity: float | None = None
+
+
+@attrs.frozen(kw_only=True)
+class MessageHit:
+    message: Message
+    rank: float
+    snippet: str
+    # Set on a turn returned as the reply to a matching question: the id of the turn that matched.
+    context_of: int | None = None
+    # Found by meaning: the cosine similarity of its vector to the query's (-1..1, higher is closer).
+    similarity: float | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ResourceRevision:
+    """One revision of a versioned resource (``user_md``, ``memory_md``) of an agent and owner."""
+
+    agent_id: str
+    owner_id: str
+    name: str
+    revision: int
+    content: str
+    content_sha256: str
+    reason: str
+    created_at: datetime
+
+
+class MemoryQueries(Protocol):
+    """Read side of the projections."""
+
+    def memory(self, memory_id: int) -> Memory | None: ...
+
+    def memories(self, where: MemoryFilter, *, include_archived: bool = False) -> list[Memory]: ...
+
+    def memory_by_key(self, where: MemoryFilter, key: str) -> list[Memory]: ...
+
+    def search_memories(self, query: str, where: MemoryFilter, limit: int) -> list[MemoryHit]: ...
+
+    def messages(
+        self, agent_id: str, conversation: ConversationKey, *, after_id: int = 0, limit: int | None = None
+    ) -> list[Message]:
+        """Window messages of a conversation after ``after_id``, oldest first (last ``limit``)."""
+        ...
+
+    def search_history(self, query: str, where: HistoryFilter, limit: int) -> list[MessageHit]: ...
+
+
+@attrs.frozen
+class QueuedText:
+    """A message (``kind="message"``) or memory row (``"memory"``) waiting for its vector, with
+    the text its vector is made of."""
+
+    kind: str
+    id: int
+    text: str
+
+
+class VectorIndex(Protocol):
+    """Vectors of messages and memory rows, a projection filled in the background (ADR-0043)."""
+
+    def queue_new(self) -> int:
+        """Queue the texts written since the last call that the store did not queue as they were
+        written (SQLite's messages: their append stays free of vector work); how many."""
+        ...
+
+    def queued(self, limit: int) -> list[QueuedText]:
+        """Up to ``limit`` texts that wait for a vector."""
+        ...
+
+    def store_vectors(self, label: str, items: Sequence[QueuedText], vectors: Sequence[bytes]) -> int:
+        """Keep each item's vector (labelled) and take it off the queue, in one short write; an
+        item whose text changed or went since it was read is skipped. How many were kept."""
+        ...
+
+    def queue_other_labels(self, label: str) -> int:
+        """Queue again every text whose vector has another label (a changed embedder)."""
+        ...
+
+    def waiting(self) -> int:
+        """How many texts wait for a vector."""
+        ...
+
+    def search_memories_by_vector(self, vector: bytes, label: str, where: MemoryFilter,
+                                  limit: int) -> list[MemoryHit]:
+        """The live rows ``where`` selects whose ``label`` vectors are closest to ``vector``."""
+        ...
+
+    def search_history_by_vector(self, vector: bytes, label: str, where: HistoryFilter,
+                                 limit: int) -> list[MessageHit]:
+        """The messages ``where`` selects (as ``search_history`` sees them) closest to ``vector``."""
+        ...

@@ -1,0 +1,234 @@
+"""How the LangGraph store's items map onto fermix memory rows (ADR-0028): a namespace to its
+owner and conversation scope, an item key to a row key, a value to the row's JSON text, and
+InMemoryStore's filter semantics; what cannot map is refused with a typed error."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from fermix_memory.domain.errors import (
+    DomainError,
+    FermixError,
+    InvalidArgument,
+)
+from fermix_memory.domain.memory import MAX_VALUE_CHARS, Memory
+from fermix_memory.domain.values import (
+    ConversationKey,
+    ScopeType,
+    check_identifier,
+    normalise_key,
+    preview,
+)
+from fermix_memory.entrypoints.extras import require
+
+require("langgraph", "langgraph.store.base")
+
+from langgraph.store.base import InvalidNamespaceError, MatchCondition  # noqa: E402
+
+CHANNEL = "langgraph-store"
+_SCOPE_PREFIX = CHANNEL + ":"
+CATEGORY = "context"
+SOURCE_TYPE = "langgraph"
+# A row key is the item key itself when it is already a canonical fermix key, else this prefix
+# and 160 bits of the key's SHA-256 (a canonical key of that very shape is digested too).
+_DIGEST_PREFIX = "k."
+_DIGEST_KEY = re.compile(r"k\.[0-9a-f]{40}")
+# What admission would rewrite in a value's text (DEL) or refuse (lone surrogates): escaped
+# in the JSON text instead, so the value comes back exactly.
+_REWRITTEN = re.compile("[\x7f\ud800-\udfff]")
+_OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
+
+
+class StoreError(FermixError):
+    """Base class of what the LangGraph store refuses or cannot do."""
+
+
+class NamespaceNotMapped(InvalidArgument, InvalidNamespaceError, StoreError):
+    """A namespace (or a search prefix) has no fermix owner and conversation scope to map to."""
+
+
+class ValueNotStorable(InvalidArgument, StoreError):
+    """An item value is not a JSON object that comes back equal, or its text is too long."""
+
+
+class FilterNotSupported(InvalidArgument, StoreError):
+    """A search filter uses an operator the store does not know, or the paging is out of range."""
+
+
+class WriteRefused(StoreError):
+    """Admission refused a put or delete (the refusal is recorded in the log)."""
+
+
+class KeyCollision(StoreError):
+    """Two item keys share a row key (a 160-bit digest collision): never silently mixed up."""
+
+
+@attrs.frozen
+class Place:
+    """Where an item namespace lives in fermix: whose rows, in which conversation scope."""
+
+    namespace: tuple[str, ...]
+    owner_id: str
+    conversation: ConversationKey
+
+
+def check_labels(namespace: object, what: str = "namespace") -> tuple[str, ...]:
+    """The namespace as a tuple of labels LangGraph accepts (non-empty text without ``.``)."""
+    if isinstance(namespace, str) or not isinstance(namespace, Sequence):
+        raise NamespaceNotMapped(f"{what} must be a tuple of text labels, got {preview(namespace)}")
+    labels = tuple(namespace)
+    for label in labels:
+        if not isinstance(label, str) or not label or "." in label or "\x00" in label:
+            raise NamespaceNotMapped(f"{what} labels must be non-empty text without '.' or NUL, got {preview(label)}")
+    return labels
+
+
+def owner_of(labels: tuple[str, ...], owner_index: int, what: str) -> str:
+    if len(labels) <= owner_index:
+        raise NamespaceNotMapped(
+            f"{what} {labels!r} has no owner label: this store reads the owner from label {owner_index}")
+    try:
+        return check_identifier(labels[owner_index], "owner_id")
+    except DomainError as exc:
+        raise NamespaceNotMapped(f"{what} {labels!r}: the owner label is not usable ({exc})") from None
+
+
+def place_of(namespace: object, owner_index: int) -> Place:
+    """Map an item namespace to its owner and conversation scope, or raise :class:`NamespaceNotMapped`."""
+    labels = check_labels(namespace)
+    owner_id = owner_of(labels, owner_index, "namespace")
+    try:
+        conversation = ConversationKey(CHANNEL, ".".join(labels))
+    except DomainError as exc:
+        raise NamespaceNotMapped(f"namespace {labels!r} cannot be stored ({exc})") from None
+    return Place(labels, owner_id, conversation)
+
+
+def namespace_of(row: Memory) -> tuple[str, ...] | None:
+    """The item namespace a row holds, or ``None`` for a row that is no store item."""
+    if row.scope_type is not ScopeType.CONVERSATION or not row.scope_id.startswith(_SCOPE_PREFIX):
+        return None
+    try:
+        key = ConversationKey.from_scope_id(row.scope_id)
+    except DomainError:
+        return None
+    return tuple(key.chat_id.split("."))
+
+
+def row_key(key: str) -> str:
+    """The fermix key of an item key: itself when canonical, else a digest (ADR-0028)."""
+    try:
+        if normalise_key(key) == key and not _DIGEST_KEY.fullmatch(key):
+            return key
+    except DomainError:
+        pass
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+    return _DIGEST_PREFIX + digest[:40]
+
+
+def encode(key: str, value: object) -> str:
+    """The row value of an item: ``{"key": key, "value": value}`` as JSON text, or
+    :class:`ValueNotStorable` when it would not come back equal or is too long."""
+    if not isinstance(value, Mapping):
+        raise ValueNotStorable(f"an item value must be a dict, got {preview(value)}")
+    document = {"key": key, "value": dict(value)}
+    try:
+        text = json.dumps(document, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        same = json.loads(text) == document
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ValueNotStorable(f"an item value must be plain JSON (objects with text keys, lists, text, "
+                               f"numbers, booleans, null): {exc}") from None
+    if not same:
+        raise ValueNotStorable("an item value must be plain JSON: it would not come back equal "
+                               "(tuples, non-text keys or other types)")
+    text = _REWRITTEN.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    if len(text) > MAX_VALUE_CHARS:
+        raise ValueNotStorable(f"the item is {len(text)} characters as JSON (with its key), "
+                               f"limit {MAX_VALUE_CHARS}")
+    return text
+
+
+def decode(row: Memory) -> tuple[str, dict[str, Any]] | None:
+    """The item key and value a row holds, or ``None`` for a row that is no store item."""
+    try:
+        document = json.loads(row.value)
+    except ValueError:
+        return None
+    if not isinstance(document, dict) or set(document) != {"key", "value"}:
+        return None
+    key, value = document["key"], document["value"]
+    if not isinstance(key, str) or not isinstance(value, dict):
+        return None
+    return key, value
+
+
+def _number(value: object) -> float | None:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _operator(value: object, operator: str, operand: object) -> bool:
+    if operator == "$eq":
+        return value == operand
+    if operator == "$ne":
+        return value != operand
+    left, right = _number(value), _number(operand)
+    if left is None or right is None:
+        return False  # a comparison with something that is no number matches nothing
+    if operator == "$gt":
+        return left > right
+    if operator == "$gte":
+        return left >= right
+    if operator == "$lt":
+        return left < right
+    return left <= right
+
+
+def matches(value: object, condition: object) -> bool:
+    """InMemoryStore's filter semantics: nested dicts match field by field, lists element by
+    element, ``{"$op": operand}`` applies the operators, anything else is ``==``."""
+    if isinstance(condition, Mapping):
+        if any(isinstance(k, str) and k.startswith("$") for k in condition):
+            return all(_operator(value, op, operand) for op, operand in condition.items())
+        if not isinstance(value, Mapping):
+            return False
+        return all(matches(value.get(k), v) for k, v in condition.items())
+    if isinstance(condition, list | tuple):
+        return (isinstance(value, list | tuple) and len(value) == len(condition)
+                and all(matches(v, c) for v, c in zip(value, condition, strict=True)))
+    return value == condition
+
+
+def check_filter(condition: object) -> None:
+    """Refuse an operator the filter semantics do not define (before anything is read)."""
+    if isinstance(condition, Mapping):
+        for k, v in condition.items():
+            if isinstance(k, str) and k.startswith("$") and k not in _OPERATORS:
+                known = ", ".join(sorted(_OPERATORS))
+                raise FilterNotSupported(f"filter operator {k!r} is not supported (use {known})")
+            check_filter(v)
+    elif isinstance(condition, list | tuple):
+        for c in condition:
+            check_filter(c)
+
+
+def namespace_matches(namespace: tuple[str, ...], condition: MatchCondition) -> bool:
+    """A ``list_namespaces`` condition: ``prefix`` or ``suffix``, ``"*"`` matching any label."""
+    path = tuple(condition.path)
+    if len(namespace) < len(path):
+        return False
+    if condition.match_type == "prefix":
+        pairs = zip(namespace, path, strict=False)
+    elif condition.match_type == "suffix":
+        pairs = zip(reversed(namespace), reversed(path), strict=False)
+    else:
+        raise FilterNotSupported(f"namespace match type must be prefix or suffix, got {preview(condition.match_type)}")
+    return all(p == "*" or n == p for n, p in pairs)
