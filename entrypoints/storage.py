@@ -17,12 +17,12 @@ from typing import Any
 import attrs
 
 from fermix_memory.adapters.sql.job_queries import SqlJobQueries
-from fermix_memory.adapters.sql.vectors import SqlVectorIndex
 from fermix_memory.adapters.sqlite.erasure import SqliteErasure
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.adapters.sqlite.import_keys import read_import_keys as sqlite_import_keys
 from fermix_memory.adapters.sqlite.queries import SqliteQueries, sqlite_reading
 from fermix_memory.adapters.sqlite.search_index import SqliteSearchIndex
+from fermix_memory.adapters.sqlite.vectors import SqliteVectorIndex
 from fermix_memory.application.caches import Follows
 from fermix_memory.application.errors import ConfigError, UnfinishedCopy
 from fermix_memory.application.history import ImportKeyReader, recorded_import_keys
@@ -82,7 +82,7 @@ def refuse_unfinished_copy(store: Any, where: str) -> None:
 def sqlite_storage(store: SqliteEventStore) -> Storage:
     return Storage(store, SqliteQueries(store.reader), SqlJobQueries(store.reader, sqlite_reading),
                    SqliteErasure(store), SqliteSearchIndex(store), LogAudit(store), store.last_position,
-                   import_keys=sqlite_import_keys, vectors=SqlVectorIndex(store, reading=sqlite_reading))
+                   import_keys=sqlite_import_keys, vectors=SqliteVectorIndex(store, reading=sqlite_reading))
 
 
 def open_postgres(url: str, *, readonly: bool = False, chains: int | None = None,
@@ -104,8 +104,9 @@ def postgres_storage(store: Any) -> Storage:
     from fermix_memory.adapters.postgres.erasure import PostgresErasure
     from fermix_memory.adapters.postgres.import_keys import read_import_keys as postgres_import_keys
     from fermix_memory.adapters.postgres.queries import PostgresQueries
+    from fermix_memory.adapters.postgres.vectors import PostgresVectorIndex
 
     jobs = SqlJobQueries(store.reader)  # plain SQL, read through the pool
     return Storage(store, PostgresQueries(store), jobs, PostgresErasure(store), None, LogAudit(store),
                    store.cache_position, store.cache_follows, postgres_import_keys,
-                   SqlVectorIndex(store, marked=False, cross_join=False))
+                   PostgresVectorIndex(store))

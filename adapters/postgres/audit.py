@@ -22,12 +22,13 @@ import attrs
 from fermix_memory.adapters.postgres.connection import PgCursor
 from fermix_memory.adapters.postgres.event_store import PostgresEventStore
 from fermix_memory.adapters.postgres.schema import missing_triggers
+from fermix_memory.adapters.postgres.vectors import UNVECTORED_SQL
 from fermix_memory.adapters.sql.audit import Progress, Replica, Stages, VerifyReport, differing_tables, rows_checksum
 from fermix_memory.adapters.sql.audit_chain import check_chain
 from fermix_memory.adapters.sql.cursor import scalar_int
 from fermix_memory.adapters.sql.ddl import PROJECTION_TABLES
 from fermix_memory.adapters.sql.head import Head, head_problem
-from fermix_memory.adapters.sql.vectors import ORPHAN_VECTORS_SQL, WAITING_SQL, unvectored_sql
+from fermix_memory.adapters.sql.vectors import ORPHAN_VECTORS_SQL, WAITING_SQL
 from fermix_memory.application.errors import IntegrityError
 
 TEXT_TYPES = frozenset({"text", "character varying", "character"})
@@ -89,7 +90,7 @@ def verify_postgres(store: PostgresEventStore, scratch: Callable[[], Replica], p
         problems += noted
         if orphans := scalar_int(cur, ORPHAN_VECTORS_SQL):
             problems.append(f"{orphans} vector(s) or vector queue entries point at no message or row (ADR-0043)")
-        if unvectored := scalar_int(cur, f"SELECT {unvectored_sql(marked=False)}"):
+        if unvectored := scalar_int(cur, UNVECTORED_SQL):
             problems.append(f"{unvectored} message(s) or row(s) have no vector and wait for none (ADR-0043)")
         waiting = scalar_int(cur, WAITING_SQL)
         if problems:

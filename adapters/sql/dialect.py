@@ -47,4 +47,7 @@ REQUIREMENTS: list[Requirement] = [
                 " history (FTS5, tsvector)", base="fermix_memory.adapters.sql.queries:SqlQueries"),
     Requirement("import_keys", "the import keys a conversation holds, by the dialect's JSON functions"
                 " (sql.import_keys.stored_import_keys)", names=("read_import_keys",)),
+    Requirement("vectors", "the VectorIndex port: how new messages are queued and what waits for a vector, and"
+                " UNVECTORED_SQL, what verify fails on", base="fermix_memory.adapters.sql.vectors:SqlVectorIndex",
+                names=("UNVECTORED_SQL",)),
 ]

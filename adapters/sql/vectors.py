@@ -10,9 +10,9 @@ changed in between stays queued). Search is a brute-force dot product over the v
 searched scope, filtered as keyword recall filters it; a scope's vectors are kept between
 searches (``vector_cache``) while the schema's change count allows.
 
-The SQL is plain enough for every dialect; what differs is told to the class: whether messages
-are queued above a mark (SQLite) or by the schema's triggers (PostgreSQL's migration 4), and
-whether the dialect has SQLite's ``CROSS JOIN ... ON``.
+The SQL is plain enough for every dialect; each dialect's ``vectors`` module subclasses
+:class:`SqlVectorIndex` with what differs: how new messages are queued (SQLite above a mark,
+PostgreSQL by its schema's triggers), what waits, and how a top-up reads the newer vectors.
 """
 
 from __future__ import annotations
@@ -52,8 +52,7 @@ VECTOR_TEXT = {"message": "m.sender || ': ' || m.content", "memory": "replace(m.
 # A vector search ranks this many times the hits asked for before reading whole rows; only if
 # hidden rows (checkpoints holding other owners' words) leave too few does it rank them all.
 _HEADROOM = 4
-_SCOPE_VECTORS = "SELECT v.vector, m.id FROM message_vectors v JOIN messages m ON m.id = v.message_id"
-_NEWER_VECTORS = "SELECT v.vector, m.id FROM message_vectors v CROSS JOIN messages m ON m.id = v.message_id"
+SCOPE_VECTORS = "SELECT v.vector, m.id FROM message_vectors v JOIN messages m ON m.id = v.message_id"
 _CHANGES = "SELECT changes FROM vector_changes WHERE id = 1"
 _SCOPE_OF_MESSAGES = ("m.agent_id = ? AND m.owner_id = ?", "m.channel = ? AND m.chat_id = ? AND m.thread_scope = ?")
 # Vectors that point at nothing, and queue entries that do: what ``verify`` fails on.
@@ -66,14 +65,13 @@ ORPHAN_VECTORS_SQL = (
     "   (SELECT 1 FROM memories m WHERE m.id = q.id)) OR q.kind NOT IN ('message', 'memory'))"
 )
 WAITING_SQL = "SELECT count(*) FROM vector_queue"
-# What waits on SQLite: the queue, and the messages above the mark, not queued yet (migration 8).
-_MARK = "coalesce((SELECT last_id FROM vector_marks WHERE kind = 'message'), 0)"
 
 
-def unvectored_sql(marked: bool) -> str:
+def unvectored_sql(messages_queued_up_to: str = "") -> str:
     """How many messages and rows have no vector (of any label) and wait for none: what ``verify``
-    fails on. ``marked``: SQLite's messages above the mark are not queued yet, and wait too."""
-    above = f"m.id <= {_MARK} AND " if marked else ""
+    fails on. ``messages_queued_up_to``: the SQL of the last message id queued so far, when messages
+    above it are not queued yet and wait too (SQLite)."""
+    above = f"m.id <= {messages_queued_up_to} AND " if messages_queued_up_to else ""
     return " + ".join(
         f"(SELECT count(*) FROM {table} m WHERE {above if kind == 'message' else ''}"
         f"NOT EXISTS (SELECT 1 FROM {kind}_vectors v WHERE v.{kind}_id = m.id)"
@@ -81,32 +79,21 @@ def unvectored_sql(marked: bool) -> str:
         for kind, table in (("message", "messages"), ("memory", "memories")))
 
 
-WAITING_WITH_MARK_SQL = f"SELECT ({WAITING_SQL}) + (SELECT count(*) FROM messages WHERE id > {_MARK})"
-_ANY_NEW = f"SELECT EXISTS (SELECT 1 FROM messages WHERE id > {_MARK})"
-_QUEUE_NEW = (f"INSERT INTO vector_queue(kind, id) SELECT 'message', id FROM messages WHERE id > {_MARK}"
-              " ON CONFLICT DO NOTHING")
-_MARK_NEW = ("INSERT INTO vector_marks(kind, last_id) SELECT 'message', max(id) FROM messages WHERE true"
-             " HAVING max(id) IS NOT NULL ON CONFLICT(kind) DO UPDATE SET last_id = max(last_id, excluded.last_id)")
-
-
 class SqlVectorIndex(ReadSide):
     """``VectorIndex`` on one store: reads on this thread's read connection, writes through the
-    store's writer (a ``SqliteEventStore``, or a ``PostgresEventStore``)."""
+    store's writer. A dialect's subclass says how new messages are queued (:meth:`queue_new`),
+    what waits (``WAITING``) and how a top-up reads the newer vectors of a scope (``NEWER``)."""
 
-    def __init__(self, store: VectorStore, *, marked: bool = True, cross_join: bool = True,
-                 reading: Reading | None = None) -> None:
-        """``marked``: messages are queued by :meth:`queue_new` above a mark (SQLite's schema);
-        otherwise the schema's triggers queue them as they are written (PostgreSQL's, whose
-        positions of several chains may commit out of order). ``cross_join``: the store reads
-        SQLite's ``CROSS JOIN ... ON``, which fixes the join order (PostgreSQL has no such form)."""
+    # What waits for a vector (here: the queue, which the schema's triggers fill).
+    WAITING = WAITING_SQL
+    # A scope's vectors above an id, then their messages.
+    NEWER = SCOPE_VECTORS
+
+    def __init__(self, store: VectorStore, *, reading: Reading | None = None) -> None:
         super().__init__(store.reader, reading or nullcontext)
         self._store = store
-        self._marked = marked
         # Both schemas count the changes a kept scope's vectors could miss (SQLite's 9, PostgreSQL's 5).
         self._kept = ScopeVectorCache()
-        # A top-up reads the vectors above an id first, then their messages: on SQLite only the
-        # fixed join order keeps the planner from walking the whole scope instead.
-        self._newer = _NEWER_VECTORS if cross_join else _SCOPE_VECTORS
         self._listening = False  # to commits, from the first scope kept: appends pay nothing before
 
     def _forget_kept_on_erasure(self, recorded: list[RecordedEvent]) -> None:
@@ -114,16 +101,9 @@ class SqlVectorIndex(ReadSide):
             self._kept.clear()
 
     def queue_new(self) -> int:
-        # Most jobs follow commits that wrote no message: a read tells, and saves them a write.
-        if not self._marked or not int(self._rows(_ANY_NEW)[0][0]):
-            return 0
-
-        def work(tx: SqlTransaction) -> int:
-            before = _waiting(tx.cursor)
-            tx.cursor.execute(_QUEUE_NEW)
-            tx.cursor.execute(_MARK_NEW)
-            return _waiting(tx.cursor) - before
-        return self._store.write(work)
+        """Queue the messages written since the last call; none here: the schema's triggers queue
+        each message as it is written."""
+        return 0
 
     def queued(self, limit: int) -> list[QueuedText]:
         items: list[QueuedText] = []
@@ -153,15 +133,15 @@ class SqlVectorIndex(ReadSide):
 
     def queue_other_labels(self, label: str) -> int:
         def work(tx: SqlTransaction) -> int:
-            before = _waiting(tx.cursor)
+            before = waiting_in(tx.cursor)
             for kind in _TABLE:
                 tx.cursor.execute(f"INSERT INTO vector_queue(kind, id) SELECT '{kind}', {kind}_id"
                                   f" FROM {kind}_vectors WHERE label <> ? ON CONFLICT DO NOTHING", (label,))
-            return _waiting(tx.cursor) - before
+            return waiting_in(tx.cursor) - before
         return self._store.write(work)
 
     def waiting(self) -> int:
-        return int(self._rows(WAITING_WITH_MARK_SQL if self._marked else WAITING_SQL)[0][0])
+        return int(self._rows(self.WAITING)[0][0])
 
     def search_memories_by_vector(self, vector: bytes, label: str, where: MemoryFilter,
                                   limit: int) -> list[MemoryHit]:
@@ -219,14 +199,14 @@ class SqlVectorIndex(ReadSide):
         and topped up with the vectors above it when the schema's change count allows."""
         np = _numpy()
         if np is None:
-            rows = self._rows(f"{_SCOPE_VECTORS} WHERE v.label = ? AND {scope}", params)
+            rows = self._rows(f"{SCOPE_VECTORS} WHERE v.label = ? AND {scope}", params)
             return [int(r[1]) for r in rows], None, [r[0] for r in rows]
         changes = int(self._rows(_CHANGES)[0][0])
         kept = self._kept.get(key, changes)
         if kept is None:
-            kept = _scope_vectors(np, self._rows(f"{_SCOPE_VECTORS} WHERE v.label = ? AND {scope}", params))
+            kept = _scope_vectors(np, self._rows(f"{SCOPE_VECTORS} WHERE v.label = ? AND {scope}", params))
         else:  # from the vectors' own ids: only those above the last one kept are read
-            newer = self._rows(f"{self._newer} WHERE v.message_id > ? AND v.label = ? AND {scope}",
+            newer = self._rows(f"{self.NEWER} WHERE v.message_id > ? AND v.label = ? AND {scope}",
                                [kept.last_id, *params])
             if newer:
                 more = _scope_vectors(np, newer)
@@ -260,7 +240,7 @@ def _matrix(np: Any, vectors: Sequence[bytes]) -> Any:
     return np.frombuffer(b"".join(vectors), dtype="<f4").reshape(len(vectors), -1)
 
 
-def _waiting(cursor: Any) -> int:
+def waiting_in(cursor: Any) -> int:
     return int(cursor.execute(WAITING_SQL).fetchall()[0][0])
 
 

@@ -15,7 +15,6 @@ import attrs
 from fermix_memory.adapters.sql.audit import Progress, Stages, VerifyReport, check_chain, differing_tables
 from fermix_memory.adapters.sql.ddl import PROJECTION_TABLES
 from fermix_memory.adapters.sql.head import Head, head_problem
-from fermix_memory.adapters.sql.vectors import WAITING_WITH_MARK_SQL
 from fermix_memory.adapters.sqlite.audit_replay import (
     SqliteReplica,
     fold_log,
@@ -26,6 +25,7 @@ from fermix_memory.adapters.sqlite.audit_replay import (
 )
 from fermix_memory.adapters.sqlite.connection import open_connection, scalar_int
 from fermix_memory.adapters.sqlite.schema import migrate, missing_triggers
+from fermix_memory.adapters.sqlite.vectors import WAITING_WITH_MARK_SQL
 from fermix_memory.application.errors import ForeignDatabase, IntegrityError
 
 __all__ = ["SqliteReplica", "first_difference", "fold_log", "fts_integrity", "replay_into", "table_checksums",

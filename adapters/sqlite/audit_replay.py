@@ -12,10 +12,11 @@ from fermix_memory.adapters.sql.audit import differing_tables, rows_checksum
 from fermix_memory.adapters.sql.audit_chain import ALL_EVENT_ROWS, BATCH, Progress, Stages
 from fermix_memory.adapters.sql.cursor import SqlReader
 from fermix_memory.adapters.sql.event_log import insert_row, read_chain_heads, set_chain_count, write_chain_heads
-from fermix_memory.adapters.sql.vectors import ORPHAN_VECTORS_SQL, unvectored_sql
+from fermix_memory.adapters.sql.vectors import ORPHAN_VECTORS_SQL
 from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection, scalar_int
 from fermix_memory.adapters.sqlite.migrations import SCOPE_SIZES_COUNTED
 from fermix_memory.adapters.sqlite.schema import FTS_TABLES, PROJECTION_TABLES, deferred_indexing, migrate
+from fermix_memory.adapters.sqlite.vectors import UNVECTORED_SQL
 from fermix_memory.application.errors import IntegrityError, StorageError
 from fermix_memory.application.streams import chain_for
 from fermix_memory.domain.log_chain import GENESIS_HASH
@@ -64,7 +65,7 @@ def fts_integrity(conn: apsw.Connection, progress: Progress | None = None) -> No
     orphans = scalar_int(conn, ORPHAN_VECTORS_SQL)
     if orphans:
         raise IntegrityError(f"{orphans} vector(s) or vector queue entries point at no message or row (ADR-0043)")
-    if unvectored := scalar_int(conn, f"SELECT {unvectored_sql(marked=True)}"):
+    if unvectored := scalar_int(conn, UNVECTORED_SQL):
         raise IntegrityError(f"{unvectored} message(s) or row(s) have no vector and wait for none (ADR-0043)")
     if progress is not None:
         progress(total, total)
