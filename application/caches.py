@@ -70,6 +70,30 @@ def erases(recorded: Sequence[RecordedEvent]) -> bool:
     return any(isinstance(item.event, ev.ERASURE_RECORDS) for item in recorded)
 
 
+class PositionReads:
+    """The log's last position for the caches' freshness checks: read at each call, except inside
+    ``with reads:`` on this thread, where it is read once and held (a prompt consults three caches,
+    and one read of the log's position serves them all, the same moment for each)."""
+
+    def __init__(self, last_position: Callable[[], int]) -> None:
+        self._read = last_position
+        self._local = threading.local()
+
+    def __call__(self) -> int:
+        held: int | None = getattr(self._local, "held", None)
+        if held is None:
+            return self._read()
+        if held < 0:
+            held = self._local.held = self._read()
+        return held
+
+    def __enter__(self) -> None:
+        self._local.held = -1  # read at the first call inside
+
+    def __exit__(self, *exc: object) -> None:
+        self._local.held = None
+
+
 class _LogFollower:
     """Tracks the last log position seen through commits; detects foreign writes. A store whose
     positions leave gaps (several chains, ADR-0031) gives its own ``follows`` and a

@@ -38,7 +38,7 @@ from fermix_memory.adapters.tokens_tiktoken import TiktokenCounter
 from fermix_memory.application import commands as cmd_
 from fermix_memory.application.as_of import prompt_readers_as_of
 from fermix_memory.application.background import BackgroundWorker
-from fermix_memory.application.caches import ConversationStore, MemoryRowCache, PromptFileCache
+from fermix_memory.application.caches import ConversationStore, MemoryRowCache, PositionReads, PromptFileCache
 from fermix_memory.application.compaction import Compactor, guessed_window
 from fermix_memory.application.composer import (
     RevisionReader,
@@ -108,6 +108,7 @@ class App:
     conversations: ConversationStore
     rows: MemoryRowCache
     prompt_revisions: PromptFileCache
+    positions: PositionReads
     history: HistoryService
     memory: MemoryWriter
     tokens: TokenCounter
@@ -162,10 +163,12 @@ class App:
             revision, stored = self.prompt_revisions.revision, self.conversations.stored_window
         else:
             revision, stored = prompt_readers_as_of(self.store, as_of, self.settings.memory.max_conversation_history)
-        if cmd.style is cmd_.Style.ANTHROPIC:
-            return compose_anthropic(revision, stored, cmd.agent_id, cmd.owner_id, cmd.conversation,
-                                     system=cmd.system)
-        return compose_openai(revision, stored, cmd.agent_id, cmd.owner_id, cmd.conversation, system=cmd.system)
+        with self.positions:  # one read of the log's position for the three caches a prompt consults
+            if cmd.style is cmd_.Style.ANTHROPIC:
+                return compose_anthropic(revision, stored, cmd.agent_id, cmd.owner_id, cmd.conversation,
+                                         system=cmd.system)
+            return compose_openai(revision, stored, cmd.agent_id, cmd.owner_id, cmd.conversation,
+                                  system=cmd.system)
 
     def dispatch_tool(self, cmd: cmd_.DispatchTool) -> dict[str, Any]:
         return self.tools.dispatch(cmd)
@@ -189,18 +192,19 @@ def open_storage(home: Path, settings: Settings, url: str | None, store: Any, *,
 
 
 def wire_caches(storage: Storage, settings: Settings, count_tokens: Callable[[str], int]
-                ) -> tuple[ConversationStore, MemoryRowCache, PromptFileCache]:
-    """The read caches of windows, rows and prompt-file revisions, each kept current by the commits."""
+                ) -> tuple[ConversationStore, MemoryRowCache, PromptFileCache, PositionReads]:
+    """The read caches of windows, rows and prompt-file revisions, each kept current by the
+    commits, and the reads of the log's position they check their freshness by."""
     queries, store = storage.queries, storage.store
-    conversations = ConversationStore(queries, storage.cache_position, settings.memory.max_conversation_history,
+    positions = PositionReads(storage.cache_position)
+    conversations = ConversationStore(queries, positions, settings.memory.max_conversation_history,
                                       follows=storage.cache_follows)
-    rows = MemoryRowCache(queries, storage.cache_position, follows=storage.cache_follows)
-    prompt_revisions = ShownPromptFileCache(queries, count_tokens, storage.cache_position,
-                                            follows=storage.cache_follows)
+    rows = MemoryRowCache(queries, positions, follows=storage.cache_follows)
+    prompt_revisions = ShownPromptFileCache(queries, count_tokens, positions, follows=storage.cache_follows)
     store.add_commit_listener(conversations.on_commit)
     store.add_commit_listener(rows.on_commit)
     store.add_commit_listener(prompt_revisions.on_commit)
-    return conversations, rows, prompt_revisions
+    return conversations, rows, prompt_revisions, positions
 
 
 def build_model_route(
@@ -243,7 +247,7 @@ def wire_app(home: Path, settings: Settings, storage: Storage, clock: Clock, tok
              embedder: Embedder | None) -> App:
     """The caches and use cases over an open store, wired into the :class:`App` (nothing started)."""
     store, queries = storage.store, storage.queries
-    conversations, rows, prompt_revisions = wire_caches(storage, settings, tokens.count)
+    conversations, rows, prompt_revisions, positions = wire_caches(storage, settings, tokens.count)
     prompt_files = PromptFiles(store, queries, files, tokens.count, clock)
     store.add_after_commit(prompt_files.on_commit)
     writer = MemoryWriter(store, clock, derived=prompt_files)
@@ -263,6 +267,7 @@ def wire_app(home: Path, settings: Settings, storage: Storage, clock: Clock, tok
     return App(
         home=home, settings=settings, clock=clock, store=store, queries=queries, jobs=storage.jobs,
         audit=storage.audit, conversations=conversations, rows=rows, prompt_revisions=prompt_revisions,
+        positions=positions,
         history=history, memory=writer, tokens=tokens, prompt_files=prompt_files, reviewer=reviewer,
         rollback=ResourceRollback(store, queries, prompt_files, writer, clock),
         background=background, model_for=model_for,
