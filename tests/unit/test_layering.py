@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / ".ci" / "layering"
+from tests.unit.ci_script import CI, write
+from tests.unit.ci_script import run_check as run_ci_script
 
-
-def run_check(root: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(SCRIPT), str(root)], capture_output=True, text=True, check=False)
-
-
-def write(root: Path, rel: str, text: str) -> None:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+run_check = partial(run_ci_script, "layering")
 
 
 def test_the_project_keeps_its_layers() -> None:
-    result = run_check(SCRIPT.parents[1])
+    result = run_check(CI.parent)
     assert result.returncode == 0, result.stdout
     assert "0 violation(s)" in result.stdout
 

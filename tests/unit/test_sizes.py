@@ -3,21 +3,13 @@ in the four layers only."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / ".ci" / "sizes"
+from tests.unit.ci_script import run_check as run_ci_script
+from tests.unit.ci_script import write
 
-
-def run_check(root: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(SCRIPT), str(root)], capture_output=True, text=True, check=False)
-
-
-def write(root: Path, rel: str, text: str) -> None:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+run_check = partial(run_ci_script, "sizes")
 
 
 def function(name: str, lines: int, indent: str = "") -> str:
