@@ -17,7 +17,7 @@ from fermix_memory.application.as_of import check_moment, revision_as_of
 from fermix_memory.application.commands import Forget, ForgetMemory
 from fermix_memory.application.errors import NotFound
 from fermix_memory.application.forget import ConversationForgetReport, ForgetReport, MemoryForgetReport
-from fermix_memory.application.host_input import row_id
+from fermix_memory.application.host_input import check_flag, row_id
 from fermix_memory.application.log_transfer import ImportReport
 from fermix_memory.application.message_input import conversation_key
 from fermix_memory.application.prompt_files import check_resource_name, unified_diff
@@ -164,8 +164,8 @@ class FilesApi(ApiBase):
         self._check_open()
         check_identifier(agent_id, "agent_id")
         return self._app.forgetting.forget_conversation(agent_id, conversation_key(conversation),
-                                                        dry_run=_flag(dry_run), by=check_identifier(by, "by"),
-                                                        reason=reason)
+                                                        dry_run=check_flag(dry_run, "dry_run"),
+                                                        by=check_identifier(by, "by"), reason=reason)
 
     # --- audit -----------------------------------------------------------------------------------
 
@@ -242,8 +242,7 @@ class FilesApi(ApiBase):
         self._check_open()
         if not callable(lines):
             raise InvalidArgument("lines must be a function that opens the event file (returns its lines)")
-        if not isinstance(resume, bool):
-            raise InvalidArgument("resume must be True or False")
+        check_flag(resume, "resume")
         if chains is not None and (type(chains) is not int or not 1 <= chains <= MAX_CHAINS):
             raise InvalidArgument(f"chains must be a whole number from 1 to {MAX_CHAINS} (or None: the file's)")
         # Read once: what is appended is what was checked, whatever the file does meanwhile.
@@ -257,8 +256,3 @@ def _progress(progress: object) -> audit.Progress | None:
         raise InvalidArgument("progress must be a function of (done, total)")
     return progress
 
-
-def _flag(dry_run: object) -> bool:
-    if not isinstance(dry_run, bool):
-        raise InvalidArgument("dry_run must be True or False")
-    return dry_run
