@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from typing import Generic, Protocol, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from operator import itemgetter
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
+from fermix_memory.application.log_position import Follows, LogFollower, PositionReads
 from fermix_memory.application.query_ports import ResourceRevision
 from fermix_memory.application.store_ports import ConversationState, RecordedEvent
 from fermix_memory.application.stored_messages import (
@@ -20,7 +22,6 @@ from fermix_memory.application.stored_messages import (
     StoredRow,
     as_message,
     id_of,
-    is_plain,
     is_row,
     kind_of,
     message_of,
@@ -29,6 +30,7 @@ from fermix_memory.application.stored_messages import (
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
+from fermix_memory.domain.tool_calls import TOOL_CALL_ID_KEY, TOOL_CALLS_KEY
 from fermix_memory.domain.values import ConversationKey
 
 MAX_CACHED_CONVERSATIONS = 1024
@@ -49,74 +51,24 @@ class WindowSource(Protocol):
     def memory(self, memory_id: int) -> Memory | None: ...
 
 
+class WindowAtPosition(NamedTuple):
+    """A conversation's window as one statement read it, with the log's position it was read at."""
+
+    position: int  # the log's last position, as ``last_position`` reads it
+    checkpoint_message_id: int | None  # the checkpoint of the last compaction, if any
+    rows: list[StoredRow] | None  # the window's messages after its start, in window order (None: not read)
+
+
+# Reads the log's position and, unless the log is at ``unless_at``, a window, in one statement:
+# ``(agent_id, conversation, limit, unless_at)``; ``unless_at`` None: the window in any case.
+WindowAtPositionReader = Callable[[str, ConversationKey, "int | None", "int | None"], WindowAtPosition]
+
+
 class RevisionSource(Protocol):
     def resource_revision(self, agent_id: str, owner_id: str, name: str) -> ResourceRevision | None: ...
 
 
-# Whether committed events follow on from what a cache saw, and what it has seen after them.
-Follows = Callable[[int, Sequence[RecordedEvent]], tuple[bool, int]]
-
-
-def follows_by_position(seen: int, recorded: Sequence[RecordedEvent]) -> tuple[bool, int]:
-    """A log whose positions run without gaps: events follow when they start right after ``seen``."""
-    return recorded[0].position == seen + 1, recorded[-1].position
-
-
-def erases(recorded: Sequence[RecordedEvent]) -> bool:
-    """Whether a commit erases an owner, a conversation or a row: what nothing derived from the
-    erased text may outlive in any cache."""
-    if len(recorded) == 1:  # the usual commit (one message): no generator for it
-        return isinstance(recorded[0].event, ev.ERASURE_RECORDS)
-    return any(isinstance(item.event, ev.ERASURE_RECORDS) for item in recorded)
-
-
-class PositionReads:
-    """The log's last position for the caches' freshness checks: read at each call, except inside
-    ``with reads:`` on this thread, where it is read once and held (a prompt consults three caches,
-    and one read of the log's position serves them all, the same moment for each)."""
-
-    def __init__(self, last_position: Callable[[], int]) -> None:
-        self._read = last_position
-        self._local = threading.local()
-
-    def __call__(self) -> int:
-        held: int | None = getattr(self._local, "held", None)
-        if held is None:
-            return self._read()
-        if held < 0:
-            held = self._local.held = self._read()
-        return held
-
-    def __enter__(self) -> None:
-        self._local.held = -1  # read at the first call inside
-
-    def __exit__(self, *exc: object) -> None:
-        self._local.held = None
-
-
-class _LogFollower:
-    """Tracks the last log position seen through commits; detects foreign writes. A store whose
-    positions leave gaps (several chains, ADR-0031) gives its own ``follows`` and a
-    ``last_position`` that changes whenever events may have been missed."""
-
-    def __init__(self, last_position: Callable[[], int], follows: Follows | None = None) -> None:
-        self._last_position = last_position
-        self._follows = follows or follows_by_position
-        self.seen = last_position()
-
-    def observe(self, recorded: Sequence[RecordedEvent]) -> bool:
-        """Advance past ``recorded``; False when a cache cannot just apply them and must empty:
-        they do not follow on from what was seen (a foreign write), or they erase an owner
-        or a row (whose messages and rows must not outlive the erasure in any cache)."""
-        contiguous, self.seen = self._follows(self.seen, recorded)
-        return contiguous and not erases(recorded)
-
-    def fresh(self) -> bool:
-        current = self._last_position()
-        if current == self.seen:
-            return True
-        self.seen = current
-        return False
+_READ_BEFORE = -1  # the position of a window read without one: the log's was read before it
 
 
 class ConversationStore:
@@ -128,16 +80,24 @@ class ConversationStore:
     other row is made messages as it is loaded. Messages committed later join as messages.
     ``max_history`` caps how many recent messages a window keeps (``None``: unbounded —
     compaction, not a count, is the real bound).
+
+    ``at_position`` (a store whose log position is a query, SQLite): a window not kept is read in
+    one statement with the log's position, and that position is the freshness check (offered to
+    ``last_position`` when it is the :class:`PositionReads` of a prompt): a cold window costs one
+    statement, not three. Without it, the position is read first, then the state and the rows.
     """
 
     def __init__(self, source: WindowSource, last_position: Callable[[], int],
-                 max_history: int | None = None, *, follows: Follows | None = None) -> None:
+                 max_history: int | None = None, *, follows: Follows | None = None,
+                 at_position: WindowAtPositionReader | None = None) -> None:
         self._source = source
         self._max = max_history
         self._lock = threading.RLock()
         self._windows: OrderedDict[tuple[str, ConversationKey], list[StoredItem]] = OrderedDict()
-        self._follower = _LogFollower(last_position, follows)
+        self._follower = LogFollower(last_position, follows)
         self._generation = 0
+        self._at_position = at_position
+        self._offer = last_position.offer if isinstance(last_position, PositionReads) else None
 
     def window(self, agent_id: str, conversation: ConversationKey) -> list[Message]:
         key = (agent_id, conversation)
@@ -160,33 +120,78 @@ class ConversationStore:
     def _items(self, key: tuple[str, ConversationKey]) -> tuple[list[StoredItem], int]:
         """A copy of the window of ``key`` (loaded and kept if not cached) and the generation it is of."""
         with self._lock:
-            if not self._follower.fresh():
+            cached = self._windows.get(key)
+            if cached is not None and self._at_position is not None:
+                # One statement: the position, and the window again only if the log moved.
+                read = self._read(key, unless_at=self._follower.seen)
+                if read.rows is None:
+                    self._windows.move_to_end(key)
+                    return list(cached), self._generation
+                return self._keep(key, read), self._generation
+            if self._at_position is None and not self._follower.fresh():
                 self._windows.clear()
                 self._generation += 1  # what was read before this is not kept
-            cached = self._windows.get(key)
+                cached = None
             if cached is not None:
                 self._windows.move_to_end(key)
                 return list(cached), self._generation
             generation = self._generation
-        agent_id, conversation = key
-        state = self._source.conversation_state(agent_id, conversation)
-        rows = self._source.stored_messages(agent_id, conversation, after_id=state.window_start_id, limit=self._max)
-        # A window holding a row that a prompt cannot take as it is (a tool call or result, a
-        # system message) is made messages once, as it is loaded; one of plain rows stays rows.
-        loaded: list[StoredItem] = (list(rows) if all(map(is_plain, rows))
-                                    else [message_of(row, agent_id, conversation) for row in rows])
-        # The checkpoint of a compaction stands for everything before it: it leads the window.
-        if state.checkpoint_message_id is not None:
-            checkpoint = [m for m in loaded if id_of(m) == state.checkpoint_message_id]
-            loaded = checkpoint + [m for m in loaded if id_of(m) != state.checkpoint_message_id]
+        if self._at_position is not None:
+            read = self._read(key, unless_at=None)
+        else:
+            agent_id, conversation = key
+            state = self._source.conversation_state(agent_id, conversation)
+            rows = self._source.stored_messages(agent_id, conversation, after_id=state.window_start_id,
+                                                limit=self._max)
+            read = WindowAtPosition(_READ_BEFORE, state.checkpoint_message_id, rows)
         with self._lock:
             # A commit landed while loading: the load may be stale, so don't keep it.
             if generation != self._generation:
-                return loaded, -1
-            self._windows[key] = loaded
-            while len(self._windows) > MAX_CACHED_CONVERSATIONS:
-                self._windows.popitem(last=False)
-        return list(loaded), generation
+                return self._loaded(key, read), -1
+            return self._keep(key, read), self._generation
+
+    def _read(self, key: tuple[str, ConversationKey], *, unless_at: int | None) -> WindowAtPosition:
+        """The log's position and, unless it is ``unless_at``, the window, in one statement; the
+        position serves the prompt's other caches."""
+        assert self._at_position is not None
+        read = self._at_position(*key, self._max, unless_at)
+        if self._offer is not None:
+            self._offer(read.position)
+        return read
+
+    def _keep(self, key: tuple[str, ConversationKey], read: WindowAtPosition) -> list[StoredItem]:
+        """Under the lock: keep the window read (a read with a position it saw as the log's last:
+        the other windows, read before the log moved there, go); a copy of it."""
+        if read.position != _READ_BEFORE and not self._follower.saw(read.position):
+            self._windows.clear()
+            self._generation += 1
+        loaded = self._windows[key] = self._loaded(key, read)
+        self._windows.move_to_end(key)
+        while len(self._windows) > MAX_CACHED_CONVERSATIONS:
+            self._windows.popitem(last=False)
+        return list(loaded)
+
+    @staticmethod
+    def _loaded(key: tuple[str, ConversationKey], read: WindowAtPosition) -> list[StoredItem]:
+        """The window as kept: rows as read when all are plain, else messages; the checkpoint first."""
+        rows = read.rows or []  # a list of its own (read for this load)
+        # A window holding a row that a prompt cannot take as it is (a tool call or result, a
+        # system message) is made messages once, as it is loaded; one of plain rows stays rows.
+        loaded: list[StoredItem] = rows if all_plain(rows) else [message_of(row, *key) for row in rows]  # type: ignore[assignment]
+        # The checkpoint of a compaction stands for everything before it: it leads the window.
+        checkpoint_id = read.checkpoint_message_id
+        if checkpoint_id is not None:
+            checkpoint = [m for m in loaded if id_of(m) == checkpoint_id]
+            loaded = checkpoint + [m for m in loaded if id_of(m) != checkpoint_id]
+        return loaded
+
+    def drop(self, keys: Iterable[tuple[str, ConversationKey]]) -> None:
+        """Forget the windows of ``keys`` (another process wrote to them, ADR-0064): read again
+        when next asked for; a window being read meanwhile is not kept."""
+        with self._lock:
+            self._generation += 1
+            for key in keys:
+                self._windows.pop(key, None)
 
     def on_commit(self, recorded: list[RecordedEvent]) -> None:
         with self._lock:
@@ -223,9 +228,23 @@ class ConversationStore:
             del window[head : head + len(window) - self._max]
 
 
+_ROLE, _METADATA = itemgetter(StoredRow._fields.index("role")), itemgetter(StoredRow._fields.index("metadata_json"))
+_PLAIN_ROLES = frozenset(("user", "assistant"))
+
+
+def all_plain(rows: Sequence[StoredRow]) -> bool:
+    """Whether every row is plain (``stored_messages.is_plain``: a user's or an assistant's that
+    records no tool call and answers none), without a call per row in Python: the roles as a set,
+    the metadata joined (each a JSON object, ``{...}``: no key can span two of them)."""
+    if not _PLAIN_ROLES.issuperset(map(_ROLE, rows)):
+        return False
+    metadata = "".join(map(_METADATA, rows))
+    return TOOL_CALLS_KEY not in metadata and TOOL_CALL_ID_KEY not in metadata
+
+
 class _ReadThrough(Generic[K, V]):
     """A bounded read-through cache of ``load(key)``, least recently used first out; emptied by
-    what ``_LogFollower.observe`` refuses, and each key an event makes stale (``stale``) dropped.
+    what ``LogFollower.observe`` refuses, and each key an event makes stale (``stale``) dropped.
     A load that a commit overtook is returned but not kept."""
 
     def __init__(self, load: Callable[[K], V], last_position: Callable[[], int], *, most: int,
@@ -234,7 +253,7 @@ class _ReadThrough(Generic[K, V]):
         self._most = most
         self._lock = threading.Lock()
         self._values: OrderedDict[K, V] = OrderedDict()
-        self._follower = _LogFollower(last_position, follows)
+        self._follower = LogFollower(last_position, follows)
         self._generation = 0
 
     def get(self, key: K) -> V:
@@ -246,15 +265,31 @@ class _ReadThrough(Generic[K, V]):
                 self._values.move_to_end(key)
                 return self._values[key]
             generation = self._generation
-        value = self._load(key)
-        if value is not None or self._keeps_none:
-            with self._lock:
-                if generation != self._generation:
-                    return value
-                self._values[key] = value
-                while len(self._values) > self._most:
-                    self._values.popitem(last=False)
+        loaded = self._load_together(key)
+        value = loaded[key]
+        with self._lock:
+            if generation != self._generation:
+                return value
+            for k, v in loaded.items():
+                if v is not None or self._keeps_none:
+                    self._values[k] = v
+                    self._values.move_to_end(k)
+            while len(self._values) > self._most:
+                self._values.popitem(last=False)
         return value
+
+    def _load_together(self, key: K) -> dict[K, V]:
+        """The value of ``key``, and of any other key the same read gives (kept too)."""
+        return {key: self._load(key)}
+
+    def drop(self, keys: Iterable[K] = (), where: Callable[[K, V], bool] | None = None) -> None:
+        """Forget the values of ``keys`` and those ``where`` holds for (another process changed
+        them, ADR-0064): loaded again when next asked for; a load under way is not kept."""
+        with self._lock:
+            self._generation += 1
+            gone = [*keys, *(k for k, v in self._values.items() if where is not None and where(k, v))]
+            for key in gone:
+                self._values.pop(key, None)
 
     def on_commit(self, recorded: list[RecordedEvent]) -> None:
         with self._lock:

@@ -20,11 +20,20 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import attrs
 
+from fermix_memory.application.plain_turns import (
+    API_NAME,
+    ROLE_CONTENT,
+    anthropic_messages,
+    only_rows,
+    openai_turns,
+    prefixed_text,
+    row_speakers,
+)
 from fermix_memory.application.query_ports import ResourceRevision
 from fermix_memory.application.stored_messages import StoredItem, StoredRow, as_message, message_of
 from fermix_memory.domain.checkpoint import is_checkpoint
@@ -44,8 +53,6 @@ RevisionReader = Callable[[str, str, str], ResourceRevision | None]
 WindowReader = Callable[[str, ConversationKey], list[Message]]
 StoredWindowReader = Callable[[str, ConversationKey], Sequence[StoredItem]]  # messages, or plain rows as read
 
-# What both APIs accept as a message ``name`` (OpenAI) and a tool's name.
-API_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _ANTHROPIC_ID = re.compile(r"[A-Za-z0-9_-]+")
 NO_OUTPUT = "(no output)"
 
@@ -87,7 +94,7 @@ def compose_prompt(
     The files' content comes from their current revision in the log, so what the model sees
     is exactly what ``fermix resource show`` shows.
     """
-    system_text, rest, _ = _system_and_rest(revision, window, agent_id, owner_id, conversation, system)
+    system_text, rest, _, _ = _system_and_rest(revision, window, agent_id, owner_id, conversation, system)
     return ComposedPrompt(system=system_text, turns=tuple(_turns([as_message(m, agent_id, conversation)
                                                                   for m in rest])))
 
@@ -98,14 +105,17 @@ def compose_openai(revision: RevisionReader, window: StoredWindowReader, agent_i
     the rows the store read (``application.stored_messages``). When no message of it takes part
     in a tool call, the pairing of calls and results has nothing to do: the dicts are built in
     one pass, a plain row's straight from the row; otherwise the turns are composed as above."""
-    system_text, rest, paired = _system_and_rest(revision, window, agent_id, owner_id, conversation, system)
+    system_text, rest, paired, rows = _system_and_rest(revision, window, agent_id, owner_id, conversation, system)
     if paired:
         return as_openai(ComposedPrompt(system=system_text, turns=tuple(_turns(
             [as_message(m, agent_id, conversation) for m in rest]))))
     head: list[dict[str, Any]] = [{"role": "system", "content": system_text}] if system_text else []
-    out, speakers = _openai_turns(rest, list(head), named=False)
+    if rows and len(row_speakers(plain := cast(list[StoredRow], rest))) < 2:  # each row as it is: one pass
+        head += [{"role": role, "content": content} for role, content in map(ROLE_CONTENT, plain)]
+        return head
+    out, speakers = openai_turns(rest, list(head), named=False)
     if len(speakers) > 1:  # as as_openai: each user turn names its sender (a group chat)
-        out, _ = _openai_turns(rest, head, named=True)
+        out, _ = openai_turns(rest, head, named=True)
     return out
 
 
@@ -114,86 +124,48 @@ def compose_anthropic(revision: RevisionReader, window: StoredWindowReader, agen
     """``as_anthropic(compose_prompt(...))``, the same system text and messages, from a window
     whose messages may still be the rows the store read, as :func:`compose_openai`: one pass when
     no message of it takes part in a tool call."""
-    system_text, rest, paired = _system_and_rest(revision, window, agent_id, owner_id, conversation, system)
+    system_text, rest, paired, _ = _system_and_rest(revision, window, agent_id, owner_id, conversation, system)
     if paired:
         return as_anthropic(ComposedPrompt(system=system_text, turns=tuple(_turns(
             [as_message(m, agent_id, conversation) for m in rest]))))
-    messages, speakers = _anthropic_messages(rest, named=False)
+    messages, speakers = anthropic_messages(rest, named=False)
     if len(speakers) > 1:  # as as_anthropic: each user turn says who wrote it (a group chat)
-        messages, _ = _anthropic_messages(rest, named=True)
+        messages, _ = anthropic_messages(rest, named=True)
     return system_text, messages
-
-
-def _plain_turns(rest: Sequence[StoredItem]) -> Iterator[tuple[str, str, str]]:
-    """``(role, text, speaker)`` of each plain user or assistant turn, from a stored row or a
-    ``Message`` alike (a user turn's speaker is its sender, else its owner; an assistant's is "")."""
-    user = Role.USER
-    for m in rest:
-        if type(m) is StoredRow:
-            yield ("user", m.content, m.sender or m.owner_id) if m.role == "user" else ("assistant", m.content, "")
-        elif m.role is user:
-            yield "user", m.content, _speaker(m)  # type: ignore[arg-type]
-        else:
-            yield "assistant", m.content, ""
-
-
-def _openai_turns(rest: Sequence[StoredItem], out: list[dict[str, Any]], *, named: bool
-                  ) -> tuple[list[dict[str, Any]], set[str]]:
-    """``out`` followed by OpenAI's message of each plain turn (:func:`_plain_turns`), each user
-    turn naming its speaker when ``named``; and the speakers of the user turns."""
-    speakers: set[str] = set()
-    for role, text, speaker in _plain_turns(rest):
-        if not speaker:
-            out.append({"role": role, "content": text})
-            continue
-        speakers.add(speaker)
-        if named:  # the sender as the API's name, else in the text
-            out.append({"role": "user", "content": text, "name": speaker} if API_NAME.fullmatch(speaker)
-                       else {"role": "user", "content": _prefixed_text(speaker, text)})
-        else:
-            out.append({"role": "user", "content": text})
-    return out, speakers
-
-
-def _anthropic_messages(rest: Sequence[StoredItem], *, named: bool) -> tuple[list[dict[str, Any]], set[str]]:
-    """Anthropic's messages of the plain turns (:func:`_plain_turns`): consecutive turns of one
-    role merged into one message of text blocks, each user turn prefixed with its speaker when
-    ``named``, an assistant's without a trailing space (it says nothing); and the speakers of
-    the user turns."""
-    out: list[dict[str, Any]] = []
-    speakers: set[str] = set()
-    last = ""
-    for role, text, speaker in _plain_turns(rest):
-        if speaker:
-            speakers.add(speaker)
-            if named:
-                text = _prefixed_text(speaker, text)
-        elif role == "assistant":
-            text = text.rstrip()
-        if role != last:
-            out.append({"role": role, "content": text})
-            last = role
-        elif type(content := out[-1]["content"]) is str:  # a second turn of the role: blocks
-            out[-1]["content"] = [{"type": "text", "text": content}, {"type": "text", "text": text}]
-        else:
-            content.append({"type": "text", "text": text})
-    return out, speakers
 
 
 def _system_and_rest(
     revision: RevisionReader, window: StoredWindowReader, agent_id: str, owner_id: str,
     conversation: ConversationKey, system: str,
-) -> tuple[str, list[StoredItem], bool]:
-    """The system text, the window's messages that become turns (a plain row stays a row), and
+) -> tuple[str, list[StoredItem], bool, bool]:
+    """The system text, the window's messages that become turns (a plain row stays a row),
     whether any of those takes part in a tool call (a tool result, or an assistant message
-    recording calls)."""
+    recording calls), and whether they are all plain rows. The window is read first: a cold one
+    comes with the log's position, which then serves the files' freshness check
+    (``caches.PositionReads``)."""
+    items = window(agent_id, conversation)
     user = revision(agent_id, owner_id, "user_md")
     memory = revision(agent_id, owner_id, "memory_md")
     parts = [system.strip(), memory_context_block(user.content if user else "", memory.content if memory else "")]
     rest: list[StoredItem] = []
+    rows = only_rows(items)
+    if rows:  # plain rows: from the first user turn on, each row with text is a turn
+        said = [row for row in items if row.content.strip()]
+        first = next((i for i, row in enumerate(said) if row.role == "user"), len(said))
+        paired = _take(said[:first], agent_id, conversation, parts, rest)  # replies before it: orphans
+        rest += said[first:]
+    else:
+        paired = _take(items, agent_id, conversation, parts, rest)
+    return "\n\n".join(p for p in parts if p), rest, paired, rows and not paired
+
+
+def _take(items: Sequence[StoredItem], agent_id: str, conversation: ConversationKey, parts: list[str],
+          rest: list[StoredItem]) -> bool:
+    """Put each of ``items`` where the prompt shows it: a system message or an orphan reply in
+    ``parts`` (the system text), a turn in ``rest``; whether a turn takes part in a tool call."""
     paired = False
     system_role, tool, assistant = Role.SYSTEM, Role.TOOL, Role.ASSISTANT
-    for item in window(agent_id, conversation):
+    for item in items:
         if type(item) is StoredRow:  # a plain row (what a stored window holds as rows)
             if not item.content.strip():
                 continue  # no API takes a turn without text
@@ -218,7 +190,7 @@ def _system_and_rest(
         else:
             rest.append(m)
             paired = paired or role is tool or TOOL_CALLS_KEY in m.metadata
-    return "\n\n".join(p for p in parts if p), rest, paired
+    return paired
 
 
 def system_part(m: Message) -> str:
@@ -301,12 +273,7 @@ def _only_calls(m: Message) -> bool:
 
 
 def _prefixed(turn: PromptTurn) -> str:
-    return _prefixed_text(turn.speaker, turn.content)
-
-
-def _prefixed_text(speaker: str, content: str) -> str:
-    who = speaker.replace("[", "(").replace("]", ")")
-    return f"[{who}] {content}"
+    return prefixed_text(turn.speaker, turn.content)
 
 
 def as_openai(prompt: ComposedPrompt) -> list[dict[str, Any]]:

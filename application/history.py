@@ -137,6 +137,38 @@ class HistoryService:
 
         return self._store.write(once)
 
+    def append_many(self, messages: Sequence[AppendMessage]) -> list[int]:
+        """Validate every message, then record them all in ONE transaction (all of them, or none);
+        their ids, in the order given. An ``idempotency_key`` works as in :meth:`append`: a message
+        whose key its conversation already holds, or an earlier message of the same call holds,
+        is not recorded again, and the holder's id comes back for it."""
+        at = self._clock.now()
+        events = [build_message_event(m, at) for m in messages]  # every one checked before a write
+        if not events:
+            return []
+        streams = [conversation_stream(e.agent_id, e.conversation) for e in events]
+        keys = [m.idempotency_key for m in messages]
+
+        def work(tx: WriteTransaction) -> list[int]:
+            pending: list[tuple[str, DomainEvent]] = []
+            # Each message's id: an index into ``pending`` (>= 0), or ``~id`` of the message holding its key.
+            slots: list[int] = []
+            held: dict[tuple[str, str], int] = {}
+            for stream, event, key in zip(streams, events, keys, strict=True):
+                if key is not None and (stream, key) in held:
+                    slots.append(held[stream, key])
+                    continue
+                found = None if key is None else self._import_keys(tx, stream, key).get(key)
+                slots.append(len(pending) if found is None else ~found)
+                if key is not None:
+                    held[stream, key] = slots[-1]
+                if found is None:
+                    pending.append((stream, event))
+            positions = tx.append_each(pending)
+            return [positions[slot] if slot >= 0 else ~slot for slot in slots]
+
+        return self._store.write(work)
+
     def clear_window(self, agent_id: str, conversation: ConversationKey, provenance: Provenance) -> int:
         """``/new`` / ``/clear``: later turns start from an empty window (nothing is deleted)."""
         at = self._clock.now()

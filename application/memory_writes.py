@@ -70,13 +70,16 @@ class MemoryWriter:
 
     def apply_in(self, tx: WriteTransaction, ops: Sequence[Operation], ctx: WriteContext,
                  at: Any, *, shown_messages: frozenset[int] = frozenset(),
-                 written: Mapping[int, datetime] | None = None) -> list[OperationOutcome]:
+                 written: Mapping[int, datetime] | None = None,
+                 recorded: list[ev.DomainEvent] | None = None) -> list[OperationOutcome]:
         """Decide and record ``ops`` inside an open transaction (for composed use cases).
 
         An operation's ``source_message_ids`` are kept only among ``shown_messages`` (the
         messages its writer was shown; see :func:`~fermix_memory.domain.operations.sourced`).
         ``written``: those messages' creation times, when the operations come from messages; a
-        guest's operation older than an operator's change of its row is then refused."""
+        guest's operation older than an operator's change of its row is then refused.
+        ``recorded``: where a caller composing several writes collects their events to render
+        the prompt files once for all of them (by default they are rendered here)."""
         operator_set: dict[int, datetime] = {}
         if written and ctx.trust is not Trust.OPERATOR:
             # Only a guest's statement needs them; the owner's stream holds every row it may change.
@@ -87,7 +90,7 @@ class MemoryWriter:
                             attrs.evolve(ctx, provenance=sourced(ctx.provenance, op, shown_messages),
                                          said_at=statement_time(op, written or {}), operator_set=operator_set),
                             tx, at))
-            for op in ops])
+            for op in ops], recorded)
 
     def apply_changes_in(self, tx: WriteTransaction, changes: Sequence[RowChange], ctx: WriteContext,
                          at: datetime) -> list[OperationOutcome]:
@@ -99,18 +102,21 @@ class MemoryWriter:
             for c in changes])
 
     def _record_in(self, tx: WriteTransaction, ctx: WriteContext, at: Any,
-                   decisions: Sequence[tuple[str, Callable[[], list[ev.DomainEvent]]]]) -> list[OperationOutcome]:
+                   decisions: Sequence[tuple[str, Callable[[], list[ev.DomainEvent]]]],
+                   into: list[ev.DomainEvent] | None = None) -> list[OperationOutcome]:
         """Run each decision in order (each sees the ones before it), append its events to the
-        owner's memory stream and render the prompt files once for all of them."""
+        owner's memory stream and render the prompt files once for all of them (or add the
+        events to ``into``, for a caller that renders them with others)."""
         stream = memory_stream(ctx.reader.agent_id, ctx.reader.owner_id)
         outcomes = []
-        recorded: list[ev.DomainEvent] = []
+        recorded: list[ev.DomainEvent] = [] if into is None else into
         for op_name, decide in decisions:
             events = decide()
             positions = tx.append(stream, events) if events else []
             outcomes.append(_outcome(op_name, events, positions))
             recorded += events
-        self._derive(tx, recorded, at)
+        if into is None:
+            self._derive(tx, recorded, at)
         return outcomes
 
     def apply(self, ops: Sequence[Operation], ctx: WriteContext) -> list[OperationOutcome]:
@@ -121,6 +127,20 @@ class MemoryWriter:
     def write(self, cmd: WriteMemory) -> list[OperationOutcome]:
         """:meth:`apply` of the command's operations in the context it names."""
         return self.apply(cmd.operations, cmd.context())
+
+    def write_all(self, cmds: Sequence[WriteMemory]) -> list[list[OperationOutcome]]:
+        """Several commands (of several scopes, even owners) in ONE transaction: all of them are
+        recorded or none. Each command's operations are admitted or refused as :meth:`write`
+        does, in order (each sees the commands before it); the prompt files are rendered once."""
+        at = self._clock.now()
+
+        def work(tx: WriteTransaction) -> list[list[OperationOutcome]]:
+            recorded: list[ev.DomainEvent] = []
+            outcomes = [self.apply_in(tx, cmd.operations, cmd.context(), at, recorded=recorded) for cmd in cmds]
+            self._derive(tx, recorded, at)
+            return outcomes
+
+        return self._store.write(work) if cmds else []
 
     def restore(self, memory_id: int, *, by: str = "operator", source_type: str = "api") -> OperationOutcome:
         """Un-archive a row (operator action). Raises :class:`NotFound` for an unknown id."""

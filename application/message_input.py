@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fermix_memory.application.commands import AppendMessage
 from fermix_memory.domain import values
 from fermix_memory.domain.checkpoint import quoted_owners_of
-from fermix_memory.domain.conversation_events import MessageAppended
 from fermix_memory.domain.errors import DomainError, InvalidConversationKey
+from fermix_memory.domain.message_metadata import CheckedMetadata
 from fermix_memory.domain.tool_calls import TOOL_CALL_ID_KEY, TOOL_CALLS_KEY, check_tool_metadata
 from fermix_memory.domain.values import ConversationKey, E, Role, Trust, check_identifier, is_encodable
+
+if TYPE_CHECKING:  # a reader of stored rows (known_conversation_key) needs neither: imported when a message is built
+    from fermix_memory.application.commands import AppendMessage
+    from fermix_memory.domain.conversation_events import MessageAppended
 
 MAX_CONTENT_CHARS = 1_000_000
 MAX_METADATA_BYTES = 64 * 1024
@@ -22,6 +26,15 @@ MAX_METADATA_DEPTH = 32
 # Where a message's import key is kept: in its metadata, under this reserved name (export writes
 # it back out as the line's ``message_id``). See ADR-0012.
 IMPORT_KEY = "fermix_import_key"
+
+
+# The canonical JSON of checked metadata (what payloads hold: sorted keys, no spaces, text as it
+# is), refusing NaN and the infinities as the checks do.
+_CHECKED_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_ascii_json_string = json.encoder.encode_basestring_ascii
+_TOOL_KEYS = (TOOL_CALLS_KEY, TOOL_CALL_ID_KEY)
+_CONTAINERS = frozenset({dict, list, tuple})
+_SCALARS = frozenset({int, float, bool, type(None)})
 
 
 class InvalidMessage(DomainError):
@@ -119,14 +132,35 @@ def build_message_event(cmd: AppendMessage, at: datetime,
 
 
 def _stored_metadata(meta: Mapping[str, Any], role: Role) -> dict[str, Any]:
-    """The metadata as it is stored (JSON, tool calls in their plain form), or :class:`InvalidMessage`."""
-    if _nesting_exceeds(meta, MAX_METADATA_DEPTH):
-        raise InvalidMessage(f"metadata is nested more than {MAX_METADATA_DEPTH} levels deep")
+    """The metadata as it is stored (JSON, tool calls in their plain form), or :class:`InvalidMessage`.
+
+    One walk checks the nesting (and refuses at once what cannot fit the size limit); one encoding
+    gives the canonical JSON that the log's payload and the message's row keep
+    (:class:`CheckedMetadata`) and the size the limit is measured on: the bytes of the metadata's
+    JSON with ASCII escapes and the default separators (``json.dumps(metadata)``)."""
+    tools = [meta[k] for k in _TOOL_KEYS if k in meta]
+    if tools:  # kept in their own form (checked below): their nesting is walked, not their size
+        _walk(tools, 1, math.inf)
+        text_keys = _walk(({k: v for k, v in meta.items() if k not in _TOOL_KEYS},), 0, MAX_METADATA_BYTES)
+    else:
+        text_keys = _walk((meta,), 0, MAX_METADATA_BYTES)
     try:
-        plain = check_tool_metadata(role, meta) if TOOL_CALLS_KEY in meta or TOOL_CALL_ID_KEY in meta \
-            else dict(meta)
+        plain = check_tool_metadata(role, meta) if tools else dict(meta)
     except ValueError as exc:
         raise InvalidMessage(str(exc)) from None
+    if not text_keys:  # keys JSON writes as text (numbers, booleans, null): stored as JSON reads them back
+        return _stored_in_general(plain)
+    try:
+        text = _CHECKED_JSON.encode(plain)
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessage(f"metadata must be JSON-serialisable: {exc}") from None
+    _check_size(text, plain)
+    return CheckedMetadata.of(json.loads(text), text)
+
+
+def _stored_in_general(plain: dict[str, Any]) -> dict[str, Any]:
+    """The stored metadata of ``plain`` as JSON reads its encoding back (keys of other types
+    become text), or :class:`InvalidMessage`."""
     try:
         encoded = json.dumps(plain, allow_nan=False)
         if "\\u" in encoded:  # text beyond ASCII: a lone surrogate among it cannot be stored
@@ -139,19 +173,57 @@ def _stored_metadata(meta: Mapping[str, Any], role: Role) -> dict[str, Any]:
     return stored
 
 
-def _nesting_exceeds(value: object, limit: int) -> bool:
-    """True when ``value`` holds objects / arrays nested deeper than ``limit`` (a cycle counts
-    as infinitely deep). Iterative: a hostile depth must not exhaust the Python stack."""
-    stack: list[tuple[object, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, Mapping) else item if isinstance(item, list | tuple) else ()
-        for child in children:
-            if isinstance(child, Mapping | list | tuple):
-                if depth >= limit:
-                    return True
+def _check_size(text: str, plain: dict[str, Any]) -> None:
+    """:class:`InvalidMessage` when ``plain``, whose compact JSON is ``text``, is larger than
+    :data:`MAX_METADATA_BYTES` as ``json.dumps(plain)`` writes it (ASCII escapes, a space after
+    each ':' and ','), or holds a lone surrogate. The spaces are as many as the separators, which
+    are among the ':' and ',' of ``text``: counted only when that count decides."""
+    if text.isascii():
+        size = len(text) + 5 * text.count("\x7f")  # DEL, kept as it is, is escaped as \u007f
+    elif not is_encodable(text):
+        raise InvalidMessage("metadata must be JSON-serialisable: it holds a lone surrogate (not Unicode text)")
+    else:  # the whole text as one ASCII JSON string, without its quotes and the escapes of '"' and '\\'
+        size = len(_ascii_json_string(text)) - 2 - text.count('"') - text.count("\\")
+    if size + text.count(":") + text.count(",") > MAX_METADATA_BYTES and (
+            size > MAX_METADATA_BYTES or len(json.dumps(plain, allow_nan=False)) > MAX_METADATA_BYTES):
+        raise InvalidMessage(f"metadata is larger than {MAX_METADATA_BYTES} bytes")
+
+
+def _walk(values: Iterable[object], depth: int, ceiling: float) -> bool:
+    """Whether every object key among ``values`` (held at ``depth``; the metadata itself is at 1)
+    is text. Refuses (:class:`InvalidMessage`) objects or arrays nested deeper than
+    :data:`MAX_METADATA_DEPTH` (a cycle counts as infinitely deep), and objects and arrays whose
+    JSON surely takes more than ``ceiling`` bytes (counting the least their members take), as
+    soon as either shows. Iterative: a hostile depth must not exhaust the Python stack."""
+    text_keys = True
+    least = 0
+    stack: list[tuple[Any, int]] = []
+    while True:
+        for child in values:
+            kind = type(child)
+            if kind is str or kind in _SCALARS:
+                continue
+            if kind in _CONTAINERS or isinstance(child, Mapping | list | tuple):
+                if depth >= MAX_METADATA_DEPTH:
+                    raise InvalidMessage(f"metadata is nested more than {MAX_METADATA_DEPTH} levels deep")
                 stack.append((child, depth + 1))
-    return False
+        if not stack:
+            return text_keys
+        item, depth = stack.pop()
+        kind = type(item)
+        if kind is dict or (kind is not list and kind is not tuple and isinstance(item, Mapping)):
+            least += 6 * len(item) or 2  # '{}', and '"": ' and ', ' around each member
+            if text_keys:
+                for key in item:
+                    if type(key) is not str:
+                        text_keys = False
+                        break
+            values = item.values()
+        else:
+            least += 2 * len(item) or 2  # '[]', and ', ' between the items
+            values = item
+        if least > ceiling:
+            raise InvalidMessage(f"metadata is larger than {MAX_METADATA_BYTES} bytes")
 
 
 def _created_at(created_at: object, at: datetime) -> datetime:
@@ -170,9 +242,17 @@ def _created_at(created_at: object, at: datetime) -> datetime:
     raise InvalidMessage("created_at must be an ISO 8601 string or a datetime")
 
 
+@functools.cache
+def _message_class() -> type[MessageAppended]:
+    """The event class, imported when the first message is built (then looked up once)."""
+    from fermix_memory.domain.conversation_events import MessageAppended
+
+    return MessageAppended
+
+
 def _event(cmd: AppendMessage, at: datetime, key: ConversationKey, role: Role, trust: Trust,
            metadata: dict[str, Any], quoted_owners: tuple[str, ...] = ()) -> MessageAppended:
-    return MessageAppended(
+    return _message_class()(
         at=at,
         agent_id=str(cmd.agent_id),
         owner_id=str(cmd.owner_id),

@@ -35,7 +35,7 @@ from fermix_memory.application.streams import memory_stream, parse_owner_stream,
 from fermix_memory.domain import events as ev
 from fermix_memory.domain import resources as res
 from fermix_memory.domain.memory import Memory
-from fermix_memory.domain.rendering import render_memory_md, render_user_md
+from fermix_memory.domain.rendering import SHOWN_SECTIONS, render_memory_md, render_user_md
 from fermix_memory.domain.resources import sha256
 from fermix_memory.domain.scopes import is_agent_rule
 from fermix_memory.domain.values import Category, PromoteTarget, ScopeType, Trust, preview
@@ -101,6 +101,8 @@ class PromptFiles:
         rules_changed: dict[str, None] = {}
         for e in events:
             if isinstance(e, ev.MemoryAdded):
+                if e.promote_target is None:
+                    continue  # a new row no file shows (a tool's, a job's): nothing to render (ADR-0060)
                 pairs[(e.agent_id, e.owner_id)] = None
                 if e.category == Category.DIRECTIVE and e.scope_type == ScopeType.AGENT \
                         and e.promote_target == PromoteTarget.MEMORY_MD:
@@ -207,7 +209,8 @@ class PromptFiles:
     def _record(self, tx: WriteTransaction, agent_id: str, owner_id: str, names: Collection[str],
                 rules: list[Memory], at: datetime, reason: str) -> list[str]:
         """Render ``names`` for one owner and record a revision of each that changed."""
-        contents = self.render(tx.memories_of(agent_id, owner_id), rules)
+        # The rows the files may show, a few per section (ADR-0060): they render as every row does.
+        contents = self.render(tx.shown_rows(agent_id, owner_id, SHOWN_SECTIONS), rules)
         changed = []
         for name in names:
             events = res.decide_revise(_resource_state(tx, agent_id, owner_id, name), res.ReviseResource(

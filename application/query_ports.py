@@ -58,6 +58,13 @@ class MemoryQueries(Protocol):
 
     def memory_by_key(self, where: MemoryFilter, key: str) -> list[Memory]: ...
 
+    def memories_under(self, agent_id: str, owner_id: str | None, scope_type: str, starts: Sequence[str], *,
+                       limit: int, offset: int = 0, unshown_category: str | None = None) -> list[Memory]:
+        """A page of the live rows of ``agent_id`` (and ``owner_id``, when given) of ``scope_type``
+        whose scope id begins with one of ``starts``, most recently updated first (id breaks ties);
+        ``unshown_category``: only that category's rows that no prompt file shows."""
+        ...
+
     def search_memories(self, query: str, where: MemoryFilter, limit: int) -> list[MemoryHit]: ...
 
     def messages(

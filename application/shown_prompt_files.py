@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from fermix_memory.application.caches import Follows, PromptFileCache
+from fermix_memory.application.caches import PromptFileCache
+from fermix_memory.application.log_position import Follows
 from fermix_memory.application.query_ports import ResourceRevision
 from fermix_memory.application.store_ports import RecordedEvent
 from fermix_memory.domain import events as ev
@@ -33,6 +34,15 @@ class RulesReader(Protocol):
 
     def agent_rules(self, agent_id: str) -> list[Memory]: ...
 
+    def prompt_files(self, agent_id: str, owner_id: str) -> tuple[dict[str, ResourceRevision], list[Memory]]:
+        """In one read: the owner's current ``user_md`` and ``memory_md`` revisions by name (a file
+        with none absent), and the agent's standing rules when there is no ``memory_md`` (else none)."""
+        ...
+
+
+# The files a prompt shows, read together.
+PROMPT_FILES = ("user_md", "memory_md")
+
 
 class ShownRevisions:
     """An owner's current revisions; for a ``MEMORY.md`` with none, the agent's standing rules as
@@ -46,11 +56,22 @@ class ShownRevisions:
         current = self._reader.resource_revision(agent_id, owner_id, name)
         if current is not None or name != "memory_md":
             return current
-        rules = self._reader.agent_rules(agent_id)
+        return self._shown_rules(agent_id, owner_id, self._reader.agent_rules(agent_id))
+
+    def owner_files(self, agent_id: str, owner_id: str) -> dict[tuple[str, str, str], ResourceRevision | None]:
+        """:meth:`resource_revision` of each of the owner's :data:`PROMPT_FILES`, in one read."""
+        files, rules = self._reader.prompt_files(agent_id, owner_id)
+        memory = files.get("memory_md")
+        if memory is None:
+            memory = self._shown_rules(agent_id, owner_id, rules)
+        return {(agent_id, owner_id, "user_md"): files.get("user_md"), (agent_id, owner_id, "memory_md"): memory}
+
+    def _shown_rules(self, agent_id: str, owner_id: str, rules: list[Memory]) -> ResourceRevision | None:
+        """The ``MEMORY.md`` the writer would record for an owner with no rows of their own."""
         if not rules:
             return None
         content = render_memory_md((), self._count, agent_rules=rules)
-        return ResourceRevision(agent_id=agent_id, owner_id=owner_id, name=name, revision=UNRECORDED,
+        return ResourceRevision(agent_id=agent_id, owner_id=owner_id, name="memory_md", revision=UNRECORDED,
                                 content=content, content_sha256=sha256(content), reason="rules",
                                 created_at=max(r.updated_at for r in rules))
 
@@ -63,7 +84,15 @@ class ShownPromptFileCache(PromptFileCache):
 
     def __init__(self, reader: RulesReader, count_tokens: Callable[[str], int], last_position: Callable[[], int],
                  *, follows: Follows | None = None) -> None:
-        super().__init__(ShownRevisions(reader, count_tokens), last_position, follows=follows)
+        self._shown = ShownRevisions(reader, count_tokens)
+        super().__init__(self._shown, last_position, follows=follows)
+
+    def _load_together(self, key: tuple[str, str, str]) -> dict[tuple[str, str, str], ResourceRevision | None]:
+        """A prompt asks for both of the owner's files: a miss reads both, in one statement."""
+        agent_id, owner_id, name = key
+        if name not in PROMPT_FILES:
+            return super()._load_together(key)
+        return self._shown.owner_files(agent_id, owner_id)
 
     def on_commit(self, recorded: list[RecordedEvent]) -> None:
         super().on_commit(recorded)

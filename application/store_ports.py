@@ -8,13 +8,13 @@ from typing import Protocol, TypeVar
 
 import attrs
 
-from fermix_memory.domain.admission import RowLookup
 from fermix_memory.domain.conversation_window import ConversationWindow
 from fermix_memory.domain.event_base import DomainEvent
 from fermix_memory.domain.log_chain import LoggedEvent
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.review_gate import ReviewGateState
-from fermix_memory.domain.values import ConversationKey
+from fermix_memory.domain.row_lookup import RowLookup
+from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget
 
 T = TypeVar("T")
 
@@ -108,6 +108,14 @@ class WriteTransaction(RowLookup, Protocol):
 
     def memories_of(self, agent_id: str, owner_id: str) -> list[Memory]:
         """Every live (not archived) row of one agent and owner, by id."""
+        ...
+
+    def shown_rows(self, agent_id: str, owner_id: str,
+                   sections: Sequence[tuple[PromoteTarget, Category, int]]) -> list[Memory]:
+        """The live rows of one agent and owner that a prompt file may show, as a set: of each
+        ``(target, category, cap)`` section, the ``cap`` most recently updated (``updated_at``,
+        then ``id``) that ``rendering.renders`` keeps (``rendering.shown_rows`` of every live row).
+        Read by one bounded seek per section: its cost does not grow with the owner's rows."""
         ...
 
     def agent_rules(self, agent_id: str) -> list[Memory]:

@@ -36,10 +36,19 @@ What is measured (every figure from THIS run, on THIS machine):
    reviewed twice: two ``review.completed`` events whose claims start after the same message,
    or a batch starting before the previous one ended). Both must be 0. ``verify`` runs too.
 
+4. **Round trips per append** on PostgreSQL (16 chains and one chain): the client's waits for
+   the server (libpq's trace: each simple query, and each Sync or Flush the client then waits on)
+   over 50 appends of one process on a pool of one connection.
+5. **The bare ranking query** beside recall: the ranking of history recall's statement alone
+   (candidates by ``ts_rank``, no rows, snippets or turns after), timed on the same queries.
+6. **Hosts** (``--hosts 2,4,8``, ``benchmarks/postgres_hosts.py``): N processes on one database,
+   N-1 writing, one listening: CPU per write of the others, appends/s, change feed on and off.
+
 Run (from the repository root; needs the ``[postgres]`` extra and PostgreSQL's binaries)::
 
     .venv/bin/python benchmarks/postgres.py            # defaults: about a minute on 2 cores
     .venv/bin/python benchmarks/postgres.py --messages 2000 --processes 1,2,4,8,16
+    .venv/bin/python benchmarks/postgres.py --quick --hosts 2,4,8   # under a minute or two
 
 Progress goes to stderr; the LAST line of stdout is one JSON object with every figure.
 """
@@ -76,6 +85,7 @@ MIXED_PROCESSES = 4
 SEPARATE = "postgres_db_per_process"
 ONE_CHAIN = "postgres_one_chain"
 DEAF = "postgres_no_change_feed"
+BARE = "postgres_bare_ranking"
 MIXED_REVIEW_EVERY = 20  # appends between two review_now calls of one process
 MIXED_RECALL_EVERY = 4  # appends between two recalls
 
@@ -255,8 +265,13 @@ def recall_latencies(targets: dict[str, Target], processes: int, n_queries: int)
     asked = [(rng.randrange(processes), rng.randrange(OWNERS_PER_PROCESS), corpus.query(rng)) for _ in range(n_queries)]
     memories = {name: target.open(0) for name, target in targets.items()}
     times: dict[str, list[float]] = {name: [] for name in targets}
+    bare = BareRanking(targets["postgres"].url(0)) if "postgres" in targets else None
+    if bare is not None:
+        times[BARE] = []
     try:
         for process, i, text in [*asked[:20], *asked]:
+            if bare is not None:
+                times[BARE].append(bare.time(text, owner(process, i), chat(process, i)))
             for name, memory in memories.items():
                 runs = []
                 for _ in range(QUERY_REPEATS):
@@ -268,8 +283,64 @@ def recall_latencies(targets: dict[str, Target], processes: int, n_queries: int)
     finally:
         for memory in memories.values():
             memory.close()
+        if bare is not None:
+            bare.close()
     return {name: {"p50_ms": round(percentile(t[20:], 50), 3), "p95_ms": round(percentile(t[20:], 95), 3)}
             for name, t in times.items()}
+
+
+class BareRanking:
+    """History recall's ranking alone (its ``WITH q`` and candidates by ``ts_rank``, LIMIT 10),
+    on a connection of its own, each query's time the median of :data:`QUERY_REPEATS`."""
+
+    def __init__(self, url: str | None) -> None:
+        import psycopg
+
+        self._conn = psycopg.connect(str(url), autocommit=True)
+
+    def time(self, text: str, owner_id: str, conversation: tuple[str, str]) -> float:
+        from fermix_memory.adapters.postgres.connection import pg_sql
+        from fermix_memory.adapters.postgres.queries import any_word
+        from fermix_memory.adapters.sql.scope_tokens import search_scope_token
+        from fermix_memory.adapters.sql.search_terms import query_terms
+        from fermix_memory.domain.scopes import HistoryFilter
+        from fermix_memory.domain.values import ConversationKey
+
+        terms = query_terms(text)
+        key = ConversationKey(*conversation)
+        token = search_scope_token(HistoryFilter(agent_id=AGENT, owner_id=owner_id, conversation=key))
+        sql = pg_sql(f"WITH q AS MATERIALIZED (SELECT w.words, plainto_tsquery('simple', ?) && w.words AS match"
+                     f" FROM (SELECT {any_word(terms)} AS words) w) SELECT s.id, ts_rank(s.search, q.words) AS score"
+                     " FROM q, messages s WHERE s.agent_id = ? AND s.owner_id = ? AND s.channel = ? AND s.chat_id = ?"
+                     " AND s.thread_scope = ? AND s.search @@ q.match ORDER BY score DESC, s.id DESC LIMIT 10")
+        params = [token, *terms, AGENT, owner_id, key.channel, key.chat_id, key.thread_scope]
+        runs = []
+        for _ in range(QUERY_REPEATS):
+            started = time.perf_counter()
+            self._conn.execute(sql, params).fetchall()  # type: ignore[arg-type]  # the benchmark's own SQL
+            runs.append((time.perf_counter() - started) * 1000)
+        return statistics.median(runs)
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def round_trips(url: str, home: Path, appends: int = 50) -> float:
+    """The client's waits for the server per append (see the module), on a pool of one connection."""
+    from fermix_memory.adapters.postgres.event_store import PostgresEventStore
+    from fermix_memory.adapters.postgres.protocol_trace import round_trips as waits_in
+    from fermix_memory.adapters.postgres.protocol_trace import traced
+    from fermix_memory.entrypoints.bootstrap import bootstrap
+
+    store = PostgresEventStore(url, pool_max=1)
+    trace = home / "trace.txt"
+    with MemorySystem(bootstrap(home, store=store)) as memory:
+        for i in range(5):
+            append_one(memory, 0, i, f"warm {i}")
+        with traced(store, trace):
+            for i in range(appends):
+                append_one(memory, 0, i, f"counted {i}")
+    return waits_in(trace) / appends
 
 
 # --- the run ---------------------------------------------------------------------------------------------
@@ -325,8 +396,22 @@ def run(args: argparse.Namespace, server: PostgresServer | None, base: Path) -> 
         if processes == 1 and "postgres" in rates:
             rates.setdefault(SEPARATE, {})[1] = rates["postgres"][1]  # one process: one database either way
             rates.setdefault(DEAF, {})[1] = rates["postgres"][1]  # and nobody else to hear
+    trips = {}
+    if server is not None:
+        for chains in (16, 1):
+            progress(f"round trips per append: PostgreSQL, {chains} chain(s)")
+            (base / f"trips-{chains}").mkdir()
+            url = server.fresh_database()
+            if chains == 1:
+                set_chains(url, 1)
+            trips[str(chains)] = round(round_trips(url, base / f"trips-{chains}"), 2)
     progress(f"recall: {args.queries} queries on the {args.processes[-1]}-process databases")
     recall = recall_latencies(last, args.processes[-1], args.queries)
+    hosts = {}
+    if server is not None and args.hosts:
+        from postgres_hosts import run_hosts
+
+        hosts = run_hosts(server, base, args.hosts, args.host_messages)
     mixed_figures: dict[str, Any] = {}
     for store, target in make_targets(args.stores, base, "mixed", server, args.durability).items():
         if store in (ONE_CHAIN, DEAF):
@@ -347,7 +432,14 @@ def run(args: argparse.Namespace, server: PostgresServer | None, base: Path) -> 
             "reviewed_conversations_returned": sum(s["reviewed_conversations"] for s in stats),
             "review_now_calls": sum(s["reviews"] for s in stats), "recalls": sum(s["recalls"] for s in stats),
             "errors": errors, "verify_ok": report.ok, "events": report.events}
-    return {"rates": rates, "recall": recall, "mixed": mixed_figures}
+    return {"rates": rates, "recall": recall, "mixed": mixed_figures, "round_trips": trips, "hosts": hosts}
+
+
+def set_chains(url: str, chains: int) -> None:
+    """Open the store of ``url`` once, so its empty log takes ``chains`` chains."""
+    from fermix_memory.adapters.postgres.event_store import PostgresEventStore
+
+    PostgresEventStore(url, chains=chains, feed=False).close()
 
 
 def print_human(args: argparse.Namespace, figures: dict[str, Any]) -> dict[str, Any]:
@@ -391,6 +483,20 @@ def print_human(args: argparse.Namespace, figures: dict[str, Any]) -> dict[str, 
     if len(args.stores) == 2:
         out["postgres_to_sqlite"] = {str(n): round(rates["postgres"][n] / rates["sqlite"][n], 2)
                                      for n in args.processes}
+    if figures["round_trips"]:
+        out["postgres_round_trips_per_append"] = figures["round_trips"]
+        print("round trips per append (waits for the server): "
+              + "  ".join(f"{c} chain(s): {t:.2f}" for c, t in figures["round_trips"].items()))
+    if figures["hosts"]:
+        from postgres_hosts import print_hosts
+
+        print_hosts(figures["hosts"])
+        out["hosts"] = figures["hosts"]
+    if BARE in figures["recall"] and "postgres" in figures["recall"]:
+        recall = figures["recall"]
+        out["recall_p50_ratios"] = {"postgres_to_sqlite": round(recall["postgres"]["p50_ms"] / recall["sqlite"][
+            "p50_ms"], 2) if "sqlite" in recall else None, "postgres_to_bare_ranking": round(
+            recall["postgres"]["p50_ms"] / recall[BARE]["p50_ms"], 2)}
     for store, lat in figures["recall"].items():
         print(f"recall {store:<8} p50 {lat['p50_ms']:.3f} ms   p95 {lat['p95_ms']:.3f} ms")
         out[f"{store}_recall"] = lat
@@ -413,8 +519,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--stores", default="sqlite,postgres", help="sqlite, postgres or both")
     parser.add_argument("--durability", choices=("normal", "full"), default="full",
                         help="the memory's durability (SQLite: full fsyncs each commit, as PostgreSQL does here)")
+    parser.add_argument("--hosts", default="", help="host counts on one database, e.g. 2,4,8 (postgres_hosts.py)")
+    parser.add_argument("--host-messages", type=int, default=600, help="appends of each --hosts run")
+    parser.add_argument("--quick", action="store_true", help="small counts: 300 messages, 1,2 processes,"
+                        " 60 queries, 120 mixed appends, 300 appends per --hosts run")
     parser.add_argument("--workdir", type=Path, default=None, help="keep the homes here (default: a temp folder)")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.messages, args.processes, args.queries = 300, "1,2", 60
+        args.mixed_messages, args.host_messages = 120, 300
+    args.hosts = sorted(int(h) for h in args.hosts.split(",") if h.strip())
     args.processes = sorted(int(p) for p in args.processes.split(","))
     args.stores = [s.strip() for s in args.stores.split(",")]
     if not set(args.stores) <= {"sqlite", "postgres"}:

@@ -9,7 +9,9 @@ Cold ``compose_prompt``: the first call for each of many conversations (nothing 
 beside, alternating in the same run, the raw read of the same window (the conversation's state row
 and the columns of its messages a host needs to build the same request, plain apsw on the same
 file): the ratio is ours / raw. Both have read the owner's prompt files once before (ours keeps
-the current revisions; a host would too).
+the current revisions; a host would too). Beside it, the statements a cold and a warm
+``compose_prompt`` run on the composing thread's read connection (an exec trace, in a pass of
+its own after the timed one: ADR-0062).
 
 Run from the repository root::
 
@@ -33,6 +35,8 @@ from pathlib import Path
 import apsw
 
 from fermix_memory import MemorySystem
+from fermix_memory.entrypoints.bootstrap import bootstrap
+from fermix_memory.entrypoints.home import open_store
 
 AGENT, OWNER, CONVERSATION = "ada", "alice", "telegram:1"
 RUNS = 2_000
@@ -92,9 +96,29 @@ def cold_compose(conversations: int, messages: int, style: str = "openai") -> di
                 first(c)
                 second(c)
             raw.close()
+        statements = compose_statements(Path(home), min(conversations, 21))
     cold, window = statistics.median(ours), statistics.median(theirs)
     return {"cold_compose_ms": round(cold, 4), "raw_window_ms": round(window, 4),
-            "cold_compose_ratio": round(cold / window, 2)}
+            "cold_compose_ratio": round(cold / window, 2), **statements}
+
+
+def compose_statements(home: Path, conversations: int) -> dict[str, float]:
+    """Statements per cold ``compose_prompt`` (the owner's files kept, as in the timed pass; and
+    the very first one, files too) and per warm one, counted on the reader of this thread."""
+    store = open_store(home)
+    with MemorySystem(bootstrap(home, store=store)) as memory:
+        reader, seen = store.reader(), []
+        reader.exec_trace = lambda _cursor, sql, _bindings: seen.append(sql) or True
+        memory.compose_prompt(AGENT, OWNER, "cold:0")
+        first = len(seen)
+        for c in range(1, conversations):
+            memory.compose_prompt(AGENT, OWNER, f"cold:{c}")
+        cold = (len(seen) - first) / (conversations - 1)
+        for c in range(1, conversations):
+            memory.compose_prompt(AGENT, OWNER, f"cold:{c}")
+        warm = (len(seen) - first) / (conversations - 1) - cold
+        reader.exec_trace = None
+    return {"first_compose_statements": first, "cold_compose_statements": cold, "warm_compose_statements": warm}
 
 
 def main() -> int:
@@ -107,7 +131,9 @@ def main() -> int:
     args = parser.parse_args()
     cold = cold_compose(args.conversations, args.messages, args.style)
     print(f"cold compose_prompt ({args.messages} messages) {cold['cold_compose_ms']:.3f} ms   raw window read"
-          f" {cold['raw_window_ms']:.3f} ms   ratio {cold['cold_compose_ratio']:.2f}x")
+          f" {cold['raw_window_ms']:.3f} ms   ratio {cold['cold_compose_ratio']:.2f}x   statements: first"
+          f" {cold['first_compose_statements']}, cold {cold['cold_compose_statements']:.1f},"
+          f" warm {cold['warm_compose_statements']:.1f}")
     if args.cold_only:
         print(json.dumps({"conversations": args.conversations, "messages": args.messages, "style": args.style,
                           **cold}))

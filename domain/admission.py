@@ -11,7 +11,6 @@ import math
 import re
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Protocol
 
 import attrs
 
@@ -32,6 +31,7 @@ from fermix_memory.domain.operations import (
     Operation,
     ReplaceOperation,
 )
+from fermix_memory.domain.row_lookup import RowLookup
 from fermix_memory.domain.scopes import (
     Reader,
     RecallScope,
@@ -42,21 +42,12 @@ from fermix_memory.domain.scopes import (
 from fermix_memory.domain.values import (
     Category,
     PromoteTarget,
-    Scope,
     Trust,
     is_encodable,
     normalise_key,
     preview,
     shorten,
 )
-
-
-class RowLookup(Protocol):
-    """Read access to memory rows, given by the caller (a transaction, a fake)."""
-
-    def by_id(self, memory_id: int) -> Memory | None: ...
-
-    def by_key(self, agent_id: str, owner_id: str, scope: Scope, key: str) -> Memory | None: ...
 
 
 class Refusal(Exception):

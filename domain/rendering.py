@@ -110,6 +110,14 @@ MEMORY_MD = FileLayout(
 )
 
 
+# Every section a prompt file shows, as ``(target, category, cap)``. What a file shows depends only
+# on the first ``cap`` rows of each that :func:`renders` keeps, most recently updated first (and,
+# for Working Rules, on the agent's standing rules): :func:`shown_rows` of every live row renders
+# exactly as every live row does, so a store may read just those (ADR-0060).
+SHOWN_SECTIONS: tuple[tuple[PromoteTarget, Category, int], ...] = tuple(
+    (layout.target, section.category, section.cap) for layout in (USER_MD, MEMORY_MD) for section in layout.sections
+)
+
 _JOB = ScopeType.JOB.value
 _CONVERSATION = ScopeType.CONVERSATION.value
 _DIRECTIVE = Category.DIRECTIVE.value
@@ -135,6 +143,20 @@ def shown_in(scope_type: ScopeType, category: Category, promote_target: PromoteT
         return None
     layout = USER_MD if promote_target == PromoteTarget.USER_MD else MEMORY_MD
     return promote_target if category in layout.section_index() else None
+
+
+def shown_rows(rows: Iterable[Memory], sections: Iterable[tuple[PromoteTarget, Category, int]] = SHOWN_SECTIONS
+               ) -> list[Memory]:
+    """The rows of ``rows`` a prompt file may show: of each ``(target, category, cap)`` section,
+    the ``cap`` most recently updated rows that :func:`renders` keeps (the same order as the
+    section cap's). What a store's bounded read of an owner's rows must return, as a set."""
+    wanted = {(str(target), str(category)): cap for target, category, cap in sections}
+    buckets: dict[tuple[str, str], list[Memory]] = {}
+    for row in rows:
+        section = (str(row.promote_target), str(row.category))
+        if section in wanted and renders(row):
+            buckets.setdefault(section, []).append(row)
+    return [row for section, bucket in buckets.items() for row in heapq.nlargest(wanted[section], bucket, key=_recency)]
 
 
 # (updated_at, id, key, value): recency first; key/value only break exact ties, so the

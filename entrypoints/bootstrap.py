@@ -38,7 +38,7 @@ from fermix_memory.adapters.tokens_tiktoken import TiktokenCounter
 from fermix_memory.application import commands as cmd_
 from fermix_memory.application.as_of import prompt_readers_as_of
 from fermix_memory.application.background import BackgroundWorker
-from fermix_memory.application.caches import ConversationStore, MemoryRowCache, PositionReads, PromptFileCache
+from fermix_memory.application.caches import ConversationStore, MemoryRowCache, PromptFileCache
 from fermix_memory.application.compaction import Compactor, guessed_window
 from fermix_memory.application.composer import (
     RevisionReader,
@@ -54,6 +54,7 @@ from fermix_memory.application.history import HistoryService
 from fermix_memory.application.host_queries import HostQueries
 from fermix_memory.application.index_upkeep import IndexUpkeep
 from fermix_memory.application.jobs import JobQueries
+from fermix_memory.application.log_position import PositionReads
 from fermix_memory.application.log_transfer import LogTransfer
 from fermix_memory.application.memory_writes import MemoryWriter, OperationOutcome
 from fermix_memory.application.model_ports import ChatModel, Tracer
@@ -67,6 +68,7 @@ from fermix_memory.application.reviewer import Reviewer, ReviewResult
 from fermix_memory.application.semantic import SemanticSearch
 from fermix_memory.application.settings import Settings
 from fermix_memory.application.shown_prompt_files import ShownPromptFileCache
+from fermix_memory.application.stale_streams import StaleStreams
 from fermix_memory.application.store_ports import EventStore
 from fermix_memory.application.tools import MemoryTools
 from fermix_memory.application.tracing import EventLogTracer
@@ -137,8 +139,14 @@ class App:
     def append_message(self, cmd: cmd_.AppendMessage) -> int:
         return self.history.append(cmd)
 
+    def append_messages(self, cmds: Sequence[cmd_.AppendMessage]) -> list[int]:
+        return self.history.append_many(cmds)
+
     def write_memory(self, cmd: cmd_.WriteMemory) -> list[OperationOutcome]:
         return self.memory.write(cmd)
+
+    def write_memories(self, cmds: Sequence[cmd_.WriteMemory]) -> list[list[OperationOutcome]]:
+        return self.memory.write_all(cmds)
 
     def recall(self, cmd: cmd_.Recall) -> RecallResult:
         return recall(self.queries, cmd, self.semantic)
@@ -198,12 +206,14 @@ def wire_caches(storage: Storage, settings: Settings, count_tokens: Callable[[st
     queries, store = storage.queries, storage.store
     positions = PositionReads(storage.cache_position)
     conversations = ConversationStore(queries, positions, settings.memory.max_conversation_history,
-                                      follows=storage.cache_follows)
+                                      follows=storage.cache_follows, at_position=storage.cache_windows)
     rows = MemoryRowCache(queries, positions, follows=storage.cache_follows)
     prompt_revisions = ShownPromptFileCache(queries, count_tokens, positions, follows=storage.cache_follows)
     store.add_commit_listener(conversations.on_commit)
     store.add_commit_listener(rows.on_commit)
     store.add_commit_listener(prompt_revisions.on_commit)
+    if hasattr(store, "add_stale_listener"):  # other processes write to it: their streams (ADR-0064)
+        store.add_stale_listener(StaleStreams(conversations, rows, prompt_revisions))
     return conversations, rows, prompt_revisions, positions
 
 

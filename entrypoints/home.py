@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fermix_memory.adapters.config_toml import load_settings
-from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.application.errors import ConfigError, HomeNotFound, StorageError
 from fermix_memory.application.settings import Settings, settings_from_argument
+
+if TYPE_CHECKING:
+    from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 
 DEFAULT_HOME = Path("~/.fermix")
 DB_NAME = "memory.db"
@@ -61,6 +63,8 @@ def make_home(home: Path) -> None:
 def open_store(home: Path, settings: Settings | None = None, *, readonly: bool = False) -> SqliteEventStore:
     """The event store of ``home`` as :func:`bootstrap` opens it (``settings``: the home's own
     config when not given)."""
+    from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
+
     settings = settings or resolve_settings(home, None)
     return SqliteEventStore(home / DB_NAME, durability=settings.memory.durability, head_file=home / HEAD_NAME,
                             readonly=readonly)

@@ -12,25 +12,28 @@ import os
 import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from fermix_memory.adapters.sql.job_queries import SqlJobQueries
-from fermix_memory.adapters.sqlite.erasure import SqliteErasure
-from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
-from fermix_memory.adapters.sqlite.import_keys import read_import_keys as sqlite_import_keys
-from fermix_memory.adapters.sqlite.queries import SqliteQueries, sqlite_reading
-from fermix_memory.adapters.sqlite.search_index import SqliteSearchIndex
-from fermix_memory.adapters.sqlite.vectors import SqliteVectorIndex
-from fermix_memory.application.caches import Follows
 from fermix_memory.application.errors import ConfigError, UnfinishedCopy
-from fermix_memory.application.history import ImportKeyReader, recorded_import_keys
-from fermix_memory.application.query_ports import VectorIndex
-from fermix_memory.application.settings import Settings
 from fermix_memory.application.settings_storage import DATABASE_URL_ENV, storage_url_problem
-from fermix_memory.application.store_ports import Erasure, SearchIndex
-from fermix_memory.entrypoints.log_audit import LogAudit
+
+if TYPE_CHECKING:  # the adapters are imported when a store is wired: a read-only command needs few of them
+    from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
+    from fermix_memory.application.caches import WindowAtPositionReader
+    from fermix_memory.application.history import ImportKeyReader
+    from fermix_memory.application.log_position import Follows
+    from fermix_memory.application.query_ports import VectorIndex
+    from fermix_memory.application.settings import Settings
+    from fermix_memory.application.store_ports import Erasure, SearchIndex
+    from fermix_memory.entrypoints.log_audit import LogAudit
+
+
+def _recorded_import_keys() -> ImportKeyReader:
+    from fermix_memory.application.history import recorded_import_keys
+
+    return recorded_import_keys
 
 
 def storage_url(settings: Settings, env: Mapping[str, str] | None = None) -> str | None:
@@ -63,9 +66,12 @@ class Storage:
     # Whether committed events follow on from what a cache saw (None: positions without gaps).
     cache_follows: Follows | None = None
     # The import keys a conversation holds, as this store reads them inside a write (ADR-0037).
-    import_keys: ImportKeyReader = recorded_import_keys
+    import_keys: ImportKeyReader = attrs.field(factory=_recorded_import_keys)
     # Vectors of messages and rows (ADR-0043).
     vectors: VectorIndex | None = None
+    # A window read in one statement with the log's position ``cache_position`` reads (ADR-0062):
+    # SQLite's; None where that position is not a query (PostgreSQL's change feed knows it).
+    cache_windows: WindowAtPositionReader | None = None
 
 
 def refuse_unfinished_copy(store: Any, where: str) -> None:
@@ -80,9 +86,19 @@ def refuse_unfinished_copy(store: Any, where: str) -> None:
 
 
 def sqlite_storage(store: SqliteEventStore) -> Storage:
-    return Storage(store, SqliteQueries(store.reader), SqlJobQueries(store.reader, sqlite_reading),
+    from fermix_memory.adapters.sql.job_queries import SqlJobQueries
+    from fermix_memory.adapters.sqlite.erasure import SqliteErasure
+    from fermix_memory.adapters.sqlite.import_keys import read_import_keys as sqlite_import_keys
+    from fermix_memory.adapters.sqlite.queries import SqliteQueries, sqlite_reading
+    from fermix_memory.adapters.sqlite.search_index import SqliteSearchIndex
+    from fermix_memory.adapters.sqlite.vectors import SqliteVectorIndex
+    from fermix_memory.entrypoints.log_audit import LogAudit
+
+    queries = SqliteQueries(store.reader)
+    return Storage(store, queries, SqlJobQueries(store.reader, sqlite_reading),
                    SqliteErasure(store), SqliteSearchIndex(store), LogAudit(store), store.last_position,
-                   import_keys=sqlite_import_keys, vectors=SqliteVectorIndex(store, reading=sqlite_reading))
+                   import_keys=sqlite_import_keys, vectors=SqliteVectorIndex(store, reading=sqlite_reading),
+                   cache_windows=queries.window_at_position)
 
 
 def open_postgres(url: str, *, readonly: bool = False, chains: int | None = None,
@@ -105,6 +121,8 @@ def postgres_storage(store: Any) -> Storage:
     from fermix_memory.adapters.postgres.import_keys import read_import_keys as postgres_import_keys
     from fermix_memory.adapters.postgres.queries import PostgresQueries
     from fermix_memory.adapters.postgres.vectors import PostgresVectorIndex
+    from fermix_memory.adapters.sql.job_queries import SqlJobQueries
+    from fermix_memory.entrypoints.log_audit import LogAudit
 
     jobs = SqlJobQueries(store.reader)  # plain SQL, read through the pool
     return Storage(store, PostgresQueries(store), jobs, PostgresErasure(store), None, LogAudit(store),

@@ -14,11 +14,22 @@ are in memory when the machine has room (``tests/scratch.py``), unless ``TMPDIR`
 Recall by meaning is off for the run and the processes it starts (``FERMIX_RECALL_BY_MEANING``),
 though the ``[semantic]`` extra is installed: a test about it gives its memory an embedder or
 sets the variable itself (``recall_by_meaning_default`` below), and every other memory behaves as
-on a core install, without loading the model."""
+on a core install, without loading the model.
+
+The run writes the compiled bytecode of what it imports (``__pycache__``, which git ignores), and
+so do the processes it starts, even where the environment says not to (``PYTHONDONTWRITEBYTECODE``):
+otherwise every process of every run compiles the package and the test modules (and rewrites
+their asserts) again.
+
+What the run has loaded once the tests are collected (modules, strategies, parametrized values)
+lives until the end: it is moved out of the garbage collector's reach (``gc.freeze``), so that a
+collection a test triggers walks only what the tests made since."""
 
 from __future__ import annotations
 
+import gc
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from typing import Any
@@ -40,10 +51,18 @@ settings.load_profile("fermix")
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ[RECALL_BY_MEANING_ENV] = "false"
+    if sys.dont_write_bytecode:  # PYTHONDONTWRITEBYTECODE: each process would compile every module again
+        sys.dont_write_bytecode = False
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     if config.option.basetemp is None and "TMPDIR" not in os.environ:
         folder = in_memory_folder()
         if folder is not None:  # for pytest's tmp_path, this process's temp files and its children's
             os.environ["TMPDIR"] = tempfile.tempdir = str(folder)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(autouse=True)

@@ -1,32 +1,45 @@
 """What other processes commit, heard through ``LISTEN/NOTIFY`` (ADR-0029).
 
-Every write of a PostgreSQL store sends, in its own transaction, ``NOTIFY fermix_events`` with
-the payload ``"<writer token> <first position> <last position>[ <chains>]"`` (about 60 bytes, far below
-the server's 8,000-byte limit whatever the write): the server delivers it only if the write
-commits, and in commit order. Each store keeps one listening connection, on a daemon thread
-(:class:`ChangeFeed`), which hands the positions of every foreign write to the store; the
-store reads those events and gives them to its commit listeners (caches, prompt files) as if
-they were its own. While the feed is not listening (starting, reconnecting after a lost
-connection, with backoff) nothing can be trusted to arrive: the store then answers "where is
-the log" from the server itself, as it did before.
+Every write of a PostgreSQL store sends ``NOTIFY fermix_events`` with the payload
+``"<writer token> <first position> <last position> <chains> <eager> <streams>"`` (:func:`payload`):
+the server delivers it only if the write commits. ``chains``: the chains the write extended,
+comma-separated (``-`` on a log of one chain); ``eager``: ``e`` when the write holds events every
+host acts on at once (prompt-file revisions, erasures: :data:`EAGER_KINDS`), else ``-``; then
+the streams it appended to, space-separated (their names are percent-encoded: no spaces), or
+``*`` when they would not fit the server's 8,000-byte limit ("many": a host drops everything).
+
+Each store keeps one listening connection, on a daemon thread (:class:`ChangeFeed`), which
+hands each foreign write's :class:`Note` to the store: the store drops what its caches hold of
+those streams, to be read again when next needed, and reads and hands to its listeners only
+the eager events (ADR-0064). While the feed is not listening (starting, reconnecting after a
+lost connection, with backoff) nothing can be trusted to arrive: caches then ask the server.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import select
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
+
+import attrs
+
+from fermix_memory.domain import events as ev
 
 log = logging.getLogger("fermix_memory.storage")
 
 CHANNEL = "fermix_events"
 APPLICATION = "fermix change feed"  # how its connection shows in pg_stat_activity
-BATCH = 500  # notifications handled with one read of the log
-# One foreign write: its first and last positions and, on a log of several chains, its chains.
-Span = tuple[int, int, frozenset[int]]
 STOP = "stop"
+MANY = "*"  # the streams of a write that would not fit a notification
+PAYLOAD_MAX = 7_900  # bytes: the server refuses 8,000 or more
+# What every host hands its listeners at once (read from the log, decoded): a prompt file on its
+# disk changes, or an erasure must reach every cache and file. The rest only makes caches stale.
+EAGER_KINDS: frozenset[str] = frozenset(
+    cls.kind for cls in (ev.ResourceRevised, ev.ResourceRolledBack, *ev.ERASURE_RECORDS))
 WAIT_S = 5.0  # the longest the thread waits for a notification before looking at its stop flag
 BACKOFF_FIRST_S = 0.05
 BACKOFF_MAX_S = 5.0
@@ -37,25 +50,65 @@ def notify_sql() -> str:
     return f"SELECT pg_notify('{CHANNEL}', %s)"
 
 
-def payload(token: str, first: int, last: int, chains: Iterable[int] = ()) -> str:
-    """``chains``: on a log of several, the chains the write extended (other writes may hold
-    positions between ``first`` and ``last``); a comma-separated list, at most about 5,000 bytes."""
-    listed = ",".join(map(str, chains))
-    return f"{token} {first} {last}" + (f" {listed}" if listed else "")
+@attrs.frozen
+class Note:
+    """One foreign write as its notification tells it: its first and last positions, on a log of
+    several chains the chains it extended (empty: one chain), whether it holds eager events, and
+    the streams it appended to (``None``: too many to name)."""
+
+    first: int
+    last: int
+    chains: frozenset[int]
+    eager: bool
+    streams: frozenset[str] | None
+
+
+def payload(token: str, first: int, last: int, chains: Iterable[int] = (), *, eager: bool = True,
+            streams: Collection[str] | None = None) -> str:
+    """The notification of a write (see the module); ``streams`` ``None``: many."""
+    head = f"{token} {first} {last} {','.join(map(str, chains)) or '-'} {'e' if eager else '-'} "
+    if streams is None or not streams:
+        return head + MANY
+    named = " ".join(sorted(streams))
+    return head + (named if len(head) + len(named.encode()) <= PAYLOAD_MAX else MANY)
+
+
+def parse_note(rest: str) -> Note:
+    """A notification's :class:`Note` (after its writer token); ValueError when malformed."""
+    first, last, chains, eager, *streams = rest.split(" ")
+    if eager not in ("e", "-") or not streams:
+        raise ValueError("not a note")
+    return Note(int(first), int(last), frozenset() if chains == "-" else frozenset(int(c) for c in chains.split(",")),
+                eager == "e", None if streams == [MANY] else frozenset(streams))
+
+
+def _keep(pending: list[str], note: Any) -> None:
+    pending.append(note.payload)
+
+
+def _arrived(pgconn: Any, pending: list[str]) -> list[str]:
+    """The notifications that arrive within ``WAIT_S`` (all that came together: one batch), read
+    from libpq directly: a wait on the socket, then what its input holds (a few microseconds a
+    notification, where the driver's generator of notifications costs a hundred)."""
+    notes, pending[:] = list(pending), []
+    if select.select([pgconn.socket], [], [], 0 if notes else WAIT_S)[0]:
+        pgconn.consume_input()  # a lost connection raises here
+        while (note := pgconn.notifies()) is not None:
+            notes.append(note.extra.decode())
+    return notes
 
 
 class ChangeFeed:
     """One ``LISTEN`` connection per store, on a daemon thread that reconnects with backoff.
 
     ``on_listening(conn)`` runs each time listening (re)starts, on the listening connection,
-    before any notification is handled; ``on_foreign(spans)`` for the writes of other writer
-    tokens whose notifications arrived together (one read of the log serves them all), a span
-    ``(first, last, chains)`` each; ``on_idle(conn)`` every ``WAIT_S`` while listening (a check
-    for writes whose notification was lost). ``listening`` is True only between the start and a
-    loss: when it is False, notifications may have been missed."""
+    before any notification is handled; ``on_foreign(notes)`` for the writes of other writer
+    tokens whose notifications arrived together, a :class:`Note` each; ``on_idle(conn)`` every
+    ``WAIT_S`` while listening (a check for writes whose notification was lost). ``listening`` is
+    True only between the start and a loss: when it is False, notifications may have been missed."""
 
     def __init__(self, url: str, token: str, on_listening: Callable[[Any], None],
-                 on_foreign: Callable[[list[Span]], None],
+                 on_foreign: Callable[[list[Note]], None],
                  on_idle: Callable[[Any], None] | None = None) -> None:
         self._url = url
         self._token = token
@@ -86,6 +139,8 @@ class ChangeFeed:
             try:
                 with psycopg.connect(self._url, autocommit=True, connect_timeout=5, application_name=APPLICATION,
                                      **KEEPALIVE) as conn:
+                    pending: list[str] = []  # what arrived while the connection ran a statement
+                    conn.add_notify_handler(functools.partial(_keep, pending))
                     conn.execute(f"LISTEN {CHANNEL}")
                     if self._stop.is_set():  # stopped before listening began: its wake-up was not heard
                         return
@@ -94,10 +149,8 @@ class ChangeFeed:
                     delay = BACKOFF_FIRST_S
                     checked = time.monotonic()
                     while not self._stop.is_set():
-                        # The first notification, then all that arrived with it: one batch, one read.
-                        notes = [n.payload for n in conn.notifies(timeout=WAIT_S, stop_after=1)]
+                        notes = _arrived(conn.pgconn, pending)
                         if notes:
-                            notes += [n.payload for n in conn.notifies(timeout=0, stop_after=BATCH)]
                             self._handle(notes)
                         if self._on_idle is not None and not self._stop.is_set() \
                                 and time.monotonic() - checked >= WAIT_S:
@@ -113,18 +166,14 @@ class ChangeFeed:
             delay = min(delay * 2, BACKOFF_MAX_S)
 
     def _handle(self, texts: list[str]) -> None:
-        spans: list[Span] = []
+        notes: list[Note] = []
         for text in texts:
             token, _, rest = text.partition(" ")
             if token == self._token or rest == STOP:
                 continue  # this store's own commit (its listeners already saw it), or a store's stop
             try:
-                first, last, *listed = rest.split()
-                chains = frozenset(int(c) for c in listed[0].split(",")) if listed else frozenset()
-                if len(listed) > 1:
-                    raise ValueError("too many parts")
-                spans.append((int(first), int(last), chains))
+                notes.append(parse_note(rest))
             except ValueError:
                 log.warning("ignored a malformed notification on %s: %.80r", CHANNEL, text)
-        if spans:
-            self._on_foreign(spans)
+        if notes:
+            self._on_foreign(notes)

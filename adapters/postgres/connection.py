@@ -127,28 +127,54 @@ def pg_sql(sql: str) -> str:
 class PgCursor:
     """The shared core's :class:`~fermix_memory.adapters.sql.cursor.SqlCursor` on a psycopg
     connection (``execute(...).fetchall()``, ``executemany``, iteration, ``connection.changes()``),
-    SQLite's placeholders translated: the same SQL runs on every dialect."""
+    SQLite's placeholders translated: the same SQL runs on every dialect.
 
-    def __init__(self, conn: Any) -> None:
+    ``pipeline``: the connection is in pipeline mode (a write, ADR-0064): a statement is sent
+    without waiting for its answer, and the answers of everything sent so far are waited for
+    only when a result is asked for (``fetchall``, ``changes``): the statements that return
+    nothing travel with the next read or with the COMMIT.
+
+    ``prepare``: a read outside a pipeline is a server-side prepared statement from its first
+    run on a connection (recall's statements, ADR-0029) instead of after psycopg's fifth: each
+    unprepared run is planned again, and the first plans of a new connection are its slowest."""
+
+    def __init__(self, conn: Any, pipeline: Any = None, *, prepare: bool | None = None) -> None:
         self._conn = conn
         self._cur = conn.cursor()
-        self._changes = 0
+        self._pipeline = pipeline
+        self._prepare = False if pipeline is not None else prepare
         self.connection = self
 
     def execute(self, sql: str, params: Any = (), /) -> PgCursor:
-        self._cur.execute(pg_sql(sql), params)
-        self._changes = self._cur.rowcount
+        # In pipeline mode, never a server-side prepared statement: one prepared in a pipeline
+        # the server then aborted (a failed write) would be thought prepared and be missing.
+        self._cur.execute(pg_sql(sql), params, prepare=self._prepare)
         return self
 
     def executemany(self, sql: str, seq: Iterable[Any], /) -> PgCursor:
         rows = list(seq)
-        if rows:
+        if rows and self._pipeline is not None:
+            for row in rows:  # pipelined as they are: one round trip for all, nothing prepared
+                self.execute(sql, row)
+        elif rows:
             self._cur.executemany(pg_sql(sql), rows)
         return self
 
+    def result(self) -> Any:
+        """The libpq result of the last statement, if it was answered (``None``: not yet, or never)."""
+        return self._cur.pgresult
+
+    def _answered(self) -> Any:
+        """The last statement's result, waited for (one round trip for all sent) in pipeline mode."""
+        result = self._cur.pgresult
+        if result is None and self._pipeline is not None:
+            self._pipeline.sync()
+            result = self._cur.pgresult
+        return result
+
     def fetchall(self) -> list[tuple[Any, ...]]:
         # Rows when the statement returned any (``description``, without building its columns).
-        result = self._cur.pgresult
+        result = self._answered()
         return list(self._cur.fetchall()) if result is not None and (
             result.nfields or result.status == psycopg.pq.ExecStatus.TUPLES_OK) else []
 
@@ -157,8 +183,9 @@ class PgCursor:
 
     def changes(self) -> int:
         """Rows changed by the last ``execute`` (SQLite's ``connection.changes()``)."""
-        return int(self._changes)
+        self._answered()
+        return int(self._cur.rowcount)
 
     def cursor(self) -> PgCursor:
-        """Another cursor on the same connection (and transaction)."""
-        return PgCursor(self._conn)
+        """Another cursor on the same connection (and transaction, and pipeline)."""
+        return PgCursor(self._conn, self._pipeline)

@@ -1,7 +1,9 @@
-"""How committed writes reach a PostgreSQL store's listeners (ADR-0029, ADR-0031): its own
-commits as they commit, other processes' as the change feed brings them (and, when a
-notification was lost, as the check of the chains' heads finds them), each event once; and the
-position the caches check their freshness against."""
+"""How committed writes reach a PostgreSQL store's listeners (ADR-0029, ADR-0031, ADR-0064): its
+own commits as they commit; other processes' as the change feed brings their notifications,
+lazily: what the caches hold of the streams a foreign write names is dropped, to be read again
+when next needed, and only the eager events (prompt-file revisions, erasures) are read and
+handed to the listeners; a write whose notification was lost is found by the check of the
+chains' heads. And the position the caches check their freshness against."""
 
 from __future__ import annotations
 
@@ -10,10 +12,10 @@ import functools
 import itertools
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from fermix_memory.adapters.postgres.change_feed import ChangeFeed, Span
+from fermix_memory.adapters.postgres.change_feed import EAGER_KINDS, ChangeFeed, Note
 from fermix_memory.adapters.sql.event_log import recorded_from_row
 from fermix_memory.adapters.sql.event_store import SqlEventStore
 from fermix_memory.application.store_ports import RecordedEvent
@@ -23,6 +25,12 @@ log = logging.getLogger("fermix_memory.storage")
 
 RECENT = 10_000  # positions remembered as delivered (one heard again after that is handed over again: harmless)
 READ_BATCH = 1000
+EPOCHS = 1 << 62  # what the caches check is this plus the epoch while the feed listens: never a position
+# What a cache is told of foreign writes: the streams they appended to.
+StaleListener = Callable[[frozenset[str]], None]
+_EAGER = sorted(EAGER_KINDS)
+_EAGER_ROWS = ("SELECT position, stream, version, kind, schema, payload FROM events WHERE position BETWEEN ? AND ?"
+               " AND payload IS NOT NULL AND kind = ANY(?) ORDER BY position")
 
 
 class FeedDelivery(SqlEventStore):
@@ -35,14 +43,23 @@ class FeedDelivery(SqlEventStore):
     def _start_delivery(self, chain_known: list[int]) -> None:
         self._lock = threading.Lock()
         self._recent: collections.OrderedDict[int, None] = collections.OrderedDict()  # positions delivered lately
-        self._epoch = 0  # several chains: counts the change feed's starts (events may have been missed)
-        # Each chain's last position the listeners were given (from the open on: the open's repair
-        # covers what came before).
+        # Counts the change feed's starts and the foreign writes too many to name: what the caches
+        # hold is good only while it does not move (see :meth:`cache_position`).
+        self._epoch = 0
+        # Each chain's last position heard of (from the open on: the open's repair covers what
+        # came before).
         self._chain_known = chain_known
-        self._unknown = itertools.count(-1, -1)
+        self._unknown = itertools.count(-1, -1)  # never an epoch's value, never a position
+        self._stale_listeners: list[StaleListener] = []
 
     def rows(self, sql: str, params: Any = (), *, doing: str = "reading the PostgreSQL store") -> list[tuple[Any, ...]]:
         raise NotImplementedError
+
+    def add_stale_listener(self, listener: StaleListener) -> None:
+        """Call ``listener`` with the streams other processes appended to, as their notifications
+        arrive: what it keeps of them is stale (the events are not read; everything a cache keeps
+        is stale when :meth:`cache_position` moves). Listeners must not write or read."""
+        self._stale_listeners.append(listener)
 
     def _committed(self, recorded: list[RecordedEvent]) -> None:
         with self._lock:
@@ -52,9 +69,8 @@ class FeedDelivery(SqlEventStore):
         self._deliver(recorded)
 
     def _listening(self, conn: Any) -> None:
-        """The feed (re)started listening: the writes it did not hear of (made while it was not
-        listening, or whose notification a lost connection took with it) reach the listeners now,
-        as notifications would have brought them."""
+        """The feed (re)started listening: what the caches hold may miss writes it did not hear of
+        (dropped: the epoch moves), and the eager events among them reach the listeners now."""
         with self._lock:
             self._epoch += 1
         self._catch_up(conn)
@@ -75,19 +91,38 @@ class FeedDelivery(SqlEventStore):
         while len(self._recent) > RECENT:
             self._recent.popitem(last=False)
 
-    def _foreign(self, spans: list[Span]) -> None:
-        """Other processes committed the writes ``spans`` (first and last positions and, on a log of
-        several chains, whose other writes may hold positions in between, their chains): one read
-        gives their events to the listeners (a cache drops exactly what they change), then the
-        position checks see them."""
-        first, last = min(s[0] for s in spans), max(s[1] for s in spans)
-        wanted = _Spans(spans)
-        recorded = [recorded_from_row(row) for row in self.rows(
-            "SELECT position, stream, version, kind, schema, payload FROM events"
-            " WHERE payload IS NOT NULL AND position BETWEEN ? AND ? ORDER BY position", (first, last),
-            doing="reading other processes' writes")
-            if wanted.holds(int(row[0]), functools.partial(self._chain_of, str(row[1])))]
-        self._heard(recorded)
+    def _foreign(self, notes: list[Note]) -> None:
+        """Other processes committed the writes ``notes``: the caches drop what they hold of the
+        streams named (all of it for a write of too many to name), and one read, of the eager
+        events only, gives those to the listeners."""
+        stale: set[str] = set()
+        many = False
+        with self._lock:
+            for note in notes:
+                for chain in note.chains or (0,):
+                    self._seen_in(chain, note.last)
+                if note.streams is None:
+                    many = True
+                else:
+                    stale.update(note.streams)
+            if many:
+                self._epoch += 1
+        if stale and not many:
+            self._tell_stale(frozenset(stale))
+        eager = [n for n in notes if n.eager]
+        if eager:
+            wanted = _Spans(eager)
+            self._heard([recorded_from_row(row) for row in self.rows(
+                _EAGER_ROWS, (min(n.first for n in eager), max(n.last for n in eager), _EAGER),
+                doing="reading other processes' writes")
+                if wanted.holds(int(row[0]), functools.partial(self._chain_of, str(row[1])))])
+
+    def _tell_stale(self, streams: frozenset[str]) -> None:
+        for listener in self._stale_listeners:
+            try:
+                listener(streams)
+            except Exception:
+                log.exception("stale listener %r failed", listener)
 
     def _heard(self, recorded: list[RecordedEvent]) -> None:
         """Hand the listeners what they were not given yet (a notification and the check of the
@@ -101,8 +136,9 @@ class FeedDelivery(SqlEventStore):
     def _catch_up(self, conn: Any) -> None:
         """On the feed's connection, when listening (re)starts and every ``WAIT_S`` after: a chain
         whose head moved past what this store heard of lost its notifications (made while the feed
-        was not listening, or its writer died right after committing): read and deliver what it
-        missed, in batches, so no cache or prompt file keeps it from the host for long."""
+        was not listening, or its writer died right after committing): the caches drop everything
+        (the epoch moves) and the eager events it missed are read and delivered, in batches, so
+        no prompt file or erasure waits for long."""
         for chain, position in conn.execute("SELECT chain, position FROM chain_heads").fetchall():
             chain, position = int(chain), int(position)
             with self._lock:
@@ -110,13 +146,13 @@ class FeedDelivery(SqlEventStore):
             if position <= after:
                 continue
             log.info("chain %d moved to %d without a notification heard: catching up", chain, position)
+            with self._lock:
+                self._epoch += 1
             for start in range(after, position, READ_BATCH):
                 end = min(start + READ_BATCH, position)
-                missed = [recorded_from_row(row) for row in conn.execute(
-                    "SELECT position, stream, version, kind, schema, payload FROM events WHERE position > %s"
-                    " AND position <= %s AND payload IS NOT NULL ORDER BY position", (start, end)).fetchall()
-                    if self._chain_of(str(row[1])) == chain]
-                self._heard(missed)
+                self._heard([recorded_from_row(row) for row in conn.execute(
+                    _EAGER_ROWS.replace("?", "%s"), (start + 1, end, _EAGER)).fetchall()
+                    if self._chain_of(str(row[1])) == chain])
             with self._lock:
                 self._seen_in(chain, position)
 
@@ -126,19 +162,18 @@ class FeedDelivery(SqlEventStore):
         return self._feed is not None and self._feed.listening
 
     def cache_position(self) -> int:
-        """The log's last position for the caches' freshness checks: known in memory while the change
-        feed listens (own commits and foreign ones as notified), else asked of the server.
-
-        Several chains: positions leave gaps and commit out of order, so the caches follow the
-        feed instead: this is the feed's start count while it listens (every commit, own or
-        foreign, reaches the listeners), and a value never given before while it does not."""
+        """What the caches check their freshness against. While the change feed listens: the
+        epoch, which moves only when the feed (re)starts or a foreign write was too large
+        to name its streams (every commit, own or foreign, reaches the caches: own ones as events,
+        foreign ones as streams to drop), above any position. Else, on a log of one chain, its last position asked of
+        the server; of several (positions leave gaps and commit out of order), a value never given
+        before."""
         feed = self._feed
-        listening = feed is not None and feed.listening
-        if self.chains > 1:
-            return self._epoch if listening else next(self._unknown)
-        if not listening:
+        if feed is not None and feed.listening:
+            return EPOCHS + self._epoch
+        if self.chains == 1:
             return self.last_position()
-        return self.known_position()
+        return next(self._unknown)
 
     def known_position(self) -> int:
         """The last position this store knows of: its own commits and those the feed brought."""
@@ -147,7 +182,7 @@ class FeedDelivery(SqlEventStore):
 
     def cache_follows(self, seen: int, recorded: Sequence[RecordedEvent]) -> tuple[bool, int]:
         """Whether committed events follow on from what a cache saw (see :meth:`cache_position`)."""
-        if self.chains == 1:
+        if self.chains == 1 and not self.listening:
             return recorded[0].position == seen + 1, recorded[-1].position
         now = self.cache_position()
         return now == seen, now
@@ -157,23 +192,21 @@ class FeedDelivery(SqlEventStore):
         self._react(recorded)
 
 
-
 class _Spans:
-    """Which positions a batch of notifications names: a position is in when a span covers it and,
-    for a span of a log of several chains, the event's chain is one of the span's."""
+    """Which positions a batch of notes names: a position is in when a note's span covers it and,
+    for a note of a log of several chains, the event's chain is one of the note's."""
 
-    def __init__(self, spans: list[Span]) -> None:
+    def __init__(self, notes: Iterable[Note]) -> None:
         self._single: dict[int, list[frozenset[int]]] = {}  # the usual one-event write, looked up at once
-        self._wide: list[Span] = []
-        for first, last, chains in spans:
-            if first == last:
-                self._single.setdefault(first, []).append(chains)
+        self._wide: list[Note] = []
+        for note in notes:
+            if note.first == note.last:
+                self._single.setdefault(note.first, []).append(note.chains)
             else:
-                self._wide.append((first, last, chains))
+                self._wide.append(note)
 
     def holds(self, position: int, chain: Callable[[], int]) -> bool:
         for chains in self._single.get(position, ()):
             if not chains or chain() in chains:
                 return True
-        return any(first <= position <= last and (not chains or chain() in chains)
-                   for first, last, chains in self._wide)
+        return any(n.first <= position <= n.last and (not n.chains or chain() in n.chains) for n in self._wide)

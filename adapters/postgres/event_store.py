@@ -1,7 +1,8 @@
 """The PostgreSQL event store: the hash-chained append-only log and its projections in one
 transaction, on a server many host processes share (ADR-0029).
 
-Each write runs in its own transaction on a pooled connection. The log has N chains (ADR-0031):
+Each write runs in its own transaction on a pooled connection, in pipeline mode (ADR-0064):
+what returns nothing travels with the next read or the COMMIT. The log has N chains (ADR-0031):
 a write holds the row lock of each chain it touches (see :mod:`.transaction`), so writes of
 different owners and conversations commit side by side. Serialisation failures and deadlocks
 are retried with tenacity (3 attempts, then :class:`StorageBusy`); a lost connection is a
@@ -19,7 +20,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from fermix_memory.adapters.postgres.change_feed import CHANNEL, STOP, ChangeFeed, notify_sql, payload
+from psycopg.pq import TransactionStatus
+
+from fermix_memory.adapters.postgres.change_feed import CHANNEL, EAGER_KINDS, STOP, ChangeFeed, notify_sql, payload
 from fermix_memory.adapters.postgres.connection import (
     PgCursor,
     check_url,
@@ -48,8 +51,9 @@ from fermix_memory.adapters.sql.event_log import (
 )
 from fermix_memory.adapters.sql.event_store import READING
 from fermix_memory.adapters.sql.head import Head, HeadFile
-from fermix_memory.application.errors import ReadOnlyStore, StorageBusy, StorageError
+from fermix_memory.application.errors import ConcurrencyConflict, ReadOnlyStore, StorageBusy, StorageError
 from fermix_memory.application.settings_storage import DEFAULT_CHAINS
+from fermix_memory.application.stale_streams import rules_named
 from fermix_memory.application.store_ports import RecordedEvent
 from fermix_memory.domain.log_chain import LoggedEvent, head_of
 
@@ -66,9 +70,12 @@ class PostgresEventStore(FeedDelivery):
     """Implements the ``EventStore`` port on one PostgreSQL database."""
 
     def __init__(self, url: str, *, pool_max: int = POOL_MAX, source: str = "the storage URL",
-                 readonly: bool = False, chains: int | None = None, head_file: Path | None = None) -> None:
+                 readonly: bool = False, chains: int | None = None, head_file: Path | None = None,
+                 feed: bool = True) -> None:
         """``readonly``: the schema only checked, every session read-only on the server
         (``default_transaction_read_only``), and every write refused with ReadOnlyStore.
+        ``feed``: listen to the other processes' writes (False: a host that never hears them, its
+        caches asking the server; for measurements).
         ``chains``: how many chains the log has; kept by a log holding events (ADR-0031).
         ``head_file``: where this host keeps the last log head it saw (ADR-0011); checked here."""
         require_driver()
@@ -116,7 +123,7 @@ class PostgresEventStore(FeedDelivery):
             except BaseException:
                 self._pool.close()
                 raise
-        self._feed = None if readonly else ChangeFeed(self.url, self._token, self._listening, self._foreign,
+        self._feed = None if readonly or not feed else ChangeFeed(self.url, self._token, self._listening, self._foreign,
                                                       self._catch_up)
 
     # --- connections --------------------------------------------------------------------------
@@ -187,46 +194,59 @@ class PostgresEventStore(FeedDelivery):
         committing = False
         with self.connection("writing to the PostgreSQL store") as conn:
             try:
-                with conn.transaction():
-                    tx = PostgresTransaction(PgCursor(conn), self.chains, lock_first)
+                with conn.pipeline() as pipeline:
+                    cursor = PgCursor(conn, pipeline)
+                    cursor.execute("BEGIN")  # sent with the write's first read
+                    tx = PostgresTransaction(cursor, self.chains, lock_first)
                     result = work(tx)
-                    if tx.recorded:
-                        tx.finish()
-                        positions = [r.position for r in tx.recorded]
-                        note = payload(self._token, min(positions), max(positions),
-                                       sorted(tx.touched) if self.chains > 1 else ())
-                        if self.chains == 1:  # delivered in commit order, and only if this commits
-                            conn.execute(notify_sql(), (note,))
+                    note = self._finish(tx, cursor)
                     committing = True  # what fails from here on may or may not have committed
-                if tx.recorded and self.chains > 1:
-                    self._announce(conn, note)
+                    done = cursor.cursor().execute("COMMIT")
+                    if note is not None and self.chains > 1:
+                        cursor.execute(ANNOUNCE_SQL.replace("%s", "?"), (CHANNEL, note))  # with the COMMIT
             except Exception as exc:
-                if isinstance(exc, Reorder) or is_retryable(exc):
+                if committing and not conn.broken and _committed(done):
+                    log.warning("could not announce a committed write to the other processes (their check of the"
+                                " chains' heads will find it): %s", " ".join(str(exc).split()))
+                    return result, tx.recorded
+                _undo(conn)
+                failure = self._failure(conn, exc, committing)
+                if failure is exc:
                     raise
-                if conn.broken and not committing:
-                    raise self._lost(conn, exc) from exc
-                if conn.broken:
-                    raise StorageError("writing to the PostgreSQL store: the connection was lost while committing;"
-                                       " the write may or may not have committed (read it back to know):"
-                                       f" {' '.join(str(exc).split())}") from exc
-                error = translated(exc, "writing to the PostgreSQL store")
-                if error is exc:
-                    raise
-                raise error from exc
+                raise failure from exc
         return result, tx.recorded
 
-    def _announce(self, conn: Any, note: str) -> None:
-        """Tell the other processes about a committed write of a log of several chains, in a
-        transaction of its own that does not wait for its flush: a NOTIFY inside the write would
-        hold the server's one notification lock through the write's own flush, and so make every
-        write of every chain wait for the one before it (ADR-0031). A notification lost (this
-        process dies right after the commit, the connection drops) is made up for by the
-        listeners' check of the chains' heads (:meth:`_catch_up`)."""
-        try:
-            conn.execute(ANNOUNCE_SQL, (CHANNEL, note))
-        except Exception as exc:
-            log.warning("could not announce a committed write to the other processes (their check of the"
-                        " chains' heads will find it): %s", " ".join(str(exc).split()))
+    def _finish(self, tx: PostgresTransaction, cursor: PgCursor) -> str | None:
+        """Before COMMIT: the new chain heads and the notification of a write that appended (sent
+        inside it on a log of one chain; of several, right after the COMMIT in a transaction that
+        does not wait for its flush, as a NOTIFY inside would hold the server's one notification
+        lock through the flush, ADR-0031; a lost one is found by the check of the heads)."""
+        if not tx.recorded:
+            return None
+        tx.finish()
+        positions = [r.position for r in tx.recorded]
+        note = payload(self._token, min(positions), max(positions), sorted(tx.touched) if self.chains > 1 else (),
+                       eager=any(r.event.kind in EAGER_KINDS for r in tx.recorded),
+                       streams={r.stream for r in tx.recorded} | rules_named(tx.recorded))
+        if self.chains == 1:
+            cursor.execute(notify_sql().replace("%s", "?"), (note,))
+        return note
+
+    def _failure(self, conn: Any, exc: Exception, committing: bool) -> BaseException:
+        """What a failed write raises: ``exc`` itself to run it again (Reorder, a retryable
+        conflict), a lost connection as :class:`Unsent` before COMMIT and as a StorageError after,
+        a clash of stream versions (found as the statements were answered) as a conflict."""
+        if isinstance(exc, Reorder) or is_retryable(exc):
+            return exc
+        if conn.broken and not committing:
+            return self._lost(conn, exc)
+        if conn.broken:
+            return StorageError("writing to the PostgreSQL store: the connection was lost while committing;"
+                                " the write may or may not have committed (read it back to know):"
+                                f" {' '.join(str(exc).split())}")
+        if PostgresTransaction._version_clash(exc):
+            return ConcurrencyConflict("a stream already has one of the versions appended: nothing was appended")
+        return translated(exc, "writing to the PostgreSQL store")
 
     def append_logged(self, events: Sequence[LoggedEvent], *, copy_of: str | None = None,
                       copied: bool = False) -> Head:
@@ -283,15 +303,16 @@ class PostgresEventStore(FeedDelivery):
 
     # --- reads ----------------------------------------------------------------------------------
 
-    def rows(self, sql: str, params: Any = (), *, doing: str = "reading the PostgreSQL store") -> list[tuple[Any, ...]]:
+    def rows(self, sql: str, params: Any = (), *, doing: str = "reading the PostgreSQL store",
+             prepare: bool | None = None) -> list[tuple[Any, ...]]:
         """Rows of one read (SQLite's placeholders), on a pooled connection (on another when the
-        connection is lost: a read may run twice)."""
-        return retrying(lambda: self._read_once(sql, params, doing), doing)
+        connection is lost: a read may run twice); ``prepare``: see :class:`PgCursor`."""
+        return retrying(lambda: self._read_once(sql, params, doing, prepare), doing)
 
-    def _read_once(self, sql: str, params: Any, doing: str) -> list[tuple[Any, ...]]:
+    def _read_once(self, sql: str, params: Any, doing: str, prepare: bool | None = None) -> list[tuple[Any, ...]]:
         with self.connection(doing) as conn:
             try:
-                return PgCursor(conn).execute(sql, params).fetchall()
+                return PgCursor(conn, prepare=prepare).execute(sql, params).fetchall()
             except Exception as exc:
                 if conn.broken:
                     raise self._lost(conn, exc) from exc
@@ -343,6 +364,24 @@ class PostgresEventStore(FeedDelivery):
             problems.append(f"the append-only triggers {', '.join(self.missing_triggers)} are missing from the"
                             " events table: the log could be changed")
         return problems
+
+
+def _committed(done: PgCursor) -> bool:
+    """Whether the COMMIT sent on ``done`` was answered as a commit (a transaction that failed
+    before it is answered ROLLBACK, or not at all in an aborted pipeline)."""
+    result = done.result()
+    return result is not None and bool(result.command_status == b"COMMIT")
+
+
+def _undo(conn: Any) -> None:
+    """Roll back what a failed write left open on ``conn``, so the pool gets it back clean."""
+    if conn.broken:
+        return
+    try:
+        if conn.info.transaction_status != TransactionStatus.IDLE:
+            conn.execute("ROLLBACK")
+    except Exception:
+        log.debug("rolling back a failed write failed", exc_info=True)
 
 
 class _Rows(list[tuple[Any, ...]]):

@@ -7,7 +7,7 @@ search as ``tsvector`` columns with GIN indexes in place of FTS5 tables."""
 
 from __future__ import annotations
 
-from fermix_memory.adapters.sql.ddl import CHAIN_HEADS, PLAIN_TABLES, UNFINISHED_COPY
+from fermix_memory.adapters.sql.ddl import CHAIN_HEADS, PLAIN_TABLES, SHOWN_ROWS_INDEXES, UNFINISHED_COPY
 
 # The functions and triggers that make ``events`` append-only: no DELETE, no TRUNCATE, and an
 # UPDATE only of ``payload``, only to NULL (the redaction of a payload, whose digest stays).
@@ -201,4 +201,10 @@ CREATE INDEX events_import_keys ON events(stream, import_key_type, import_key) I
     WHERE import_key_type IS NOT NULL;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, UNFINISHED_COPY + _IMPORT_KEYS_BY_KEY)
+# Schema 7, as SQLite's 11 (ADR-0060): the indexes of the rows a prompt file may show and of the
+# agent's standing rules. ``updated_at`` is compared byte by byte, as SQLite compares it, so that
+# "most recently updated" is the order of the times it holds (UTC, ISO) under any collation of the
+# database (one that orders punctuation apart would put "12:00:00+00:00" after "12:00:00.5+00:00").
+_SHOWN_ROWS = 'ALTER TABLE memories ALTER COLUMN updated_at TYPE TEXT COLLATE "C";' + SHOWN_ROWS_INDEXES
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, UNFINISHED_COPY + _IMPORT_KEYS_BY_KEY, _SHOWN_ROWS)

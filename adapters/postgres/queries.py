@@ -43,13 +43,20 @@ class PostgresQueries(SqlQueries):
 
     def __init__(self, store: PostgresEventStore) -> None:
         super().__init__(store.reader)
+        self._store = store
+
+    def _prepared(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        """Rows of a search statement, prepared on its connection from its first run (see
+        :class:`~fermix_memory.adapters.postgres.connection.PgCursor`): a recall is planned once
+        per connection and shape, not at each of its first runs."""
+        return self._store.rows(sql, params, prepare=True)
 
     def search_memories(self, query: str, where: MemoryFilter, limit: int) -> list[MemoryHit]:
         terms = query_terms(query)
         if not terms or clamp_limit(limit) == 0:
             return []
         sql, params = scope_sql(where, "m")
-        rows = self._rows(  # the query computed once (see ``_search_sql``)
+        rows = self._prepared(  # the query computed once (see ``_search_sql``)
             f"WITH q AS MATERIALIZED (SELECT {any_word(terms)} AS q)"
             f" SELECT {memory_columns('m')}, ts_rank(m.search, q.q), ts_headline('english', m.value, q.q, '{HEADLINE}')"
             f" FROM q, memories m WHERE m.search @@ q.q AND {sql}"
@@ -86,12 +93,12 @@ class PostgresQueries(SqlQueries):
             key = where.conversation
             scope += [key.channel, key.chat_id, key.thread_scope]
         head = [search_scope_token(where), *terms, *scope]
-        rows = self._rows(_search_sql(len(terms), len(scope)), [*head, n, _ASKS])
+        rows = self._prepared(_search_sql(len(terms), len(scope)), [*head, n, _ASKS])
         yield from rows
         total = CANDIDATES_PER_RESULT * n + 2
         if len(rows) == n < total:
             last_score, last_id = rows[-1][0], rows[-1][1]
-            yield from self._rows(_search_sql(len(terms), len(scope), after=True),
+            yield from self._prepared(_search_sql(len(terms), len(scope), after=True),
                                   [*head, last_score, last_id, total - n, _ASKS])
 
     @staticmethod

@@ -19,6 +19,7 @@ from fermix_memory.application.errors import IntegrityError
 from fermix_memory.domain.conversation_events import MessageAppended
 from fermix_memory.domain.event_base import DomainEvent, Provenance
 from fermix_memory.domain.events import EVENTS_BY_KIND
+from fermix_memory.domain.message_metadata import CheckedMetadata
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -90,8 +91,10 @@ def encode_payload(event: DomainEvent) -> str:
 # The most frequent payload, a message, written field by field: the same text, byte for byte, as
 # the canonical JSON of its unstructured event (the string encoder is the one the canonical
 # encoder uses), in a fraction of the time. Only while the event has exactly these fields, and
-# only for metadata of text values (what every import and most hosts give); other metadata takes
-# the general path, which is what the converter's hooks would make of it.
+# only for metadata whose canonical JSON is at hand: the text its checks made (``CheckedMetadata``:
+# every message checked on its way in) or a mapping of text to text, written directly (an event
+# read back from the log, an import key alone); other metadata takes the general path, which is
+# what the converter's hooks would make of it.
 _MESSAGE_FIELDS = ("agent_id", "at", "content", "conversation", "created_at", "message_kind", "metadata",
                    "owner_id", "quoted_owners", "role", "sender", "trust")
 MESSAGE_FIELDS_KNOWN = tuple(sorted(f.name for f in attrs.fields(MessageAppended))) == _MESSAGE_FIELDS
@@ -111,8 +114,16 @@ def text_map_json(mapping: dict[Any, Any]) -> str | None:
     return None
 
 
+def metadata_json(metadata: dict[Any, Any]) -> str:
+    """The canonical JSON of a message's metadata (what its row keeps): the text its checks made
+    (:class:`CheckedMetadata`), else written directly for text values, else encoded."""
+    if type(metadata) is CheckedMetadata:
+        return metadata.json
+    return text_map_json(metadata) or _CANONICAL.encode(metadata)
+
+
 def _message_payload(e: MessageAppended) -> str:
-    meta = text_map_json(e.metadata)
+    meta = e.metadata.json if type(e.metadata) is CheckedMetadata else text_map_json(e.metadata)
     if meta is None:
         return _CANONICAL.encode(CONVERTER.unstructure(e))
     c = e.conversation

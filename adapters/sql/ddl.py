@@ -127,3 +127,16 @@ CREATE TABLE IF NOT EXISTS unfinished_copy(
     source TEXT NOT NULL
 );
 """
+
+
+# Schema 11 of SQLite, 7 of PostgreSQL (ADR-0060): the rows a prompt file may show, by section and
+# recency (``rows.shown_rows_sql`` seeks it once per section), so rendering an owner's files reads a
+# few rows however many the owner holds; and the agent's standing rules, which every owner's
+# MEMORY.md shows (``queries.AGENT_RULES_SQL`` names its very terms), read without a walk over the
+# agent's rows. ``IF NOT EXISTS``: a file whose version was set back keeps its indexes.
+SHOWN_ROWS_INDEXES = """
+CREATE INDEX IF NOT EXISTS memories_shown ON memories(agent_id, owner_id, promote_target, category, updated_at, id)
+    WHERE archived_at IS NULL AND scope_type <> 'job';
+CREATE INDEX IF NOT EXISTS memories_agent_rules ON memories(agent_id, id)
+    WHERE scope_type = 'agent' AND category = 'directive' AND promote_target = 'memory_md' AND archived_at IS NULL;
+"""

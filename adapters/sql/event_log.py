@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from fermix_memory.adapters.sql.codec import decode_payload
 from fermix_memory.adapters.sql.cursor import SqlCursor, SqlReader
-from fermix_memory.adapters.sql.projections import project
 from fermix_memory.application.errors import ConcurrencyConflict, IntegrityError
 from fermix_memory.application.store_ports import RecordedEvent
 from fermix_memory.application.streams import chain_for
@@ -29,6 +27,9 @@ def insert_row(cursor: SqlCursor, row: tuple[Any, ...]) -> None:
     """Insert one log row recorded elsewhere (the columns of :data:`LOG_ROWS`) as it is, and
     write its projections as a live append does (nothing for a redacted payload)."""
     cursor.execute(INSERT_EVENT, row)
+    from fermix_memory.adapters.sql.codec import decode_payload  # when a row is written or read, not at open
+    from fermix_memory.adapters.sql.projections import project
+
     position, kind, schema, payload = row[0], row[3], row[4], row[6]
     if payload is not None:
         project(cursor, position, decode_payload(kind, schema, payload))
@@ -40,8 +41,14 @@ def append_logged_rows(cursor: SqlCursor, position: int, heads: list[tuple[int, 
     (``(position, hash)`` per chain, updated in place), as they are, with their projections; the
     new last position. A row that does not follow the log (:class:`ConcurrencyConflict`) or does
     not link to its chain or match its digest (:class:`IntegrityError`) is refused before it is
-    written: the caller's transaction then appends nothing. Every store runs its copy through here."""
+    written: the caller's transaction then appends nothing. Every store runs its copy through here.
+    The rows are checked first, then written by one statement, and their projections by
+    :func:`project_each` (each run of messages by one statement), in log order."""
+    from fermix_memory.adapters.sql.codec import decode_payload  # when rows are written, not at open
+    from fermix_memory.adapters.sql.projections import project_each
+
     chains = len(heads)
+    rows: list[tuple[Any, ...]] = []
     for e in events:
         if not follows(e.position, position, chains):
             raise ConcurrencyConflict(f"event {e.position} does not follow this log's head"
@@ -53,8 +60,12 @@ def append_logged_rows(cursor: SqlCursor, position: int, heads: list[tuple[int, 
         if expected != e.hash or (e.payload is not None and payload_digest(e.payload) != e.payload_sha256):
             raise IntegrityError(f"event {e.position} ({e.kind}) does not link to this log's"
                                  f" event {heads[chain][0]}: nothing was appended")
-        insert_row(cursor, row_of(e, last_hash))
+        rows.append(row_of(e, last_hash))
         position, heads[chain] = e.position, (e.position, e.hash)
+    if rows:
+        cursor.executemany(INSERT_EVENT, rows)
+        project_each(cursor, [(e.position, decode_payload(e.kind, e.schema, e.payload))
+                              for e in events if e.payload is not None])
     return position
 
 
@@ -132,5 +143,7 @@ def read_log(cursor: SqlReader, after: int = 0, stream: str | None = None) -> It
 
 def recorded_from_row(row: tuple[Any, ...]) -> RecordedEvent:
     """A ``(position, stream, version, kind, schema, payload)`` row of a readable event."""
+    from fermix_memory.adapters.sql.codec import decode_payload
+
     position, stream, version, kind, schema, payload = row
     return RecordedEvent(position=position, stream=stream, version=version, event=decode_payload(kind, schema, payload))

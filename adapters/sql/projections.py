@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from fermix_memory.adapters.sql.codec import canonical_json, isoformat, text_map_json
+from fermix_memory.adapters.sql.codec import isoformat, metadata_json
 from fermix_memory.adapters.sql.cursor import SqlCursor
 from fermix_memory.adapters.sql.job_queries import (
     JOB_COLUMNS,
@@ -69,7 +69,7 @@ def message_row(position: int, e: ev.MessageAppended) -> tuple[Any, ...]:
         str(e.role),  # a text enum's ``str`` is its value (``.value`` is a property call)
         e.message_kind,
         e.content,
-        text_map_json(e.metadata) or canonical_json(e.metadata),
+        metadata_json(e.metadata),  # the text its checks made, when they made it
         isoformat(e.created_at),
         str(e.trust),
         message_scope_tokens(e.agent_id, e.owner_id, conv, e.quoted_owners),

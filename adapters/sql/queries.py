@@ -3,7 +3,7 @@ the SQL every dialect runs; full-text search is the dialect's (``search_memories
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -11,6 +11,7 @@ from fermix_memory.adapters.sql.read_side import ReadSide, clamp_limit
 from fermix_memory.adapters.sql.rows import (
     CONVERSATION_MESSAGE_COLUMNS,
     MEMORY_COLUMNS,
+    MEMORY_FIELDS,
     MESSAGE_COLUMNS,
     REVIEW_STATE_SQL,
     WINDOW_COLUMNS,
@@ -73,6 +74,27 @@ class SqlQueries(ReadSide):
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {sql} AND key = ? AND archived_at IS NULL ORDER BY id",
             [*params, key],
         )
+        return [memory_from_row(r) for r in rows]
+
+    def memories_under(self, agent_id: str, owner_id: str | None, scope_type: str, starts: Sequence[str], *,
+                       limit: int, offset: int = 0, unshown_category: str | None = None) -> list[Memory]:
+        """A page of the live rows of ``agent_id`` (and ``owner_id``, when given) of ``scope_type``
+        whose scope id begins with one of ``starts``, most recently updated first (id breaks ties):
+        the ``limit`` after the ``offset`` first. ``unshown_category``: only the rows of that
+        category that no prompt file shows (no promote target), which an index of an owner's
+        rows by recency (``memories_shown``) reads newest first, without a sort of them all."""
+        where, params = where_sql(("", "agent_id", agent_id), ("", "owner_id", owner_id),
+                                  ("", "scope_type", scope_type), extra=("archived_at IS NULL",))
+        if unshown_category is not None:
+            where += " AND category = ? AND promote_target IS NULL AND scope_type <> 'job'"
+            params.append(unshown_category)
+        # substr, not LIKE: no wildcard to escape, case-sensitive, the same on every dialect.
+        begins = " OR ".join("substr(scope_id, 1, ?) = ?" for _ in starts) or "FALSE"
+        for start in starts:
+            params += [len(start), start]
+        rows = self._rows(f"SELECT {MEMORY_COLUMNS} FROM memories {where} AND ({begins})"
+                          " ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?",
+                          [*params, clamp_limit(limit), max(0, offset)])
         return [memory_from_row(r) for r in rows]
 
     def conversation_state(self, agent_id: str, conversation: ConversationKey) -> ConversationState:
@@ -200,6 +222,20 @@ class SqlQueries(ReadSide):
         """The agent's standing rules: live agent-scoped directive rows of every owner."""
         return [memory_from_row(r) for r in self._rows(AGENT_RULES_SQL, (agent_id,))]
 
+    def prompt_files(self, agent_id: str, owner_id: str) -> tuple[dict[str, ResourceRevision], list[Memory]]:
+        """What a prompt shows of an owner's files, in one statement: the current revision of their
+        ``user_md`` and ``memory_md`` (by name; a file with none is absent), and, when they have no
+        ``memory_md`` revision, the agent's standing rules (:meth:`agent_rules`; else none)."""
+        files: dict[str, ResourceRevision] = {}
+        rules: list[Memory] = []
+        for row in self._rows(_PROMPT_FILES_SQL, {"a": agent_id, "o": owner_id}):
+            if row[0] is not None:
+                files[row[2]] = _revision(row[:_REVISION_WIDTH])
+            else:
+                rules.append(memory_from_row(row[_REVISION_WIDTH:]))
+        rules.sort(key=lambda m: m.id)
+        return files, rules
+
     def agent_owners(self, agent_id: str) -> list[str]:
         """Every owner with messages, memory rows or prompt files of ``agent_id``."""
         return [str(r[0]) for r in self._rows(AGENT_OWNERS_SQL, {"a": agent_id})]
@@ -269,6 +305,19 @@ class SqlQueries(ReadSide):
         return [(r[0], r[1], ConversationKey(r[2], r[3], r[4])) for r in rows]
 
 _REVISION_COLUMNS = "v.agent_id, v.owner_id, v.name, v.revision, v.content, v.content_sha256, v.reason, v.created_at"
+_REVISION_WIDTH = len(_REVISION_COLUMNS.split(", "))
+_CURRENT_FILE = ("resources r JOIN resource_revisions v ON v.agent_id = r.agent_id AND v.owner_id = r.owner_id"
+                 " AND v.name = r.name AND v.revision = r.current_revision WHERE r.agent_id = :a AND r.owner_id = :o")
+# An owner's prompt files, and the agent's standing rules (``AGENT_RULES_SQL``'s terms) when the
+# owner has no MEMORY.md revision: each row a revision's columns then a memory row's, the other
+# half NULL (a revision's agent_id never is).
+_PROMPT_FILES_SQL = (
+    f"SELECT {_REVISION_COLUMNS}, {', '.join(['NULL'] * len(MEMORY_FIELDS))} FROM {_CURRENT_FILE}"
+    " AND r.name IN ('user_md', 'memory_md')"
+    f" UNION ALL SELECT {', '.join(['NULL'] * _REVISION_WIDTH)}, {MEMORY_COLUMNS} FROM memories"
+    " WHERE agent_id = :a AND scope_type = 'agent' AND category = 'directive' AND promote_target = 'memory_md'"
+    f" AND archived_at IS NULL AND NOT EXISTS (SELECT 1 FROM {_CURRENT_FILE} AND r.name = 'memory_md')"
+)
 
 
 def _revision(row: tuple[Any, ...]) -> ResourceRevision:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -26,6 +27,24 @@ def memory_columns(alias: str = "") -> str:
 
 
 MEMORY_COLUMNS = memory_columns()
+
+# One section of the rows a prompt file may show (``rendering.renders``: live, not job-scoped, not a
+# conversation's directive), newest first, at most a cap: one seek of the partial index
+# ``memories_shown`` (ADR-0060), however many rows the owner holds.
+_SHOWN_SECTION = (
+    f"SELECT * FROM (SELECT {MEMORY_COLUMNS} FROM memories WHERE agent_id = ? AND owner_id = ?"
+    " AND promote_target = ? AND category = ? AND archived_at IS NULL AND scope_type <> 'job'"
+    " AND (scope_type <> 'conversation' OR category <> 'directive')"
+    " ORDER BY updated_at DESC, id DESC LIMIT ?) AS section_N"
+)
+
+
+@functools.cache
+def shown_rows_sql(sections: int) -> str:
+    """The statement reading ``sections`` sections of shown rows; each takes the parameters
+    ``(agent, owner, target, category, cap)``, in order."""
+    return " UNION ALL ".join(_SHOWN_SECTION.replace("section_N", f"section_{n}") for n in range(sections))
+
 
 # The columns of a message row, in the order ``message_from_row`` reads them.
 MESSAGE_FIELDS: tuple[str, ...] = ("id", "agent_id", "owner_id", "channel", "chat_id", "thread_scope", "sender",

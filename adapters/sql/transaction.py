@@ -23,6 +23,7 @@ from fermix_memory.adapters.sql.rows import (
     memory_from_row,
     review_state_from_row,
     review_state_key,
+    shown_rows_sql,
 )
 from fermix_memory.application.errors import ConcurrencyConflict
 from fermix_memory.application.store_ports import BULK_EVENTS, RecordedEvent, ReviewState, StreamEvents
@@ -30,7 +31,7 @@ from fermix_memory.application.streams import chain_for, memory_stream, resource
 from fermix_memory.domain.event_base import DomainEvent
 from fermix_memory.domain.log_chain import Head, chain_hash, head_of, payload_digest
 from fermix_memory.domain.memory import Memory
-from fermix_memory.domain.values import ConversationKey, Scope
+from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, Scope
 
 
 class SqlTransaction:
@@ -220,6 +221,14 @@ class SqlTransaction:
             " ORDER BY id",
             (agent_id, owner_id),
         ).fetchall()
+        return [memory_from_row(r) for r in rows]
+
+    def shown_rows(self, agent_id: str, owner_id: str,
+                   sections: Sequence[tuple[PromoteTarget, Category, int]]) -> list[Memory]:
+        self.enter(memory_stream(agent_id, owner_id))
+        params = [p for target, category, cap in sections
+                  for p in (agent_id, owner_id, str(target), str(category), cap)]
+        rows = self.cursor.execute(shown_rows_sql(len(sections)), params).fetchall() if sections else []
         return [memory_from_row(r) for r in rows]
 
     def agent_rules(self, agent_id: str) -> list[Memory]:

@@ -27,8 +27,8 @@ from fermix_memory.adapters.sql.rows import MESSAGE_FIELDS, memory_columns, memo
 from fermix_memory.adapters.sql.scope_sql import scope_sql
 from fermix_memory.adapters.sql.transaction import SqlTransaction
 from fermix_memory.adapters.sql.vector_cache import ScopeVectorCache, ScopeVectors
-from fermix_memory.application.caches import erases
 from fermix_memory.application.embedder import similarity
+from fermix_memory.application.log_position import erases
 from fermix_memory.application.query_ports import MemoryHit, MessageHit, QueuedText
 from fermix_memory.application.store_ports import RecordedEvent
 from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter

@@ -8,7 +8,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import apsw
-import apsw.bestpractice
 
 from fermix_memory.adapters.sql.cursor import int_value as int_value  # re-exported: the dialect's readers use them
 from fermix_memory.adapters.sql.cursor import scalar_int as scalar_int
@@ -98,10 +97,14 @@ def open_readonly(path: Path | str) -> apsw.Connection:
 
 
 def _configure(conn: apsw.Connection, durability: str) -> None:
-    apsw.bestpractice.connection_busy_timeout(conn, BUSY_TIMEOUT_MS)
-    apsw.bestpractice.connection_enable_foreign_keys(conn)
-    apsw.bestpractice.connection_dqs(conn)
-    apsw.bestpractice.connection_recursive_triggers(conn)
+    # apsw.bestpractice's connection_busy_timeout, _enable_foreign_keys, _dqs and
+    # _recursive_triggers, as they do it: importing that module loads apsw.ext, which costs a
+    # read-only command more than opening the database (ADR-0063).
+    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+    conn.pragma("foreign_keys", "ON")
+    conn.config(apsw.SQLITE_DBCONFIG_DQS_DML, 0)
+    conn.config(apsw.SQLITE_DBCONFIG_DQS_DDL, 0)
+    conn.pragma("recursive_triggers", "ON")
     conn.execute(f"PRAGMA synchronous = {DURABILITY_PRAGMAS[durability]}")
     # Touch the schema now so a file that is not a database fails here, not mid-write.
     conn.execute("PRAGMA user_version").fetchall()

@@ -16,13 +16,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import apsw
-from tenacity import (
-    RetryError,
-    Retrying,
-    retry_if_exception_type,
-    stop_after_attempt,
-    wait_random_exponential,
-)
 
 from fermix_memory.adapters.sql.event_store import SqlEventStore
 from fermix_memory.adapters.sql.head import Head
@@ -146,6 +139,9 @@ class GroupCommit(SqlEventStore):
             self._waiting -= 1
 
     def _commit_batch(self, batch: list[_Pending]) -> list[RecordedEvent]:
+        # Imported by the first write, not by a read-only open (ADR-0063).
+        from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
+
         recorded: list[RecordedEvent] = []
         committed = False
         try:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from fermix_memory.adapters.sql.ddl import CHAIN_HEADS, PLAIN_TABLES, UNFINISHED_COPY
+from fermix_memory.adapters.sql.ddl import CHAIN_HEADS, PLAIN_TABLES, SHOWN_ROWS_INDEXES, UNFINISHED_COPY
 
 # The triggers that make ``events`` append-only (only ``payload`` may change, and only to NULL).
 # Kept apart so that opening a database whose triggers were dropped can put them back.
@@ -318,4 +318,4 @@ CREATE INDEX events_import_keys ON events(stream,
 """
 
 MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, CHAIN_HEADS, _V6, IMPORT_KEYS_INDEX, _V8, _V9,
-                               UNFINISHED_COPY + IMPORT_KEYS_BY_KEY)
+                               UNFINISHED_COPY + IMPORT_KEYS_BY_KEY, SHOWN_ROWS_INDEXES)

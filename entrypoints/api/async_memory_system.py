@@ -124,6 +124,7 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
     # --- records ---------------------------------------------------------------------------------
 
     append_message = awaitable(MemorySystem.append_message)
+    append_messages = awaitable(MemorySystem.append_messages)
     history = awaitable(MemorySystem.history)
     messages = awaitable(MemorySystem.messages)
     message_page = awaitable(MemorySystem.message_page)
@@ -131,6 +132,9 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
     retract_newest_message = awaitable(MemorySystem.retract_newest_message)
     import_history = awaitable(MemorySystem.import_history)
     write_memory = awaitable(MemorySystem.write_memory)
+    write_memories = awaitable(MemorySystem.write_memories)
+    memory_by_key = awaitable(MemorySystem.memory_by_key)
+    conversation_memories = awaitable(MemorySystem.conversation_memories)
     restore = awaitable(MemorySystem.restore)
     memory = awaitable(MemorySystem.memory)
     explain = awaitable(MemorySystem.explain)

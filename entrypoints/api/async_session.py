@@ -55,6 +55,7 @@ class AsyncSession(OnLane[Session]):
         return self._sync.trust
 
     append = awaitable(Session.append)
+    append_many = awaitable(Session.append_many)
     retract_newest = awaitable(Session.retract_newest)
     history = awaitable(Session.history)
     recall = awaitable(Session.recall)

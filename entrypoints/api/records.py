@@ -26,20 +26,26 @@ from fermix_memory.application.host_input import row_id
 from fermix_memory.application.memory_writes import OperationOutcome
 from fermix_memory.application.message_input import InvalidMessage, conversation_key
 from fermix_memory.application.recall import RecallResult
-from fermix_memory.domain.errors import InvalidArgument
+from fermix_memory.application.window_tail import newest_in_window
+from fermix_memory.domain.errors import InvalidArgument, InvalidIdentifier
 from fermix_memory.domain.event_base import Provenance
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.operations import Operation
+from fermix_memory.domain.scopes import MemoryFilter
 from fermix_memory.domain.values import (
-    INT64_MAX,
+    Category,
     ConversationKey,
+    ScopeType,
     Trust,
     check_identifier,
     check_int,
+    normalise_key,
     parse_enum,
 )
 from fermix_memory.entrypoints.api.base import ApiBase, optional_id
+from fermix_memory.entrypoints.api.message_batch import append_commands
+from fermix_memory.entrypoints.api.message_pages import message_page
 
 Progress = Callable[[int, int], None]
 
@@ -84,16 +90,25 @@ class RecordsApi(ApiBase):
             sender=sender, kind=kind, trust=trust, metadata=metadata, created_at=created_at, tool_calls=tool_calls,
             tool_call_id=tool_call_id, idempotency_key=idempotency_key))
 
+    def append_messages(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Several :meth:`append_message` calls (each a dict of its keyword arguments: ``agent_id``,
+        ``owner_id``, ``conversation``, ``role``, ``content``, ...) in ONE transaction: every message
+        is checked first, then all are recorded or none. Their ids, in the order given; an
+        ``idempotency_key`` held already, by the conversation or an earlier message of the call,
+        records nothing and gives the holder's id."""
+        return self._open_app().append_messages(append_commands(messages))
+
     def history(self, agent_id: str, conversation: Any, limit: int | None = None) -> list[Message]:
-        """The conversation's current window (after the last clear / compaction), oldest first."""
+        """The conversation's current window (after the last clear / compaction), oldest first;
+        its newest ``limit`` messages when given, read as such (their cost does not grow with the
+        window)."""
         self._check_open()
         check_identifier(agent_id, "agent_id")
-        if limit is not None:
-            check_int(limit, "limit", minimum=0)
-        window = self._app.conversations.window(agent_id, conversation_key(conversation))
-        if limit is not None:
-            window = window[-limit:] if limit > 0 else []
-        return window
+        key = conversation_key(conversation)
+        if limit is None:
+            return self._app.conversations.window(agent_id, key)
+        return newest_in_window(self._app.queries, agent_id, key, check_int(limit, "limit", minimum=0),
+                                self._app.settings.memory.max_conversation_history)
 
     def messages(self, agent_id: str, conversation: Any, *, after_id: int = 0,
                  limit: int | None = None) -> list[Message]:
@@ -112,21 +127,8 @@ class RecordsApi(ApiBase):
         newest (1: the newest ``limit``); only ``owner_id``'s when given. A cursor must be a
         message of the conversation (``NotFound``)."""
         self._check_open()
-        check_identifier(agent_id, "agent_id")
-        key = conversation_key(conversation)
-        limit, page = check_int(limit, "limit", minimum=0), check_int(page, "page", minimum=1)
-        given = [name for name, v in (("before_id", before_id), ("after_id", after_id)) if v is not None]
-        if len(given) + (page != 1) > 1:
-            raise InvalidArgument("give at most one of before_id, after_id and page")
-        for name, cursor in (("before_id", before_id), ("after_id", after_id)):
-            if cursor is not None:
-                found = self._app.queries.message(check_int(cursor, name, minimum=1))
-                if found is None or found.agent_id != agent_id or found.conversation != key:
-                    raise NotFound(f"message {cursor} is not in {agent_id}'s conversation {key}")
-        if owner_id is not None:
-            check_identifier(owner_id, "owner_id")
-        return self._app.queries.message_page(agent_id, key, limit=limit, before_id=before_id, after_id=after_id,
-                                              skip=min((page - 1) * limit, INT64_MAX), owner_id=owner_id)
+        return message_page(self._app.queries, agent_id, conversation, limit=limit, before_id=before_id,
+                            after_id=after_id, page=page, owner_id=owner_id)
 
     def clear_window(self, agent_id: str, conversation: Any, *, owner_id: str = "", by: str = "operator") -> None:
         """Start the conversation's window afresh (``/new``); nothing is deleted from the log."""
@@ -204,6 +206,56 @@ class RecordsApi(ApiBase):
             operations=operations, agent_id=agent_id, owner_id=owner_id, writer=writer, trust=trust,
             conversation=conversation, job_source_id=job_source_id, source_type=source_type, source_id=source_id,
             session_id=session_id, run_id=run_id, source_message_id=source_message_id, reason=reason)))
+
+    def write_memories(self, writes: Sequence[Mapping[str, Any]]) -> list[list[OperationOutcome]]:
+        """Several :meth:`write_memory` calls (each a dict of its keyword arguments: ``operations``,
+        ``agent_id``, ``owner_id``, ...) in ONE transaction: all are recorded or none. Each call's
+        operations are admitted or refused as :meth:`write_memory` does; one list of outcomes per call."""
+        self._check_open()
+        if isinstance(writes, Mapping | str) or not isinstance(writes, Sequence):
+            raise InvalidArgument(f"writes must be a list of write_memory arguments, got {type(writes).__name__}")
+        return self._app.write_memories([self._command(WriteMemory, w) for w in writes])
+
+    def memory_by_key(self, *, agent_id: str, owner_id: str, conversation: Any, key: str) -> Memory | None:
+        """The live row holding ``key`` in the conversation's own scope, or ``None``: one indexed
+        read, no recall (a key that is no canonical row key holds none)."""
+        self._check_open()
+        where = MemoryFilter(agent_id=check_identifier(agent_id, "agent_id"),
+                             owner_id=check_identifier(owner_id, "owner_id"),
+                             scopes=((ScopeType.CONVERSATION, conversation_key(conversation).scope_id),))
+        if not isinstance(key, str):
+            raise InvalidArgument(f"key must be text, got {type(key).__name__}")
+        try:
+            normalised = normalise_key(key)
+        except InvalidIdentifier:
+            return None
+        rows = self._app.queries.memory_by_key(where, normalised) if normalised == key else []
+        return rows[0] if rows else None
+
+    def conversation_memories(self, *, agent_id: str, owner_id: str | None = None, channel: str,
+                              chat_prefix: str = "", limit: int = 100, offset: int = 0,
+                              unshown_category: str | None = None) -> list[Memory]:
+        """A page of the live rows of ``agent_id``'s conversations on ``channel`` (only ``owner_id``'s
+        when given) whose chat id is ``chat_prefix`` or begins with it and a ``.`` (every chat id
+        when empty), most recently updated first (id breaks ties): the ``limit`` after the
+        ``offset`` first, read in SQL (the LangGraph store's search without a query);
+        ``unshown_category``: only the rows of that category no prompt file shows."""
+        self._check_open()
+        check_identifier(agent_id, "agent_id")
+        owner = optional_id(owner_id, "owner_id")
+        limit, offset = check_int(limit, "limit", minimum=0), check_int(offset, "offset", minimum=0)
+        if not isinstance(chat_prefix, str):
+            raise InvalidArgument(f"chat_prefix must be text, got {type(chat_prefix).__name__}")
+        channel_part = ConversationKey(channel, "x").scope_id.split(":")[0]
+        if chat_prefix:
+            chat_part = ConversationKey(channel, chat_prefix).scope_id.split(":")[1]
+            starts = [f"{channel_part}:{chat_part}:", f"{channel_part}:{chat_part}."]
+        else:
+            starts = [f"{channel_part}:"]
+        if unshown_category is not None:
+            unshown_category = parse_enum(Category, unshown_category, "unshown_category").value
+        return self._app.queries.memories_under(agent_id, owner, ScopeType.CONVERSATION.value, starts,
+                                                limit=limit, offset=offset, unshown_category=unshown_category)
 
     def restore(self, memory_id: int, *, by: str = "operator") -> Memory:
         """Un-archive a memory row; returns the row. Raises :class:`NotFound` for an unknown id."""

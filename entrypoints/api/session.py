@@ -40,11 +40,17 @@ from fermix_memory.application.reviewer import ReviewResult
 from fermix_memory.application.turns import CommandResult, PreflightResult
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import ConversationKey, Role, Trust
+from fermix_memory.entrypoints.api.message_batch import built
 from fermix_memory.entrypoints.api.model_bound import model_bound
 
 if TYPE_CHECKING:
     from fermix_memory.entrypoints.api.memory_system import MemorySystem
     from fermix_memory.entrypoints.api.turns import AnthropicPrompt, OpenAIPrompt, Prompt
+
+
+# The arguments of :meth:`Session.append` (one dict of them per message of ``append_many``).
+_APPEND_ARGUMENTS = frozenset({"role", "content", "sender", "kind", "metadata", "created_at", "tool_calls",
+                               "tool_call_id", "idempotency_key"})
 
 
 class Session:
@@ -75,6 +81,18 @@ class Session:
         start = self._start
         return {"agent_id": start.agent_id, "owner_id": start.owner_id, "conversation": start.conversation}
 
+    def _message(self, role: RoleName, content: str, *, sender: str | None = None, kind: str = "text",
+                 metadata: Any = None, created_at: Any = None, tool_calls: Sequence[Mapping[str, Any]] | None = None,
+                 tool_call_id: str | None = None, idempotency_key: str | None = None) -> AppendMessage:
+        start = self._start
+        if sender is None:
+            sender = start.owner_id if role == Role.USER else start.agent_id if role == Role.ASSISTANT else ""
+        # Every field of the command is checked with the message (as for the flat method).
+        return AppendMessage(
+            agent_id=start.agent_id, owner_id=start.owner_id, conversation=start.conversation, role=role,
+            content=content, sender=sender, kind=kind, trust=start.trust, metadata=metadata, created_at=created_at,
+            tool_calls=tool_calls, tool_call_id=tool_call_id, idempotency_key=idempotency_key)
+
     def append(self, role: RoleName, content: str, *, sender: str | None = None, kind: str = "text",
                metadata: Any = None, created_at: Any = None, tool_calls: Sequence[Mapping[str, Any]] | None = None,
                tool_call_id: str | None = None, idempotency_key: str | None = None) -> int:
@@ -84,14 +102,16 @@ class Session:
         ``role="tool"`` result answers) and ``idempotency_key`` (the host's own id of the message:
         appended again, it stores nothing and returns the first id) are described at
         :meth:`MemorySystem.append_message`."""
-        start = self._start
-        if sender is None:
-            sender = start.owner_id if role == Role.USER else start.agent_id if role == Role.ASSISTANT else ""
-        # Every field of the command is checked with the message (as for the flat method).
-        return self._memory._open_app().append_message(AppendMessage(
-            agent_id=start.agent_id, owner_id=start.owner_id, conversation=start.conversation, role=role,
-            content=content, sender=sender, kind=kind, trust=start.trust, metadata=metadata, created_at=created_at,
+        return self._memory._open_app().append_message(self._message(
+            role, content, sender=sender, kind=kind, metadata=metadata, created_at=created_at,
             tool_calls=tool_calls, tool_call_id=tool_call_id, idempotency_key=idempotency_key))
+
+    def append_many(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Several :meth:`append` calls (each a dict of its arguments: ``role``, ``content``,
+        ``sender``, ``metadata``, ...) in ONE transaction: every message is checked first, then all
+        are recorded or none; their ids, in the order given (see :meth:`MemorySystem.append_messages`)."""
+        app = self._memory._open_app()
+        return app.append_messages(built(messages, _APPEND_ARGUMENTS, ("role", "content"), self._message))
 
     def retract_newest(self) -> Message | None:
         """Take back the newest message of the window with the session's trust (see

@@ -27,6 +27,7 @@ from typing import Any, TextIO
 from fermix_memory.domain.errors import FermixError
 from fermix_memory.entrypoints.cli.commands import (
     CONFIG,
+    ON_READER,
     OWN,
     READ,
     Command,
@@ -73,6 +74,34 @@ def _embedder_asked(args: argparse.Namespace) -> Any:
     return load_embedder()
 
 
+def _run(args: argparse.Namespace, out: Output) -> int:
+    """Run the parsed command. Only now are the command's module and the memory's modules
+    imported (--help needs neither); a read-only command on the readers alone imports none of
+    the writer side (ADR-0063)."""
+    run_command = args.command_to_run.function()
+    if args.access in (CONFIG, OWN):
+        return int(run_command(args, out))
+    if args.command_to_run.words in ON_READER:
+        from fermix_memory.entrypoints.reader import MemoryReader
+
+        with MemoryReader.open(args.home) as reader:
+            return int(run_command(reader, args, out))
+    from fermix_memory.entrypoints.api.memory_system import MemorySystem
+
+    with MemorySystem.open(args.home, create=False, readonly=args.access == READ,
+                           embedder=_embedder_asked(args)) as memory:
+        return int(run_command(memory, args, out))
+
+
+def _import_problems(exc: FermixError) -> list[str] | None:
+    """The lines of a history import's problems (each line of the file that is wrong), when
+    there are several; the history module is loaded already when it raised one."""
+    history = sys.modules.get("fermix_memory.application.history")
+    if history is None or not isinstance(exc, history.HistoryImportError) or len(exc.problems) <= 1:
+        return None
+    return [*exc.lines(), "nothing was imported"]
+
+
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = wants_json(argv)
@@ -84,22 +113,10 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
     except SystemExit as exc:  # --help and --version
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     out = Output(bool(args.json), stdout or sys.stdout)
-    # Only now are the command's module and the memory's modules imported: --help needs neither.
-    from fermix_memory.application.history import HistoryImportError
-    from fermix_memory.entrypoints.api.memory_system import MemorySystem
-
     try:
-        run_command = args.command_to_run.function()
-        if args.access in (CONFIG, OWN):
-            return int(run_command(args, out))
-        with MemorySystem.open(args.home, create=False, readonly=args.access == READ,
-                               embedder=_embedder_asked(args)) as memory:
-            return int(run_command(memory, args, out))
-    except HistoryImportError as exc:
-        report_error(out.as_json, exc, [*exc.lines(), "nothing was imported"] if len(exc.problems) > 1 else None)
-        return EXIT_ERROR
+        return _run(args, out)
     except FermixError as exc:
-        report_error(out.as_json, exc)
+        report_error(out.as_json, exc, _import_problems(exc))
         return EXIT_ERROR
     except KeyboardInterrupt:
         sys.stderr.write("fermix: interrupted\n")

@@ -26,6 +26,11 @@ MODULES = {"demo": "setup", "events": "events", "forget": "memory", "history": "
            "mcp": "fermix_memory.entrypoints.mcp.command", "memory": "memory", "resource": "resources",
            "setup": "setup", "storage": "moving",
            "memory search": "search", "memory embed": "search"}  # a command's own module, before its group's
+# The read-only commands that run on the readers alone (entrypoints/reader.py, ADR-0063), never
+# importing the writer side; the other reads open the whole memory read-only.
+ON_READER = frozenset({("memory", "list"), ("memory", "show"), ("history", "show"), ("events", "head"),
+                       ("events", "log"), ("resource", "list"), ("resource", "history"), ("resource", "show"),
+                       ("resource", "diff")})
 
 
 @attrs.frozen

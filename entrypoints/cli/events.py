@@ -6,10 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fermix_memory.application.errors import IntegrityError
-from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from fermix_memory.entrypoints.cli.moving import cmd_events_export as cmd_events_export
 from fermix_memory.entrypoints.cli.moving import cmd_events_import as cmd_events_import
 from fermix_memory.entrypoints.cli.output import (
@@ -22,6 +21,10 @@ from fermix_memory.entrypoints.cli.output import (
     progress_bars,
     report_error,
 )
+
+if TYPE_CHECKING:
+    from fermix_memory.entrypoints.api.memory_system import MemorySystem
+    from fermix_memory.entrypoints.reader import MemoryReader
 
 
 def _verify_lines(r: Any) -> list[str]:
@@ -43,7 +46,7 @@ def cmd_events_verify(memory: MemorySystem, args: argparse.Namespace, out: Outpu
     return EXIT_OK
 
 
-def cmd_events_head(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+def cmd_events_head(memory: MemoryReader, args: argparse.Namespace, out: Output) -> int:
     head = memory.head()
     item: dict[str, Any] = {"position": head.position, "hash": head.hash, "anchor": str(head)}
     if head.chains:  # a log of several chains: each chain's last position; ``hash`` is their checkpoint
@@ -80,7 +83,7 @@ def _event_detail(event: dict[str, Any] | None) -> str:
     return text if len(text) <= 240 else text[:239] + "…"
 
 
-def cmd_events_log(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+def cmd_events_log(memory: MemoryReader, args: argparse.Namespace, out: Output) -> int:
     items: list[dict[str, Any]] = []
     for entry in memory.log_entries(after=args.after, kind=args.kind):
         if len(items) >= args.limit:  # before adding: --limit 0 prints none

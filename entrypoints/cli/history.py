@@ -7,12 +7,11 @@ import argparse
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fermix_memory.application.errors import ModelError
-from fermix_memory.application.history import parse_history
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import ConversationKey
-from fermix_memory.entrypoints.api.memory_system import MemorySystem, open_app
 from fermix_memory.entrypoints.cli.output import (
     EXIT_ERROR,
     EXIT_OK,
@@ -26,6 +25,10 @@ from fermix_memory.entrypoints.cli.output import (
     report_error,
     short,
 )
+
+if TYPE_CHECKING:  # imported by the commands that open a whole memory, when they run (ADR-0063)
+    from fermix_memory.entrypoints.api.memory_system import MemorySystem
+    from fermix_memory.entrypoints.reader import MemoryReader
 
 
 def _read_lines(name: str) -> list[str]:
@@ -47,6 +50,8 @@ def _read_lines(name: str) -> list[str]:
 
 def cmd_history_import(args: argparse.Namespace, out: Output) -> int:
     """Import a file into the home, creating the home only if every line of the file is good."""
+    from fermix_memory.application.history import parse_history
+    from fermix_memory.entrypoints.api.memory_system import MemorySystem, open_app
     from fermix_memory.entrypoints.home import DB_NAME, resolve_home
 
     lines = _read_lines(args.file)
@@ -117,7 +122,7 @@ def _message_line(m: Message) -> str:
     return one_line(f"#{m.id} {m.created_at:%Y-%m-%d %H:%M:%S} {m.role} {m.sender}: {m.content}")
 
 
-def cmd_history_show(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+def cmd_history_show(memory: MemoryReader, args: argparse.Namespace, out: Output) -> int:
     """A page of the conversation, with the ids that page on (``--before`` older, ``--after`` newer)."""
     conversation = ConversationKey.parse(args.conversation)
     given = [flag for flag, v in (("--before", args.before), ("--after", args.after), ("--page", args.page))

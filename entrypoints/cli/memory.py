@@ -8,19 +8,12 @@ import re
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fermix_memory.adapters.sql.codec import CONVERTER
 from fermix_memory.application.errors import ModelError, StorageBusy
-from fermix_memory.application.forget import ConversationForgetReport, ForgetReport, MemoryForgetReport
-from fermix_memory.application.memory_writes import OperationOutcome
-from fermix_memory.application.reviewer import ReviewResult
-from fermix_memory.application.reviewer_prompt import REVIEWER_AGENT_TAG
 from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.values import ConversationKey, ScopeType, normalise_key
-from fermix_memory.entrypoints.api.memory_system import MemorySystem
-from fermix_memory.entrypoints.cli import forget_preview
 from fermix_memory.entrypoints.cli.output import (
     EXIT_ERROR,
     EXIT_OK,
@@ -32,6 +25,13 @@ from fermix_memory.entrypoints.cli.output import (
     report_error,
     short,
 )
+
+if TYPE_CHECKING:  # the writer side is imported by the commands that write, when they run (ADR-0063)
+    from fermix_memory.application.forget import ConversationForgetReport, ForgetReport, MemoryForgetReport
+    from fermix_memory.application.memory_writes import OperationOutcome
+    from fermix_memory.application.reviewer import ReviewResult
+    from fermix_memory.entrypoints.api.memory_system import MemorySystem
+    from fermix_memory.entrypoints.reader import MemoryReader
 
 MEMORY_HEADER = "ID\tAGENT\tOWNER\tSCOPE\tCATEGORY\tKEY = VALUE"
 BY = "cli"  # who the provenance of an operator's write from this command names
@@ -55,7 +55,7 @@ def _memory_line(m: Any) -> str:
     return "\t".join(one_line(c) for c in cells)
 
 
-def cmd_memory_list(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+def cmd_memory_list(memory: MemoryReader, args: argparse.Namespace, out: Output) -> int:
     rows = memory.memories(agent_id=args.agent, owner_id=args.owner, include_archived=not args.active,
                            as_of=args.as_of)
     out.emit(rows, lambda rs: [MEMORY_HEADER] + [_memory_line(m) for m in rs] if rs else ["no memory rows"])
@@ -97,7 +97,9 @@ def _source_lines(event: dict[str, Any]) -> list[str]:
                     for m in shown]
 
 
-def cmd_memory_show(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+def cmd_memory_show(memory: MemoryReader, args: argparse.Namespace, out: Output) -> int:
+    from fermix_memory.adapters.sql.codec import CONVERTER
+
     result = memory.explain(args.id)
 
     def human(r: dict[str, Any]) -> list[str]:
@@ -141,6 +143,8 @@ def cmd_forget(memory: MemorySystem, args: argparse.Namespace, out: Output) -> i
                                  reason=args.reason or "")
 
     def human(r: Any) -> list[str]:
+        from fermix_memory.entrypoints.cli import forget_preview
+
         if r.dry_run:
             return forget_preview.owner_lines(r, args.agent)
         if not r.erased_events:
@@ -164,6 +168,8 @@ def _forget_memory(memory: MemorySystem, args: argparse.Namespace, out: Output) 
     report = memory.forget_memory(args.memory, dry_run=args.dry_run, by="cli", reason=args.reason or "")
 
     def human(r: Any) -> list[str]:
+        from fermix_memory.entrypoints.cli import forget_preview
+
         if r.dry_run:
             return forget_preview.memory_lines(r)
         if not r.erased_events:
@@ -225,6 +231,8 @@ def _providers_tried(memory: MemorySystem, agent_id: str, after: int,
                      errors: Sequence[str]) -> list[dict[str, Any]]:
     """One entry per provider the failed review tried, in order (from the ``model.call_traced``
     events it left; a repair turn is the same provider again), with that provider's error."""
+    from fermix_memory.application.reviewer_prompt import REVIEWER_AGENT_TAG
+
     tried: list[dict[str, Any]] = []
     for entry in memory.log_entries(after=after, kind="model.call_traced"):
         trace = entry.event
@@ -248,6 +256,8 @@ def _review_conversation(memory: MemorySystem, agent_id: str, owner_id: str, con
                          max_rounds: int) -> dict[str, Any]:
     """Review one conversation batch after batch until it is caught up, a review does not
     complete, or ``max_rounds`` reviews ran; what it did, summed, and what still waits."""
+    from fermix_memory.application.reviewer import ReviewResult
+
     rounds: list[ReviewResult] = []
     providers: list[dict[str, Any]] = []
     while len(rounds) < max_rounds:

@@ -10,15 +10,17 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import attrs
 
 from fermix_memory.application.errors import ConfigError, EventFileError, IntegrityError
-from fermix_memory.application.log_transfer import ImportReport
 from fermix_memory.application.settings_storage import DATABASE_URL_ENV, storage_url_problem
-from fermix_memory.entrypoints.api.memory_system import MemorySystem, open_app
 from fermix_memory.entrypoints.cli.output import EXIT_OK, Output, UsageError, plural, progress_bars
+
+if TYPE_CHECKING:  # imported by the commands that open a whole memory, when they run (ADR-0063)
+    from fermix_memory.application.log_transfer import ImportReport
+    from fermix_memory.entrypoints.api.memory_system import MemorySystem
 
 
 @attrs.frozen
@@ -114,6 +116,7 @@ def cmd_events_import(args: argparse.Namespace, out: Output) -> int:
     """Check the whole file before the home is even created; then import it."""
     from fermix_memory.adapters.sql.codec import decode_payload
     from fermix_memory.application.log_transfer import check_lines
+    from fermix_memory.entrypoints.api.memory_system import MemorySystem
     from fermix_memory.entrypoints.home import DB_NAME, resolve_home
 
     with ExitStack() as stack:
@@ -131,6 +134,8 @@ def cmd_events_import(args: argparse.Namespace, out: Output) -> int:
 
 def cmd_storage_migrate(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
     """Export this home and import it into the target in one stream, then verify the target."""
+    from fermix_memory.entrypoints.api.memory_system import MemorySystem, open_app
+
     target = migration_target(args.to)
     if target.home is not None and target.home.resolve() == memory.home.resolve():
         raise UsageError("--to names this very home; migrate into another one")

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from fermix_memory.entrypoints.cli.output import EXIT_OK, Output, UsageError, jsonable
 
+if TYPE_CHECKING:
+    from fermix_memory.entrypoints.api.memory_system import MemorySystem
+    from fermix_memory.entrypoints.reader import MemoryReader
 
-def _resource_owner(memory: MemorySystem, args: argparse.Namespace) -> tuple[str, str]:
+
+def _resource_owner(memory: MemoryReader | MemorySystem, args: argparse.Namespace) -> tuple[str, str]:
     """The (agent, owner) a resource command is about: as given, or the only one there is."""
     pairs = sorted({(r.agent_id, r.owner_id) for r in memory.resources(agent_id=args.agent, owner_id=args.owner)})
     if args.agent and args.owner:
@@ -36,13 +39,13 @@ def _emit_revisions(out: Output, rows: Sequence[Any]) -> None:
              lambda rs: [REVISION_HEADER] + [_revision_line(r) for r in rs] if rs else ["no resources"])
 
 
-def cmd_resource_list(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+def cmd_resource_list(memory: MemoryReader, args: argparse.Namespace, out: Output) -> int:
     rows = memory.resources(agent_id=args.agent, owner_id=args.owner)
     _emit_revisions(out, rows)
     return EXIT_OK
 
 
-def cmd_resource_history(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+def cmd_resource_history(memory: MemoryReader, args: argparse.Namespace, out: Output) -> int:
     agent, owner = _resource_owner(memory, args)
     rows = memory.resource_history(args.name, agent_id=agent, owner_id=owner, limit=args.limit)
     if not rows and (args.limit > 0 or not memory.resource_history(args.name, agent_id=agent, owner_id=owner,
@@ -52,7 +55,7 @@ def cmd_resource_history(memory: MemorySystem, args: argparse.Namespace, out: Ou
     return EXIT_OK
 
 
-def cmd_resource_show(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+def cmd_resource_show(memory: MemoryReader, args: argparse.Namespace, out: Output) -> int:
     if (args.rev is None) == (args.as_of is None):
         raise UsageError("give a revision number or --as-of TIME (one of them)")
     agent, owner = _resource_owner(memory, args)
@@ -71,7 +74,7 @@ def cmd_resource_show(memory: MemorySystem, args: argparse.Namespace, out: Outpu
     return EXIT_OK
 
 
-def cmd_resource_diff(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+def cmd_resource_diff(memory: MemoryReader, args: argparse.Namespace, out: Output) -> int:
     agent, owner = _resource_owner(memory, args)
     diff = memory.resource_diff(args.name, args.a, args.b, agent_id=agent, owner_id=owner)
     out.emit({"name": args.name, "from": args.a, "to": args.b, "diff": diff},

@@ -89,20 +89,32 @@ def check_labels(namespace: object, what: str = "namespace") -> tuple[str, ...]:
     return labels
 
 
-def owner_of(labels: tuple[str, ...], owner_index: int, what: str) -> str:
+def _unmapped(what: str, labels: tuple[str, ...], owner_index: int, search: bool) -> NamespaceNotMapped:
+    how = ("FermixStore(..., default_owner='shared') keeps namespaces without one under that owner"
+           + (", FermixStore(..., trust='operator', all_owners=True) searches every owner" if search else ""))
+    return NamespaceNotMapped(f"{what} {labels!r} has no owner label: this store reads the owner from label "
+                              f"{owner_index} (owner_index); {how} (ADR-0059)")
+
+
+def owner_of(labels: tuple[str, ...], owner_index: int, what: str, default_owner: str | None = None) -> str:
+    """The owner a namespace (or a search prefix) names: its label at ``owner_index``, else
+    ``default_owner`` when there is one, else :class:`NamespaceNotMapped` saying how to map it."""
     if len(labels) <= owner_index:
-        raise NamespaceNotMapped(
-            f"{what} {labels!r} has no owner label: this store reads the owner from label {owner_index}")
+        if default_owner is None:
+            raise _unmapped(what, labels, owner_index, search=what != "namespace")
+        return default_owner
     try:
         return check_identifier(labels[owner_index], "owner_id")
     except DomainError as exc:
         raise NamespaceNotMapped(f"{what} {labels!r}: the owner label is not usable ({exc})") from None
 
 
-def place_of(namespace: object, owner_index: int) -> Place:
+def place_of(namespace: object, owner_index: int, default_owner: str | None = None) -> Place:
     """Map an item namespace to its owner and conversation scope, or raise :class:`NamespaceNotMapped`."""
     labels = check_labels(namespace)
-    owner_id = owner_of(labels, owner_index, "namespace")
+    if not labels:
+        raise NamespaceNotMapped("a namespace needs at least one label")
+    owner_id = owner_of(labels, owner_index, "namespace", default_owner)
     try:
         conversation = ConversationKey(CHANNEL, ".".join(labels))
     except DomainError as exc:
@@ -205,6 +217,30 @@ def matches(value: object, condition: object) -> bool:
         return (isinstance(value, list | tuple) and len(value) == len(condition)
                 and all(matches(v, c) for v, c in zip(value, condition, strict=True)))
     return value == condition
+
+
+_MISSING = object()
+
+
+def at_path(value: Mapping[str, Any], field: str) -> object:
+    """The part of an item value a filter field names: a dotted field is a path into nested
+    objects, as SqliteStore reads it (``"user.level"``: ``value["user"]["level"]``); where that
+    path leads nowhere, a top-level field of that very name (InMemoryStore's reading); else ``None``."""
+    if isinstance(field, str) and "." in field:
+        found: object = value
+        for part in field.split("."):
+            found = found.get(part, _MISSING) if isinstance(found, Mapping) else _MISSING
+            if found is _MISSING:
+                break
+        if found is not _MISSING:
+            return found
+    return value.get(field)
+
+
+def item_matches(value: Mapping[str, Any], conditions: Mapping[str, Any] | None) -> bool:
+    """Whether an item value passes a search filter: each field (see :func:`at_path`) matches
+    its condition (see :func:`matches`)."""
+    return all(matches(at_path(value, field), condition) for field, condition in (conditions or {}).items())
 
 
 def check_filter(condition: object) -> None:

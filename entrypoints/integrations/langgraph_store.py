@@ -7,20 +7,22 @@ namespace names the owner (``owner_index``, default 1: ``("memories", owner_id, 
 whole namespace names a conversation scope of channel ``langgraph-store``; the item is one
 ``context`` row whose value is ``{"key": ..., "value": {...}}`` as JSON text
 (:mod:`~fermix_memory.entrypoints.integrations.langgraph_items`). What cannot map is refused
-with a typed error before anything is written.
+with a typed error before anything is written. A namespace without an owner label may map to a
+``default_owner``, and an operator's store may search every owner (ADR-0059). A get is one
+indexed read of its row, a search without a query reads pages of rows in SQL, newest first, and
+a batch's puts and deletes are one transaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from fermix_memory.application.commands import TrustName
 from fermix_memory.application.recall import MAX_RECALL
-from fermix_memory.domain.errors import InvalidArgument
+from fermix_memory.domain.errors import DomainError, InvalidArgument
 from fermix_memory.domain.memory import Memory
-from fermix_memory.domain.values import ScopeType, check_identifier, check_int, preview
+from fermix_memory.domain.values import ConversationKey, check_identifier, check_int, preview
 from fermix_memory.entrypoints.api.lane import run_sync
 from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from fermix_memory.entrypoints.extras import require
@@ -41,16 +43,18 @@ from langgraph.store.base import (  # noqa: E402
 
 from fermix_memory.entrypoints.integrations.langgraph_items import (  # noqa: E402
     CATEGORY,
+    CHANNEL,
     SOURCE_TYPE,
     FilterNotSupported,
     KeyCollision,
+    NamespaceNotMapped,
     Place,
     WriteRefused,
     check_filter,
     check_labels,
     decode,
     encode,
-    matches,
+    item_matches,
     namespace_matches,
     namespace_of,
     owner_of,
@@ -58,13 +62,17 @@ from fermix_memory.entrypoints.integrations.langgraph_items import (  # noqa: E4
     row_key,
 )
 
+# A search without a query reads the newest rows a page at a time: the first page is what the
+# search returns when no row is left out, and each next one twice as large, up to the read side's
+# largest page.
+_FIRST_PAGE_WITH_FILTER = 64
+_LARGEST_PAGE = 1000
+# How many namespaces' places a store remembers (the oldest is forgotten first).
+_PLACES_KEPT = 256
+
 
 def _item(namespace: tuple[str, ...], key: str, value: dict[str, Any], row: Memory) -> Item:
     return Item(namespace=namespace, key=key, value=value, created_at=row.created_at, updated_at=row.updated_at)
-
-
-def _recency(row: Memory) -> tuple[datetime, int]:
-    return row.updated_at, row.id
 
 
 class FermixStore(BaseStore):
@@ -73,20 +81,30 @@ class FermixStore(BaseStore):
     ``store = FermixStore(memory, agent_id="ada", trust="guest")``; the namespace label at
     ``owner_index`` names the owner (``("memories", "alice")``: alice). Puts and deletes go
     through admission as ``writer="tool"`` writes with ``trust``; a delete archives the row.
+    ``default_owner``: the owner of a namespace too short to hold an owner label
+    (``("docs",)``), and of a search prefix without one; ``all_owners=True`` (with
+    ``trust="operator"``): a search prefix without an owner label reads every owner (ADR-0059).
     """
 
-    __slots__ = ("_agent_id", "_memory", "_owner_index", "_trust")
+    __slots__ = ("_agent_id", "_all_owners", "_default_owner", "_memory", "_owner_index", "_places", "_trust")
 
     def __init__(self, memory: MemorySystem, *, agent_id: str, trust: TrustName = "guest",
-                 owner_index: int = 1) -> None:
+                 owner_index: int = 1, default_owner: str | None = None, all_owners: bool = False) -> None:
         if not isinstance(memory, MemorySystem):
             raise InvalidArgument(f"memory must be a MemorySystem, got {preview(memory)}")
         if trust not in ("guest", "operator"):
             raise InvalidArgument(f"trust must be guest or operator, got {preview(trust)}")
+        if not isinstance(all_owners, bool):
+            raise InvalidArgument(f"all_owners must be true or false, got {preview(all_owners)}")
+        if all_owners and trust != "operator":
+            raise InvalidArgument("all_owners=True reads every owner's items: it needs trust='operator'")
         self._memory = memory
         self._agent_id = check_identifier(agent_id, "agent_id")
         self._trust: TrustName = trust
         self._owner_index = check_int(owner_index, "owner_index", minimum=0)
+        self._default_owner = None if default_owner is None else check_identifier(default_owner, "default_owner")
+        self._all_owners = all_owners
+        self._places: dict[tuple[Any, ...], Place] = {}
 
     @property
     def agent_id(self) -> str:
@@ -96,18 +114,19 @@ class FermixStore(BaseStore):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` as InMemoryStore does: every read sees the store as it was before the
-        batch, then the puts are applied (the last put of a namespace and key wins)."""
+        batch, then the puts are applied (the last put of a namespace and key wins), all of them
+        in one transaction."""
         ops = list(ops)
         puts: dict[tuple[tuple[str, ...], str], tuple[Place, str, str | None]] = {}
         for op in ops:  # check everything before reading or writing anything
             if isinstance(op, PutOp):
-                place, key = place_of(op.namespace, self._owner_index), self._key(op.key)
+                place, key = self._place(op.namespace), self._key(op.key)
                 if op.ttl is not None:
                     raise InvalidArgument("this store keeps no time-to-live: put with ttl=None")
                 text = None if op.value is None else encode(key, op.value)
                 puts[(place.namespace, key)] = (place, key, text)
             elif isinstance(op, GetOp):
-                place_of(op.namespace, self._owner_index)
+                self._place(op.namespace)
                 self._key(op.key)
             elif isinstance(op, SearchOp):
                 self._search_owner(op)
@@ -118,18 +137,33 @@ class FermixStore(BaseStore):
             else:
                 raise InvalidArgument(f"unknown store operation {type(op).__name__}")
         results = [self._read(op) for op in ops]
-        self._write(list(puts.values()))
+        if puts:
+            self._write(list(puts.values()))
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
         return await run_sync(self.batch, ops)
 
+    def _place(self, namespace: object) -> Place:
+        """Where ``namespace`` lives (remembered for the namespaces used most recently)."""
+        try:
+            cached = self._places.get(namespace) if type(namespace) is tuple else None
+        except TypeError:  # labels that are no text (unhashable): refused below
+            cached = None
+        if cached is None:
+            cached = place_of(namespace, self._owner_index, self._default_owner)
+            if type(namespace) is tuple:  # text labels only, now checked
+                if len(self._places) >= _PLACES_KEPT:
+                    self._places.pop(next(iter(self._places)))
+                self._places[namespace] = cached
+        return cached
+
     # --- reads ------------------------------------------------------------------------------
 
     def _read(self, op: Op) -> Result:
         if isinstance(op, GetOp):
-            return self._get(place_of(op.namespace, self._owner_index), op.key)
+            return self._get(self._place(op.namespace), op.key)
         if isinstance(op, SearchOp):
             return self._search(op)
         if isinstance(op, ListNamespacesOp):
@@ -143,13 +177,9 @@ class FermixStore(BaseStore):
         return key
 
     def _row(self, place: Place, key: str) -> Memory | None:
-        """The live row holding ``key`` in ``place``."""
-        hits = self._memory.recall(agent_id=self._agent_id, owner_id=place.owner_id,
-                                   conversation=place.conversation, key=row_key(key)).memories
-        scope_id = place.conversation.scope_id
-        rows = [hit.memory for hit in hits
-                if hit.memory.scope_type is ScopeType.CONVERSATION and hit.memory.scope_id == scope_id]
-        return rows[0] if rows else None
+        """The live row holding ``key`` in ``place``: one indexed read."""
+        return self._memory.memory_by_key(agent_id=self._agent_id, owner_id=place.owner_id,
+                                          conversation=place.conversation, key=row_key(key))
 
     def _get(self, place: Place, key: str) -> Item | None:
         row = self._row(place, key)
@@ -160,9 +190,18 @@ class FermixStore(BaseStore):
             raise KeyCollision(f"item keys {key!r} and {found[0]!r} share the row key {row.key!r}")
         return _item(place.namespace, key, found[1], row)
 
-    def _search_owner(self, op: SearchOp) -> tuple[tuple[str, ...], str]:
+    def _search_owner(self, op: SearchOp) -> tuple[tuple[str, ...], str | None]:
+        """The prefix and the owner whose items a search reads (``None``: every owner)."""
         prefix = check_labels(op.namespace_prefix, "namespace prefix")
-        owner = owner_of(prefix, self._owner_index, "namespace prefix")
+        if len(prefix) <= self._owner_index and self._all_owners:
+            owner = None
+        else:
+            owner = owner_of(prefix, self._owner_index, "namespace prefix", self._default_owner)
+        if prefix:
+            try:
+                ConversationKey(CHANNEL, ".".join(prefix))
+            except DomainError as exc:
+                raise NamespaceNotMapped(f"namespace prefix {prefix!r} cannot be stored ({exc})") from None
         check_int(op.limit, "limit", minimum=0)
         check_int(op.offset, "offset", minimum=0)
         if op.query and op.offset + op.limit > MAX_RECALL:
@@ -174,33 +213,57 @@ class FermixStore(BaseStore):
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix, owner = self._search_owner(op)
-        scored: list[tuple[Memory, float | None]]
+        wanted = op.offset + op.limit
+        if wanted == 0:
+            return []
+        scored: Iterable[tuple[Memory, float | None]]
         if op.query:
-            # Full-text recall over every conversation of the owner, best first (FTS5 rank:
-            # lower is better, so the score is its negation).
-            hits = self._memory.recall(op.query, agent_id=self._agent_id, owner_id=owner, scope="all",
-                                       limit=MAX_RECALL).memories
-            scored = [(hit.memory, -hit.rank) for hit in hits]
+            scored = self._ranked(op.query, owner)
         else:
-            rows = self._memory.memories(agent_id=self._agent_id, owner_id=owner, include_archived=False)
-            scored = [(row, None) for row in sorted(rows, key=_recency, reverse=True)]
+            first = wanted if not op.filter else max(wanted, _FIRST_PAGE_WITH_FILTER)
+            scored = ((row, None) for row in self._newest(prefix, owner, first))
         found: list[SearchItem] = []
         for row, score in scored:
             namespace = namespace_of(row)
             if namespace is None or namespace[: len(prefix)] != prefix or (item := decode(row)) is None:
                 continue
-            if not all(matches(item[1].get(k), v) for k, v in (op.filter or {}).items()):
+            if not item_matches(item[1], op.filter):
                 continue
             found.append(SearchItem(namespace=namespace, key=item[0], value=item[1], created_at=row.created_at,
                                     updated_at=row.updated_at, score=score))
-        return found[op.offset: op.offset + op.limit]
+            if len(found) == wanted:
+                break
+        return found[op.offset:]
+
+    def _newest(self, prefix: tuple[str, ...], owner: str | None, page: int) -> Iterator[Memory]:
+        """The live rows of the owner (every owner: ``None``) under ``prefix``, most recently
+        updated first (id breaks ties), read in pages of SQL for as long as the caller asks."""
+        offset, page = 0, min(max(page, 1), _LARGEST_PAGE)
+        while True:
+            rows = self._memory.conversation_memories(agent_id=self._agent_id, owner_id=owner, channel=CHANNEL,
+                                                      chat_prefix=".".join(prefix), limit=page, offset=offset,
+                                                      unshown_category=CATEGORY)
+            yield from rows
+            if len(rows) < page:
+                return
+            offset, page = offset + len(rows), min(page * 2, _LARGEST_PAGE)
+
+    def _ranked(self, query: str, owner: str | None) -> list[tuple[Memory, float]]:
+        """Full-text recall over every conversation of the owner (of every owner holding items:
+        ``None``), best first (FTS5 rank: lower is better, so the score is its negation)."""
+        owners = [owner] if owner is not None else sorted({row.owner_id for row in self._newest((), None, 1000)})
+        hits = [hit for o in owners for hit in self._memory.recall(
+            query, agent_id=self._agent_id, owner_id=o, scope="all", limit=MAX_RECALL).memories]
+        if len(owners) > 1:
+            hits.sort(key=lambda hit: hit.rank)
+        return [(hit.memory, -hit.rank) for hit in hits[:MAX_RECALL]]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         limit = check_int(op.limit, "limit", minimum=0)
         offset = check_int(op.offset, "offset", minimum=0)
         depth = None if op.max_depth is None else check_int(op.max_depth, "max_depth", minimum=0)
-        rows = self._memory.memories(agent_id=self._agent_id, include_archived=False)
-        namespaces = {ns for row in rows if (ns := namespace_of(row)) is not None and decode(row) is not None}
+        namespaces = {ns for row in self._newest((), None, _LARGEST_PAGE)
+                      if (ns := namespace_of(row)) is not None and decode(row) is not None}
         kept = {ns if depth is None else ns[:depth] for ns in namespaces
                 if all(namespace_matches(ns, c) for c in op.match_conditions or ())}
         return sorted(kept)[offset: offset + limit]
@@ -208,7 +271,8 @@ class FermixStore(BaseStore):
     # --- writes -----------------------------------------------------------------------------
 
     def _write(self, puts: Sequence[tuple[Place, str, str | None]]) -> None:
-        """Each namespace's puts and deletes in one audited write through admission."""
+        """The batch's puts and deletes, each namespace's as one command through admission, all
+        of them in one transaction (a crash keeps all or none)."""
         by_place: dict[Place, list[dict[str, Any]]] = {}
         for place, key, text in puts:
             if text is not None:
@@ -218,13 +282,16 @@ class FermixStore(BaseStore):
             else:
                 continue  # deleting what is not there: nothing to record
             by_place.setdefault(place, []).append(op)
-        for place, operations in by_place.items():
-            outcomes = self._memory.write_memory(
-                operations, agent_id=self._agent_id, owner_id=place.owner_id, writer="tool", trust=self._trust,
-                conversation=place.conversation, source_type=SOURCE_TYPE)
-            refused = [o for o in outcomes if o.status == "refused"]
-            if refused:
-                raise WriteRefused("; ".join(f"{o.op} refused ({o.reason}): {o.detail}" for o in refused))
+        if not by_place:
+            return
+        outcomes = self._memory.write_memories([
+            {"operations": operations, "agent_id": self._agent_id, "owner_id": place.owner_id, "writer": "tool",
+             "trust": self._trust, "conversation": place.conversation, "source_type": SOURCE_TYPE}
+            for place, operations in by_place.items()])
+        refused = [o for group in outcomes for o in group if o.status == "refused"]
+        if refused:
+            raise WriteRefused("; ".join(f"{o.op} refused ({o.reason}): {o.detail}" for o in refused))
 
     def __repr__(self) -> str:
-        return f"FermixStore(agent_id={self._agent_id!r}, owner_index={self._owner_index})"
+        return (f"FermixStore(agent_id={self._agent_id!r}, owner_index={self._owner_index}, "
+                f"default_owner={self._default_owner!r}, all_owners={self._all_owners})")

@@ -15,7 +15,7 @@ import attrs
 from fermix_memory.adapters.sql.codec import decode_payload, encode_payload
 from fermix_memory.application.errors import ConcurrencyConflict, IntegrityError
 from fermix_memory.application.store_ports import RecordedEvent, ReviewState, ScrubReport, StreamEvents
-from fermix_memory.domain import conversation_window, resources, review_gate
+from fermix_memory.domain import conversation_window, rendering, resources, review_gate
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.conversation_window import ConversationWindow
 from fermix_memory.domain.jobs import JobRun, MemorySource, ScheduledJob, evolve_job, evolve_run, evolve_source
@@ -23,7 +23,7 @@ from fermix_memory.domain.log_chain import GENESIS_HASH, LoggedEvent, chain_hash
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.memory_evolution import evolve_memory
 from fermix_memory.domain.scopes import is_agent_rule
-from fermix_memory.domain.values import ConversationKey, Role, Scope
+from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, Role, Scope
 
 T = TypeVar("T")
 ReviewKey = tuple[str, str, ConversationKey]
@@ -213,6 +213,10 @@ class FakeTransaction:
     def memories_of(self, agent_id: str, owner_id: str) -> list[Memory]:
         return sorted((r for r in self.state.rows.values()
                        if r.agent_id == agent_id and r.owner_id == owner_id and not r.archived), key=lambda r: r.id)
+
+    def shown_rows(self, agent_id: str, owner_id: str,
+                   sections: Sequence[tuple[PromoteTarget, Category, int]]) -> list[Memory]:
+        return rendering.shown_rows(self.memories_of(agent_id, owner_id), sections)
 
     def agent_rules(self, agent_id: str) -> list[Memory]:
         return sorted((r for r in self.state.rows.values() if r.agent_id == agent_id and is_agent_rule(r)),

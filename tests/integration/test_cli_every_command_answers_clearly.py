@@ -7,9 +7,11 @@ whatever the arguments did, the log still verifies.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import sys
+from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from hypothesis import strategies as st
 
 from fermix_memory import MemorySystem
 from fermix_memory.entrypoints import cli
+from fermix_memory.entrypoints.cli import parser as cli_parser
 from tests.cli_runner import leaf_commands
 
 COMMANDS = leaf_commands()
@@ -47,6 +50,15 @@ def run(home: Path, *argv: str) -> tuple[int, str, str]:
     with redirect_stdout(out), redirect_stderr(err):
         code = cli.main(["--home", str(home), *argv])
     return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_parser() -> Iterator[None]:
+    """The parser is built once for the module's thousand commands, not once for each: it is
+    made from the same command table every time, and parsing leaves it as it was."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cli_parser, "build_parser", functools.cache(cli_parser.build_parser))
+        yield
 
 
 @pytest.fixture(scope="module")

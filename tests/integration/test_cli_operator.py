@@ -13,12 +13,13 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
 
 from fermix_memory import MemorySystem, ReadOnlyStore
-from fermix_memory.entrypoints import cli
+from fermix_memory.entrypoints import cli, reader
 from tests.cli_runner import leaf_commands, run_cli
 from tests.waits import HANG_GUARD_S
 
@@ -225,6 +226,14 @@ def test_read_commands_always_open_the_database_read_only(
         return real_open(cls, *args, **kwargs)  # type: ignore[no-any-return]
 
     monkeypatch.setattr(MemorySystem, "open", classmethod(spy))
+    # The plain reads run on the readers alone (ADR-0063): the store they open, spied on too.
+    real_store = reader.open_store
+
+    def store_spy(*args: Any, **kwargs: Any) -> Any:
+        opened.append(kwargs)
+        return real_store(*args, **kwargs)
+
+    monkeypatch.setattr(reader, "open_store", store_spy)
     for argv in (("events", "verify"), ("memory", "list"), ("events", "log"), ("history", "export"),
                  ("resource", "list"), ("memory", "show", ROW)):
         opened.clear()

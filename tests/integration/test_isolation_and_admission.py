@@ -1,4 +1,8 @@
-"""Owner isolation (R-ISOLATION) and admission (R-CAT, R-OPS) through the public API on a real store."""
+"""Owner isolation (R-ISOLATION) and admission (R-CAT, R-OPS) through the public API on a real store.
+
+Every test runs on SQLite and on PostgreSQL. The tests that only read the two owners' home
+share one such home per store and recall mode for the module (``shared_two_owners``); a test
+that writes builds its own (``two_owners``, ``memory``)."""
 
 from __future__ import annotations
 
@@ -11,8 +15,6 @@ from fermix_memory import FermixError, MemorySystem, NotFound
 from fermix_memory.domain import events as ev
 from tests.integration.fake_embedder import ConceptEmbedder
 
-pytestmark = pytest.mark.usefixtures("every_store")  # each test on SQLite and on PostgreSQL
-
 AGENT = "iso-agent"
 CONV = "test:group-chat"
 A_FACT = "Alice secretly collects antique typewriters"
@@ -20,11 +22,9 @@ A_MESSAGE = "alice whispers the vault code is zebra-4471"
 
 
 @pytest.fixture
-def memory(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[MemorySystem]:
-    """A memory; with ``"hybrid"`` as the fixture's parameter, opened with an embedder, so that
-    recall is hybrid (keyword and vector hits fused, ADR-0043)."""
-    embedder = ConceptEmbedder() if getattr(request, "param", "keyword") == "hybrid" else None
-    with MemorySystem.open(tmp_path / "home", embedder=embedder) as memory:
+def memory(every_store: str, tmp_path: Path) -> Iterator[MemorySystem]:
+    """A memory of its own for a test that writes, on each store in turn."""
+    with MemorySystem.open(tmp_path / "home") as memory:
         yield memory
 
 
@@ -44,8 +44,7 @@ def event_count(memory: MemorySystem) -> int:
 # --- isolation --------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def two_owners(memory: MemorySystem) -> MemorySystem:
+def add_two_owners(memory: MemorySystem) -> MemorySystem:
     """Alice and Bob talk to the same agent in the same conversation; Alice's facts in every scope."""
     memory.append_message(agent_id=AGENT, owner_id="alice", conversation=CONV, role="user", sender="alice",
                           content=A_MESSAGE)
@@ -66,19 +65,46 @@ def two_owners(memory: MemorySystem) -> MemorySystem:
     return memory
 
 
-# The isolation tests run again with recall by meaning: vectors never widen what a reader sees.
-KEYWORD_AND_HYBRID = pytest.mark.parametrize("memory", ["keyword", "hybrid"], indirect=True)
+@pytest.fixture
+def two_owners(memory: MemorySystem) -> MemorySystem:
+    """The two owners' home, for a test that writes to it."""
+    return add_two_owners(memory)
+
+
+@pytest.fixture(scope="module", params=[(store, mode) for store in ("sqlite", "postgres")
+                                        for mode in ("keyword", "hybrid")], ids="-".join)
+def shared_two_owners(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+                      ) -> Iterator[MemorySystem]:
+    """The two owners' home on each store, keyword or hybrid recall (the isolation tests run again
+    with recall by meaning: vectors never widen what a reader sees), built once for the tests that
+    only read it. On PostgreSQL, a fresh database of the run's server: ``FERMIX_DATABASE_URL``
+    names it while the memory opens, then is put back as it was."""
+    store, mode = request.param
+    server = request.getfixturevalue("postgres_server") if store == "postgres" else None
+    url = server.fresh_database() if server is not None else None
+    with pytest.MonkeyPatch.context() as env:
+        env.delenv("FERMIX_DATABASE_URL", raising=False)
+        if url is not None:
+            env.setenv("FERMIX_DATABASE_URL", url)
+        opened = MemorySystem.open(tmp_path_factory.mktemp("two_owners") / "home",
+                                   embedder=ConceptEmbedder() if mode == "hybrid" else None)
+    try:
+        with opened as memory:
+            yield add_two_owners(memory)
+    finally:
+        if server is not None:
+            server.drop_database(url)
 
 
 QUERIES = [A_FACT, A_MESSAGE, "typewriters", "zebra", "vault code", "antique", "alice", "*", ""]
 
 
-@KEYWORD_AND_HYBRID
 @pytest.mark.parametrize("scope", ["current", "owner", "all"])
 @pytest.mark.parametrize("source", ["memories", "history", "all"])
 @pytest.mark.parametrize("conversation", [CONV, None, "test:elsewhere"])
-def test_owner_b_never_recalls_owner_a(two_owners: MemorySystem, scope: str, source: str,
+def test_owner_b_never_recalls_owner_a(shared_two_owners: MemorySystem, scope: str, source: str,
                                        conversation: str | None) -> None:
+    two_owners = shared_two_owners
     for query in QUERIES:
         for job in (None, "nightly"):
             result = two_owners.recall(query, agent_id=AGENT, owner_id="bob", conversation=conversation,
@@ -93,9 +119,9 @@ def test_owner_b_never_recalls_owner_a(two_owners: MemorySystem, scope: str, sou
         assert result.memories == [] and result.messages == []
 
 
-@KEYWORD_AND_HYBRID
-def test_owner_a_does_recall_its_own_facts(two_owners: MemorySystem) -> None:
+def test_owner_a_does_recall_its_own_facts(shared_two_owners: MemorySystem) -> None:
     """The isolation test above would be vacuous if Alice could not find them either."""
+    two_owners = shared_two_owners
     result = two_owners.recall("typewriters", agent_id=AGENT, owner_id="alice", conversation=CONV,
                                scope="all", source="all")
     assert {h.memory.key for h in result.memories} == {"typewriters", "hobby", "secret_rule", "note"}
@@ -108,8 +134,8 @@ def test_owner_a_does_recall_its_own_facts(two_owners: MemorySystem) -> None:
     assert result.messages == []
 
 
-@KEYWORD_AND_HYBRID
-def test_another_agent_of_the_same_owner_does_not_see_agent_scoped_rows(two_owners: MemorySystem) -> None:
+def test_another_agent_of_the_same_owner_does_not_see_agent_scoped_rows(shared_two_owners: MemorySystem) -> None:
+    two_owners = shared_two_owners
     result = two_owners.recall("typewriters", agent_id="other-agent", owner_id="alice", conversation=CONV,
                                scope="all", source="all")
     assert result.memories == [] and result.messages == []

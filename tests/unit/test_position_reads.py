@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from fermix_memory.application.caches import PositionReads
+from fermix_memory.application.log_position import PositionReads
 
 
 def counting() -> tuple[PositionReads, list[int]]:

@@ -1,0 +1,97 @@
+"""The turns of a prompt whose messages take no part in a tool call, shaped for each API in one
+pass (``composer.compose_openai`` and ``compose_anthropic``), from stored rows or ``Message``s
+alike; a window of plain rows only, by comprehensions over the rows' fields."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from operator import itemgetter
+from typing import Any
+
+from fermix_memory.application.stored_messages import StoredItem, StoredRow
+from fermix_memory.domain.values import Role
+
+# What both APIs accept as a message ``name`` (OpenAI) and a tool's name.
+API_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def only_rows(items: Sequence[StoredItem]) -> bool:
+    """Whether every item is still a stored row (one pass in C: the set of their types)."""
+    return set(map(type, items)) <= _ROW_TYPE
+
+
+_ROW_TYPE = frozenset((StoredRow,))
+
+
+def row_speakers(rows: Sequence[StoredRow]) -> set[str]:
+    """The speakers of the user turns of plain rows (as :func:`plain_turns` names them): from the
+    distinct (owner, sender, role) of the rows, a set built in C."""
+    return {sender or owner for owner, sender, role in set(map(_SPEAKER, rows)) if role == "user"}
+
+
+# A stored row's fields by position, read in C (``StoredRow``'s order).
+ROLE_CONTENT = itemgetter(StoredRow._fields.index("role"), StoredRow._fields.index("content"))
+_SPEAKER = itemgetter(*map(StoredRow._fields.index, ("owner_id", "sender", "role")))
+
+
+def plain_turns(rest: Sequence[StoredItem]) -> Iterator[tuple[str, str, str]]:
+    """``(role, text, speaker)`` of each plain user or assistant turn, from a stored row or a
+    ``Message`` alike (a user turn's speaker is its sender, else its owner; an assistant's is "")."""
+    user = Role.USER
+    for m in rest:
+        if type(m) is StoredRow:
+            yield ("user", m.content, m.sender or m.owner_id) if m.role == "user" else ("assistant", m.content, "")
+        elif m.role is user:
+            yield "user", m.content, m.sender or m.owner_id
+        else:
+            yield "assistant", m.content, ""
+
+
+def openai_turns(rest: Sequence[StoredItem], out: list[dict[str, Any]], *, named: bool
+                 ) -> tuple[list[dict[str, Any]], set[str]]:
+    """``out`` followed by OpenAI's message of each plain turn (:func:`plain_turns`), each user
+    turn naming its speaker when ``named``; and the speakers of the user turns."""
+    speakers: set[str] = set()
+    for role, text, speaker in plain_turns(rest):
+        if not speaker:
+            out.append({"role": role, "content": text})
+            continue
+        speakers.add(speaker)
+        if named:  # the sender as the API's name, else in the text
+            out.append({"role": "user", "content": text, "name": speaker} if API_NAME.fullmatch(speaker)
+                       else {"role": "user", "content": prefixed_text(speaker, text)})
+        else:
+            out.append({"role": "user", "content": text})
+    return out, speakers
+
+
+def anthropic_messages(rest: Sequence[StoredItem], *, named: bool) -> tuple[list[dict[str, Any]], set[str]]:
+    """Anthropic's messages of the plain turns (:func:`plain_turns`): consecutive turns of one
+    role merged into one message of text blocks, each user turn prefixed with its speaker when
+    ``named``, an assistant's without a trailing space (it says nothing); and the speakers of
+    the user turns."""
+    out: list[dict[str, Any]] = []
+    speakers: set[str] = set()
+    last = ""
+    for role, text, speaker in plain_turns(rest):
+        if speaker:
+            speakers.add(speaker)
+            if named:
+                text = prefixed_text(speaker, text)
+        elif role == "assistant":
+            text = text.rstrip()
+        if role != last:
+            out.append({"role": role, "content": text})
+            last = role
+        elif type(content := out[-1]["content"]) is str:  # a second turn of the role: blocks
+            out[-1]["content"] = [{"type": "text", "text": content}, {"type": "text", "text": text}]
+        else:
+            content.append({"type": "text", "text": text})
+    return out, speakers
+
+
+def prefixed_text(speaker: str, content: str) -> str:
+    """A user turn's text with its speaker in front (brackets in the name made parentheses)."""
+    who = speaker.replace("[", "(").replace("]", ")")
+    return f"[{who}] {content}"

@@ -1,0 +1,192 @@
+"""Hybrid recall against keyword recall, side by side, with the real model (ADR-0061).
+
+One home is built through the public API (``--messages`` history messages in one conversation,
+``--rows`` memory rows) and every text gets its vector from the ``[semantic]`` extra's model
+(all-MiniLM-L6-v2, int8, ONNX Runtime). Then, query by query, by one open memory, each asked
+``source="all"``, limit 10:
+
+* **keyword**: ``recall(query, mode="keyword")``;
+* **hybrid, distinct queries**: ``recall(query, mode="hybrid")`` with a query never asked
+  before (its embedding must be computed: a cold cache);
+* **hybrid, repeated queries**: the same query asked again right after (a warm cache: a memory
+  that keeps its queries' vectors answers it without the model).
+
+The three take turns on every query, so a noisy machine weighs on each alike; the ratios are
+of p50s measured in the same run, of wall-clock time and of the CPU time the process spent (all
+its threads: what a loaded machine inflates least). Then one query embedded alone (batch 1) by a model loaded with
+1, 2 and the runtime's default intra-op threads, taking turns: p50 / p95 wall-clock ms and the
+p50 CPU ms it cost (all threads; what it takes from a host's other work).
+
+Progress goes to stderr; the LAST line of stdout is one JSON object with every figure.
+
+Run (from the repository root; needs the ``[semantic]`` extra)::
+
+    .venv/bin/python benchmarks/hybrid_recall.py --quick
+    .venv/bin/python benchmarks/hybrid_recall.py --messages 5000 --queries 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("FERMIX_RECALL_BY_MEANING", "false")  # the model given here, none chosen
+
+from fermix_memory import MemorySystem
+from fermix_memory.adapters.embedding.minilm_onnx import MiniLmOnnxEmbedder
+
+AGENT, OWNER, CONV = "ada", "alice", "telegram:alice"
+PEOPLE = ["my sister", "the landlord", "my manager", "an old friend", "the dentist", "my coach", "the neighbour"]
+THINGS = ["the flat in Berlin", "green tea", "bouldering on Fridays", "the quarterly report", "a pasta recipe",
+          "the river walk", "a used guitar", "the winter holiday", "the garden plot", "a marathon plan",
+          "the kitchen repairs", "a new laptop", "piano lessons", "the train to Munich", "the book club novel"]
+VERBS = ["talked about", "asked me about", "complained about", "recommended", "forgot about", "planned",
+         "argued over", "paid for"]
+QUESTION = ["what did {p} say about {t}?", "when did I last mention {t}?", "who {v} {t}?",
+            "do I still care about {t} and {t2}?", "anything about {t} from {p}?"]
+
+
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def sentence(n: int) -> str:
+    p, t, v = PEOPLE[n % len(PEOPLE)], THINGS[(n * 7) % len(THINGS)], VERBS[(n * 3) % len(VERBS)]
+    return f"Yesterday {p} {v} {t}, and we spent a while on it (note {n})."
+
+
+def question(n: int) -> str:
+    """The ``n``-th query: every one distinct (its number is part of it)."""
+    shape = QUESTION[n % len(QUESTION)]
+    text = shape.format(p=PEOPLE[(n // 5) % len(PEOPLE)], t=THINGS[(n * 11) % len(THINGS)],
+                        t2=THINGS[(n * 13 + 1) % len(THINGS)], v=VERBS[(n * 5) % len(VERBS)])
+    return f"{text} ({n})"
+
+
+def build(home: Path, messages: int, rows: int) -> float:
+    """The home with every vector stored (by the model on the runtime's default threads: filling is
+    not what is measured); seconds the vectors took."""
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    lines = [json.dumps({"agent_id": AGENT, "owner_id": OWNER, "channel": "telegram", "chat_id": OWNER,
+                         "role": "user" if n % 2 == 0 else "assistant", "sender": OWNER if n % 2 == 0 else AGENT,
+                         "content": sentence(n), "trust": "operator",
+                         "created_at": (start + timedelta(seconds=n)).isoformat()}) for n in range(messages)]
+    with MemorySystem.open(home, embedder=MiniLmOnnxEmbedder(threads=0)) as memory:
+        for i in range(0, len(lines), 5000):
+            memory.import_history(lines[i:i + 5000])
+        for i in range(0, rows, 50):
+            facts = [{"op": "add", "category": "preference", "key": f"fact_{n}", "value": sentence(n * 17)}
+                     for n in range(i, min(rows, i + 50))]
+            memory.write_memory(facts, agent_id=AGENT, owner_id=OWNER, trust="operator")
+        started = time.perf_counter()
+        memory.fill_vectors()
+        if memory.vectors_waiting():
+            raise SystemExit(f"{memory.vectors_waiting()} texts still wait for their vector")
+        return time.perf_counter() - started
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def recalls(home: Path, queries: int) -> dict[str, Any]:
+    """Keyword, hybrid-cold and hybrid-warm recall of the same queries, taking turns: wall-clock
+    and CPU (this process's, every thread) ms of each."""
+    wall: dict[str, list[float]] = {"keyword": [], "hybrid_distinct": [], "hybrid_repeated": []}
+    cpu: dict[str, list[float]] = {name: [] for name in wall}
+    with MemorySystem.open(home, embedder=MiniLmOnnxEmbedder(), readonly=True) as memory:
+        def ask(text: str, mode: str, name: str | None = None) -> Any:
+            cpu_start, started = time.process_time(), time.perf_counter()
+            found = memory.recall(text, agent_id=AGENT, owner_id=OWNER, conversation=CONV, source="all",
+                                  mode=mode, limit=10)  # type: ignore[arg-type]
+            if name is not None:
+                wall[name].append((time.perf_counter() - started) * 1000)
+                cpu[name].append((time.process_time() - cpu_start) * 1000)
+            return found
+
+        for n in range(5):  # the model loaded, the scope's vectors read, the caches warm
+            near = ask(f"warm-up {n}: {question(n)}", "semantic").ranked
+            if not near or any(hit.similarity is None for hit in near):
+                raise SystemExit("a search by meaning found nothing: the vectors are missing")
+            ask(f"warm-up {n}", "hybrid")
+            ask(f"warm-up {n}", "keyword")
+        for n in range(queries):
+            text = question(n)
+            if n % 2:
+                ask(text, "keyword", "keyword")
+            ask(text, "hybrid", "hybrid_distinct")
+            ask(text, "hybrid", "hybrid_repeated")
+            if not n % 2:
+                ask(text, "keyword", "keyword")
+    figures: dict[str, Any] = {}
+    for name in wall:
+        figures[f"{name}_p50_ms"] = round(statistics.median(wall[name]), 3)
+        figures[f"{name}_p95_ms"] = round(percentile(wall[name], 95), 3)
+        figures[f"{name}_cpu_p50_ms"] = round(statistics.median(cpu[name]), 3)
+    for name in ("hybrid_distinct", "hybrid_repeated"):
+        figures[f"ratio_{name}_to_keyword_p50"] = round(figures[f"{name}_p50_ms"] / figures["keyword_p50_ms"], 2)
+        figures[f"ratio_{name}_to_keyword_cpu_p50"] = round(
+            figures[f"{name}_cpu_p50_ms"] / figures["keyword_cpu_p50_ms"], 2)
+    return figures
+
+
+def embed_by_threads(queries: int, rounds: int) -> dict[str, Any]:
+    """One query embedded alone by models on 1, 2 and the default threads, taking turns."""
+    models = {"1": MiniLmOnnxEmbedder(threads=1), "2": MiniLmOnnxEmbedder(threads=2),
+              "default": MiniLmOnnxEmbedder(threads=0)}
+    wall: dict[str, list[float]] = {name: [] for name in models}
+    cpu: dict[str, list[float]] = {name: [] for name in models}
+    for model in models.values():
+        model.embed(["warm up the session"])
+    for r in range(rounds):
+        order = list(models)[r % len(models):] + list(models)[:r % len(models)]
+        for name in order:
+            for n in range(queries):
+                text = question(10_000 + r * queries + n)
+                cpu_start, started = time.process_time(), time.perf_counter()
+                models[name].embed([text])
+                wall[name].append((time.perf_counter() - started) * 1000)
+                cpu[name].append((time.process_time() - cpu_start) * 1000)
+    return {name: {"p50_ms": round(statistics.median(wall[name]), 3), "p95_ms": round(percentile(wall[name], 95), 3),
+                   "cpu_p50_ms": round(statistics.median(cpu[name]), 3)} for name in models}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=2000, help="history messages in the conversation")
+    parser.add_argument("--rows", type=int, default=200, help="memory rows of the owner")
+    parser.add_argument("--queries", type=int, default=120, help="distinct queries, each asked three ways")
+    parser.add_argument("--embeds", type=int, default=40, help="single-query embeds per thread count per round")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the thread comparison")
+    parser.add_argument("--quick", action="store_true", help="a small home and fewer queries (under a minute)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.messages, args.rows, args.queries, args.embeds, args.rounds = 240, 40, 40, 20, 2
+    with tempfile.TemporaryDirectory() as scratch:
+        home = Path(scratch) / "home"
+        progress(f"building the home: {args.messages:,} messages, {args.rows} rows, vectors by the model")
+        fill_s = build(home, args.messages, args.rows)
+        progress(f"vectors stored in {fill_s:.1f} s; recalling {args.queries} queries three ways")
+        recall_figures = recalls(home, args.queries)
+        progress(json.dumps(recall_figures))
+    progress("one query embedded alone, by intra-op threads")
+    threads = embed_by_threads(args.embeds, args.rounds)
+    progress(json.dumps(threads))
+    print(json.dumps({"messages": args.messages, "rows": args.rows, "queries": args.queries,
+                      "fill_vectors_s": round(fill_s, 2), "recall": recall_figures,
+                      "embed_batch1_by_threads": threads}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

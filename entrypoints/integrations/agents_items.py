@@ -1,0 +1,163 @@
+"""How the OpenAI Agents SDK's items map onto fermix messages (ADR-0027): an item to the message
+it is recorded as (its role, text, tool call or call id, the item itself kept in the metadata),
+and a message of the window back to the items it stands for.
+
+An item read back is built afresh at each read along the path to its text (the item is kept
+without its text, which is the message's content): the containers on that path, and the item
+itself, are new; what lies beside the path is the stored value, which the window's cache may
+hold too, so an item handed out is the caller's to read and to rebuild, never to change within.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from fermix_memory.application.composer import system_part
+from fermix_memory.application.message_input import InvalidMessage
+from fermix_memory.domain.errors import DomainError
+from fermix_memory.domain.messages import Message
+from fermix_memory.domain.tool_calls import tool_call_id_of, tool_calls_of
+from fermix_memory.domain.values import Role, check_identifier
+
+# Where a message keeps the SDK item it was recorded from (persisted: never rename).
+ITEM_KEY = "openai_agents_item"
+# The message kind of an item with no text and no call fermix can read (reasoning, hosted tool
+# calls, references): kept in the window and the log, left out of prompts and search.
+OPAQUE_KIND = "agents_item"
+_ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT, "system": Role.SYSTEM, "developer": Role.SYSTEM}
+
+
+@attrs.frozen(kw_only=True)
+class ItemRecord:
+    """What one item becomes: a message's fields (the item itself in ``metadata``)."""
+
+    role: Role
+    content: str
+    kind: str = "text"
+    metadata: dict[str, Any]
+    tool_calls: list[dict[str, str]] | None = None
+    tool_call_id: str | None = None
+
+
+def _texts(parts: object) -> list[tuple[int, str]]:
+    """The text parts of a content list (``input_text``, ``output_text``, a refusal), by index."""
+    if not isinstance(parts, list):
+        return []
+    found = []
+    for i, part in enumerate(parts):
+        if isinstance(part, Mapping):
+            text = part.get("text", part.get("refusal"))
+            if isinstance(text, str):
+                found.append((i, text))
+    return found
+
+
+def _split(item: dict[str, Any], field: str) -> tuple[str, dict[str, Any]]:
+    """The item's readable text and what the message keeps of the item. A text held in one place
+    (``field`` as a string, or the one text part of its list) is stored once, as the message's
+    content, and put back on the way out; several parts are joined for the content and the item
+    is kept whole. The caller's item is left as it was (the containers on the path are copied)."""
+    value = item.get(field)
+    if isinstance(value, str):
+        return value, {"item": {k: v for k, v in item.items() if k != field}, "text_at": [field]}
+    texts = _texts(value)
+    if len(texts) == 1 and isinstance(value, list):
+        index, text = texts[0]
+        parts = list(value)
+        part = dict(parts[index])
+        key = "text" if isinstance(part.get("text"), str) else "refusal"
+        del part[key]
+        parts[index] = part
+        return text, {"item": {**item, field: parts}, "text_at": [field, index, key]}
+    return "\n".join(text for _, text in texts), {"item": item}
+
+
+def item_record(item: object) -> ItemRecord:
+    """The message an item is recorded as, or :class:`InvalidMessage` for what is no item."""
+    if not isinstance(item, Mapping):
+        raise InvalidMessage(f"an item must be a JSON object, got {type(item).__name__}")
+    item = dict(item)
+    kind, role = item.get("type"), item.get("role")
+    if kind in (None, "message") and isinstance(role, str) and role in _ROLES:
+        text, kept = _split(item, "content")
+        return ItemRecord(role=_ROLES[role], content=text, metadata={ITEM_KEY: kept})
+    call_id = item.get("call_id")
+    if isinstance(kind, str) and isinstance(call_id, str):
+        if kind.endswith("_call") and isinstance(item.get("name"), str):  # function and custom tool calls
+            arguments = item.get("arguments", item.get("input"))
+            return ItemRecord(role=Role.ASSISTANT, content="", metadata={ITEM_KEY: {"item": item}}, tool_calls=[
+                {"id": call_id, "name": item["name"], "arguments": arguments if isinstance(arguments, str) else "{}"}])
+        if kind.endswith("_call_output"):
+            text, kept = _split(item, "output")
+            return ItemRecord(role=Role.TOOL, content=text, metadata={ITEM_KEY: kept}, tool_call_id=call_id)
+    return ItemRecord(role=Role.ASSISTANT, content="", kind=OPAQUE_KIND, metadata={ITEM_KEY: {"item": item}})
+
+
+def item_key(item: object) -> str | None:
+    """The item's own ``id`` (the SDK gives one to what a model produced), if it is a usable one."""
+    key = item.get("id") if isinstance(item, Mapping) else None
+    if not isinstance(key, str):
+        return None
+    try:
+        return check_identifier(key, "id")
+    except DomainError:
+        return None
+
+
+def _stored_item(kept: Mapping[str, Any], content: str) -> dict[str, Any] | None:
+    """The item kept, with ``content`` put back at its ``text_at``: a new item, whose containers
+    along that path are new too (the kept one, maybe a cache's, is never changed)."""
+    item = kept.get("item")
+    path = kept.get("text_at")
+    if not isinstance(item, dict):
+        return None
+    item = dict(item)
+    if isinstance(path, list) and path:
+        target: Any = item
+        try:
+            for step in path[:-1]:
+                inner = target[step]
+                if isinstance(inner, dict):
+                    inner = dict(inner)
+                elif isinstance(inner, list):
+                    inner = list(inner)
+                else:
+                    return None
+                target[step] = inner
+                target = inner
+            target[path[-1]] = content
+        except (KeyError, IndexError, TypeError):
+            return None
+    return item
+
+
+def message_items(message: Message) -> list[dict[str, Any]]:
+    """The items a message of the window stands for: the item it was recorded from, exactly;
+    a message recorded by other means (the session API, an import) as the SDK's input items."""
+    kept = message.metadata.get(ITEM_KEY)
+    if isinstance(kept, Mapping):
+        item = _stored_item(kept, message.content)
+        if item is not None:
+            return [item]
+    if message.role is Role.SYSTEM:
+        return [{"role": "system", "content": system_part(message)}] if message.content.strip() else []
+    if message.role is Role.TOOL:
+        call_id = tool_call_id_of(message.metadata)
+        if call_id is not None:
+            return [{"type": "function_call_output", "call_id": call_id, "output": message.content}]
+        return [{"role": "user", "content": f"[tool result] {message.content}"}]
+    items: list[dict[str, Any]] = []
+    if message.content.strip():
+        items.append({"role": message.role.value, "content": message.content})
+    items += [{"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments}
+              for c in tool_calls_of(message.metadata)]
+    return items
+
+
+def closes_turn(item: object) -> bool:
+    """An assistant message: the model answered, the turn is over."""
+    return (isinstance(item, Mapping) and item.get("role") == "assistant"
+            and item.get("type") in (None, "message"))

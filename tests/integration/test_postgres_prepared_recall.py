@@ -1,0 +1,75 @@
+"""Recall's statements on PostgreSQL are server-side prepared from their first run on a
+connection (planned once per connection and shape), and stay usable after a write whose
+pipeline the server aborted on the same connection (nothing is prepared inside a pipeline)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fermix_memory import MemorySystem
+from fermix_memory.application.errors import StorageError
+
+AGENT = "ada"
+CHAT = "telegram:100"
+PREPARED = "SELECT statement FROM pg_prepared_statements"
+
+
+@pytest.fixture
+def opened(postgres_url: str, tmp_path: Path) -> Iterator[tuple[MemorySystem, Any]]:
+    from fermix_memory.adapters.postgres.event_store import PostgresEventStore
+    from fermix_memory.entrypoints.bootstrap import bootstrap
+
+    store = PostgresEventStore(postgres_url, pool_max=1)  # one connection: every statement on it
+    with MemorySystem(bootstrap(tmp_path / "home", store=store)) as memory:
+        yield memory, store
+
+
+def recall(memory: MemorySystem, query: str, source: str = "history") -> list[str]:
+    found = memory.recall(query, agent_id=AGENT, owner_id="alice", conversation=CHAT, scope="current",
+                          source=source)
+    return sorted(hit.message.content for hit in found.messages)
+
+
+def searches(store: Any) -> list[str]:
+    return [row[0] for row in store.rows(PREPARED) if "ts_rank" in row[0]]
+
+
+def test_a_recall_statement_is_prepared_at_its_first_run(opened: tuple[MemorySystem, Any]) -> None:
+    memory, store = opened
+    memory.append_message(agent_id=AGENT, owner_id="alice", conversation=CHAT, role="user", sender="alice",
+                          content="the harbour ferry leaves at noon")
+    assert searches(store) == []
+    assert recall(memory, "ferry") == ["the harbour ferry leaves at noon"]
+    assert len(searches(store)) == 1
+    assert recall(memory, "harbour") == ["the harbour ferry leaves at noon"]
+    assert len(searches(store)) == 1  # the same shape: the same statement
+    stored = memory.dispatch_tool("memory_store", {"key": "boat", "value": "ferry at noon"}, agent_id=AGENT,
+                                  owner_id="alice", trust="operator", conversation=CHAT)
+    assert stored["ok"], stored
+    memory.wait_for_background()
+    found = memory.recall("ferry", agent_id=AGENT, owner_id="alice", conversation=CHAT, source="memories")
+    assert [h.memory.value for h in found.memories] == ["ferry at noon"]
+    assert len(searches(store)) == 2
+
+
+def test_prepared_recalls_survive_a_write_the_server_aborted(opened: tuple[MemorySystem, Any]) -> None:
+    memory, store = opened
+    memory.append_message(agent_id=AGENT, owner_id="alice", conversation=CHAT, role="user", sender="alice",
+                          content="the lighthouse keeper waves")
+    assert recall(memory, "lighthouse") == ["the lighthouse keeper waves"]
+
+    def failing(tx: Any) -> None:
+        tx.cursor.execute("SELECT 1 / 0").fetchall()  # the server aborts the write's pipeline
+
+    for _ in range(2):
+        with pytest.raises(StorageError):
+            store.write(failing)
+        assert recall(memory, "lighthouse") == ["the lighthouse keeper waves"]
+        assert recall(memory, "keeper waves") == ["the lighthouse keeper waves"]
+    memory.append_message(agent_id=AGENT, owner_id="alice", conversation=CHAT, role="user", sender="alice",
+                          content="the keeper sleeps")
+    assert recall(memory, "keeper") == ["the keeper sleeps", "the lighthouse keeper waves"]
