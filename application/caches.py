@@ -12,10 +12,10 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
-from typing import Generic, NamedTuple, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from fermix_memory.application.log_position import Follows, LogFollower, PositionReads
-from fermix_memory.application.query_ports import ResourceRevision
+from fermix_memory.application.query_ports import ResourceRevision, WindowAtPosition
 from fermix_memory.application.store_ports import ConversationState, RecordedEvent
 from fermix_memory.application.stored_messages import (
     StoredItem,
@@ -49,14 +49,6 @@ class WindowSource(Protocol):
     ) -> list[StoredRow]: ...
 
     def memory(self, memory_id: int) -> Memory | None: ...
-
-
-class WindowAtPosition(NamedTuple):
-    """A conversation's window as one statement read it, with the log's position it was read at."""
-
-    position: int  # the log's last position, as ``last_position`` reads it
-    checkpoint_message_id: int | None  # the checkpoint of the last compaction, if any
-    rows: list[StoredRow] | None  # the window's messages after its start, in window order (None: not read)
 
 
 # Reads the log's position and, unless the log is at ``unless_at``, a window, in one statement:

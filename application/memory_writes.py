@@ -49,6 +49,18 @@ def _outcome(op_name: str, events: Sequence[ev.DomainEvent], positions: Sequence
     return OperationOutcome(op=op_name, status=status, memory_id=getattr(event, "memory_id", None))
 
 
+def _op_context(ctx: WriteContext, op: Operation, shown_messages: frozenset[int],
+                written: Mapping[int, datetime] | None, operator_set: dict[int, datetime]) -> WriteContext:
+    """The context ``op`` is decided in: ``ctx`` with the op's own sources, statement time and
+    the rows an operator set (``ctx`` itself when none of them changes it: an op with no
+    sources, written by no message)."""
+    if not op.source_message_ids and not written and not operator_set and ctx.said_at is None \
+            and not ctx.operator_set:
+        return ctx
+    return attrs.evolve(ctx, provenance=sourced(ctx.provenance, op, shown_messages),
+                        said_at=statement_time(op, written or {}), operator_set=operator_set)
+
+
 class DerivedResources(Protocol):
     """What must change with the rows, in the same transaction (the prompt-file revisions)."""
 
@@ -86,9 +98,7 @@ class MemoryWriter:
             stream = memory_stream(ctx.reader.agent_id, ctx.reader.owner_id)
             operator_set = operator_set_rows((r.position, r.event) for r in tx.read_events(stream=stream))
         return self._record_in(tx, ctx, at, [
-            (op.op, partial(self._policy.decide, op,
-                            attrs.evolve(ctx, provenance=sourced(ctx.provenance, op, shown_messages),
-                                         said_at=statement_time(op, written or {}), operator_set=operator_set),
+            (op.op, partial(self._policy.decide, op, _op_context(ctx, op, shown_messages, written, operator_set),
                             tx, at))
             for op in ops], recorded)
 

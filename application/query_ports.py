@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import attrs
 
@@ -13,6 +13,17 @@ from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
 from fermix_memory.domain.values import ConversationKey
+
+if TYPE_CHECKING:
+    from fermix_memory.application.stored_messages import StoredRow
+
+
+class WindowAtPosition(NamedTuple):
+    """A conversation's window as one statement read it, with the log's position it was read at."""
+
+    position: int  # the log's last position, as ``last_position`` reads it
+    checkpoint_message_id: int | None  # the checkpoint of the last compaction, if any
+    rows: list[StoredRow] | None  # the window's messages after its start, in window order (None: not read)
 
 
 @attrs.frozen(kw_only=True)

@@ -4,17 +4,18 @@ search index, in the use cases' own words."""
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import attrs
 
-from fermix_memory.domain.conversation_window import ConversationWindow
-from fermix_memory.domain.event_base import DomainEvent
+from fermix_memory.domain.conversation_states import ConversationWindow, ReviewGateState
 from fermix_memory.domain.log_chain import LoggedEvent
 from fermix_memory.domain.memory import Memory
-from fermix_memory.domain.review_gate import ReviewGateState
 from fermix_memory.domain.row_lookup import RowLookup
 from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget
+
+if TYPE_CHECKING:  # the log's events are annotations here: a reader of the projections needs none
+    from fermix_memory.domain.event_base import DomainEvent
 
 T = TypeVar("T")
 

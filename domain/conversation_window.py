@@ -15,20 +15,10 @@ import attrs
 
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.checkpoint import is_checkpoint_shape
+from fermix_memory.domain.conversation_states import ConversationWindow as ConversationWindow
 from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.event_base import Provenance
 from fermix_memory.domain.values import ConversationKey, Trust
-
-
-@attrs.frozen(kw_only=True)
-class ConversationWindow:
-    """Messages with an id above ``window_start_id`` are in the window (the checkpoint first)."""
-
-    window_start_id: int = 0
-    checkpoint_message_id: int | None = None
-    compaction_retry_after: datetime | None = None
-    compacted_at: datetime | None = None
-
 
 WINDOW_EVENTS = (ev.ConversationWindowCleared, ev.HistoryCompacted, ev.CompactionFailed)
 

@@ -13,25 +13,11 @@ from datetime import datetime, timedelta
 import attrs
 
 from fermix_memory.domain import events as ev
+from fermix_memory.domain.conversation_states import LEFT_AT_CLOSE as LEFT_AT_CLOSE
+from fermix_memory.domain.conversation_states import ReviewGateState as ReviewGateState
 from fermix_memory.domain.values import ConversationKey
 
 MAX_STORED_ERROR_CHARS = 500
-# The skip reason of a due review that its memory closed before it ran: the next opening runs it.
-LEFT_AT_CLOSE = "left_at_close"
-
-
-@attrs.frozen(kw_only=True)
-class ReviewGateState:
-    """Where the background review of one (agent, owner, conversation) stands."""
-
-    reviewed_up_to_id: int = 0
-    last_review_at: datetime | None = None
-    retry_after: datetime | None = None
-    claim_id: str | None = None
-    claim_expires_at: datetime | None = None
-    last_skip_reason: str | None = None
-    claim_holder: str | None = None
-    last_error: str | None = None
 
 
 @attrs.frozen(kw_only=True)

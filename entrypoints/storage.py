@@ -9,7 +9,6 @@ search index's upkeep (SQLite only: PostgreSQL's GIN indexes keep themselves) an
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -79,6 +78,8 @@ def refuse_unfinished_copy(store: Any, where: str) -> None:
     events (ADR-0051): one line naming the command that finishes it."""
     source = store.unfinished_copy()
     if source is not None:
+        import shlex
+
         raise UnfinishedCopy(
             f"{where} holds an unfinished copy of the home {source} (a 'fermix storage migrate' that was cut off)"
             f" and is not opened until it is finished: fermix --home {shlex.quote(source)} storage migrate --to"

@@ -26,9 +26,9 @@ from fermix_memory.adapters.sql.scope_sql import scope_sql, where_sql
 from fermix_memory.application.query_ports import ResourceRevision
 from fermix_memory.application.store_ports import ConversationState, ReviewState
 from fermix_memory.application.stored_messages import StoredRow, stored_row
+from fermix_memory.domain.conversation_states import LEFT_AT_CLOSE
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
-from fermix_memory.domain.review_gate import LEFT_AT_CLOSE
 from fermix_memory.domain.scopes import MemoryFilter
 from fermix_memory.domain.values import ConversationKey
 

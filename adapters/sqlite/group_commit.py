@@ -13,17 +13,19 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import apsw
 
 from fermix_memory.adapters.sql.event_store import SqlEventStore
 from fermix_memory.adapters.sql.head import Head
-from fermix_memory.adapters.sqlite.transaction import Known, SqliteTransaction
 from fermix_memory.adapters.sqlite.wal_checkpoints import WalCheckpoints
 from fermix_memory.application.errors import ReadOnlyStore, StorageBusy, StorageError
 from fermix_memory.application.store_ports import RecordedEvent
 from fermix_memory.domain.log_chain import GENESIS_HASH
+
+if TYPE_CHECKING:  # the transaction (codec, projections) is imported by the first write, not by a read
+    from fermix_memory.adapters.sqlite.transaction import Known
 
 log = logging.getLogger("fermix_memory.storage")
 
@@ -188,6 +190,8 @@ class GroupCommit(SqlEventStore):
         """Run the batch in one transaction. A caller whose work fails is dropped from the batch,
         everything is rolled back and the others run again (work must be re-runnable anyway,
         for busy retries): no savepoints, which cost an FTS segment flush each."""
+        from fermix_memory.adapters.sqlite.transaction import SqliteTransaction
+
         conn = self._writer
         cur = conn.cursor()
         remaining = list(batch)

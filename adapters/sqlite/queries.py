@@ -15,8 +15,7 @@ from fermix_memory.adapters.sql.scope_sql import scope_sql
 from fermix_memory.adapters.sqlite.connection import translated_errors
 from fermix_memory.adapters.sqlite.fts_query import match_expression
 from fermix_memory.adapters.sqlite.history_search import HistorySearch
-from fermix_memory.application.caches import WindowAtPosition
-from fermix_memory.application.query_ports import MemoryHit
+from fermix_memory.application.query_ports import MemoryHit, WindowAtPosition
 from fermix_memory.application.stored_messages import stored_row
 from fermix_memory.domain.scopes import MemoryFilter
 from fermix_memory.domain.values import ConversationKey

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from difflib import get_close_matches
 from importlib import import_module
 from typing import Any
 
@@ -134,6 +133,8 @@ def _event_kind(text: str) -> str:
 
     if text in EVENTS_BY_KIND:
         return text
+    from difflib import get_close_matches
+
     close = get_close_matches(text, EVENTS_BY_KIND, n=1)
     hint = f"did you mean {close[0]}? " if close else ""
     raise argparse.ArgumentTypeError(f"unknown event kind {text[:60]!r}; {hint}known kinds: "

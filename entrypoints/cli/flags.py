@@ -8,7 +8,6 @@ and names the option the command does not know, with the one it probably meant.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from difflib import get_close_matches
 
 ALWAYS = frozenset({"-h", "--help", "--version"})
 
@@ -48,6 +47,8 @@ def unknown_option(argv: Sequence[str], commands: Mapping[tuple[str, ...], Colle
         flag = token.split("=", 1)[0]
         if not _is_option(token) or flag in known or (not token.startswith("--") and token[:2] in known):
             continue  # ``-oFILE``: a short option and its value in one token
+        from difflib import get_close_matches
+
         longer = sorted(k for k in known if k.startswith(flag) and flag.startswith("--"))
         close = longer if len(longer) == 1 else get_close_matches(flag, sorted(known), n=1, cutoff=0.7)
         hint = (f" (did you mean {close[0]}?)" if close

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, NoReturn
 
 from fermix_memory.entrypoints.cli.commands import COMMANDS, COMMON, GROUPS, Option
@@ -85,11 +85,13 @@ def parse_command_line(argv: Sequence[str]) -> argparse.Namespace:
     problem = unknown_option(argv, options, [f for o in COMMON for f in o.flags])
     if problem is not None:
         raise UsageError(problem)
-    return build_parser().parse_args(argv)
+    return build_parser(frozenset(argv)).parse_args(argv)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argparse parser of :data:`COMMANDS`."""
+def build_parser(words: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The argparse parser of :data:`COMMANDS`. ``words``: the words of the command line to parse,
+    when known: a group none of them names keeps its parser (its name and help) without its
+    commands, which that command line cannot reach; it parses, errs and helps as the whole one."""
     parser = Parser(prog="fermix", description="Admin and audit tool of fermix-memory.",
                     formatter_class=HelpFormatter, allow_abbrev=False)
     for option in COMMON:
@@ -106,6 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
                 group[0], help=GROUPS[group[0]], description=GROUPS[group[0]], formatter_class=HelpFormatter,
                 allow_abbrev=False,
             ).add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND")
+        if group and words is not None and group[0] not in words:
+            continue
         sub = subparsers[group[0]] if group else groups
         p = sub.add_parser(name, help=command.help, description=command.help, formatter_class=HelpFormatter,
                            allow_abbrev=False)

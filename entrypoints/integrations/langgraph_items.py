@@ -4,6 +4,7 @@ InMemoryStore's filter semantics; what cannot map is refused with a typed error.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -135,6 +136,11 @@ def namespace_of(row: Memory) -> tuple[str, ...] | None:
 
 def row_key(key: str) -> str:
     """The fermix key of an item key: itself when canonical, else a digest (ADR-0028)."""
+    return _row_key(key) if type(key) is str else _row_key.__wrapped__(key)
+
+
+@functools.lru_cache(maxsize=4096)  # a pure function of the key, asked on every get and put
+def _row_key(key: str) -> str:
     try:
         if normalise_key(key) == key and not _DIGEST_KEY.fullmatch(key):
             return key
@@ -159,7 +165,8 @@ def encode(key: str, value: object) -> str:
     if not same:
         raise ValueNotStorable("an item value must be plain JSON: it would not come back equal "
                                "(tuples, non-text keys or other types)")
-    text = _REWRITTEN.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    if _REWRITTEN.search(text) is not None:
+        text = _REWRITTEN.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     if len(text) > MAX_VALUE_CHARS:
         raise ValueNotStorable(f"the item is {len(text)} characters as JSON (with its key), "
                                f"limit {MAX_VALUE_CHARS}")
@@ -172,9 +179,9 @@ def decode(row: Memory) -> tuple[str, dict[str, Any]] | None:
         document = json.loads(row.value)
     except ValueError:
         return None
-    if not isinstance(document, dict) or set(document) != {"key", "value"}:
+    if type(document) is not dict or len(document) != 2:
         return None
-    key, value = document["key"], document["value"]
+    key, value = document.get("key"), document.get("value")
     if not isinstance(key, str) or not isinstance(value, dict):
         return None
     return key, value

@@ -141,6 +141,11 @@ class FermixStore(BaseStore):
             self._write(list(puts.values()))
         return results
 
+    def get(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
+        """One item, or ``None``: what ``batch([GetOp(namespace, key)])`` returns, read directly
+        (one indexed read of its row); this store keeps no time-to-live to refresh."""
+        return self._get(self._place(namespace), self._key(str(key)))
+
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
         return await run_sync(self.batch, ops)
