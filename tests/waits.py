@@ -9,4 +9,15 @@ measure (benchmarks/), not a test's.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 HANG_GUARD_S = 900.0
+
+
+def until(condition: Callable[[], bool], what: str) -> None:
+    """Poll ``condition`` until it holds; only a hang (:data:`HANG_GUARD_S`) fails it."""
+    deadline = time.monotonic() + HANG_GUARD_S
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {HANG_GUARD_S} s: {what}"
+        time.sleep(0.01)

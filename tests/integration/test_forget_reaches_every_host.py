@@ -4,27 +4,17 @@ what an erasure removed."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from fermix_memory import MemorySystem
-from tests.waits import HANG_GUARD_S
+from tests.waits import until
 
 SECRET = "Marmalade-lighthouse"
 
 
 def config(url: str) -> dict[str, Any]:
     return {"fermix_core": {"storage": {"url": url}}}
-
-
-def until(condition: Callable[[], bool], what: str) -> None:
-    """Poll ``condition`` until it holds (the change feed is asynchronous); fail after 20 s."""
-    deadline = time.monotonic() + HANG_GUARD_S
-    while not condition():
-        assert time.monotonic() < deadline, f"not within 20 s: {what}"
-        time.sleep(0.01)
 
 
 def alice_facts(memory: MemorySystem) -> None:

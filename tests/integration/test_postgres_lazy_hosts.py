@@ -4,22 +4,13 @@ revisions and erasures are still read at once. And a write is two round trips.""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fermix_memory import MemorySystem
-from tests.waits import HANG_GUARD_S
-
-
-def _until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + HANG_GUARD_S
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {HANG_GUARD_S} s: {what}"
-        time.sleep(0.01)
+from tests.waits import until
 
 
 @pytest.mark.parametrize("chains", [16, 1])
@@ -58,12 +49,12 @@ def test_a_foreign_message_is_heard_as_its_stream_and_read_only_when_a_prompt_ne
     config: dict[str, Any] = {"fermix_core": {"storage": {"url": postgres_url}}}
     with MemorySystem.open(tmp_path / "host-a", config=config) as a, \
             MemorySystem(bootstrap(tmp_path / "host-b", store=store_b)) as b:
-        _until(lambda: store_b.listening, "host b listens")
+        until(lambda: store_b.listening, "host b listens")
         on_b = b.session(agent_id="ada", owner_id="alice", conversation="telegram:42")
         assert on_b.compose_prompt() == []
         reads.clear()
         mid = a.session(agent_id="ada", owner_id="alice", conversation="telegram:42").append("user", "I live in Paris")
-        _until(lambda: store_b.known_position() >= mid, "host b hears a's write")
+        until(lambda: store_b.known_position() >= mid, "host b hears a's write")
         assert any(any(s.startswith("conversation/ada/") for s in streams) for streams in heard)
         assert not any("FROM events" in q for q in reads), "a foreign message is not read from the log"
         assert on_b.compose_prompt()[-1] == {"role": "user", "content": "I live in Paris"}  # read when needed
@@ -72,7 +63,7 @@ def test_a_foreign_message_is_heard_as_its_stream_and_read_only_when_a_prompt_ne
         a.write_memory({"op": "add", "category": "identity", "key": "home_city", "value": "Lives in Paris"},
                        agent_id="ada", owner_id="alice", writer="reviewer", trust="operator", source_message_id=mid)
         user_md = tmp_path / "host-b" / "memory" / "ada" / "alice" / "USER.md"
-        _until(lambda: user_md.exists() and "Lives in Paris" in user_md.read_text(encoding="utf-8"),
+        until(lambda: user_md.exists() and "Lives in Paris" in user_md.read_text(encoding="utf-8"),
                "host b renders alice's USER.md")
         assert "home_city: Lives in Paris" in on_b.compose_prompt(system="You are Ada.")[0]["content"]
 
