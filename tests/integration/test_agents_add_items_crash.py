@@ -13,24 +13,22 @@ from __future__ import annotations
 
 import asyncio
 import os
-import select
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from fermix_memory import MemorySystem
 from fermix_memory.openai_agents import FermixAgentsSession
+from tests.child_process import kill_when
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 
 AGENT, OWNER = "ada", "alice"
 BATCH = 400  # items of one add_items call
 CUT = 3  # the batch the kill cuts, after batches 0, 1 and 2 were acknowledged
-READ_TIMEOUT_S = 60.0
 
 CHILD = r"""
 import asyncio, sys
@@ -83,30 +81,8 @@ def run_and_kill(home: Path) -> list[str]:
     """The child's lines up to ``holding``, when it is killed."""
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(home), str(CUT)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=root, env=env)
-    out = b""
-    deadline = time.monotonic() + READ_TIMEOUT_S
-    try:
-        while b"holding\n" not in out:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                pytest.fail(f"the child printed only {out!r} in {READ_TIMEOUT_S}s")
-            ready, _, _ = select.select([proc.stdout], [], [], remaining)
-            if ready:
-                chunk = os.read(proc.stdout.fileno(), 65536)  # type: ignore[union-attr]
-                if not chunk:
-                    err = proc.stderr.read().decode(errors="replace")  # type: ignore[union-attr]
-                    pytest.fail(f"the child exited early (rc={proc.wait()}): {err[-2000:]}")
-                out += chunk
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            stream.close()  # type: ignore[union-attr]
-    assert proc.returncode == -signal.SIGKILL
+    out = kill_when([sys.executable, "-c", CHILD, str(home), str(CUT)], lambda out: b"holding\n" in out,
+                    "'holding'", stdin=subprocess.PIPE, cwd=root, env=env)
     return out.decode().splitlines()
 
 

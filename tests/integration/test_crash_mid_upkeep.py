@@ -11,25 +11,21 @@ files, a real process.
 from __future__ import annotations
 
 import json
-import os
-import select
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import apsw
 import pytest
 
 from fermix_memory import MemorySystem
+from tests.child_process import kill_when
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 
 AGENT, OWNER = "crash-agent", "crash-owner"
 APPENDS = 100
 IMPORTED = 4_000
-READ_TIMEOUT_S = 60.0
 
 # argv: home, phase ("merge": import, then pause while the background merges; "import": an
 # import killed midway). Lines: "acked ID I", "imported ID...", "merging", "importing".
@@ -83,32 +79,8 @@ else:
 def run_and_kill(home: Path, phase: str, marker: str) -> list[str]:
     """Run the child until it prints ``marker``, SIGKILL it at once, and return every complete
     line it printed (those still in the pipe too: they were acknowledged before the kill)."""
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(home), phase, str(APPENDS), str(IMPORTED)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out = b""
-    try:
-        deadline = time.monotonic() + READ_TIMEOUT_S
-        fd = proc.stdout.fileno()  # type: ignore[union-attr]
-        while f"\n{marker}\n".encode() not in b"\n" + out:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                pytest.fail(f"the child never printed {marker!r} in {READ_TIMEOUT_S} s")
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if ready:
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    err = proc.stderr.read().decode(errors="replace")  # type: ignore[union-attr]
-                    pytest.fail(f"the child exited early (rc={proc.wait()}): {err[-2000:]}")
-                out += chunk
-        os.kill(proc.pid, signal.SIGKILL)
-        out += proc.stdout.read()  # type: ignore[union-attr]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        proc.stdout.close()  # type: ignore[union-attr]
-        proc.stderr.close()  # type: ignore[union-attr]
-    assert proc.returncode == -signal.SIGKILL
+    out = kill_when([sys.executable, "-c", CHILD, str(home), phase, str(APPENDS), str(IMPORTED)],
+                    lambda out: f"\n{marker}\n".encode() in b"\n" + out, repr(marker))
     return out.decode().split("\n")[:-1]  # an unterminated last line was never acknowledged
 
 

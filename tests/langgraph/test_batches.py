@@ -4,12 +4,8 @@ middle of one (ADR-0059)."""
 
 from __future__ import annotations
 
-import os
-import select
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +15,11 @@ from langgraph.store.base import PutOp
 from fermix_memory import InvalidArgument, MemorySystem
 from fermix_memory.application.memory_writes import MemoryWriter
 from fermix_memory.langgraph import FermixStore
+from tests.child_process import kill_when
 
 NAMESPACES = [("memories", owner, *rest) for owner in ("alice", "bob", "carol") for rest in ((), ("work",))]
 KEYS = [f"fact-{i}" for i in range(10)]
 BATCHES_BEFORE_KILL = 12
-READ_TIMEOUT_S = 60.0
 
 # The child: batch after batch, each putting generation ``gen`` into every namespace and key
 # (6 namespaces of 3 owners, 60 items); "gen" is printed only once its batch returned.
@@ -119,31 +115,8 @@ def test_write_memories_admits_each_call_as_write_memory_does(memory: MemorySyst
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 def test_a_process_killed_mid_batch_leaves_all_of_a_batch_or_none(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(home)], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE)
-    out, deadline = b"", time.monotonic() + READ_TIMEOUT_S
-    try:
-        while out.count(b"\n") < BATCHES_BEFORE_KILL:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                pytest.fail(f"the child acknowledged only {len(out.splitlines())} batches in {READ_TIMEOUT_S}s")
-            ready, _, _ = select.select([child.stdout], [], [], remaining)
-            if ready:
-                chunk = os.read(child.stdout.fileno(), 65536)  # type: ignore[union-attr]
-                if not chunk:
-                    err = child.stderr.read().decode(errors="replace")  # type: ignore[union-attr]
-                    pytest.fail(f"the child exited early (rc={child.wait()}): {err[-2000:]}")
-                out += chunk
-        assert child.poll() is None, "the child must still be writing when it is killed"
-        os.kill(child.pid, signal.SIGKILL)  # in the middle of its next batch
-        out += child.stdout.read()  # type: ignore[union-attr]
-    finally:
-        if child.poll() is None:
-            child.kill()
-        child.wait()
-        child.stdout.close()  # type: ignore[union-attr]
-        child.stderr.close()  # type: ignore[union-attr]
-    assert child.returncode == -signal.SIGKILL
+    out = kill_when([sys.executable, "-c", CHILD, str(home)],
+                    lambda out: out.count(b"\n") >= BATCHES_BEFORE_KILL, f"{BATCHES_BEFORE_KILL} acknowledged batches")
     acknowledged = [int(line) for line in out.split(b"\n")[:-1]]
     with MemorySystem.open(home) as memory:
         store = FermixStore(memory, agent_id="ada")
