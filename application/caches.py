@@ -12,7 +12,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from fermix_memory.application.log_position import Follows, LogFollower, PositionReads
 from fermix_memory.application.query_ports import ResourceRevision, WindowAtPosition
@@ -20,12 +20,11 @@ from fermix_memory.application.store_ports import ConversationState, RecordedEve
 from fermix_memory.application.stored_messages import (
     StoredItem,
     StoredRow,
-    as_message,
     id_of,
-    is_row,
     kind_of,
     message_of,
     order_of,
+    stored_row,
 )
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.memory import Memory
@@ -66,10 +65,12 @@ _READ_BEFORE = -1  # the position of a window read without one: the log's was re
 class ConversationStore:
     """Recent window messages per ``(agent_id, conversation)``; write-through via commits.
 
-    A window of plain rows (``is_plain``) is kept as the store read it (``application.stored_messages``)
+    A window of plain rows (``is_plain``) is kept as the store read it (``application.stored_messages``),
+    the very tuples of a statement (``at_position``: nothing is built for a row a prompt only reads),
     and each row is made a ``Message`` the first time something asks for messages (:meth:`window`);
     a prompt of plain turns is composed from the rows (:meth:`stored_window`). A window holding any
-    other row is made messages as it is loaded. Messages committed later join as messages.
+    other row is made messages as it is loaded. Messages committed later join as messages (the rows
+    of a window kept as a statement's tuples are named first: ``StoredRow``).
     ``max_history`` caps how many recent messages a window keeps (``None``: unbounded —
     compaction, not a count, is the real bound).
 
@@ -97,13 +98,14 @@ class ConversationStore:
 
     def stored_window(self, agent_id: str, conversation: ConversationKey) -> Sequence[StoredItem]:
         """The window, each message as a ``Message`` or, when it is a plain row (``is_plain``), maybe
-        as the row read: a window holding any other row was made messages as it was loaded."""
+        as the row read (a ``StoredRow``, or a window of the bare tuples of a statement, in
+        ``StoredRow``'s order): a window holding any other row was made messages as it was loaded."""
         return self._items((agent_id, conversation))[0]
 
     def _messages(self, key: tuple[str, ConversationKey], items: list[StoredItem], generation: int) -> list[Message]:
-        if not any(map(is_row, items)):
+        if set(map(type, items)) <= _MESSAGE_TYPE:
             return items  # type: ignore[return-value]
-        messages = [as_message(item, *key) for item in items]
+        messages = [item if type(item) is Message else message_of(item, *key) for item in items]  # type: ignore[arg-type]
         with self._lock:
             if generation == self._generation and key in self._windows:
                 self._windows[key] = list(messages)  # no commit since: the same window, as messages
@@ -166,15 +168,18 @@ class ConversationStore:
     @staticmethod
     def _loaded(key: tuple[str, ConversationKey], read: WindowAtPosition) -> list[StoredItem]:
         """The window as kept: rows as read when all are plain, else messages; the checkpoint first."""
-        rows = read.rows or []  # a list of its own (read for this load)
+        rows: list[StoredRow] = read.rows or []  # type: ignore[assignment]  # a list of its own (read for this load)
         # A window holding a row that a prompt cannot take as it is (a tool call or result, a
-        # system message) is made messages once, as it is loaded; one of plain rows stays rows.
-        loaded: list[StoredItem] = rows if all_plain(rows) else [message_of(row, *key) for row in rows]  # type: ignore[assignment]
+        # system message) is made messages once, as it is loaded; one of plain rows stays rows,
+        # as read (a statement's tuples are not named: a prompt reads them by position, in C).
+        plain = all_plain(rows)
+        loaded: list[StoredItem] = cast(list[StoredItem], rows) if plain else [message_of(r, *key) for r in rows]
         # The checkpoint of a compaction stands for everything before it: it leads the window.
         checkpoint_id = read.checkpoint_message_id
         if checkpoint_id is not None:
-            checkpoint = [m for m in loaded if id_of(m) == checkpoint_id]
-            loaded = checkpoint + [m for m in loaded if id_of(m) != checkpoint_id]
+            ident: Callable[[Any], int] = _ROW_ID if plain else id_of
+            checkpoint = [m for m in loaded if ident(m) == checkpoint_id]
+            loaded = checkpoint + [m for m in loaded if ident(m) != checkpoint_id]
         return loaded
 
     def drop(self, keys: Iterable[tuple[str, ConversationKey]]) -> None:
@@ -198,6 +203,8 @@ class ConversationStore:
                 if isinstance(e, ev.MessageAppended):
                     window = self._windows.get((e.agent_id, e.conversation))
                     if window is not None:
+                        if window and type(window[-1]) is tuple:  # a statement's rows: named first
+                            window[:] = map(stored_row, window)
                         self._insert(window, e.message(item.position))
                 elif isinstance(e, ev.ConversationWindowCleared | ev.HistoryCompacted | ev.MessageRetracted):
                     self._windows.pop((e.agent_id, e.conversation), None)
@@ -221,7 +228,9 @@ class ConversationStore:
 
 
 _ROLE, _METADATA = itemgetter(StoredRow._fields.index("role")), itemgetter(StoredRow._fields.index("metadata_json"))
+_ROW_ID = itemgetter(StoredRow._fields.index("id"))
 _PLAIN_ROLES = frozenset(("user", "assistant"))
+_MESSAGE_TYPE = frozenset((Message,))
 
 
 def all_plain(rows: Sequence[StoredRow]) -> bool:

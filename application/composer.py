@@ -29,8 +29,10 @@ from fermix_memory.application.plain_turns import (
     API_NAME,
     ROLE_CONTENT,
     anthropic_messages,
+    named,
     only_rows,
     openai_turns,
+    plain_openai,
     prefixed_text,
     row_speakers,
 )
@@ -94,7 +96,8 @@ def compose_prompt(
     The files' content comes from their current revision in the log, so what the model sees
     is exactly what ``fermix resource show`` shows.
     """
-    system_text, rest, _, _ = _system_and_rest(revision, window, agent_id, owner_id, conversation, system)
+    items = window(agent_id, conversation)
+    system_text, rest, _, _ = _system_and_rest(revision, items, agent_id, owner_id, conversation, system)
     return ComposedPrompt(system=system_text, turns=tuple(_turns([as_message(m, agent_id, conversation)
                                                                   for m in rest])))
 
@@ -102,10 +105,18 @@ def compose_prompt(
 def compose_openai(revision: RevisionReader, window: StoredWindowReader, agent_id: str, owner_id: str,
                    conversation: ConversationKey, *, system: str = "") -> list[dict[str, Any]]:
     """``as_openai(compose_prompt(...))``, the same list, from a window whose messages may still be
-    the rows the store read (``application.stored_messages``). When no message of it takes part
-    in a tool call, the pairing of calls and results has nothing to do: the dicts are built in
-    one pass, a plain row's straight from the row; otherwise the turns are composed as above."""
-    system_text, rest, paired, rows = _system_and_rest(revision, window, agent_id, owner_id, conversation, system)
+    the rows the store read (``application.stored_messages``). A window kept as plain rows that
+    opens with a user's, each with text, one speaker (the usual one): one dict per row, built from
+    the rows in one comprehension (``plain_turns.plain_openai``). Otherwise, when no message of it
+    takes part in a tool call, the pairing of calls and results has nothing to do: the dicts are
+    built in one pass, a plain row's straight from the row; else the turns are composed as above."""
+    items = window(agent_id, conversation)  # first: a cold read holds the log's position
+    if only_rows(items):
+        text = _system_text(system, revision(agent_id, owner_id, "user_md"), revision(agent_id, owner_id, "memory_md"))
+        fast = plain_openai(cast(list[StoredRow], items), [{"role": "system", "content": text}] if text else [])
+        if fast is not None:
+            return fast
+    system_text, rest, paired, rows = _system_and_rest(revision, items, agent_id, owner_id, conversation, system)
     if paired:
         return as_openai(ComposedPrompt(system=system_text, turns=tuple(_turns(
             [as_message(m, agent_id, conversation) for m in rest]))))
@@ -124,7 +135,8 @@ def compose_anthropic(revision: RevisionReader, window: StoredWindowReader, agen
     """``as_anthropic(compose_prompt(...))``, the same system text and messages, from a window
     whose messages may still be the rows the store read, as :func:`compose_openai`: one pass when
     no message of it takes part in a tool call."""
-    system_text, rest, paired, _ = _system_and_rest(revision, window, agent_id, owner_id, conversation, system)
+    items = window(agent_id, conversation)
+    system_text, rest, paired, _ = _system_and_rest(revision, items, agent_id, owner_id, conversation, system)
     if paired:
         return as_anthropic(ComposedPrompt(system=system_text, turns=tuple(_turns(
             [as_message(m, agent_id, conversation) for m in rest]))))
@@ -134,16 +146,23 @@ def compose_anthropic(revision: RevisionReader, window: StoredWindowReader, agen
     return system_text, messages
 
 
+def _system_text(system: str, user: ResourceRevision | None, memory: ResourceRevision | None) -> str:
+    """The system text of a window with no system message and no orphan reply: the host's own
+    prompt, then the owner's files in their fence."""
+    parts = (system.strip(), memory_context_block(user.content if user else "", memory.content if memory else ""))
+    return "\n\n".join(p for p in parts if p)
+
+
 def _system_and_rest(
-    revision: RevisionReader, window: StoredWindowReader, agent_id: str, owner_id: str,
+    revision: RevisionReader, items: Sequence[StoredItem], agent_id: str, owner_id: str,
     conversation: ConversationKey, system: str,
 ) -> tuple[str, list[StoredItem], bool, bool]:
     """The system text, the window's messages that become turns (a plain row stays a row),
     whether any of those takes part in a tool call (a tool result, or an assistant message
     recording calls), and whether they are all plain rows. The window is read first: a cold one
     comes with the log's position, which then serves the files' freshness check
-    (``caches.PositionReads``)."""
-    items = window(agent_id, conversation)
+    (``caches.PositionReads``): the caller reads it, then calls this."""
+    items = named(items)
     user = revision(agent_id, owner_id, "user_md")
     memory = revision(agent_id, owner_id, "memory_md")
     parts = [system.strip(), memory_context_block(user.content if user else "", memory.content if memory else "")]

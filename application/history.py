@@ -58,20 +58,24 @@ class HistoryImportError(DomainError):
 
 class ImportKeyReader(Protocol):
     """The import keys a conversation's stream already holds, each with the id of the (first)
-    message holding it, read inside a writing transaction; ``only``: that key alone, if held (an
-    idempotent append, ADR-0050). :func:`recorded_import_keys` works on any store; a store may
-    give a cheaper reading of the same keys (ADR-0037)."""
+    message holding it, read inside a writing transaction; ``only``: that key alone, or those
+    keys (a tuple: the keys of a batch of appends, read at once), if held (an idempotent append,
+    ADR-0050). :func:`recorded_import_keys` works on any store; a store may give a cheaper
+    reading of the same keys (ADR-0037)."""
 
-    def __call__(self, tx: WriteTransaction, stream: str, only: str | None = None) -> dict[str, int]: ...
+    def __call__(self, tx: WriteTransaction, stream: str, only: str | tuple[str, ...] | None = None
+                 ) -> dict[str, int]: ...
 
 
-def recorded_import_keys(tx: WriteTransaction, stream: str, only: str | None = None) -> dict[str, int]:
+def recorded_import_keys(tx: WriteTransaction, stream: str, only: str | tuple[str, ...] | None = None
+                         ) -> dict[str, int]:
     """The import keys the stream's messages carry (redacted messages excluded)."""
+    wanted = None if only is None else {only} if isinstance(only, str) else set(only)
     keys: dict[str, int] = {}
     for recorded in tx.read_events(stream=stream):
         if isinstance(recorded.event, MessageAppended) and IMPORT_KEY in recorded.event.metadata:
             key = str(recorded.event.metadata[IMPORT_KEY])
-            if only is None or key == only:
+            if wanted is None or key in wanted:
                 keys.setdefault(key, recorded.position)
     return keys
 
@@ -148,22 +152,26 @@ class HistoryService:
             return []
         streams = [conversation_stream(e.agent_id, e.conversation) for e in events]
         keys = [m.idempotency_key for m in messages]
+        asked: dict[str, dict[str, None]] = {}  # each stream's keys, in order, once each
+        for stream, key in zip(streams, keys, strict=True):
+            if key is not None:
+                asked.setdefault(stream, {})[key] = None
 
         def work(tx: WriteTransaction) -> list[int]:
+            # The keys already held: one reading per conversation, whatever the batch holds.
+            held = {(stream, key): ~at for stream, wanted in asked.items()
+                    for key, at in self._import_keys(tx, stream, tuple(wanted)).items()}
             pending: list[tuple[str, DomainEvent]] = []
             # Each message's id: an index into ``pending`` (>= 0), or ``~id`` of the message holding its key.
             slots: list[int] = []
-            held: dict[tuple[str, str], int] = {}
             for stream, event, key in zip(streams, events, keys, strict=True):
-                if key is not None and (stream, key) in held:
-                    slots.append(held[stream, key])
-                    continue
-                found = None if key is None else self._import_keys(tx, stream, key).get(key)
-                slots.append(len(pending) if found is None else ~found)
-                if key is not None:
-                    held[stream, key] = slots[-1]
-                if found is None:
+                slot = None if key is None else held.get((stream, key))
+                if slot is None:
+                    slot = len(pending)
                     pending.append((stream, event))
+                    if key is not None:
+                        held[stream, key] = slot
+                slots.append(slot)
             positions = tx.append_each(pending)
             return [positions[slot] if slot >= 0 else ~slot for slot in slots]
 

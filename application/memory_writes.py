@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
@@ -61,6 +62,10 @@ def _op_context(ctx: WriteContext, op: Operation, shown_messages: frozenset[int]
                         said_at=statement_time(op, written or {}), operator_set=operator_set)
 
 
+# What a command's context is made of: every field of the command but its operations.
+_context_fields = operator.attrgetter(*(f.name for f in attrs.fields(WriteMemory) if f.name != "operations"))
+
+
 class DerivedResources(Protocol):
     """What must change with the rows, in the same transaction (the prompt-file revisions)."""
 
@@ -74,6 +79,7 @@ class MemoryWriter:
         self._clock = clock
         self._policy = policy or AdmissionPolicy()
         self._derived = derived
+        self._last_context: tuple[tuple[object, ...], WriteContext] | None = None
 
     def _derive(self, tx: WriteTransaction, events: Sequence[ev.DomainEvent], at: datetime) -> None:
         # The prompt-file revisions go in the same commit as the rows they render.
@@ -136,7 +142,18 @@ class MemoryWriter:
 
     def write(self, cmd: WriteMemory) -> list[OperationOutcome]:
         """:meth:`apply` of the command's operations in the context it names."""
-        return self.apply(cmd.operations, cmd.context())
+        return self.apply(cmd.operations, self._context(cmd))
+
+    def _context(self, cmd: WriteMemory) -> WriteContext:
+        """``cmd.context()``, built once for a run of commands that differ in their operations
+        only (a host writing one scope after another): the context is a frozen value."""
+        key = _context_fields(cmd)
+        last = self._last_context
+        if last is not None and last[0] == key:
+            return last[1]
+        context = cmd.context()
+        self._last_context = (key, context)
+        return context
 
     def write_all(self, cmds: Sequence[WriteMemory]) -> list[list[OperationOutcome]]:
         """Several commands (of several scopes, even owners) in ONE transaction: all of them are
@@ -146,7 +163,7 @@ class MemoryWriter:
 
         def work(tx: WriteTransaction) -> list[list[OperationOutcome]]:
             recorded: list[ev.DomainEvent] = []
-            outcomes = [self.apply_in(tx, cmd.operations, cmd.context(), at, recorded=recorded) for cmd in cmds]
+            outcomes = [self.apply_in(tx, cmd.operations, self._context(cmd), at, recorded=recorded) for cmd in cmds]
             self._derive(tx, recorded, at)
             return outcomes
 

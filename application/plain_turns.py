@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from itertools import compress
 from operator import itemgetter
 from typing import Any
 
-from fermix_memory.application.stored_messages import StoredItem, StoredRow
+from fermix_memory.application.stored_messages import StoredItem, StoredRow, stored_row
 from fermix_memory.domain.values import Role
 
 # What both APIs accept as a message ``name`` (OpenAI) and a tool's name.
@@ -17,22 +18,60 @@ API_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 def only_rows(items: Sequence[StoredItem]) -> bool:
-    """Whether every item is still a stored row (one pass in C: the set of their types)."""
-    return set(map(type, items)) <= _ROW_TYPE
+    """Whether every item is still a stored row, named or the bare tuple a statement returned (one
+    pass in C: the set of their types)."""
+    return set(map(type, items)) <= _ROW_TYPES
 
 
-_ROW_TYPE = frozenset((StoredRow,))
+def named(items: Sequence[StoredItem]) -> Sequence[StoredItem]:
+    """``items`` with each bare tuple of a statement named (``StoredRow``): what reads rows by name."""
+    if tuple not in set(map(type, items)):
+        return items
+    return [stored_row(item) if type(item) is tuple else item for item in items]
 
 
-def row_speakers(rows: Sequence[StoredRow]) -> set[str]:
-    """The speakers of the user turns of plain rows (as :func:`plain_turns` names them): from the
-    distinct (owner, sender, role) of the rows, a set built in C."""
+_ROW_TYPES = frozenset((StoredRow, tuple))
+
+
+def row_speakers(rows: Sequence[StoredRow], roles: Sequence[str] | None = None) -> set[str]:
+    """The speakers of the user turns of plain rows (as :func:`plain_turns` names them: the
+    sender, else the owner), from ``roles``, the rows' roles when already read, in C: the senders
+    of the user rows as a set; when one is empty and one owner wrote every user row, that owner."""
+    users = list(map(_IS_USER, map(_ROLE, rows) if roles is None else roles))
+    senders = set(compress(map(_SENDER, rows), users))
+    if "" not in senders:
+        return senders
+    owners = set(compress(map(_OWNER, rows), users))
+    if len(owners) == 1:
+        senders.discard("")
+        return senders | owners
     return {sender or owner for owner, sender, role in set(map(_SPEAKER, rows)) if role == "user"}
+
+
+def plain_openai(rows: Sequence[StoredRow], out: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """``out`` followed by OpenAI's message of each of ``rows`` (a window of plain rows, as kept:
+    ``caches.all_plain``), each the row's role and text, built in one comprehension; or ``None``
+    (``out`` untouched) when the window needs the turn-by-turn path: it opens with a reply (an
+    orphan), a row has no text, or the user turns come from several speakers (a group chat)."""
+    roles = list(map(_ROLE, rows))
+    if not roles:
+        return out
+    contents = list(map(_CONTENT, rows))
+    if roles[0] != "user" or not all(map(str.strip, contents)):
+        return None
+    senders = set(compress(map(_SENDER, rows), map(_IS_USER, roles)))  # of the user rows
+    if len(senders) > 1 if "" not in senders else len(row_speakers(rows, roles)) > 1:
+        return None
+    out += [{"role": role, "content": content} for role, content in zip(roles, contents, strict=True)]
+    return out
 
 
 # A stored row's fields by position, read in C (``StoredRow``'s order).
 ROLE_CONTENT = itemgetter(StoredRow._fields.index("role"), StoredRow._fields.index("content"))
 _SPEAKER = itemgetter(*map(StoredRow._fields.index, ("owner_id", "sender", "role")))
+_ROLE, _CONTENT, _SENDER, _OWNER = map(itemgetter, map(StoredRow._fields.index, ("role", "content", "sender",
+                                                                               "owner_id")))
+_IS_USER = "user".__eq__
 
 
 def plain_turns(rest: Sequence[StoredItem]) -> Iterator[tuple[str, str, str]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import attrs
 
@@ -23,7 +23,18 @@ class WindowAtPosition(NamedTuple):
 
     position: int  # the log's last position, as ``last_position`` reads it
     checkpoint_message_id: int | None  # the checkpoint of the last compaction, if any
-    rows: list[StoredRow] | None  # the window's messages after its start, in window order (None: not read)
+    # The window's messages after its start, in window order (None: not read): as the statement
+    # returned them, ``StoredRow``'s fields in its order, named by the reader that reads one by name.
+    rows: list[StoredRow] | list[tuple[Any, ...]] | None
+
+
+class KeyedValue(NamedTuple):
+    """What a keyed read of one live row returns: its id, value and times, not the whole row."""
+
+    id: int
+    value: str
+    created_at: datetime
+    updated_at: datetime
 
 
 @attrs.frozen(kw_only=True)
@@ -68,6 +79,11 @@ class MemoryQueries(Protocol):
     def memories(self, where: MemoryFilter, *, include_archived: bool = False) -> list[Memory]: ...
 
     def memory_by_key(self, where: MemoryFilter, key: str) -> list[Memory]: ...
+
+    def value_by_key(self, agent_id: str, owner_id: str, scope_id: str, key: str) -> KeyedValue | None:
+        """The live row holding ``key`` in the conversation scope ``scope_id``: one read by the
+        unique index of the key, only its id, value and times."""
+        ...
 
     def memories_under(self, agent_id: str, owner_id: str | None, scope_type: str, starts: Sequence[str], *,
                        limit: int, offset: int = 0, unshown_category: str | None = None) -> list[Memory]:

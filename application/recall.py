@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 import attrs
@@ -40,6 +41,8 @@ class MeaningSearch(Protocol):
 
     def embed_query(self, query: str) -> bytes | None: ...
 
+    def embed_query_soon(self, query: str) -> Callable[[], bytes | None]: ...
+
     def waiting(self) -> int: ...
 
     def memories(self, vector: bytes, where: MemoryFilter, limit: int) -> list[MemoryHit]: ...
@@ -64,12 +67,13 @@ def recall(queries: MemoryQueries, cmd: Recall, semantic: MeaningSearch | None =
             f"recall mode {mode.value!r} needs recall by meaning: install fermix-memory[semantic] and open"
             " the memory with an embedder (or ask for mode='keyword')")
     by_meaning = semantic if mode is not RecallMode.KEYWORD and key is None else None
-    vector = None if by_meaning is None else by_meaning.embed_query(query)
+    # A new query's vector is computed while the words are searched (ADR-0071).
+    vector_soon = None if by_meaning is None else by_meaning.embed_query_soon(query)
     reader = cmd.reader
     memories: list[MemoryHit] = []
     messages: list[MessageHit] = []
-    if source in (RecallSource.MEMORIES, RecallSource.ALL):
-        where = memory_filter(reader, cmd.scope)
+    where = memory_filter(reader, cmd.scope) if source in (RecallSource.MEMORIES, RecallSource.ALL) else None
+    if where is not None:
         if key is not None:
             try:
                 normalised = normalise_key(key)
@@ -77,18 +81,23 @@ def recall(queries: MemoryQueries, cmd: Recall, semantic: MeaningSearch | None =
                 normalised = None
             rows = queries.memory_by_key(where, normalised) if normalised else []
             memories = [MemoryHit(memory=row, rank=0.0, snippet=row.value) for row in rows[:limit]]
-        else:
-            keyword = queries.search_memories(query, where, limit) if mode is not RecallMode.SEMANTIC else []
-            near = by_meaning.memories(vector, where, limit) if vector is not None and by_meaning is not None else []
-            memories = fuse_kind(keyword, near, limit, _memory_id) if near else keyword
+        elif mode is not RecallMode.SEMANTIC:
+            memories = queries.search_memories(query, where, limit)
     history = history_filter(reader, cmd.scope)
-    if history is not None and key is None and source in (RecallSource.HISTORY, RecallSource.ALL):
-        keyword_turns = queries.search_history(query, history, limit) if mode is not RecallMode.SEMANTIC else []
-        near_turns = by_meaning.history(vector, history, limit) if vector is not None and by_meaning is not None else []
-        messages = fuse_kind(keyword_turns, near_turns, limit, _message_id) if near_turns else keyword_turns
+    if key is not None or source not in (RecallSource.HISTORY, RecallSource.ALL):
+        history = None
+    if history is not None and mode is not RecallMode.SEMANTIC:
+        messages = queries.search_history(query, history, limit)
+    vector = None if vector_soon is None else vector_soon()
+    if vector is not None and by_meaning is not None:
+        near = by_meaning.memories(vector, where, limit) if where is not None else []
+        memories = fuse_kind(memories, near, limit, _memory_id) if near else memories
+        near_turns = by_meaning.history(vector, history, limit) if history is not None else []
+        messages = fuse_kind(messages, near_turns, limit, _message_id) if near_turns else messages
     waiting = None if by_meaning is None else by_meaning.waiting()
-    return RecallResult(memories=memories, messages=messages, ranked=fuse(memories, messages, limit),
-                        vectors_waiting=waiting)
+    # One list alone is already in fused order (each list's ranks only grow, a reply right after its question).
+    ranked = fuse(memories, messages, limit) if memories and messages else [*(memories or messages)][:limit]
+    return RecallResult(memories=memories, messages=messages, ranked=ranked, vectors_waiting=waiting)
 
 
 def _memory_id(hit: MemoryHit) -> int:

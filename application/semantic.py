@@ -9,6 +9,10 @@ A query's vector depends on the model and the query's text alone, so the vectors
 queries are kept (:class:`QueryVectors`, ADR-0061): a query asked again, by any path that
 searches by meaning through the same :class:`SemanticSearch` (recall, the agent's tools), costs
 no embedding. Nothing a write does changes them, so no write invalidates them.
+
+A new query's vector is computed on a thread of its own while recall searches by words
+(:meth:`SemanticSearch.embed_query_soon`, ADR-0071): the model's runtime leaves Python's lock
+while it runs, and the vector depends on the text alone, so what recall returns is the same.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 
 from fermix_memory.application.embedder import Embedder, label_of
 from fermix_memory.application.fusion import H
@@ -61,6 +66,29 @@ class QueryVectors:
                 self._vectors.popitem(last=False)
 
 
+class _Pending:
+    """``work`` run on a thread of its own; :meth:`result` waits for it."""
+
+    def __init__(self, work: Callable[[], bytes | None]) -> None:
+        self._work = work
+        self._vector: bytes | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="fermix-query-vector")
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._vector = self._work()
+        except BaseException as exc:  # raised again in the caller's thread, by result()
+            self._error = exc
+
+    def result(self) -> bytes | None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._vector
+
+
 class SemanticSearch:
     """Searches ``index`` with ``embedder``'s vectors; a hit less similar to the query than
     ``floor`` (cosine) is no hit: every text is *somewhat* close to every query, and without a
@@ -86,6 +114,19 @@ class SemanticSearch:
             vector = self._embedder.embed([query])[0]
             self.queries.put(label, query, vector)
         return vector
+
+    def embed_query_soon(self, query: str) -> Callable[[], bytes | None]:
+        """A call that returns :meth:`embed_query`'s vector. A kept vector or a blank query is
+        there at once; a new query is embedded on a thread of its own, started here, so the
+        caller can search by words meanwhile; the call waits for it and raises what embedding
+        raised. A call never made leaves the vector kept all the same."""
+        if not query.strip():
+            return lambda: None
+        kept = self.queries.get(label_of(self._embedder), query)
+        if kept is not None:
+            return lambda: kept
+        pending = _Pending(lambda: self.embed_query(query))
+        return pending.result
 
     def waiting(self) -> int:
         """How many texts still wait for their vector (a search by meaning does not see them)."""

@@ -4,6 +4,7 @@ keeps of them, and reads it again when next asked for it."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Iterable
 from urllib.parse import quote, unquote
 
@@ -42,19 +43,18 @@ class StaleStreams:
         agents: set[str] = set()
         files: list[tuple[str, str, str]] = []
         for stream in streams:
-            kind, _, rest = stream.partition("/")
-            parts = rest.split("/")
-            if kind == "conversation" and len(parts) == 2:
-                try:
-                    windows.append((unquote(parts[0]), ConversationKey.from_scope_id(parts[1])))
-                except DomainError:
-                    continue  # not a stream this memory writes: nothing of it is cached
-            elif kind == "memory" and len(parts) == 2:
-                owners.add((unquote(parts[0]), unquote(parts[1])))
-            elif kind == RULES and len(parts) == 1:
-                agents.add(unquote(parts[0]))
-            elif kind == "resource" and len(parts) == 3:
-                files.append((unquote(parts[0]), unquote(parts[1]), unquote(parts[2])))
+            target = _target(stream)
+            if target is None:
+                continue
+            window, owner, agent, file = target
+            if window is not None:
+                windows.append(window)
+            elif owner is not None:
+                owners.add(owner)
+            elif agent is not None:
+                agents.add(agent)
+            elif file is not None:
+                files.append(file)
         if windows:
             self._conversations.drop(windows)
         if owners:
@@ -62,6 +62,31 @@ class StaleStreams:
         if files or agents:
             self._files.drop(files, lambda key, shown: key[0] in agents and key[2] == "memory_md"
                              and _from_rules(shown))
+
+
+# What a stream's name says to drop, one of: a conversation's window, an owner's rows, an agent
+# whose standing rules may have changed, a prompt file.
+_Target = tuple[tuple[str, ConversationKey] | None, tuple[str, str] | None, str | None, tuple[str, str, str] | None]
+
+
+@functools.lru_cache(maxsize=4096)
+def _target(stream: str) -> _Target | None:
+    """What a stream's name says to drop (the same streams come again and again: worked out once
+    each); None: nothing."""
+    kind, _, rest = stream.partition("/")
+    parts = rest.split("/")
+    if kind == "conversation" and len(parts) == 2:
+        try:
+            return (unquote(parts[0]), ConversationKey.from_scope_id(parts[1])), None, None, None
+        except DomainError:
+            return None  # not a stream this memory writes: nothing of it is cached
+    if kind == "memory" and len(parts) == 2:
+        return None, (unquote(parts[0]), unquote(parts[1])), None, None
+    if kind == RULES and len(parts) == 1:
+        return None, None, unquote(parts[0]), None
+    if kind == "resource" and len(parts) == 3:
+        return None, None, None, (unquote(parts[0]), unquote(parts[1]), unquote(parts[2]))
+    return None
 
 
 def _from_rules(shown: ResourceRevision | None) -> bool:

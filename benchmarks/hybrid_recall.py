@@ -9,9 +9,13 @@ One home is built through the public API (``--messages`` history messages in one
 * **hybrid, distinct queries**: ``recall(query, mode="hybrid")`` with a query never asked
   before (its embedding must be computed: a cold cache);
 * **hybrid, repeated queries**: the same query asked again right after (a warm cache: a memory
-  that keeps its queries' vectors answers it without the model).
+  that keeps its queries' vectors answers it without the model);
+* **hybrid, distinct queries, one after the other**: a new query whose vector is computed before
+  the words are searched, as recall did before ADR-0071 (now the model runs on a thread of its
+  own while the words are searched). The query is the distinct one with a space added: the same
+  tokens and the same words, another text for the cache.
 
-The three take turns on every query, so a noisy machine weighs on each alike; the ratios are
+The four take turns on every query, so a noisy machine weighs on each alike; the ratios are
 of p50s measured in the same run, of wall-clock time and of the CPU time the process spent (all
 its threads: what a loaded machine inflates least). Then one query embedded alone (batch 1) by a model loaded with
 1, 2 and the runtime's default intra-op threads, taking turns: p50 / p95 wall-clock ms and the
@@ -34,7 +38,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -43,6 +48,7 @@ os.environ.setdefault("FERMIX_RECALL_BY_MEANING", "false")  # the model given he
 
 from fermix_memory import MemorySystem
 from fermix_memory.adapters.embedding.minilm_onnx import MiniLmOnnxEmbedder
+from fermix_memory.application.semantic import SemanticSearch
 
 AGENT, OWNER, CONV = "ada", "alice", "telegram:alice"
 PEOPLE = ["my sister", "the landlord", "my manager", "an old friend", "the dentist", "my coach", "the neighbour"]
@@ -99,10 +105,27 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
+@contextmanager
+def one_after_the_other() -> Iterator[None]:
+    """Recall as before ADR-0071: a new query's vector computed before the words are searched."""
+    overlapped = SemanticSearch.embed_query_soon
+
+    def sequential(self: SemanticSearch, query: str) -> Callable[[], bytes | None]:
+        vector = self.embed_query(query)
+        return lambda: vector
+
+    SemanticSearch.embed_query_soon = sequential  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        SemanticSearch.embed_query_soon = overlapped  # type: ignore[method-assign]
+
+
 def recalls(home: Path, queries: int) -> dict[str, Any]:
-    """Keyword, hybrid-cold and hybrid-warm recall of the same queries, taking turns: wall-clock
-    and CPU (this process's, every thread) ms of each."""
-    wall: dict[str, list[float]] = {"keyword": [], "hybrid_distinct": [], "hybrid_repeated": []}
+    """Keyword, hybrid-cold (overlapped and one after the other) and hybrid-warm recall of the same
+    queries, taking turns: wall-clock and CPU (this process's, every thread) ms of each."""
+    wall: dict[str, list[float]] = {"keyword": [], "hybrid_distinct": [], "hybrid_repeated": [],
+                                    "hybrid_distinct_sequential": []}
     cpu: dict[str, list[float]] = {name: [] for name in wall}
     with MemorySystem.open(home, embedder=MiniLmOnnxEmbedder(), readonly=True) as memory:
         def ask(text: str, mode: str, name: str | None = None) -> Any:
@@ -124,8 +147,13 @@ def recalls(home: Path, queries: int) -> dict[str, Any]:
             text = question(n)
             if n % 2:
                 ask(text, "keyword", "keyword")
-            ask(text, "hybrid", "hybrid_distinct")
-            ask(text, "hybrid", "hybrid_repeated")
+            for turn in ("sequential", "overlapped") if n % 4 >= 2 else ("overlapped", "sequential"):
+                if turn == "overlapped":
+                    ask(text, "hybrid", "hybrid_distinct")
+                    ask(text, "hybrid", "hybrid_repeated")
+                else:
+                    with one_after_the_other():
+                        ask(text + " ", "hybrid", "hybrid_distinct_sequential")
             if not n % 2:
                 ask(text, "keyword", "keyword")
     figures: dict[str, Any] = {}
@@ -133,7 +161,7 @@ def recalls(home: Path, queries: int) -> dict[str, Any]:
         figures[f"{name}_p50_ms"] = round(statistics.median(wall[name]), 3)
         figures[f"{name}_p95_ms"] = round(percentile(wall[name], 95), 3)
         figures[f"{name}_cpu_p50_ms"] = round(statistics.median(cpu[name]), 3)
-    for name in ("hybrid_distinct", "hybrid_repeated"):
+    for name in ("hybrid_distinct", "hybrid_repeated", "hybrid_distinct_sequential"):
         figures[f"ratio_{name}_to_keyword_p50"] = round(figures[f"{name}_p50_ms"] / figures["keyword_p50_ms"], 2)
         figures[f"ratio_{name}_to_keyword_cpu_p50"] = round(
             figures[f"{name}_cpu_p50_ms"] / figures["keyword_cpu_p50_ms"], 2)
@@ -165,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=2000, help="history messages in the conversation")
     parser.add_argument("--rows", type=int, default=200, help="memory rows of the owner")
-    parser.add_argument("--queries", type=int, default=120, help="distinct queries, each asked three ways")
+    parser.add_argument("--queries", type=int, default=120, help="distinct queries, each asked four ways")
     parser.add_argument("--embeds", type=int, default=40, help="single-query embeds per thread count per round")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the thread comparison")
     parser.add_argument("--quick", action="store_true", help="a small home and fewer queries (under a minute)")
@@ -176,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         home = Path(scratch) / "home"
         progress(f"building the home: {args.messages:,} messages, {args.rows} rows, vectors by the model")
         fill_s = build(home, args.messages, args.rows)
-        progress(f"vectors stored in {fill_s:.1f} s; recalling {args.queries} queries three ways")
+        progress(f"vectors stored in {fill_s:.1f} s; recalling {args.queries} queries four ways")
         recall_figures = recalls(home, args.queries)
         progress(json.dumps(recall_figures))
     progress("one query embedded alone, by intra-op threads")

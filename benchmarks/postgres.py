@@ -44,6 +44,9 @@ What is measured (every figure from THIS run, on THIS machine):
 6. **Hosts** (``--hosts 2,4,8``, ``benchmarks/postgres_hosts.py``): N processes on one database,
    N-1 writing, one listening: CPU per write of the others, appends/s, change feed on and off.
 
+What one process's appends could reach (the bare INSERT + COMMIT loop of each store, CPU per
+append of client and server, WAL sync methods): ``benchmarks/postgres_ceiling.py`` (ADR-0072).
+
 Run (from the repository root; needs the ``[postgres]`` extra and PostgreSQL's binaries)::
 
     .venv/bin/python benchmarks/postgres.py            # defaults: about a minute on 2 cores

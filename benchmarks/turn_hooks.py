@@ -13,9 +13,17 @@ the current revisions; a host would too). Beside it, the statements a cold and a
 ``compose_prompt`` run on the composing thread's read connection (an exec trace, in a pass of
 its own after the timed one: ADR-0062).
 
+With ``--history 10000,200000,1000000`` only the cold ``compose_prompt`` is measured, in one home
+grown to each size in turn (ADR-0068): the measured conversations first (100 of 100 messages at
+10,000, else ``--conversations``), then other agents' conversations of 100 messages imported around
+them (``import_history``, the bulk path, 25,000 lines a call); at each size the ratio, and whether
+the window statement's plan is seeks only (``EXPLAIN QUERY PLAN``: no scan, no temporary B-tree).
+``--quick`` stops at 200,000; ``--workdir DIR`` keeps the home.
+
 Run from the repository root::
 
     .venv/bin/python benchmarks/turn_hooks.py [--conversations N] [--messages M] [--cold-only]
+    .venv/bin/python benchmarks/turn_hooks.py --history 10000,200000,1000000 [--quick] [--workdir DIR]
 
 The last line of stdout is one JSON object of the figures (milliseconds).
 """
@@ -25,11 +33,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import apsw
@@ -73,33 +83,114 @@ def cold_compose(conversations: int, messages: int, style: str = "openai") -> di
                                           role="user" if i % 2 == 0 else "assistant", sender="x",
                                           content=f"message {i}: I live in Paris and I like tea")
             memory.wait_for_background()
-        with MemorySystem.open(Path(home)) as memory:
-            raw = apsw.Connection(str(Path(home) / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
-            memory.compose_prompt(AGENT, OWNER, "cold:0")  # the owner's prompt files, once
-            ours, theirs = [], []
-
-            def compose(c: int) -> None:
-                start = time.perf_counter()
-                memory.compose_prompt(AGENT, OWNER, f"cold:{c}", style=style)  # type: ignore[call-overload]
-                ours.append((time.perf_counter() - start) * 1000)
-
-            def read(c: int) -> None:
-                start = time.perf_counter()
-                cur = raw.cursor()
-                state = cur.execute(RAW_STATE, (AGENT, "cold", str(c), "")).fetchall()
-                after = state[0][0] if state else 0
-                cur.execute(RAW_WINDOW, (AGENT, "cold", str(c), "", after)).fetchall()
-                theirs.append((time.perf_counter() - start) * 1000)
-
-            for c in range(1, conversations):
-                first, second = (compose, read) if c % 2 else (read, compose)
-                first(c)
-                second(c)
-            raw.close()
+        figures = measure_cold(Path(home), conversations, style)
         statements = compose_statements(Path(home), min(conversations, 21))
+    return {**figures, **statements}
+
+
+def measure_cold(home: Path, conversations: int, style: str = "openai") -> dict[str, float]:
+    """The cold figures of ``cold:1`` .. ``cold:<conversations - 1>`` of an existing home, opened
+    afresh (nothing of them cached): ours and the raw read, alternating."""
+    with MemorySystem.open(home) as memory:
+        raw = apsw.Connection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
+        memory.compose_prompt(AGENT, OWNER, "cold:0")  # the owner's prompt files, once
+        ours: list[float] = []
+        theirs: list[float] = []
+
+        def compose(c: int) -> None:
+            start = time.perf_counter()
+            memory.compose_prompt(AGENT, OWNER, f"cold:{c}", style=style)  # type: ignore[call-overload]
+            ours.append((time.perf_counter() - start) * 1000)
+
+        def read(c: int) -> None:
+            start = time.perf_counter()
+            cur = raw.cursor()
+            state = cur.execute(RAW_STATE, (AGENT, "cold", str(c), "")).fetchall()
+            after = state[0][0] if state else 0
+            cur.execute(RAW_WINDOW, (AGENT, "cold", str(c), "", after)).fetchall()
+            theirs.append((time.perf_counter() - start) * 1000)
+
+        for c in range(1, conversations):
+            first, second = (compose, read) if c % 2 else (read, compose)
+            first(c)
+            second(c)
+        raw.close()
     cold, window = statistics.median(ours), statistics.median(theirs)
     return {"cold_compose_ms": round(cold, 4), "raw_window_ms": round(window, 4),
-            "cold_compose_ratio": round(cold / window, 2), **statements}
+            "cold_compose_ratio": round(cold / window, 2)}
+
+
+# --- a home of a given size (--history) ----------------------------------------------------------
+
+FILL_BATCH = 25_000  # lines per import_history call
+FILL_PER_CONVERSATION = 100
+
+
+def history_line(agent: str, conversation: tuple[str, str], i: int, at: datetime, owner: str = OWNER) -> str:
+    """One SPEC §12 JSON line: the ``i``-th message of a conversation (user and assistant in turn)."""
+    return json.dumps({"agent_id": agent, "owner_id": owner, "channel": conversation[0], "chat_id": conversation[1],
+                       "role": "user" if i % 2 == 0 else "assistant", "sender": "x",
+                       "content": f"message {i}: I live in Paris and I like tea", "created_at": at.isoformat()})
+
+
+def grow(memory: MemorySystem, have: int, size: int, first: datetime) -> None:
+    """Import other agents' conversations (``FILL_PER_CONVERSATION`` messages each, owners and
+    agents varied) until the home holds ``size`` messages; ``have`` it holds now."""
+    lines: list[str] = []
+    for n in range(have, size):
+        k = n // FILL_PER_CONVERSATION
+        lines.append(history_line(f"agent-{k % 50}", ("fill", str(k)), n % FILL_PER_CONVERSATION,
+                                  first + timedelta(seconds=n), owner=f"owner-{k % 997}"))
+        if len(lines) == FILL_BATCH or n == size - 1:
+            memory.import_history(lines)
+            lines = []
+            print(f"  {n + 1:,} messages", file=sys.stderr)
+    memory.wait_for_background()
+
+
+def plan_seeks_only(home: Path) -> bool:
+    """Whether the plan of the window statement is seeks only (``SEARCH`` and the constant head row)."""
+    from fermix_memory.adapters.sqlite.queries import WINDOW_AT_POSITION_SQL
+
+    conn = apsw.Connection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {WINDOW_AT_POSITION_SQL}",
+                                               (AGENT, "cold", "1", "", None))]
+    finally:
+        conn.close()
+    return not any(("SCAN" in step and step != "SCAN CONSTANT ROW") or "TEMP B-TREE" in step for step in plan)
+
+
+def cold_by_history(sizes: list[int], conversations: int, messages: int, style: str,
+                    workdir: Path | None) -> dict[str, object]:
+    """The cold figures in one home grown to each of ``sizes`` messages: the measured conversations
+    (``conversations`` x ``messages``) first, then other agents' conversations imported around
+    them; at each size, the figures and whether the window statement's plan is seeks only."""
+    home = workdir or Path(tempfile.mkdtemp(prefix="fermix-history-"))
+    at = datetime(2025, 1, 1, tzinfo=UTC)
+    try:
+        have = 0
+        by_size: dict[str, dict[str, object]] = {}
+        for size in sorted(sizes):
+            with MemorySystem.open(home) as memory:
+                if have == 0:  # the measured conversations, as the cold-only run builds them
+                    memory.import_history([
+                        history_line(AGENT, ("cold", str(c)), i, at + timedelta(seconds=c * messages + i))
+                        for c in range(conversations) for i in range(messages)])
+                    have = conversations * messages
+                    print(f"  {have:,} messages", file=sys.stderr)
+                grow(memory, have, size, at + timedelta(days=1))
+                have = max(have, size)
+            figures = measure_cold(home, conversations, style)
+            by_size[str(have)] = {**figures, "plan_seeks_only": plan_seeks_only(home)}
+            print(f"{have:>9,} messages: cold compose {figures['cold_compose_ms']:.3f} ms, raw"
+                  f" {figures['raw_window_ms']:.3f} ms, ratio {figures['cold_compose_ratio']:.2f}x,"
+                  f" seeks only {by_size[str(have)]['plan_seeks_only']}")
+    finally:
+        if workdir is None:
+            shutil.rmtree(home, ignore_errors=True)
+    ratios = [float(f["cold_compose_ratio"]) for f in by_size.values()]  # type: ignore[arg-type]
+    return {"history": by_size, "ratio_spread": round(max(ratios) - min(ratios), 2)}
 
 
 def compose_statements(home: Path, conversations: int) -> dict[str, float]:
@@ -128,7 +219,19 @@ def main() -> int:
     parser.add_argument("--cold-only", action="store_true", help="only the cold compose_prompt figures")
     parser.add_argument("--style", choices=("openai", "anthropic"), default="openai",
                         help="the prompt shape composed cold")
+    parser.add_argument("--history", type=lambda v: [int(x) for x in v.split(",")], default=None,
+                        help="cold compose only, in one home grown to each of these sizes (messages), e.g."
+                             " 10000,200000,1000000")
+    parser.add_argument("--quick", action="store_true", help="with --history: stop at 200,000 messages")
+    parser.add_argument("--workdir", type=Path, default=None, help="with --history: the home (kept afterwards)")
     args = parser.parse_args()
+    if args.history is not None:
+        sizes = [n for n in args.history if not args.quick or n <= 200_000]
+        conversations = min(args.conversations, max(2, min(sizes) // args.messages))
+        figures = cold_by_history(sizes, conversations, args.messages, args.style, args.workdir)
+        print(json.dumps({"conversations": conversations, "messages": args.messages, "style": args.style,
+                          **figures}))
+        return 0
     cold = cold_compose(args.conversations, args.messages, args.style)
     print(f"cold compose_prompt ({args.messages} messages) {cold['cold_compose_ms']:.3f} ms   raw window read"
           f" {cold['raw_window_ms']:.3f} ms   ratio {cold['cold_compose_ratio']:.2f}x   statements: first"

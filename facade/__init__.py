@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from fermix_memory.application.forget import ConversationForgetReport, ForgetReport, MemoryForgetReport
     from fermix_memory.application.memory_writes import OperationOutcome
     from fermix_memory.application.model_ports import ChatMessage, ChatModel, ChatRequest, ChatResponse
-    from fermix_memory.application.query_ports import MemoryHit, MessageHit
+    from fermix_memory.application.query_ports import KeyedValue, MemoryHit, MessageHit
     from fermix_memory.application.recall import RecallResult
     from fermix_memory.application.reviewer import ReviewResult
     from fermix_memory.application.settings import Settings
@@ -97,6 +97,7 @@ _HOMES = {
     "JobStatus": "fermix_memory.domain.jobs",
     "MemorySource": "fermix_memory.domain.jobs",
     "ScheduledJob": "fermix_memory.domain.jobs",
+    "KeyedValue": "fermix_memory.application.query_ports",
     "Memory": "fermix_memory.domain.memory",
     "MemoryClosed": "fermix_memory.application.errors",
     "MemoryHit": "fermix_memory.application.query_ports",
@@ -160,6 +161,7 @@ __all__ = [
     "InvalidNumber",
     "JobRun",
     "JobStatus",
+    "KeyedValue",
     "Memory",
     "MemoryClosed",
     "MemoryForgetReport",

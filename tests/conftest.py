@@ -21,6 +21,9 @@ so do the processes it starts, even where the environment says not to (``PYTHOND
 otherwise every process of every run compiles the package and the test modules (and rewrites
 their asserts) again.
 
+With pytest-xdist (``-n 2 --dist loadfile``), the longest modules are handed out first
+(``tests/slow_files.py``), so that no long module is left for one process at the end.
+
 What the run has loaded once the tests are collected (modules, strategies, parametrized values)
 lives until the end: it is moved out of the garbage collector's reach (``gc.freeze``), so that a
 collection a test triggers walks only what the tests made since."""
@@ -58,6 +61,10 @@ def pytest_configure(config: pytest.Config) -> None:
         folder = in_memory_folder()
         if folder is not None:  # for pytest's tmp_path, this process's temp files and its children's
             os.environ["TMPDIR"] = tempfile.tempdir = str(folder)
+    if config.pluginmanager.hasplugin("xdist"):  # -n 2 --dist loadfile: the longest modules first
+        from tests import slow_files
+
+        config.pluginmanager.register(slow_files, "fermix-longest-files-first")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

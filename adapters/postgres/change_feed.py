@@ -9,10 +9,13 @@ the streams it appended to, space-separated (their names are percent-encoded: no
 ``*`` when they would not fit the server's 8,000-byte limit ("many": a host drops everything).
 
 Each store keeps one listening connection, on a daemon thread (:class:`ChangeFeed`), which
-hands each foreign write's :class:`Note` to the store: the store drops what its caches hold of
-those streams, to be read again when next needed, and reads and hands to its listeners only
-the eager events (ADR-0064). While the feed is not listening (starting, reconnecting after a
-lost connection, with backoff) nothing can be trusted to arrive: caches then ask the server.
+hands what each wake-up brought of foreign writes, coalesced (:class:`Heard`), to the store: the
+store drops what its caches hold of those streams, to be read again when next needed, and reads
+and hands to its listeners only the eager events (ADR-0064). A wake-up drains every notification
+waiting, and after one the thread lets :data:`COALESCE_S` pass before it looks again, so a busy
+database wakes a host at most that often (a quiet one at once). While the feed is not listening
+(starting, reconnecting after a lost connection, with backoff) nothing can be trusted to arrive:
+caches then ask the server.
 """
 
 from __future__ import annotations
@@ -41,6 +44,11 @@ PAYLOAD_MAX = 7_900  # bytes: the server refuses 8,000 or more
 EAGER_KINDS: frozenset[str] = frozenset(
     cls.kind for cls in (ev.ResourceRevised, ev.ResourceRolledBack, *ev.ERASURE_RECORDS))
 WAIT_S = 5.0  # the longest the thread waits for a notification before looking at its stop flag
+# The shortest time between two wake-ups of the feed's thread that bring notifications: one that
+# comes sooner waits out the rest, and what arrived meanwhile is heard with it. A wake-up costs
+# the thread as much CPU as handling dozens of notifications, so a busy database is heard in
+# batches, each notification at most this late; after a quiet moment one is heard at once.
+COALESCE_S = 0.02
 BACKOFF_FIRST_S = 0.05
 BACKOFF_MAX_S = 5.0
 KEEPALIVE: dict[str, Any] = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3}
@@ -82,20 +90,66 @@ def parse_note(rest: str) -> Note:
                 eager == "e", None if streams == [MANY] else frozenset(streams))
 
 
+@attrs.define
+class Heard:
+    """What one wake-up brought of other processes' writes, coalesced: each chain's last position
+    named (chain 0 for a write on a log of one chain), the streams named (``None``: a write too
+    many to name was among them) and the eager writes' :class:`Note`."""
+
+    last: dict[int, int] = attrs.Factory(dict)
+    streams: set[str] | None = attrs.Factory(set)
+    eager: list[Note] = attrs.Factory(list)
+
+    def add(self, rest: str) -> None:
+        """Add one notification (after its writer token); ValueError when malformed. Only an eager
+        write's note is made: the others' streams are only gathered."""
+        first, last_text, chains, eager, streams = rest.split(" ", 4)
+        if eager not in ("e", "-") or not streams:
+            raise ValueError("not a note")
+        last, _ = int(last_text), int(first)
+        named = (0,) if chains == "-" else [int(c) for c in chains.split(",")]
+        if eager == "e":
+            self.eager.append(parse_note(rest))
+        for chain in named:
+            if last > self.last.get(chain, -1):
+                self.last[chain] = last
+        if streams == MANY:
+            self.streams = None
+        elif self.streams is not None:
+            self.streams.update(streams.split(" "))
+
+    def __bool__(self) -> bool:
+        return bool(self.last)
+
+
 def _keep(pending: list[str], note: Any) -> None:
     pending.append(note.payload)
 
 
-def _arrived(pgconn: Any, pending: list[str]) -> list[str]:
-    """The notifications that arrive within ``WAIT_S`` (all that came together: one batch), read
-    from libpq directly: a wait on the socket, then what its input holds (a few microseconds a
-    notification, where the driver's generator of notifications costs a hundred)."""
-    notes, pending[:] = list(pending), []
-    if select.select([pgconn.socket], [], [], 0 if notes else WAIT_S)[0]:
+def _arrived(pgconn: Any, waiting: Any, pending: list[str], own: bytes, notes: list[bytes | str],
+             gather_until: float, busy: bool) -> int:
+    """How many notifications arrived within ``WAIT_S``; those of other stores (every one waiting:
+    one batch) go to ``notes``, read from libpq directly: a wait on the socket, then what its input
+    holds (a few microseconds a notification, where the driver's generator of notifications costs
+    a hundred). This store's own (its listeners already saw them) are left out undecoded. Before
+    ``gather_until`` (the last wake-up was less than ``COALESCE_S`` ago) it lets them arrive until
+    then: one wake-up for them all; ``busy`` (the last wake-up brought several), it does not even
+    wait for the first."""
+    arrived = len(pending)
+    if pending:  # arrived while the connection ran a statement
+        notes.extend(n for n in pending if not n.startswith(own.decode()))
+        pending.clear()
+    if busy and (early := gather_until - time.monotonic()) > 0:
+        time.sleep(early)
+    if waiting.poll(0 if arrived else WAIT_S * 1000):
+        if (early := gather_until - time.monotonic()) > 0:
+            time.sleep(early)
         pgconn.consume_input()  # a lost connection raises here
         while (note := pgconn.notifies()) is not None:
-            notes.append(note.extra.decode())
-    return notes
+            arrived += 1
+            if not note.extra.startswith(own):
+                notes.append(note.extra)
+    return arrived
 
 
 class ChangeFeed:
@@ -103,15 +157,16 @@ class ChangeFeed:
 
     ``on_listening(conn)`` runs each time listening (re)starts, on the listening connection,
     before any notification is handled; ``on_foreign(notes)`` for the writes of other writer
-    tokens whose notifications arrived together, a :class:`Note` each; ``on_idle(conn)`` every
+    tokens whose notifications arrived together, coalesced (:class:`Heard`); ``on_idle(conn)`` every
     ``WAIT_S`` while listening (a check for writes whose notification was lost). ``listening`` is
     True only between the start and a loss: when it is False, notifications may have been missed."""
 
     def __init__(self, url: str, token: str, on_listening: Callable[[Any], None],
-                 on_foreign: Callable[[list[Note]], None],
+                 on_foreign: Callable[[Heard], None],
                  on_idle: Callable[[Any], None] | None = None) -> None:
         self._url = url
         self._token = token
+        self._own = f"{token} ".encode()
         self._on_listening = on_listening
         self._on_foreign = on_foreign
         self._on_idle = on_idle
@@ -147,15 +202,7 @@ class ChangeFeed:
                     self._on_listening(conn)
                     self.listening = True
                     delay = BACKOFF_FIRST_S
-                    checked = time.monotonic()
-                    while not self._stop.is_set():
-                        notes = _arrived(conn.pgconn, pending)
-                        if notes:
-                            self._handle(notes)
-                        if self._on_idle is not None and not self._stop.is_set() \
-                                and time.monotonic() - checked >= WAIT_S:
-                            self._on_idle(conn)  # every WAIT_S: what no notification brought
-                            checked = time.monotonic()
+                    self._listen(conn, pending)
             except Exception as exc:
                 if not self._stop.is_set():
                     log.warning("lost the PostgreSQL change feed (caches ask the server until it is back): %s",
@@ -165,15 +212,32 @@ class ChangeFeed:
             self._stop.wait(delay)
             delay = min(delay * 2, BACKOFF_MAX_S)
 
-    def _handle(self, texts: list[str]) -> None:
-        notes: list[Note] = []
+    def _listen(self, conn: Any, pending: list[str]) -> None:
+        waiting = select.poll()
+        waiting.register(conn.pgconn.socket, select.POLLIN | select.POLLERR | select.POLLHUP)
+        checked = gather_until = time.monotonic()
+        notes: list[bytes | str] = []
+        arrived = 0
+        while not self._stop.is_set():
+            arrived = _arrived(conn.pgconn, waiting, pending, self._own, notes, gather_until, arrived > 1)
+            if arrived:
+                gather_until = time.monotonic() + COALESCE_S
+            if notes:
+                self._handle(notes)
+                notes.clear()
+            if self._on_idle is not None and not self._stop.is_set() and time.monotonic() - checked >= WAIT_S:
+                self._on_idle(conn)  # every WAIT_S: what no notification brought
+                checked = time.monotonic()
+
+    def _handle(self, texts: list[bytes | str]) -> None:
+        heard = Heard()
         for text in texts:
-            token, _, rest = text.partition(" ")
-            if token == self._token or rest == STOP:
-                continue  # this store's own commit (its listeners already saw it), or a store's stop
+            rest = (text.decode() if isinstance(text, bytes) else text).partition(" ")[2]
+            if rest == STOP:
+                continue  # a store's stop
             try:
-                notes.append(parse_note(rest))
+                heard.add(rest)
             except ValueError:
                 log.warning("ignored a malformed notification on %s: %.80r", CHANNEL, text)
-        if notes:
-            self._on_foreign(notes)
+        if heard:
+            self._on_foreign(heard)

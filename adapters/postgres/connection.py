@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
+import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -124,6 +125,9 @@ def pg_sql(sql: str) -> str:
     return _PLACEHOLDER.sub(lambda m: "%s" if m.group(0) == "?" else f"%({m.group(1)})s", sql.replace("%", "%%"))
 
 
+_READ_CURSORS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
 class PgCursor:
     """The shared core's :class:`~fermix_memory.adapters.sql.cursor.SqlCursor` on a psycopg
     connection (``execute(...).fetchall()``, ``executemany``, iteration, ``connection.changes()``),
@@ -144,6 +148,19 @@ class PgCursor:
         self._pipeline = pipeline
         self._prepare = False if pipeline is not None else prepare
         self.connection = self
+
+    @classmethod
+    def reading(cls, conn: Any, prepare: bool | None) -> PgCursor:
+        """A cursor for one read on ``conn`` outside a pipeline, whose driver cursor is kept with
+        the connection for its next reads (making one costs a tenth of a small read); its rows
+        must be fetched before the connection runs anything else."""
+        self = cls.__new__(cls)
+        self._conn = conn
+        self._cur = _READ_CURSORS.get(conn)
+        if self._cur is None or self._cur.closed:
+            self._cur = _READ_CURSORS[conn] = conn.cursor()
+        self._pipeline, self._prepare, self.connection = None, prepare, self
+        return self
 
     def execute(self, sql: str, params: Any = (), /) -> PgCursor:
         # In pipeline mode, never a server-side prepared statement: one prepared in a pipeline

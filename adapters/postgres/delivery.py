@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from fermix_memory.adapters.postgres.change_feed import EAGER_KINDS, ChangeFeed, Note
+from fermix_memory.adapters.postgres.change_feed import EAGER_KINDS, ChangeFeed, Heard, Note
 from fermix_memory.adapters.sql.event_log import recorded_from_row
 from fermix_memory.adapters.sql.event_store import SqlEventStore
 from fermix_memory.application.store_ports import RecordedEvent
@@ -91,25 +91,19 @@ class FeedDelivery(SqlEventStore):
         while len(self._recent) > RECENT:
             self._recent.popitem(last=False)
 
-    def _foreign(self, notes: list[Note]) -> None:
-        """Other processes committed the writes ``notes``: the caches drop what they hold of the
-        streams named (all of it for a write of too many to name), and one read, of the eager
-        events only, gives those to the listeners."""
-        stale: set[str] = set()
-        many = False
+    def _foreign(self, heard: Heard) -> None:
+        """Other processes committed the writes ``heard`` brought (those of one wake-up of the
+        feed, coalesced): the caches drop what they hold of the streams named, once each (all of
+        it when a write was too many to name), and one read, of the eager events only, gives
+        those to the listeners."""
         with self._lock:
-            for note in notes:
-                for chain in note.chains or (0,):
-                    self._seen_in(chain, note.last)
-                if note.streams is None:
-                    many = True
-                else:
-                    stale.update(note.streams)
-            if many:
+            for chain, last in heard.last.items():
+                self._seen_in(chain, last)
+            if heard.streams is None:
                 self._epoch += 1
-        if stale and not many:
-            self._tell_stale(frozenset(stale))
-        eager = [n for n in notes if n.eager]
+        if heard.streams:
+            self._tell_stale(frozenset(heard.streams))
+        eager = heard.eager
         if eager:
             wanted = _Spans(eager)
             self._heard([recorded_from_row(row) for row in self.rows(

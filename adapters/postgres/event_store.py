@@ -20,8 +20,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from psycopg.pq import TransactionStatus
-
 from fermix_memory.adapters.postgres.change_feed import CHANNEL, EAGER_KINDS, STOP, ChangeFeed, notify_sql, payload
 from fermix_memory.adapters.postgres.connection import (
     PgCursor,
@@ -38,7 +36,7 @@ from fermix_memory.adapters.postgres.connection import (
 from fermix_memory.adapters.postgres.delivery import READ_BATCH, FeedDelivery
 from fermix_memory.adapters.postgres.retries import Unsent, retrying
 from fermix_memory.adapters.postgres.schema import adopt_chains, check_schema, migrate, missing_triggers
-from fermix_memory.adapters.postgres.transaction import PostgresTransaction, Reorder
+from fermix_memory.adapters.postgres.transaction import PostgresTransaction, Reorder, committed, undo
 from fermix_memory.adapters.sql.copy_mark import clear_copy_mark, set_copy_mark
 from fermix_memory.adapters.sql.event_log import (
     LOG_ROWS,
@@ -137,12 +135,17 @@ class PostgresEventStore(FeedDelivery):
             with self._pool.connection() as conn:
                 yield conn
         except Exception as exc:
-            error = translated(exc, doing)
-            if error is exc and type(exc).__name__ == "PoolTimeout":
-                error = StorageBusy(f"{doing}: no connection to the PostgreSQL server within {POOL_TIMEOUT_S:g} s")
+            error = self._error(exc, doing)
             if error is exc:
                 raise
             raise error from exc
+
+    def _error(self, exc: Exception, doing: str) -> BaseException:
+        """What a failure on a pooled connection raises: the store's typed error, or ``exc``."""
+        error = translated(exc, doing)
+        if error is exc and type(exc).__name__ == "PoolTimeout":
+            error = StorageBusy(f"{doing}: no connection to the PostgreSQL server within {POOL_TIMEOUT_S:g} s")
+        return error
 
     def close(self) -> None:
         if self._head_file is not None and not self._closed:
@@ -205,11 +208,11 @@ class PostgresEventStore(FeedDelivery):
                     if note is not None and self.chains > 1:
                         cursor.execute(ANNOUNCE_SQL.replace("%s", "?"), (CHANNEL, note))  # with the COMMIT
             except Exception as exc:
-                if committing and not conn.broken and _committed(done):
+                if committing and not conn.broken and committed(done):
                     log.warning("could not announce a committed write to the other processes (their check of the"
                                 " chains' heads will find it): %s", " ".join(str(exc).split()))
                     return result, tx.recorded
-                _undo(conn)
+                undo(conn)
                 failure = self._failure(conn, exc, committing)
                 if failure is exc:
                     raise
@@ -310,13 +313,22 @@ class PostgresEventStore(FeedDelivery):
         return retrying(lambda: self._read_once(sql, params, doing, prepare), doing)
 
     def _read_once(self, sql: str, params: Any, doing: str, prepare: bool | None = None) -> list[tuple[Any, ...]]:
-        with self.connection(doing) as conn:
-            try:
-                return PgCursor(conn, prepare=prepare).execute(sql, params).fetchall()
-            except Exception as exc:
-                if conn.broken:
-                    raise self._lost(conn, exc) from exc
+        """One read on a pooled connection, taken and given back without the context managers of
+        :meth:`connection` (a read has no transaction to end; a recall is mostly this call)."""
+        if self._closed:
+            raise StorageError("the memory store is closed")
+        conn = None
+        try:
+            conn = self._pool.getconn()
+            return PgCursor.reading(conn, prepare).execute(sql, params).fetchall()
+        except Exception as exc:
+            error = self._lost(conn, exc) if conn is not None and conn.broken else self._error(exc, doing)
+            if error is exc:
                 raise
+            raise error from exc
+        finally:
+            if conn is not None:
+                self._pool.putconn(conn)
 
     def _read(self, sql: str, params: Any = (), *, doing: str = READING) -> list[tuple[Any, ...]]:
         return self.rows(sql, params, doing=doing)
@@ -364,24 +376,6 @@ class PostgresEventStore(FeedDelivery):
             problems.append(f"the append-only triggers {', '.join(self.missing_triggers)} are missing from the"
                             " events table: the log could be changed")
         return problems
-
-
-def _committed(done: PgCursor) -> bool:
-    """Whether the COMMIT sent on ``done`` was answered as a commit (a transaction that failed
-    before it is answered ROLLBACK, or not at all in an aborted pipeline)."""
-    result = done.result()
-    return result is not None and bool(result.command_status == b"COMMIT")
-
-
-def _undo(conn: Any) -> None:
-    """Roll back what a failed write left open on ``conn``, so the pool gets it back clean."""
-    if conn.broken:
-        return
-    try:
-        if conn.info.transaction_status != TransactionStatus.IDLE:
-            conn.execute("ROLLBACK")
-    except Exception:
-        log.debug("rolling back a failed write failed", exc_info=True)
 
 
 class _Rows(list[tuple[Any, ...]]):

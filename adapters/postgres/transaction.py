@@ -17,9 +17,12 @@ the COMMIT. A one-message append is two round trips.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from typing import Any
 
 from psycopg import errors as pg_errors
+from psycopg.pq import TransactionStatus
 
 from fermix_memory.adapters.postgres.connection import PgCursor
 from fermix_memory.adapters.sql.event_log import write_chain_heads
@@ -27,6 +30,8 @@ from fermix_memory.adapters.sql.transaction import SqlTransaction
 from fermix_memory.application.streams import chain_for
 from fermix_memory.domain.event_base import DomainEvent
 from fermix_memory.domain.log_chain import GENESIS_HASH
+
+log = logging.getLogger("fermix_memory.storage")
 
 
 class Reorder(Exception):  # a signal to the write loop, not an error anyone sees
@@ -122,3 +127,21 @@ class PostgresTransaction(SqlTransaction):
     @staticmethod
     def _version_clash(exc: Exception) -> bool:
         return isinstance(exc, pg_errors.UniqueViolation) and "events_stream_version_key" in str(exc)
+
+
+def committed(done: PgCursor) -> bool:
+    """Whether the COMMIT sent on ``done`` was answered as a commit (a transaction that failed
+    before it is answered ROLLBACK, or not at all in an aborted pipeline)."""
+    result = done.result()
+    return result is not None and bool(result.command_status == b"COMMIT")
+
+
+def undo(conn: Any) -> None:
+    """Roll back what a failed write left open on ``conn``, so the pool gets it back clean."""
+    if conn.broken:
+        return
+    try:
+        if conn.info.transaction_status != TransactionStatus.IDLE:
+            conn.execute("ROLLBACK")
+    except Exception:
+        log.debug("rolling back a failed write failed", exc_info=True)

@@ -12,30 +12,51 @@ as the generic reading reads it); :func:`stored_import_keys` reads it inside a w
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 
 from fermix_memory.adapters.sql.transaction import SqlTransaction
 from fermix_memory.application.history import ImportKeyReader, recorded_import_keys
 from fermix_memory.application.message_input import IMPORT_KEY
 from fermix_memory.application.store_ports import WriteTransaction
 
+# The most keys one statement reads (well below any driver's limit on parameters).
+KEYS_PER_STATEMENT = 500
 
-def stored_import_keys(sql: str, sql_one: str, string_type: str) -> ImportKeyReader:
+
+def stored_import_keys(sql: str, sql_one: str, string_type: str,
+                       sql_among: Callable[[int], str] | None = None) -> ImportKeyReader:
     """A reader giving what :func:`recorded_import_keys` gives, by ``sql`` (see above; ``sql_one``
     for one key, with the stream, the key and the stream as parameters), whose first column says
-    ``string_type`` for a string key."""
+    ``string_type`` for a string key. ``sql_among(n)``: the statement of ``sql_one`` for ``n``
+    keys at once (the stream, the keys, the stream), where the dialect has one; else several
+    keys are read by ``sql_one`` each."""
 
-    def read(tx: WriteTransaction, stream: str, only: str | None = None) -> dict[str, int]:
+    def statements(stream: str, only: str | tuple[str, ...] | None) -> Iterator[tuple[str, tuple[str, ...]]]:
+        if only is None:
+            yield sql, (stream,)
+        elif isinstance(only, str):
+            yield sql_one, (stream, only, stream)
+        elif sql_among is None:
+            yield from ((sql_one, (stream, key, stream)) for key in only)
+        else:
+            for start in range(0, len(only), KEYS_PER_STATEMENT):
+                some = only[start:start + KEYS_PER_STATEMENT]
+                yield sql_among(len(some)), (stream, *some, stream)
+
+    def read(tx: WriteTransaction, stream: str, only: str | tuple[str, ...] | None = None) -> dict[str, int]:
         if not isinstance(tx, SqlTransaction):
             return recorded_import_keys(tx, stream, only)
+        if only == ():
+            return {}
         tx.enter(stream)
         keys: dict[str, int] = {}
-        rows = (tx.cursor.execute(sql, (stream,)) if only is None
-                else tx.cursor.execute(sql_one, (stream, only, stream)))
-        for kind, value, position in rows.fetchall():
-            key = str(value) if kind == string_type else str(json.loads(str(value))["metadata"][IMPORT_KEY])
-            at = int(str(position))
-            if only is None or key == only:
-                keys[key] = min(at, keys.get(key, at))
+        wanted = None if only is None else {only} if isinstance(only, str) else set(only)
+        for statement, parameters in statements(stream, only):
+            for kind, value, position in tx.cursor.execute(statement, parameters).fetchall():
+                key = str(value) if kind == string_type else str(json.loads(str(value))["metadata"][IMPORT_KEY])
+                at = int(str(position))
+                if wanted is None or key in wanted:
+                    keys[key] = min(at, keys.get(key, at))
         return keys
 
     return read

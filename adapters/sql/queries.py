@@ -23,7 +23,7 @@ from fermix_memory.adapters.sql.rows import (
     window_from_row,
 )
 from fermix_memory.adapters.sql.scope_sql import scope_sql, where_sql
-from fermix_memory.application.query_ports import ResourceRevision
+from fermix_memory.application.query_ports import KeyedValue, ResourceRevision
 from fermix_memory.application.store_ports import ConversationState, ReviewState
 from fermix_memory.application.stored_messages import StoredRow, stored_row
 from fermix_memory.domain.conversation_states import LEFT_AT_CLOSE
@@ -41,6 +41,12 @@ AGENT_RULES_SQL = (
 AGENT_OWNERS_SQL = (
     "SELECT owner_id FROM messages WHERE agent_id = :a UNION SELECT owner_id FROM memories WHERE agent_id = :a"
     " UNION SELECT owner_id FROM resources WHERE agent_id = :a ORDER BY 1"
+)
+
+# One live row of a conversation scope by its key: a seek of the unique index of the key.
+_VALUE_BY_KEY_SQL = (
+    "SELECT id, value, created_at, updated_at FROM memories WHERE agent_id = ? AND owner_id = ?"
+    " AND scope_type = 'conversation' AND scope_id = ? AND key = ? AND archived_at IS NULL"
 )
 
 
@@ -75,6 +81,13 @@ class SqlQueries(ReadSide):
             [*params, key],
         )
         return [memory_from_row(r) for r in rows]
+
+    def value_by_key(self, agent_id: str, owner_id: str, scope_id: str, key: str) -> KeyedValue | None:
+        rows = self._rows(_VALUE_BY_KEY_SQL, (agent_id, owner_id, scope_id, key))
+        if not rows:
+            return None
+        memory_id, value, created_at, updated_at = rows[0]
+        return KeyedValue(memory_id, value, datetime.fromisoformat(created_at), datetime.fromisoformat(updated_at))
 
     def memories_under(self, agent_id: str, owner_id: str | None, scope_type: str, starts: Sequence[str], *,
                        limit: int, offset: int = 0, unshown_category: str | None = None) -> list[Memory]:

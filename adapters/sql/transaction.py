@@ -31,7 +31,7 @@ from fermix_memory.application.streams import chain_for, memory_stream, resource
 from fermix_memory.domain.event_base import DomainEvent
 from fermix_memory.domain.log_chain import Head, chain_hash, head_of, payload_digest
 from fermix_memory.domain.memory import Memory
-from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, Scope
+from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, Scope, ScopeType
 
 
 class SqlTransaction:
@@ -200,10 +200,12 @@ class SqlTransaction:
 
     def by_key(self, agent_id: str, owner_id: str, scope: Scope, key: str) -> Memory | None:
         self.enter(memory_stream(agent_id, owner_id))
+        # The scope type written out (one of ScopeType's few values), not bound: SQLite prepares a
+        # statement again at each run whose bound value could decide a partial index's use.
         rows = self.cursor.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE agent_id = ? AND owner_id = ? AND scope_type = ?"
-            " AND scope_id = ? AND key = ?",
-            (agent_id, owner_id, scope.type.value, scope.id, key),
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE agent_id = ? AND owner_id = ?"
+            f" AND scope_type = '{ScopeType(scope.type).value}' AND scope_id = ? AND key = ?",
+            (agent_id, owner_id, scope.id, key),
         ).fetchall()
         return memory_from_row(rows[0]) if rows else None
 

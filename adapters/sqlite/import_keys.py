@@ -3,6 +3,8 @@ from the stored payloads by SQLite's JSON functions."""
 
 from __future__ import annotations
 
+import functools
+
 from fermix_memory.adapters.sql.import_keys import stored_import_keys
 from fermix_memory.adapters.sqlite.migrations import IMPORT_KEYED
 from fermix_memory.application.message_input import IMPORT_KEY
@@ -27,5 +29,17 @@ SQLITE_IMPORT_KEY = (
     f" AND {_KEY_TYPE} IN ('integer', 'real', 'true', 'false', 'null', 'object', 'array')"
 )
 
+_ONE_KEY = f"json_extract(payload, '$.metadata.{IMPORT_KEY}') = ?"
+if SQLITE_IMPORT_KEY.count(_ONE_KEY) != 1:  # pragma: no cover - caught at import
+    raise RuntimeError("the statement of one key must compare the key once")
 
-read_import_keys = stored_import_keys(SQLITE_IMPORT_KEYS, SQLITE_IMPORT_KEY, "text")
+
+@functools.lru_cache(maxsize=64)
+def sqlite_import_keys_among(count: int) -> str:
+    """The statement of :data:`SQLITE_IMPORT_KEY` for ``count`` keys at once (the keys of one
+    batch of appends, read in one statement): the same seeks of the index, by each key.
+    Parameters: the stream, the ``count`` keys, the stream."""
+    return SQLITE_IMPORT_KEY.replace(_ONE_KEY, _ONE_KEY[:-3] + f"IN ({', '.join('?' * count)})")
+
+
+read_import_keys = stored_import_keys(SQLITE_IMPORT_KEYS, SQLITE_IMPORT_KEY, "text", sqlite_import_keys_among)

@@ -12,16 +12,16 @@ from fermix_memory.adapters.sql.queries import SqlQueries
 from fermix_memory.adapters.sql.read_side import Reading, clamp_limit
 from fermix_memory.adapters.sql.rows import CONVERSATION_MESSAGE_COLUMNS, memory_columns, memory_from_row
 from fermix_memory.adapters.sql.scope_sql import scope_sql
-from fermix_memory.adapters.sqlite.connection import translated_errors
+from fermix_memory.adapters.sqlite.connection import translated_errors, typed_error
 from fermix_memory.adapters.sqlite.fts_query import match_expression
 from fermix_memory.adapters.sqlite.history_search import HistorySearch
 from fermix_memory.application.query_ports import MemoryHit, WindowAtPosition
-from fermix_memory.application.stored_messages import stored_row
 from fermix_memory.domain.scopes import MemoryFilter
 from fermix_memory.domain.values import ConversationKey
 
 # Around each read: apsw's errors as the application's, naming the store.
-sqlite_reading: Reading = functools.partial(translated_errors, "reading memory.db")
+READING = "reading memory.db"
+sqlite_reading: Reading = functools.partial(translated_errors, READING)
 
 # A window and the log's position in one statement (ADR-0062). Its first row, the head, holds the
 # log's last position (as ``last_position`` reads it) and the checkpoint of the conversation's
@@ -57,16 +57,19 @@ class SqliteQueries(HistorySearch, SqlQueries):
         ``stored_messages`` after its start: the newest ``limit`` when given), in one statement, one
         snapshot; the window is not read when the position is ``unless_at`` (``rows`` None)."""
         key = (agent_id, conversation.channel, conversation.chat_id, conversation.thread_scope, unless_at)
-        if limit is None:
-            rows = self._rows(WINDOW_AT_POSITION_SQL, key)
-            messages = rows[1:]
-        else:
-            rows = self._rows(NEWEST_AT_POSITION_SQL, (*key, max(0, limit) + 1))
-            messages = rows[:0:-1]
+        try:  # as ``sqlite_reading``, without a context manager's generator on the prompt's one statement
+            if limit is None:
+                rows = self._conn().execute(WINDOW_AT_POSITION_SQL, key).fetchall()
+                messages = rows[1:]
+            else:
+                rows = self._conn().execute(NEWEST_AT_POSITION_SQL, (*key, max(0, limit) + 1)).fetchall()
+                messages = rows[:0:-1]
+        except apsw.Error as exc:
+            raise typed_error(READING, exc) from exc
         position, checkpoint = rows[0][0], rows[0][1]
         if position == unless_at:
             return WindowAtPosition(position, checkpoint, None)
-        return WindowAtPosition(position, checkpoint, list(map(stored_row, messages)))
+        return WindowAtPosition(position, checkpoint, messages)  # named where read by name (caches.py)
 
     def search_memories(self, query: str, where: MemoryFilter, limit: int) -> list[MemoryHit]:
         expr = match_expression(query)

@@ -11,6 +11,14 @@ commit start the log afresh, so a host that pauses never reaches SQLite's thresh
 append carries a checkpoint. Appends that never pause get what SQLite did: the committing thread
 checkpoints the log once it holds :data:`BACKSTOP_PAGES`. A host that says it pauses
 (``wait_for_background``) has the log checkpointed at once (:meth:`WalCheckpoints.settle`).
+
+Appends that never pause (ADR-0067): once the log holds :data:`NONSTOP_PAGES` the thread no longer
+waits for a pause. It catches up (``PASSIVE`` checkpoints, each copying what came during the one
+before, until few pages came meanwhile and few are left). SQLite starts the log afresh only when
+a commit begins on a log that was copied whole, which a thread beside appends that never pause
+cannot make happen; so the committing thread, at its next commit, copies the few pages left
+(:attr:`WalCheckpoints.tail_runs`) and the commit after it starts the log afresh. The backstop
+(the whole log copied by a commit) is then reached only if the thread cannot keep up.
 """
 
 from __future__ import annotations
@@ -33,6 +41,16 @@ EVERY_PAGES = 100
 QUIET_S = PAUSE_S
 # The committing thread checkpoints a log this long itself (SQLite's own automatic threshold).
 BACKSTOP_PAGES = 1_000
+# The log's length from which appends that never paused are caught up with at once, not in a pause.
+NONSTOP_PAGES = 600
+# A catch-up stops once a step found at most this many new pages and left at most as many; the
+# committing thread copies what is left if it is at most :data:`TAIL_LIMIT` pages when it looks.
+TAIL_PAGES = 32
+TAIL_LIMIT = 4 * TAIL_PAGES
+CATCH_UP_STEPS = 3
+# A catch-up that left too much (a reader keeps old pages, or the appends ran ahead) is asked for
+# again once the log grew this much more.
+RETRY_PAGES = 64
 JOIN_S = 10.0
 
 
@@ -42,20 +60,27 @@ class WalCheckpoints:
 
     def __init__(self, connect: Callable[[], apsw.Connection], *, every_pages: int = EVERY_PAGES,
                  quiet_s: float = QUIET_S, backstop_pages: int = BACKSTOP_PAGES,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
-        """``connect``: opens the connection the background checkpoints through (at its first)."""
+                 nonstop_pages: int | None = None, monotonic: Callable[[], float] = time.monotonic) -> None:
+        """``connect``: opens the connection the background checkpoints through (at its first);
+        ``nonstop_pages``: :data:`NONSTOP_PAGES` as it is when the store opens, unless given."""
         self._connect = connect
         self._every, self._quiet_s, self._backstop = every_pages, quiet_s, backstop_pages
+        nonstop = NONSTOP_PAGES if nonstop_pages is None else nonstop_pages
+        self._nonstop = self._catch_up_at = nonstop  # the writer's hook moves the latter
         self._monotonic = monotonic
         self._wake = threading.Condition()
         self._wanted = False  # a checkpoint was asked for and has not started
+        self._now = False  # ... and it is a catch-up, which waits for no pause
+        self._catching_up = False  # a catch-up was asked for and has not finished
         self._busy = False  # the background took a request and has not finished it
         self._closed = False
         self._last_commit = monotonic()
         self._thread: threading.Thread | None = None
         self._running = threading.Lock()  # held by a checkpoint on ``_conn``, and by :meth:`held`
         self._conn: apsw.Connection | None = None  # what checkpoints run through (``_running`` held)
-        self.background_runs = 0  # checkpoints the background ran
+        self.background_runs = 0  # checkpoints the background ran (a catch-up counts once)
+        self.tail_runs = 0  # what a catch-up left, copied by a committing thread
+        self._copied: int | None = None  # how far the last catch-up copied the log (None: no tail to copy)
         self.inline_runs = 0  # checkpoints a committing thread ran (the log reached the backstop)
         self.settled_runs = 0  # checkpoints :meth:`settle` ran
 
@@ -71,27 +96,41 @@ class WalCheckpoints:
             if pages >= self._backstop:
                 self.inline_runs += 1
                 conn.wal_checkpoint(db)  # passive; busy while the background runs one: that one goes on
-            elif pages >= self._every and not self._wanted:
-                self._ask()
+            elif pages < self._nonstop:
+                self._catch_up_at, self._copied = self._nonstop, None
+                if pages >= self._every and not self._wanted:
+                    self._ask()
+            elif (copied := self._copied) is not None and copied <= pages <= copied + TAIL_LIMIT:
+                self._copied = None
+                conn.wal_checkpoint(db)  # passive: the pages since the catch-up's; the log then starts afresh
+                self.tail_runs += 1
+            elif pages >= self._catch_up_at and not self._catching_up:
+                # A catch-up; again a while later if it met a reader on old pages, or fell behind.
+                self._catch_up_at, self._copied, self._catching_up = pages + RETRY_PAGES, None, True
+                self._ask(now=True)
         except apsw.BusyError:
             pass
         except Exception as exc:  # the commit stands whatever happens here
             log.warning("checkpoint of %s after a commit failed: %s", conn.filename, exc)
         return apsw.SQLITE_OK
 
-    def _ask(self) -> None:
+    def _ask(self, *, now: bool = False) -> None:
         with self._wake:
             if self._closed:
                 return
             self._wanted = True
+            self._now = self._now or now
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="fermix-wal-checkpoint", daemon=True)
                 self._thread.start()
             self._wake.notify()
 
     def _pause(self) -> bool:
-        """Under ``_wake``: wait until no commit came for ``quiet_s``; False once closed."""
+        """Under ``_wake``: wait until no commit came for ``quiet_s`` (or a catch-up is asked
+        for, which waits for none); False once closed."""
         while not self._closed:
+            if self._now:
+                return True
             left = self._last_commit + self._quiet_s - self._monotonic()
             if left <= 0:
                 return True
@@ -107,18 +146,42 @@ class WalCheckpoints:
                     return
                 if not self._wanted:
                     continue  # answered meanwhile by :meth:`settle`
-                self._wanted, self._busy = False, True
+                catch_up, self._wanted, self._now, self._busy = self._now, False, False, True
             try:
                 with self._running:
-                    if self._checkpoint():
+                    if self._catch_up() if catch_up else self._checkpoint():
                         self.background_runs += 1
             finally:
                 with self._wake:
                     self._busy = False
+                    if catch_up:
+                        self._catching_up = False
 
     def _checkpoint(self) -> bool:
         """One passive checkpoint on the connection of checkpoints (``_running`` held); False
         when it did not run (busy, or a failure, logged: the next request tries again)."""
+        def passive(conn: apsw.Connection) -> bool:
+            conn.wal_checkpoint()
+            return True
+        return self._checkpoints(passive)
+
+    def _catch_up(self) -> bool:
+        """Catch up with appends that never pause (``_running`` held): passive steps until one
+        found at most :data:`TAIL_PAGES` new pages and left at most as many uncopied (a reader on
+        old pages keeps them: then after :data:`CATCH_UP_STEPS`); the committing thread is told
+        how far the log was copied."""
+        def steps(conn: apsw.Connection) -> bool:
+            seen = -TAIL_PAGES - 1
+            for _ in range(CATCH_UP_STEPS):
+                logged, copied = conn.wal_checkpoint()
+                if logged - seen <= TAIL_PAGES and logged - copied <= TAIL_PAGES:
+                    break
+                seen = logged
+            self._copied = copied
+            return True
+        return self._checkpoints(steps)
+
+    def _checkpoints(self, run: Callable[[apsw.Connection], bool]) -> bool:
         try:
             if self._conn is None:
                 if self._closed:
@@ -126,8 +189,7 @@ class WalCheckpoints:
                 self._conn = self._connect()
                 # A connection checkpoints only once it has read the file (WAL or not).
                 self._conn.execute("PRAGMA user_version").fetchall()
-            self._conn.wal_checkpoint()  # passive
-            return True
+            return run(self._conn)
         except apsw.BusyError:
             return False  # another checkpoint runs (another process, or the backstop)
         except Exception as exc:  # the file cannot be opened or written
@@ -141,7 +203,7 @@ class WalCheckpoints:
         with self._wake:
             if self._closed:
                 return True
-            self._wanted = False
+            self._wanted = self._now = self._catching_up = False
         if not self._running.acquire(timeout=-1 if timeout is None else timeout):
             return False
         try:

@@ -134,6 +134,7 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
     write_memory = awaitable(MemorySystem.write_memory)
     write_memories = awaitable(MemorySystem.write_memories)
     memory_by_key = awaitable(MemorySystem.memory_by_key)
+    memory_value_by_key = awaitable(MemorySystem.memory_value_by_key)
     conversation_memories = awaitable(MemorySystem.conversation_memories)
     restore = awaitable(MemorySystem.restore)
     memory = awaitable(MemorySystem.memory)

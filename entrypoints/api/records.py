@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -25,6 +26,7 @@ from fermix_memory.application.history import export_lines
 from fermix_memory.application.host_input import row_id
 from fermix_memory.application.memory_writes import OperationOutcome
 from fermix_memory.application.message_input import InvalidMessage, conversation_key
+from fermix_memory.application.query_ports import KeyedValue
 from fermix_memory.application.recall import RecallResult
 from fermix_memory.application.window_tail import newest_in_window
 from fermix_memory.domain.errors import InvalidArgument, InvalidIdentifier
@@ -48,6 +50,15 @@ from fermix_memory.entrypoints.api.message_batch import append_commands
 from fermix_memory.entrypoints.api.message_pages import message_page
 
 Progress = Callable[[int, int], None]
+
+
+@functools.lru_cache(maxsize=4096)  # a pure function of the key, asked on every keyed read
+def _canonical(key: str) -> bool:
+    """Whether ``key`` is a canonical row key (any other key holds no row)."""
+    try:
+        return normalise_key(key) == key
+    except InvalidIdentifier:
+        return False
 
 
 class RecordsApi(ApiBase):
@@ -225,12 +236,19 @@ class RecordsApi(ApiBase):
                              scopes=((ScopeType.CONVERSATION, conversation_key(conversation).scope_id),))
         if not isinstance(key, str):
             raise InvalidArgument(f"key must be text, got {type(key).__name__}")
-        try:
-            normalised = normalise_key(key)
-        except InvalidIdentifier:
-            return None
-        rows = self._app.queries.memory_by_key(where, normalised) if normalised == key else []
+        rows = self._app.queries.memory_by_key(where, key) if _canonical(key) else []
         return rows[0] if rows else None
+
+    def memory_value_by_key(self, *, agent_id: str, owner_id: str, conversation: Any,
+                            key: str) -> KeyedValue | None:
+        """What :meth:`memory_by_key` reads, but only the row's id, value and times (``KeyedValue``,
+        or ``None``): one read by the unique index of the key, for a host that wants no more."""
+        self._check_open()
+        agent_id, owner_id = check_identifier(agent_id, "agent_id"), check_identifier(owner_id, "owner_id")
+        scope_id = conversation_key(conversation).scope_id
+        if not isinstance(key, str):
+            raise InvalidArgument(f"key must be text, got {type(key).__name__}")
+        return self._app.queries.value_by_key(agent_id, owner_id, scope_id, key) if _canonical(key) else None
 
     def conversation_memories(self, *, agent_id: str, owner_id: str | None = None, channel: str,
                               chat_prefix: str = "", limit: int = 100, offset: int = 0,

@@ -107,6 +107,24 @@ def item_key(item: object) -> str | None:
         return None
 
 
+def message_arguments(item: object) -> dict[str, Any]:
+    """The arguments of ``Session.append`` that record ``item`` (its message's fields, and the
+    item's own id as the idempotency key), or :class:`InvalidMessage` for what is no item; those
+    left at their defaults are not given."""
+    record = item_record(item)
+    arguments: dict[str, Any] = {"role": record.role.value, "content": record.content, "metadata": record.metadata}
+    if record.kind != "text":
+        arguments["kind"] = record.kind
+    if record.tool_calls is not None:
+        arguments["tool_calls"] = record.tool_calls
+    if record.tool_call_id is not None:
+        arguments["tool_call_id"] = record.tool_call_id
+    key = item_key(item)
+    if key is not None:
+        arguments["idempotency_key"] = key
+    return arguments
+
+
 def _stored_item(kept: Mapping[str, Any], content: str) -> dict[str, Any] | None:
     """The item kept, with ``content`` put back at its ``text_at``: a new item, whose containers
     along that path are new too (the kept one, maybe a cache's, is never changed)."""

@@ -44,6 +44,9 @@ _DIGEST_KEY = re.compile(r"k\.[0-9a-f]{40}")
 # in the JSON text instead, so the value comes back exactly.
 _REWRITTEN = re.compile("[\x7f\ud800-\udfff]")
 _OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
+# An item's JSON text: compact, text as it is, no NaN (built once: ``json.dumps`` with options
+# builds an encoder at each call).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 class StoreError(FermixError):
@@ -157,7 +160,7 @@ def encode(key: str, value: object) -> str:
         raise ValueNotStorable(f"an item value must be a dict, got {preview(value)}")
     document = {"key": key, "value": dict(value)}
     try:
-        text = json.dumps(document, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text = _ENCODER.encode(document)
         same = json.loads(text) == document
     except (TypeError, ValueError, RecursionError) as exc:
         raise ValueNotStorable(f"an item value must be plain JSON (objects with text keys, lists, text, "
@@ -175,8 +178,13 @@ def encode(key: str, value: object) -> str:
 
 def decode(row: Memory) -> tuple[str, dict[str, Any]] | None:
     """The item key and value a row holds, or ``None`` for a row that is no store item."""
+    return decode_value(row.value)
+
+
+def decode_value(text: str) -> tuple[str, dict[str, Any]] | None:
+    """The item key and value of a row's value text, or ``None`` when it holds no store item."""
     try:
-        document = json.loads(row.value)
+        document = json.loads(text)
     except ValueError:
         return None
     if type(document) is not dict or len(document) != 2:

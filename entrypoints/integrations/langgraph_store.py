@@ -16,12 +16,14 @@ a batch's puts and deletes are one transaction.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from fermix_memory.application.commands import TrustName
+from fermix_memory.application.query_ports import KeyedValue
 from fermix_memory.application.recall import MAX_RECALL
 from fermix_memory.domain.errors import DomainError, InvalidArgument
 from fermix_memory.domain.memory import Memory
+from fermix_memory.domain.operations import AddOperation, ArchiveOperation, Operation
 from fermix_memory.domain.values import ConversationKey, check_identifier, check_int, preview
 from fermix_memory.entrypoints.api.lane import run_sync
 from fermix_memory.entrypoints.api.memory_system import MemorySystem
@@ -30,10 +32,12 @@ from fermix_memory.entrypoints.extras import require
 require("langgraph", "langgraph.store.base")
 
 from langgraph.store.base import (  # noqa: E402
+    NOT_PROVIDED,
     BaseStore,
     GetOp,
     Item,
     ListNamespacesOp,
+    NotProvided,
     Op,
     PutOp,
     Result,
@@ -53,6 +57,7 @@ from fermix_memory.entrypoints.integrations.langgraph_items import (  # noqa: E4
     check_filter,
     check_labels,
     decode,
+    decode_value,
     encode,
     item_matches,
     namespace_matches,
@@ -69,10 +74,7 @@ _FIRST_PAGE_WITH_FILTER = 64
 _LARGEST_PAGE = 1000
 # How many namespaces' places a store remembers (the oldest is forgotten first).
 _PLACES_KEPT = 256
-
-
-def _item(namespace: tuple[str, ...], key: str, value: dict[str, Any], row: Memory) -> Item:
-    return Item(namespace=namespace, key=key, value=value, created_at=row.created_at, updated_at=row.updated_at)
+_ROOT = ("langgraph",)
 
 
 class FermixStore(BaseStore):
@@ -141,6 +143,20 @@ class FermixStore(BaseStore):
             self._write(list(puts.values()))
         return results
 
+    def put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any],
+            index: Literal[False] | list[str] | None = None, *, ttl: float | NotProvided | None = NOT_PROVIDED) -> None:
+        """What ``BaseStore.put`` does (``batch([PutOp(...)])``), directly for a namespace this
+        store has already mapped; this store keeps no time-to-live and no embedding index."""
+        try:  # LangGraph keeps the root label "langgraph" for itself
+            place = self._places.get(namespace) if type(namespace) is tuple and namespace[:1] != _ROOT else None
+        except TypeError:  # labels that are no text (unhashable): refused by the checks
+            place = None
+        if place is None or value is None or ttl not in (NOT_PROVIDED, None):
+            return super().put(namespace, key, value, index, ttl=ttl)  # checked by LangGraph, then by batch
+        key = str(key)
+        self._write([(place, key, encode(key, value))])
+        return None
+
     def get(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
         """One item, or ``None``: what ``batch([GetOp(namespace, key)])`` returns, read directly
         (one indexed read of its row); this store keeps no time-to-live to refresh."""
@@ -181,19 +197,20 @@ class FermixStore(BaseStore):
             raise InvalidArgument(f"an item key must be text, got {preview(key)}")
         return key
 
-    def _row(self, place: Place, key: str) -> Memory | None:
-        """The live row holding ``key`` in ``place``: one indexed read."""
-        return self._memory.memory_by_key(agent_id=self._agent_id, owner_id=place.owner_id,
-                                          conversation=place.conversation, key=row_key(key))
+    def _row(self, place: Place, key: str) -> KeyedValue | None:
+        """The id, value and times of the live row holding ``key`` in ``place``: one indexed read."""
+        return self._memory.memory_value_by_key(agent_id=self._agent_id, owner_id=place.owner_id,
+                                                conversation=place.conversation, key=row_key(key))
 
     def _get(self, place: Place, key: str) -> Item | None:
         row = self._row(place, key)
-        found = None if row is None else decode(row)
+        found = None if row is None else decode_value(row.value)
         if row is None or found is None:
             return None
         if found[0] != key:
-            raise KeyCollision(f"item keys {key!r} and {found[0]!r} share the row key {row.key!r}")
-        return _item(place.namespace, key, found[1], row)
+            raise KeyCollision(f"item keys {key!r} and {found[0]!r} share the row key {row_key(key)!r}")
+        return Item(namespace=place.namespace, key=key, value=found[1], created_at=row.created_at,
+                    updated_at=row.updated_at)
 
     def _search_owner(self, op: SearchOp) -> tuple[tuple[str, ...], str | None]:
         """The prefix and the owner whose items a search reads (``None``: every owner)."""
@@ -278,12 +295,12 @@ class FermixStore(BaseStore):
     def _write(self, puts: Sequence[tuple[Place, str, str | None]]) -> None:
         """The batch's puts and deletes, each namespace's as one command through admission, all
         of them in one transaction (a crash keeps all or none)."""
-        by_place: dict[Place, list[dict[str, Any]]] = {}
+        by_place: dict[Place, list[Operation]] = {}
         for place, key, text in puts:
             if text is not None:
-                op: dict[str, Any] = {"op": "add", "category": CATEGORY, "key": row_key(key), "value": text}
+                op: Operation = AddOperation(category=CATEGORY, key=row_key(key), value=text)
             elif (row := self._row(place, key)) is not None:
-                op = {"op": "archive", "id": row.id, "reason": "deleted through the LangGraph store"}
+                op = ArchiveOperation(id=row.id, reason="deleted through the LangGraph store")
             else:
                 continue  # deleting what is not there: nothing to record
             by_place.setdefault(place, []).append(op)

@@ -37,8 +37,8 @@ from fermix_memory.entrypoints.integrations.agents_items import (
     ITEM_KEY,
     OPAQUE_KIND,
     closes_turn,
-    item_key,
     item_record,
+    message_arguments,
     message_items,
 )
 
@@ -133,13 +133,9 @@ class FermixAgentsSession:
     def _add(self, items: Sequence[object]) -> None:
         if not isinstance(items, list | tuple):
             raise InvalidMessage(f"items must be a list, got {type(items).__name__}")
-        records = [item_record(item) for item in items]
         # One transaction: every item checked first, then all recorded or none. The SDK's own
         # item id, when it has one, makes a retried add_items record it once.
-        self._session.append_many([
-            {"role": r.role.value, "content": r.content, "kind": r.kind, "metadata": r.metadata,
-             "tool_calls": r.tool_calls, "tool_call_id": r.tool_call_id, "idempotency_key": item_key(item)}
-            for item, r in zip(items, records, strict=True)])
+        self._session.append_many([message_arguments(item) for item in items])
         if self._review and items and closes_turn(items[-1]):
             self._session.after_turn()
 

@@ -5,6 +5,7 @@ extra is checked everywhere."""
 
 from __future__ import annotations
 
+import json
 import math
 import socket
 import sys
@@ -112,3 +113,17 @@ def test_a_tokenizer_that_is_not_the_models_own_is_one_typed_error(monkeypatch: 
     monkeypatch.setattr(minilm_onnx, "TOKENIZER_SHA256", "0" * 64)
     with pytest.raises(SemanticRecallUnavailable, match="not the model's own tokenizer"):
         load_embedder()
+
+
+@needs_extra
+def test_a_query_embedded_alone_gets_the_vector_the_pinned_model_always_gave(embedder: Embedder) -> None:
+    """Vectors recorded from the pinned model, one query a call as recall embeds them (no padding:
+    the real tokens, a mask of ones; one longer than the model's 256 tokens): a change to how the
+    model runs (its graph, its runtime's options, the batching) that moved a vector by more than
+    float rounding would leave the vectors a store keeps under the same label in another space."""
+    recorded = json.loads((Path(__file__).parent / "data" / "minilm_query_vectors.json").read_text("utf-8"))
+    assert recorded["label"] == label_of(embedder)
+    for query, expected in recorded["vectors"].items():
+        got = unpack(embedder.embed([query])[0])
+        assert max(abs(a - b) for a, b in zip(got, expected, strict=True)) < 2e-5, query
+    assert len(recorded["vectors"]) >= 12

@@ -4,7 +4,8 @@ rows and of history in one call share its vector, a repeated recall and the agen
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,3 +68,32 @@ def test_a_write_leaves_the_kept_vector_in_use_and_the_new_row_found(
     memory.fill_vectors()
     assert [h.memory.key for h in memory.recall(query, mode="semantic", **ASK).memories] == ["drink"]
     assert times_embedded(embedder, query) == 1
+
+
+class ThreadNoting(ConceptEmbedder):
+    """Notes on which thread each text was embedded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: dict[str, int] = {}
+
+    def embed(self, texts: Sequence[str]) -> list[bytes]:
+        self.threads.update((text, threading.get_ident()) for text in texts)
+        return super().embed(texts)
+
+
+def test_a_new_query_is_embedded_beside_the_search_by_words_and_finds_what_a_kept_one_finds(
+        tmp_path: Path) -> None:
+    embedder = ThreadNoting()
+    with MemorySystem.open(tmp_path / "home", embedder=embedder) as memory:
+        memory.append_message(role="user", sender=OWNER, content="I live in a small town by the lake", **ASK)
+        memory.write_memory({"op": "add", "category": "identity", "key": "home_city", "value": "Konstanz"},
+                            agent_id=AGENT, owner_id=OWNER, trust="operator")
+        memory.fill_vectors()
+        results = [memory.recall(query, source="all", mode=mode, **ASK)
+                   for query in ("which city is home", "town by the lake") for mode in ("hybrid", "hybrid", "semantic")]
+    assert embedder.threads["which city is home"] != threading.get_ident()
+    for first, kept, by_meaning in (results[:3], results[3:]):
+        assert first.ranked and first.ranked == kept.ranked  # cold (embedded meanwhile) and warm alike
+        assert by_meaning.ranked and all(hit.similarity is not None for hit in by_meaning.ranked)
+    assert times_embedded(embedder, "which city is home") == times_embedded(embedder, "town by the lake") == 1

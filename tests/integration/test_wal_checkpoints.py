@@ -4,6 +4,7 @@ SQLite files."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ import pytest
 from fermix_memory import MemorySystem
 from fermix_memory.adapters.sqlite.wal_checkpoints import WalCheckpoints
 from fermix_memory.application.errors import StorageError
+from tests.waits import HANG_GUARD_S
 
 FRAME = 4096 + 24
 THREAD = "fermix-wal-checkpoint"
@@ -102,6 +104,45 @@ def test_without_pauses_the_background_waits_and_the_backstop_checkpoints(db: Pa
         assert checkpoints.background_runs == 0 and checkpoints.inline_runs >= 2
         wait_idle(checkpoints)  # the pause after them
         assert checkpoints.background_runs == 1
+
+
+def host_turns(conn: apsw.Connection, checkpoints: WalCheckpoints, *, commits: int, tails: int) -> None:
+    """Commits of a page each with a host's work between them and no pause, at least ``commits``
+    of them and until a commit copied what ``tails`` catch-ups left."""
+    deadline, done = time.monotonic() + HANG_GUARD_S, 0
+    while done < commits or checkpoints.tail_runs < tails:
+        assert time.monotonic() < deadline, "the background never caught up"
+        commit_rows(conn, 1)
+        hashlib.sha256(bytes(20_000)).digest()  # the host's own work between two appends
+        done += 1
+
+
+def test_appends_that_never_pause_are_caught_up_with_by_the_background_and_no_commit_checkpoints(db: Path) -> None:
+    """ADR-0067: past the catch-up mark the background checkpoints without waiting for a pause (a
+    minute here, never given), a commit copies the few pages it left, and the log starts afresh
+    long before the backstop, where a commit would copy the whole log."""
+    with checkpointed(db, every_pages=10**6, quiet_s=60.0, nonstop_pages=100, backstop_pages=2_000) as (
+            checkpoints, conn):
+        host_turns(conn, checkpoints, commits=6_000, tails=3)
+        assert checkpoints.inline_runs == 0 and checkpoints.background_runs >= 3
+        # Some 6,000 frames went through a log that never held a third of them.
+        assert Path(f"{db}-wal").stat().st_size <= 32 + 2_000 * FRAME
+
+
+def test_a_reader_on_old_pages_holds_no_commit_back_and_the_catch_up_ends_after_it(db: Path) -> None:
+    with checkpointed(db, every_pages=10**6, quiet_s=60.0, nonstop_pages=50, backstop_pages=10**6) as (
+            checkpoints, conn):
+        commit_rows(conn, 1)
+        reader = apsw.Connection(str(db))
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM t").fetchall()  # keeps the pages of this moment
+        commit_rows(conn, 400)  # catch-ups were asked for, and none could copy past the reader's pages
+        wait_idle(checkpoints)
+        assert checkpoints.inline_runs == 0  # no commit waited on a whole-log copy
+        reader.execute("COMMIT")
+        reader.close()
+        host_turns(conn, checkpoints, commits=1, tails=1)
+        assert checkpoints.inline_runs == 0
 
 
 def test_a_log_that_reaches_the_backstop_is_checkpointed_by_the_commit_and_starts_afresh(db: Path) -> None:

@@ -73,7 +73,10 @@ def compose_both(window: list[Message], system: str, files: tuple[str, str]) -> 
     reference = json.dumps([as_openai(composed), as_anthropic(composed)], ensure_ascii=False)
     # The window as messages, as the rows the store read, and both (a cached window after a write):
     # a stored window gives a row only when it is plain, any other message as a ``Message``.
-    for stored in (list(window), [as_stored(m) for m in window], [as_stored(m) if m.id % 2 else m for m in window]):
+    # A window of plain rows only may be the bare tuples of the statement that read it.
+    bare = [tuple(row(m)) for m in window] if all(is_plain(row(m)) for m in window) else []
+    for stored in (list(window), [as_stored(m) for m in window], [as_stored(m) if m.id % 2 else m for m in window],
+                   *([bare] if bare else [])):
         fast = json.dumps([compose(revision, lambda a, c, w=stored: w, "ada", "alice", KEY, system=system)
                            for compose in (compose_openai, compose_anthropic)], ensure_ascii=False)
         if fast != reference:

@@ -132,7 +132,7 @@ contexts = st.builds(
 row_sets = st.lists(st.sampled_from(ROWS), unique_by=lambda r: r.id).map(list)
 
 
-@settings(max_examples=400)
+@settings(max_examples=200)
 @given(op=ops, context=contexts, rows=row_sets)
 def test_decide_never_raises_and_returns_at_most_one_event(op: Operation, context: WriteContext,
                                                            rows: list[Memory]) -> None:
@@ -147,7 +147,7 @@ def test_decide_never_raises_and_returns_at_most_one_event(op: Operation, contex
     assert POLICY.decide(op, context, FakeRows(rows), AT) == events
 
 
-@settings(max_examples=400)
+@settings(max_examples=200)
 @given(op=ops, context=contexts, rows=row_sets)
 def test_what_admission_lets_through_respects_trust_owner_and_limits(op: Operation, context: WriteContext,
                                                                      rows: list[Memory]) -> None:
@@ -180,7 +180,7 @@ def test_what_admission_lets_through_respects_trust_owner_and_limits(op: Operati
             assert e.category.is_profile == target.category.is_profile
 
 
-@settings(max_examples=500)
+@settings(max_examples=200)
 @given(op=ops, context=contexts)
 def test_a_guest_never_writes_a_directive(op: Operation, context: WriteContext) -> None:
     guest = attrs.evolve(context, provenance=attrs.evolve(context.provenance, trust=Trust.GUEST))

@@ -169,7 +169,7 @@ _contents = st.one_of(
 )
 
 
-@settings(max_examples=500)
+@settings(max_examples=200)
 @given(user_md=_contents, memory_md=_contents)
 def test_exactly_one_fence_at_the_start_and_end_for_any_content(user_md: str, memory_md: str) -> None:
     block = memory_context_block(user_md, memory_md)
@@ -185,7 +185,7 @@ def test_exactly_one_fence_at_the_start_and_end_for_any_content(user_md: str, me
         assert "<" not in view and ">" not in view
 
 
-@settings(max_examples=300)
+@settings(max_examples=150)
 @given(text=_contents)
 def test_escape_only_touches_brackets_and_references(text: str) -> None:
     escaped = escape_fence(text)
@@ -244,7 +244,7 @@ _decoding_pieces = st.sampled_from(
 )  # fmt: skip
 
 
-@settings(max_examples=600)
+@settings(max_examples=250)
 @given(text=st.one_of(st.text(), st.lists(st.one_of(_decoding_pieces, st.text(max_size=3)), max_size=40).map("".join)))
 def test_escape_is_a_fixed_point_under_repeated_decoding(text: str) -> None:
     escaped = escape_fence(text)
@@ -256,7 +256,7 @@ def test_escape_is_a_fixed_point_under_repeated_decoding(text: str) -> None:
 # --- the conversation-summary fence of compaction checkpoints ----------------------------------------
 
 
-@settings(max_examples=300)
+@settings(max_examples=150)
 @given(summary=_contents)
 def test_a_summary_block_cannot_be_closed_or_forged_by_its_text(summary: str) -> None:
     block = conversation_summary_block(summary)

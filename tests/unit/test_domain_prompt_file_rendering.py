@@ -335,7 +335,7 @@ def expected_entries(rows: Sequence[Memory], layout: FileLayout) -> list[tuple[i
     return out
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=st.lists(memories(), max_size=80), layout=LAYOUTS, counter=st.sampled_from(COUNTERS))
 def test_caps_layout_and_reference_model_without_budget_pressure(
     rows: list[Memory], layout: FileLayout, counter: Callable[[str], int]
@@ -354,7 +354,7 @@ def test_caps_layout_and_reference_model_without_budget_pressure(
     assert text == "" or text.endswith("\n")
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 @given(
     rows=st.lists(memories(), max_size=80),
     layout=LAYOUTS,
@@ -383,7 +383,7 @@ def test_budget_is_never_exceeded_and_no_more_rows_than_needed_are_dropped(
         assert counter(render_prompt_file(one_more, layout, counter, budget=BIG)) > budget
 
 
-@settings(max_examples=200)
+@settings(max_examples=100)
 @given(rows=st.lists(memories(), max_size=60), seed=st.integers(), budget=st.integers(0, 1500))
 def test_same_rows_in_any_order_give_the_same_bytes(rows: list[Memory], seed: int, budget: int) -> None:
     shuffled = rows[:]
@@ -392,7 +392,7 @@ def test_same_rows_in_any_order_give_the_same_bytes(rows: list[Memory], seed: in
         assert render(rows, chars4, budget=budget) == render(shuffled, chars4, budget=budget)
 
 
-@settings(max_examples=300)
+@settings(max_examples=150)
 @given(value=_texts, key=_texts)
 def test_every_row_is_one_line_and_every_value_at_most_200_characters(value: str, key: str) -> None:
     text = render_memory_md([row(1, Category.CONTEXT, key, value)], chars4, budget=BIG)

@@ -304,7 +304,7 @@ operation_lists = st.lists(st.one_of(add_ops, replace_ops, archive_ops), max_siz
 
 
 @given(operation_lists, st.sampled_from(["plain", "json_fence", "bare_fence", "indented"]))
-@settings(max_examples=300)
+@settings(max_examples=150)
 def test_round_trip(operations: list[Operation], form: str) -> None:
     if form == "indented":
         text = json.dumps({"operations": [operation_to_dict(op) for op in operations]}, indent=2)
@@ -335,7 +335,7 @@ def test_any_text_parses_or_raises_reviewer_answer_error(text: str) -> None:
 
 
 @given(st.dictionaries(st.sampled_from(["operations", "op", "x"]), json_values, max_size=3))
-@settings(max_examples=300)
+@settings(max_examples=150)
 def test_any_json_object_parses_or_raises_reviewer_answer_error(document: dict[str, Any]) -> None:
     try:
         result = parse_reviewer_answer(json.dumps(document))
@@ -354,7 +354,7 @@ def test_any_json_object_parses_or_raises_reviewer_answer_error(document: dict[s
         max_size=5,
     )
 )
-@settings(max_examples=400)
+@settings(max_examples=150)
 def test_any_operation_objects_parse_or_raise_reviewer_answer_error(ops: list[dict[str, Any]]) -> None:
     try:
         result = parse_reviewer_answer(json.dumps({"operations": ops}))

@@ -108,7 +108,7 @@ def test_a_written_row_is_visible_to_its_writer(writer: WriterKind, category: Ca
 # --- what a reader sees ---------------------------------------------------------------------------------
 
 
-@settings(max_examples=300)
+@settings(max_examples=150)
 @given(reader=readers, scope=st.sampled_from(list(RecallScope)), candidate=rows())
 def test_a_filter_never_admits_another_owners_or_agents_row(reader: Reader, scope: RecallScope,
                                                             candidate: Memory) -> None:
@@ -119,7 +119,7 @@ def test_a_filter_never_admits_another_owners_or_agents_row(reader: Reader, scop
         assert candidate.agent_id == reader.agent_id
 
 
-@settings(max_examples=300)
+@settings(max_examples=150)
 @given(reader=readers, scope=st.sampled_from(list(RecallScope)), candidate=rows())
 def test_a_job_reader_only_sees_its_own_job_rows(reader: Reader, scope: RecallScope, candidate: Memory) -> None:
     assume(reader.job_source_id is not None)
@@ -179,7 +179,7 @@ def test_an_empty_filter_admits_nothing() -> None:
 # --- the conversation key encoding -------------------------------------------------------------------------
 
 
-@settings(max_examples=500)
+@settings(max_examples=200)
 @given(a=conversation_keys, b=conversation_keys)
 def test_distinct_keys_have_distinct_scope_ids(a: ConversationKey, b: ConversationKey) -> None:
     if a != b:
@@ -195,7 +195,7 @@ def test_distinct_small_keys_have_distinct_scope_ids(a: ConversationKey, b: Conv
     assert (a == b) == (a.scope_id == b.scope_id)
 
 
-@settings(max_examples=500)
+@settings(max_examples=200)
 @given(key=conversation_keys)
 def test_from_scope_id_inverts_scope_id(key: ConversationKey) -> None:
     assert ConversationKey.from_scope_id(key.scope_id) == key
@@ -221,7 +221,7 @@ def test_known_collision_candidates_stay_apart() -> None:
         assert x.scope_id != y.scope_id
 
 
-@settings(max_examples=500)
+@settings(max_examples=200)
 @given(channel=ident.filter(lambda s: ":" not in s), chat_id=ident.filter(lambda s: ":" not in s),
        thread=threads)
 def test_parse_round_trips_the_printed_key(channel: str, chat_id: str, thread: str) -> None:

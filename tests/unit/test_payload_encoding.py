@@ -43,7 +43,7 @@ def _generic(event: MessageAppended) -> str:
     return json.dumps(CONVERTER.unstructure(event), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(agent=_texts, owner=_texts, sender=_texts, content=_texts, kind=_texts,
        metadata=st.dictionaries(_texts, _texts, max_size=4) | st.dictionaries(_texts, _json, max_size=3),
        chat=st.sampled_from(["c1", "chat \u00e9", "a%b:c"]), thread=st.sampled_from(["", "t:1", "\u2713"]),

@@ -4,10 +4,12 @@ safely between threads, that spares a repeated query its embedding."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any, cast
 
 import pytest
 
+from fermix_memory.application.errors import SemanticRecallUnavailable
 from fermix_memory.application.query_ports import VectorIndex
 from fermix_memory.application.semantic import QUERY_VECTORS, QueryVectors, SemanticSearch
 from tests.integration.fake_embedder import ConceptEmbedder
@@ -83,3 +85,41 @@ def test_threads_sharing_the_cache_keep_its_bound() -> None:
         thread.join()
     assert errors == []
     assert len(cache) == 50
+
+
+class GatedEmbedder(ConceptEmbedder):
+    """Embeds only once ``gate`` is open, and says on which thread it ran."""
+
+    def __init__(self, fail: Exception | None = None) -> None:
+        super().__init__()
+        self.gate, self.fail = threading.Event(), fail
+        self.threads: list[int] = []
+
+    def embed(self, texts: Sequence[str]) -> list[bytes]:
+        self.threads.append(threading.get_ident())
+        if not self.gate.wait(timeout=30):
+            raise AssertionError("the gate was never opened: the caller waited for the model")
+        if self.fail is not None:
+            raise self.fail
+        return super().embed(texts)
+
+
+def test_a_new_query_is_embedded_on_its_own_thread_while_the_caller_goes_on() -> None:
+    embedder = GatedEmbedder()
+    semantic = search(embedder)
+    vector_of = semantic.embed_query_soon("where does she live")  # returns with the model still held
+    embedder.gate.set()
+    assert vector_of() == embedder.vector("where does she live")
+    assert embedder.threads and threading.get_ident() not in embedder.threads
+    kept = semantic.embed_query_soon("where does she live")  # kept: no thread, no embedding
+    assert kept() == embedder.vector("where does she live")
+    assert semantic.embed_query_soon(" \n ")() is None
+    assert queries_embedded(embedder) == ["where does she live"]
+
+
+def test_what_embedding_a_query_raised_is_raised_to_the_caller() -> None:
+    embedder = GatedEmbedder(fail=SemanticRecallUnavailable("the model cannot be loaded"))
+    vector_of = search(embedder).embed_query_soon("tea or coffee")
+    embedder.gate.set()
+    with pytest.raises(SemanticRecallUnavailable, match="cannot be loaded"):
+        vector_of()

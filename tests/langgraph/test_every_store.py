@@ -1,0 +1,54 @@
+"""FermixStore's keyed reads and writes on each store (the SQLite file, then PostgreSQL): a get
+is one read by the row's unique key, a put of a known namespace goes straight to admission."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from langgraph.store.base import PutOp
+
+from fermix_memory import MemorySystem
+from fermix_memory.domain.values import ConversationKey
+from fermix_memory.langgraph import FermixStore, ValueNotStorable
+
+pytestmark = pytest.mark.usefixtures("every_store")
+
+ALICE = ("memories", "alice")
+
+
+def test_get_reads_what_put_wrote_and_nothing_else(tmp_path: Path) -> None:
+    with MemorySystem.open(tmp_path / "home") as memory:
+        store = FermixStore(memory, agent_id="ada")
+        store.put(ALICE, "colour", {"text": "likes green"})  # maps the namespace
+        store.put(ALICE, "Odd Key/1", {"n": 1})  # a known namespace: the direct way
+        store.put(ALICE, "colour", {"text": "likes blue"})  # the same key: replaced
+        item = store.get(ALICE, "colour")
+        assert item is not None and item.value == {"text": "likes blue"} and item.namespace == ALICE
+        assert item.created_at <= item.updated_at
+        odd = store.get(ALICE, "Odd Key/1")
+        assert odd is not None and odd.value == {"n": 1} and odd.key == "Odd Key/1"
+        assert store.get(("memories", "bob"), "colour") is None
+        assert store.get(ALICE, "missing") is None
+        with pytest.raises(ValueNotStorable):
+            store.put(ALICE, "bad", {"t": (1, 2)})
+        store.delete(ALICE, "colour")
+        assert store.get(ALICE, "colour") is None
+        live = [r.key for r in memory.memories(agent_id="ada", owner_id="alice", include_archived=False)]
+        assert len(live) == 1 and live[0].startswith("k.")  # the odd key's digest
+
+
+def test_memory_value_by_key_reads_the_live_row_of_a_conversation_scope(tmp_path: Path) -> None:
+    chat = ConversationKey("langgraph-store", "memories.alice")
+    with MemorySystem.open(tmp_path / "home") as memory:
+        store = FermixStore(memory, agent_id="ada")
+        store.batch([PutOp(ALICE, "tea", {"text": "green"})])
+        found = memory.memory_value_by_key(agent_id="ada", owner_id="alice", conversation=chat, key="tea")
+        row = memory.memory_by_key(agent_id="ada", owner_id="alice", conversation=chat, key="tea")
+        assert found is not None and row is not None
+        assert (found.id, found.value, found.created_at, found.updated_at) == (
+            row.id, row.value, row.created_at, row.updated_at)
+        assert memory.memory_value_by_key(agent_id="ada", owner_id="bob", conversation=chat, key="tea") is None
+        assert memory.memory_value_by_key(agent_id="ada", owner_id="alice", conversation=chat, key="Tea") is None
+        store.delete(ALICE, "tea")
+        assert memory.memory_value_by_key(agent_id="ada", owner_id="alice", conversation=chat, key="tea") is None
