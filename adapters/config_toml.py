@@ -20,6 +20,7 @@ from fermix_memory.application.settings import (
     SECTIONS,
     McpTokenSettings,
     ProviderSettings,
+    ServerTokenSettings,
     Settings,
     knobs_of,
     settings_from_mapping,
@@ -144,6 +145,9 @@ def render_default_config() -> str:
     parts.append(_MCP_TOKENS_INTRO)
     parts += _example("mcp_tokens", McpTokenSettings)
     parts.append("")
+    parts.append(_SERVER_TOKENS_INTRO)
+    parts += _example("server_tokens", ServerTokenSettings)
+    parts.append("")
     parts.append(_PROVIDERS_INTRO)
     parts += _example("providers", ProviderSettings)
     return "\n".join(parts) + "\n"
@@ -176,6 +180,10 @@ _MCP_TOKENS_INTRO = """\
 # Bearer tokens of `fermix mcp --http`, each mapped to who speaks with it (ADR-0025). None is
 # configured by default, and the HTTP server does not start without one. Store the token's SHA-256
 # (`printf %s "$TOKEN" | sha256sum`), or name a variable holding it. An example entry:"""
+_SERVER_TOKENS_INTRO = """\
+# Bearer tokens of `fermix serve`, each with a role (ADR-0073): "host" (one agent's turns),
+# "operator" (everything) or "reader" (reads only). None is configured by default, and the server
+# does not start without one. Store the token's SHA-256, or name a variable holding it:"""
 _PROVIDERS_INTRO = """\
 # Model providers, tried in the listed order: the first is the primary, the rest are fallbacks.
 # None is configured by default. An example entry (remove the leading "# " to use it):"""

@@ -51,6 +51,19 @@ WriterName: TypeAlias = WriterKind | Literal["reviewer", "tool", "job", "operato
 StyleName: TypeAlias = Style | Literal["openai", "anthropic"]
 
 
+# What the message's own check accepts of a field typed ``Any`` here, as JSON Schema (ADR-0073).
+_ID: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 256}
+_CONVERSATION: dict[str, Any] = {"anyOf": [
+    {"type": "string", "description": "CHANNEL:CHAT_ID or CHANNEL:CHAT_ID:THREAD_SCOPE"},
+    {"type": "object", "required": ["channel", "chat_id"],
+     "properties": {"channel": {"type": "string"}, "chat_id": {"type": "string"}, "thread_scope": {"type": "string"}}},
+]}
+
+
+def _shape(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"json_schema": schema}
+
+
 @attrs.frozen(kw_only=True)
 class Turn:
     """Who talks, where: the three values every turn names."""
@@ -66,20 +79,25 @@ class AppendMessage:
     taken whole by the event builder (``message_input.build_message_event``)."""
 
     # Every field is checked once, with the message (application/message_input.py), the same
-    # check a JSON Lines import gets: not a second time here, on the hottest call of all.
-    agent_id: Any
-    owner_id: Any
-    conversation: Any
-    role: Any
-    content: Any
-    sender: Any = ""
-    kind: Any = "text"
-    trust: Any = "guest"
-    metadata: Any = None
-    created_at: Any = None
-    tool_calls: Any = None
-    tool_call_id: Any = None
-    idempotency_key: Any = None  # the host's own id of the message (ADR-0050)
+    # check a JSON Lines import gets: not a second time here, on the hottest call of all. What that
+    # check accepts is stated beside each field (``json_schema``: the server's contract, ADR-0073).
+    agent_id: Any = attrs.field(metadata=_shape(_ID))
+    owner_id: Any = attrs.field(metadata=_shape(_ID))
+    conversation: Any = attrs.field(metadata=_shape(_CONVERSATION))
+    role: Any = attrs.field(metadata=_shape({"type": "string", "enum": ["user", "assistant", "system", "tool"]}))
+    content: Any = attrs.field(metadata=_shape({"type": "string"}))
+    sender: Any = attrs.field(default="", metadata=_shape({"type": "string", "maxLength": 256}))
+    kind: Any = attrs.field(default="text", metadata=_shape({"type": "string", "minLength": 1, "maxLength": 64}))
+    trust: Any = attrs.field(default="guest", metadata=_shape({"type": "string", "enum": ["operator", "guest"]}))
+    metadata: Any = attrs.field(default=None, metadata=_shape(
+        {"type": ["object", "null"], "additionalProperties": True}))
+    created_at: Any = attrs.field(default=None, metadata=_shape(
+        {"type": ["string", "null"], "format": "date-time"}))
+    tool_calls: Any = attrs.field(default=None, metadata=_shape(
+        {"type": ["array", "null"], "items": {"type": "object", "additionalProperties": True}}))
+    tool_call_id: Any = attrs.field(default=None, metadata=_shape({"type": ["string", "null"]}))
+    # the host's own id of the message (ADR-0050)
+    idempotency_key: Any = attrs.field(default=None, metadata=_shape({"type": ["string", "null"], "maxLength": 256}))
 
 
 @attrs.frozen(kw_only=True)
@@ -160,16 +178,16 @@ class ComposePrompt(Turn):
 class DispatchTool:
     """A model's tool call; the context fields become a ``ToolContext`` (application/tools.py)."""
 
-    name: Any
-    arguments: Any
-    agent_id: Any
-    owner_id: Any
-    trust: Any = "guest"
-    conversation: Any = None
-    job_source_id: Any = None
-    session_id: Any = ""
-    run_id: Any = ""
-    source_message_id: Any = None
+    name: Any = attrs.field(metadata=_shape({"type": "string"}))
+    arguments: Any = attrs.field(metadata=_shape({"description": "the tool call's arguments, as the model gave them"}))
+    agent_id: Any = attrs.field(metadata=_shape(_ID))
+    owner_id: Any = attrs.field(metadata=_shape(_ID))
+    trust: Any = attrs.field(default="guest", metadata=_shape({"type": "string", "enum": ["operator", "guest"]}))
+    conversation: Any = attrs.field(default=None, metadata=_shape({"anyOf": [_CONVERSATION, {"type": "null"}]}))
+    job_source_id: Any = attrs.field(default=None, metadata=_shape({"anyOf": [_ID, {"type": "null"}]}))
+    session_id: Any = attrs.field(default="", metadata=_shape({"type": "string", "maxLength": 256}))
+    run_id: Any = attrs.field(default="", metadata=_shape({"type": "string", "maxLength": 256}))
+    source_message_id: Any = attrs.field(default=None, metadata=_shape({"type": ["integer", "null"]}))
 
 
 @attrs.frozen(kw_only=True)

@@ -39,18 +39,26 @@ from fermix_memory.application.settings_checks import (
     is_int,
     knobs_of,
 )
-from fermix_memory.application.settings_mcp import McpSettings, McpTokenSettings
+from fermix_memory.application.settings_mcp import (
+    McpSettings,
+    McpTokenSettings,
+    ServerTokenSettings,
+    server_tokens,
+    tokens,
+)
 from fermix_memory.application.settings_storage import StorageSettings
 from fermix_memory.domain.values import INT64_MAX, INT64_MIN
 
 __all__ = [
     "SECTIONS", "CompactionSettings", "Knob", "McpSettings", "McpTokenSettings", "MemorySettings", "ProviderSettings",
-    "RealtimeSettings", "Settings", "TimeoutSettings", "knobs_of", "settings_from_argument", "settings_from_mapping",
+    "RealtimeSettings", "ServerTokenSettings", "Settings", "TimeoutSettings", "knobs_of", "settings_from_argument",
+    "settings_from_mapping",
 ]
 
 _ROOT = "fermix_core"
 _PROVIDERS = "providers"
 _MCP_TOKENS = "mcp_tokens"
+_SERVER_TOKENS = "server_tokens"
 _CENTURY_S = 100 * 365 * 24 * 3600
 _MILLENNIUM_S = 10 * _CENTURY_S
 _PROVIDER_KINDS = ("openai", "anthropic", "rules")
@@ -204,6 +212,7 @@ class Settings:
     realtime: RealtimeSettings = attrs.field(factory=RealtimeSettings)
     mcp: McpSettings = attrs.field(factory=McpSettings)
     mcp_tokens: tuple[McpTokenSettings, ...] = ()
+    server_tokens: tuple[ServerTokenSettings, ...] = ()
     storage: StorageSettings = attrs.field(factory=StorageSettings)
 
 
@@ -227,19 +236,20 @@ def settings_from_mapping(data: Mapping[str, Any], source: str) -> Settings:
     """
     if _ROOT not in data:
         return Settings()
-    core = _table(data[_ROOT], _ROOT, source)
     sections: dict[str, Any] = {}
-    for name, value in core.items():
+    for name, value in _table(data[_ROOT], _ROOT, source).items():
         key = f"{_ROOT}.{name}"
         if name == _PROVIDERS:
             sections[name] = _providers(value, key, source)
         elif name == _MCP_TOKENS:
-            sections[name] = _mcp_tokens(value, key, source)
+            sections[name] = tokens(_entries(value, key, source, McpTokenSettings, "token"), source, McpTokenSettings)
+        elif name == _SERVER_TOKENS:
+            sections[name] = server_tokens(_entries(value, key, source, ServerTokenSettings, "token"), key, source)
         elif name in SECTIONS:
             cls = SECTIONS[name]
             sections[name] = cls(**_knob_values(_table(value, key, source), key, checks_of(cls), source))
         else:
-            raise _unknown_key(key, name, [*SECTIONS, _PROVIDERS, _MCP_TOKENS], source)
+            raise _unknown_key(key, name, [*SECTIONS, _PROVIDERS, _MCP_TOKENS, _SERVER_TOKENS], source)
     return Settings(**sections)
 
 
@@ -257,7 +267,7 @@ def settings_from_argument(data: Mapping[str, Any], source: str = "config argume
         if not isinstance(name, str):
             raise ConfigError(f"{source}: a top-level key is not text; the mapping's one key is {_ROOT}")
         shown = name[:40]
-        if name in SECTIONS or name in (_PROVIDERS, _MCP_TOKENS):
+        if name in SECTIONS or name in (_PROVIDERS, _MCP_TOKENS, _SERVER_TOKENS):
             raise ConfigError(f'{source}: {shown} belongs under {_ROOT}: {{"{_ROOT}": {{"{shown}": ...}}}}')
         error = _unknown_key(shown, shown, [_ROOT], source)
         raise ConfigError(f'{error}; the mapping has the shape of config.toml: {{"{_ROOT}": {{"memory": ...}}}}')
@@ -323,15 +333,6 @@ def _providers(value: Any, key: str, source: str) -> tuple[ProviderSettings, ...
                     raise ConfigError(f'{source}: {prefix}.{name} is required for kind "{values["kind"]}"')
         providers.append(ProviderSettings(**values))
     return tuple(providers)
-
-
-def _mcp_tokens(value: Any, key: str, source: str) -> tuple[McpTokenSettings, ...]:
-    tokens: list[McpTokenSettings] = []
-    for prefix, values in _entries(value, key, source, McpTokenSettings, "token"):
-        if bool(values.get("sha256")) == bool(values.get("token_env")):
-            raise ConfigError(f"{source}: {prefix} needs exactly one of sha256 and token_env")
-        tokens.append(McpTokenSettings(**values))
-    return tuple(tokens)
 
 
 def _table(value: Any, key: str, source: str) -> Mapping[str, Any]:

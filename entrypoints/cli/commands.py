@@ -23,7 +23,7 @@ READ, WRITE, CONFIG, OWN = "read", "write", "config", "own"
 # is the MCP server's: the CLI never imports it, nor the MCP SDK, before the command runs).
 MODULES = {"demo": "setup", "events": "events", "forget": "memory", "history": "history",
            "mcp": "fermix_memory.entrypoints.mcp.command", "memory": "memory", "resource": "resources",
-           "setup": "setup", "storage": "moving",
+           "serve": "fermix_memory.entrypoints.server.command", "setup": "setup", "storage": "moving",
            "memory search": "search", "memory embed": "search"}  # a command's own module, before its group's
 # The read-only commands that run on the readers alone (entrypoints/reader.py, ADR-0063), never
 # importing the writer side; the other reads open the whole memory read-only.
@@ -126,6 +126,12 @@ def _host_port(text: str) -> tuple[str, int]:
     if not port.isascii() or not port.isdigit() or not 1 <= int(port) <= 65535:
         raise argparse.ArgumentTypeError(f"{text[:60]!r}: the port must be a number from 1 to 65535")
     return host, int(port)
+
+
+def _port(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text[:60]!r}: the port must be a number from 0 to 65535")
+    return int(text)
 
 
 def _event_kind(text: str) -> str:
@@ -254,6 +260,19 @@ COMMANDS: tuple[Command, ...] = (
         Option(("--insecure-bind",), "allow --http on a non-loopback address: the server speaks plain HTTP (no"
                " TLS), so tokens and memory cross the network unencrypted; prefer 127.0.0.1 behind a TLS proxy",
                switch=True),
+    )),
+    Command(("serve",), OWN, "the memory server: the HTTP API under /v1 for hosts in any language, with bearer"
+            " tokens bound to roles (ADR-0073; needs the [server] extra)", (
+        Option(("--host",), "the address to bind (default: 127.0.0.1); another needs TLS or --insecure-bind",
+               default="127.0.0.1"),
+        Option(("--port",), "the port to listen on (default: 8765; 0 picks a free one)", type=_port, default=8765),
+        Option(("--token-env",), "also accept the operator token held by this environment variable",
+               metavar="VAR"),
+        Option(("--tls-cert",), "serve HTTPS with this certificate file (PEM)", type=_path),
+        Option(("--tls-key",), "the private key of --tls-cert (PEM)", type=_path),
+        Option(("--insecure-bind",), "allow a non-loopback --host without TLS, on a network you trust", switch=True),
+        Option(("--max-body",), f"the largest request body in bytes (default: {1 << 20:,})", type=_positive),
+        Option(("--print-openapi",), "print the API's OpenAPI document and exit", switch=True),
     )),
     Command(("memory", "list"), READ, "list memory rows", (
         Option(("--agent",), "only this agent's rows (default: every agent)"),

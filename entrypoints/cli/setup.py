@@ -60,7 +60,7 @@ def settings_as_toml(settings: Any) -> dict[str, Any]:
     """The settings in effect as config.toml spells them (``"infinity"``, not ``null``), by section."""
     import attrs
 
-    from fermix_memory.application.settings import SECTIONS, McpTokenSettings, ProviderSettings
+    from fermix_memory.application.settings import SECTIONS, McpTokenSettings, ProviderSettings, ServerTokenSettings
     from fermix_memory.application.settings_checks import checks_of
 
     def table(value: Any, cls: type[Any]) -> dict[str, Any]:
@@ -72,6 +72,8 @@ def settings_as_toml(settings: Any) -> dict[str, Any]:
     # A token's hash stays in config.toml: it would let anyone who sees it try guesses offline.
     data["mcp_tokens"] = [{**table(t, McpTokenSettings), "sha256": "(set)" if t.sha256 else ""}
                           for t in settings.mcp_tokens]
+    data["server_tokens"] = [{**table(t, ServerTokenSettings), "sha256": "(set)" if t.sha256 else ""}
+                             for t in settings.server_tokens]
     return data
 
 
@@ -84,7 +86,7 @@ def _toml_lines(data: dict[str, Any]) -> list[str]:
         return f"# {name} is not set" if v is None else f"{name} = {tomlkit.item(v).as_string()}"
 
     lines: list[str] = []
-    arrays = ("providers", "mcp_tokens")
+    arrays = ("providers", "mcp_tokens", "server_tokens")
     for name, knobs in data.items():
         if name not in arrays:
             lines += ["", f"[fermix_core.{name}]"] + [knob(k, v) for k, v in knobs.items()]

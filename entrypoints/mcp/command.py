@@ -10,35 +10,22 @@ each request, looked up in ``[[fermix_core.mcp_tokens]]``.
 from __future__ import annotations
 
 import argparse
-import errno
-import ipaddress
 import os
-import socket
 import sys
 from collections.abc import Mapping
 
 from fermix_memory.application.errors import ConfigError
 from fermix_memory.application.settings import McpTokenSettings
-from fermix_memory.domain.errors import FermixError
 from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from fermix_memory.entrypoints.api.session import Session
+from fermix_memory.entrypoints.listening import CannotListen, is_loopback, listen
 from fermix_memory.entrypoints.mcp.server import BearerTokens, OneSpeaker, build_server, token_sha256
 
 __all__ = ["McpRefused", "cmd_mcp", "is_loopback", "listen", "token_sessions"]
 
 
-class McpRefused(FermixError):
+class McpRefused(CannotListen):
     """``fermix mcp`` will not serve as asked (an HTTP server without tokens, identity flags over HTTP)."""
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _check_bind(host: str, insecure: bool) -> None:
@@ -49,30 +36,6 @@ def _check_bind(host: str, insecure: bool) -> None:
         raise McpRefused(f"refusing to serve MCP on {host}, a non-loopback address, over plain HTTP: fermix mcp has"
                          " no TLS, so bearer tokens and memory would cross the network unencrypted; serve on"
                          " 127.0.0.1 behind a TLS-terminating proxy, or pass --insecure-bind on a network you trust")
-
-
-def listen(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host:port``, or :class:`McpRefused` in one line (a port in use,
-    an address this machine does not have). Bound here, before serving, so the server never
-    starts on a port it cannot hold, and no other process can take it in between."""
-    shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                             flags=socket.AI_PASSIVE)[0]
-    except (OSError, UnicodeError) as exc:
-        raise McpRefused(f"cannot listen on {shown}: {getattr(exc, 'strerror', None) or exc}") from None
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: restart past TIME_WAIT
-        sock.bind(address)
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            raise McpRefused(f"cannot listen on {shown}: the port is already in use by another program;"
-                             " choose another with --http") from None
-        raise McpRefused(f"cannot listen on {shown}: {exc.strerror or exc}") from None
-    return sock
 
 
 def _is_a_file(stream: object) -> bool:
@@ -129,7 +92,7 @@ def cmd_mcp(args: argparse.Namespace, out: object) -> int:
                              " [[fermix_core.mcp_tokens]] entry to config.toml (see the README, MCP)")
         shown = f"[{host}]" if ":" in host else host
         server = build_server(memory, BearerTokens(tokens), issuer_url=f"http://{shown}:{port}")
-        with listen(host, port) as sock:
+        with listen(host, port, option="--http") as sock:
             sys.stderr.write(f"fermix: MCP server on http://{shown}:{port}/mcp ({len(tokens)} token(s))\n")
             sys.stderr.flush()
             import anyio

@@ -335,11 +335,32 @@ def test_the_commented_storage_url_is_valid_once_uncommented(tmp_path: Path) -> 
 
 def test_the_commented_mcp_token_example_is_valid_once_uncommented(tmp_path: Path) -> None:
     text = render_default_config()
-    example = text[text.index("# [[fermix_core.mcp_tokens]]"):text.index("# Model providers")]
+    example = text[text.index("# [[fermix_core.mcp_tokens]]"):text.index("# Bearer tokens of `fermix serve`")]
     uncommented = "\n".join(line.removeprefix("# ") for line in example.splitlines())
     (token,) = load_settings(write(tmp_path / "config.toml", uncommented)).mcp_tokens
     assert (token.name, token.agent_id, token.owner_id, token.trust) == ("laptop", "assistant", "me", "guest")
     assert "token_env" in example
+
+
+def test_the_commented_server_token_example_is_valid_once_uncommented(tmp_path: Path) -> None:
+    text = render_default_config()
+    example = text[text.index("# [[fermix_core.server_tokens]]"):text.index("# Model providers")]
+    uncommented = "\n".join(line.removeprefix("# ") for line in example.splitlines())
+    (token,) = load_settings(write(tmp_path / "config.toml", uncommented)).server_tokens
+    assert (token.name, token.role, token.agent_id) == ("telegram-bot", "host", "assistant")
+    assert "token_env" in example
+
+
+@pytest.mark.parametrize("entry, problem", [
+    ('name = "a"\nsha256 = "%s"\nrole = "host"' % ("0" * 64), "agent_id is required for a host token"),
+    ('name = "a"\nsha256 = "%s"\nrole = "reader"\nagent_id = "ada"' % ("0" * 64), "only for one"),
+    ('name = "a"\nrole = "operator"', "exactly one of sha256 and token_env"),
+    ('name = "a"\nsha256 = "%s"\nrole = "admin"' % ("0" * 64), "role must be"),
+])
+def test_a_server_token_entry_that_cannot_work_is_refused(tmp_path: Path, entry: str, problem: str) -> None:
+    path = write(tmp_path / "config.toml", f"[[fermix_core.server_tokens]]\n{entry}\n")
+    with pytest.raises(ConfigError, match=problem):
+        load_settings(path)
 
 
 def test_the_commented_provider_example_is_valid_once_uncommented(tmp_path: Path) -> None:

@@ -1,0 +1,128 @@
+"""The console's pages (ADR-0074): owners, an owner's rows, a fact's story, a prompt file's
+revisions, the event log, and the live stream of an owner's page. They read through the asyncio
+API only, as every way in does."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import Counter
+from collections.abc import AsyncIterator
+from typing import Any
+
+import attrs
+from starlette.responses import Response, StreamingResponse
+
+from fermix_memory.application.errors import NotFound
+from fermix_memory.domain.memory import Memory
+from fermix_memory.entrypoints.console.views import Page
+
+LOG_SHOWN = 50  # newest events on the log page
+LIVE_POLL_S = 0.5  # how often a live page's stream looks at the log's head
+KEEP_ALIVE_S = 15.0
+
+
+@attrs.frozen
+class Pair:
+    agent_id: str
+    owner_id: str
+    live: int
+    archived: int
+
+
+async def owners(page: Page) -> Response:
+    rows = await page.memory.memories()
+    live = Counter((r.agent_id, r.owner_id) for r in rows if r.archived_at is None)
+    archived = Counter((r.agent_id, r.owner_id) for r in rows if r.archived_at is not None)
+    pairs = [Pair(a, o, live[(a, o)], archived[(a, o)]) for a, o in sorted(set(live) | set(archived))]
+    return page.render("owners.html", pairs=pairs)
+
+
+def _by_category(rows: list[Memory], query: str) -> list[tuple[str, list[Memory]]]:
+    wanted = query.casefold()
+    shown = [r for r in rows if not wanted or wanted in f"{r.key} {r.value}".casefold()]
+    shown.sort(key=lambda r: (r.category.value, r.archived_at is not None, r.key))
+    return [(category, list(group)) for category, group in itertools.groupby(shown, key=lambda r: r.category.value)]
+
+
+async def _rows_context(page: Page) -> dict[str, Any]:
+    agent, owner = page.request.path_params["agent"], page.request.path_params["owner"]
+    query = page.request.query_params.get("q", "")
+    as_of = page.request.query_params.get("as_of") or None
+    rows = await page.memory.memories(agent_id=agent, owner_id=owner, as_of=as_of)
+    return {"agent": agent, "owner": owner, "query": query, "as_of": as_of, "by_category": _by_category(rows, query)}
+
+
+async def owner(page: Page) -> Response:
+    return page.render("owner.html", **await _rows_context(page))
+
+
+async def owner_rows(page: Page) -> Response:
+    """The rows alone: what a live page reloads when the log moves."""
+    return page.render("rows.html", **await _rows_context(page))
+
+
+async def owner_live(page: Page) -> Response:
+    """Server-sent events: ``changed`` whenever the log's head moves (any host's write, on either store)."""
+
+    async def events() -> AsyncIterator[str]:
+        seen = (await page.memory.head()).position
+        quiet = 0.0
+        yield ": listening\n\n"
+        while not await page.request.is_disconnected():
+            await asyncio.sleep(LIVE_POLL_S)
+            position = (await page.memory.head()).position
+            if position != seen:
+                seen, quiet = position, 0.0
+                yield f"event: changed\ndata: {position}\n\n"
+            else:
+                quiet += LIVE_POLL_S
+                if quiet >= KEEP_ALIVE_S:
+                    quiet = 0.0
+                    yield ": still here\n\n"
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+
+
+async def memory(page: Page) -> Response:
+    memory_id = number(page.request.path_params["memory_id"], "memory row")
+    return page.render("memory.html", story=await page.memory.explain(memory_id))
+
+
+def _diff_lines(text: str) -> list[dict[str, str]]:
+    def kind(line: str) -> str:
+        if line.startswith(("+++", "---")):
+            return "head"
+        return {"+": "add", "-": "del", "@": "hunk"}.get(line[:1], "same")
+
+    return [{"kind": kind(line), "text": line} for line in text.splitlines()]
+
+
+async def files(page: Page) -> Response:
+    agent, owner_id = page.request.path_params["agent"], page.request.path_params["owner"]
+    name = page.request.path_params["name"]
+    revisions = await page.memory.resource_history(name, agent_id=agent, owner_id=owner_id)
+    diff: list[dict[str, str]] = []
+    a = b = None
+    if revisions:
+        params = page.request.query_params
+        b = number(params.get("b") or str(revisions[0].revision), "revision")
+        a = number(params.get("a") or str(revisions[min(1, len(revisions) - 1)].revision), "revision")
+        diff = _diff_lines(await page.memory.resource_diff(name, a, b, agent_id=agent, owner_id=owner_id))
+    file = {"user_md": "USER.md", "memory_md": "MEMORY.md"}.get(name, name)
+    return page.render("files.html", agent=agent, owner=owner_id, name=name, file=file, revisions=revisions,
+                       diff=diff, a=a, b=b)
+
+
+async def events(page: Page, report: Any = None) -> Response:
+    head = await page.memory.head()
+    first = max(0, head.position - LOG_SHOWN)
+    entries = [e async for e in page.memory.log_entries(after=first)]
+    entries.reverse()
+    return page.render("events.html", head=str(head), entries=entries[:LOG_SHOWN], report=report)
+
+
+def number(text: str, what: str) -> int:
+    if not text.isascii() or not text.isdigit() or len(text) > 18:
+        raise NotFound(f"no {what} {text[:40]!r}")
+    return int(text)

@@ -1,0 +1,116 @@
+"""Reading a request before any use case sees it: the body within its limit, JSON that is one
+object with no repeated key and no key the operation does not take, and query parameters as
+their declared types (ADR-0073). Anything else is refused with a typed error, nothing stored."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.datastructures import QueryParams
+from starlette.requests import Request
+from starlette.responses import Response
+
+from fermix_memory.entrypoints.server.errors import HttpRefusal, bad_request
+from fermix_memory.entrypoints.server.schema import Schema
+
+MAX_BODY_BYTES = 1 << 20
+
+
+def _too_large(limit: int) -> HttpRefusal:
+    return HttpRefusal(413, "body_too_large", f"the request body is over the limit of {limit:,} bytes")
+
+
+async def body_bytes(request: Request, limit: int) -> bytes:
+    """The body, refused (413) as soon as it passes ``limit`` bytes: never read whole first."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        raise _too_large(limit) if declared.isdigit() else bad_request("malformed_request", "a bad Content-Length")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise bad_request("malformed_json", f"the key {key[:40]!r} appears twice in one object")
+        found[key] = value
+    return found
+
+
+def _no_constant(name: str) -> Any:
+    raise bad_request("malformed_json", f"{name} is not JSON")
+
+
+def json_object(data: bytes, allowed: frozenset[str], required: tuple[str, ...]) -> dict[str, Any]:
+    """``data`` as one JSON object whose keys are among ``allowed`` and include ``required``."""
+    try:
+        value = json.loads(data.decode("utf-8"), object_pairs_hook=_no_repeats, parse_constant=_no_constant)
+    except UnicodeDecodeError:
+        raise bad_request("malformed_json", "the body is not UTF-8") from None
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise bad_request("malformed_json", f"the body is not JSON: {str(exc)[:120]}") from None
+    if not isinstance(value, dict):
+        raise bad_request("malformed_json", "the body must be one JSON object")
+    unknown = sorted(k for k in value if k not in allowed)
+    if unknown:
+        raise bad_request("unknown_field", f"unknown field {unknown[0][:40]!r}; this operation takes "
+                          + ", ".join(sorted(allowed)))
+    for name in required:
+        if name not in value:
+            raise bad_request("invalid_argument", f"{name} is required")
+    return value
+
+
+def query_values(params: QueryParams, declared: Mapping[str, Schema]) -> dict[str, Any]:
+    """Each query parameter as its declared type (a number, true/false, text); unknown or repeated
+    parameters are refused."""
+    values: dict[str, Any] = {}
+    for name, text in params.multi_items():
+        schema = declared.get(name)
+        if schema is None:
+            raise bad_request("unknown_field", f"unknown query parameter {name[:40]!r}")
+        if name in values:
+            raise bad_request("invalid_argument", f"the query parameter {name[:40]!r} is given twice")
+        values[name] = _typed(name, text, schema.get("type"))
+    return values
+
+
+def _typed(name: str, text: str, kind: object) -> Any:
+    if kind == "integer":
+        body = text[1:] if text[:1] == "-" else text
+        if not body.isascii() or not body.isdigit() or len(body) > 19:
+            raise bad_request("invalid_number", f"{name} must be a whole number")
+        return int(text)
+    if kind == "boolean":
+        if text not in ("true", "false"):
+            raise bad_request("invalid_argument", f"{name} must be true or false")
+        return text == "true"
+    return text
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def json_response(data: Any, status: int) -> Response:
+    """``data`` as JSON (UTF-8 as it is; a rank that is not a finite number is ``null``)."""
+    try:
+        text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except ValueError:
+        text = json.dumps(_finite(data), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return Response(text.encode("utf-8"), status_code=status, media_type="application/json")
