@@ -8,7 +8,7 @@ from typing import Protocol
 from fermix_memory.application.compaction import CompactionQueries
 from fermix_memory.application.explain import ExplainQueries
 from fermix_memory.application.prompt_files import ResourceReader
-from fermix_memory.application.query_ports import MemoryQueries, ResourceRevision
+from fermix_memory.application.query_ports import MemoryQueries, OwnerSummary, ResourceRevision
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import ConversationKey
@@ -19,6 +19,8 @@ class HostQueries(MemoryQueries, ExplainQueries, CompactionQueries, ResourceRead
 
     def all_memories(self, *, agent_id: str | None = None, owner_id: str | None = None,
                      include_archived: bool = True) -> list[Memory]: ...
+
+    def owner_summaries(self, *, agent_id: str | None = None) -> list[OwnerSummary]: ...
 
     def iter_messages(self, *, agent_id: str | None = None, batch: int = 5_000) -> Iterator[Message]: ...
 

@@ -58,6 +58,16 @@ class MessageHit:
 
 
 @attrs.frozen(kw_only=True)
+class OwnerSummary:
+    """An agent and an owner it holds memory rows of: how many are live, how many archived."""
+
+    agent_id: str
+    owner_id: str
+    live: int
+    archived: int
+
+
+@attrs.frozen(kw_only=True)
 class ResourceRevision:
     """One revision of a versioned resource (``user_md``, ``memory_md``) of an agent and owner."""
 

@@ -125,6 +125,16 @@ def pg_sql(sql: str) -> str:
     return _PLACEHOLDER.sub(lambda m: "%s" if m.group(0) == "?" else f"%({m.group(1)})s", sql.replace("%", "%%"))
 
 
+@functools.lru_cache(maxsize=1024)
+def pipelined_prepare(sql: str) -> bool:
+    """Whether a statement of a write's pipeline is server-side prepared at its first run on a
+    connection (ADR-0072): its statements, not the transaction's control (BEGIN, COMMIT,
+    NOTIFY). The driver forgets a statement whose answer was not a success (one parsed or
+    skipped in a pipeline the server aborted), and the ROLLBACK after a failed write drops
+    every statement on the connection, so none is believed prepared and missing."""
+    return sql.lstrip()[:7].upper().startswith(("SELECT", "INSERT", "UPDATE", "DELETE", "WITH"))
+
+
 _READ_CURSORS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
@@ -136,7 +146,8 @@ class PgCursor:
     ``pipeline``: the connection is in pipeline mode (a write, ADR-0064): a statement is sent
     without waiting for its answer, and the answers of everything sent so far are waited for
     only when a result is asked for (``fetchall``, ``changes``): the statements that return
-    nothing travel with the next read or with the COMMIT.
+    nothing travel with the next read or with the COMMIT. A write's statements are prepared
+    (``pipelined_prepare``).
 
     ``prepare``: a read outside a pipeline is a server-side prepared statement from its first
     run on a connection (recall's statements, ADR-0029) instead of after psycopg's fifth: each
@@ -163,15 +174,14 @@ class PgCursor:
         return self
 
     def execute(self, sql: str, params: Any = (), /) -> PgCursor:
-        # In pipeline mode, never a server-side prepared statement: one prepared in a pipeline
-        # the server then aborted (a failed write) would be thought prepared and be missing.
-        self._cur.execute(pg_sql(sql), params, prepare=self._prepare)
+        prepare = self._prepare if self._pipeline is None else pipelined_prepare(sql)
+        self._cur.execute(pg_sql(sql), params, prepare=prepare)
         return self
 
     def executemany(self, sql: str, seq: Iterable[Any], /) -> PgCursor:
         rows = list(seq)
         if rows and self._pipeline is not None:
-            for row in rows:  # pipelined as they are: one round trip for all, nothing prepared
+            for row in rows:  # pipelined as they are: one round trip for all
                 self.execute(sql, row)
         elif rows:
             self._cur.executemany(pg_sql(sql), rows)

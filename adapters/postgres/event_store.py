@@ -127,14 +127,18 @@ class PostgresEventStore(FeedDelivery):
     # --- connections --------------------------------------------------------------------------
 
     @contextmanager
-    def connection(self, doing: str) -> Iterator[Any]:
-        """A pooled connection (autocommit: every block that writes opens its own transaction)."""
+    def connection(self, doing: str, *, retried: bool = False) -> Iterator[Any]:
+        """A pooled connection (autocommit: every block that writes opens its own transaction).
+        ``retried``: a failure the server undid to let another go first leaves as it is, for the
+        caller's ``retrying`` to run the block again."""
         if self._closed:
             raise StorageError("the memory store is closed")
         try:
             with self._pool.connection() as conn:
                 yield conn
         except Exception as exc:
+            if retried and is_retryable(exc):
+                raise
             error = self._error(exc, doing)
             if error is exc:
                 raise
@@ -195,7 +199,7 @@ class PostgresEventStore(FeedDelivery):
 
     def _write_once(self, work: Callable[[Any], T], lock_first: frozenset[int]) -> tuple[T, list[RecordedEvent]]:
         committing = False
-        with self.connection("writing to the PostgreSQL store") as conn:
+        with self.connection("writing to the PostgreSQL store", retried=True) as conn:
             try:
                 with conn.pipeline() as pipeline:
                     cursor = PgCursor(conn, pipeline)

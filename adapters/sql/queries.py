@@ -22,15 +22,15 @@ from fermix_memory.adapters.sql.rows import (
     review_state_key,
     window_from_row,
 )
-from fermix_memory.adapters.sql.scope_sql import scope_sql, where_sql
-from fermix_memory.application.query_ports import KeyedValue, ResourceRevision
+from fermix_memory.adapters.sql.scope_sql import enum_literal, scope_sql, where_sql
+from fermix_memory.application.query_ports import KeyedValue, OwnerSummary, ResourceRevision
 from fermix_memory.application.store_ports import ConversationState, ReviewState
 from fermix_memory.application.stored_messages import StoredRow, stored_row
 from fermix_memory.domain.conversation_states import LEFT_AT_CLOSE
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.scopes import MemoryFilter
-from fermix_memory.domain.values import ConversationKey
+from fermix_memory.domain.values import Category, ConversationKey, ScopeType
 
 # The agent's standing rules (``domain.scopes.is_agent_rule``): shown to every owner of the agent.
 AGENT_RULES_SQL = (
@@ -74,6 +74,16 @@ class SqlQueries(ReadSide):
         rows = self._rows(f"SELECT {MEMORY_COLUMNS} FROM memories {where} ORDER BY id", params)
         return [memory_from_row(r) for r in rows]
 
+    def owner_summaries(self, *, agent_id: str | None = None) -> list[OwnerSummary]:
+        """Every agent and owner with memory rows (optionally of one agent), with their counts: for
+        operators. One pass over the rows, grouped."""
+        where, params = where_sql(("", "agent_id", agent_id))
+        rows = self._rows(
+            "SELECT agent_id, owner_id, SUM(CASE WHEN archived_at IS NULL THEN 1 ELSE 0 END),"
+            f" SUM(CASE WHEN archived_at IS NULL THEN 0 ELSE 1 END) FROM memories {where}"
+            " GROUP BY agent_id, owner_id ORDER BY agent_id, owner_id", params)
+        return [OwnerSummary(agent_id=a, owner_id=o, live=int(live), archived=int(gone)) for a, o, live, gone in rows]
+
     def memory_by_key(self, where: MemoryFilter, key: str) -> list[Memory]:
         sql, params = scope_sql(where)
         rows = self._rows(
@@ -95,12 +105,13 @@ class SqlQueries(ReadSide):
         whose scope id begins with one of ``starts``, most recently updated first (id breaks ties):
         the ``limit`` after the ``offset`` first. ``unshown_category``: only the rows of that
         category that no prompt file shows (no promote target), which an index of an owner's
-        rows by recency (``memories_shown``) reads newest first, without a sort of them all."""
-        where, params = where_sql(("", "agent_id", agent_id), ("", "owner_id", owner_id),
-                                  ("", "scope_type", scope_type), extra=("archived_at IS NULL",))
+        rows by recency (``memories_shown``) reads newest first, without a sort of them all.
+        The scope type and category are written out (``enum_literal``: ``ValueError`` for any other)."""
+        extra = [f"scope_type = {enum_literal(ScopeType, scope_type)}", "archived_at IS NULL"]
         if unshown_category is not None:
-            where += " AND category = ? AND promote_target IS NULL AND scope_type <> 'job'"
-            params.append(unshown_category)
+            extra.append(f"category = {enum_literal(Category, unshown_category)}"
+                         " AND promote_target IS NULL AND scope_type <> 'job'")
+        where, params = where_sql(("", "agent_id", agent_id), ("", "owner_id", owner_id), extra=tuple(extra))
         # substr, not LIKE: no wildcard to escape, case-sensitive, the same on every dialect.
         begins = " OR ".join("substr(scope_id, 1, ?) = ?" for _ in starts) or "FALSE"
         for start in starts:

@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 
+from fermix_memory.adapters.sql.scope_sql import enum_literal
 from fermix_memory.application.message_input import known_conversation_key
 from fermix_memory.application.store_ports import ConversationState, ReviewState
 from fermix_memory.application.stored_messages import STORED_MESSAGE_FIELDS, message_of, stored_row
@@ -30,20 +31,26 @@ MEMORY_COLUMNS = memory_columns()
 
 # One section of the rows a prompt file may show (``rendering.renders``: live, not job-scoped, not a
 # conversation's directive), newest first, at most a cap: one seek of the partial index
-# ``memories_shown`` (ADR-0060), however many rows the owner holds.
+# ``memories_shown`` (ADR-0060), however many rows the owner holds. Its target and category are
+# written out, not bound (``scope_sql.enum_literal``, ADR-0069): the index is partial on neither,
+# but ``memories_agent_rules`` is, and a bound value there makes SQLite prepare at every run.
 _SHOWN_SECTION = (
-    f"SELECT * FROM (SELECT {MEMORY_COLUMNS} FROM memories WHERE agent_id = ? AND owner_id = ?"
-    " AND promote_target = ? AND category = ? AND archived_at IS NULL AND scope_type <> 'job'"
+    "SELECT * FROM (SELECT " + MEMORY_COLUMNS + " FROM memories WHERE agent_id = ? AND owner_id = ?"
+    " AND promote_target = {target} AND category = {category} AND archived_at IS NULL AND scope_type <> 'job'"
     " AND (scope_type <> 'conversation' OR category <> 'directive')"
-    " ORDER BY updated_at DESC, id DESC LIMIT ?) AS section_N"
+    " ORDER BY updated_at DESC, id DESC LIMIT ?) AS section_{n}"
 )
 
 
-@functools.cache
-def shown_rows_sql(sections: int) -> str:
-    """The statement reading ``sections`` sections of shown rows; each takes the parameters
-    ``(agent, owner, target, category, cap)``, in order."""
-    return " UNION ALL ".join(_SHOWN_SECTION.replace("section_N", f"section_{n}") for n in range(sections))
+@functools.lru_cache(maxsize=64)
+def shown_rows_sql(sections: tuple[tuple[str, str], ...]) -> str:
+    """The statement reading the ``(target, category)`` sections of shown rows (``ValueError`` for
+    a value that is no ``PromoteTarget`` / ``Category``); each takes the parameters
+    ``(agent, owner, cap)``, in order."""
+    return " UNION ALL ".join(
+        _SHOWN_SECTION.format(n=n, target=enum_literal(PromoteTarget, t), category=enum_literal(Category, c))
+        for n, (t, c) in enumerate(sections)
+    )
 
 
 # The columns of a message row, in the order ``message_from_row`` reads them.

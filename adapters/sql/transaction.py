@@ -228,9 +228,10 @@ class SqlTransaction:
     def shown_rows(self, agent_id: str, owner_id: str,
                    sections: Sequence[tuple[PromoteTarget, Category, int]]) -> list[Memory]:
         self.enter(memory_stream(agent_id, owner_id))
-        params = [p for target, category, cap in sections
-                  for p in (agent_id, owner_id, str(target), str(category), cap)]
-        rows = self.cursor.execute(shown_rows_sql(len(sections)), params).fetchall() if sections else []
+        if not sections:
+            return []
+        sql = shown_rows_sql(tuple((target, category) for target, category, _ in sections))
+        rows = self.cursor.execute(sql, [p for *_, cap in sections for p in (agent_id, owner_id, cap)]).fetchall()
         return [memory_from_row(r) for r in rows]
 
     def agent_rules(self, agent_id: str) -> list[Memory]:

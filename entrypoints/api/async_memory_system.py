@@ -140,6 +140,7 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
     memory = awaitable(MemorySystem.memory)
     explain = awaitable(MemorySystem.explain)
     memories = awaitable(MemorySystem.memories)
+    owners = awaitable(MemorySystem.owners)
     recall = awaitable(MemorySystem.recall)
     fill_vectors = awaitable(MemorySystem.fill_vectors)
     embed_waiting = awaitable(MemorySystem.embed_waiting)  # progress is called on the memory's thread

@@ -26,7 +26,7 @@ from fermix_memory.application.history import export_lines
 from fermix_memory.application.host_input import row_id
 from fermix_memory.application.memory_writes import OperationOutcome
 from fermix_memory.application.message_input import InvalidMessage, conversation_key
-from fermix_memory.application.query_ports import KeyedValue
+from fermix_memory.application.query_ports import KeyedValue, OwnerSummary
 from fermix_memory.application.recall import RecallResult
 from fermix_memory.application.window_tail import newest_in_window
 from fermix_memory.domain.errors import InvalidArgument, InvalidIdentifier
@@ -296,6 +296,12 @@ class RecordsApi(ApiBase):
         self._check_open()
         found = explain_memory(self._app.store, self._app.queries, row_id(memory_id, "memory row"))
         return dict(CONVERTER.unstructure(found))
+
+    def owners(self, *, agent_id: str | None = None) -> list[OwnerSummary]:
+        """Every agent and owner holding memory rows (of one agent when given), with how many rows are
+        live and archived: an operator's view, in agent then owner order."""
+        self._check_open()
+        return self._app.queries.owner_summaries(agent_id=optional_id(agent_id, "agent_id"))
 
     def memories(self, *, agent_id: str | None = None, owner_id: str | None = None,
                  include_archived: bool = True, as_of: datetime | str | None = None) -> list[Memory]:

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
-import attrs
 from starlette.responses import Response, StreamingResponse
 
 from fermix_memory.application.errors import NotFound
@@ -22,20 +20,8 @@ LIVE_POLL_S = 0.5  # how often a live page's stream looks at the log's head
 KEEP_ALIVE_S = 15.0
 
 
-@attrs.frozen
-class Pair:
-    agent_id: str
-    owner_id: str
-    live: int
-    archived: int
-
-
 async def owners(page: Page) -> Response:
-    rows = await page.memory.memories()
-    live = Counter((r.agent_id, r.owner_id) for r in rows if r.archived_at is None)
-    archived = Counter((r.agent_id, r.owner_id) for r in rows if r.archived_at is not None)
-    pairs = [Pair(a, o, live[(a, o)], archived[(a, o)]) for a, o in sorted(set(live) | set(archived))]
-    return page.render("owners.html", pairs=pairs)
+    return page.render("owners.html", pairs=await page.memory.owners())
 
 
 def _by_category(rows: list[Memory], query: str) -> list[tuple[str, list[Memory]]]:

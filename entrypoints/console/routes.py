@@ -10,7 +10,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from fermix_memory.entrypoints.api.async_memory_system import AsyncMemorySystem
-from fermix_memory.entrypoints.console import actions, pages
+from fermix_memory.entrypoints.console import actions, forgetting, history, pages
 from fermix_memory.entrypoints.console.signin import ConsoleSessions
 from fermix_memory.entrypoints.console.views import Console, View, view
 from fermix_memory.entrypoints.server.auth import Tokens
@@ -42,8 +42,12 @@ def console_routes(memory: AsyncMemorySystem, tokens: Tokens, *, secure: bool = 
         page(f"{OWNER}/live", pages.owner_live),
         page(f"{OWNER}/files/{{name}}", pages.files),
         page(f"{OWNER}/files/{{name}}/rollback", actions.rollback, ("POST",)),
-        page(f"{OWNER}/forget", actions.forget, ("GET", "POST")),
+        page(f"{OWNER}/forget", forgetting.forget_owner, ("GET", "POST")),
+        page(f"{OWNER}/history", history.history),
+        page(f"{OWNER}/conversations/{{conversation:path}}", history.conversation),
+        page(f"{OWNER}/forget-conversation/{{conversation:path}}", forgetting.forget_conversation, ("GET", "POST")),
         page("/memories/{memory_id}", pages.memory),
+        page("/memories/{memory_id}/forget", forgetting.forget_fact, ("GET", "POST")),
         page("/memories/{memory_id}/archive", actions.archive, ("POST",)),
         page("/memories/{memory_id}/restore", actions.restore, ("POST",)),
         page("/events", pages.events),

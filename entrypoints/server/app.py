@@ -13,10 +13,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from fermix_memory.adapters.sql.codec import CONVERTER
 from fermix_memory.entrypoints.api.async_memory_system import AsyncMemorySystem
 from fermix_memory.entrypoints.server.auth import Tokens
-from fermix_memory.entrypoints.server.endpoints import ENDPOINTS, Call, Endpoint
+from fermix_memory.entrypoints.server.catalog import OPERATIONS
+from fermix_memory.entrypoints.server.endpoints import Call, Endpoint
 from fermix_memory.entrypoints.server.errors import error_body, error_response
 from fermix_memory.entrypoints.server.openapi import body_fields, build_document
 from fermix_memory.entrypoints.server.requests import (
@@ -45,7 +45,7 @@ def _route(endpoint: Endpoint, memory: AsyncMemorySystem, tokens: Tokens, docume
                 body = json_object(await body_bytes(request, max_body), allowed, required)
             query = query_values(request.query_params, endpoint.query)
             result = await endpoint.handler(Call(memory, caller, body, query, request.path_params))
-            return json_response(CONVERTER.unstructure(result), endpoint.status)
+            return json_response(result, endpoint.status)
         except Exception as exc:  # every failure is one typed body (errors.py)
             return error_response(exc)
 
@@ -90,7 +90,7 @@ def build_app(memory: AsyncMemorySystem, tokens: Tokens, *, max_body: int = MAX_
                 await stack.enter_async_context(sub.router.lifespan_context(sub))
             yield
 
-    routes: list[BaseRoute] = [_route(e, memory, tokens, document, max_body) for e in ENDPOINTS]
+    routes: list[BaseRoute] = [_route(e, memory, tokens, document, max_body) for e in OPERATIONS]
     routes.append(Route(OPENAPI_PATH, openapi, methods=["GET"], name="openapi"))
     routes += console
     routes += [Mount("", app=_within(MOUNTED_PATHS, sub)) for sub in mounted]

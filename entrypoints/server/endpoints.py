@@ -119,6 +119,7 @@ async def _recall(call: Call) -> Any:
 
 async def _write(call: Call) -> Any:
     args = _own(call)
+    args.setdefault("source_id", call.caller.name)  # who asked: the token's name, unless the body says
     return await call.memory.write_memory(args.pop("operations"), **args)
 
 
@@ -155,14 +156,19 @@ async def _resources(call: Call) -> Any:
     return await call.memory.resources(**call.query)
 
 
+def _pair(query: dict[str, Any]) -> dict[str, Any]:
+    """The owner pair a prompt file read needs; a missing one is the use case's typed error."""
+    return {"agent_id": query.pop("agent_id", None), "owner_id": query.pop("owner_id", None), **query}
+
+
 async def _resource_history(call: Call) -> Any:
-    return await call.memory.resource_history(call.path["name"], **call.query)
+    return await call.memory.resource_history(call.path["name"], **_pair(dict(call.query)))
 
 
 async def _resource_diff(call: Call) -> Any:
     query = dict(call.query)
     a, b = query.pop("a", None), query.pop("b", None)
-    return {"diff": await call.memory.resource_diff(call.path["name"], a, b, **query)}
+    return {"diff": await call.memory.resource_diff(call.path["name"], a, b, **_pair(query))}
 
 
 async def _head(call: Call) -> Any:

@@ -7,7 +7,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fermix_memory.entrypoints.server.auth import READS, TURNS
-from fermix_memory.entrypoints.server.endpoints import ENDPOINTS, Endpoint
+from fermix_memory.entrypoints.server.catalog import OPERATIONS
+from fermix_memory.entrypoints.server.endpoints import Endpoint
 from fermix_memory.entrypoints.server.schema import REF, Schema, Schemas
 
 API_VERSION = "1"
@@ -82,7 +83,7 @@ def _operation(schemas: Schemas, endpoint: Endpoint) -> Schema:
     return operation
 
 
-def build_document(endpoints: Iterable[Endpoint] = ENDPOINTS) -> dict[str, Any]:
+def build_document(endpoints: Iterable[Endpoint] = OPERATIONS) -> dict[str, Any]:
     """The whole document (plain JSON data, keys in a stable order)."""
     schemas = Schemas()
     paths: dict[str, dict[str, Schema]] = {}

@@ -13,6 +13,7 @@ from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import Response
 
+from fermix_memory.adapters.sql.codec import CONVERTER
 from fermix_memory.entrypoints.server.errors import HttpRefusal, bad_request
 from fermix_memory.entrypoints.server.schema import Schema
 
@@ -107,10 +108,24 @@ def _finite(value: Any) -> Any:
     return value
 
 
+def _unstructured(value: Any) -> Any:
+    """What JSON cannot write as it is (an attrs value, a moment), as the Python API's converter
+    gives it; what it cannot give either is refused."""
+    plain = CONVERTER.unstructure(value)
+    if type(plain) is type(value):
+        raise TypeError(f"{type(value).__name__} is not JSON")
+    return plain
+
+
+_ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_unstructured).encode
+
+
 def json_response(data: Any, status: int) -> Response:
-    """``data`` as JSON (UTF-8 as it is; a rank that is not a finite number is ``null``)."""
+    """``data`` as JSON (UTF-8 as it is; a rank that is not a finite number is ``null``). Plain
+    data (a prompt's messages) is written as it is; only the values JSON cannot write go through
+    the converter, when met."""
     try:
-        text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text = _ENCODE(data)
     except ValueError:
-        text = json.dumps(_finite(data), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text = _ENCODE(_finite(CONVERTER.unstructure(data)))
     return Response(text.encode("utf-8"), status_code=status, media_type="application/json")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from selenium import webdriver
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
@@ -210,3 +211,81 @@ def test_an_owners_page_follows_another_hosts_writes_live(browser: webdriver.Chr
                               agent_id="ada", owner_id="bob", trust="operator")
         _wait(browser, lambda b: "Skis every winter" in b.page_source, "the new row on the open page")
         browser.get("about:blank")  # the page's stream ends with it
+
+
+def test_a_conversation_found_in_the_history_and_a_fact_are_forgotten_behind_the_owners_id(
+        browser: webdriver.Chrome, console: tuple[str, Path]) -> None:
+    url, home = console
+    with MemorySystem.open(home) as memory:  # a question and its answer: the answer is the hit's context
+        s = memory.session(agent_id="ada", owner_id="alice", conversation="telegram:42")
+        s.append("user", "Do you remember which instrument I play?", sender="alice")
+        s.append("assistant", "The cello, since you were eight.")
+    browser.delete_all_cookies()
+    _sign_in(browser, url)
+    browser.get(f"{url}/owners/ada/alice")
+    browser.find_element(By.LINK_TEXT, "Conversation history").click()
+    _wait(browser, lambda b: b.find_elements(By.ID, "hq"), "the history page")
+    browser.find_element(By.ID, "hq").send_keys("instrument", Keys.ENTER)
+    _wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "li.hit"), "the search's hits")
+    hit = browser.find_element(By.CSS_SELECTOR, "li.hit").text
+    assert "telegram:42" in hit and "alice" in hit and "The cello, since you were eight." in hit  # and its reply
+    _shot(browser, "history")
+    browser.find_element(By.CSS_SELECTOR, "li.hit a").click()
+    _wait(browser, lambda b: "/conversations/telegram%3A42" in b.current_url, "the conversation's page")
+    assert "I live in Lisbon and I play the cello" in browser.find_element(By.CSS_SELECTOR, "ol.window").text
+    browser.find_element(By.PARTIAL_LINK_TEXT, "Forget this conversation").click()
+    _wait(browser, lambda b: b.find_elements(By.ID, "preview"), "the conversation's preview")
+    assert "would erase conversation 'telegram:42'" in browser.find_element(By.ID, "preview").text
+    browser.find_element(By.ID, "confirm").send_keys("bob", Keys.ENTER)
+    _wait(browser, lambda b: "did not match" in b.page_source, "the refused confirmation")
+    browser.find_element(By.ID, "confirm").send_keys("alice", Keys.ENTER)
+    _wait(browser, lambda b: b.find_elements(By.ID, "forget-result"), "the conversation forgotten")
+    assert "none of the" in browser.find_element(By.ID, "scan").text
+    with MemorySystem.open(home, readonly=True) as memory:
+        assert memory.messages("ada", "telegram:42") == []
+
+    browser.get(f"{url}/owners/ada/alice")
+    _click(browser, 'li[data-key="tea"] a')
+    _wait(browser, lambda b: "Its story" in b.page_source, "the fact's story")
+    browser.find_element(By.PARTIAL_LINK_TEXT, "Forget this fact").click()
+    _wait(browser, lambda b: b.find_elements(By.ID, "preview"), "the fact's preview")
+    assert "would erase memory" in browser.find_element(By.ID, "preview").text
+    browser.find_element(By.ID, "confirm").send_keys("alice", Keys.ENTER)
+    _wait(browser, lambda b: b.find_elements(By.ID, "forget-result"), "the fact forgotten")
+    assert "none of the" in browser.find_element(By.ID, "scan").text
+    with MemorySystem.open(home, readonly=True) as memory:
+        keys = {r.key for r in memory.memories(agent_id="ada", owner_id="alice")}
+    assert "tea" not in keys and "coffee" in keys
+    browser.get("about:blank")
+
+
+# Every link, button and field a page has is reached by Tab, in order, from the page's top.
+REACHABLE = "a[href], button, input:not([type=hidden]), select"
+
+
+def test_every_action_of_every_page_is_reached_by_the_tab_key(browser: webdriver.Chrome,
+                                                              console: tuple[str, Path]) -> None:
+    url, home = console
+    browser.delete_all_cookies()
+    _sign_in(browser, url)
+    with MemorySystem.open(home, readonly=True) as memory:
+        row = memory.memories(agent_id="ada", owner_id="alice")[0].id
+    owner = f"{url}/owners/ada/alice"
+    for page in (f"{url}/owners", owner, f"{url}/memories/{row}", f"{owner}/files/user_md", f"{url}/events",
+                 f"{owner}/history?q=Lisbon", f"{owner}/forget"):
+        browser.get(page)
+        count = browser.execute_script(
+            "const all = document.querySelectorAll(arguments[0]);"
+            "all.forEach((e, i) => e.setAttribute('data-reach', String(i))); return all.length;", REACHABLE)
+        assert count > 0, page
+        reached: set[str] = set()
+        browser.execute_script("document.activeElement && document.activeElement.blur()")
+        for _ in range(count * 3):
+            ActionChains(browser).send_keys(Keys.TAB).perform()
+            mark = browser.switch_to.active_element.get_attribute("data-reach")
+            if mark is not None:
+                reached.add(mark)
+            if len(reached) == count:
+                break
+        assert reached == {str(i) for i in range(count)}, page
+    browser.get("about:blank")

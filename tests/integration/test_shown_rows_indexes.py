@@ -43,8 +43,9 @@ def test_each_section_and_the_agent_rules_are_seeks_of_their_index(tmp_path: Pat
         fill(memory)
     conn = apsw.Connection(str(tmp_path / "home" / "memory.db"))
     try:
-        params = [p for t, c, cap in SHOWN_SECTIONS for p in (AGENT, OWNER, str(t), str(c), cap)]
-        plan = [str(r[-1]) for r in conn.execute(f"EXPLAIN QUERY PLAN {shown_rows_sql(len(SHOWN_SECTIONS))}", params)]
+        params = [p for *_, cap in SHOWN_SECTIONS for p in (AGENT, OWNER, cap)]
+        sql = shown_rows_sql(tuple((t, c) for t, c, _ in SHOWN_SECTIONS))
+        plan = [str(r[-1]) for r in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params)]
         seeks = [step for step in plan if "USING INDEX memories_shown" in step]
         assert len(seeks) == len(SHOWN_SECTIONS), plan
         assert all("agent_id=? AND owner_id=? AND promote_target=? AND category=?" in s for s in seeks), plan

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fermix_memory.entrypoints.server.endpoints import ENDPOINTS
+from fermix_memory.entrypoints.server.catalog import OPERATIONS as ENDPOINTS
 from fermix_memory.entrypoints.server.openapi import body_fields, build_document
 from tests.server.conftest import ADA, OPERATOR, Served
 

@@ -86,3 +86,14 @@ def test_owner_reads_show_only_the_owner_asked_about(server: Served) -> None:
     assert [r["value"] for r in rows] == ["Oslo"]
     files = server.get("/v1/resources", READER, agent_id="ada", owner_id="carol").json()
     assert files and all(f["owner_id"] == "carol" and "4921" not in f["content"] for f in files)
+
+
+def test_a_write_records_the_tokens_name_as_who_asked(server: Served) -> None:
+    written = server.post("/v1/memories", ADA, {"owner_id": "alice", "operations": [
+        {"op": "add", "category": "preference", "key": "tea", "value": "Green tea"}]}).json()
+    story = server.memory.explain(written[0]["memory_id"])
+    assert story["events"][0]["by"]["source_type"] == "api" and story["events"][0]["by"]["source_id"] == "ada-bot"
+    named = server.post("/v1/memories", OPERATOR, {"agent_id": "ada", "owner_id": "alice", "source_id": "import-7",
+                                                   "operations": [{"op": "add", "category": "preference",
+                                                                   "key": "jam", "value": "Fig jam"}]}).json()
+    assert server.memory.explain(named[0]["memory_id"])["events"][0]["by"]["source_id"] == "import-7"

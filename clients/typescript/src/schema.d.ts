@@ -368,6 +368,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/owners": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every agent and owner holding memory rows, with how many are live and archived
+         * @description Needs a reader or operator token.
+         */
+        get: operations["owners"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/events/log": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The event log in order, a page at a time: each entry's position, stream, kind, time, digest, and its event unless redacted
+         * @description Needs a reader or operator token.
+         */
+        get: operations["log_entries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/history/search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An owner's conversation history by words or meaning, with the replies to questions it finds
+         * @description Needs a reader or operator token.
+         */
+        get: operations["search_history"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -562,6 +622,13 @@ export interface components {
             memory_id: number | null;
             reason: string;
             detail: string;
+        };
+        /** @description An agent and an owner it holds memory rows of: how many are live, how many archived. */
+        OwnerSummary: {
+            agent_id: string;
+            owner_id: string;
+            live: number;
+            archived: number;
         };
         PreflightResult: {
             compacted: boolean;
@@ -1287,6 +1354,118 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["VerifyReport"];
+                };
+            };
+            /** @description a typed error */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    owners: {
+        parameters: {
+            query?: {
+                agent_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description done */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerSummary"][];
+                };
+            };
+            /** @description a typed error */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    log_entries: {
+        parameters: {
+            query?: {
+                after?: number;
+                kind?: string;
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description done */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        entries: {
+                            position: number;
+                            stream: string;
+                            kind: string;
+                            recorded_at: string;
+                            payload_sha256: string;
+                            redacted: boolean;
+                            event?: {
+                                [key: string]: unknown;
+                            } | null;
+                        }[];
+                        next_after: number | null;
+                    };
+                };
+            };
+            /** @description a typed error */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    search_history: {
+        parameters: {
+            query?: {
+                agent_id?: string;
+                owner_id?: string;
+                q?: string;
+                limit?: number;
+                mode?: "keyword" | "semantic" | "hybrid";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description done */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecallResult"];
                 };
             };
             /** @description a typed error */

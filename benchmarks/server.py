@@ -1,0 +1,306 @@
+"""The HTTP overhead of a turn through ``fermix serve`` (ADR-0073), against the in-process API.
+
+A real ``fermix serve`` (a subprocess on a free port of 127.0.0.1, one operator token) and N
+concurrent clients (threads, each with its own keep-alive ``httpx.Client`` and its own
+conversation) running turns: ``POST /v1/messages`` then ``POST /v1/prompt``. Beside it, in the same
+run, the same turns in this process through ``memory.session(...)`` (``append`` then
+``compose_prompt``) from the same number of threads, on a home of its own. Each thread moves to a
+new conversation every ``--window`` turns (100), so a prompt holds 1 to 100 messages both ways.
+Beside both, a bare ASGI application under the same uvicorn answers every request with a small
+fixed JSON: the floor of two requests through uvicorn and httpx on this machine. The three rotate
+slice by slice so that the machine's noise taxes them alike. For each N (1, 4 and 16 by default):
+turns per second both ways and their ratio (HTTP / in-process), p50 and p95 of a turn each way,
+the HTTP overhead of a turn (p50 over HTTP minus p50 in-process; target < 1 ms at N = 1), the
+floor's p50 and the overhead above it.
+
+Then ``--profile`` (on by default; ``--no-profile`` to skip) runs a server of its own under
+cProfile (its event loop thread: the HTTP side of a turn; the memory's own work runs on the lane
+threads, as in-process) for a number of single-client turns, and prints the functions that cost
+the most, per turn, to stderr; the JSON holds the loop thread's profiled time per turn and the
+top entries.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/server.py [--quick] [--clients 1,4,16] [--turns 240] [--slices 9] [--window 100]
+
+The last line of stdout is one JSON object of the figures (milliseconds, turns per second).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import pstats
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from fermix_memory import MemorySystem
+
+TOKEN_VAR, TOKEN = "FERMIX_BENCH_OPERATOR", "bench-operator-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+AGENT, OWNER = "ada", "alice"
+CONTENT = "I live in Paris and I like green tea; remind me about the concert on Friday"
+PROFILED = "--serve-profiled"  # how this script runs a server under cProfile (a child process)
+
+
+# --- the server -------------------------------------------------------------------------------------
+
+
+def _serve_command(home: Path, profile_to: Path | None) -> list[str]:
+    flags = ["--home", str(home), "serve", "--port", "0", "--token-env", TOKEN_VAR]
+    if profile_to is None:
+        return [sys.executable, "-m", "fermix_memory", *flags]
+    return [sys.executable, __file__, PROFILED, str(profile_to), *flags]
+
+
+@contextmanager
+def serving(home: Path, profile_to: Path | None = None) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """A ``fermix serve`` on a free port, and its base URL once it says where it listens."""
+    server = subprocess.Popen(_serve_command(home, profile_to), env={**os.environ, TOKEN_VAR: TOKEN},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        line = server.stderr.readline()  # type: ignore[union-attr]
+        found = re.search(r"(http://127\.0\.0\.1:\d+)/v1", line)
+        if not found:
+            raise SystemExit(f"the server did not start: {line}{server.communicate(timeout=30)[1]}")
+        yield server, found.group(1)
+    finally:
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=60)
+
+
+def serve_profiled(out: str, argv: list[str]) -> None:
+    """``fermix <argv>`` under cProfile (the main thread: the event loop), stats written to ``out``
+    once the server has stopped (SIGTERM stops it and returns here)."""
+    from fermix_memory.entrypoints.cli import run
+
+    profile = cProfile.Profile()
+    signal.signal(signal.SIGTERM, lambda *_: None)  # uvicorn raises it again once it has stopped
+    signal.signal(signal.SIGUSR1, lambda *_: profile.enable())  # once warm: startup left out
+    sys.argv = ["fermix", *argv]
+    with suppress(SystemExit):
+        run()
+    profile.disable()
+    profile.dump_stats(out)
+
+
+# A bare ASGI application under the same uvicorn (same HTTP protocol, no framework, no memory),
+# answering every request with a small fixed JSON body: the floor a turn of two requests has here.
+BARE_SERVER = """
+import asyncio, socket, uvicorn
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    while (await receive()).get("more_body"):
+        pass
+    await send({"type": "http.response.start", "status": 201 if scope["path"] == "/v1/messages" else 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"8")]})
+    await send({"type": "http.response.body", "body": b'{"id":1}'})
+sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+sock.bind(("127.0.0.1", 0))
+sock.listen(128)
+print(f"serving on http://127.0.0.1:{sock.getsockname()[1]}/v1", flush=True)
+asyncio.run(uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")).serve(
+    sockets=[sock]))
+"""
+
+
+@contextmanager
+def bare_serving() -> Iterator[str]:
+    """The bare application in a process of its own, and its base URL."""
+    server = subprocess.Popen([sys.executable, "-c", BARE_SERVER], stdout=subprocess.PIPE, text=True)
+    try:
+        found = re.search(r"(http://127\.0\.0\.1:\d+)/v1", server.stdout.readline())  # type: ignore[union-attr]
+        if not found:
+            raise SystemExit("the bare server did not start")
+        yield found.group(1)
+    finally:
+        server.terminate()
+        server.communicate(timeout=60)
+
+
+# --- turns ------------------------------------------------------------------------------------------
+
+
+def http_turn(client: httpx.Client, conversation: str) -> None:
+    turn = {"agent_id": AGENT, "owner_id": OWNER, "conversation": conversation}
+    sent = client.post("/v1/messages", headers=AUTH, json={**turn, "role": "user", "content": CONTENT})
+    prompt = client.post("/v1/prompt", headers=AUTH, json=turn)
+    prompt.json()
+    if sent.status_code != 201 or prompt.status_code != 200:
+        raise SystemExit(f"a turn failed: {sent.status_code} {sent.text[:200]} / {prompt.status_code}")
+
+
+def run_slice(turners: list[Callable[[], None]], turns: int) -> tuple[float, list[float]]:
+    """Each of ``turners`` on a thread of its own, ``turns`` times, all started together: the
+    slice's wall time (s) and every turn's latency (ms)."""
+    samples: list[list[float]] = [[] for _ in turners]
+    gate = threading.Barrier(len(turners) + 1)
+
+    def work(n: int) -> None:
+        gate.wait()
+        own, turn = samples[n], turners[n]
+        for _ in range(turns):
+            start = time.perf_counter()
+            turn()
+            own.append((time.perf_counter() - start) * 1000)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(len(turners))]
+    for thread in threads:
+        thread.start()
+    gate.wait()
+    start = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - start, [s for own in samples for s in own]
+
+
+def _summary(seconds: float, samples: list[float]) -> dict[str, float]:
+    samples = sorted(samples)
+    return {"turns_per_s": round(len(samples) / seconds, 1), "p50_ms": round(statistics.median(samples), 3),
+            "p95_ms": round(samples[int(len(samples) * 0.95)], 3)}
+
+
+def compare(urls: dict[str, str], memory: MemorySystem, clients: int, turns: int, slices: int,
+            window: int) -> dict[str, Any]:
+    """``clients`` threads over HTTP (to ours and to the bare application) and as many in-process,
+    ``slices`` rotating slices of ``turns`` turns in all per slice (after a warm-up of each side);
+    each thread moves to a new conversation every ``window`` turns."""
+    per_client = max(1, turns // clients)
+    https = {name: [httpx.Client(base_url=url, trust_env=False, timeout=60) for _ in range(clients)]
+             for name, url in urls.items()}
+    sessions = [memory.session(agent_id=AGENT, owner_id=OWNER, conversation=f"bench:{clients}-{n}")
+                for n in range(clients)]
+
+    def in_process(n: int) -> Callable[[], None]:
+        session, done = sessions[n], 0
+
+        def turn() -> None:
+            nonlocal session, done
+            if done and done % window == 0:  # a new conversation: windows of 1 to ``window`` messages
+                session = memory.session(agent_id=AGENT, owner_id=OWNER, conversation=f"bench:{clients}-{n}-{done}")
+            session.append("user", CONTENT)
+            session.compose_prompt()
+            done += 1
+
+        return turn
+
+    def over_http(client: httpx.Client, n: int) -> Callable[[], None]:
+        done = 0
+
+        def turn() -> None:
+            nonlocal done
+            http_turn(client, f"bench:{clients}-{n}" + (f"-{done - done % window}" if done >= window else ""))
+            done += 1
+
+        return turn
+
+    sides = {name: [over_http(c, n) for n, c in enumerate(pool)] for name, pool in https.items()}
+    sides["in_process"] = [in_process(n) for n in range(clients)]
+    names = list(sides)
+    seconds = dict.fromkeys(names, 0.0)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    try:
+        for side in sides.values():  # warm-up: connections, caches, the first write of each conversation
+            run_slice(side, max(2, per_client // 4))
+        for s in range(slices):
+            for name in names[s % len(names):] + names[:s % len(names)]:
+                took, got = run_slice(sides[name], per_client)
+                seconds[name] += took
+                samples[name] += got
+                memory.wait_for_background()
+    finally:
+        for pool in https.values():
+            for client in pool:
+                client.close()
+    got = {name: _summary(seconds[name], samples[name]) for name in names}
+    http, local, bare = got["http"], got["in_process"], got["bare"]
+    overhead = http["p50_ms"] - local["p50_ms"]
+    return {**got, "throughput_ratio": round(http["turns_per_s"] / local["turns_per_s"], 3),
+            "p50_ratio": round(http["p50_ms"] / local["p50_ms"], 3), "http_overhead_p50_ms": round(overhead, 3),
+            "transport_floor_p50_ms": bare["p50_ms"],
+            "overhead_above_floor_p50_ms": round(overhead - bare["p50_ms"], 3)}
+
+
+# --- the server side of a turn, profiled --------------------------------------------------------------
+
+
+def profile_server(home: Path, turns: int) -> dict[str, Any]:
+    """``turns`` single-client turns against a server under cProfile: its loop thread's time per
+    turn and the functions that cost the most (own time), per turn."""
+    out = home.parent / "server.prof"
+    with serving(home, profile_to=out) as (server, url), \
+            httpx.Client(base_url=url, trust_env=False, timeout=60) as client:
+        for _ in range(20):
+            http_turn(client, "profiled:1")
+        server.send_signal(signal.SIGUSR1)
+        for i in range(turns):
+            http_turn(client, f"profiled:{1 + i // 100}")
+    stats = pstats.Stats(str(out), stream=io.StringIO())
+    stats.sort_stats("tottime")
+    text = io.StringIO()
+    pstats.Stats(str(out), stream=text).sort_stats("tottime").print_stats(25)
+    print(text.getvalue(), file=sys.stderr)
+    rows = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])  # type: ignore[attr-defined]
+    idle = sum(v[2] for (f, _, name), v in rows if name.startswith("<method 'poll'") or "select" in name)
+    total = sum(v[2] for _, v in rows)
+    top = [{"function": f"{Path(f).name}:{line}({name})", "own_us_per_turn": round(v[2] / turns * 1e6, 1),
+            "calls_per_turn": round(v[1] / turns, 2)} for (f, line, name), v in rows[:12]]
+    return {"turns": turns, "loop_busy_ms_per_turn": round((total - idle) / turns * 1000, 3), "top": top}
+
+
+# --- main ---------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == PROFILED:
+        serve_profiled(sys.argv[2], sys.argv[3:])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer turns and slices: well under a minute")
+    parser.add_argument("--clients", default="1,4,16", help="the numbers of concurrent clients, comma-separated")
+    parser.add_argument("--turns", type=int, default=240, help="turns per slice, spread over the clients")
+    parser.add_argument("--slices", type=int, default=9, help="rotations of the three sides per number of clients")
+    parser.add_argument("--window", type=int, default=100, help="turns per conversation: its largest window")
+    parser.add_argument("--no-profile", dest="profile", action="store_false", help="skip the profiled server")
+    parser.add_argument("--profile-turns", type=int, default=300)
+    args = parser.parse_args()
+    if args.quick:
+        args.turns, args.slices, args.profile_turns = 64, 6, 100
+    os.environ.setdefault("FERMIX_RECALL_BY_MEANING", "false")  # meaning only where asked for (ADR-0044)
+    figures: dict[str, Any] = {"turns_per_slice": args.turns, "slices": args.slices, "window": args.window}
+    with tempfile.TemporaryDirectory(prefix="fermix-serve-bench-") as work:
+        root = Path(work)
+        with serving(root / "served") as (_, url), bare_serving() as bare, MemorySystem.open(root / "local") as memory:
+            for clients in (int(n) for n in args.clients.split(",")):
+                got = compare({"http": url, "bare": bare}, memory, clients, args.turns, args.slices, args.window)
+                figures[f"clients_{clients}"] = got
+                http, local = got["http"], got["in_process"]
+                print(f"N={clients:>2}: http {http['turns_per_s']:>7.1f} turns/s p50 {http['p50_ms']:.3f} p95"
+                      f" {http['p95_ms']:.3f} ms | in-process {local['turns_per_s']:>7.1f} turns/s p50"
+                      f" {local['p50_ms']:.3f} p95 {local['p95_ms']:.3f} ms | ratio {got['throughput_ratio']:.3f},"
+                      f" overhead p50 {got['http_overhead_p50_ms']:.3f} ms (bare uvicorn+httpx floor"
+                      f" {got['transport_floor_p50_ms']:.3f} ms)", file=sys.stderr)
+        if args.profile:
+            figures["server_profile"] = profile_server(root / "profiled", args.profile_turns)
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
