@@ -194,3 +194,17 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
     url = postgres_server.fresh_database()
     yield url
     postgres_server.drop_database(url)
+
+
+@contextmanager
+def one_connection_memory(url: str, home: Path, **options: Any) -> Iterator[tuple[Any, Any]]:
+    """A memory at ``home`` on the database ``url`` whose store holds ONE connection, so every
+    statement of a test runs on it (prepared statements, cursors, a failed pipeline); yields the
+    memory and its store. ``options``: more arguments of the store (``chains``, ``feed``)."""
+    from fermix_memory import MemorySystem
+    from fermix_memory.adapters.postgres.event_store import PostgresEventStore
+    from fermix_memory.entrypoints.bootstrap import bootstrap
+
+    store = PostgresEventStore(url, pool_max=1, **options)
+    with MemorySystem(bootstrap(home, store=store)) as memory:
+        yield memory, store

@@ -199,6 +199,7 @@ class PostgresEventStore(FeedDelivery):
 
     def _write_once(self, work: Callable[[Any], T], lock_first: frozenset[int]) -> tuple[T, list[RecordedEvent]]:
         committing = False
+        done: Any = None  # the COMMIT's cursor, once it was sent (sending it may itself raise)
         with self.connection("writing to the PostgreSQL store", retried=True) as conn:
             try:
                 with conn.pipeline() as pipeline:
@@ -212,7 +213,7 @@ class PostgresEventStore(FeedDelivery):
                     if note is not None and self.chains > 1:
                         cursor.execute(ANNOUNCE_SQL.replace("%s", "?"), (CHANNEL, note))  # with the COMMIT
             except Exception as exc:
-                if committing and not conn.broken and committed(done):
+                if done is not None and not conn.broken and committed(done):
                     log.warning("could not announce a committed write to the other processes (their check of the"
                                 " chains' heads will find it): %s", " ".join(str(exc).split()))
                     return result, tx.recorded

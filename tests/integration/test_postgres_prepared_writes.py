@@ -14,6 +14,7 @@ import pytest
 
 from fermix_memory import MemorySystem
 from fermix_memory.application.errors import StorageError
+from tests.postgres_server import one_connection_memory
 
 AGENT = "ada"
 CHAT = "telegram:100"
@@ -48,13 +49,9 @@ def admin(postgres_url: str) -> Iterator[Any]:
 
 @pytest.fixture
 def opened(postgres_url: str, tmp_path: Path, admin: Any) -> Iterator[tuple[MemorySystem, Any]]:
-    from fermix_memory.adapters.postgres.event_store import PostgresEventStore
-    from fermix_memory.entrypoints.bootstrap import bootstrap
-
     admin.execute(FAILING_PROJECTION)
-    store = PostgresEventStore(postgres_url, pool_max=1)  # one connection: every statement on it
-    with MemorySystem(bootstrap(tmp_path / "home", store=store)) as memory:
-        yield memory, store
+    with one_connection_memory(postgres_url, tmp_path / "home") as opened_memory:
+        yield opened_memory
 
 
 def say(memory: MemorySystem, content: str) -> None:

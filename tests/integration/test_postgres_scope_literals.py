@@ -5,18 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fermix_memory import MemorySystem
+from tests.postgres_server import one_connection_memory
 
 AGENT = "ada"
 PREPARED = "SELECT statement FROM pg_prepared_statements"
 
 
 def test_recalls_of_two_conversations_share_one_prepared_statement(postgres_url: str, tmp_path: Path) -> None:
-    from fermix_memory.adapters.postgres.event_store import PostgresEventStore
-    from fermix_memory.entrypoints.bootstrap import bootstrap
-
-    store = PostgresEventStore(postgres_url, pool_max=1)  # one connection: every statement on it
-    with MemorySystem(bootstrap(tmp_path / "home", store=store)) as memory:
+    with one_connection_memory(postgres_url, tmp_path / "home") as (memory, store):
         chats = ["telegram:1", "telegram:2"]
         for chat in chats:
             stored = memory.dispatch_tool("memory_store", {"key": "boat", "value": f"ferry from {chat}"},
