@@ -17,7 +17,7 @@ from typing import Any
 
 from fermix_memory.adapters.postgres.change_feed import EAGER_KINDS, ChangeFeed, Heard, Note
 from fermix_memory.adapters.sql.event_log import recorded_from_row
-from fermix_memory.adapters.sql.event_store import SqlEventStore
+from fermix_memory.adapters.sql.event_store import SqlEventStore, tell_each
 from fermix_memory.application.store_ports import RecordedEvent
 from fermix_memory.application.streams import chain_for
 
@@ -112,11 +112,7 @@ class FeedDelivery(SqlEventStore):
                 if wanted.holds(int(row[0]), functools.partial(self._chain_of, str(row[1])))])
 
     def _tell_stale(self, streams: frozenset[str]) -> None:
-        for listener in self._stale_listeners:
-            try:
-                listener(streams)
-            except Exception:
-                log.exception("stale listener %r failed", listener)
+        tell_each(self._stale_listeners, streams, "stale listener %r failed")
 
     def _heard(self, recorded: list[RecordedEvent]) -> None:
         """Hand the listeners what they were not given yet (a notification and the check of the

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from fermix_memory.adapters.sql.cursor import SqlReader
 from fermix_memory.adapters.sql.event_log import read_chain_heads
@@ -16,6 +16,17 @@ from fermix_memory.application.store_ports import RecordedEvent
 from fermix_memory.domain.log_chain import head_of
 
 log = logging.getLogger("fermix_memory.storage")
+T = TypeVar("T")
+
+
+def tell_each(listeners: Sequence[Callable[[T], object]], value: T, failed: str) -> None:
+    """Call every listener with ``value``; one that raises is logged (``failed`` says what it was:
+    "commit listener %r failed") and the others are still called: the write has committed."""
+    for listener in listeners:
+        try:
+            listener(value)
+        except Exception:
+            log.exception(failed, listener)
 
 CommitListener = Callable[[list[RecordedEvent]], None]
 READING = "reading the event log"
@@ -54,18 +65,10 @@ class SqlEventStore:
         self._reactions.append(reaction)
 
     def _tell_listeners(self, recorded: list[RecordedEvent]) -> None:
-        for listener in self._listeners:
-            try:
-                listener(recorded)
-            except Exception:
-                log.exception("commit listener %r failed", listener)
+        tell_each(self._listeners, recorded, "commit listener %r failed")
 
     def _react(self, recorded: list[RecordedEvent]) -> None:
-        for reaction in self._reactions:
-            try:
-                reaction(recorded)
-            except Exception:
-                log.exception("after-commit reaction %r failed; it is repaired on the next start", reaction)
+        tell_each(self._reactions, recorded, "after-commit reaction %r failed; it is repaired on the next start")
 
     # --- the log, read --------------------------------------------------------------------------
 
