@@ -10,6 +10,7 @@ field must hold; the converter has one parser per type.
 from __future__ import annotations
 
 import enum
+from datetime import datetime
 from typing import Any, Literal, NewType, TypeAlias
 
 import attrs
@@ -29,6 +30,7 @@ Reason = NewType("Reason", str)  # a short free text (a change's reason), withou
 SystemPrompt = NewType("SystemPrompt", str)  # the host's own system prompt, without NUL
 AnyText = NewType("AnyText", str)  # text refused for its type only (a recall query, a chat line to read)
 Limit = NewType("Limit", int)  # how many results at most: a whole number from 0
+Moment = NewType("Moment", datetime)  # a timezone-aware moment, or ISO 8601 text with an offset
 
 
 class Style(enum.StrEnum):
@@ -143,6 +145,8 @@ class Recall:
     key: AnyText | None = None
     job_source_id: Identifier | None = None
     mode: RecallMode | None = None  # None: hybrid when an embedder is there, else keyword (ADR-0043)
+    # The moment the question is asked at: "yesterday" counts back from it (ADR-0075).
+    as_of: Moment | None = None
 
     @property
     def reader(self) -> Reader:

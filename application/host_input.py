@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import attrs
 import cattrs
 
 from fermix_memory.application import commands as c
+from fermix_memory.application.as_of import check_moment
 from fermix_memory.application.errors import NotFound
 from fermix_memory.application.message_input import conversation_key, parse_enum
 from fermix_memory.domain.errors import InvalidArgument, InvalidOperation
@@ -38,6 +40,8 @@ MAX_REASON_CHARS = 2000
 MAX_SYSTEM_PROMPT_CHARS = 200_000
 T = TypeVar("T")
 Parser = Callable[[object, str], Any]
+# A question's moment may be any time: the log is not asked what it held then (ADR-0075).
+_NEVER = datetime.max.replace(tzinfo=UTC)
 
 
 def _optional(parse: Parser) -> Parser:
@@ -96,6 +100,11 @@ def _operation(data: Mapping[str, Any], where: str) -> Operation:
         raise InvalidOperation(f"{where}: bad {op} operation: {exc}") from None
 
 
+def moment(value: object, what: str) -> datetime:
+    """A timezone-aware datetime, or ISO 8601 text with an offset, as a datetime."""
+    return check_moment(value, _NEVER, what)
+
+
 def check_flag(value: object, what: str) -> bool:
     """``value`` if it is ``True`` or ``False`` (a 1, a "yes" or ``None`` is a host's bug)."""
     if not isinstance(value, bool):
@@ -111,6 +120,7 @@ _PARSERS: dict[Any, Parser] = {
     c.Tokens: functools.partial(check_int, minimum=0),
     c.Limit: functools.partial(check_int, minimum=0),
     c.AnyText: any_text,
+    c.Moment: moment,
     c.RowId: check_int,
     c.Reason: functools.partial(check_text, max_chars=MAX_REASON_CHARS),
     c.SystemPrompt: functools.partial(check_text, max_chars=MAX_SYSTEM_PROMPT_CHARS),

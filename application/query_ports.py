@@ -4,7 +4,7 @@ messages and rows (ADR-0043)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import attrs
@@ -111,6 +111,25 @@ class MemoryQueries(Protocol):
         ...
 
     def search_history(self, query: str, where: HistoryFilter, limit: int) -> list[MessageHit]: ...
+
+    def history_in_days(self, where: HistoryFilter, first: date, last: date, limit: int) -> list[MessageHit]:
+        """The messages ``where`` selects that speak of a day from ``first`` to ``last`` (a ``d:``
+        mark, ``domain.message_marks``), then those said on such a day (``created_at``'s UTC day),
+        each group newest first, each message once; rank 0.0, the snippet the head of the text."""
+        ...
+
+    def history_naming(self, where: HistoryFilter, entities: Sequence[str], limit: int) -> list[MessageHit]:
+        """The messages ``where`` selects marked with any of the names ``entities`` (``e:`` marks),
+        those naming the most of them first (rank: minus how many), then newest first."""
+        ...
+
+    def marks_of(self, message_ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
+        """The marks of each of ``message_ids`` that has some, sorted (one without marks is left out)."""
+        ...
+
+    def newest_message_at(self, where: HistoryFilter) -> datetime | None:
+        """When the newest message ``where`` selects was said (``None``: it selects none)."""
+        ...
 
 
 @attrs.frozen

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Protocol
 
 import attrs
@@ -11,6 +12,8 @@ from fermix_memory.application.commands import Recall
 from fermix_memory.application.errors import SemanticRecallUnavailable
 from fermix_memory.application.fusion import fuse, fuse_kind
 from fermix_memory.application.query_ports import MemoryHit, MemoryQueries, MessageHit
+from fermix_memory.application.recall_dates import MAX_DATED, dated_query, dated_turns
+from fermix_memory.application.recall_hop import second_hop
 from fermix_memory.domain.errors import InvalidIdentifier
 from fermix_memory.domain.scopes import (
     HistoryFilter,
@@ -23,6 +26,10 @@ from fermix_memory.domain.scopes import (
 from fermix_memory.domain.values import check_int, normalise_key
 
 MAX_RECALL = 100
+# The weight of the turns of the days a question names, and of the turns its best turns' names
+# bring (the word and meaning lists weigh 1): chosen on the evaluation (ADR-0075, ADR-0077).
+DATE_WEIGHT = 2.0
+HOP_WEIGHT = 1.0
 
 
 @attrs.frozen(kw_only=True)
@@ -50,11 +57,14 @@ class MeaningSearch(Protocol):
     def history(self, vector: bytes, where: HistoryFilter, limit: int) -> list[MessageHit]: ...
 
 
-def recall(queries: MemoryQueries, cmd: Recall, semantic: MeaningSearch | None = None) -> RecallResult:
+def recall(queries: MemoryQueries, cmd: Recall, semantic: MeaningSearch | None = None,
+           now: datetime | None = None) -> RecallResult:
     """Rows and messages ``cmd``'s reader may see that match its ``key`` exactly, or its ``query``
     by words (``mode="keyword"``), by meaning (``"semantic"``, with ``semantic``'s vectors) or
     both fused per kind (``"hybrid"``). ``mode=None``: hybrid when there is an embedder, else
-    keyword.
+    keyword. History is also searched by the days the query names (relative ones counted from
+    ``cmd.as_of``, else from the newest turn searched, else ``now``) and by the names its best
+    turns speak of (ADR-0075, ADR-0077).
 
     A job run only ever gets its own job rows (never history), whatever it asks.
     """
@@ -67,25 +77,19 @@ def recall(queries: MemoryQueries, cmd: Recall, semantic: MeaningSearch | None =
             f"recall mode {mode.value!r} needs recall by meaning: install fermix-memory[semantic] and open"
             " the memory with an embedder (or ask for mode='keyword')")
     by_meaning = semantic if mode is not RecallMode.KEYWORD and key is None else None
-    # A new query's vector is computed while the words are searched (ADR-0071).
-    vector_soon = None if by_meaning is None else by_meaning.embed_query_soon(query)
-    reader = cmd.reader
-    memories: list[MemoryHit] = []
-    messages: list[MessageHit] = []
-    where = memory_filter(reader, cmd.scope) if source in (RecallSource.MEMORIES, RecallSource.ALL) else None
-    if where is not None:
-        if key is not None:
-            try:
-                normalised = normalise_key(key)
-            except InvalidIdentifier:
-                normalised = None
-            rows = queries.memory_by_key(where, normalised) if normalised else []
-            memories = [MemoryHit(memory=row, rank=0.0, snippet=row.value) for row in rows[:limit]]
-        elif mode is not RecallMode.SEMANTIC:
-            memories = queries.search_memories(query, where, limit)
-    history = history_filter(reader, cmd.scope)
+    where = memory_filter(cmd.reader, cmd.scope) if source in (RecallSource.MEMORIES, RecallSource.ALL) else None
+    history = history_filter(cmd.reader, cmd.scope)
     if key is not None or source not in (RecallSource.HISTORY, RecallSource.ALL):
         history = None
+    dated = None if history is None or not query else dated_query(queries, query, history, cmd.as_of, now)
+    if dated is not None and dated.only_dates:  # a date filter: that day's turns, nothing else searched
+        assert history is not None
+        waiting = None if by_meaning is None else by_meaning.waiting()
+        return _result([], dated_turns(queries, history, dated, limit), limit, waiting)
+    # A new query's vector is computed while the words are searched (ADR-0071).
+    vector_soon = None if by_meaning is None else by_meaning.embed_query_soon(query)
+    memories = _memories(queries, cmd, where, limit) if mode is not RecallMode.SEMANTIC or key else []
+    messages: list[MessageHit] = []
     if history is not None and mode is not RecallMode.SEMANTIC:
         messages = queries.search_history(query, history, limit)
     vector = None if vector_soon is None else vector_soon()
@@ -94,10 +98,42 @@ def recall(queries: MemoryQueries, cmd: Recall, semantic: MeaningSearch | None =
         memories = fuse_kind(memories, near, limit, _memory_id) if near else memories
         near_turns = by_meaning.history(vector, history, limit) if history is not None else []
         messages = fuse_kind(messages, near_turns, limit, _message_id) if near_turns else messages
-    waiting = None if by_meaning is None else by_meaning.waiting()
+    if history is not None and query:
+        messages = _beside(messages, dated_turns(queries, history, dated, MAX_DATED) if dated else [],
+                           DATE_WEIGHT, limit)
+        # The hop only adds turns: one the words found too keeps the place they gave it.
+        found = {hit.message.id for hit in messages}
+        hop = [hit for hit in second_hop(queries, history, query, messages) if hit.message.id not in found]
+        messages = _beside(messages, hop, HOP_WEIGHT, limit)
+    return _result(memories, messages, limit, None if by_meaning is None else by_meaning.waiting())
+
+
+def _memories(queries: MemoryQueries, cmd: Recall, where: MemoryFilter | None, limit: int) -> list[MemoryHit]:
+    """The rows matching ``cmd``'s key exactly, or its query by words."""
+    if where is None:
+        return []
+    if cmd.key is not None:
+        try:
+            normalised = normalise_key(cmd.key)
+        except InvalidIdentifier:
+            normalised = None
+        rows = queries.memory_by_key(where, normalised) if normalised else []
+        return [MemoryHit(memory=row, rank=0.0, snippet=row.value) for row in rows[:limit]]
+    return queries.search_memories(cmd.query, where, limit)
+
+
+def _result(memories: list[MemoryHit], messages: list[MessageHit], limit: int, waiting: int | None) -> RecallResult:
     # One list alone is already in fused order (each list's ranks only grow, a reply right after its question).
     ranked = fuse(memories, messages, limit) if memories and messages else [*(memories or messages)][:limit]
     return RecallResult(memories=memories, messages=messages, ranked=ranked, vectors_waiting=waiting)
+
+
+def _beside(messages: list[MessageHit], more: list[MessageHit], weight: float, limit: int) -> list[MessageHit]:
+    """``messages`` and ``more`` as one list by reciprocal rank, ``more`` weighing ``weight``; a
+    turn in both is kept as ``messages`` has it."""
+    if not more:
+        return messages
+    return fuse_kind(messages, more, limit, _message_id, weight=weight)
 
 
 def _memory_id(hit: MemoryHit) -> int:

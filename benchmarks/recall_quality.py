@@ -5,8 +5,10 @@ named people and questions whose answers are specific turns. Every question is a
 same run, of:
 
 * **ours** — ``MemorySystem.recall(question, agent_id, owner_id, conversation, scope="current",
-  source="history", limit=10)``; each result carries the message id ``append_message`` returned,
-  which maps back to a turn id;
+  source="history", limit=10)``, with ``as_of=`` the question's moment when it has one (relative
+  date questions) and the installed ``recall`` takes that parameter (checked once; older versions
+  are asked without it); each result carries the message id ``append_message`` returned, which
+  maps back to a turn id;
 * **raw FTS5** — an in-memory apsw FTS5 table (same tokenizer as the product: porter,
   unicode61, diacritics removed) holding ``"speaker: text"`` of the same turns, fed one turn
   per transaction in time order as ours is (a chat host stores messages as they arrive); the
@@ -40,22 +42,29 @@ Two modes, both printed:
 (b) **alone**: each conversation in its own home (and its own FTS5 table, and raw PostgreSQL
     table in a database of its own).
 
-Figures: R@1/5/10 per category (a hit when ANY answering turn is in the top k), for the
-questions about the conversations of long turns (``long-turns``: voice-transcript style turns of
-25-40 words, where a ranking that assumes short turns pushes the answer down), and, for
-multi-hop, "all answering turns in the top k"; the hand-written ``paraphrase`` questions
-(``recall_eval/paraphrases.jsonl``: the answer shares no content word with the question) are a
-category of their own, outside "all" and outside the latency figures, so both stay comparable
-with runs before they existed; p50/p95 latency per question (each question's
-time is the median of 3 runs, ours and raw taking turns question by question), the p95 ratio
-ours / raw FTS5 (target <= 1.5) and, for ours on PostgreSQL, also ours / raw PostgreSQL
-(``p95_ratio_postgres_to_raw_postgres``, target <= 1.5), and, as a diagnostic, raw FTS5 loaded
-in one transaction (a one-segment index: what merging the index buys). Progress goes to
-stderr; the LAST line of stdout is one JSON object with every figure.
+Figures: R@1/5/10 per category (a hit when ANY answering turn is in the top k): the three core
+categories (single-hop, multi-hop, temporal) and ``core`` (the three together: the set as it was
+before it grew, comparable with older runs), ``date`` and its kinds ``date:absolute``,
+``date:relative`` and ``date:day`` (for questions answered by a whole day's turns also the share
+of the top 10 said that day, ``P@10_whole_day``), ``entity-hop`` (the answer names a person or
+thing the question only describes; a link turn sessions before joins them), ``all`` (every
+generated question), for the questions about the conversations of long turns (``long-turns``:
+voice-transcript style turns of 25-40 words, where a ranking that assumes short turns pushes the
+answer down), and, for multi-hop, "all answering turns in the top k"; the hand-written
+``paraphrase`` questions (``recall_eval/paraphrases.jsonl``: the answer shares no content word
+with the question) are a category of their own, outside "all" and outside the latency figures;
+p50/p95 latency per question over every generated question (``latency_ms``; ``latency_ms_core``
+over the core ones only; each question's time is the median of 3 runs, ours and raw taking turns
+question by question); the p95 ratio ours / raw FTS5 (target <= 1.5) and, for ours on
+PostgreSQL, also ours / raw PostgreSQL (``p95_ratio_postgres_to_raw_postgres``, target <= 1.5),
+and, as a diagnostic, raw FTS5 loaded in one transaction (a one-segment index: what merging the
+index buys). Progress goes to stderr; the LAST line of stdout is one JSON object with every
+figure.
 
 Run (from the repository root)::
 
-    .venv/bin/python benchmarks/recall_quality.py --quick    # 3 conversations (one of long turns), seconds
+    .venv/bin/python benchmarks/recall_quality.py --quick    # 4 conversations (one of long turns, one with
+                                                             # entity chains), under a minute
     .venv/bin/python benchmarks/recall_quality.py            # the whole set
     .venv/bin/python benchmarks/recall_quality.py --store sqlite   # SQLite only
 """
@@ -63,6 +72,8 @@ Run (from the repository root)::
 from __future__ import annotations
 
 import argparse
+import functools
+import inspect
 import json
 import os
 import re
@@ -89,12 +100,16 @@ from tests.postgres_server import PostgresServer, missing_server, running_server
 DATA = Path(__file__).resolve().parent / "recall_eval"
 AGENT = "companion"
 KS = (1, 5, 10)
-CATEGORIES = ("single-hop", "multi-hop", "temporal")
+CORE = ("single-hop", "multi-hop", "temporal")  # the set's first three categories
+DATE, ENTITY_HOP = "date", "entity-hop"
+DATE_KINDS = ("absolute", "relative", "day")  # a date question's ``date_kind``: also a bucket "date:<kind>"
+CATEGORIES = (*CORE, DATE, ENTITY_HOP)  # every generated question
 PARAPHRASE = "paraphrase"  # recall_eval/paraphrases.jsonl: scored apart from "all"
-# Every generated question also counts in "all", and those about a conversation of long turns
+# Every generated question also counts in "all", those of the three first categories in "core"
+# (comparable with runs before the set grew), and those about a conversation of long turns
 # (the set's ``"style": "long-turns"``, turns of 25-40 words) also in "long-turns".
 LONG_TURNS = "long-turns"
-BUCKETS = (*CATEGORIES, PARAPHRASE, LONG_TURNS, "all")
+BUCKETS = (*CORE, "core", DATE, *(f"date:{k}" for k in DATE_KINDS), ENTITY_HOP, PARAPHRASE, LONG_TURNS, "all")
 REPEATS = 3  # each question's time is the median of this many runs
 WARM_UP = 20  # questions asked once, untimed, before each home is measured
 TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -114,9 +129,11 @@ def load_set(folder: Path, quick: bool) -> tuple[list[dict[str, Any]], list[dict
     questions = read_jsonl(folder / "questions.jsonl")
     if (folder / "paraphrases.jsonl").exists():
         questions += read_jsonl(folder / "paraphrases.jsonl")
-    if quick:  # two conversations of short turns and one of long turns
+    if quick:  # two conversations of short turns, one of long turns and one with entity chains
         short = [c for c in conversations if c.get("style") != LONG_TURNS]
-        conversations = short[:2] + [c for c in conversations if c.get("style") == LONG_TURNS][:1]
+        chains = {q["conversation"] for q in questions if q["category"] == ENTITY_HOP}
+        conversations = (short[:2] + [c for c in conversations if c.get("style") == LONG_TURNS][:1]
+                         + [c for c in short if c["id"] in chains][:1])
         kept = {c["id"] for c in conversations}
         questions = [q for q in questions if q["conversation"] in kept]
     long_turns = {c["id"] for c in conversations if c.get("style") == LONG_TURNS}
@@ -124,9 +141,18 @@ def load_set(folder: Path, quick: bool) -> tuple[list[dict[str, Any]], list[dict
                  for previous, turn in zip(session["turns"], session["turns"][1:], strict=False)}
     for q in questions:  # the turn each answering turn replies to, for the diagnostic figure
         q["preceding_turn_ids"] = [preceding[a] for a in q["answer_turn_ids"] if a in preceding]
-        q["buckets"] = ((q["category"], *([LONG_TURNS] if q["conversation"] in long_turns else ()), "all")
-                        if q["category"] in CATEGORIES else (q["category"],))
+        q["buckets"] = buckets_of(q, q["conversation"] in long_turns)
     return conversations, questions
+
+
+def buckets_of(question: dict[str, Any], long_turns: bool) -> tuple[str, ...]:
+    """The buckets a question counts in: its category (a date question also in its kind's), then
+    "core" for the first three categories, "long-turns" and "all" (paraphrases: their own only)."""
+    category = question["category"]
+    if category not in CATEGORIES:
+        return (category,)
+    return (category, *([f"date:{question['date_kind']}"] if category == DATE else ()),
+            *(["core"] if category in CORE else ()), *([LONG_TURNS] if long_turns else ()), "all")
 
 
 def owner_of(conversation: dict[str, Any]) -> str:
@@ -175,8 +201,10 @@ class Ours:
 
     def search(self, question: dict[str, Any], mode: str = "keyword") -> list[str]:
         owner, chat = self.where[question["conversation"]]
+        when = {"as_of": question["as_of"]} if "as_of" in question and recall_takes_as_of() else {}
         result = self.memory.recall(question["question"], agent_id=AGENT, owner_id=owner, conversation=chat,
-                                    scope="current", source="history", limit=10, mode=mode)  # type: ignore[arg-type]
+                                    scope="current", source="history", limit=10, mode=mode,  # type: ignore[arg-type]
+                                    **when)
         return [self.turn_of.get(hit.message.id, "?") for hit in result.messages]
 
     def searcher(self, mode: str) -> Callable[[dict[str, Any]], list[str]]:
@@ -184,6 +212,13 @@ class Ours:
 
     def close(self) -> None:
         self.memory.close()
+
+
+@functools.cache
+def recall_takes_as_of() -> bool:
+    """Whether the installed ``MemorySystem.recall`` takes the moment a question is asked at
+    (older versions do not: their relative date questions are asked without it)."""
+    return "as_of" in inspect.signature(MemorySystem.recall).parameters
 
 
 def or_query(text: str) -> str:
@@ -267,6 +302,9 @@ class Score:
     all_hits: dict[int, int] = field(default_factory=lambda: dict.fromkeys(KS, 0))
 
     near_hits: int = 0  # diagnostic: an answering turn, or the turn just before it, in the top 10
+    # Questions answered by a whole day's turns: the share of the top 10 said on that day.
+    day_questions: int = 0
+    day_precision: float = 0.0
 
     def add(self, ranked: Sequence[str], question: dict[str, Any]) -> None:
         answers = question["answer_turn_ids"]
@@ -276,6 +314,9 @@ class Score:
             self.any_hits[k] += any(a in top for a in answers)
             self.all_hits[k] += all(a in top for a in answers)
         self.near_hits += any(a in ranked for a in [*answers, *question["preceding_turn_ids"]])
+        if question.get("whole_day"):
+            self.day_questions += 1
+            self.day_precision += len(set(ranked[:10]) & set(answers)) / 10
 
     def figures(self, with_all: bool) -> dict[str, Any]:
         out: dict[str, Any] = {"n": self.n}
@@ -284,6 +325,9 @@ class Score:
             if with_all:
                 out[f"all@{k}"] = round(self.all_hits[k] / self.n, 3) if self.n else None
         out["R@10_or_preceding"] = round(self.near_hits / self.n, 3) if self.n else None
+        if self.day_questions:
+            out["whole_day_n"] = self.day_questions
+            out["P@10_whole_day"] = round(self.day_precision / self.day_questions, 3)
         return out
 
 
@@ -291,11 +335,12 @@ class Score:
 class SystemRun:
     scores: dict[str, Score] = field(default_factory=lambda: {c: Score() for c in BUCKETS})
     latencies_ms: list[float] = field(default_factory=list)
+    core_latencies_ms: list[float] = field(default_factory=list)  # the three first categories only
 
     def figures(self) -> dict[str, Any]:
         out: dict[str, Any] = {c: s.figures(with_all=c == "multi-hop") for c, s in self.scores.items()}
-        out["latency_ms"] = {"p50": round(percentile(self.latencies_ms, 50), 3),
-                             "p95": round(percentile(self.latencies_ms, 95), 3)}
+        for key, times in (("latency_ms", self.latencies_ms), ("latency_ms_core", self.core_latencies_ms)):
+            out[key] = {"p50": round(percentile(times, 50), 3), "p95": round(percentile(times, 95), 3)}
         return out
 
 
@@ -313,6 +358,8 @@ def ask(search: Callable[[dict[str, Any]], list[str]], question: dict[str, Any],
     ranked, ms = timed(search, question)
     if question["category"] in CATEGORIES:
         run.latencies_ms.append(ms)
+    if question["category"] in CORE:
+        run.core_latencies_ms.append(ms)
     for bucket in question["buckets"]:
         run.scores[bucket].add(ranked, question)
     return ranked
@@ -404,23 +451,32 @@ def system_names(stores: Sequence[str], semantic: bool = False) -> list[str]:
 def print_table(title: str, figures: dict[str, Any], stores: Sequence[str]) -> None:
     names = system_names(stores, "embedding" in figures)
     print(f"\n{title}")
-    print(f"{'category':<12}{'n':>5} | " + " | ".join(f"{SHORT[name] + ' R@1':>11}{'R@5':>7}{'R@10':>7}"
+    print(f"{'category':<15}{'n':>5} | " + " | ".join(f"{SHORT[name] + ' R@1':>11}{'R@5':>7}{'R@10':>7}"
                                                       for name in names))
     for category in BUCKETS:
+        if not figures["raw_fts5"][category]["n"]:
+            continue
         cells = " | ".join("".join(f"{figures[name][category][f'R@{k}']:>{11 if k == 1 else 7}.1%}" for k in KS)
                            for name in names)
-        print(f"{category:<12}{figures['raw_fts5'][category]['n']:>5} | {cells}")
+        print(f"{category:<15}{figures['raw_fts5'][category]['n']:>5} | {cells}")
     cells = " | ".join("".join(f"{figures[name]['multi-hop'][f'all@{k}']:>{11 if k == 1 else 7}.1%}" for k in KS)
                        for name in names)
     n = figures["raw_fts5"]["multi-hop"]["n"]
-    print(f"{'multi: all':<12}{n:>5} | {cells}   (every answering turn in the top k)")
+    print(f"{'multi: all':<15}{n:>5} | {cells}   (every answering turn in the top k)")
+    for category in (DATE, *(f"date:{k}" for k in DATE_KINDS)):
+        if "P@10_whole_day" in figures["raw_fts5"][category]:
+            shares = "  ".join(f"{SHORT[name]} {figures[name][category]['P@10_whole_day']:.1%}" for name in names)
+            print(f"{category}: share of the top 10 said on the day asked about, over the"
+                  f" {figures['raw_fts5'][category]['whole_day_n']} whole-day questions: {shares}")
     near = "  ".join(f"{c} " + "/".join(f"{figures[name][c]['R@10_or_preceding']:.1%}" for name in names)
-                     for c in BUCKETS)
+                     for c in BUCKETS if figures["raw_fts5"][c]["n"])
     print(f"diagnostic, answering turn OR the turn before it in the top 10 ({'/'.join(SHORT[n] for n in names)}):"
           f" {near}")
     for name in names:
         lat = figures[name]["latency_ms"]
-        print(f"latency {name:<13} p50 {lat['p50']:.3f} ms   p95 {lat['p95']:.3f} ms")
+        core = figures[name]["latency_ms_core"]
+        print(f"latency {name:<13} p50 {lat['p50']:.3f} ms   p95 {lat['p95']:.3f} ms"
+              f"   (core: p50 {core['p50']:.3f} ms   p95 {core['p95']:.3f} ms)")
     for store in stores:
         print(f"p95 ratio {SHORT[ours_name(store)]} / raw FTS5: {figures[f'p95_ratio{ours_name(store)[4:]}']:.2f}"
               " (target <= 1.5)")
@@ -440,13 +496,16 @@ def print_table(title: str, figures: dict[str, Any], stores: Sequence[str]) -> N
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Recall quality of history search vs raw FTS5 on our own set.")
-    parser.add_argument("--quick", action="store_true", help="smoke run: the first 3 conversations only")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: 4 conversations (2 of short turns, 1 of long turns, 1 with entity chains)")
     parser.add_argument("--data", type=Path, default=DATA, help="folder with conversations.jsonl, questions.jsonl")
     parser.add_argument("--workdir", type=Path, default=None, help="keep the homes here (default: a temp folder)")
     parser.add_argument("--dump", type=Path, default=None,
                         help="write every question's top 10 (ours and raw FTS5, both modes) here as JSON Lines")
     parser.add_argument("--keyword-only", action="store_true",
                         help="do not measure recall by meaning (default: measured when the [semantic] extra is here)")
+    parser.add_argument("--one-home-only", action="store_true",
+                        help="measure mode (a) only, every conversation in one home (half the time)")
     parser.add_argument("--store", default=None,
                         help="sqlite, postgres or sqlite,postgres (default: both when PostgreSQL and the"
                              " [postgres] extra are here, else sqlite)")
@@ -497,8 +556,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with server_for(args.stores) as server:
             embedder = embedder_or_none(not args.keyword_only)
             one_home = measure([conversations], questions, workdir, "one-home", dump, args.stores, server, embedder)
-            alone = measure([[c] for c in conversations], questions, workdir, "alone", dump, args.stores, server,
-                            embedder)
+            alone = None if args.one_home_only else measure(
+                [[c] for c in conversations], questions, workdir, "alone", dump, args.stores, server, embedder)
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -510,9 +569,11 @@ def main(argv: Sequence[str] | None = None) -> int:
           f" {len(questions) - paraphrases} questions + {paraphrases} paraphrases"
           f"{' (quick)' if args.quick else ''}")
     print_table("(a) all conversations in ONE home", one_home, args.stores)
-    print_table("(b) each conversation alone in its own home", alone, args.stores)
+    if alone is not None:
+        print_table("(b) each conversation alone in its own home", alone, args.stores)
     report = {"benchmark": "recall_quality", "quick": args.quick, "stores": args.stores,
-              "conversations": len(conversations),
+              "conversations": len(conversations), "as_of_passed": recall_takes_as_of(),
+              "by_category": {c: sum(q["category"] == c for q in questions) for c in (*CATEGORIES, PARAPHRASE)},
               "turns": turns, "questions": len(questions) - paraphrases, "paraphrases": paraphrases, "limit": 10,
               "one_home": one_home, "alone": alone}
     print(json.dumps(report, sort_keys=True))

@@ -1,17 +1,21 @@
 """The HTTP overhead of a turn through ``fermix serve`` (ADR-0073), against the in-process API.
 
 A real ``fermix serve`` (a subprocess on a free port of 127.0.0.1, one operator token) and N
-concurrent clients (threads, each with its own keep-alive ``httpx.Client`` and its own
-conversation) running turns: ``POST /v1/messages`` then ``POST /v1/prompt``. Beside it, in the same
+concurrent clients (threads, each with its own keep-alive client and its own conversation)
+running turns: ``POST /v1/messages`` then ``POST /v1/prompt``. Beside it, in the same
 run, the same turns in this process through ``memory.session(...)`` (``append`` then
 ``compose_prompt``) from the same number of threads, on a home of its own. Each thread moves to a
 new conversation every ``--window`` turns (100), so a prompt holds 1 to 100 messages both ways.
 Beside both, a bare ASGI application under the same uvicorn answers every request with a small
-fixed JSON: the floor of two requests through uvicorn and httpx on this machine. The three rotate
-slice by slice so that the machine's noise taxes them alike. For each N (1, 4 and 16 by default):
-turns per second both ways and their ratio (HTTP / in-process), p50 and p95 of a turn each way,
-the HTTP overhead of a turn (p50 over HTTP minus p50 in-process; target < 1 ms at N = 1), the
-floor's p50 and the overhead above it.
+fixed JSON: the floor of two requests through uvicorn and the client on this machine. Both
+servers are driven twice, with two clients: httpx (``http``, ``bare``) and a keep-alive
+``http.client`` connection (``http_light``, ``bare_light``), far lighter, so that the client's own
+cost weighs less; each figure compares one client with itself. The five sides rotate slice by
+slice so that the machine's noise taxes them alike. For each N (1, 4 and 16 by default) and each
+client: turns per second both ways and their ratio (HTTP / in-process), p50 and p95 of a turn
+each way, the HTTP overhead of a turn (p50 over HTTP minus p50 in-process; target < 1 ms at
+N = 1), the floor's p50 (same client) and the overhead above it (httpx at the top level of each
+``clients_N``, http.client under its ``light``).
 
 Then ``--profile`` (on by default; ``--no-profile`` to skip) runs a server of its own under
 cProfile (its event loop thread: the HTTP side of a turn; the memory's own work runs on the lane
@@ -30,6 +34,8 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import http.client
+import importlib.util
 import io
 import json
 import os
@@ -147,6 +153,41 @@ def http_turn(client: httpx.Client, conversation: str) -> None:
         raise SystemExit(f"a turn failed: {sent.status_code} {sent.text[:200]} / {prompt.status_code}")
 
 
+class LightClient:
+    """A keep-alive ``http.client`` connection: a far lighter client than httpx, so that the
+    client's own cost weighs less in the figures (the same client on both sides of a compare)."""
+
+    def __init__(self, url: str) -> None:
+        host, port = url.removeprefix("http://").split(":")
+        self._connection = http.client.HTTPConnection(host, int(port), timeout=60)
+        self._headers = {**AUTH, "Content-Type": "application/json"}
+
+    def post(self, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
+        data = json.dumps(body)
+        try:
+            self._connection.request("POST", path, data, self._headers)
+            response = self._connection.getresponse()
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            # The server closed the connection while it sat idle (its keep-alive timeout, while
+            # another side ran): the request never reached it. Connect again, as httpx does.
+            self._connection.close()
+            self._connection.request("POST", path, data, self._headers)
+            response = self._connection.getresponse()
+        return response.status, response.read()
+
+    def close(self) -> None:
+        self._connection.close()
+
+
+def light_turn(client: LightClient, conversation: str) -> None:
+    turn = {"agent_id": AGENT, "owner_id": OWNER, "conversation": conversation}
+    sent, _ = client.post("/v1/messages", {**turn, "role": "user", "content": CONTENT})
+    got, prompt = client.post("/v1/prompt", turn)
+    json.loads(prompt)
+    if sent != 201 or got != 200:
+        raise SystemExit(f"a turn failed: {sent} / {got} {prompt[:200]!r}")
+
+
 def run_slice(turners: list[Callable[[], None]], turns: int) -> tuple[float, list[float]]:
     """Each of ``turners`` on a thread of its own, ``turns`` times, all started together: the
     slice's wall time (s) and every turn's latency (ms)."""
@@ -177,14 +218,27 @@ def _summary(seconds: float, samples: list[float]) -> dict[str, float]:
             "p95_ms": round(samples[int(len(samples) * 0.95)], 3)}
 
 
+def _figures(got: dict[str, dict[str, float]], http: str, bare: str) -> dict[str, float]:
+    """The overhead of a turn over HTTP (p50, minus in-process) and the floor of the same client."""
+    overhead = got[http]["p50_ms"] - got["in_process"]["p50_ms"]
+    return {"throughput_ratio": round(got[http]["turns_per_s"] / got["in_process"]["turns_per_s"], 3),
+            "p50_ratio": round(got[http]["p50_ms"] / got["in_process"]["p50_ms"], 3),
+            "http_overhead_p50_ms": round(overhead, 3), "transport_floor_p50_ms": got[bare]["p50_ms"],
+            "overhead_above_floor_p50_ms": round(overhead - got[bare]["p50_ms"], 3)}
+
+
 def compare(urls: dict[str, str], memory: MemorySystem, clients: int, turns: int, slices: int,
             window: int) -> dict[str, Any]:
-    """``clients`` threads over HTTP (to ours and to the bare application) and as many in-process,
-    ``slices`` rotating slices of ``turns`` turns in all per slice (after a warm-up of each side);
-    each thread moves to a new conversation every ``window`` turns."""
+    """``clients`` threads over HTTP (to ours and to the bare application, each with httpx and
+    with http.client) and as many in-process, ``slices`` rotating slices of ``turns`` turns in
+    all per slice (after a warm-up of each side); each thread moves to a new conversation every
+    ``window`` turns."""
     per_client = max(1, turns // clients)
-    https = {name: [httpx.Client(base_url=url, trust_env=False, timeout=60) for _ in range(clients)]
-             for name, url in urls.items()}
+    kinds: dict[str, tuple[Callable[[str], Any], Callable[[Any, str], None]]] = {
+        "": (lambda url: httpx.Client(base_url=url, trust_env=False, timeout=60), http_turn),
+        "_light": (LightClient, light_turn)}
+    pools = {name + kind: [make(url) for _ in range(clients)]
+             for name, url in urls.items() for kind, (make, _) in kinds.items()}
     sessions = [memory.session(agent_id=AGENT, owner_id=OWNER, conversation=f"bench:{clients}-{n}")
                 for n in range(clients)]
 
@@ -201,17 +255,18 @@ def compare(urls: dict[str, str], memory: MemorySystem, clients: int, turns: int
 
         return turn
 
-    def over_http(client: httpx.Client, n: int) -> Callable[[], None]:
-        done = 0
+    def over_http(name: str, client: Any, n: int) -> Callable[[], None]:
+        done, turn_of = 0, kinds["_light" if name.endswith("_light") else ""][1]
 
         def turn() -> None:
             nonlocal done
-            http_turn(client, f"bench:{clients}-{n}" + (f"-{done - done % window}" if done >= window else ""))
+            base = f"bench:{name}:{clients}-{n}"
+            turn_of(client, base + (f"-{done - done % window}" if done >= window else ""))
             done += 1
 
         return turn
 
-    sides = {name: [over_http(c, n) for n, c in enumerate(pool)] for name, pool in https.items()}
+    sides = {name: [over_http(name, c, n) for n, c in enumerate(pool)] for name, pool in pools.items()}
     sides["in_process"] = [in_process(n) for n in range(clients)]
     names = list(sides)
     seconds = dict.fromkeys(names, 0.0)
@@ -226,16 +281,11 @@ def compare(urls: dict[str, str], memory: MemorySystem, clients: int, turns: int
                 samples[name] += got
                 memory.wait_for_background()
     finally:
-        for pool in https.values():
+        for pool in pools.values():
             for client in pool:
                 client.close()
     got = {name: _summary(seconds[name], samples[name]) for name in names}
-    http, local, bare = got["http"], got["in_process"], got["bare"]
-    overhead = http["p50_ms"] - local["p50_ms"]
-    return {**got, "throughput_ratio": round(http["turns_per_s"] / local["turns_per_s"], 3),
-            "p50_ratio": round(http["p50_ms"] / local["p50_ms"], 3), "http_overhead_p50_ms": round(overhead, 3),
-            "transport_floor_p50_ms": bare["p50_ms"],
-            "overhead_above_floor_p50_ms": round(overhead - bare["p50_ms"], 3)}
+    return {**got, **_figures(got, "http", "bare"), "light": _figures(got, "http_light", "bare_light")}
 
 
 # --- the server side of a turn, profiled --------------------------------------------------------------
@@ -284,19 +334,24 @@ def main() -> None:
     if args.quick:
         args.turns, args.slices, args.profile_turns = 64, 6, 100
     os.environ.setdefault("FERMIX_RECALL_BY_MEANING", "false")  # meaning only where asked for (ADR-0044)
-    figures: dict[str, Any] = {"turns_per_slice": args.turns, "slices": args.slices, "window": args.window}
+    parser_name = "httptools" if importlib.util.find_spec("httptools") else "h11"  # uvicorn's choice ("auto")
+    figures: dict[str, Any] = {"turns_per_slice": args.turns, "slices": args.slices, "window": args.window,
+                               "http_parser": parser_name}
     with tempfile.TemporaryDirectory(prefix="fermix-serve-bench-") as work:
         root = Path(work)
         with serving(root / "served") as (_, url), bare_serving() as bare, MemorySystem.open(root / "local") as memory:
             for clients in (int(n) for n in args.clients.split(",")):
                 got = compare({"http": url, "bare": bare}, memory, clients, args.turns, args.slices, args.window)
                 figures[f"clients_{clients}"] = got
-                http, local = got["http"], got["in_process"]
-                print(f"N={clients:>2}: http {http['turns_per_s']:>7.1f} turns/s p50 {http['p50_ms']:.3f} p95"
-                      f" {http['p95_ms']:.3f} ms | in-process {local['turns_per_s']:>7.1f} turns/s p50"
-                      f" {local['p50_ms']:.3f} p95 {local['p95_ms']:.3f} ms | ratio {got['throughput_ratio']:.3f},"
-                      f" overhead p50 {got['http_overhead_p50_ms']:.3f} ms (bare uvicorn+httpx floor"
-                      f" {got['transport_floor_p50_ms']:.3f} ms)", file=sys.stderr)
+                local = got["in_process"]
+                for client, side, nums in (("httpx", got["http"], got), ("http.client", got["http_light"],
+                                                                         got["light"])):
+                    print(f"N={clients:>2} {client:>11}: http {side['turns_per_s']:>7.1f} turns/s p50"
+                          f" {side['p50_ms']:.3f} p95 {side['p95_ms']:.3f} ms | in-process {local['turns_per_s']:>7.1f}"
+                          f" turns/s p50 {local['p50_ms']:.3f} ms | ratio {nums['throughput_ratio']:.3f}, overhead p50"
+                          f" {nums['http_overhead_p50_ms']:.3f} ms (bare uvicorn floor"
+                          f" {nums['transport_floor_p50_ms']:.3f} ms, above it"
+                          f" {nums['overhead_above_floor_p50_ms']:.3f} ms)", file=sys.stderr)
         if args.profile:
             figures["server_profile"] = profile_server(root / "profiled", args.profile_turns)
     print(json.dumps(figures))

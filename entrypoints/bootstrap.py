@@ -149,7 +149,7 @@ class App:
         return self.memory.write_all(cmds)
 
     def recall(self, cmd: cmd_.Recall) -> RecallResult:
-        return recall(self.queries, cmd, self.semantic)
+        return recall(self.queries, cmd, self.semantic, self.clock.now())
 
     def before_turn(self, cmd: cmd_.BeforeTurn) -> PreflightResult:
         return self.turns.before_turn(cmd)

@@ -18,7 +18,8 @@ T = TypeVar("T")
 # The tables an erasure deletes from or redacts in: rewritten by the scrub.
 SCRUBBED_TABLES = ("events", "messages", "memories", "resource_revisions", "resources", "review_state",
                    "scheduled_jobs", "job_runs", "memory_sources", "conversation_state",
-                   "message_vectors", "memory_vectors")  # vectors: derivatives of erased text (ADR-0043)
+                   "message_vectors", "memory_vectors",  # vectors: derivatives of erased text (ADR-0043)
+                   "message_marks")  # the days and names of erased messages
 
 
 class PostgresErasingTransaction(ErasingTransaction):

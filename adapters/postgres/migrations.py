@@ -7,6 +7,9 @@ search as ``tsvector`` columns with GIN indexes in place of FTS5 tables."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from fermix_memory.adapters.sql.cursor import SqlCursor
 from fermix_memory.adapters.sql.ddl import CHAIN_HEADS, PLAIN_TABLES, SHOWN_ROWS_INDEXES, UNFINISHED_COPY
 
 # The functions and triggers that make ``events`` append-only: no DELETE, no TRUNCATE, and an
@@ -207,4 +210,32 @@ CREATE INDEX events_import_keys ON events(stream, import_key_type, import_key) I
 # database (one that orders punctuation apart would put "12:00:00+00:00" after "12:00:00.5+00:00").
 _SHOWN_ROWS = 'ALTER TABLE memories ALTER COLUMN updated_at TYPE TEXT COLLATE "C";' + SHOWN_ROWS_INDEXES
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, UNFINISHED_COPY + _IMPORT_KEYS_BY_KEY, _SHOWN_ROWS)
+# Schema 8, as SQLite's 12: the days each message speaks of and the names it mentions (``sql.marks``),
+# one row a mark, keyed by message and read by mark (compared byte by byte: a range of days is a
+# range of marks under any collation). The cascade takes a message's marks with it. The messages
+# stored already are marked after this DDL, by ``AFTER_MIGRATION`` (``IF NOT EXISTS`` and the
+# ``DELETE``: a database whose version was set back is marked anew).
+_MESSAGE_MARKS = """
+CREATE TABLE IF NOT EXISTS message_marks(
+    message_id BIGINT NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    mark       TEXT COLLATE "C" NOT NULL,
+    PRIMARY KEY(message_id, mark)
+);
+CREATE INDEX IF NOT EXISTS message_marks_by_mark ON message_marks(mark, message_id);
+DELETE FROM message_marks;
+"""
+
+
+
+def _fill_marks(cur: SqlCursor) -> int:
+    # Imported here: a reader that opens the store read-only never migrates, nor loads the parsers.
+    from fermix_memory.adapters.sql.mark_writes import fill_marks
+
+    return fill_marks(cur)
+
+
+# Python steps a migration takes after its DDL, by its number.
+AFTER_MIGRATION: dict[int, Callable[[SqlCursor], object]] = {8: _fill_marks}
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, UNFINISHED_COPY + _IMPORT_KEYS_BY_KEY, _SHOWN_ROWS,
+                               _MESSAGE_MARKS)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fermix_memory.adapters.postgres.connection import shown, translated_errors
-from fermix_memory.adapters.postgres.migrations import APPEND_ONLY_TRIGGERS, MIGRATIONS
+from fermix_memory.adapters.postgres.connection import PgCursor, shown, translated_errors
+from fermix_memory.adapters.postgres.migrations import AFTER_MIGRATION, APPEND_ONLY_TRIGGERS, MIGRATIONS
 from fermix_memory.application.errors import DatabaseTooNew, ForeignDatabase, IntegrityError, ReadOnlyStore
 from fermix_memory.application.settings_storage import DEFAULT_CHAINS
 from fermix_memory.domain.log_chain import GENESIS_HASH, MAX_CHAINS
@@ -37,6 +37,8 @@ def migrate(conn: Any, url: str, chains: int | None = None) -> int:
                                  f" understands ({SCHEMA_VERSION}); upgrade fermix-memory — nothing was changed")
         for number in range(version + 1, SCHEMA_VERSION + 1):
             conn.execute(MIGRATIONS[number - 1])
+            if number in AFTER_MIGRATION:
+                AFTER_MIGRATION[number](PgCursor(conn))
             conn.execute("INSERT INTO fermix_migrations(version) VALUES (%s)", (number,))
         _chain_rows(conn, chains)
     return version

@@ -14,6 +14,7 @@ PROJECTION_TABLES: tuple[str, ...] = (
     "resource_revisions",
     "conversation_state",
     "review_state",
+    "message_marks",
 )
 
 # The projection tables written through the domain's evolve (the same on every store).

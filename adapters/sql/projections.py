@@ -29,6 +29,7 @@ from fermix_memory.adapters.sql.job_queries import (
     run_from_row,
     source_from_row,
 )
+from fermix_memory.adapters.sql.mark_writes import mark_rows, write_marks
 from fermix_memory.adapters.sql.rows import (
     REVIEW_STATE_COLUMNS,
     WINDOW_COLUMNS,
@@ -78,6 +79,7 @@ def message_row(position: int, e: ev.MessageAppended) -> tuple[Any, ...]:
 
 def _message_appended(cur: SqlCursor, position: int, e: ev.MessageAppended) -> None:
     cur.execute(INSERT_MESSAGE, message_row(position, e))
+    write_marks(cur, mark_rows(position, e))  # its days and names (``sql.marks``), gone with the row
 
 
 def _message_retracted(cur: SqlCursor, position: int, e: ev.MessageRetracted) -> None:
@@ -347,13 +349,17 @@ def project_each(cur: SqlCursor, appended: Sequence[tuple[int, ev.DomainEvent]])
     """The projections of several ``(position, event)`` in order, as :func:`project` of each
     one after the other writes them: each run of appended messages by one statement."""
     messages: list[tuple[Any, ...]] = []
+    marks: list[tuple[int, str]] = []
     for position, event in appended:
         if type(event) is ev.MessageAppended:
             messages.append(message_row(position, event))
+            marks += mark_rows(position, event)
             continue
         if messages:
             cur.executemany(INSERT_MESSAGE, messages)
-            messages = []
+            write_marks(cur, marks)
+            messages, marks = [], []
         project(cur, position, event)
     if messages:
         cur.executemany(INSERT_MESSAGE, messages)
+        write_marks(cur, marks)

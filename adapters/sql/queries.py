@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
+from fermix_memory.adapters.sql.marks import MarkQueries
 from fermix_memory.adapters.sql.read_side import ReadSide, clamp_limit
 from fermix_memory.adapters.sql.rows import (
     CONVERSATION_MESSAGE_COLUMNS,
@@ -50,9 +51,9 @@ _VALUE_BY_KEY_SQL = (
 )
 
 
-class SqlQueries(ReadSide):
+class SqlQueries(MarkQueries, ReadSide):
     """Implements ``MemoryQueries`` on this thread's read connection, but for full-text search,
-    which each dialect adds."""
+    which each dialect adds (the reads by day and name are ``sql.marks``')."""
 
     def memory(self, memory_id: int) -> Memory | None:
         rows = self._rows(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,))

@@ -8,20 +8,9 @@ from __future__ import annotations
 
 import re
 
+from fermix_memory.domain.query_words import STOPWORDS
+
 MAX_TERMS = 32
-# Words too common to say anything about what is wanted; dropped unless nothing else is left.
-STOPWORDS = frozenset((
-    "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at",
-    "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could",
-    "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has",
-    "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in",
-    "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not",
-    "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own",
-    "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them",
-    "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until",
-    "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why",
-    "will", "with", "would", "you", "your", "yours", "yourself", "yourselves",
-))
 MAX_TERM_CHARS = 64
 _WORD = re.compile(r"\w+", re.UNICODE)
 

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from fermix_memory.adapters.sql.cursor import SqlCursor
 from fermix_memory.adapters.sql.ddl import CHAIN_HEADS, PLAIN_TABLES, SHOWN_ROWS_INDEXES, UNFINISHED_COPY
 
 # The triggers that make ``events`` append-only (only ``payload`` may change, and only to NULL).
@@ -317,5 +320,35 @@ CREATE INDEX events_import_keys ON events(stream,
     WHERE {IMPORT_KEYED};
 """
 
+# Schema 12: the days each message speaks of and the names it mentions (``sql.marks``), one row a
+# mark, keyed by message (what goes with it) and read by mark. A trigger takes a message's marks
+# with it (its name is outside the full-text triggers' family, so a bulk fill keeps it). The
+# messages stored already are marked after this DDL, by ``AFTER_MIGRATION``. ``IF NOT EXISTS`` and
+# the ``DELETE``: a file whose version was set back is marked anew.
+MESSAGE_MARKS = """
+CREATE TABLE IF NOT EXISTS message_marks(
+    message_id INTEGER NOT NULL,
+    mark       TEXT NOT NULL,     -- 'd:2024-02-26' (a day it speaks of), 'e:mei' (a name it mentions)
+    PRIMARY KEY(message_id, mark)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS message_marks_by_mark ON message_marks(mark, message_id);
+CREATE TRIGGER IF NOT EXISTS message_marks_delete AFTER DELETE ON messages BEGIN
+    DELETE FROM message_marks WHERE message_id = old.id;
+END;
+DELETE FROM message_marks;
+"""
+
+
+
+def _fill_marks(cur: SqlCursor) -> int:
+    # Imported here: a reader that opens the store read-only never migrates, nor loads the parsers.
+    from fermix_memory.adapters.sql.mark_writes import fill_marks
+
+    return fill_marks(cur)
+
+
+# Python steps a migration takes after its DDL, by its number.
+AFTER_MIGRATION: dict[int, Callable[[SqlCursor], object]] = {12: _fill_marks}
+
 MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, CHAIN_HEADS, _V6, IMPORT_KEYS_INDEX, _V8, _V9,
-                               UNFINISHED_COPY + IMPORT_KEYS_BY_KEY, SHOWN_ROWS_INDEXES)
+                               UNFINISHED_COPY + IMPORT_KEYS_BY_KEY, SHOWN_ROWS_INDEXES, MESSAGE_MARKS)

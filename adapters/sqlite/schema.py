@@ -15,7 +15,12 @@ import apsw
 
 from fermix_memory.adapters.sql.ddl import PROJECTION_TABLES as PROJECTION_TABLES  # re-exported: the audit's
 from fermix_memory.adapters.sqlite.connection import scalar_int, text_value
-from fermix_memory.adapters.sqlite.migrations import APPEND_ONLY_TRIGGERS, MIGRATIONS, SCOPE_SIZES_REBUILD
+from fermix_memory.adapters.sqlite.migrations import (
+    AFTER_MIGRATION,
+    APPEND_ONLY_TRIGGERS,
+    MIGRATIONS,
+    SCOPE_SIZES_REBUILD,
+)
 from fermix_memory.application.errors import DatabaseTooNew, ForeignDatabase, ReadOnlyStore
 
 APPLICATION_ID = 0x46524D58  # "FRMX"
@@ -46,6 +51,8 @@ def migrate(conn: apsw.Connection, path: str) -> int:
                 raise ForeignDatabase(f"{path} is an SQLite database of another application; not touching it")
         for number in range(version + 1, SCHEMA_VERSION + 1):
             conn.execute(MIGRATIONS[number - 1])
+            if number in AFTER_MIGRATION:
+                AFTER_MIGRATION[number](conn.cursor())
             conn.execute(f"PRAGMA user_version = {number}")
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         conn.execute("COMMIT")

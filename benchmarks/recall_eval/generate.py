@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -24,6 +25,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import banks  # the banks sit beside this script
+import dated
 
 SEED = 20_261_130
 HERE = Path(__file__).resolve().parent
@@ -33,6 +35,10 @@ SHAPES = [2, 2, 3, 2, 2, 2, 3, 2, 2, 2, 3, 2]
 # change): the same kinds of facts, events and chains, every line said at length.
 LONG_SHAPES = [2, 3, 2]
 LONG_WORDS = (22, 38)
+# Conversations with entity chains after those (their own stream, seed + 3): (people, long turns).
+ENTITY_SHAPES = [(2, False), (3, False), (2, True), (2, False)]
+ENTITY_KINDS_PER_PERSON = 7
+ENTITY_FACTS = (2, 3)  # facts said later about each name
 FACTS_PER_PERSON = 14
 EVENTS_PER_PERSON = {2: 7, 3: 5}
 CHAINS_PER_PERSON = 5
@@ -94,6 +100,8 @@ class Question:
     answer: str
     tags: list[str]
     extra: dict[str, str] = field(default_factory=dict)
+    via: list[str] = field(default_factory=list)  # entity-hop: the link turn naming the entity
+    phrasings: list[str] = field(default_factory=list)  # entity-hop: the ones to try, in order
 
 
 def lengthen(rng: random.Random, text: str) -> str:
@@ -299,6 +307,69 @@ class ConversationBuilder:
         self.questions.append(Question("multi-hop", person.name, kind, fill(self.rng.choice(bank["q"]), fields),
                                        fill(bank["gold"][0], fields), tags))
 
+    # --- entity chains ---------------------------------------------------------------------------
+
+    def entity_name(self, bank: str) -> tuple[str, str]:
+        """A name from ``bank`` no one in this conversation has used yet, and the thing it names
+        (a product's kind, else "")."""
+        if bank == "product":
+            thing, names = self.rng.choice(banks.PRODUCTS)
+            pool, what = names, thing
+        else:
+            pool = {"f": banks.ENTITY_WOMEN, "m": banks.ENTITY_MEN, "pet": banks.ENTITY_PETS,
+                    "company": banks.ENTITY_COMPANIES, "venue": banks.ENTITY_VENUES}[bank]
+            what = ""
+        used = self.used.setdefault("entity", set())
+        name = self.rng.choice([n for n in pool if n not in used] or pool)
+        used.add(name)
+        return name, what
+
+    def add_entity_chain(self, person: Person, kind: str) -> None:
+        """A LINK turn naming a relation or thing, then sessions later FACT turns about the name
+        alone; a question per fact asks about the relation without the name."""
+        bank = banks.ENTITY_KINDS[kind]
+        rel, names = self.rng.choice(bank["rels"])
+        name, thing = self.entity_name(names)
+        occ, occq = self.rng.choice(banks.OCCASIONS)
+        fields = {**self.person_fields(person, person), "E": name, "rel": thing or rel, "occ": occ, "occq": occq}
+        person.sheet.setdefault("entities", {})[kind] = {"name": name, "rel": fields["rel"]}
+        other = self.rng.choice(self.others(person))
+        first = self.rng.randrange(self.n_sessions - 3)
+        link = self.new_tag()
+        lines = [Line(person.name, fill(self.rng.choice(bank["link"]), fields), link)]
+        if self.rng.random() < 0.6:
+            lines.append(self.reaction(other, person))
+        self.blocks[first].append(lines)
+        used = self.used.setdefault("entity_fact", set())
+        facts = sorted(bank["facts"], key=lambda f: (f[0] in used, self.rng.random()))
+        for fact, phrasings, gold in facts[:self.rng.randint(*ENTITY_FACTS)]:
+            used.add(fact)
+            tag = self.new_tag()
+            lines = []
+            if self.rng.random() < 0.4:
+                lines.append(Line(other.name, fill(self.rng.choice(banks.EVENT_PROMPTS), {"name": person.name})))
+            lines.append(Line(person.name, fill(fact, fields), tag))
+            if self.rng.random() < 0.6:
+                lines.append(self.reaction(other, person))
+            self.blocks[self.rng.randrange(first + 1, self.n_sessions)].append(lines)
+            order = self.rng.sample(phrasings, len(phrasings))
+            self.questions.append(Question("entity-hop", person.name, kind, "", fill(gold, fields), [tag],
+                                           {"entity": name}, [link], [fill(q, fields) for q in order]))
+        self.add_entity_distractors(person, kind, rel, names)
+
+    def add_entity_distractors(self, person: Person, kind: str, rel: str, names: str) -> None:
+        """Someone else's relation of the same kind under another name; rarely, the same name for
+        something else."""
+        speaker = self.rng.choice(self.others(person))
+        if names in ("f", "m", "pet") and self.rng.random() < 0.4:
+            other_name, _ = self.entity_name(names)
+            line = fill(self.rng.choice(banks.ENTITY_OTHER_LINK), {"E": other_name, "rel": rel})
+            self.blocks[self.rng.randrange(self.n_sessions)].append([Line(speaker.name, line)])
+        if names in ("f", "m", "pet") and self.rng.random() < 0.15:
+            name = person.sheet["entities"][kind]["name"]
+            line = fill(self.rng.choice(banks.ENTITY_NAME_ELSEWHERE), {"E": name})
+            self.blocks[self.rng.randrange(self.n_sessions)].append([Line(speaker.name, line)])
+
     # --- small talk and assembly ----------------------------------------------------------------
 
     def small_talk(self, deck: list[list[tuple[int, str]]]) -> list[Line]:
@@ -343,7 +414,7 @@ class ConversationBuilder:
 
 
 def build_conversation(rng: random.Random, number: int, size: int, cast: list[tuple[str, str]],
-                       long_turns: bool = False) -> tuple[dict, list]:
+                       long_turns: bool = False, entity_kinds: int = 0) -> tuple[dict, list]:
     conv_id = f"conv{number:02d}"
     people = [Person(name, gender) for name, gender in cast]
     builder = ConversationBuilder(rng, conv_id, people, long_turns)
@@ -358,7 +429,11 @@ def build_conversation(rng: random.Random, number: int, size: int, cast: list[tu
     event_kinds = rng.sample(list(banks.EVENTS), EVENTS_PER_PERSON[size] * size)
     for i, kind in enumerate(event_kinds):
         builder.add_event(people[i % size], kind)
+    for person in people if entity_kinds else ():
+        for kind in rng.sample(list(banks.ENTITY_KINDS), entity_kinds):
+            builder.add_entity_chain(person, kind)
     sessions, where = builder.assemble(min_turns=320)
+    text_of = {turn["id"]: turn["text"] for session in sessions for turn in session["turns"]}
     conversation = {
         "id": conv_id,
         **({"style": "long-turns"} if long_turns else {}),
@@ -367,10 +442,30 @@ def build_conversation(rng: random.Random, number: int, size: int, cast: list[tu
     }
     questions = []
     for q in builder.questions:
+        answers = [where[t] for t in q.tags]
+        if q.via:  # entity-hop: the first phrasing sharing no content word with the fact turn
+            fact = content_stems(text_of[answers[0]])
+            q.question = next((text for text in q.phrasings if not content_stems(text) & fact), "")
+            if not q.question:
+                continue
         questions.append({"conversation": conv_id, "category": q.category, "about": q.about, "kind": q.kind,
-                          "question": q.question, "answer": q.answer,
-                          "answer_turn_ids": [where[t] for t in q.tags], **q.extra})
+                          "question": q.question, "answer": q.answer, "answer_turn_ids": answers,
+                          **({"via_turn_ids": [where[t] for t in q.via]} if q.via else {}), **q.extra})
     return conversation, questions
+
+
+# The crude content-word test of entity-hop questions (the data test checks it the same way).
+STOP_WORDS = frozenset(re.findall(r"\S+", """a about after all always am an and any anything are as at be because
+been being but by can
+could did do does doing don't for from get go going got had has have he her hers him his how i i'm if in is it it's
+its just me most my no not now of on one only or our out she so some than that that'd the their them then there they
+this those to too up was we were what when where which who why will with would yes yep you your"""))
+
+
+def content_stems(text: str) -> set[str]:
+    """The text's content words, crudely stemmed (so "raised" meets "raise", "lessons" "lesson")."""
+    words = {w for w in re.findall(r"[a-z']+", text.lower()) if w not in STOP_WORDS and len(w) > 1}
+    return {re.sub(r"(ing|ed|es|s|ly|er)$", "", w.removesuffix("'s")) for w in words}
 
 
 def generate(seed: int = SEED) -> tuple[list[dict], list[dict]]:
@@ -387,6 +482,15 @@ def generate(seed: int = SEED) -> tuple[list[dict], list[dict]]:
         conversation, qs = build_conversation(long_rng, number, size, cast, long_turns=True)
         conversations.append(conversation)
         questions.extend(qs)
+    # Conversations with entity chains (their own stream, seed + 3), then the date questions over
+    # every conversation (seed + 2): the lines above stay byte-for-byte what they were.
+    entity_rng = random.Random(seed + 3)
+    for number, (size, long_turns) in enumerate(ENTITY_SHAPES, start=len(SHAPES) + len(LONG_SHAPES) + 1):
+        cast = entity_rng.sample(banks.PEOPLE, size)
+        conversation, qs = build_conversation(entity_rng, number, size, cast, long_turns, ENTITY_KINDS_PER_PERSON)
+        conversations.append(conversation)
+        questions.extend(qs)
+    questions.extend(dated.date_questions(random.Random(seed + 2), conversations, questions))
     for index, q in enumerate(questions, start=1):
         q["id"] = f"q{index:04d}"
     return conversations, [{"id": q.pop("id"), **q} for q in questions]

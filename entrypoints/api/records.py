@@ -336,6 +336,7 @@ class RecordsApi(ApiBase):
         key: str | None = None,
         job_source_id: str | None = None,
         mode: ModeName | None = None,
+        as_of: datetime | str | None = None,
     ) -> RecallResult:
         """Memories and/or history this reader may see, by exact ``key`` or full-text ``query``.
 
@@ -346,7 +347,12 @@ class RecordsApi(ApiBase):
         ``mode``: ``"keyword"`` (by words), ``"semantic"`` (by meaning) or ``"hybrid"`` (both,
         fused); by default hybrid when the memory was opened with an embedder, else keyword.
         Recall by meaning needs the ``[semantic]`` extra (ADR-0043).
+
+        A query naming days ("on 3 May", "last weekend") also finds the turns said on them or
+        speaking of them; ``as_of`` (a timezone-aware datetime or ISO 8601 text) is the moment it
+        is asked at, which relative days count back from: by default the newest turn searched,
+        else now (ADR-0075).
         """
         return self._app.recall(self._command(Recall, dict(
             query=query, agent_id=agent_id, owner_id=owner_id, conversation=conversation, scope=scope,
-            source=source, limit=limit, key=key, job_source_id=job_source_id, mode=mode)))
+            source=source, limit=limit, key=key, job_source_id=job_source_id, mode=mode, as_of=as_of)))

@@ -124,12 +124,13 @@ class Session:
         return self._memory.history(self.agent_id, self.conversation, limit)
 
     def recall(self, query: str = "", *, scope: ScopeName = "current", source: SourceName = "memories",
-               limit: int = 10, key: str | None = None, mode: ModeName | None = None) -> RecallResult:
-        """Memories and/or history this owner may see in this conversation (``mode``: see
-        :meth:`MemorySystem.recall`)."""
+               limit: int = 10, key: str | None = None, mode: ModeName | None = None,
+               as_of: datetime | str | None = None) -> RecallResult:
+        """Memories and/or history this owner may see in this conversation (``mode``, ``as_of``:
+        see :meth:`MemorySystem.recall`)."""
         memory = self._memory
         return memory._app.recall(memory._command(Recall, dict(
-            self._turn(), query=query, scope=scope, source=source, limit=limit, key=key, mode=mode)))
+            self._turn(), query=query, scope=scope, source=source, limit=limit, key=key, mode=mode, as_of=as_of)))
 
     def _window(self, context_window: int | None) -> int | None:
         """The hook's own ``context_window`` when given, else the session's."""

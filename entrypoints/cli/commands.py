@@ -302,6 +302,9 @@ COMMANDS: tuple[Command, ...] = (
                " hybrid when recall by meaning is on ([fermix_core.memory] recall_by_meaning: by default"
                " when the extra is installed), else keyword",
                choices=("keyword", "semantic", "hybrid")),
+        Option(("--as-of",), "the moment the question is asked at (ISO 8601 with an offset): days such as"
+               " 'yesterday' or 'last weekend' in the query count back from it; default: the newest message"
+               " searched"),
     )),
     Command(("memory", "review"), WRITE, "review conversations with new messages now, batch after batch until"
             " each is caught up", (

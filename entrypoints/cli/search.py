@@ -42,7 +42,8 @@ def _hit_line(hit: MemoryHit | MessageHit, by_meaning: bool) -> str:
 
 def cmd_memory_search(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
     result = memory.recall(args.query, agent_id=args.agent, owner_id=args.owner, conversation=args.conversation,
-                           scope=args.scope, source=args.source, limit=args.limit, mode=args.mode)
+                           scope=args.scope, source=args.source, limit=args.limit, mode=args.mode,
+                           as_of=args.as_of)
     if result.vectors_waiting and not out.as_json:  # with --json: the document's vectors_waiting
         sys.stderr.write(waiting_line(result.vectors_waiting) + "\n")
     by_meaning = result.vectors_waiting is not None

@@ -16,40 +16,44 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from fermix_memory.entrypoints.api.async_memory_system import AsyncMemorySystem
 from fermix_memory.entrypoints.server.auth import Tokens
 from fermix_memory.entrypoints.server.catalog import OPERATIONS
-from fermix_memory.entrypoints.server.endpoints import Call, Endpoint
-from fermix_memory.entrypoints.server.errors import error_body, error_response
+from fermix_memory.entrypoints.server.errors import error_body
 from fermix_memory.entrypoints.server.openapi import body_fields, build_document
-from fermix_memory.entrypoints.server.requests import (
-    MAX_BODY_BYTES,
-    body_bytes,
-    json_object,
-    json_response,
-    query_values,
-)
+from fermix_memory.entrypoints.server.operation import Operation, Waiting
+from fermix_memory.entrypoints.server.requests import MAX_BODY_BYTES
 
 OPENAPI_PATH = "/v1/openapi.json"
 # What a mounted application (the MCP endpoint) answers: its endpoint and its OAuth metadata.
 MOUNTED_PATHS = ("/mcp", "/.well-known/")
 
 
-def _route(endpoint: Endpoint, memory: AsyncMemorySystem, tokens: Tokens, document: dict[str, Any],
-           max_body: int) -> Route:
-    allowed, required = body_fields(document, endpoint) if endpoint.method == "POST" else (frozenset(), ())
+class _Server(Starlette):
+    """The application; a request for an operation at a fixed path (``fixed``: by method and
+    path) goes straight to it, past the routing and middleware the other paths take."""
 
-    async def serve(request: Request) -> Response:
-        try:
-            caller = tokens.caller(request.headers.get("authorization"))
-            caller.require(endpoint.reach)
-            body = {}
-            if endpoint.method == "POST":
-                body = json_object(await body_bytes(request, max_body), allowed, required)
-            query = query_values(request.query_params, endpoint.query)
-            result = await endpoint.handler(Call(memory, caller, body, query, request.path_params))
-            return json_response(result, endpoint.status)
-        except Exception as exc:  # every failure is one typed body (errors.py)
-            return error_response(exc)
+    fixed: dict[tuple[str, str], Operation]
 
-    return Route(endpoint.path, serve, methods=[endpoint.method], name=endpoint.name)
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            operation = self.fixed.get((scope["method"], scope["path"]))
+            if operation is not None:
+                await operation(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
+
+
+def _operations(memory: AsyncMemorySystem, tokens: Tokens, document: dict[str, Any],
+                max_body: int) -> tuple[dict[tuple[str, str], Operation], list[BaseRoute]]:
+    """Each operation: those at fixed paths by method and path, the others as routes."""
+    waiting = Waiting()
+    fixed: dict[tuple[str, str], Operation] = {}
+    routes: list[BaseRoute] = []
+    for e in OPERATIONS:
+        fields = body_fields(document, e) if e.method == "POST" else (frozenset[str](), ())
+        operation = Operation(e, memory, tokens, max_body, fields, waiting)
+        if "{" not in e.path:
+            fixed[(e.method, e.path)] = operation
+        routes.append(Route(e.path, operation, methods=[e.method], name=e.name))
+    return fixed, routes
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -90,9 +94,11 @@ def build_app(memory: AsyncMemorySystem, tokens: Tokens, *, max_body: int = MAX_
                 await stack.enter_async_context(sub.router.lifespan_context(sub))
             yield
 
-    routes: list[BaseRoute] = [_route(e, memory, tokens, document, max_body) for e in OPERATIONS]
+    fixed, routes = _operations(memory, tokens, document, max_body)
     routes.append(Route(OPENAPI_PATH, openapi, methods=["GET"], name="openapi"))
     routes += console
     routes += [Mount("", app=_within(MOUNTED_PATHS, sub)) for sub in mounted]
-    return Starlette(routes=routes, lifespan=lifespan,
-                     exception_handlers={HTTPException: _http_error, Exception: _http_error})
+    app = _Server(routes=routes, lifespan=lifespan,
+                  exception_handlers={HTTPException: _http_error, Exception: _http_error})
+    app.fixed = fixed
+    return app

@@ -43,6 +43,15 @@ class Call:
     body: dict[str, Any]
     query: dict[str, Any]
     path: Mapping[str, str]
+    inline: bool = False  # run the call on the event loop: see :meth:`run`
+
+    async def run(self, name: str, /, *args: Any, **kwargs: Any) -> Any:
+        """The memory's ``name`` called with these arguments: on the worker lane, as every async
+        way in does; or, when the server found the lane idle for a short call (app.py), right here
+        on the event loop, sparing the two thread hops (same result, same typed errors)."""
+        if self.inline:
+            return getattr(self.memory.sync, name)(*args, **kwargs)
+        return await getattr(self.memory, name)(*args, **kwargs)
 
 
 Handler = Callable[[Call], Awaitable[Any]]
@@ -65,6 +74,7 @@ class Endpoint:
     needs: tuple[str, ...] = ()  # the ``extra`` fields a body must have
     result: Any = None  # a Python type, or a Schema (a dict)
     status: int = 200
+    short: bool = False  # a short call (an append, a prompt): run on the loop when the lane is idle
 
 
 def _own(call: Call, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -78,20 +88,20 @@ def _own(call: Call, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
 
 
 async def _append(call: Call) -> Any:
-    return {"id": await call.memory.append_message(**_own(call))}
+    return {"id": await call.run("append_message", **_own(call))}
 
 
 async def _append_batch(call: Call) -> Any:
     messages = call.body["messages"]
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         raise InvalidArgument("messages must be a list of message objects")
-    return {"ids": await call.memory.append_messages([_own(call, m) for m in messages])}
+    return {"ids": await call.run("append_messages", [_own(call, m) for m in messages])}
 
 
 async def _prompt(call: Call) -> Any:
     args = _own(call)
     agent, owner, conversation = args.pop("agent_id"), args.pop("owner_id"), args.pop("conversation")
-    prompt = await call.memory.compose_prompt(agent, owner, conversation, **args)
+    prompt = await call.run("compose_prompt", agent, owner, conversation, **args)
     if isinstance(prompt, tuple):
         system, messages = prompt
         return {"system": system, "messages": messages}
@@ -192,14 +202,14 @@ _MESSAGE_LIST: Schema = {"type": "array", "items": {"$ref": "#/components/schema
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", "/v1/messages", "append_message", "Record one message of a conversation", TURNS, _append,
-             body=c.AppendMessage, status=201,
+             body=c.AppendMessage, status=201, short=True,
              result={"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}),
     Endpoint("POST", "/v1/messages/batch", "append_messages", "Record several messages in one transaction", TURNS,
-             _append_batch, status=201, extra={"messages": _MESSAGE_LIST}, needs=("messages",),
+             _append_batch, status=201, short=True, extra={"messages": _MESSAGE_LIST}, needs=("messages",),
              result={"type": "object", "required": ["ids"],
                      "properties": {"ids": {"type": "array", "items": {"type": "integer"}}}}),
     Endpoint("POST", "/v1/prompt", "compose_prompt", "The prompt of a turn: the system message, then the window",
-             TURNS, _prompt, body=c.ComposePrompt, extra={"as_of": _MOMENT},
+             TURNS, _prompt, body=c.ComposePrompt, extra={"as_of": _MOMENT}, short=True,
              result={"type": "object", "properties": {"system": {"type": "string"}, "messages": _MESSAGES},
                      "required": ["messages"]}),
     Endpoint("POST", "/v1/turns/before", "before_turn", "The preflight hook: compacts first when the prompt is near"

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from starlette.datastructures import QueryParams
-from starlette.requests import Request
-from starlette.responses import Response
+from starlette.requests import ClientDisconnect
+from starlette.types import Receive
 
 from fermix_memory.adapters.sql.codec import CONVERTER
 from fermix_memory.entrypoints.server.errors import HttpRefusal, bad_request
@@ -24,18 +24,29 @@ def _too_large(limit: int) -> HttpRefusal:
     return HttpRefusal(413, "body_too_large", f"the request body is over the limit of {limit:,} bytes")
 
 
-async def body_bytes(request: Request, limit: int) -> bytes:
-    """The body, refused (413) as soon as it passes ``limit`` bytes: never read whole first."""
-    declared = request.headers.get("content-length")
+async def receive_body(receive: Receive, declared: bytes | None, limit: int) -> bytes:
+    """The body (``declared``: its Content-Length, if given), refused (413) as soon as it passes
+    ``limit`` bytes: never read whole first."""
     if declared is not None and (not declared.isdigit() or int(declared) > limit):
         raise _too_large(limit) if declared.isdigit() else bad_request("malformed_request", "a bad Content-Length")
+    message = await receive()
+    if message["type"] == "http.request" and not message.get("more_body", False):  # the whole body at once
+        body: bytes = message.get("body", b"")
+        if len(body) > limit:
+            raise _too_large(limit)
+        return body
     chunks, size = [], 0
-    async for chunk in request.stream():
+    while True:
+        if message["type"] != "http.request":
+            raise ClientDisconnect()
+        chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
             raise _too_large(limit)
         chunks.append(chunk)
-    return b"".join(chunks)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+        message = await receive()
 
 
 def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -117,10 +128,12 @@ def _unstructured(value: Any) -> Any:
     return plain
 
 
-_ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_unstructured).encode
+# Our own values hold no cycles: the encoder is spared keeping track of the containers it is in.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_unstructured,
+                           check_circular=False).encode
 
 
-def json_response(data: Any, status: int) -> Response:
+def encode_json(data: Any) -> bytes:
     """``data`` as JSON (UTF-8 as it is; a rank that is not a finite number is ``null``). Plain
     data (a prompt's messages) is written as it is; only the values JSON cannot write go through
     the converter, when met."""
@@ -128,4 +141,4 @@ def json_response(data: Any, status: int) -> Response:
         text = _ENCODE(data)
     except ValueError:
         text = _ENCODE(_finite(CONVERTER.unstructure(data)))
-    return Response(text.encode("utf-8"), status_code=status, media_type="application/json")
+    return text.encode("utf-8")

@@ -40,6 +40,7 @@ _NEWTYPES: Mapping[Any, Schema] = {
     c.Reason: {"type": "string", "maxLength": MAX_REASON_CHARS},
     c.SystemPrompt: {"type": "string", "maxLength": MAX_SYSTEM_PROMPT_CHARS},
     c.AnyText: {"type": "string"},
+    c.Moment: {"type": "string", "format": "date-time"},
 }
 _OPERATIONS: Mapping[type, str] = {AddOperation: "add", ReplaceOperation: "replace", ArchiveOperation: "archive"}
 

@@ -7,13 +7,16 @@ import json
 import re
 import sys
 from collections import Counter
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "recall_eval"
-CATEGORIES = {"single-hop", "multi-hop", "temporal"}
+CORE = {"single-hop", "multi-hop", "temporal"}
+CATEGORIES = {*CORE, "date", "entity-hop"}
+DATE_KINDS = {"absolute", "relative", "day"}
 
 
 def _jsonl(name: str) -> list[dict[str, Any]]:
@@ -55,7 +58,7 @@ def test_some_conversations_are_said_at_length(conversations: list[dict[str, Any
     for conversation in long:
         words = [len(turn["text"].split()) for turn in _turns(conversation)]
         assert 25 <= sum(words) / len(words) <= 40, conversation["id"]
-        asked = [q for q in questions if q["conversation"] == conversation["id"]]
+        asked = [q for q in questions if q["conversation"] == conversation["id"] and q["about"]]
         assert len(asked) >= 40 and all(q["about"] in q["question"] for q in asked)
 
 
@@ -80,14 +83,65 @@ def test_every_question_points_at_existing_turns_of_its_conversation(
             assert session_day[turn_id][0] == q["conversation"], q["id"]
         if q["category"] == "multi-hop":
             assert len(ids) >= 2
-        if q["category"] == "temporal":
+        if q["category"] in ("temporal", "date"):
             assert q["answer_date"] <= session_day[ids[0]][1]
+        if q["category"] == "entity-hop":
+            assert len(ids) == 1 and len(q["via_turn_ids"]) == 1, q["id"]
+            via = q["via_turn_ids"][0]
+            assert session_day[via][0] == q["conversation"] and session_day[via][1] < session_day[ids[0]][1]
 
 
 def test_question_counts_meet_the_minimums(questions: list[dict[str, Any]]) -> None:
     by_category = Counter(q["category"] for q in questions)
-    assert len(questions) >= 500
+    assert len(questions) >= 1400
     assert set(by_category) == CATEGORIES and min(by_category.values()) >= 50
+    assert 200 <= by_category["date"] <= 300 and 120 <= by_category["entity-hop"] <= 200
+    kinds = Counter(q["date_kind"] for q in questions if q["category"] == "date")
+    assert set(kinds) == DATE_KINDS and min(kinds.values()) >= 40
+    assert len({q["kind"] for q in questions if q["category"] == "entity-hop"}) >= 6
+
+
+def test_the_first_lines_are_what_they_were(conversations: list[dict[str, Any]],
+                                            questions: list[dict[str, Any]]) -> None:
+    """The set grew by appending: the first 15 conversations and 860 questions (the three core
+    categories) come first and are the only ones of their conversations' core questions."""
+    assert [c["id"] for c in conversations[:15]] == [f"conv{n:02d}" for n in range(1, 16)]
+    assert all(q["category"] in CORE for q in questions[:860])
+    assert [q["id"] for q in questions] == [f"q{n:04d}" for n in range(1, len(questions) + 1)]
+    old = {c["id"] for c in conversations[:15]}
+    assert not any(q["category"] in CORE and q["conversation"] in old for q in questions[860:])
+
+
+def _day(stamp: str) -> date:
+    return datetime.fromisoformat(stamp).astimezone(UTC).date()
+
+
+def test_date_questions_name_the_day_of_their_answer(conversations: list[dict[str, Any]],
+                                                     questions: list[dict[str, Any]]) -> None:
+    """``answer_date`` is the day the answering turn was said on or the day its event happened
+    (the temporal question about the same turn knows it); relative ones carry an ``as_of`` after
+    the answering turn; whole-day ones are answered by every turn said that day."""
+    said = {turn["id"]: datetime.fromisoformat(turn["created_at"]) for c in conversations for turn in _turns(c)}
+    by_day = Counter((turn["id"].split(":")[0], _day(turn["created_at"])) for c in conversations for turn in _turns(c))
+    event_day = {q["answer_turn_ids"][0]: q["answer_date"] for q in questions if q["category"] == "temporal"}
+    dated = [q for q in questions if q["category"] == "date"]
+    for q in dated:
+        assert q["date_kind"] in DATE_KINDS, q["id"]
+        day = date.fromisoformat(q["answer_date"])
+        if q["date_kind"] == "relative":
+            as_of = datetime.fromisoformat(q["as_of"])
+            assert as_of.utcoffset() == timedelta(0) and all(as_of > said[t] for t in q["answer_turn_ids"])
+            assert timedelta(0) <= as_of.date() - day <= timedelta(days=13), q["id"]
+        else:
+            assert "as_of" not in q, q["id"]
+        if q.get("whole_day"):
+            assert all(_day(said[t].isoformat()) == day for t in q["answer_turn_ids"]), q["id"]
+            assert len(q["answer_turn_ids"]) == by_day[(q["conversation"], day)], q["id"]
+        else:
+            assert q["date_kind"] != "day" and len(q["answer_turn_ids"]) == 1, q["id"]
+            turn = q["answer_turn_ids"][0]
+            assert q["answer_date"] in (said[turn].date().isoformat(), event_day[turn]), q["id"]
+            assert q["about"] in q["question"], q["id"]
 
 
 def test_committed_files_are_the_generator_output() -> None:
@@ -140,3 +194,18 @@ def test_paraphrases_point_at_turns_that_share_no_content_word_with_them(
             assert conversation == p["conversation"], p["id"]
             shared = _content_stems(p["question"]) & _content_stems(text)
             assert not shared, (p["id"], shared)
+
+
+def test_entity_hop_questions_share_no_content_word_with_their_fact_turn(
+    conversations: list[dict[str, Any]], questions: list[dict[str, Any]]
+) -> None:
+    """The fact turn speaks of the name alone; the question asks about the relation or thing
+    without the name: only the link turn (``via_turn_ids``) joins them."""
+    text_of = {turn["id"]: turn["text"] for c in conversations for turn in _turns(c)}
+    hops = [q for q in questions if q["category"] == "entity-hop"]
+    assert len({(q["conversation"], q["question"]) for q in hops}) == len(hops)
+    for q in hops:
+        fact, link = text_of[q["answer_turn_ids"][0]], text_of[q["via_turn_ids"][0]]
+        assert not _content_stems(q["question"]) & _content_stems(fact), q["id"]
+        assert q["entity"] in fact and q["entity"] in link and q["entity"] not in q["question"], q["id"]
+        assert q["about"] in q["question"] and q["about"] not in fact, q["id"]

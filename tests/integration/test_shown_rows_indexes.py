@@ -12,7 +12,7 @@ import pytest
 from fermix_memory import MemorySystem
 from fermix_memory.adapters.sql.queries import AGENT_RULES_SQL
 from fermix_memory.adapters.sql.rows import shown_rows_sql
-from fermix_memory.adapters.sqlite.migrations import MIGRATIONS
+from fermix_memory.adapters.sqlite.migrations import MIGRATIONS, SHOWN_ROWS_INDEXES
 from fermix_memory.domain.rendering import SHOWN_SECTIONS
 
 AGENT, OWNER = "ada", "alice"
@@ -64,7 +64,7 @@ def test_a_home_from_before_the_indexes_gets_them_and_renders_the_same(tmp_path:
     conn = apsw.Connection(str(db))
     try:  # as the file was before them
         conn.execute("DROP INDEX memories_shown; DROP INDEX memories_agent_rules;"
-                     f" PRAGMA user_version = {len(MIGRATIONS) - 1}")
+                     f" PRAGMA user_version = {MIGRATIONS.index(SHOWN_ROWS_INDEXES)}")
     finally:
         conn.close()
     with MemorySystem.open(tmp_path / "home") as memory:
@@ -97,7 +97,7 @@ def test_postgres_has_the_indexes_and_compares_update_times_byte_by_byte(postgre
     # As a database of schema 6 was: the indexes gone, the column in the database's collation.
     pg(postgres_url, "DROP INDEX memories_shown; DROP INDEX memories_agent_rules;"
                      " ALTER TABLE memories ALTER COLUMN updated_at TYPE TEXT COLLATE pg_catalog.\"default\";"
-                     " DELETE FROM fermix_migrations WHERE version = 7")
+                     " DELETE FROM fermix_migrations WHERE version >= 7")
     assert pg(postgres_url, catalog) == [(None, [])]
     with MemorySystem.open(tmp_path / "home", config=config) as memory:
         assert memory.rebuild_prompt_files(AGENT, OWNER) == []

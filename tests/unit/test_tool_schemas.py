@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 import pytest
@@ -100,6 +100,18 @@ class FakeQueries:
     def search_history(self, query: str, where: HistoryFilter, limit: int) -> list[MessageHit]:
         self.history_filters.append(where)
         return []
+
+    def marks_of(self, message_ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
+        return {}
+
+    def history_naming(self, where: HistoryFilter, entities: Sequence[str], limit: int) -> list[MessageHit]:
+        return []
+
+    def history_in_days(self, where: HistoryFilter, first: date, last: date, limit: int) -> list[MessageHit]:
+        return []
+
+    def newest_message_at(self, where: HistoryFilter) -> datetime | None:
+        return None
 
 
 class FakeSources:

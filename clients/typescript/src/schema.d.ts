@@ -648,6 +648,7 @@ export interface components {
             key?: string | null;
             job_source_id?: string | null;
             mode?: ("keyword" | "semantic" | "hybrid") | null;
+            as_of?: string | null;
         };
         RecallResult: {
             memories: components["schemas"]["MemoryHit"][];

@@ -1,0 +1,47 @@
+"""A lone client's short calls run on the event loop, clients taking turns share the worker lane;
+either way a turn is the Python API's (ADR-0073, "The cost of a request")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from starlette.testclient import TestClient
+
+from fermix_memory import MemorySystem
+from fermix_memory.entrypoints.api.async_memory_system import AsyncMemorySystem
+from fermix_memory.entrypoints.server.app import build_app
+from fermix_memory.entrypoints.server.operation import Waiting
+from tests.server.conftest import ADA, TOKENS
+
+TURN = {"owner_id": "alice", "conversation": "telegram:42"}
+
+
+def test_only_a_lone_client_with_nothing_on_the_lane_runs_on_the_loop() -> None:
+    waiting = Waiting()
+    one, other = {"client": ("127.0.0.1", 50001)}, {"client": ("127.0.0.1", 50002)}
+    assert not waiting.alone(one)  # a connection's first request: nothing known yet
+    assert waiting.alone(one) and waiting.alone(one)
+    assert not waiting.alone(other) and not waiting.alone(one)  # two clients taking turns
+    assert waiting.alone(one)
+    waiting.count = 1  # a call of the server waits on the lane
+    assert not waiting.alone(one)
+    assert not Waiting().alone({}) and not Waiting().alone({})  # no client address: never
+
+
+def test_turns_on_the_loop_and_on_the_lane_are_the_python_apis(tmp_path: Path) -> None:
+    with MemorySystem.open(tmp_path / "home") as memory:
+        app = build_app(AsyncMemorySystem(memory), TOKENS)
+        first, second = (TestClient(app, client=("127.0.0.1", port)) for port in (50001, 50002))
+        ids = []
+        # One client alone (its calls on the loop), then two taking turns (theirs on the lane).
+        for client in (first, first, first, second, first, second):
+            said = {**TURN, "role": "user", "content": f"turn {len(ids)}"}
+            sent = client.post("/v1/messages", headers=ADA, json=said)
+            assert sent.status_code == 201
+            ids.append(sent.json()["id"])
+            prompt = client.post("/v1/prompt", headers=ADA, json=TURN)
+            assert prompt.json()["messages"] == memory.compose_prompt("ada", "alice", "telegram:42")
+        assert ids == sorted(ids) and len(set(ids)) == 6
+        refused = first.post("/v1/messages", headers=ADA, json={**TURN, "role": "wizard", "content": "hi"})
+        assert refused.status_code == 400 and "error" in refused.json()  # a typed error, on the loop too
+        assert [m.content for m in memory.history("ada", "telegram:42")] == [f"turn {n}" for n in range(6)]
