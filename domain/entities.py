@@ -24,8 +24,9 @@ from .common_words import COMMON_WORDS, NEVER_NAMES
 
 # A capitalised word (or one starting with a letter that is not ASCII lower-case; checked after):
 # it starts where no word character stands before it (nor one and an apostrophe: "O'Brien");
-# inner apostrophes and hyphens belong to it.
-_CAPITAL = re.compile(r"(?<![\w-])(?<!\w['\u2019])[^\W\d_a-z](?:[\w'\u2019-]*\w)?")
+# inner apostrophes and hyphens belong to it. The pattern opens with a plain class (A-Z or not
+# ASCII) and looks back from there, so the engine skips lower-case text without trying it.
+_CAPITAL = re.compile(r"[A-Z\x80-\U0010ffff](?<=[^\W\d_a-z])(?<![\w-].)(?<!\w['\u2019].)(?:[\w'\u2019-]*\w)?")
 # What may stand between two capitalised words of one name: spaces, with at most two lower-case
 # joining words ("Bank of England", "Bank of the West", "São Paulo de Olivença").
 _JOIN = re.compile(
@@ -34,7 +35,7 @@ _JOIN = re.compile(
 # Lower-case words that may end a name of an event ("Berlin marathon", "Brighton half marathon").
 _EVENT = re.compile(r"(?:[ \t]+(?:marathon|half|festival|race|triathlon|trail|ultra|conference)\b){1,2}")
 # A quoted title: up to 60 characters between quotes, opening with a capital ('Salt and Iron').
-_QUOTED = re.compile(r"(?<!\w)['\u2018\"\u201c]([^\W\d_a-z][^'\u2019\"\u201d\n]{0,60}?)['\u2019\"\u201d](?!\w)")
+_QUOTED = re.compile(r"['\u2018\"\u201c](?<!\w.)([^\W\d_a-z][^'\u2019\"\u201d\n]{0,60}?)['\u2019\"\u201d](?!\w)")
 _ARTICLES = ("the ", "a ", "an ")
 # Characters that may stand between a sentence's end and its first word.
 _OPENERS = frozenset(" \t\r\n\"'\u201c\u2018«([*_")
@@ -42,6 +43,18 @@ _OPENERS = frozenset(" \t\r\n\"'\u201c\u2018«([*_")
 _NOT_NAME_ENDINGS = (
     "ously", "ally", "ably", "ibly", "ently", "antly", "ately", "fully", "ively", "edly", "ingly", "ing", "ed",
 )
+
+
+def _no_name(word: str) -> bool:
+    """Whether a capitalised word is never part of a name: "I", "The", "I'm", "AMAZING" (a long
+    word in capitals is shouting; a short one may be an acronym, "NHS")."""
+    word = word.replace("\u2019", "'").removesuffix("'s")
+    return (len(word) < 2 or word.lower() in NEVER_NAMES or not word[0].isupper()
+            or (len(word) > 5 and word.isupper()))
+
+
+# The never-names as a sentence or a shout writes them ("The", "I'm", "WHAT"): known at a glance.
+_NO_NAME_FORMS = frozenset(form for w in NEVER_NAMES for form in (w.capitalize(), w.upper()) if _no_name(form))
 
 
 def entities_in(text: str) -> tuple[str, ...]:
@@ -55,8 +68,6 @@ def entities_in(text: str) -> tuple[str, ...]:
     titles = _titles(text)
     skip_until = 0
     for match in _CAPITAL.finditer(text):
-        word = match.group()
-        first = word[0]
         begin = match.start()
         if titles and begin >= titles[0][0]:  # a quoted title is one name, its words no others
             if span:
@@ -67,16 +78,24 @@ def entities_in(text: str) -> tuple[str, ...]:
                 names.setdefault(title, None)
         if begin < skip_until:
             continue
+        word = match.group()
+        if len(word) < 2 or word in _NO_NAME_FORMS:  # no name: it ends a span
+            if span:
+                _close(text, span, weak, end, names)
+                span = []
+            continue
         joiners = _joiners(text, end, begin, weak and span[0] not in COMMON_WORDS) if span else None
         if span and joiners is None:
             _close(text, span, weak, end, names)
             span = []
-        word = word.replace("\u2019", "'")
+        if "\u2019" in word:
+            word = word.replace("\u2019", "'")
         possessive = word.endswith("'s")
         if possessive:
             word = word[:-2]
         low = word.lower()
-        if not first.isupper() or len(word) < 2 or low in NEVER_NAMES or _shouted(word):
+        # a long word in capitals is shouting ("AMAZING"); a short one may be an acronym ("NHS")
+        if len(word) < 2 or low in NEVER_NAMES or not word[0].isupper() or (len(word) > 5 and word.isupper()):
             if span:
                 _close(text, span, weak, end, names)
                 span = []
@@ -132,11 +151,6 @@ def _at_start(text: str, begin: int) -> bool:
 def _weak(low: str, word: str) -> bool:
     """Whether the word, alone and opening a sentence, is more likely no name."""
     return low in COMMON_WORDS or word.isupper() or (len(low) > 5 and low.endswith(_NOT_NAME_ENDINGS))
-
-
-def _shouted(word: str) -> bool:
-    # A long word in capitals is shouting ("AMAZING"); a short one may be an acronym ("NHS").
-    return len(word) > 5 and word.isupper()
 
 
 def _close(text: str, span: list[str], weak: bool, end: int, names: dict[str, None]) -> None:

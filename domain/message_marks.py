@@ -26,9 +26,11 @@ def marks_of(text: str, said_at: datetime) -> tuple[str, ...]:
     if not text:
         return ()
     text = text[:MARKED_CHARS]
-    found = [day_mark(d) for d in mentioned_days(text, said_at)]
-    found += [name_mark(name) for name in entities_in(text) if name.strip()]
-    if not found:
-        return ()
+    days, names = mentioned_days(text, said_at), entities_in(text)
+    if not names:  # days only: each mark once and short already
+        return tuple(map(day_mark, days[:MAX_MARKS]))
+    found = [name_mark(name) for name in names if name.strip()]
+    if days:
+        found = [*map(day_mark, days), *found]
     kept = [m for m in dict.fromkeys(found) if len(m) <= MAX_MARK_CHARS]
     return tuple(kept[:MAX_MARKS])

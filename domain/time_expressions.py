@@ -1,9 +1,8 @@
 """Dates in text: the days a question asks about and the days a turn speaks of (ADR-0075).
 
 Pure: relative phrases ("last Friday") count from an anchor the caller gives (the question's
-moment, or the turn's own time), in UTC days. A cheap check for a hint of a date comes first
-(most texts stop there); the rest go through one precompiled pattern (longest forms first, no
-repeat inside a repeat: time linear in the length).
+moment, or the turn's own time), in UTC days. :mod:`time_phrases` finds the phrases (a cheap
+check for a hint of a date first: most texts stop there); this module gives them their days.
 
 Rules (ADR-0075):
 - numeric dates are day first (26/02/2024, 26.02.24); month first only when the first number
@@ -31,10 +30,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
+from typing import NamedTuple
 
 import attrs
 
 from fermix_memory.domain import time_calendar as cal
+from fermix_memory.domain.time_phrases import phrases
 
 
 @attrs.frozen
@@ -55,61 +56,17 @@ class DateReading:
 
 
 MAX_MARKED_DAYS = 7  # a turn's window wider than this (a month, a year) marks no days
+_DAY_STEPS = tuple(timedelta(days=i) for i in range(MAX_MARKED_DAYS))
 
-_MONTH = (r"(?:january|february|march|april|may|june|july|august|september|october|november"
-          r"|december|sept|jan|feb|mar|apr|jun|jul|aug|sep|oct|nov|dec)")
 _FULL_MONTHS = frozenset(name for name in cal.MONTHS if len(name) > 4 or name in {"may", "june", "july"})
-_WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
-_COUNT = (r"(?:\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
-          r"|(?:a\s+)?couple\s+of|(?:a\s+)?few|several)")
-_ORD = r"(?:st|nd|rd|th)?"
-_ON_WEEKDAY = rf"(?:{_WEEKDAY},?\s+)?"  # "Saturday 11 May 2024": the date decides
-
-# a text holding none of these (lower-cased) has no date phrase: most turns stop here
-_HINTS = ("day", "week", "month", "year", "night", "morn", "noon", "evening", "tomorrow", "jan",
-          "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-_DIGIT = re.compile(r"[0-9]")
-# every phrase holds one of these words (or a number); the words that may come before the
-# first of them in a phrase ("on the 3rd", "a couple of days", "during the week of")
-_TRIGGERS = frozenset([*cal.MONTHS, *cal.WEEKDAYS, "today", "tonight", "yesterday", "tomorrow",
-                       "morning", "afternoon", "evening", "night", "day", "days", "week", "weeks",
-                       "weekend", "month", "months", "year", "years"])
-_LEADERS = frozenset([*cal.COUNTS, "on", "in", "during", "at", "over", "since", "from", "of",
-                      "the", "last", "this", "next", "past", "previous", "coming", "early", "mid",
-                      "late", "earlier"])
-_WORD = re.compile(r"[a-z]+")
-_NUMBER = re.compile(r"(?<![0-9])[0-9]")
-_MAX_LEADERS = 5
-
-_PHRASE = re.compile(
-    r"\b(?:(?P<prep>on|in|during|at|over|since|from|of)\s+)?"
-    r"(?P<wk>(?:the\s+)?week\s+of\s+)?"
-    r"(?:"
-    rf"(?P<iso>{_ON_WEEKDAY}(?P<iso_y>\d{{4}})[-/.](?P<iso_m>\d{{1,2}})[-/.](?P<iso_d>\d{{1,2}})(?!\d))"
-    rf"|(?P<num>{_ON_WEEKDAY}(?P<num_a>\d{{1,2}})[/.](?P<num_b>\d{{1,2}})[/.](?P<num_y>\d{{4}}|\d{{2}})(?![\d/.]\d))"
-    rf"|(?P<dm>{_ON_WEEKDAY}(?:the\s+)?(?P<dm_d>\d{{1,2}}){_ORD}(?:\s+of)?\s+(?P<dm_m>{_MONTH})\b\.?"
-    r"(?:,?\s+(?P<dm_y>\d{4})(?!\d))?)"
-    rf"|(?P<md>{_ON_WEEKDAY}(?P<md_m>{_MONTH})\.?\s+(?:the\s+)?(?P<md_d>\d{{1,2}}){_ORD}(?![\d:])\b"
-    r"(?:,?\s+(?P<md_y>\d{4})(?!\d))?)"
-    rf"|(?P<mo>(?:(?P<mo_q>early|mid|late)[-\s]+)?(?P<mo_m>{_MONTH})\b\.?"
-    r"(?:,?\s+(?P<mo_y>\d{4})(?!\d))?)"
-    r"|(?P<yr>(?P<yr_the>the\s+year\s+)?(?P<yr_y>[12]\d{3})(?![\d:]))"
-    r"|(?P<rd>the\s+day\s+before\s+yesterday|the\s+day\s+after\s+tomorrow"
-    r"|(?:yesterday|tomorrow)(?:\s+(?:morning|afternoon|evening|night))?|earlier\s+today|today"
-    r"|tonight|this\s+(?:morning|afternoon|evening)|last\s+night)"
-    rf"|(?P<ago>(?P<ago_n>{_COUNT})\s+(?P<ago_u>day|week|month|year)s?\s+(?:ago|back))"
-    r"|(?P<unit>(?P<unit_w>last|this|next|past|previous|the\s+past|the\s+last|the\s+previous"
-    r"|this\s+coming|the\s+coming|coming)\s+(?P<unit_u>weekend|week|month|year)\b)"
-    r"|(?P<wend>the\s+weekend)"
-    r"|(?P<wd>(?:(?P<wd_w>last|this\s+coming|this|next|coming|past|previous)\s+)?"
-    rf"(?P<wd_d>{_WEEKDAY})(?P<wd_pl>s|\s+(?:nights|mornings|afternoons|evenings))?)"
-    rf"|(?P<od>{_ON_WEEKDAY}the\s+(?P<od_d>\d{{1,2}})(?:st|nd|rd|th))"
-    r")\b",
-    re.IGNORECASE)
+# A clause that speaks of what is to come: one of the future words as a word of its own, or a
+# future phrase anywhere (the clause lower-cased, its apostrophes plain).
+_FUTURE = re.compile(
+    r"(?<![a-z])(?:" + "|".join(sorted(cal.FUTURE_WORDS, key=len, reverse=True)) + r")(?![a-z])|"
+    + "|".join(re.escape(phrase) for phrase in cal.FUTURE_PHRASES))
 
 
-@attrs.frozen
-class _Found:
+class _Found(NamedTuple):
     first: date
     last: date
     relative: bool
@@ -129,11 +86,11 @@ class _Context:
 
     def future(self, start: int) -> bool:
         """Whether the clause before ``start`` speaks of what is still to come."""
-        low = max(0, start - 80)
-        cut = max(self.text.rfind(mark, low, start) for mark in ".,!?;\n")
-        clause = self.text[max(low, cut + 1):start].lower().replace("\u2019", "'")
-        return (not cal.FUTURE_WORDS.isdisjoint(_WORD.findall(clause))
-                or any(phrase in clause for phrase in cal.FUTURE_PHRASES))
+        text, low = self.text, max(0, start - 80)
+        cut = max(text.rfind(".", low, start), text.rfind(",", low, start), text.rfind("!", low, start),
+                  text.rfind("?", low, start), text.rfind(";", low, start), text.rfind("\n", low, start))
+        clause = text[max(low, cut + 1):start].lower().replace("\u2019", "'")
+        return _FUTURE.search(clause) is not None
 
 
 def _absolute(m: re.Match[str], ctx: _Context) -> tuple[cal.Span, bool] | None:
@@ -223,17 +180,30 @@ def _weekday(m: re.Match[str], ctx: _Context) -> tuple[cal.Span, bool] | None:
     return cal.weekday_span(ctx.day, target, how), True
 
 
-_READERS: tuple[Callable[[re.Match[str], _Context], tuple[cal.Span, bool] | None], ...] = (
-    _absolute, _months_years, _relative)
+_Reader = Callable[[re.Match[str], _Context], tuple[cal.Span, bool] | None]
+_READERS: tuple[_Reader, ...] = (_absolute, _months_years, _relative)
+# the reader of each kind of phrase (the pattern's last group to close is its kind's)
+_READER_OF: dict[str | None, _Reader] = {
+    kind: reader for reader, kinds in ((_absolute, "iso num dm md"), (_months_years, "mo yr od"),
+                                       (_relative, "rd ago unit wend"), (_weekday, "wd"))
+    for kind in kinds.split()}
+
+
+def _read(m: re.Match[str], ctx: _Context) -> tuple[cal.Span, bool] | None:
+    reader = _READER_OF.get(m.lastgroup)
+    if reader is not None:
+        return reader(m, ctx)
+    for reader in _READERS:
+        got = reader(m, ctx)
+        if got is not None:
+            return got
+    return None
 
 
 def _resolve(m: re.Match[str], ctx: _Context) -> _Found | None:
     try:
-        for reader in _READERS:
-            got = reader(m, ctx)
-            if got is not None:
-                break
-        else:
+        got = _read(m, ctx)
+        if got is None:
             return None
         (first, last), relative = got
         if m["wk"] and first == last:
@@ -245,67 +215,16 @@ def _resolve(m: re.Match[str], ctx: _Context) -> _Found | None:
     return _Found(first, last, relative, m.start(), m.end())
 
 
-def _leaders(low: str, at: int) -> list[int]:
-    """Where a phrase whose first trigger word begins at ``at`` may begin, earliest first: at the
-    leader words just before it ("on the 3rd", "a couple of days"), or at the word itself."""
-    starts = [at]
-    for _ in range(_MAX_LEADERS):
-        end = starts[-1] - 1
-        if end < 1 or low[end] not in " -":
-            break
-        begin = max(low.rfind(" ", 0, end), low.rfind("-", 0, end)) + 1
-        if low[begin:end] not in _LEADERS:
-            break
-        starts.append(begin)
-    return starts[::-1]
-
-
-def _triggers(low: str) -> list[int]:
-    """Where the trigger words and the numbers of ``low`` begin, in order."""
-    at = [m.start() for m in _NUMBER.finditer(low)]
-    for word in _TRIGGERS.intersection(_WORD.findall(low)):
-        i = low.find(word)
-        while i >= 0:
-            after = i + len(word)
-            if (i == 0 or not low[i - 1].isalpha()) and not low[after:after + 1].isalpha():
-                at.append(i)
-            i = low.find(word, after)
-    return sorted(at)
-
-
-def _matches(text: str, low: str) -> list[re.Match[str]]:
-    """The phrases of ``text``, as ``_PHRASE.finditer`` would find them, trying only the places
-    a phrase can begin at (the pattern costs about a microsecond a place it is tried at)."""
-    if len(low) != len(text):  # a letter whose lower case is longer: read it all
-        return list(_PHRASE.finditer(text))
-    found: list[re.Match[str]] = []
-    done = 0
-    for trigger in _triggers(low):
-        if trigger < done:
-            continue
-        for start in _leaders(low, trigger):
-            m = _PHRASE.match(text, start) if start >= done else None
-            if m is not None:
-                found.append(m)
-                done = m.end()
-                break
-    return found
-
-
-def _hinted(low: str) -> bool:
-    return any(hint in low for hint in _HINTS) or _DIGIT.search(low) is not None
-
-
 def _find(text: str, anchor: datetime, said: bool) -> list[_Found]:
     if not text:
         return []
-    low = text.lower()
-    if not _hinted(low):
+    matches = phrases(text, text.lower())
+    if not matches:
         return []
     if anchor.tzinfo is not None:
         anchor = anchor.astimezone(UTC)
     ctx = _Context(text, anchor.date(), said)
-    return [found for m in _matches(text, low) if (found := _resolve(m, ctx)) is not None]
+    return [found for m in matches if (found := _resolve(m, ctx)) is not None]
 
 
 _SPACE_BEFORE_MARK = re.compile(r"\s+([?.!,;:])")
@@ -341,9 +260,15 @@ def mentioned_days(text: str, said_at: datetime) -> tuple[date, ...]:
 
     In ascending order, each once. The turn's own day is among them only when the turn names
     it ("today", "this morning", "tonight", a date); a window wider than a week names none."""
+    found = _find(text, said_at, said=True)
+    if not found:
+        return ()
     days: set[date] = set()
-    for item in _find(text, said_at, said=True):
-        width = (item.last - item.first).days + 1
+    for first, last, *_ in found:
+        if first == last:
+            days.add(first)
+            continue
+        width = (last - first).days + 1
         if 0 < width <= MAX_MARKED_DAYS:
-            days.update(item.first + timedelta(days=i) for i in range(width))
+            days.update([first + step for step in _DAY_STEPS[:width]])
     return tuple(sorted(days))

@@ -68,7 +68,7 @@ class PostgresErasure:
             checkpointed = self._checkpoint(conn)
             conn.execute("DELETE FROM scrub_pending")
             role = str(conn.execute("SELECT current_user").fetchone()[0])
-            remains = _remains(self.name, role, skipped, checkpointed)
+            remains = (*_remains(self.name, role, skipped, checkpointed), *_stale_statistics(conn, self.name))
             return ScrubReport(wal_truncated=checkpointed, bytes_before=before, bytes_after=self._bytes(conn),
                                store=self.name, finished=True, remains=remains)
 
@@ -115,6 +115,23 @@ def _vacuumed(conn: Any, table: str) -> bool:
     finally:
         conn.remove_notice_handler(note)
     return not warned
+
+
+def _stale_statistics(conn: Any, name: str) -> tuple[str, ...]:
+    """What statistics of a person's words a database analysed before schema 9 still holds: set
+    to none then, their columns are never analysed again, but ``ANALYZE`` leaves the rows taken
+    before in ``pg_statistic``, which only a superuser may delete (ADR-0049)."""
+    from fermix_memory.adapters.postgres.migrations import UNANALYSED_COLUMNS
+
+    pairs = ", ".join(f"('{t}', '{c}')" for t, columns in UNANALYSED_COLUMNS.items() for c in columns)
+    rows = conn.execute("SELECT tablename || '.' || attname FROM pg_stats WHERE schemaname = current_schema()"
+                        f" AND (tablename::text, attname::text) IN ({pairs}) ORDER BY 1").fetchall()
+    if not rows:
+        return ()
+    return (f"the statistics {name} took of {', '.join(str(r[0]) for r in rows)} before it stopped analysing"
+            " them may hold erased values in pg_statistic: a superuser deletes their rows there (DELETE FROM"
+            " pg_statistic WHERE starelid = '<table>'::regclass AND staattnum = <column's attnum>), then runs"
+            " VACUUM FULL pg_statistic",)
 
 
 def _remains(name: str, role: str, skipped: Sequence[str], checkpointed: bool) -> tuple[str, ...]:

@@ -225,6 +225,29 @@ CREATE INDEX IF NOT EXISTS message_marks_by_mark ON message_marks(mark, message_
 DELETE FROM message_marks;
 """
 
+# Schema 9 (ADR-0049): no statistics of the columns that hold a person's words or what is derived
+# from them. ``ANALYZE`` (the scrub's, or autovacuum's) copies a sample of a column's values into the
+# catalogue (most common values, histogram bounds, a ``tsvector``'s most common words); each new
+# analysis leaves the last one's row dead in ``pg_statistic``'s file, which only a superuser may
+# rewrite, so an erased value would outlive its erasure there. A column without statistics gets
+# none taken; the planner estimates its conditions by default selectivities, and the columns the
+# hot reads filter on first (ids, agent, owner, conversation, times) keep theirs.
+UNANALYSED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "events": ("payload", "import_key"),  # the payload's canonical JSON; a message's import key
+    "messages": ("sender", "content", "metadata_json", "search"),  # the words, their sender, lexemes
+    "memories": ("key", "value", "search", "archive_reason", "source_name", "source_description"),
+    "memory_sources": ("name", "description"),  # copied into memories' source columns
+    "scheduled_jobs": ("name", "prompt"),  # an owner's words to run on a schedule
+    "job_runs": ("output", "error"),  # what a job said or failed with, about the prompt
+    "resource_revisions": ("content", "reason"),  # the prompt files' text and why it changed
+    "review_state": ("last_error", "last_skip_reason"),  # a review's words about what it read
+    "message_vectors": ("vector",),  # vectors: derivatives of the text (ADR-0043)
+    "memory_vectors": ("vector",),
+    "message_marks": ("mark",),  # the days and names a message speaks of
+}
+_NO_STATISTICS = "".join(
+    f"ALTER TABLE {table} {', '.join(f'ALTER COLUMN {column} SET STATISTICS 0' for column in columns)};\n"
+    for table, columns in UNANALYSED_COLUMNS.items())
 
 
 def _fill_marks(cur: SqlCursor) -> int:
@@ -238,4 +261,4 @@ def _fill_marks(cur: SqlCursor) -> int:
 AFTER_MIGRATION: dict[int, Callable[[SqlCursor], object]] = {8: _fill_marks}
 
 MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, UNFINISHED_COPY + _IMPORT_KEYS_BY_KEY, _SHOWN_ROWS,
-                               _MESSAGE_MARKS)
+                               _MESSAGE_MARKS, _NO_STATISTICS)

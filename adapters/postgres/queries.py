@@ -56,7 +56,7 @@ class PostgresQueries(SqlQueries):
         if not terms or clamp_limit(limit) == 0:
             return []
         sql, params = scope_sql(where, "m")
-        rows = self._prepared(  # the query computed once (see ``_search_sql``)
+        rows = self._prepared(  # the query computed once (see ``history_search_sql``)
             f"WITH q AS MATERIALIZED (SELECT {any_word(terms)} AS q)"
             f" SELECT {memory_columns('m')}, ts_rank(m.search, q.q), ts_headline('english', m.value, q.q, '{HEADLINE}')"
             f" FROM q, memories m WHERE m.search @@ q.q AND {sql}"
@@ -93,12 +93,12 @@ class PostgresQueries(SqlQueries):
             key = where.conversation
             scope += [key.channel, key.chat_id, key.thread_scope]
         head = [search_scope_token(where), *terms, *scope]
-        rows = self._prepared(_search_sql(len(terms), len(scope)), [*head, n, _ASKS])
+        rows = self._prepared(history_search_sql(len(terms), len(scope)), [*head, n, _ASKS])
         yield from rows
         total = CANDIDATES_PER_RESULT * n + 2
         if len(rows) == n < total:
             last_score, last_id = rows[-1][0], rows[-1][1]
-            yield from self._prepared(_search_sql(len(terms), len(scope), after=True),
+            yield from self._prepared(history_search_sql(len(terms), len(scope), after=True),
                                   [*head, last_score, last_id, total - n, _ASKS])
 
     @staticmethod
@@ -117,7 +117,7 @@ _ASKS = f"[{QUESTION_MARKS}]"
 
 
 @functools.lru_cache(maxsize=128)
-def _search_sql(terms: int, scope: int, *, after: bool = False) -> str:
+def history_search_sql(terms: int, scope: int, *, after: bool = False) -> str:
     """The scope's best candidates by ``ts_rank`` (ties: newer; ``after``: only those ranked after
     a given (score, id)), each with its snippet and the turn after it in its conversation (NULLs
     when it is the last, or when it asks nothing). Parameters: the scope token, the ``terms``

@@ -61,6 +61,9 @@ def test_every_answer_of_a_whole_turn_and_the_reads_matches_the_document(server:
         ("post", "/v1/memories", ADA, {"owner_id": "alice", "operations": [
             {"op": "add", "category": "preference", "key": "coffee", "value": "flat white"}]}),
         ("post", "/v1/recall", ADA, {**TURN, "query": "coffee", "source": "all"}),
+        ("post", "/v1/recall", ADA, {**TURN, "query": "what did we talk about yesterday?", "source": "history",
+                                     "as_of": "2030-01-02T10:00Z"}),
+        ("post", "/v1/recall", ADA, {**TURN, "query": "yesterday", "as_of": "yesterday"}),
         ("post", "/v1/tools/call", ADA, {**TURN, "name": "memory_recall", "arguments": {"query": "coffee"}}),
         ("get", "/v1/tools", ADA, None),
         ("get", "/v1/memories", OPERATOR, None),
@@ -121,3 +124,15 @@ def test_no_body_gets_a_500_and_a_refused_one_stores_nothing(server: Served) -> 
             assert server.position() == before, (endpoint.path, body)
 
     one()
+
+
+def test_recall_over_http_reads_the_days_from_as_of(server: Served) -> None:
+    for day, text in ((1, "We planted the tulips."), (2, "The tulips are up already.")):
+        answer = server.post("/v1/messages", ADA, {**TURN, "role": "user", "content": text,
+                                                   "created_at": f"2024-05-0{day}T10:00:00Z"})
+        assert answer.status_code == 201, answer.text
+    found = server.post("/v1/recall", ADA, {**TURN, "query": "what did we talk about yesterday?", "source": "history",
+                                            "as_of": "2024-05-02T20:00Z"})
+    assert [hit["message"]["content"] for hit in found.json()["messages"]] == ["We planted the tulips."]
+    refused = server.post("/v1/recall", ADA, {**TURN, "query": "yesterday", "as_of": "2024-05-02T20:00"})
+    assert refused.status_code == 400 and "as_of" in refused.text
