@@ -28,6 +28,7 @@ LONGEST: dict[str, float] = {
     "tests/integration/test_reviewer_processes.py": 25,
     "tests/interop/test_litellm_proxy.py": 25,
     "tests/integration/test_crash_durability.py": 25,
+    "tests/integration/test_postgres_statistics.py": 12,
     "tests/integration/test_forget.py": 25,
     "tests/integration/test_mcp_server.py": 20,
     "tests/integration/test_cli_every_command_answers_clearly.py": 20,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from fermix_memory import MemorySystem
+from fermix_memory.application.settings_storage import DATABASE_URL_ENV
 from fermix_memory.domain.errors import InvalidArgument
 from tests.cli_runner import run_cli
 
@@ -113,3 +115,21 @@ def test_as_of_through_the_cli(memory: MemorySystem, tmp_path: Path) -> None:
                   "--as-of", "2024-05-03T20:00Z", home=tmp_path / "home")
     assert out.returncode == 0, out.stderr
     assert sorted(hit["message"]["id"] for hit in json.loads(out.stdout)["messages"]) == days["may2"]
+
+
+def test_after_export_and_import_and_for_a_second_host_the_days_and_names_are_there(
+        memory: MemorySystem, tmp_path: Path, every_store: str, request: pytest.FixtureRequest) -> None:
+    days = three_days(memory)
+    museum = say(memory, datetime(2024, 2, 29, 9, 0, tzinfo=UTC),
+                 [("Alice", "Spent the whole day at the natural history museum on Monday.")])
+    with MemorySystem.open(tmp_path / "home") as second_host:  # the same home, another host
+        assert sorted(recalled(second_host, "What did we talk about yesterday?", as_of="2024-05-03T20:00Z")) \
+            == days["may2"]
+    lines = list(memory.export_events())
+    if every_store == "postgres":  # the home folder alone does not name the store there: a database of its own
+        os.environ[DATABASE_URL_ENV] = request.getfixturevalue("postgres_server").fresh_database()
+    with MemorySystem.open(tmp_path / "imported") as imported:
+        imported.import_events(lambda: lines)
+        assert sorted(recalled(imported, "What did we talk about on 3 May 2024?")) == days["may3"]
+        assert recalled(imported, "What did Alice get up to on 26 February 2024?")[0] == museum[0]
+        assert imported.verify().ok
