@@ -36,7 +36,7 @@ class NamedHistory(Protocol):
 def hop_names(queries: NamedHistory, query: str, best: Sequence[MessageHit]) -> list[str]:
     """The names the first of ``best`` speak of that the question does not already say, nor are
     the people speaking (a speaker's name is in half the turns of a chat: it says nothing)."""
-    if len(content_words(query)) < HOP_MIN_WORDS:
+    if not best or len(content_words(query)) < HOP_MIN_WORDS:
         return []
     top = best[:HOP_FROM]
     marks = queries.marks_of([hit.message.id for hit in top])
