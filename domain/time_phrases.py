@@ -61,9 +61,9 @@ _TRIGGERS = frozenset([*cal.MONTHS, *cal.WEEKDAYS, "today", "tonight", "yesterda
 # trigger words no phrase begins with (only a leader before them can begin one: "last night")
 _NO_START = frozenset(["morning", "afternoon", "evening", "night", "day", "days", "weeks", "weekend",
                        "month", "months", "year", "years"])
-_LEADERS = frozenset([*cal.COUNTS, "on", "in", "during", "at", "over", "since", "from", "of",
-                      "the", "last", "this", "next", "past", "previous", "coming", "early", "mid",
-                      "late", "earlier"])
+LEADERS = frozenset([*cal.COUNTS, "on", "in", "during", "at", "over", "since", "from", "of",
+                     "the", "last", "this", "next", "past", "previous", "coming", "early", "mid",
+                     "late", "earlier"])
 _WORD = re.compile(r"[a-z]+")
 _NUMBERS = re.compile(r"[0-9]+")  # a run of digits: a number begins where one begins
 _MAX_LEADERS = 5
@@ -82,7 +82,7 @@ def _leaders(low: str, at: int) -> list[int]:
         if end < 1 or low[end] not in " -":
             break
         begin = max(low.rfind(" ", 0, end), low.rfind("-", 0, end)) + 1
-        if low[begin:end] not in _LEADERS:
+        if low[begin:end] not in LEADERS:
             break
         starts.append(begin)
     return starts[::-1]

@@ -37,6 +37,27 @@ CASES = [
     ("A B C 42 7th", ()),
     ("Pumpkin had her jabs, Caroline.", ("pumpkin", "caroline")),
     ("Kwame, Kwame and KWAME", ("kwame",)),
+    ("she said 'éa' twice", ()),  # a text in lower case names nothing, quoted or not
+    ("Mei loved 'Salt and Iron' so much", ("mei", "salt and iron")),
+    ("we saw KEANE at the BARBICAN in LONDON", ("keane",)),  # five capitals may name, six shout
+    ("Kwame LONDON Osaka", ("kwame", "osaka")),
+    ("we met X's friend Mei", ("mei",)),
+    ("Mei élan Osaka", ("mei", "osaka")),
+    ("TSB Bank of Scotland called me", ("tsb bank of scotland",)),  # a span that goes on is no verb
+    ("ok.Honey and lemon", ()),  # a sentence's start, right after its full stop
+    ("Honey and lemon", ()),
+    ("a Honey and lemon", ("honey",)),  # not a sentence's first word: a capital names
+    ("Jared came over.", ("jared",)),  # five letters ending "ed": a name, not a participle
+    ("Yesterday the rates were raised by the Bank of England.", ("bank of england",)),
+    # a quoted title: at most seven words, each of four letters or more capitalised, no article
+    ("Read 'Nine Winters in Oslo and Old Bergen' twice", ("nine winters in oslo and old bergen",)),
+    ("Read 'Nine Winters in Oslo and Old Bergen Town' twice", ("nine winters", "oslo", "old bergen town")),
+    ("Read 'Salt with Iron' twice", ("salt", "iron")),
+    ("we loved 'The Nine Winters' a lot", ("nine winters",)),
+    # at most 24 characters of spaces and joining words between two words of one name
+    ("Kwame" + " " * 24 + "Osaka", ("kwame osaka",)),
+    ("Kwame" + " " * 25 + "Osaka", ("kwame", "osaka")),
+    ("'Salt and Iron' and 'Nine Winters in Oslo' were good", ("salt and iron", "nine winters in oslo")),
 ]
 
 
@@ -59,6 +80,10 @@ def test_a_very_long_text_takes_time_linear_in_its_length() -> None:
         t_big = time.perf_counter() - t0
         assert t_big < 40 * max(t_small, 1e-3), piece  # ten times the text, not a hundred times the time
         assert len(names) < 10
+
+
+def test_a_quoted_title_is_a_name_even_where_its_first_word_is_part_of_another() -> None:
+    assert "salt" in entities_in("Up-'Salt'")
 
 
 def test_each_name_once_in_order_of_appearance() -> None:

@@ -45,3 +45,31 @@ def test_only_the_head_of_a_long_text_is_read() -> None:
     head = "x " * (MARKED_CHARS // 2)
     assert marks_of("Mei " + head, THURSDAY) == ("e:mei",)
     assert marks_of(head + " and then Mei", THURSDAY) == ()
+
+
+def test_the_bounds_are_those_the_stored_marks_were_made_with() -> None:
+    # marks are stored: another bound would give a replayed log other marks than it has
+    assert (MAX_MARKS, MAX_MARK_CHARS, MARKED_CHARS) == (32, 100, 4000)
+
+
+def test_exactly_thirty_two_marks_are_kept() -> None:
+    names = [f"Zed{chr(ord('a') + i // 26)}{chr(ord('a') + i % 26)}" for i in range(40)]
+    marks = marks_of(", ".join(f"then {name}" for name in names), THURSDAY)
+    assert len(marks) == 32 and marks[-1] == "e:zedbf"
+    days = " ".join(f"on {n} March 2020," for n in range(1, 31)) + " and " + " ".join(
+        f"on {n} April 2020," for n in range(1, 11))
+    assert len(marks_of(days, THURSDAY)) == 32
+
+
+@pytest.mark.parametrize(("last_word", "kept"), [("Abcdefgh", True), ("Abcdefghi", False)])
+def test_a_mark_of_a_hundred_characters_is_kept_one_more_is_not(last_word: str, kept: bool) -> None:
+    name = " ".join([*(f"Zed{chr(ord('a') + i)}a" for i in range(15)), last_word])
+    marks = marks_of(f"we met {name} and Mei", THURSDAY)
+    long_mark = name_mark(name)
+    assert len(long_mark) == (100 if kept else 101)
+    assert marks == ((long_mark, "e:mei") if kept else ("e:mei",))
+
+
+def test_the_four_thousandth_character_is_the_last_read() -> None:
+    text = "x" * 3994 + " Kwamex and more"
+    assert marks_of(text, THURSDAY) == ("e:kwame",)

@@ -32,11 +32,22 @@ QUESTIONS = [
     ("26/02/2024", [w("2024-02-26")], "", False),
     ("02/26/2024", [w("2024-02-26")], "", False),  # the first number cannot be a month's
     ("03/04/2024", [w("2024-04-03")], "", False),  # day first
+    ("03/12/2024", [w("2024-12-03")], "", False),
+    ("12/26/2024", [w("2024-12-26")], "", False),
+    ("05/13/2024", [w("2024-05-13")], "", False),
     ("26.02.24", [w("2024-02-26")], "", False),
+    ("26.02.69", [w("2069-02-26")], "", False),  # two-digit years: 20yy below 70, else 19yy
+    ("26.02.70", [w("1970-02-26")], "", False),
     ("What did I do in January 2022?", [w("2022-01-01", "2022-01-31")], "What did I do?", False),
     ("in March", [w("2024-03-01", "2024-03-31")], "", True),
     ("in June", [w("2023-06-01", "2023-06-30")], "", True),  # the latest June begun by the anchor
     ("in May", [w("2024-05-01", "2024-05-31")], "", True),
+    ("June was hot", [w("2023-06-01", "2023-06-30")], "was hot", True),  # a bare full month name
+    ("July was hot", [w("2023-07-01", "2023-07-31")], "was hot", True),
+    ("April was wet", [w("2024-04-01", "2024-04-30")], "was wet", True),
+    ("Sept was hot", [], "Sept was hot", False),  # a bare short name: no month
+    ("Jan was cold", [], "Jan was cold", False),
+    ("March was cold", [], "March was cold", False),  # "march" is a verb too
     ("during 2023", [w("2023-01-01", "2023-12-31")], "", False),
     ("mid-May", [w("2024-05-11", "2024-05-20")], "", True),
     ("early March 2021", [w("2021-03-01", "2021-03-10")], "", False),
@@ -56,6 +67,10 @@ QUESTIONS = [
     ("this Monday", [w("2024-05-13")], "", True),
     ("this coming Saturday", [w("2024-05-18")], "", True),
     ("what will we do on Saturday?", [w("2024-05-18")], "what will we do?", True),
+    ("see you on 20 May?", [w("2024-05-20")], "see you?", True),
+    # the clause is read up to 80 characters back for a future word
+    ("gonna " + "x" * 73 + " Saturday", [w("2024-05-18")], "gonna " + "x" * 73, True),
+    ("gonna " + "x" * 74 + " Saturday", [w("2024-05-11")], "gonna " + "x" * 74, True),
     # relative days
     ("yesterday", [w("2024-05-15")], "", True),
     ("today", [w("2024-05-16")], "", True),
@@ -80,6 +95,9 @@ QUESTIONS = [
     ("this week", [w("2024-05-13", "2024-05-19")], "", True),
     ("next week", [w("2024-05-20", "2024-05-26")], "", True),
     ("the past week", [w("2024-05-10", "2024-05-16")], "", True),
+    ("the previous week", [w("2024-05-10", "2024-05-16")], "", True),
+    ("the last week", [w("2024-05-10", "2024-05-16")], "", True),
+    ("the coming week", [w("2024-05-20", "2024-05-26")], "", True),
     ("last month", [w("2024-04-01", "2024-04-30")], "", True),
     ("this month", [w("2024-05-01", "2024-05-31")], "", True),
     ("last year", [w("2023-01-01", "2023-12-31")], "", True),
@@ -93,6 +111,9 @@ QUESTIONS = [
     ("What does Kwame play on Tuesday nights?", [], "What does Kwame play on Tuesday nights?", False),
     ("Where do we go every Monday?", [], "Where do we go every Monday?", False),
     ("on Mondays", [], "on Mondays", False),
+    ("Every Monday we swim", [], "Every Monday we swim", False),  # a habit at the text's start
+    ("Each weekend we swim", [], "Each weekend we swim", False),
+    ("every  Monday we swim", [], "every  Monday we swim", False),
     ("I may go; we march on", [], "I may go; we march on", False),
     ("for the 3rd time", [], "for the 3rd time", False),
     ("31 February", [], "31 February", False),
@@ -130,7 +151,9 @@ TURNS = [
     ("The party was on 20 December.", ["2023-12-20"]),
     ("Booked it for 2024-06-01.", ["2024-06-01"]),
     ("yesterday and today", ["2024-05-15", "2024-05-16"]),
+    ("Been ill since last Friday.", [f"2024-05-{n}" for n in range(10, 17)]),  # seven days: marked
     # too wide, vague or none
+    ("Been ill since last Thursday.", []),  # eight days: too wide
     ("Last month was rough, and next year will be better.", []),
     ("I'm off in June.", []),
     ("Every weekend until it's done.", []),
