@@ -19,13 +19,15 @@ import attrs
 
 from fermix_memory.application.commands import Forget, ForgetMemory
 from fermix_memory.application.erasure_content import ErasedContent, erased_content
+from fermix_memory.application.erasure_targets import ConversationContent, conversation_content, row_content
 from fermix_memory.application.errors import NotFound, StorageError
+from fermix_memory.application.log_transfer import head_value
 from fermix_memory.application.ports import Clock
+from fermix_memory.application.privacy_ports import ErasureFollowUp
 from fermix_memory.application.store_ports import (
     Erasure,
     ErasureTransaction,
     EventStore,
-    RecordedEvent,
     ScrubReport,
     WriteTransaction,
 )
@@ -34,12 +36,11 @@ from fermix_memory.application.streams import (
     memory_stream,
     owner_stream,
     parse_owner_stream,
-    review_stream,
 )
 from fermix_memory.domain import events as ev
-from fermix_memory.domain.erasure import OwnerContentFinder, RowContentFinder
+from fermix_memory.domain.erasure import OwnerContentFinder
 from fermix_memory.domain.errors import DomainError
-from fermix_memory.domain.values import ConversationKey, ScopeType, Trust, check_identifier, is_encodable
+from fermix_memory.domain.values import ConversationKey, Trust, check_identifier, is_encodable
 
 log = logging.getLogger("fermix_memory")
 
@@ -117,35 +118,6 @@ class ConversationForgetReport:
     remains: list[str] = attrs.field(factory=list)
 
 
-@attrs.frozen(kw_only=True)
-class _ConversationContent:
-    positions: tuple[int, ...]
-    owners: tuple[str, ...]
-    messages: int
-    checkpoints: int
-    review_records: int
-    memory_ids: tuple[int, ...]
-    revisions: tuple[ev.RedactedRevision, ...]
-
-
-def _learnt_only_from(candidates: Sequence[RecordedEvent], agent_id: str, conversation: ConversationKey,
-                      message_ids: set[int]) -> list[int]:
-    """The rows of ``agent_id`` (among the owner's ``candidates``) learnt only from the conversation:
-    scoped to it, or whose every statement (add, replaces) names one of its messages as source."""
-    sources: dict[int, list[int | None]] = {}
-    scoped: set[int] = set()
-    for item in candidates:
-        e = item.event
-        if isinstance(e, ev.MemoryAdded) and e.agent_id == agent_id:
-            sources[item.position] = [e.provenance.source_message_id]
-            if e.scope_type == ScopeType.CONVERSATION and e.scope_id == conversation.scope_id:
-                scoped.add(item.position)
-        elif isinstance(e, ev.MemoryReplaced) and e.memory_id in sources:
-            sources[e.memory_id].append(e.provenance.source_message_id)
-    return sorted(row for row, found in sources.items()
-                  if row in scoped or all(s is not None and s in message_ids for s in found))
-
-
 class OwnerFiles(Protocol):
     """The prompt files of (agent, owner), removed after their erasure."""
 
@@ -180,11 +152,15 @@ def _is_owner_stream(stream: str, owner_id: str, agent_id: str | None) -> bool:
 
 
 class Forgetting:
-    def __init__(self, store: EventStore, erasure: Erasure, files: OwnerFiles, clock: Clock) -> None:
+    def __init__(self, store: EventStore, erasure: Erasure, files: OwnerFiles, clock: Clock,
+                 follow_up: ErasureFollowUp | None = None) -> None:
+        """``follow_up``: what runs once an erasure is committed and scrubbed (export keys
+        destroyed, the receipt signed, ADR-0078)."""
         self._store = store
         self._erasure = erasure
         self._files = files
         self._clock = clock
+        self._follow_up = follow_up
 
     def forget(self, cmd: Forget) -> ForgetReport:
         """:meth:`forget_owner` as the command says."""
@@ -207,7 +183,10 @@ class Forgetting:
         _check_reason(reason)
         at = self._clock.now()
 
+        head_before, records = self._head_text(), list[int]()
+
         def work(tx: WriteTransaction, erasing: ErasureTransaction) -> dict[str, ErasedContent]:
+            records.clear()  # a busy store may run the work again
             finder = OwnerContentFinder(owner_id, agent_id)
             read: dict[int, ev.DomainEvent] = {}
             for item in erasing.erasure_candidates(owner_id, ev.REFERRING_KINDS):
@@ -232,7 +211,7 @@ class Forgetting:
                     redacted_revisions=finder.revisions(agent),
                     provenance=ev.Provenance(agent_id=agent, owner_id=owner_id, trust=Trust.OPERATOR,
                                              source_type="forget", source_id=by, reason=reason)))
-                tx.append(owner_stream(agent, owner_id), forgotten[-1:])
+                records.extend(tx.append(owner_stream(agent, owner_id), forgotten[-1:]))
             if not dry_run:
                 self._files.record_in(tx, forgotten, at)
             return erased
@@ -248,6 +227,7 @@ class Forgetting:
                                 wal_truncated=True, bytes_before=0, bytes_after=0)
         removed = [agent for agent in sorted(erased) if self._files.remove_files(agent, owner_id)]
         scrub = self._scrub(f"owner {owner_id!r}")
+        self._followed(records, head_before)
         return ForgetReport(owner_id=owner_id, erased_events=erased, prompt_files_removed=removed,
                             content=content, **_outcome(scrub))
 
@@ -262,13 +242,14 @@ class Forgetting:
         _check_reason(reason)
         at = self._clock.now()
 
+        head_before, records = self._head_text(), list[int]()
+
         def work(tx: WriteTransaction, erasing: ErasureTransaction) -> ev.MemoryForgotten | None:
+            records.clear()
             row = tx.by_id(memory_id)
             if row is None:
                 return None
-            finder = RowContentFinder(memory_id)
-            for item in erasing.erasure_candidates(row.owner_id, ev.REFERRING_KINDS):
-                finder.add(item.position, item.event)
+            finder = row_content(erasing, memory_id, row.owner_id)
             positions = tuple(finder.positions())
             if not dry_run:
                 erasing.redact(positions)
@@ -278,7 +259,7 @@ class Forgetting:
                 provenance=ev.Provenance(agent_id=row.agent_id, owner_id=row.owner_id, trust=Trust.OPERATOR,
                                          source_type="forget", source_id=by, reason=reason))
             if not dry_run:
-                tx.append(memory_stream(row.agent_id, row.owner_id), [record])
+                records.extend(tx.append(memory_stream(row.agent_id, row.owner_id), [record]))
                 self._files.record_in(tx, [record], at)
             return record
 
@@ -296,7 +277,9 @@ class Forgetting:
             bytes_after=0)
         if dry_run:
             return report
-        return attrs.evolve(report, **_outcome(self._scrub(f"memory {memory_id}")))
+        scrub = self._scrub(f"memory {memory_id}")
+        self._followed(records, head_before)
+        return attrs.evolve(report, **_outcome(scrub))
 
     def forget_conversation(self, agent_id: str, conversation: ConversationKey, *, dry_run: bool = False,
                             by: str = "operator", reason: str = "") -> ConversationForgetReport:
@@ -308,8 +291,11 @@ class Forgetting:
         _check_reason(reason)
         at = self._clock.now()
 
-        def work(tx: WriteTransaction, erasing: ErasureTransaction) -> _ConversationContent:
-            found = self._conversation_content(tx, erasing, agent_id, conversation)
+        head_before, records = self._head_text(), list[int]()
+
+        def work(tx: WriteTransaction, erasing: ErasureTransaction) -> ConversationContent:
+            records.clear()
+            found = conversation_content(tx, erasing, agent_id, conversation)
             if dry_run or not found.positions:
                 return found
             erasing.redact(found.positions)
@@ -319,7 +305,7 @@ class Forgetting:
                 redacted_revisions=found.revisions,
                 provenance=ev.Provenance(agent_id=agent_id, owner_id=by, trust=Trust.OPERATOR,
                                          source_type="forget", source_id=by, reason=reason))
-            tx.append(conversation_stream(agent_id, conversation), [record])
+            records.extend(tx.append(conversation_stream(agent_id, conversation), [record]))
             self._files.record_in(tx, [record], at)
             return found
 
@@ -331,42 +317,18 @@ class Forgetting:
         if dry_run or not (found.positions or self._erasure.scrub_pending()):
             return report
         scrub = self._scrub(f"conversation {conversation} of {agent_id!r}")
+        self._followed(records, head_before)
         return attrs.evolve(report, **_outcome(scrub))
 
-    @staticmethod
-    def _conversation_content(tx: WriteTransaction, erasing: ErasureTransaction, agent_id: str,
-                              conversation: ConversationKey) -> _ConversationContent:
-        positions: set[int] = set()
-        message_ids: set[int] = set()
-        owners: dict[str, None] = {}
-        checkpoints = 0
-        for item in tx.read_events(stream=conversation_stream(agent_id, conversation)):
-            if isinstance(item.event, ev.ConversationForgotten):
-                continue  # the record of an earlier erasure stays
-            positions.add(item.position)
-            if isinstance(item.event, ev.MessageAppended):
-                message_ids.add(item.position)
-                checkpoints += item.event.message_kind == "checkpoint"
-                owners.update(dict.fromkeys((item.event.owner_id, *item.event.quoted_owners)))
-        reviews = [item.position for owner in owners
-                   for item in tx.read_events(stream=review_stream(agent_id, owner, conversation))]
-        positions.update(reviews)
-        rows: list[int] = []
-        revisions: list[ev.RedactedRevision] = []
-        for owner in owners:
-            candidates = list(erasing.erasure_candidates(owner, ev.REFERRING_KINDS))
-            for row in _learnt_only_from(candidates, agent_id, conversation, message_ids):
-                if tx.by_id(row) is None:
-                    continue
-                finder = RowContentFinder(row)
-                for item in candidates:
-                    finder.add(item.position, item.event)
-                positions.update(finder.positions())
-                revisions += [r for r in finder.revisions() if r not in revisions]
-                rows.append(row)
-        return _ConversationContent(
-            positions=tuple(sorted(positions)), owners=tuple(owners), messages=len(message_ids) - checkpoints,
-            checkpoints=checkpoints, review_records=len(reviews), memory_ids=tuple(rows), revisions=tuple(revisions))
+    def _head_text(self) -> str:
+        """The log's head when an erasure begins, as its receipt names it."""
+        return str(head_value(self._store.head())) if self._follow_up is not None else ""
+
+    def _followed(self, records: Sequence[int], head_before: str) -> None:
+        """Destroy export keys and sign the receipt of a committed, scrubbed erasure (a crash
+        before this is made up for when the memory opens again)."""
+        if records and self._follow_up is not None:
+            self._follow_up.erased(records, head_before)
 
     def _scrub(self, what: str) -> ScrubReport:
         try:

@@ -50,6 +50,11 @@ def source_stream(source_id: str) -> str:
 
 
 TRACE_STREAM = "trace/model-calls"
+# Where the home's signed receipts of erasures, the runs of its retention policies and the
+# destruction of export keys are recorded (one stream each: they are rare, and ordered).
+RECEIPT_STREAM = "privacy/receipts"
+RETENTION_STREAM = "privacy/retention"
+EXPORT_KEYS_STREAM = "privacy/export-keys"
 
 
 # Streams keyed by an owner (``KIND/AGENT/OWNER[/...]``): an owner's facts, reviews, prompt-file

@@ -45,14 +45,17 @@ from fermix_memory.domain.memory_events import (
     OwnerForgotten,
     RedactedRevision,
 )
+from fermix_memory.domain.privacy_events import ErasureReceipted, ExportKeysDestroyed, RetentionRan
 
 __all__ = [
     "ALL_EVENTS", "ERASURE_RECORDS", "EVENTS_BY_KIND", "NO_OWNER_CONTENT", "REFERRING_KINDS", "CompactionFailed",
-    "ConversationForgotten", "ConversationWindowCleared", "DomainEvent", "Erasure", "HistoryCompacted",
+    "ConversationForgotten", "ConversationWindowCleared", "DomainEvent", "Erasure", "ErasureReceipted",
+    "ExportKeysDestroyed", "HistoryCompacted",
     "JobRunRecorded", "MemoryAdded", "MemoryArchived", "MemoryForgotten", "MemoryReplaced", "MemoryRestored",
     "MemorySourceRegistered", "MessageAppended", "MessageRetracted", "ModelCallTraced", "OperationRefused",
     "OwnerForgotten", "OwnerRef", "Provenance", "RedactedRevision", "ResourceRevised", "ResourceRolledBack",
-    "ReviewClaimed", "ReviewCompleted", "ReviewFailed", "ReviewSkipped", "RowStatement", "ScheduledJobSaved",
+    "RetentionRan", "ReviewClaimed", "ReviewCompleted", "ReviewFailed", "ReviewSkipped", "RowStatement",
+    "ScheduledJobSaved",
 ]  # fmt: skip
 
 ALL_EVENTS: tuple[type[DomainEvent], ...] = (
@@ -79,6 +82,9 @@ ALL_EVENTS: tuple[type[DomainEvent], ...] = (
     OwnerForgotten,
     MemoryForgotten,
     ConversationForgotten,
+    ErasureReceipted,
+    RetentionRan,
+    ExportKeysDestroyed,
 )
 
 # The records of an erasure: ``verify`` accepts a NULL payload only when one of them names it.

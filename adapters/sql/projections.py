@@ -339,6 +339,9 @@ PROJECTIONS: dict[type[ev.DomainEvent], Projection] = {
     ev.OwnerForgotten: _owner_forgotten,
     ev.MemoryForgotten: _memory_forgotten,
     ev.ConversationForgotten: _conversation_forgotten,
+    ev.ErasureReceipted: _no_projection,
+    ev.RetentionRan: _no_projection,
+    ev.ExportKeysDestroyed: _no_projection,
 }
 
 def project(cur: SqlCursor, position: int, event: ev.DomainEvent) -> None:

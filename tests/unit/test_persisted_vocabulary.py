@@ -53,6 +53,9 @@ EVENT_KINDS = {
     "owner.forgotten": 2,
     "memory.forgotten": 1,
     "conversation.forgotten": 1,
+    "erasure.receipted": 1,
+    "retention.ran": 1,
+    "export_keys.destroyed": 1,
 }
 
 # Every enum of the package (module.Class) -> its members' names and values.
