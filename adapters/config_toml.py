@@ -25,6 +25,7 @@ from fermix_memory.application.settings import (
     knobs_of,
     settings_from_mapping,
 )
+from fermix_memory.application.settings_retention import EXAMPLE as RETENTION_EXAMPLE
 
 
 def load_settings(path: Path) -> Settings:
@@ -150,6 +151,7 @@ def render_default_config() -> str:
     parts.append("")
     parts.append(_PROVIDERS_INTRO)
     parts += _example("providers", ProviderSettings)
+    parts += ["", RETENTION_EXAMPLE]
     return "\n".join(parts) + "\n"
 
 

@@ -13,24 +13,32 @@ What "at a moment" means: the events of the stream up to the first one recorded 
 just before that event leaves (the clock of one host only moves forward, so the prefix is every
 event recorded at or before the moment). A moment before the first event is an empty memory.
 Redacted events are skipped by every read of the store, so an erased value never comes back.
+
+An erased row is not folded, at any moment: what says it stood then is read apart
+(:func:`erased_as_of`, ADR-0083) from what the log keeps without its content: the row's own log
+entry (redacted, its time kept), the erasure's record and its receipt.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from datetime import datetime
+from typing import Protocol
 
 from fermix_memory.application.composer import RevisionReader, StoredWindowReader
 from fermix_memory.application.query_ports import ResourceRevision
 from fermix_memory.application.store_ports import EventStore, RecordedEvent
 from fermix_memory.application.streams import (
+    RECEIPT_STREAM,
     conversation_stream,
     memory_stream,
+    owner_stream,
     parse_owner_stream,
     resource_stream,
 )
 from fermix_memory.domain import conversation_window, resources
 from fermix_memory.domain import events as ev
+from fermix_memory.domain.erased_rows import ErasedRow, ErasedRowsFold, LogRow, erased_at
 from fermix_memory.domain.errors import InvalidArgument
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.memory_evolution import evolve_memory
@@ -92,19 +100,84 @@ def memories_as_of(store: EventStore, agent_id: str, owner_id: str, moment: date
     return [r for _, r in sorted(rows.items()) if include_archived or r.archived_at is None]
 
 
+def _pairs(store: EventStore, agent_id: str | None, owner_id: str | None) -> list[tuple[str, str]]:
+    """The (agent, owner) pairs with a memory stream (of one agent / owner when given): found on
+    the log's stream index, not by reading the log."""
+    if agent_id is not None and owner_id is not None:
+        return [(agent_id, owner_id)]
+    prefix = "memory/" if agent_id is None else memory_stream(agent_id, "")
+    return [p for p in map(parse_owner_stream, store.last_positions(prefix)) if owner_id is None or p[1] == owner_id]
+
+
 def all_memories_as_of(store: EventStore, moment: datetime, *, agent_id: str | None = None,
                        owner_id: str | None = None, include_archived: bool = True) -> list[Memory]:
     """Every row (optionally of one agent / owner) as it was at ``moment``, by id: an operator's
-    view. One owner of one agent is one stream; otherwise each owner's stream is folded in turn
-    (the streams are found on the log's stream index, not by reading the log)."""
-    if agent_id is not None and owner_id is not None:
-        pairs = [(agent_id, owner_id)]
-    else:
-        prefix = "memory/" if agent_id is None else memory_stream(agent_id, "")
-        pairs = [p for p in map(parse_owner_stream, store.last_positions(prefix))
-                 if owner_id is None or p[1] == owner_id]
+    view. One owner of one agent is one stream; otherwise each owner's stream is folded in turn."""
+    pairs = _pairs(store, agent_id, owner_id)
     found = [row for a, o in pairs for row in memories_as_of(store, a, o, moment, include_archived=include_archived)]
     return sorted(found, key=lambda r: r.id)
+
+
+class ErasureLog(Protocol):
+    """What the log keeps of erased rows, beside the store's reads of readable events."""
+
+    def stream_rows(self, stream: str) -> list[LogRow]:
+        """Every entry of ``stream`` in version order, redacted ones included (no payload)."""
+        ...
+
+    def events_at(self, positions: Collection[int]) -> list[RecordedEvent]:
+        """The readable events at ``positions``, in log order."""
+        ...
+
+    def records_after(self, position: int, kinds: Collection[str]) -> Iterator[RecordedEvent]:
+        """Readable events of ``kinds`` after ``position``, in log order."""
+        ...
+
+
+_RECORD_KINDS = frozenset(cls.kind for cls in ev.ERASURE_RECORDS)
+
+
+def erased_rows(store: EventStore, log: ErasureLog, agent_id: str, owner_id: str) -> list[ErasedRow]:
+    """Every row of one owner with one agent that an erasure took, by id, with when and by what.
+
+    The memory stream's entries name the rows; their records are found on the memory stream
+    (one row's erasure), the owner's stream (the owner's), or through the receipts naming the
+    rows (a conversation's, recorded on its own stream); a row erased before receipts were
+    signed is looked for among the erasure records after it (a walk of the log's end)."""
+    fold = ErasedRowsFold(agent_id, owner_id)
+    entries = log.stream_rows(memory_stream(agent_id, owner_id))
+    for row in entries:
+        fold.add_row(row)
+    if not fold.candidates():
+        return []
+    # The stream's records only, by position: its other events are not decoded.
+    for item in log.events_at([e.position for e in entries if e.kind in _RECORD_KINDS and not e.redacted]):
+        fold.add_record(item.position, item.event)
+    for item in store.read_events(stream=owner_stream(agent_id, owner_id)):
+        fold.add_record(item.position, item.event)
+    for item in store.read_events(stream=RECEIPT_STREAM):
+        if isinstance(item.event, ev.ErasureReceipted):
+            fold.add_receipt(item.position, item.event)
+    missing = fold.unexplained()
+    if missing:
+        records = [r for receipt in fold.receipts_naming(missing) for r in fold.receipt_records(receipt)]
+        for item in log.events_at(records):
+            fold.add_record(item.position, item.event)
+        missing = fold.unexplained()
+    if missing:
+        for item in log.records_after(missing[0], _RECORD_KINDS):
+            fold.add_record(item.position, item.event)
+    return fold.rows()
+
+
+def erased_as_of(store: EventStore, log: ErasureLog, moment: datetime, *, agent_id: str | None = None,
+                 owner_id: str | None = None) -> list[ErasedRow]:
+    """The rows (optionally of one agent / owner) that stood at ``moment`` and were erased after
+    it, by id: their ids, times and erasures, never their content. At or after its erasure a row
+    is in neither this answer nor :func:`all_memories_as_of`'s."""
+    pairs = _pairs(store, agent_id, owner_id)
+    found = [row for a, o in pairs for row in erased_at(erased_rows(store, log, a, o), moment)]
+    return sorted(found, key=lambda r: r.memory_id)
 
 
 def revision_as_of(store: EventStore, agent_id: str, owner_id: str, name: str,

@@ -87,3 +87,19 @@ def row_content(erasing: ErasureTransaction, memory_id: int, owner_id: str) -> R
     for item in erasing.erasure_candidates(owner_id, ev.REFERRING_KINDS):
         finder.add(item.position, item.event)
     return finder
+
+
+def rows_content(erasing: ErasureTransaction, rows: Sequence[tuple[int, str]]) -> dict[int, RowContentFinder]:
+    """The finders of several memory rows ``(memory_id, owner_id)``: each owner's candidate
+    events are read once and each event's declaration made once, whatever the number of rows."""
+    by_owner: dict[str, list[int]] = {}
+    for memory_id, owner_id in rows:
+        by_owner.setdefault(owner_id, []).append(memory_id)
+    finders: dict[int, RowContentFinder] = {}
+    for owner_id, ids in by_owner.items():
+        mine = [finders.setdefault(memory_id, RowContentFinder(memory_id)) for memory_id in dict.fromkeys(ids)]
+        for item in erasing.erasure_candidates(owner_id, ev.REFERRING_KINDS):
+            decl = item.event.erasure()
+            for finder in mine:
+                finder.add_declared(item.position, decl)
+    return finders

@@ -77,6 +77,8 @@ def explain_memory(store: EventStore, queries: ExplainQueries, memory_id: int) -
         for name in ("value", "previous_value", "reason", "category", "key"):
             if hasattr(e, name):
                 entry[name] = getattr(e, name)
+        if isinstance(e, ev.MemoryAdded | ev.MemoryReplaced) and e.expires_at is not None:
+            entry["expires_at"] = e.expires_at.isoformat()  # the row's expiry after the change (ADR-0082)
         provenance = getattr(e, "provenance", None)
         if isinstance(provenance, ev.Provenance):
             entry["by"] = {

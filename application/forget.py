@@ -65,6 +65,7 @@ class ForgetReport:
     store: str = ""
     finished: bool = True
     remains: list[str] = attrs.field(factory=list)
+    receipt: int | None = None  # the log position of the erasure's signed receipt (ADR-0079)
     # ``dry_run``: nothing was changed, this is what would go; ``content``: per agent, what goes.
     dry_run: bool = False
     content: dict[str, ErasedContent] = attrs.field(factory=dict)
@@ -94,6 +95,7 @@ class MemoryForgetReport:
     store: str = ""
     finished: bool = True
     remains: list[str] = attrs.field(factory=list)
+    receipt: int | None = None  # the log position of the erasure's signed receipt (ADR-0079)
 
 
 @attrs.frozen(kw_only=True)
@@ -116,6 +118,7 @@ class ConversationForgetReport:
     store: str = ""
     finished: bool = True
     remains: list[str] = attrs.field(factory=list)
+    receipt: int | None = None  # the log position of the erasure's signed receipt (ADR-0079)
 
 
 class OwnerFiles(Protocol):
@@ -161,6 +164,11 @@ class Forgetting:
         self._files = files
         self._clock = clock
         self._follow_up = follow_up
+
+    @property
+    def follow_up(self) -> ErasureFollowUp | None:
+        """What follows every committed erasure (the retention runs share it)."""
+        return self._follow_up
 
     def forget(self, cmd: Forget) -> ForgetReport:
         """:meth:`forget_owner` as the command says."""
@@ -227,9 +235,8 @@ class Forgetting:
                                 wal_truncated=True, bytes_before=0, bytes_after=0)
         removed = [agent for agent in sorted(erased) if self._files.remove_files(agent, owner_id)]
         scrub = self._scrub(f"owner {owner_id!r}")
-        self._followed(records, head_before)
         return ForgetReport(owner_id=owner_id, erased_events=erased, prompt_files_removed=removed,
-                            content=content, **_outcome(scrub))
+                            content=content, receipt=self._followed(records, head_before), **_outcome(scrub))
 
     def forget_memory(self, memory_id: int, *, dry_run: bool = False, by: str = "operator",
                       reason: str = "") -> MemoryForgetReport:
@@ -278,8 +285,7 @@ class Forgetting:
         if dry_run:
             return report
         scrub = self._scrub(f"memory {memory_id}")
-        self._followed(records, head_before)
-        return attrs.evolve(report, **_outcome(scrub))
+        return attrs.evolve(report, receipt=self._followed(records, head_before), **_outcome(scrub))
 
     def forget_conversation(self, agent_id: str, conversation: ConversationKey, *, dry_run: bool = False,
                             by: str = "operator", reason: str = "") -> ConversationForgetReport:
@@ -317,18 +323,18 @@ class Forgetting:
         if dry_run or not (found.positions or self._erasure.scrub_pending()):
             return report
         scrub = self._scrub(f"conversation {conversation} of {agent_id!r}")
-        self._followed(records, head_before)
-        return attrs.evolve(report, **_outcome(scrub))
+        return attrs.evolve(report, receipt=self._followed(records, head_before), **_outcome(scrub))
 
     def _head_text(self) -> str:
         """The log's head when an erasure begins, as its receipt names it."""
         return str(head_value(self._store.head())) if self._follow_up is not None else ""
 
-    def _followed(self, records: Sequence[int], head_before: str) -> None:
+    def _followed(self, records: Sequence[int], head_before: str) -> int | None:
         """Destroy export keys and sign the receipt of a committed, scrubbed erasure (a crash
-        before this is made up for when the memory opens again)."""
+        before this is made up for when the memory opens again); the receipt's log position."""
         if records and self._follow_up is not None:
-            self._follow_up.erased(records, head_before)
+            return self._follow_up.erased(records, head_before)
+        return None
 
     def _scrub(self, what: str) -> ScrubReport:
         try:

@@ -23,6 +23,7 @@ from fermix_memory.application.as_of import check_moment
 from fermix_memory.application.errors import NotFound
 from fermix_memory.application.message_input import conversation_key, parse_enum
 from fermix_memory.domain.errors import InvalidArgument, InvalidOperation
+from fermix_memory.domain.expiry import NEVER, expiry_time
 from fermix_memory.domain.operations import AddOperation, ArchiveOperation, Operation, ReplaceOperation
 from fermix_memory.domain.scopes import RecallMode, RecallScope, RecallSource, WriterKind
 from fermix_memory.domain.values import (
@@ -76,12 +77,22 @@ def operations(value: object, what: str = "operations") -> tuple[Operation, ...]
     parsed = []
     for index, item in enumerate(value):
         if isinstance(item, AddOperation | ReplaceOperation | ArchiveOperation):
-            parsed.append(item)
+            parsed.append(_with_expiry(item, f"{what}[{index}]"))
             continue
         if not isinstance(item, Mapping):
             raise InvalidOperation(f"{what}[{index}]: an operation must be a mapping")
-        parsed.append(_operation(item, f"{what}[{index}]"))
+        parsed.append(_with_expiry(_operation(item, f"{what}[{index}]"), f"{what}[{index}]"))
     return tuple(parsed)
+
+
+def _with_expiry(op: Operation, where: str) -> Operation:
+    """``op`` with its ``expires_at`` read (ADR-0082): a host's time that is no ISO 8601 time with
+    a zone is its bug, :class:`InvalidArgument` (whether it is past is told at the write, by the
+    clock: ``MemoryWriter.write``)."""
+    if isinstance(op, ArchiveOperation) or op.expires_at is None:
+        return op
+    moment = expiry_time(op.expires_at, f"{where}.expires_at")
+    return attrs.evolve(op, expires_at=NEVER if moment is None else moment)
 
 
 _OPERATIONS: dict[str, type[Operation]] = {"add": AddOperation, "replace": ReplaceOperation,

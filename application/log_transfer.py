@@ -5,16 +5,20 @@ Export streams the log up to the head it read first. Import reads the file twice
 every line (format, positions, stream versions, digests, payload schemas, the chain, the
 header's head) and to find where the target stands, writing nothing; then to append, in
 batches, only what follows the target's head. Memory stays constant whatever the log's size.
+An encrypted export (ADR-0081) is read through an :class:`Opener` that opens its sealed payloads
+on both reads; what it could not open (a destroyed key) is appended redacted, then recorded.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Protocol
 
 import attrs
 
 from fermix_memory.application.errors import EventFileError
+from fermix_memory.application.privacy_ports import ErasureFollowUp
 from fermix_memory.application.store_ports import EventStore, LogHead
 from fermix_memory.application.streams import chain_for
 from fermix_memory.domain.errors import DomainError
@@ -28,11 +32,37 @@ from fermix_memory.domain.log_chain import (
     Relink,
     checkpoint_hash,
 )
-from fermix_memory.domain.log_lines import event_line, header_line, parse_event, parse_header
+from fermix_memory.domain.log_lines import SealedPayload, event_line, header_line, parse_event_line, parse_file_header
 
 BATCH = 2_000  # events appended per transaction
 Lines = Callable[[], Iterable[str]]  # opens the event file anew, one line per item
 Progress = Callable[[int, int], None]
+
+
+class Opener(Protocol):
+    """Opens the sealed payloads of an encrypted export (``application.sealed_import``)."""
+
+    def begin(self, keyring_id: str) -> None:
+        """The file, sealed with that keyring, is read from its start (again)."""
+        ...
+
+    def open(self, e: LoggedEvent, sealed: SealedPayload) -> LoggedEvent:
+        """``e`` with its payload opened, or redacted when a key of it is destroyed."""
+        ...
+
+    def record(self, store: EventStore) -> list[int]:
+        """Once the events are in: record the erasures the destroyed keys stand for (positions)."""
+        ...
+
+    @property
+    def destroyed(self) -> Mapping[tuple[str, str], Sequence[int]]:
+        """Per (agent, owner) whose key is destroyed, the positions it left redacted."""
+        ...
+
+    @property
+    def lost(self) -> Sequence[int]:
+        """The positions whose own keys were destroyed (punctured), left redacted."""
+        ...
 
 
 @attrs.frozen(kw_only=True)
@@ -45,6 +75,10 @@ class ImportReport:
     chains: int = 1
     anchor: str = ""  # the head as ``events head`` prints it (the checkpoint's text for several chains)
     rechained_from: str = ""  # the file's own anchor, when the import linked its events onto other chains
+    # An encrypted export: the pairs whose destroyed keys left payloads redacted, and their records.
+    keys_destroyed: tuple[tuple[str, str], ...] = ()
+    erasure_records: tuple[int, ...] = ()
+    positions_lost: int = 0  # payloads whose position keys were destroyed (ADR-0081)
 
 
 def export_lines(store: EventStore) -> Iterator[str]:
@@ -69,8 +103,9 @@ def head_value(head: LogHead) -> Head:
     return Head(head.position, head.hash, tuple(getattr(head, "chains", ())))
 
 
-def _events(lines: Iterable[str]) -> Iterator[tuple[int, LoggedEvent | Head]]:
-    """``(line number, parsed line)``: the header as the :class:`Head` it names, then events."""
+def _events(lines: Iterable[str], opener: Opener | None = None) -> Iterator[tuple[int, LoggedEvent | Head]]:
+    """``(line number, parsed line)``: the header as the :class:`Head` it names, then events
+    (sealed payloads opened by ``opener``; a sealed file without one is refused)."""
     try:
         items = iter(lines)
     except TypeError:
@@ -81,9 +116,13 @@ def _events(lines: Iterable[str]) -> Iterator[tuple[int, LoggedEvent | Head]]:
             if not isinstance(text, str):
                 raise EventFileError(f"a line must be text, got {type(text).__name__}")
             if number == 1:
-                yield number, parse_header(text.removeprefix("\ufeff"))
+                yield number, _header(text.removeprefix("\ufeff"), opener)
             elif text.strip():
-                yield number, parse_event(text)
+                e, sealed = parse_event_line(text)
+                if sealed is not None and opener is None:
+                    raise EventFileError("its payload is sealed (an encrypted export): import it with the keys"
+                                         " of the home that exported it")
+                yield number, e if sealed is None or opener is None else opener.open(e, sealed)
             else:
                 raise EventFileError("an empty line (every line after the header is one event)")
         except DomainError as exc:
@@ -94,17 +133,28 @@ def _events(lines: Iterable[str]) -> Iterator[tuple[int, LoggedEvent | Head]]:
         raise EventFileError("line 1: the file is empty (an event file starts with its header)")
 
 
+def _header(text: str, opener: Opener | None) -> Head:
+    head, keyring = parse_file_header(text)
+    if keyring and opener is None:
+        raise EventFileError("the file is an encrypted export (its payloads sealed with keyring"
+                             f" {keyring}): import it with the keys of the home that exported it")
+    if keyring and opener is not None:
+        opener.begin(keyring)
+    return head
+
+
 def check_lines(lines: Lines, structure: PayloadCheck, *, progress: Progress | None = None,
-                target_at: LogHead | None = None) -> ImportReport:
+                target_at: LogHead | None = None, opener: Opener | None = None) -> ImportReport:
     """Check the whole file; nothing is written. ``target_at``: the head of a log that must be
-    a prefix of the file's (its event at that position has that hash)."""
+    a prefix of the file's (its event at that position has that hash). ``opener``: opens the
+    payloads of an encrypted export (each must open, or have a destroyed key)."""
     check = ChainCheck(structure)
     declared = Head(0, "")
     target = head_value(target_at) if target_at is not None else None
     wanted = dict.fromkeys(target.chains or (target.position,)) if target is not None and target.position else {}
     seen: dict[int, str] = {}
     number = 0
-    for number, item in _events(lines()):
+    for number, item in _events(lines(), opener):
         if isinstance(item, Head):
             declared = item
             chains = len(item.chains) or 1
@@ -144,24 +194,27 @@ def _holds(target: Head, seen: dict[int, str]) -> bool:
 class LogTransfer:
     """Export the log of one store, or import an event file into it."""
 
-    def __init__(self, store: EventStore, structure: PayloadCheck, after_import: Callable[[], object]) -> None:
+    def __init__(self, store: EventStore, structure: PayloadCheck, after_import: Callable[[], object],
+                 follow_up: ErasureFollowUp | None = None) -> None:
         """``structure(kind, schema, payload)``: the codec that turns a payload into its event
         class (raises on one that does not fit); ``after_import``: rebuilds what is derived
-        outside the store (prompt files) once events were appended."""
+        outside the store (prompt files) once events were appended; ``follow_up``: what runs
+        after the erasures an encrypted export's destroyed keys stand for are recorded."""
         self._store = store
         self._structure = structure
         self._after_import = after_import
+        self._follow_up = follow_up
 
     def export_lines(self) -> Iterator[str]:
         return export_lines(self._store)
 
     def check(self, lines: Lines, *, progress: Progress | None = None,
-              target_at: LogHead | None = None) -> ImportReport:
-        return check_lines(lines, self._structure, progress=progress, target_at=target_at)
+              target_at: LogHead | None = None, opener: Opener | None = None) -> ImportReport:
+        return check_lines(lines, self._structure, progress=progress, target_at=target_at, opener=opener)
 
     def import_lines(self, lines: Lines, *, resume: bool = False, progress: Progress | None = None,
                      checked: Progress | None = None, chains: int | None = None,
-                     copy_of: str | None = None) -> ImportReport:
+                     copy_of: str | None = None, opener: Opener | None = None) -> ImportReport:
         """Check the whole file, then append what follows the target's head (see the module).
 
         An empty target takes the whole file. A target holding events is refused unless
@@ -170,7 +223,9 @@ class LogTransfer:
         onto that many chains instead of the file's (ADR-0031) — an empty target only; the
         events, positions and digests stay, their chain hashes and the anchor are new.
         ``copy_of``: the home this import copies (``storage migrate``): the target carries it as
-        the mark of an unfinished copy from its first appended events to its last (ADR-0051)."""
+        the mark of an unfinished copy from its first appended events to its last (ADR-0051).
+        ``opener``: opens an encrypted export's payloads (ADR-0081); after the events, the erasures
+        its destroyed keys stand for are recorded (and followed up: receipts)."""
         at = self._store.head()
         if at.position and not resume:
             raise EventFileError(f"the target already holds events (up to position {at.position}): nothing was"
@@ -178,7 +233,7 @@ class LogTransfer:
                                  " prefix of this file's)")
         if chains is not None and (type(chains) is not int or not 1 <= chains <= MAX_CHAINS):
             raise EventFileError(f"chains is a whole number from 1 to {MAX_CHAINS}, not {chains!r}")
-        report = self.check(lines, progress=checked, target_at=at)
+        report = self.check(lines, progress=checked, target_at=at, opener=opener)
         wanted = report.chains if chains is None else chains
         rechain = wanted != report.chains
         if rechain and (resume or at.position):
@@ -194,7 +249,9 @@ class LogTransfer:
                                      " nothing was written")
             self._store.adopt_chains(wanted)  # an empty target takes the file's chains (or those asked)
         relink = Relink(wanted, functools.partial(_chain, chains=wanted)) if rechain else None
-        appended = self._copy(lines, at.position, report, relink, progress, copy_of)
+        appended = self._copy(lines, at.position, report, relink, progress, copy_of, opener)
+        if opener is not None:
+            report = self._recorded(report, opener)
         self._after_import()
         if relink is None:
             return attrs.evolve(report, appended=appended)
@@ -202,14 +259,24 @@ class LogTransfer:
         return attrs.evolve(report, appended=appended, head_hash=head.hash, chains=wanted, anchor=str(head),
                             rechained_from=report.anchor)
 
+    def _recorded(self, report: ImportReport, opener: Opener) -> ImportReport:
+        """Record what the destroyed keys of an encrypted export left redacted; follow it up."""
+        head_before = str(head_value(self._store.head()))
+        records = opener.record(self._store)
+        if records and self._follow_up is not None:
+            self._follow_up.erased(records, head_before)
+        destroyed = tuple(sorted(opener.destroyed))
+        return attrs.evolve(report, keys_destroyed=destroyed, erasure_records=tuple(records),
+                            positions_lost=len(opener.lost))
+
     def _copy(self, lines: Lines, after: int, report: ImportReport, relink: Relink | None,
-              progress: Progress | None, copy_of: str | None) -> int:
+              progress: Progress | None, copy_of: str | None, opener: Opener | None) -> int:
         """Append the checked file's events that follow position ``after``, in batches; how many.
         A batch is appended once the next event is read, so the last one is known as the last:
         with ``copy_of``, the first batch writes the mark and the last removes it."""
         batch: list[LoggedEvent] = []
         appended = 0
-        for _, item in _events(lines()):
+        for _, item in _events(lines(), opener):
             if isinstance(item, Head) or item.position <= after:
                 continue
             if item.position > report.head_position:

@@ -17,6 +17,7 @@ from fermix_memory.application.store_ports import EventStore, WriteTransaction
 from fermix_memory.application.streams import memory_stream
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.admission import MAX_MEMORY_ID, AdmissionPolicy, WriteContext
+from fermix_memory.domain.expiry import stated_expiry
 from fermix_memory.domain.memory_evolution import operator_set_rows, statement_time
 from fermix_memory.domain.operations import Operation, sourced
 from fermix_memory.domain.row_rollback import RowChange
@@ -48,6 +49,14 @@ def _outcome(op_name: str, events: Sequence[ev.DomainEvent], positions: Sequence
     status = {ev.MemoryReplaced: "replaced", ev.MemoryArchived: "archived",
               ev.MemoryRestored: "restored"}[type(event)]
     return OperationOutcome(op=op_name, status=status, memory_id=getattr(event, "memory_id", None))
+
+
+def check_expiries(ops: Sequence[Operation], at: datetime) -> None:
+    """Raise :class:`~fermix_memory.domain.errors.InvalidArgument` for the first operation whose
+    ``expires_at`` admission would refuse (no ISO 8601 time with a zone, or not after ``at``): a
+    host is told its mistake, nothing is recorded."""
+    for index, op in enumerate(ops):
+        stated_expiry(getattr(op, "expires_at", None), None, at, f"operations[{index}].expires_at")
 
 
 def _op_context(ctx: WriteContext, op: Operation, shown_messages: frozenset[int],
@@ -141,8 +150,12 @@ class MemoryWriter:
         return self._store.write(lambda tx: self.apply_in(tx, ops, ctx, at))
 
     def write(self, cmd: WriteMemory) -> list[OperationOutcome]:
-        """:meth:`apply` of the command's operations in the context it names."""
-        return self.apply(cmd.operations, self._context(cmd))
+        """:meth:`apply` of the command's operations in the context it names. A host's expiry that
+        is not after now is its mistake: :class:`InvalidArgument`, nothing written."""
+        at = self._clock.now()
+        check_expiries(cmd.operations, at)
+        ctx = self._context(cmd)
+        return self._store.write(lambda tx: self.apply_in(tx, cmd.operations, ctx, at))
 
     def _context(self, cmd: WriteMemory) -> WriteContext:
         """``cmd.context()``, built once for a run of commands that differ in their operations
@@ -160,6 +173,8 @@ class MemoryWriter:
         recorded or none. Each command's operations are admitted or refused as :meth:`write`
         does, in order (each sees the commands before it); the prompt files are rendered once."""
         at = self._clock.now()
+        for cmd in cmds:
+            check_expiries(cmd.operations, at)
 
         def work(tx: WriteTransaction) -> list[list[OperationOutcome]]:
             recorded: list[ev.DomainEvent] = []

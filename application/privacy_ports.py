@@ -3,7 +3,7 @@ export data keys, and what follows every committed erasure (key destruction, the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 
@@ -26,14 +26,19 @@ class ExportKeys(Protocol):
         """Destroy the data keys of ``pairs`` (durably, before returning); the pairs that had one."""
         ...
 
+    def puncture(self, positions: Iterable[int]) -> int:
+        """Destroy the keys of the log ``positions`` that seal encrypted exports (durably, before
+        returning): what an erasure of rows or conversations redacted; how many had one."""
+        ...
+
 
 class ErasureFollowUp(Protocol):
     """What runs once an erasure committed and its scrub ran: destroy the export keys of a
     forgotten owner, then sign and record the receipt. Idempotent by ``records``; also run when
     a memory opens for records a crash left without a receipt."""
 
-    def erased(self, records: Sequence[int], head_before: str) -> None:
+    def erased(self, records: Sequence[int], head_before: str) -> int | None:
         """``records``: the log positions of the erasure's records (one erasure, one receipt);
         ``head_before``: the log's head (``events head``'s text) when the erasure began, or ""
-        when unknown (it is then read from the log)."""
+        when unknown (it is then read from the log). The log position of the receipt."""
         ...

@@ -46,7 +46,9 @@ from fermix_memory.application.settings_mcp import (
     server_tokens,
     tokens,
 )
+from fermix_memory.application.settings_retention import RetentionSettings, retention_settings
 from fermix_memory.application.settings_storage import StorageSettings
+from fermix_memory.application.settings_timeouts import TimeoutSettings
 from fermix_memory.domain.values import INT64_MAX, INT64_MIN
 
 __all__ = [
@@ -59,6 +61,7 @@ _ROOT = "fermix_core"
 _PROVIDERS = "providers"
 _MCP_TOKENS = "mcp_tokens"
 _SERVER_TOKENS = "server_tokens"
+_RETENTION = "retention"  # a table holding the array of tables ``policy`` (settings_retention)
 _CENTURY_S = 100 * 365 * 24 * 3600
 _MILLENNIUM_S = 10 * _CENTURY_S
 _PROVIDER_KINDS = ("openai", "anthropic", "rules")
@@ -182,20 +185,6 @@ class ProviderSettings:
 
 
 @attrs.frozen(kw_only=True)
-class TimeoutSettings:
-    """``[fermix_core.timeouts]``: the central timeout policies."""
-
-    llm_buffered_s: float = attrs.field(default=120.0, metadata=about(
-        at_most(POSITIVE_NUMBER, _CENTURY_S, "100 years"),
-        "Seconds a buffered (non-streaming) model call may take: the reviewer, compaction."))
-    close_wait_s: float = attrs.field(default=30.0, metadata=about(
-        at_most(NON_NEGATIVE_NUMBER, _CENTURY_S, "100 years"),
-        "Seconds closing a memory (or the end of a process that did not close it) keeps running the"
-        " reviews and compactions turns queued; a review left then is recorded and runs after the"
-        " memory next opens. A review already running is always let finish."))
-
-
-@attrs.frozen(kw_only=True)
 class RealtimeSettings:
     """``[fermix_core.realtime]``."""
 
@@ -214,6 +203,7 @@ class Settings:
     mcp_tokens: tuple[McpTokenSettings, ...] = ()
     server_tokens: tuple[ServerTokenSettings, ...] = ()
     storage: StorageSettings = attrs.field(factory=StorageSettings)
+    retention: RetentionSettings = attrs.field(factory=RetentionSettings)
 
 
 # The ``[fermix_core.<name>]`` tables, in file order (``providers`` is the array of tables).
@@ -245,11 +235,13 @@ def settings_from_mapping(data: Mapping[str, Any], source: str) -> Settings:
             sections[name] = tokens(_entries(value, key, source, McpTokenSettings, "token"), source, McpTokenSettings)
         elif name == _SERVER_TOKENS:
             sections[name] = server_tokens(_entries(value, key, source, ServerTokenSettings, "token"), key, source)
+        elif name == _RETENTION:
+            sections[name] = retention_settings(value, key, source)
         elif name in SECTIONS:
             cls = SECTIONS[name]
             sections[name] = cls(**_knob_values(_table(value, key, source), key, checks_of(cls), source))
         else:
-            raise _unknown_key(key, name, [*SECTIONS, _PROVIDERS, _MCP_TOKENS, _SERVER_TOKENS], source)
+            raise _unknown_key(key, name, [*SECTIONS, _PROVIDERS, _MCP_TOKENS, _SERVER_TOKENS, _RETENTION], source)
     return Settings(**sections)
 
 
@@ -267,7 +259,7 @@ def settings_from_argument(data: Mapping[str, Any], source: str = "config argume
         if not isinstance(name, str):
             raise ConfigError(f"{source}: a top-level key is not text; the mapping's one key is {_ROOT}")
         shown = name[:40]
-        if name in SECTIONS or name in (_PROVIDERS, _MCP_TOKENS, _SERVER_TOKENS):
+        if name in SECTIONS or name in (_PROVIDERS, _MCP_TOKENS, _SERVER_TOKENS, _RETENTION):
             raise ConfigError(f'{source}: {shown} belongs under {_ROOT}: {{"{_ROOT}": {{"{shown}": ...}}}}')
         error = _unknown_key(shown, shown, [_ROOT], source)
         raise ConfigError(f'{error}; the mapping has the shape of config.toml: {{"{_ROOT}": {{"memory": ...}}}}')

@@ -55,6 +55,8 @@ TRACE_STREAM = "trace/model-calls"
 RECEIPT_STREAM = "privacy/receipts"
 RETENTION_STREAM = "privacy/retention"
 EXPORT_KEYS_STREAM = "privacy/export-keys"
+# Where an import records the payloads of an encrypted export whose position keys were destroyed.
+PAYLOADS_LOST_STREAM = "privacy/payloads-lost"
 
 
 # Streams keyed by an owner (``KIND/AGENT/OWNER[/...]``): an owner's facts, reviews, prompt-file

@@ -8,6 +8,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any, Final
 
+from fermix_memory.domain.expiry import EXAMPLE as EXPIRY_EXAMPLE
+from fermix_memory.domain.expiry import MAX_EXPIRY_CHARS
 from fermix_memory.domain.memory import MAX_VALUE_CHARS
 from fermix_memory.domain.scopes import RecallMode, RecallScope, RecallSource
 from fermix_memory.domain.values import MAX_KEY_CHARS, Category
@@ -46,6 +48,15 @@ _DEFINITIONS: Final[tuple[dict[str, Any], ...]] = (
                     "minLength": 1,
                     "maxLength": MAX_VALUE_CHARS,
                     "description": "The fact itself, as one short declarative sentence.",
+                },
+                "expires_at": {
+                    "type": "string",
+                    "maxLength": MAX_EXPIRY_CHARS,
+                    "description": (
+                        "Optional: when the fact stops being needed, as an ISO 8601 time with a time zone"
+                        f" (e.g. '{EXPIRY_EXAMPLE}'); it is erased then. 'never' takes an expiry off."
+                        " Storing the key again without it keeps the expiry it had."
+                    ),
                 },
             },
             "required": ["key", "value"],

@@ -53,6 +53,7 @@ from fermix_memory.application.tool_definitions import (
 from fermix_memory.domain.admission import WriteContext
 from fermix_memory.domain.errors import DomainError, InvalidIdentifier
 from fermix_memory.domain.event_base import Provenance
+from fermix_memory.domain.expiry import expiry_time
 from fermix_memory.domain.operations import AddOperation, ArchiveOperation, Operation
 from fermix_memory.domain.scopes import (
     Reader,
@@ -179,10 +180,19 @@ def _finite(rank: float) -> float:
     return rank if math.isfinite(rank) else 0.0
 
 
+def _expiry_of(given: str | None) -> dict[str, Any]:
+    """The stored row's expiry as a store's answer says it (admission accepted ``given``)."""
+    if given is None:
+        return {}
+    moment = expiry_time(given)
+    return {"expires_at": None if moment is None else moment.isoformat()}
+
+
 def _memory_hit(hit: MemoryHit) -> dict[str, Any]:
     m = hit.memory
-    return {"id": m.id, "key": m.key, "value": m.value, "category": m.category.value,
-            "scope": m.scope_type.value, "snippet": hit.snippet, "rank": _finite(hit.rank)}
+    hit_dict = {"id": m.id, "key": m.key, "value": m.value, "category": m.category.value,
+                "scope": m.scope_type.value, "snippet": hit.snippet, "rank": _finite(hit.rank)}
+    return hit_dict | ({"expires_at": m.expires_at.isoformat()} if m.expires_at else {})
 
 
 def _message_hit(hit: MessageHit) -> dict[str, Any]:
@@ -252,7 +262,8 @@ class MemoryTools:
     # --- handlers -------------------------------------------------------------------------------
 
     def _store(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-        op = AddOperation(category=TOOL_CATEGORY.value, key=args["key"], value=args["value"])
+        op = AddOperation(category=TOOL_CATEGORY.value, key=args["key"], value=args["value"],
+                          expires_at=args.get("expires_at"))
         write = WriteContext(writer=ctx.writer, reader=ctx.reader, provenance=ctx.provenance())
         outcome = self._writer.apply([op], write)[0]
         if outcome.status == "refused":
@@ -263,8 +274,9 @@ class MemoryTools:
         if memory_id is None:  # a restatement records nothing, so the outcome has no id
             rows = self._queries.memory_by_key(memory_filter(ctx.reader, RecallScope.ALL), key)
             memory_id = next((r.id for r in rows if r.scope == scope), None)
-        return {"ok": True, "status": outcome.status, "id": memory_id, "key": key,
-                "scope": scope.type.value if scope else None}
+        answer = {"ok": True, "status": outcome.status, "id": memory_id, "key": key,
+                  "scope": scope.type.value if scope else None}
+        return answer | _expiry_of(args.get("expires_at"))
 
     def _recall(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         query: str | None = args.get("query")

@@ -14,9 +14,10 @@ from datetime import datetime
 
 import attrs
 
-from fermix_memory.domain.errors import InvalidIdentifier
+from fermix_memory.domain.errors import InvalidArgument, InvalidIdentifier
 from fermix_memory.domain.event_base import DomainEvent, Provenance
-from fermix_memory.domain.memory import MAX_VALUE_CHARS, Memory
+from fermix_memory.domain.expiry import PastExpiry, stated_expiry
+from fermix_memory.domain.memory import MAX_VALUE_CHARS, Memory, Statement
 from fermix_memory.domain.memory_events import (
     MemoryAdded,
     MemoryArchived,
@@ -156,6 +157,16 @@ class AdmissionPolicy:
         return value
 
     @staticmethod
+    def _expiry(raw: object, current: datetime | None, at: datetime) -> datetime | None:
+        """:func:`~fermix_memory.domain.expiry.stated_expiry`, its errors as refusals."""
+        try:
+            return stated_expiry(raw, current, at)
+        except PastExpiry as exc:
+            raise Refusal("past_expiry", str(exc)) from None
+        except InvalidArgument as exc:
+            raise Refusal("invalid_expiry", str(exc)) from None
+
+    @staticmethod
     def _promote_target(writer: WriterKind, category: Category) -> PromoteTarget | None:
         # memory_store rows and job rows are never rendered into the prompt files.
         if writer in (WriterKind.TOOL, WriterKind.JOB):
@@ -188,12 +199,14 @@ class AdmissionPolicy:
         reader = ctx.reader
         existing = rows.by_key(reader.agent_id, reader.owner_id, scope, key)
         promote = self._promote_target(ctx.writer, category)
+        expires_at = self._expiry(op.expires_at, None if existing is None else existing.expires_at, at)
         if existing is not None:
             if existing.category.operator_only and ctx.trust is not Trust.OPERATOR:
                 raise Refusal("guest_directive", "only the operator may change directive rows")
             _check_rule_stays_rule(existing, category)
             # Latest statement wins: the same key in the same scope replaces, never duplicates.
-            return self._replacement(existing, category, key, value, confidence, promote, ctx, at)
+            return self._replacement(existing, Statement(category, key, value, confidence, promote, expires_at),
+                                     ctx, at)
         return [
             MemoryAdded(
                 at=at,
@@ -207,6 +220,7 @@ class AdmissionPolicy:
                 confidence=confidence,
                 promote_target=promote,
                 provenance=ctx.provenance,
+                expires_at=expires_at,
             )
         ]
 
@@ -229,7 +243,8 @@ class AdmissionPolicy:
             if clash is not None and clash.id != row.id:
                 raise Refusal("key_conflict", f"key {key!r} is already memory {clash.id}")
         promote = row.promote_target if row.promote_target is None else category.promote_target
-        return self._replacement(row, category, key, value, confidence, promote, ctx, at)
+        expires_at = self._expiry(op.expires_at, row.expires_at, at)
+        return self._replacement(row, Statement(category, key, value, confidence, promote, expires_at), ctx, at)
 
     def _archive(
         self, op: ArchiveOperation, ctx: WriteContext, rows: RowLookup, at: datetime
@@ -243,22 +258,14 @@ class AdmissionPolicy:
                                provenance=ctx.provenance)]
 
     @staticmethod
-    def _replacement(
-        row: Memory,
-        category: Category,
-        key: str,
-        value: str,
-        confidence: float,
-        promote: PromoteTarget | None,
-        ctx: WriteContext,
-        at: datetime,
-    ) -> list[DomainEvent]:
+    def _replacement(row: Memory, new: Statement, ctx: WriteContext, at: datetime) -> list[DomainEvent]:
         unchanged = (
-            row.category is category
-            and row.key == key
-            and row.value == value
-            and row.confidence == confidence
-            and row.promote_target == promote
+            row.category is new.category
+            and row.key == new.key
+            and row.value == new.value
+            and row.confidence == new.confidence
+            and row.promote_target == new.promote_target
+            and row.expires_at == new.expires_at
             and not row.archived
         )
         if unchanged:
@@ -268,13 +275,14 @@ class AdmissionPolicy:
             MemoryReplaced(
                 at=at,
                 memory_id=row.id,
-                category=category,
-                key=key,
-                value=value,
-                confidence=confidence,
-                promote_target=promote,
+                category=new.category,
+                key=new.key,
+                value=new.value,
+                confidence=new.confidence,
+                promote_target=new.promote_target,
                 previous_value=row.value,
                 provenance=ctx.provenance,
+                expires_at=new.expires_at,
             )
         ]
 

@@ -5,6 +5,7 @@ this folds those declarations over the log and resolves the references they make
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 
 from fermix_memory.domain.event_base import DomainEvent, Erasure, OwnerRef, RevisionRef, RowStatement
 from fermix_memory.domain.memory_events import RedactedRevision
@@ -126,10 +127,13 @@ class RowContentFinder:
         self._statement: RowStatement | None = None  # None: unknown, so every file may show it
         self._hits: set[int] = set()
         self._quoting: set[RevisionRef] = set()
-        self._revisions: list[RedactedRevision] = []
+        self._revisions: list[tuple[int, RedactedRevision]] = []  # (position, revision)
 
     def add(self, position: int, event: DomainEvent) -> None:
-        decl = event.erasure()
+        self.add_declared(position, event.erasure())
+
+    def add_declared(self, position: int, decl: Erasure) -> None:
+        """:meth:`add` of an event whose declaration was read already (several finders share it)."""
         if position == self.memory_id and decl.creates_row and decl.owners:
             self.owner, self._shared, self._live = decl.owners[0], decl.shared_row, True
             self._statement = decl.statement
@@ -167,7 +171,7 @@ class RowContentFinder:
             return
         self._quoting.add(ref)
         self._hits.add(position)
-        self._revisions.append(RedactedRevision(owner_id=owner, name=name, revision=number))
+        self._revisions.append((position, RedactedRevision(owner_id=owner, name=name, revision=number)))
 
     def positions(self) -> list[int]:
         """The sorted positions to redact (none when the row was never seen)."""
@@ -175,4 +179,10 @@ class RowContentFinder:
 
     def revisions(self) -> tuple[RedactedRevision, ...]:
         """The prompt-file revisions among :meth:`positions`."""
-        return tuple(self._revisions)
+        return tuple(revision for _, revision in self._revisions)
+
+    def left_after(self, taken: Collection[int]) -> tuple[tuple[int, ...], tuple[RedactedRevision, ...]]:
+        """:meth:`positions` and :meth:`revisions` without the events at ``taken``: those another
+        erasure of the same transaction redacts and records (a revision showing two rows)."""
+        return (tuple(p for p in self.positions() if p not in taken),
+                tuple(revision for p, revision in self._revisions if p not in taken))

@@ -45,7 +45,7 @@ from fermix_memory.domain.memory_events import (
     OwnerForgotten,
     RedactedRevision,
 )
-from fermix_memory.domain.privacy_events import ErasureReceipted, ExportKeysDestroyed, RetentionRan
+from fermix_memory.domain.privacy_events import ErasureReceipted, ExportKeysDestroyed, RetentionRan, SealedPayloadsLost
 
 __all__ = [
     "ALL_EVENTS", "ERASURE_RECORDS", "EVENTS_BY_KIND", "NO_OWNER_CONTENT", "REFERRING_KINDS", "CompactionFailed",
@@ -55,7 +55,7 @@ __all__ = [
     "MemorySourceRegistered", "MessageAppended", "MessageRetracted", "ModelCallTraced", "OperationRefused",
     "OwnerForgotten", "OwnerRef", "Provenance", "RedactedRevision", "ResourceRevised", "ResourceRolledBack",
     "RetentionRan", "ReviewClaimed", "ReviewCompleted", "ReviewFailed", "ReviewSkipped", "RowStatement",
-    "ScheduledJobSaved",
+    "ScheduledJobSaved", "SealedPayloadsLost",
 ]  # fmt: skip
 
 ALL_EVENTS: tuple[type[DomainEvent], ...] = (
@@ -85,11 +85,12 @@ ALL_EVENTS: tuple[type[DomainEvent], ...] = (
     ErasureReceipted,
     RetentionRan,
     ExportKeysDestroyed,
+    SealedPayloadsLost,
 )
 
 # The records of an erasure: ``verify`` accepts a NULL payload only when one of them names it.
-ERASURE_RECORDS: tuple[type[OwnerForgotten | MemoryForgotten | ConversationForgotten], ...] = (
-    OwnerForgotten, MemoryForgotten, ConversationForgotten)
+ERASURE_RECORDS: tuple[type[OwnerForgotten | MemoryForgotten | ConversationForgotten | SealedPayloadsLost], ...] = (
+    OwnerForgotten, MemoryForgotten, ConversationForgotten, SealedPayloadsLost)
 
 EVENTS_BY_KIND: dict[str, type[DomainEvent]] = {cls.kind: cls for cls in ALL_EVENTS}
 

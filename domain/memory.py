@@ -1,4 +1,4 @@
-"""A memory row: one scoped key/value fact with its provenance and archive state."""
+"""A memory row: one scoped key/value fact with its provenance, archive state and expiry."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import attrs
 
 from fermix_memory.domain.values import MAX_VALUE_CHARS, Category, PromoteTarget, Scope, ScopeType
 
-__all__ = ["MAX_VALUE_CHARS", "Memory"]
+__all__ = ["MAX_VALUE_CHARS", "Memory", "Statement"]
 
 
 @attrs.frozen(kw_only=True)
@@ -37,6 +37,7 @@ class Memory:
     archive_reason: str | None = None
     created_at: datetime
     updated_at: datetime
+    expires_at: datetime | None = None  # when the retention run erases it (ADR-0082)
 
     @property
     def scope(self) -> Scope:
@@ -45,3 +46,16 @@ class Memory:
     @property
     def archived(self) -> bool:
         return self.archived_at is not None
+
+
+@attrs.frozen
+class Statement:
+    """What a row states after an add or a replace was admitted (admission compares it with the
+    row: the same statement again changes nothing)."""
+
+    category: Category
+    key: str
+    value: str
+    confidence: float
+    promote_target: PromoteTarget | None
+    expires_at: datetime | None

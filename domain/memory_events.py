@@ -3,6 +3,7 @@ forgetting an owner, one row or one conversation."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import ClassVar
 
 import attrs
@@ -16,7 +17,9 @@ class MemoryAdded(DomainEvent):
     """A new memory row. Its memory id is this event's log position."""
 
     kind: ClassVar[str] = "memory.added"
-    schema: ClassVar[int] = 2  # 2: the provenance may name its exact source messages (ADR-0034)
+    # 2: the provenance may name its exact source messages (ADR-0034); 3: the row may have its own
+    # expiry (ADR-0082), left out of the payload when it has none.
+    schema: ClassVar[int] = 3
     refers_to_others: ClassVar[bool] = False
     agent_id: str
     owner_id: str
@@ -30,6 +33,7 @@ class MemoryAdded(DomainEvent):
     source_name: str = ""
     source_description: str = ""
     provenance: Provenance
+    expires_at: datetime | None = None
 
     def erasure(self) -> Erasure:
         shared = (self.category == Category.DIRECTIVE and self.scope_type == ScopeType.AGENT
@@ -42,10 +46,11 @@ class MemoryAdded(DomainEvent):
 
 @attrs.frozen(kw_only=True)
 class MemoryReplaced(DomainEvent):
-    """A row's statement changed (latest statement wins). Un-archives the row if archived."""
+    """A row's statement changed (latest statement wins). Un-archives the row if archived.
+    ``expires_at`` is the row's expiry after the change (a replace that names none keeps it)."""
 
     kind: ClassVar[str] = "memory.replaced"
-    schema: ClassVar[int] = 2  # 2: the provenance may name its exact source messages (ADR-0034)
+    schema: ClassVar[int] = 3  # as MemoryAdded's
     refers_to_others: ClassVar[bool] = True
     memory_id: int
     category: Category
@@ -55,6 +60,7 @@ class MemoryReplaced(DomainEvent):
     promote_target: PromoteTarget | None = None
     previous_value: str
     provenance: Provenance
+    expires_at: datetime | None = None
 
     def erasure(self) -> Erasure:
         statement = RowStatement(category=self.category, promote_target=self.promote_target, value=self.value)

@@ -27,7 +27,7 @@ def evolve_memory(row: Memory | None, position: int, event: ev.DomainEvent) -> M
             confidence=event.confidence, promote_target=event.promote_target, source_id=p.source_id,
             source_type=p.source_type, source_name=event.source_name, source_description=event.source_description,
             session_id=p.session_id, run_id=p.run_id, source_message_id=p.source_message_id,
-            created_at=event.at, updated_at=event.at,
+            created_at=event.at, updated_at=event.at, expires_at=event.expires_at,
         )
     if row is None:
         return None
@@ -38,6 +38,7 @@ def evolve_memory(row: Memory | None, position: int, event: ev.DomainEvent) -> M
             promote_target=event.promote_target, source_id=p.source_id, source_type=p.source_type,
             session_id=p.session_id, run_id=p.run_id, source_message_id=p.source_message_id,
             archived_at=None, archived_by=None, archive_reason=None, updated_at=event.at,
+            expires_at=event.expires_at,
         )
     if isinstance(event, ev.MemoryArchived):
         return attrs.evolve(row, archived_at=event.at, archived_by=event.archived_by, archive_reason=event.reason,

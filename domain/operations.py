@@ -5,15 +5,27 @@ by admission (and the refusal recorded) instead of failing the whole batch.
 
 ``source_message_ids``: the messages a reviewer says the operation came from (optional; the
 review keeps only ids of messages it was shown, ADR-0034).
+
+``expires_at``: when the fact is to be erased (ADR-0082), as the writer gave it: ISO 8601 text
+with an offset, a timezone-aware datetime, or ``"never"`` to take the row's expiry off; ``None``
+(not named) leaves the row's expiry as it is. Admission judges it, as it judges a category.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import attrs
 
 from fermix_memory.domain.event_base import Provenance
+from fermix_memory.domain.expiry import EXAMPLE, MAX_EXPIRY_CHARS, NEVER
 
 DEFAULT_CONFIDENCE = 1.0
+# How a request names an expiry, for the schemas made from these classes (the HTTP API's).
+EXPIRY_FIELD = {"json_schema": {
+    "type": "string", "maxLength": MAX_EXPIRY_CHARS,
+    "description": f"when the fact is erased: ISO 8601 with an offset, e.g. {EXAMPLE}; '{NEVER}' takes an expiry"
+                   " off; left out, a row keeps its own"}}
 
 
 @attrs.frozen(kw_only=True)
@@ -23,13 +35,14 @@ class AddOperation:
     value: str
     confidence: float = DEFAULT_CONFIDENCE
     source_message_ids: tuple[int, ...] = ()
+    expires_at: datetime | str | None = attrs.field(default=None, metadata=EXPIRY_FIELD)
 
     op = "add"
 
 
 @attrs.frozen(kw_only=True)
 class ReplaceOperation:
-    """Replace row ``id``'s value; may also change its category, key or confidence."""
+    """Replace row ``id``'s value; may also change its category, key, confidence or expiry."""
 
     id: int
     value: str | None = None
@@ -37,6 +50,7 @@ class ReplaceOperation:
     key: str | None = None
     confidence: float | None = None
     source_message_ids: tuple[int, ...] = ()
+    expires_at: datetime | str | None = attrs.field(default=None, metadata=EXPIRY_FIELD)
 
     op = "replace"
 

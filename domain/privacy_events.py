@@ -48,6 +48,23 @@ class RetentionRan(DomainEvent):
 
 
 @attrs.frozen(kw_only=True)
+class SealedPayloadsLost(DomainEvent):
+    """An import of an encrypted export brought the payloads at ``redacted_positions`` in
+    redacted: the keys of those positions were destroyed in the keyring of the home that exported
+    it (an erasure of a memory row or a conversation, or a retention run, took them there after
+    the export). Like every erasure record, it carries no content: which positions, and why."""
+
+    kind: ClassVar[str] = "import.payloads_lost"
+    refers_to_others: ClassVar[bool] = False
+    # The log positions it leaves redacted: ``verify`` accounts for these NULL payloads by them.
+    redacted_positions: tuple[int, ...]
+    provenance: Provenance
+
+    def erasure(self) -> Erasure:
+        return NO_OWNER_CONTENT  # the record of an erasure is never erased
+
+
+@attrs.frozen(kw_only=True)
 class ExportKeysDestroyed(DomainEvent):
     """The data keys that sealed (agent, owner) pairs' payloads in encrypted exports were
     destroyed in the home's keyring: every encrypted export made before loses those payloads."""

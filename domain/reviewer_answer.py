@@ -14,7 +14,8 @@ Two kinds of problem are told apart on purpose:
   index (``operations[3]``);
 * content problems (an unknown category, an empty or over-long value, an unusable key, a
   confidence outside 0..1) are passed through untouched, so that admission refuses each such
-  operation on its own and records the refusal, while the rest of the batch still applies.
+  operation on its own and records the refusal, while the rest of the batch still applies; so
+  is an ``expires_at`` text that is no ISO 8601 time with a zone, or a time already past.
 
 ``null`` is never accepted for an optional field: omit the field instead.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from fermix_memory.domain.errors import ReviewerAnswerError
@@ -51,6 +53,7 @@ _CONFIDENCE = {"type": "number", "minimum": 0, "maximum": 1}
 _ID = {"type": "integer", "minimum": 1}
 MAX_SOURCE_IDS = 50
 _SOURCES = {"type": "array", "items": _ID, "maxItems": MAX_SOURCE_IDS}  # the parser's own limit
+_EXPIRES = {"type": "string", "description": "ISO 8601 time with a zone when the fact is to be erased, or 'never'"}
 
 # The answer's JSON form as a JSON schema, for providers with structured output. An empty
 # "operations" list is the structured spelling of ``Nothing to save.``.
@@ -67,7 +70,7 @@ OPERATIONS_SCHEMA: dict[str, object] = {
                         "type": "object",
                         "properties": {"op": {"const": "add"}, "category": _CATEGORY, "key": _TEXT,
                                        "value": _TEXT, "confidence": _CONFIDENCE,
-                                       "source_message_ids": _SOURCES},
+                                       "source_message_ids": _SOURCES, "expires_at": _EXPIRES},
                         "required": ["op", "category", "key", "value"],
                         "additionalProperties": False,
                     },
@@ -75,7 +78,7 @@ OPERATIONS_SCHEMA: dict[str, object] = {
                         "type": "object",
                         "properties": {"op": {"const": "replace"}, "id": _ID, "value": _TEXT,
                                        "category": _CATEGORY, "key": _TEXT, "confidence": _CONFIDENCE,
-                                       "source_message_ids": _SOURCES},
+                                       "source_message_ids": _SOURCES, "expires_at": _EXPIRES},
                         "required": ["op", "id"],
                         "additionalProperties": False,
                     },
@@ -96,8 +99,10 @@ OPERATIONS_SCHEMA: dict[str, object] = {
 
 _FIELDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     # op: (required fields, optional fields)
-    "add": (frozenset({"op", "category", "key", "value"}), frozenset({"confidence", "source_message_ids"})),
-    "replace": (frozenset({"op", "id"}), frozenset({"value", "category", "key", "confidence", "source_message_ids"})),
+    "add": (frozenset({"op", "category", "key", "value"}),
+            frozenset({"confidence", "source_message_ids", "expires_at"})),
+    "replace": (frozenset({"op", "id"}),
+                frozenset({"value", "category", "key", "confidence", "source_message_ids", "expires_at"})),
     "archive": (frozenset({"op", "id"}), frozenset({"reason", "source_message_ids"})),
 }
 
@@ -220,12 +225,13 @@ def _operation(raw: object, index: int) -> Operation:
             value=_text(raw, "value", where),
             confidence=_number(raw, "confidence", where) if "confidence" in raw else DEFAULT_CONFIDENCE,
             source_message_ids=sources,
+            expires_at=_text(raw, "expires_at", where) if "expires_at" in raw else None,
         )
     memory_id = _memory_id(raw, where)
     if op == "replace":
         if not set(raw) & (optional - {"source_message_ids"}):
             raise ReviewerAnswerError(
-                f'{where} (replace): give at least one of "value", "category", "key", "confidence"'
+                f'{where} (replace): give at least one of "value", "category", "key", "confidence", "expires_at"'
             )
         return ReplaceOperation(
             id=memory_id,
@@ -234,6 +240,7 @@ def _operation(raw: object, index: int) -> Operation:
             key=_text(raw, "key", where) if "key" in raw else None,
             confidence=_number(raw, "confidence", where) if "confidence" in raw else None,
             source_message_ids=sources,
+            expires_at=_text(raw, "expires_at", where) if "expires_at" in raw else None,
         )
     return ArchiveOperation(id=memory_id, reason=_text(raw, "reason", where) if "reason" in raw else "",
                             source_message_ids=sources)
@@ -317,13 +324,14 @@ def operation_to_dict(op: Operation) -> dict[str, Any]:
             "value": op.value,
             "confidence": op.confidence,
             **_sources_dict(op),
+            **_expiry_dict(op),
         }
     if isinstance(op, ReplaceOperation):
         out: dict[str, Any] = {"op": "replace", "id": op.id}
         for field in ("value", "category", "key", "confidence"):
             if getattr(op, field) is not None:
                 out[field] = getattr(op, field)
-        return out | _sources_dict(op)
+        return out | _sources_dict(op) | _expiry_dict(op)
     out = {"op": "archive", "id": op.id}
     if op.reason:
         out["reason"] = op.reason
@@ -332,3 +340,11 @@ def operation_to_dict(op: Operation) -> dict[str, Any]:
 
 def _sources_dict(op: Operation) -> dict[str, Any]:
     return {"source_message_ids": list(op.source_message_ids)} if op.source_message_ids else {}
+
+
+def _expiry_dict(op: AddOperation | ReplaceOperation) -> dict[str, Any]:
+    """The op's ``expires_at`` as JSON text (a datetime in ISO 8601), left out when not named."""
+    value = op.expires_at
+    if value is None:
+        return {}
+    return {"expires_at": value.isoformat() if isinstance(value, datetime) else value}

@@ -63,6 +63,7 @@ from fermix_memory.application.prompt_files import PromptFiles
 from fermix_memory.application.query_ports import VectorIndex
 from fermix_memory.application.recall import RecallResult, recall
 from fermix_memory.application.resource_rollback import ResourceRollback
+from fermix_memory.application.retention import Retention
 from fermix_memory.application.review_queue import ReviewsLeftAtClose
 from fermix_memory.application.reviewer import Reviewer, ReviewResult
 from fermix_memory.application.semantic import SemanticSearch
@@ -84,6 +85,8 @@ from fermix_memory.entrypoints.home import (
 )
 from fermix_memory.entrypoints.log_audit import LogAudit
 from fermix_memory.entrypoints.recall_by_meaning import chosen_embedder
+from fermix_memory.entrypoints.receipts import issue_missing, wire_receipts
+from fermix_memory.entrypoints.retention import start_retention, wire_retention
 from fermix_memory.entrypoints.storage import (
     Storage,
     open_postgres,
@@ -127,6 +130,7 @@ class App:
     # Recall by meaning (ADR-0043): the background upkeep of vectors, when an embedder was given.
     vectors: VectorUpkeep | None = None
     semantic: SemanticSearch | None = None
+    retention: Retention | None = None  # the retention policies (ADR-0080)
     # What bootstrap opened (store, providers it built, the background worker), closed in reverse.
     resources: ExitStack = attrs.field(factory=ExitStack, repr=False)
 
@@ -273,7 +277,8 @@ def wire_app(home: Path, settings: Settings, storage: Storage, clock: Clock, tok
     )
     semantic = None if embedder is None else SemanticSearch(
         vector_index(storage), embedder, floor=settings.memory.recall_min_similarity)
-    forgetting = Forgetting(store, storage.erasure, prompt_files, clock)
+    forgetting = Forgetting(store, storage.erasure, prompt_files, clock,
+                            follow_up=wire_receipts(home, store, clock))  # ADR-0079
     return App(
         home=home, settings=settings, clock=clock, store=store, queries=queries, jobs=storage.jobs,
         audit=storage.audit, conversations=conversations, rows=rows, prompt_revisions=prompt_revisions,
@@ -285,8 +290,8 @@ def wire_app(home: Path, settings: Settings, storage: Storage, clock: Clock, tok
         tools=MemoryTools(writer, queries, storage.jobs, forget=settings.memory.forget_tool,
                           erase=forgetting.forget_memory, semantic=semantic),
         forgetting=forgetting,
-        transfer=LogTransfer(store, decode_payload, prompt_files.repair),
-        semantic=semantic,
+        transfer=LogTransfer(store, decode_payload, prompt_files.repair, follow_up=forgetting.follow_up),
+        semantic=semantic, retention=wire_retention(storage, settings, prompt_files, forgetting),
     )
 
 
@@ -305,6 +310,9 @@ def start_upkeep(app: App, storage: Storage, embedder: Embedder | None, opened: 
         upkeep.start()
     app.prompt_files.repair()  # files are derived: a crash between commit and write is mended here
     finish_erasures(storage.erasure)
+    issue_missing(app.forgetting.follow_up)  # receipts a crash left unsigned (ADR-0079)
+    if app.retention is not None:
+        start_retention(app.retention, app.settings, app.background, app.clock, opened)  # ADR-0080
     if embedder is None:
         return None
     vectors = VectorUpkeep(vector_index(storage), embedder, app.background)  # ADR-0043

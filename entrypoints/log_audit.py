@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fermix_memory.adapters.sql import audit
+from fermix_memory.adapters.sql.erasure_log import SqlErasureLog
 from fermix_memory.adapters.sql.head import Head
 from fermix_memory.adapters.sqlite.audit import SqliteReplica, replay_into, verify_database
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
@@ -54,3 +55,7 @@ class LogAudit:
 
     def log_entries(self, after: int, kind: str | None) -> Iterator[audit.LogEntry]:
         return audit.log_entries(self._store.reader(), after=after, kind=kind)
+
+    def erasure_log(self) -> SqlErasureLog:
+        """What the log keeps of erased rows (the as-of answers' erased rows, ADR-0083)."""
+        return SqlErasureLog(self._store.reader)

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from fermix_memory.adapters.sql.head import Head
     from fermix_memory.application.query_ports import ResourceRevision
     from fermix_memory.application.settings import Settings
+    from fermix_memory.domain.erased_rows import ErasedRow
     from fermix_memory.domain.memory import Memory
     from fermix_memory.domain.messages import Message
 
@@ -130,6 +131,16 @@ class MemoryReader:
         rows: list[Memory] = self._queries.all_memories(agent_id=agent, owner_id=owner,
                                                         include_archived=include_archived)
         return rows
+
+    def erased_memories(self, *, as_of: datetime | str, agent_id: str | None = None,
+                        owner_id: str | None = None) -> list[ErasedRow]:
+        """As ``MemorySystem.erased_memories``: the rows that stood at ``as_of`` and were erased after."""
+        from fermix_memory.adapters.sql.erasure_log import SqlErasureLog
+        from fermix_memory.application.as_of import check_moment, erased_as_of
+
+        agent, owner = _optional_id(agent_id, "agent_id"), _optional_id(owner_id, "owner_id")
+        moment = check_moment(as_of, self._clock.now())
+        return erased_as_of(self._store, SqlErasureLog(self._store.reader), moment, agent_id=agent, owner_id=owner)
 
     def explain(self, memory_id: int) -> dict[str, Any]:
         """As ``MemorySystem.explain``: the row and the events and messages behind it."""

@@ -249,6 +249,13 @@ _NO_STATISTICS = "".join(
     f"ALTER TABLE {table} {', '.join(f'ALTER COLUMN {column} SET STATISTICS 0' for column in columns)};\n"
     for table, columns in UNANALYSED_COLUMNS.items())
 
+# Schema 10, as SQLite's 13 (ADR-0082): a fact's own expiry (ISO 8601 text, UTC, compared byte by
+# byte as ``updated_at`` is), NULL when it has none; indexed only where it is set.
+EXPIRES_AT = """
+ALTER TABLE memories ADD COLUMN IF NOT EXISTS expires_at TEXT COLLATE "C";
+CREATE INDEX IF NOT EXISTS memories_expiring ON memories(expires_at) WHERE expires_at IS NOT NULL;
+"""
+
 
 def _fill_marks(cur: SqlCursor) -> int:
     # Imported here: a reader that opens the store read-only never migrates, nor loads the parsers.
@@ -261,4 +268,4 @@ def _fill_marks(cur: SqlCursor) -> int:
 AFTER_MIGRATION: dict[int, Callable[[SqlCursor], object]] = {8: _fill_marks}
 
 MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, UNFINISHED_COPY + _IMPORT_KEYS_BY_KEY, _SHOWN_ROWS,
-                               _MESSAGE_MARKS, _NO_STATISTICS)
+                               _MESSAGE_MARKS, _NO_STATISTICS, EXPIRES_AT)

@@ -19,6 +19,7 @@ from fermix_memory.application.errors import IntegrityError
 from fermix_memory.domain.conversation_events import MessageAppended
 from fermix_memory.domain.event_base import DomainEvent, Provenance
 from fermix_memory.domain.events import EVENTS_BY_KIND
+from fermix_memory.domain.memory_events import MemoryAdded, MemoryReplaced
 from fermix_memory.domain.message_metadata import CheckedMetadata
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
@@ -32,6 +33,10 @@ UPCASTERS: dict[tuple[str, int], Upcaster] = {
     ("memory.added", 1): lambda data: data,
     ("memory.replaced", 1): lambda data: data,
     ("memory.archived", 1): lambda data: data,
+    # Schema 3 of a row's add and replace may give the row's own expiry (ADR-0082); a schema-2
+    # payload has none, which the field's default already says.
+    ("memory.added", 2): lambda data: data,
+    ("memory.replaced", 2): lambda data: data,
 }
 
 # Provenance fields left out of a payload while unset, so that events without them are stored
@@ -76,6 +81,10 @@ def _make_converter() -> cattrs.Converter:
         return data
 
     conv.register_unstructure_hook(Provenance, unstructure_provenance)
+    # A row's expiry is left out while it has none: such an event is stored as before it existed.
+    for cls in (MemoryAdded, MemoryReplaced):
+        conv.register_unstructure_hook(cls, cattrs.gen.make_dict_unstructure_fn(
+            cls, conv, expires_at=cattrs.gen.override(omit_if_default=True)))
     return conv
 
 

@@ -17,10 +17,8 @@ INSERT_EVENT = (
     " payload_sha256, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?)"
 )
 # Every column of the log, in log order: what the chain check walks, a replay and an export copy.
-LOG_ROWS = (
-    "SELECT position, stream, version, kind, schema, recorded_at, payload, payload_sha256, prev_hash, hash"
-    " FROM events WHERE position > ? ORDER BY position"
-)
+LOG_COLUMNS = "position, stream, version, kind, schema, recorded_at, payload, payload_sha256, prev_hash, hash"
+LOG_ROWS = f"SELECT {LOG_COLUMNS} FROM events WHERE position > ? ORDER BY position"
 
 
 def insert_row(cursor: SqlCursor, row: tuple[Any, ...]) -> None:

@@ -6,14 +6,14 @@ translated), ``reader()`` and ``name``, and its own writes."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
 from fermix_memory.adapters.sql.cursor import SqlReader
-from fermix_memory.adapters.sql.event_log import read_chain_heads
+from fermix_memory.adapters.sql.event_log import LOG_COLUMNS, logged_from_row, read_chain_heads
 from fermix_memory.adapters.sql.head import Head, HeadFile
 from fermix_memory.application.store_ports import RecordedEvent
-from fermix_memory.domain.log_chain import head_of
+from fermix_memory.domain.log_chain import LoggedEvent, head_of
 
 log = logging.getLogger("fermix_memory.storage")
 T = TypeVar("T")
@@ -83,6 +83,23 @@ class SqlEventStore:
         rows = self._read("SELECT stream, max(position) FROM events WHERE stream >= ? AND stream < ? GROUP BY stream",
                           (stream_prefix, stream_prefix + "\U0010ffff"))
         return {str(r[0]): int(r[1]) for r in rows}
+
+    def logged_at(self, positions: Collection[int]) -> list[LoggedEvent]:
+        """The events at ``positions`` as stored (redacted ones too), in log order (receipts, ADR-0079)."""
+        wanted, found = sorted(set(positions)), []
+        for i in range(0, len(wanted), 500):
+            part = wanted[i:i + 500]
+            found += self._read(f"SELECT {LOG_COLUMNS} FROM events WHERE position IN ({','.join('?' * len(part))})"
+                                " ORDER BY position", part)
+        return [logged_from_row(row) for row in found]
+
+    def logged_of_kinds(self, kinds: Collection[str], after: int) -> list[LoggedEvent]:
+        """Every event of one of ``kinds`` after ``after`` as stored, in log order: a walk of the
+        log's tail after ``after`` (erasure records and receipts, ADR-0079)."""
+        names = sorted(kinds)
+        rows = self._read(f"SELECT {LOG_COLUMNS} FROM events WHERE position > ? AND kind IN"
+                          f" ({','.join('?' * len(names))}) ORDER BY position", (after, *names))
+        return [logged_from_row(row) for row in rows]
 
     def last_position(self) -> int:
         rows = self._read("SELECT max(position) FROM events")

@@ -94,7 +94,7 @@ def _memory_added(cur: SqlCursor, position: int, e: ev.MemoryAdded) -> None:
     cur.execute(
         "INSERT INTO memories(id, agent_id, owner_id, scope_type, scope_id, category, key, value, confidence,"
         " promote_target, source_id, source_type, source_name, source_description, session_id, run_id,"
-        " source_message_id, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+        " source_message_id, created_at, updated_at, expires_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
         " ON CONFLICT(agent_id, owner_id, scope_type, scope_id, key) DO NOTHING",
         (
             position,
@@ -116,10 +116,16 @@ def _memory_added(cur: SqlCursor, position: int, e: ev.MemoryAdded) -> None:
             p.source_message_id,
             e.at.isoformat(),
             e.at.isoformat(),
+            _time_or_null(e.expires_at),
         ),
     )
     if cur.connection.changes() != 1:
         raise IntegrityError(f"memory.added at {position}: key {e.key!r} already exists in its scope")
+
+
+def _time_or_null(moment: datetime | None) -> str | None:
+    """A row's optional time as stored: ISO 8601 text (the payload's), or NULL."""
+    return None if moment is None else moment.isoformat()
 
 
 def _require_row(cur: SqlCursor, position: int, kind: str) -> None:
@@ -132,7 +138,7 @@ def _memory_replaced(cur: SqlCursor, position: int, e: ev.MemoryReplaced) -> Non
     cur.execute(
         "UPDATE memories SET category = ?, key = ?, value = ?, confidence = ?, promote_target = ?,"
         " source_id = ?, source_type = ?, session_id = ?, run_id = ?, source_message_id = ?,"
-        " archived_at = NULL, archived_by = NULL, archive_reason = NULL, updated_at = ? WHERE id = ?",
+        " archived_at = NULL, archived_by = NULL, archive_reason = NULL, updated_at = ?, expires_at = ? WHERE id = ?",
         (
             e.category.value,
             e.key,
@@ -145,6 +151,7 @@ def _memory_replaced(cur: SqlCursor, position: int, e: ev.MemoryReplaced) -> Non
             p.run_id,
             p.source_message_id,
             e.at.isoformat(),
+            _time_or_null(e.expires_at),
             e.memory_id,
         ),
     )
@@ -342,6 +349,8 @@ PROJECTIONS: dict[type[ev.DomainEvent], Projection] = {
     ev.ErasureReceipted: _no_projection,
     ev.RetentionRan: _no_projection,
     ev.ExportKeysDestroyed: _no_projection,
+    # The import appended the positions it names without their payloads: they made no rows.
+    ev.SealedPayloadsLost: _no_projection,
 }
 
 def project(cur: SqlCursor, position: int, event: ev.DomainEvent) -> None:

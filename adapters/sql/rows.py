@@ -76,6 +76,7 @@ _MEMORY_DECODERS: dict[str, Callable[[Any], Any]] = {
     "archived_at": optional_time,
     "created_at": datetime.fromisoformat,
     "updated_at": datetime.fromisoformat,
+    "expires_at": optional_time,
 }
 
 

@@ -339,6 +339,21 @@ DELETE FROM message_marks;
 """
 
 
+# Schema 13 (ADR-0082): a fact may carry its own expiry, the time (ISO 8601, UTC, as ``created_at``)
+# at which the retention run erases it; NULL when it has none. The index holds only the rows that
+# have one, so the run finds those due by one range read. SQLite has no ``ADD COLUMN IF NOT
+# EXISTS``: the column is added by ``AFTER_MIGRATION`` when absent (a file whose version was set
+# back keeps it).
+EXPIRES_AT = "-- memories.expires_at: added by AFTER_MIGRATION[13]"
+EXPIRES_AT_INDEX = "CREATE INDEX IF NOT EXISTS memories_expiring ON memories(expires_at) WHERE expires_at IS NOT NULL"
+
+
+def _add_expires_at(cur: SqlCursor) -> None:
+    columns = {str(row[1]) for row in cur.execute("PRAGMA table_info(memories)")}
+    if "expires_at" not in columns:
+        cur.execute("ALTER TABLE memories ADD COLUMN expires_at TEXT")
+    cur.execute(EXPIRES_AT_INDEX)
+
 
 def _fill_marks(cur: SqlCursor) -> int:
     # Imported here: a reader that opens the store read-only never migrates, nor loads the parsers.
@@ -348,7 +363,8 @@ def _fill_marks(cur: SqlCursor) -> int:
 
 
 # Python steps a migration takes after its DDL, by its number.
-AFTER_MIGRATION: dict[int, Callable[[SqlCursor], object]] = {12: _fill_marks}
+AFTER_MIGRATION: dict[int, Callable[[SqlCursor], object]] = {12: _fill_marks, 13: _add_expires_at}
 
 MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, CHAIN_HEADS, _V6, IMPORT_KEYS_INDEX, _V8, _V9,
-                               UNFINISHED_COPY + IMPORT_KEYS_BY_KEY, SHOWN_ROWS_INDEXES, MESSAGE_MARKS)
+                               UNFINISHED_COPY + IMPORT_KEYS_BY_KEY, SHOWN_ROWS_INDEXES, MESSAGE_MARKS,
+                               EXPIRES_AT)

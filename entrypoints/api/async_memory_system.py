@@ -140,6 +140,7 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
     memory = awaitable(MemorySystem.memory)
     explain = awaitable(MemorySystem.explain)
     memories = awaitable(MemorySystem.memories)
+    erased_memories = awaitable(MemorySystem.erased_memories)
     owners = awaitable(MemorySystem.owners)
     recall = awaitable(MemorySystem.recall)
     fill_vectors = awaitable(MemorySystem.fill_vectors)
@@ -225,15 +226,21 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
     forget_owner = awaitable(MemorySystem.forget_owner)
     forget_memory = awaitable(MemorySystem.forget_memory)
     forget_conversation = awaitable(MemorySystem.forget_conversation)
+    retention_status = awaitable(MemorySystem.retention_status)
+    run_retention = awaitable(MemorySystem.run_retention)
     head = awaitable(MemorySystem.head)
+    public_key = awaitable(MemorySystem.public_key)
+    receipt = awaitable(MemorySystem.receipt)
+    verify_receipt = awaitable(MemorySystem.verify_receipt)
     verify = awaitable(MemorySystem.verify)
     replay_into = awaitable(MemorySystem.replay_into)
     import_events = awaitable(MemorySystem.import_events)
 
-    async def export_events(self) -> list[str]:
-        """The log as an event file's lines (see :meth:`MemorySystem.export_events`); a list, held
-        whole: for a large home, export with the sync API or ``fermix events export``."""
-        return await self._lane.run(lambda: list(self._sync.export_events()))
+    async def export_events(self, *, encrypted: bool = False) -> list[str]:
+        """The log as an event file's lines (see :meth:`MemorySystem.export_events`; ``encrypted``:
+        each owner's payloads sealed under their key); a list, held whole: for a large home,
+        export with the sync API or ``fermix events export``."""
+        return await self._lane.run(lambda: list(self._sync.export_events(encrypted=encrypted)))
 
     async def events(self, *, after: int = 0, stream: str | None = None) -> AsyncIterator[RecordedEvent]:
         """The event log in log order, after position ``after`` (see :meth:`MemorySystem.events`)."""

@@ -10,8 +10,10 @@ from typing import Any
 
 import attrs
 
+from fermix_memory.adapters.home_keys import keys_folder
 from fermix_memory.adapters.prompt_files_fs import PromptFileFolder
 from fermix_memory.adapters.sql import audit
+from fermix_memory.adapters.sql.codec import decode_payload
 from fermix_memory.adapters.sql.head import Head, checked_head
 from fermix_memory.application.as_of import check_moment, revision_as_of
 from fermix_memory.application.commands import Forget, ForgetMemory
@@ -23,12 +25,14 @@ from fermix_memory.application.message_input import conversation_key
 from fermix_memory.application.prompt_files import check_resource_name, unified_diff
 from fermix_memory.application.query_ports import ResourceRevision
 from fermix_memory.application.resource_rollback import RollbackReport
+from fermix_memory.application.sealed_export import sealed_export_lines
 from fermix_memory.application.store_ports import RecordedEvent
 from fermix_memory.domain.errors import InvalidArgument
 from fermix_memory.domain.events import ERASURE_RECORDS
 from fermix_memory.domain.log_chain import MAX_CHAINS
 from fermix_memory.domain.values import check_identifier, check_int
 from fermix_memory.entrypoints.api.base import ApiBase, check_owner, folder, optional_id
+from fermix_memory.entrypoints.api.export_keys import home_keyring, opening
 from fermix_memory.entrypoints.api.held_lines import HeldLines
 
 
@@ -223,22 +227,38 @@ class FilesApi(ApiBase):
 
     # --- moving a home (ADR-0030) ------------------------------------------------------------------
 
-    def export_events(self) -> Iterator[str]:
+    def export_events(self, *, encrypted: bool = False) -> Iterator[str]:
         """The log as an event file, line by line (``\n`` ended): a header naming the head, then
-        every event up to it, chain included; the same log always gives the same lines."""
+        every event up to it, chain included; the same log always gives the same lines.
+
+        ``encrypted`` (ADR-0081): each owner's payloads are sealed under the owner's data key in
+        this home's keyring (``HOME/keys``, made when missing; keep it beside, not inside, the
+        export): forgetting the owner destroys the key, and with it those payloads in every
+        encrypted export made before; the chain of digests still verifies. A read-only memory
+        needs the home key a writable one made (:class:`StorageError` otherwise)."""
         self._check_open()
+        if check_flag(encrypted, "encrypted"):
+            keyring = home_keyring(self.home, make_key=not getattr(self._app.store, "readonly", False))
+            return sealed_export_lines(self._app.store, decode_payload, keyring)
         return self._app.transfer.export_lines()
 
     def import_events(self, lines: Callable[[], Iterable[str]], *, resume: bool = False,
                       progress: audit.Progress | None = None, checked: audit.Progress | None = None,
-                      chains: int | None = None) -> ImportReport:
+                      chains: int | None = None, keys: str | os.PathLike[str] | None = None) -> ImportReport:
         """Check a whole event file (``lines()`` opens it; it is read once, and what was checked
         is appended even if the file changes meanwhile), then append its events into this memory
         and render the prompt files from them. Any problem raises
         :class:`EventFileError` naming the line, and nothing is written. A memory that holds
         events is refused unless ``resume`` and its log is a prefix of the file's. ``chains``:
         link the events onto that many chains instead of the file's (an empty memory only; the
-        anchors of the file's log do not apply to the new one, ADR-0031)."""
+        anchors of the file's log do not apply to the new one, ADR-0031).
+
+        An encrypted export is opened with the keys folder ``keys`` (``home.key`` and
+        ``keyring.json`` of the home that exported it; by default this home's own): a payload
+        whose key is still there comes back as it was, one whose key was destroyed (its owner
+        forgotten) comes in redacted, and one ``owner.forgotten`` per such (agent, owner) then
+        records it (``keys_destroyed`` in the report). A sealed payload that does not open
+        (edited, another keyring or home key) is an :class:`EventFileError`: nothing written."""
         self._check_open()
         if not callable(lines):
             raise InvalidArgument("lines must be a function that opens the event file (returns its lines)")
@@ -246,9 +266,10 @@ class FilesApi(ApiBase):
         if chains is not None and (type(chains) is not int or not 1 <= chains <= MAX_CHAINS):
             raise InvalidArgument(f"chains must be a whole number from 1 to {MAX_CHAINS} (or None: the file's)")
         # Read once: what is appended is what was checked, whatever the file does meanwhile.
+        opener = opening(keys_folder(self.home) if keys is None else folder(keys, "keys"), self._app.clock.now())
         with HeldLines(lines, self.home) as held:
             return self._app.transfer.import_lines(held, resume=resume, progress=_progress(progress),
-                                                   checked=_progress(checked), chains=chains)
+                                                   checked=_progress(checked), chains=chains, opener=opener)
 
 
 def _progress(progress: object) -> audit.Progress | None:

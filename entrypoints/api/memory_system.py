@@ -26,7 +26,9 @@ from fermix_memory.entrypoints.api.base import folder
 from fermix_memory.entrypoints.api.files import FilesApi
 from fermix_memory.entrypoints.api.jobs import JobsApi
 from fermix_memory.entrypoints.api.model_bound import model_bound
+from fermix_memory.entrypoints.api.receipts import ReceiptsApi
 from fermix_memory.entrypoints.api.records import RecordsApi
+from fermix_memory.entrypoints.api.retention import RetentionApi
 from fermix_memory.entrypoints.api.session import Session
 from fermix_memory.entrypoints.api.turns import TurnsApi
 from fermix_memory.entrypoints.bootstrap import App, bootstrap
@@ -46,7 +48,7 @@ def _has(value: object, method: str) -> bool:
     return callable(getattr(value, method, None))
 
 
-class MemorySystem(RecordsApi, JobsApi, TurnsApi, FilesApi):
+class MemorySystem(RecordsApi, JobsApi, TurnsApi, FilesApi, RetentionApi, ReceiptsApi):
     """Durable, auditable memory for one home folder. Thread-safe; use as a context manager.
 
     Open with :meth:`open`. Every write is committed (and hash-chained into the event log)

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from fermix_memory.adapters.sql.codec import CONVERTER
-from fermix_memory.application.as_of import all_memories_as_of, check_moment
+from fermix_memory.application.as_of import all_memories_as_of, check_moment, erased_as_of
 from fermix_memory.application.commands import (
     AppendMessage,
     ModeName,
@@ -29,6 +29,7 @@ from fermix_memory.application.message_input import InvalidMessage, conversation
 from fermix_memory.application.query_ports import KeyedValue, OwnerSummary
 from fermix_memory.application.recall import RecallResult
 from fermix_memory.application.window_tail import newest_in_window
+from fermix_memory.domain.erased_rows import ErasedRow
 from fermix_memory.domain.errors import InvalidArgument, InvalidIdentifier
 from fermix_memory.domain.event_base import Provenance
 from fermix_memory.domain.memory import Memory
@@ -319,6 +320,17 @@ class RecordsApi(ApiBase):
             return all_memories_as_of(self._app.store, moment, agent_id=agent, owner_id=owner,
                                       include_archived=include_archived)
         return self._app.queries.all_memories(agent_id=agent, owner_id=owner, include_archived=include_archived)
+
+    def erased_memories(self, *, as_of: datetime | str, agent_id: str | None = None,
+                        owner_id: str | None = None) -> list[ErasedRow]:
+        """The rows (optionally of one agent / owner) that stood at the moment ``as_of`` and were
+        erased after it (ADR-0083), by id: what :meth:`memories` at ``as_of`` no longer shows.
+        Each names its id, owner, when it was recorded, when and by what it was erased (operator
+        forget, retention policy, its own expiry) and its receipt; never what it said."""
+        self._check_open()
+        agent, owner = optional_id(agent_id, "agent_id"), optional_id(owner_id, "owner_id")
+        moment = check_moment(as_of, self._app.clock.now())
+        return erased_as_of(self._app.store, self._app.audit.erasure_log(), moment, agent_id=agent, owner_id=owner)
 
     # --- recall ----------------------------------------------------------------------------------
     # --- recall ----------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ READ, WRITE, CONFIG, OWN = "read", "write", "config", "own"
 # is the MCP server's: the CLI never imports it, nor the MCP SDK, before the command runs).
 MODULES = {"demo": "setup", "events": "events", "forget": "memory", "history": "history",
            "mcp": "fermix_memory.entrypoints.mcp.command", "memory": "memory", "resource": "resources",
+           "retention": "retention",
            "serve": "fermix_memory.entrypoints.server.command", "setup": "setup", "storage": "moving",
            "memory search": "search", "memory embed": "search"}  # a command's own module, before its group's
 # The read-only commands that run on the readers alone (entrypoints/reader.py, ADR-0063), never
@@ -154,11 +155,12 @@ COMMON = (
     Option(("--json",), "print one JSON document on stdout (and errors as JSON on stderr)", switch=True),
 )
 GROUPS = {  # the help of each group of commands
-    "events": "the event log: verify, head, replay, log, export, import",
+    "events": "the event log: verify, head, replay, log, export, import, receipt, verify-receipt",
     "history": "conversation history: import, show, compact, export",
     "memory": "memory rows: list, show, search, embed, review, set, archive, restore",
     "setup": "the config file: init, show, review-interval",
     "resource": "versioned prompt files: list, history, show, diff, rollback",
+    "retention": "the retention policies of config.toml: status, run",
     "storage": "where the memory is stored: migrate",
 }
 _AGENT = Option(("--agent",), "agent id (needed when several agents have prompt files)")
@@ -184,7 +186,8 @@ COMMANDS: tuple[Command, ...] = (
         Option(("--expect-head",), "a head printed earlier by 'events head': the log must still hold it"
                " (default: none)", metavar="POSITION:HASH"),
     )),
-    Command(("events", "head"), READ, "print the log's last POSITION:HASH, to keep elsewhere"),
+    Command(("events", "head"), READ, "print the log's last POSITION:HASH, to keep elsewhere", (
+        Option(("--public-key",), "print the home's public key instead (receipts are checked with it)", switch=True),)),
     Command(("events", "replay"), READ, "rebuild every projection from the log into a new folder", (
         Option(("--into",), "folder for the rebuilt memory.db (must not hold one)", type=_path, required=True),
     )),
@@ -197,7 +200,15 @@ COMMANDS: tuple[Command, ...] = (
     Command(("events", "export"), READ, "write the log as JSON Lines, chain included, to move it to another home"
             " (ADR-0030); the same log always gives the same bytes", (
         Option(("file",), "the file to write, '-' for standard output", type=_path),
-    )),
+        Option(("--encrypted",), "seal owners' payloads with HOME/keys (forget destroys them)", switch=True))),
+    Command(("events", "receipt"), READ, "write the signed receipt of an erasure (ADR-0079)", (
+        Option(("position",), "the receipt's event, or the erasure record's", type=_positive),
+        Option(("--output", "-o"), "the receipt file to write (default: standard output)", type=_path))),
+    Command(("events", "verify-receipt"), OWN, "check a receipt: its signature, and that the log bears it out", (
+        Option(("file",), "the receipt file", type=_path),
+        Option(("--log",), "check against this 'events export' file, not the home's log", type=_path),
+        Option(("--public-key",), "the key to trust, ed25519:HEX or a file of it (default: the home's)",
+               metavar="KEY_OR_FILE"))),
     Command(("events", "import"), OWN, "append an exported log into an empty home (created if missing),"
             " projections and prompt files rebuilt; the whole file is checked first, any problem names its line"
             " and nothing is written", (
@@ -205,7 +216,7 @@ COMMANDS: tuple[Command, ...] = (
         Option(("--resume",), "accept a home that holds events when its log is a prefix of the file's (an"
                " import that was cut off): only the rest is appended", switch=True),
         _CHAINS,
-    )),
+        Option(("--keys",), "an encrypted export's keys folder (default: HOME/keys)", type=_path, metavar="DIR"))),
     Command(("forget",), WRITE, "erase everything an owner left (messages, facts, files, jobs), one memory row"
             " (--memory ID: every event that carried its value, the prompt files re-rendered) or one conversation"
             " (--conversation: its messages, checkpoints, reviews and the facts learnt only from it)", (
@@ -219,7 +230,7 @@ COMMANDS: tuple[Command, ...] = (
                " whose conversation it is"),
         Option(("--reason",), "kept in the record of the erasure (no content of the owner's)"),
         Option(("--yes",), "required: the erasure cannot be undone", switch=True),
-    )),
+        Option(("--receipt",), "also write the erasure's signed receipt to this file", type=_path, metavar="FILE"))),
     Command(("history", "import"), OWN,
             "import messages from a JSON Lines file: every line is checked first, then all or nothing;"
             " messages imported before are skipped", (
@@ -326,6 +337,8 @@ COMMANDS: tuple[Command, ...] = (
         Option(("--key",), "the row's key (normalised: 'home city' is home_city)", required=True),
         Option(("value",), "the value to store"),
         Option(("--reason",), "kept in the event's provenance"),
+        Option(("--expires-at",), "when the retention run erases the row: ISO 8601 with an offset, e.g."
+               " 2027-03-01T09:00Z ('never' takes an expiry off; left out, a replaced row keeps its own)"),
     )),
     Command(("memory", "archive"), WRITE, "archive a memory row as the operator (kept, restorable with 'memory"
             " restore', out of the prompt files; an archived row is left as it is: 'already archived', exit 0)", (
@@ -366,6 +379,10 @@ COMMANDS: tuple[Command, ...] = (
         Option(("--rows",), "restore the memory rows of that revision (as memory events, through admission) and"
                " render the file from them, so rebuilds keep it", switch=True),
     )),
+    Command(("retention", "status"), READ, "what each retention policy makes due now and when the next falls due", (
+        Option(("--dry-run",), "also list what a run now would erase (conversation keys, memory ids)", switch=True),)),
+    Command(("retention", "run"), WRITE, "erase now what the retention policies make due, as forget erases it", (
+        Option(("--dry-run",), "only list what would go, changing nothing", switch=True),)),
     Command(("storage", "migrate"), READ, "copy this home's log into another home in one stream (export and"
             " import, ADR-0030), then verify the target and print both heads", (
         Option(("--to",), "the target: a home folder (created if missing) or a postgresql://USER@HOST/DB URL"

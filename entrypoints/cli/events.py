@@ -1,10 +1,11 @@
-"""``fermix events``: verify the hash chain and projections, print the head, replay, list the log
-(export and import, which move a home, live in :mod:`moving`)."""
+"""``fermix events``: verify the hash chain and projections, print the head, replay, list the log,
+write and check erasure receipts (export and import, which move a home, live in :mod:`moving`)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ from fermix_memory.entrypoints.cli.output import (
     EXIT_ERROR,
     EXIT_OK,
     Output,
+    UsageError,
     jsonable,
     one_line,
     plural,
@@ -47,6 +49,11 @@ def cmd_events_verify(memory: MemorySystem, args: argparse.Namespace, out: Outpu
 
 
 def cmd_events_head(memory: MemoryReader, args: argparse.Namespace, out: Output) -> int:
+    if args.public_key:  # the home's own key, read, never made on a read (ADR-0079)
+        from fermix_memory.entrypoints.receipts import home_public_key
+
+        out.emit({"public_key": home_public_key(memory.home)}, lambda k: [k["public_key"]])
+        return EXIT_OK
     head = memory.head()
     item: dict[str, Any] = {"position": head.position, "hash": head.hash, "anchor": str(head)}
     if head.chains:  # a log of several chains: each chain's last position; ``hash`` is their checkpoint
@@ -64,11 +71,26 @@ def cmd_events_replay(memory: MemorySystem, args: argparse.Namespace, out: Outpu
     return EXIT_OK if result["identical"] else EXIT_ERROR
 
 
+def _receipt_detail(event: dict[str, Any]) -> str:
+    """A receipt's gist (ADR-0083): its records, how many events it names erased, who asked and
+    the heads, rather than its body's escaped JSON ("" when the body cannot be read)."""
+    try:
+        body = json.loads(event["receipt"])
+        asked = body["asked_by"]
+        return (f"receipt of records {event.get('records')}: {plural(len(body['erased']), 'event')} erased,"
+                f" asked by {asked['source_type']} {asked['source_id']}, head {body['head_before']}"
+                f" -> {body['head_after']}")
+    except (ValueError, KeyError, TypeError):
+        return ""
+
+
 def _event_detail(event: dict[str, Any] | None) -> str:
     """What an event says, for a terminal: whose it is, a memory's key and value or a message's
     words first, then the other fields."""
     if event is None:
         return "[redacted]"
+    if isinstance(event.get("receipt"), str) and (gist := _receipt_detail(event)):
+        return gist
     parts = []
     if "agent_id" in event or "owner_id" in event:
         parts.append(f"{event.get('agent_id', '')}/{event.get('owner_id', '')}")
@@ -96,3 +118,66 @@ def cmd_events_log(memory: MemoryReader, args: argparse.Namespace, out: Output) 
         f"{r['position']}\t{r['kind']}\t{r['stream']}\t{_event_detail(r['event'])}" for r in rows]
         if rows else ["no events"])
     return EXIT_OK
+
+
+# --- receipts of erasures (ADR-0079) ---------------------------------------------------------------
+
+
+def save_receipt(document: dict[str, Any], path: str) -> None:
+    """Write a receipt file (0600: whoever it is for is given it; nobody else reads it here)."""
+    text = json.dumps(document, sort_keys=True, indent=2, ensure_ascii=True) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as fh:
+        os.fchmod(fh.fileno(), 0o600)
+        fh.write(text)
+
+
+def cmd_events_receipt(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
+    document = memory.receipt(args.position)
+    if args.output is None:
+        out.out.write(json.dumps(document, sort_keys=True, indent=2, ensure_ascii=True) + "\n")
+        return EXIT_OK
+    save_receipt(document, args.output)
+    out.emit({"receipt": document, "file": args.output},
+             lambda r: [f"receipt of {plural(len(r['receipt']['records']), 'erasure record')} written to {r['file']}"])
+    return EXIT_OK
+
+
+def _receipt_file(path: str) -> dict[str, Any]:
+    try:
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise UsageError(f"{path}: not a receipt file (JSON): {exc}") from None
+    if not isinstance(document, dict):
+        raise UsageError(f"{path}: not a receipt file (a JSON object)")
+    return document
+
+
+def _home_key(home: str | None) -> str:
+    from fermix_memory.application.errors import StorageError
+    from fermix_memory.entrypoints.home import resolve_home
+    from fermix_memory.entrypoints.receipts import home_public_key
+
+    try:
+        return home_public_key(resolve_home(home))
+    except StorageError as exc:
+        raise UsageError(f"give --public-key (the key the receipt is checked with): {exc}") from None
+
+
+def cmd_events_verify_receipt(args: argparse.Namespace, out: Output) -> int:
+    from fermix_memory.entrypoints.receipts import check_receipt, trusted_key
+
+    document = _receipt_file(args.file)
+    if args.log is None:  # the home's own log: opened read-only
+        from fermix_memory.entrypoints.api.memory_system import MemorySystem
+
+        with MemorySystem.open(args.home, create=False, readonly=True) as memory:
+            report = memory.verify_receipt(document, public_key=args.public_key)
+    else:
+        key = trusted_key(args.public_key) if args.public_key else _home_key(args.home)
+        with open(args.log, encoding="utf-8") as lines:
+            report = check_receipt(document, public_key=key, log_lines=lines)
+    out.emit(report, lambda r: [f"ok: the signature holds and the log bears out {plural(r.records, 'record')}"
+                                f" and {plural(r.erased, 'erased event')}"] if r.ok
+             else [f"FAILED: {problem}" for problem in r.problems])
+    return EXIT_OK if report.ok else EXIT_ERROR

@@ -14,6 +14,7 @@ from fermix_memory.application.errors import ModelError, StorageBusy
 from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.values import ConversationKey, ScopeType, normalise_key
+from fermix_memory.entrypoints.cli.erased_lines import emit_listed, erased_since
 from fermix_memory.entrypoints.cli.output import (
     EXIT_ERROR,
     EXIT_OK,
@@ -27,7 +28,6 @@ from fermix_memory.entrypoints.cli.output import (
 )
 
 if TYPE_CHECKING:  # the writer side is imported by the commands that write, when they run (ADR-0063)
-    from fermix_memory.application.forget import ConversationForgetReport, ForgetReport, MemoryForgetReport
     from fermix_memory.application.memory_writes import OperationOutcome
     from fermix_memory.application.reviewer import ReviewResult
     from fermix_memory.entrypoints.api.memory_system import MemorySystem
@@ -50,15 +50,16 @@ def scope_text(scope_type: ScopeType, scope_id: str) -> str:
 
 def _memory_line(m: Any) -> str:
     state = f" (archived: {m.archive_reason or 'no reason'})" if m.archived_at else ""
+    if m.expires_at is not None:  # its own expiry (ADR-0082)
+        state += f" (expires {m.expires_at.isoformat()})"
     cells = (str(m.id), m.agent_id, m.owner_id, scope_text(m.scope_type, m.scope_id), m.category.value,
              f"{m.key} = {m.value}{state}")
     return "\t".join(one_line(c) for c in cells)
 
 
 def cmd_memory_list(memory: MemoryReader, args: argparse.Namespace, out: Output) -> int:
-    rows = memory.memories(agent_id=args.agent, owner_id=args.owner, include_archived=not args.active,
-                           as_of=args.as_of)
-    out.emit(rows, lambda rs: [MEMORY_HEADER] + [_memory_line(m) for m in rs] if rs else ["no memory rows"])
+    rows = memory.memories(agent_id=args.agent, owner_id=args.owner, include_archived=not args.active, as_of=args.as_of)
+    emit_listed(out, rows, erased_since(memory, args), MEMORY_HEADER, _memory_line)  # erased rows: ADR-0083
     return EXIT_OK
 
 
@@ -108,7 +109,8 @@ def cmd_memory_show(memory: MemoryReader, args: argparse.Namespace, out: Output)
             by = e.get("by", {})
             lines.append(f"  {e['at']}  #{e['position']} {e['kind']}  value={e.get('value', '')!r}  "
                          f"by={by.get('source_type', '')}/{by.get('trust', '')}"
-                         f"{'  reason=' + e['reason'] if e.get('reason') else ''}")
+                         f"{'  reason=' + e['reason'] if e.get('reason') else ''}"
+                         f"{'  expires_at=' + e['expires_at'] if e.get('expires_at') else ''}")
             lines += _source_lines(e)
         return lines
 
@@ -156,7 +158,7 @@ def cmd_forget(memory: MemorySystem, args: argparse.Namespace, out: Output) -> i
         return lines
 
     out.emit(report, human)
-    return _scrubbed(report, out)
+    return _scrubbed(report, out, memory, args)
 
 
 def _forget_memory(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
@@ -179,7 +181,7 @@ def _forget_memory(memory: MemorySystem, args: argparse.Namespace, out: Output) 
                 f"{r.store} rewritten: {r.bytes_before:,} -> {r.bytes_after:,} bytes"]
 
     out.emit(report, human)
-    return _scrubbed(report, out)
+    return _scrubbed(report, out, memory, args)
 
 
 def _forget_conversation(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
@@ -205,12 +207,15 @@ def _forget_conversation(memory: MemorySystem, args: argparse.Namespace, out: Ou
         return lines
 
     out.emit(report, human)
-    return _scrubbed(report, out)
+    return _scrubbed(report, out, memory, args)
 
 
-def _scrubbed(report: ForgetReport | MemoryForgetReport | ConversationForgetReport, out: Output) -> int:
+def _scrubbed(report: Any, out: Output, memory: MemorySystem, args: argparse.Namespace) -> int:
     """An erasure left unfinished is an error (a later run finishes it); one finished with erased
     bytes beyond the store's reach (a PostgreSQL server's WAL) is a warning on stderr."""
+    if args.receipt and report.receipt is not None:  # its signed receipt too (ADR-0079)
+        from fermix_memory.entrypoints.cli.events import save_receipt
+        save_receipt(memory.receipt(report.receipt), args.receipt)
     if not report.finished:
         report_error(out.as_json, StorageBusy("; ".join(report.remains) or f"{report.store} still holds erased bytes;"
                                               " run forget again"))
@@ -354,8 +359,10 @@ def cmd_memory_set(memory: MemorySystem, args: argparse.Namespace, out: Output) 
     """Add a value, or replace the one the owner has under that key in that scope (the scope
     follows the category, as for every operator write), through admission."""
     before = {m.id: m.value for m in memory.memories(agent_id=args.agent, owner_id=args.owner)}
-    [outcome] = memory.write_memory({"op": "add", "category": args.category, "key": args.key, "value": args.value},
-                                    agent_id=args.agent, owner_id=args.owner, writer="operator", trust="operator",
+    op = {"op": "add", "category": args.category, "key": args.key, "value": args.value}
+    if args.expires_at is not None:
+        op["expires_at"] = args.expires_at
+    [outcome] = memory.write_memory(op, agent_id=args.agent, owner_id=args.owner, writer="operator", trust="operator",
                                     source_type=BY, source_id=BY, reason=args.reason or "set by the operator")
     if outcome.status == "unchanged":  # the same value restated: the row as it is
         key = normalise_key(args.key)

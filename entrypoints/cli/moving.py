@@ -80,7 +80,7 @@ def _open_event_file(name: str, stack: ExitStack) -> IO[bytes]:
 
 
 def cmd_events_export(memory: MemorySystem, args: argparse.Namespace, out: Output) -> int:
-    lines = memory.export_events()
+    lines = memory.export_events(encrypted=args.encrypted)
     if args.file == "-":
         sink = getattr(out.out, "buffer", None)
         for line in lines:
@@ -98,8 +98,12 @@ def cmd_events_export(memory: MemorySystem, args: argparse.Namespace, out: Outpu
         os.replace(partial, target)
     finally:
         partial.unlink(missing_ok=True)
-    out.emit({"exported": count, "file": str(target)},
-             lambda r: [f"exported {plural(r['exported'], 'event')} to {r['file']}"])
+    result: dict[str, Any] = {"exported": count, "file": str(target)}
+    if args.encrypted:
+        result["keys"] = str(memory.home / "keys")
+    out.emit(result, lambda r: [f"exported {plural(r['exported'], 'event')} to {r['file']}"] + (
+        [f"owners' payloads sealed with the keyring in {r['keys']}: keep it beside the export, not with it"]
+        if "keys" in r else []))
     return EXIT_OK
 
 
@@ -108,25 +112,36 @@ def _import_lines(report: ImportReport, source: str) -> list[str]:
         if report.appended < report.events else ""
     relinked = [f"linked onto {plural(report.chains, 'chain')}: the file's anchor {report.rechained_from[:24]}…"
                 " does not apply to this log; keep the new one"] if report.rechained_from else []
-    return [f"imported {plural(report.appended, 'event')} from {source}{kept}", *relinked,
+    destroyed = [f"the export keys of {len(report.keys_destroyed)} (agent, owner) pair(s) were destroyed: their"
+                 " payloads came in redacted, recorded as erased"] if report.keys_destroyed else []
+    lost = [f"{plural(report.positions_lost, 'payload')} erased after the export (their position keys were"
+            " destroyed) came in redacted, recorded as erased"] if report.positions_lost else []
+    return [f"imported {plural(report.appended, 'event')} from {source}{kept}", *relinked, *destroyed, *lost,
             f"head {report.anchor}" + (f" ({report.redacted} redacted)" if report.redacted else "")]
 
 
 def cmd_events_import(args: argparse.Namespace, out: Output) -> int:
     """Check the whole file before the home is even created; then import it."""
+    from datetime import UTC, datetime
+
+    from fermix_memory.adapters.home_keys import keys_folder
     from fermix_memory.adapters.sql.codec import decode_payload
     from fermix_memory.application.log_transfer import check_lines
+    from fermix_memory.entrypoints.api.export_keys import opening
     from fermix_memory.entrypoints.api.memory_system import MemorySystem
     from fermix_memory.entrypoints.home import DB_NAME, resolve_home
 
+    home = resolve_home(args.home)
+    keys = Path(args.keys).expanduser() if args.keys else keys_folder(home)
     with ExitStack() as stack:
         lines = _lines_of(_open_event_file(args.file, stack))
         with progress_bars("checking", "importing") as (checking, writing):
-            if not (resolve_home(args.home) / DB_NAME).exists():  # a failed import creates nothing
-                check_lines(lines, decode_payload, progress=checking)  # this build's codec, no store opened
+            if not (home / DB_NAME).exists():  # a failed import creates nothing
+                check_lines(lines, decode_payload, progress=checking,  # this build's codec, no store opened
+                            opener=opening(keys, datetime.now(UTC)))
             with MemorySystem.open(args.home) as memory:
                 report = memory.import_events(lines, resume=args.resume, progress=writing, checked=checking,
-                                              chains=args.chains)
+                                              chains=args.chains, keys=keys)
     source = "standard input" if args.file == "-" else args.file
     out.emit(report, lambda r: _import_lines(r, source))
     return EXIT_OK

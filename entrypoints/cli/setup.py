@@ -62,6 +62,7 @@ def settings_as_toml(settings: Any) -> dict[str, Any]:
 
     from fermix_memory.application.settings import SECTIONS, McpTokenSettings, ProviderSettings, ServerTokenSettings
     from fermix_memory.application.settings_checks import checks_of
+    from fermix_memory.application.settings_retention import retention_as_toml
 
     def table(value: Any, cls: type[Any]) -> dict[str, Any]:
         checks = checks_of(cls)
@@ -74,6 +75,7 @@ def settings_as_toml(settings: Any) -> dict[str, Any]:
                           for t in settings.mcp_tokens]
     data["server_tokens"] = [{**table(t, ServerTokenSettings), "sha256": "(set)" if t.sha256 else ""}
                              for t in settings.server_tokens]
+    data.update(retention_as_toml(settings.retention))  # its policies are the array "retention.policy"
     return data
 
 
@@ -86,7 +88,7 @@ def _toml_lines(data: dict[str, Any]) -> list[str]:
         return f"# {name} is not set" if v is None else f"{name} = {tomlkit.item(v).as_string()}"
 
     lines: list[str] = []
-    arrays = ("providers", "mcp_tokens", "server_tokens")
+    arrays = ("providers", "mcp_tokens", "server_tokens", "retention.policy")
     for name, knobs in data.items():
         if name not in arrays:
             lines += ["", f"[fermix_core.{name}]"] + [knob(k, v) for k, v in knobs.items()]

@@ -36,7 +36,10 @@ async def _rows_context(page: Page) -> dict[str, Any]:
     query = page.request.query_params.get("q", "")
     as_of = page.request.query_params.get("as_of") or None
     rows = await page.memory.memories(agent_id=agent, owner_id=owner, as_of=as_of)
-    return {"agent": agent, "owner": owner, "query": query, "as_of": as_of, "by_category": _by_category(rows, query)}
+    # Rows that stood then and were erased since (ADR-0083): their ids and erasures, never what they said.
+    erased = [] if as_of is None else await page.memory.erased_memories(agent_id=agent, owner_id=owner, as_of=as_of)
+    return {"agent": agent, "owner": owner, "query": query, "as_of": as_of, "by_category": _by_category(rows, query),
+            "erased": erased}
 
 
 async def owner(page: Page) -> Response:

@@ -10,7 +10,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from fermix_memory.entrypoints.api.async_memory_system import AsyncMemorySystem
-from fermix_memory.entrypoints.console import actions, forgetting, history, pages
+from fermix_memory.entrypoints.console import actions, forgetting, history, pages, privacy
 from fermix_memory.entrypoints.console.signin import ConsoleSessions
 from fermix_memory.entrypoints.console.views import Console, View, view
 from fermix_memory.entrypoints.server.auth import Tokens
@@ -52,5 +52,6 @@ def console_routes(memory: AsyncMemorySystem, tokens: Tokens, *, secure: bool = 
         page("/memories/{memory_id}/restore", actions.restore, ("POST",)),
         page("/events", pages.events),
         page("/events/verify", actions.verify, ("POST",)),
+        page("/privacy", privacy.privacy),
         Mount("/static", app=StaticFiles(directory=str(Path(__file__).parent / "static")), name="console-static"),
     ]

@@ -53,6 +53,23 @@ async def _owners(call: Call) -> Any:
     return await call.memory.owners(**call.query)
 
 
+_ERASED_ROW: Schema = {
+    "type": "object", "required": ["memory_id", "agent_id", "owner_id", "recorded_at", "erased_at", "erased_by"],
+    "properties": {"memory_id": {"type": "integer"}, "agent_id": {"type": "string"}, "owner_id": {"type": "string"},
+                   "recorded_at": {"type": "string"}, "erased_at": {"type": ["string", "null"]},
+                   "erased_by": {"type": "string"}, "record": {"type": ["integer", "null"]},
+                   "record_kind": {"type": "string"}, "source_type": {"type": "string"},
+                   "source_id": {"type": "string"}, "receipt": {"type": ["integer", "null"]}},
+}
+
+
+async def _erased(call: Call) -> Any:
+    if "as_of" not in call.query:
+        raise InvalidArgument("as_of is required: the moment the erased rows stood at")
+    rows = await call.memory.erased_memories(**call.query)
+    return [{**CONVERTER.unstructure(r), "erased_by": r.erased_by} for r in rows]
+
+
 OPERATOR_READS: tuple[Endpoint, ...] = (
     Endpoint("GET", "/v1/owners", "owners", "Every agent and owner holding memory rows, with how many are live"
              " and archived", READS, _owners, query={"agent_id": _IDENTIFIER}, result=list[OwnerSummary]),
@@ -63,6 +80,12 @@ OPERATOR_READS: tuple[Endpoint, ...] = (
              result={"type": "object", "required": ["entries", "next_after"],
                      "properties": {"entries": {"type": "array", "items": _LOG_ENTRY},
                                     "next_after": {"type": ["integer", "null"]}}}),
+    Endpoint("GET", "/v1/memories-erased", "erased_memories", "The rows that stood at a moment and were erased"
+             " since: ids, times, by what, receipts; never what they said (ADR-0083)", READS, _erased,
+             query={"agent_id": _IDENTIFIER, "owner_id": _IDENTIFIER,
+                    "as_of": {"type": "string", "format": "date-time",
+                              "description": "ISO 8601 with a time zone: the moment the rows stood at"}},
+             result={"type": "array", "items": _ERASED_ROW}),
     Endpoint("GET", "/v1/history/search", "search_history", "An owner's conversation history by words or"
              " meaning, with the replies to questions it finds", READS, _search,
              query={"agent_id": _IDENTIFIER, "owner_id": _IDENTIFIER, "q": {"type": "string"},

@@ -272,7 +272,7 @@ def test_every_action_of_every_page_is_reached_by_the_tab_key(browser: webdriver
         row = memory.memories(agent_id="ada", owner_id="alice")[0].id
     owner = f"{url}/owners/ada/alice"
     for page in (f"{url}/owners", owner, f"{url}/memories/{row}", f"{owner}/files/user_md", f"{url}/events",
-                 f"{owner}/history?q=Lisbon", f"{owner}/forget"):
+                 f"{owner}/history?q=Lisbon", f"{owner}/forget", f"{url}/privacy"):
         browser.get(page)
         count = browser.execute_script(
             "const all = document.querySelectorAll(arguments[0]);"

@@ -278,7 +278,7 @@ def test_events_log_shows_redacted_events_as_such(home: Path, tmp_path: Path) ->
     rows = json.loads(result.stdout)
     assert [(r["position"], r["kind"], r["redacted"]) for r in rows] == [
         (1, "message.appended", True), (2, "message.appended", False), (3, "message.appended", True),
-        (4, "owner.forgotten", False)]
+        (4, "owner.forgotten", False), (5, "export_keys.destroyed", False), (6, "erasure.receipted", False)]
     assert rows[0]["event"] is None and len(rows[0]["payload_sha256"]) == 64
     assert rows[1]["event"]["content"] == "hi"
     assert rows[3]["event"]["erased_events"] == 2
@@ -286,7 +286,7 @@ def test_events_log_shows_redacted_events_as_such(home: Path, tmp_path: Path) ->
     header, *human = logged.stdout.splitlines()
     assert header.split("\t") == ["POSITION", "KIND", "STREAM", "EVENT"]
     assert len(human) == 2 and human[0].endswith("[redacted]") and "\tada/bob  user bob: hi  " in human[1]
-    assert fermix("events", "log", "--after", "3", home=home).stdout.count("\n") == 2
+    assert fermix("events", "log", "--after", "3", home=home).stdout.count("\n") == 4
 
 
 def test_forget_with_a_reader_elsewhere_exits_1_and_says_to_run_it_again(home: Path, tmp_path: Path,

@@ -42,6 +42,8 @@ ALLOWED = {
     "fermix_memory.application.query_ports", "fermix_memory.application.settings",
     "fermix_memory.application.settings_checks", "fermix_memory.application.settings_mcp",
     "fermix_memory.application.settings_storage", "fermix_memory.application.store_ports",
+    "fermix_memory.application.settings_retention", "fermix_memory.application.settings_timeouts",
+    "fermix_memory.domain.retention", "fermix_memory.entrypoints.cli.erased_lines",
     "fermix_memory.application.stored_messages", "fermix_memory.application.streams",
     "fermix_memory.domain", "fermix_memory.domain.checkpoint", "fermix_memory.domain.conversation_states",
     "fermix_memory.domain.errors", "fermix_memory.domain.log_chain", "fermix_memory.domain.mark_keys",

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 
+from tests.integration.homes_on_stores import store_of  # noqa: F401 (a fixture of homes on either store)
 from tests.integration.loopback_models import LoopbackModelServer
 
 

@@ -53,6 +53,7 @@ VALID: dict[str, dict[str, Any]] = {
     "memory": {"memory_id": 1},
     "explain": {"memory_id": 1},
     "memories": {},
+    "erased_memories": {"as_of": "2026-01-01T00:00:00Z", **OWNER},
     "recall": {"query": "paris", **OWNER},
     "before_turn": TURN,
     "after_turn": TURN,

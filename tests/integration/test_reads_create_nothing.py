@@ -24,6 +24,7 @@ READS: dict[tuple[str, ...], tuple[str, ...]] = {
     ("events", "log"): (),
     ("events", "export"): ("-",),
     ("events", "replay"): ("--into", "{tmp}/replayed"),
+    ("events", "receipt"): ("1",),
     ("history", "export"): (),
     ("history", "show"): ("chat:1", "--agent", "ada"),
     ("memory", "list"): (),
@@ -33,6 +34,7 @@ READS: dict[tuple[str, ...], tuple[str, ...]] = {
     ("resource", "history"): ("user_md", "--agent", "ada", "--owner", "alice"),
     ("resource", "show"): ("user_md", "1", "--agent", "ada", "--owner", "alice"),
     ("resource", "diff"): ("user_md", "1", "2", "--agent", "ada", "--owner", "alice"),
+    ("retention", "status"): ("--dry-run",),
     ("storage", "migrate"): ("--to", "{tmp}/moved"),
 }
 

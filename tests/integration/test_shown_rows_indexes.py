@@ -32,8 +32,8 @@ def sqlite_indexes(path: Path) -> list[str]:
     conn = apsw.Connection(str(path))
     try:
         return [str(r[0]) for r in conn.execute(
-            "SELECT name FROM sqlite_schema WHERE type = 'index' AND name LIKE 'memories\\_%' ESCAPE '\\'"
-            " AND sql IS NOT NULL ORDER BY name")]
+            "SELECT name FROM sqlite_schema WHERE type = 'index' AND name IN ('memories_shown', 'memories_agent_rules')"
+            " ORDER BY name")]
     finally:
         conn.close()
 

@@ -321,7 +321,8 @@ def test_odd_ids_are_data_and_their_files_stay_inside_the_memory_folder(server: 
             path = server.memory.prompt_file(agent, owner, "user_md").resolve()
             assert root in path.parents and len(path.relative_to(root).parts) == 3, path
     outside = [p for p in tmp_path.rglob("*") if p.is_file() and root not in p.resolve().parents]
-    assert {p.parent for p in outside} <= {tmp_path / "home"}, outside
+    # The home's own files, and its key (ADR-0078).
+    assert {p.parent for p in outside} <= {tmp_path / "home", tmp_path / "home" / "keys"}, outside
     assert not (tmp_path / "etc").exists()
 
 

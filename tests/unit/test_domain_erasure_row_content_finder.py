@@ -121,3 +121,20 @@ def test_a_long_value_is_found_by_the_start_every_rendering_keeps() -> None:
     assert 90 <= len(cut) < 100 and value.startswith(cut)
     log = [added(value), revised(1, f"## Preferences\n- k: {cut} and then some…\n"), revised(2, "- k: Collects")]
     assert find(1, log) == ([1, 2], [("alice", "user_md", 1)])
+
+
+def test_what_is_left_after_another_erasure_took_some_events() -> None:
+    log = [
+        added(),  # 1
+        added("Likes Sencha"),  # 2
+        revised(1, "## Preferences\n- k: Drinks Yerbamate\n- k: Likes Sencha\n"),  # 3: shows both rows
+        revised(2, "## Preferences\n- k: Drinks Yerbamate\n"),  # 4: shows the first only
+    ]
+    finder = RowContentFinder(1)
+    for position, event in enumerate(log, start=1):
+        finder.add_declared(position, event.erasure())
+    revision = ev.RedactedRevision(owner_id="alice", name="user_md", revision=2)
+    assert finder.left_after({3}) == ((1, 4), (revision,))
+    assert finder.left_after(()) == ((1, 3, 4), (ev.RedactedRevision(owner_id="alice", name="user_md", revision=1),
+                                                  revision))
+    assert finder.left_after({1, 3, 4}) == ((), ())

@@ -626,6 +626,7 @@ def test_a_fence_that_is_opened_but_not_closed_is_refused() -> None:
 _CATEGORY = {"type": "string", "enum": ["identity", "preference", "interest", "goal", "context", "directive"]}
 _CONFIDENCE = {"type": "number", "minimum": 0, "maximum": 1}
 _SOURCES = {"type": "array", "items": {"type": "integer", "minimum": 1}, "maxItems": 50}
+_EXPIRES = {"type": "string", "description": "ISO 8601 time with a zone when the fact is to be erased, or 'never'"}
 
 
 def test_the_structured_output_schema_is_exactly_the_answer_form() -> None:
@@ -643,7 +644,7 @@ def test_the_structured_output_schema_is_exactly_the_answer_form() -> None:
                             "type": "object",
                             "properties": {"op": {"const": "add"}, "category": _CATEGORY, "key": {"type": "string"},
                                            "value": {"type": "string"}, "confidence": _CONFIDENCE,
-                                           "source_message_ids": _SOURCES},
+                                           "source_message_ids": _SOURCES, "expires_at": _EXPIRES},
                             "required": ["op", "category", "key", "value"],
                             "additionalProperties": False,
                         },
@@ -652,7 +653,7 @@ def test_the_structured_output_schema_is_exactly_the_answer_form() -> None:
                             "properties": {"op": {"const": "replace"}, "id": {"type": "integer", "minimum": 1},
                                            "value": {"type": "string"}, "category": _CATEGORY,
                                            "key": {"type": "string"}, "confidence": _CONFIDENCE,
-                                           "source_message_ids": _SOURCES},
+                                           "source_message_ids": _SOURCES, "expires_at": _EXPIRES},
                             "required": ["op", "id"],
                             "additionalProperties": False,
                         },

@@ -35,8 +35,8 @@ EVENT_KINDS = {
     "conversation.window_cleared": 1,
     "conversation.compacted": 1,
     "conversation.compaction_failed": 1,
-    "memory.added": 2,
-    "memory.replaced": 2,
+    "memory.added": 3,
+    "memory.replaced": 3,
     "memory.archived": 2,
     "memory.restored": 1,
     "memory.operation_refused": 1,
@@ -56,6 +56,7 @@ EVENT_KINDS = {
     "erasure.receipted": 1,
     "retention.ran": 1,
     "export_keys.destroyed": 1,
+    "import.payloads_lost": 1,
 }
 
 # Every enum of the package (module.Class) -> its members' names and values.
@@ -84,7 +85,7 @@ ENUMS = {
 REFUSAL_REASONS = {
     "unknown_memory", "unknown_category", "guest_directive", "invalid_value", "empty_value", "value_too_long",
     "invalid_key", "invalid_confidence", "invalid_id", "not_visible", "no_scope", "category_changes_scope",
-    "key_conflict", "older_than_operator",
+    "key_conflict", "older_than_operator", "invalid_expiry", "past_expiry",
 }
 
 # The keys of a line of an exported (and importable) history file.

@@ -408,6 +408,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/memories-erased": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The rows that stood at a moment and were erased since: ids, times, by what, receipts; never what they said (ADR-0083)
+         * @description Needs a reader or operator token.
+         */
+        get: operations["erased_memories"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/history/search": {
         parameters: {
             query?: never;
@@ -440,6 +460,8 @@ export interface components {
             value: string;
             confidence?: number;
             source_message_ids?: number[];
+            /** @description when the fact is erased: ISO 8601 with an offset, e.g. 2027-03-01T09:00Z; 'never' takes an expiry off; left out, a row keeps its own */
+            expires_at?: string;
         };
         AfterTurnBody: {
             agent_id?: string;
@@ -582,6 +604,7 @@ export interface components {
             created_at: string;
             /** Format: date-time */
             updated_at: string;
+            expires_at: string | null;
         };
         MemoryHit: {
             memory: components["schemas"]["Memory"];
@@ -656,7 +679,7 @@ export interface components {
             ranked: (components["schemas"]["MemoryHit"] | components["schemas"]["MessageHit"])[];
             vectors_waiting: number | null;
         };
-        /** @description Replace row ``id``'s value; may also change its category, key or confidence. */
+        /** @description Replace row ``id``'s value; may also change its category, key, confidence or expiry. */
         ReplaceOperationInput: {
             /** @constant */
             op: "replace";
@@ -666,6 +689,8 @@ export interface components {
             key?: string | null;
             confidence?: number | null;
             source_message_ids?: number[];
+            /** @description when the fact is erased: ISO 8601 with an offset, e.g. 2027-03-01T09:00Z; 'never' takes an expiry off; left out, a row keeps its own */
+            expires_at?: string;
         };
         /** @description One revision of a versioned resource (``user_md``, ``memory_md``) of an agent and owner. */
         ResourceRevision: {
@@ -1432,6 +1457,51 @@ export interface operations {
                         }[];
                         next_after: number | null;
                     };
+                };
+            };
+            /** @description a typed error */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    erased_memories: {
+        parameters: {
+            query?: {
+                agent_id?: string;
+                owner_id?: string;
+                as_of?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description done */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        memory_id: number;
+                        agent_id: string;
+                        owner_id: string;
+                        recorded_at: string;
+                        erased_at: string | null;
+                        erased_by: string;
+                        record?: number | null;
+                        record_kind?: string;
+                        source_type?: string;
+                        source_id?: string;
+                        receipt?: number | null;
+                    }[];
                 };
             };
             /** @description a typed error */
