@@ -41,7 +41,7 @@ RECORD_KINDS = frozenset(cls.kind for cls in ev.ERASURE_RECORDS) | {ev.Retention
 _READ_KINDS = RECORD_KINDS | {ev.ErasureReceipted.kind}
 # The mark moves when receipts were signed, or when this many events followed it: an open that
 # signs nothing changes no file of the home until the log has grown by that much (ADR-0079).
-MARK_EVERY = 10_000
+MARK_EVERY = 1_000
 Erasing = ev.OwnerForgotten | ev.MemoryForgotten | ev.ConversationForgotten | ev.SealedPayloadsLost | ev.RetentionRan
 
 
