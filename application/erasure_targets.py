@@ -67,12 +67,14 @@ def conversation_content(tx: WriteTransaction, erasing: ErasureTransaction, agen
     revisions: list[ev.RedactedRevision] = []
     for owner in owners:
         candidates = list(erasing.erasure_candidates(owner, ev.REFERRING_KINDS))
+        declared: list[tuple[int, ev.Erasure]] = []  # each event's declaration, made once for every row
         for row in _learnt_only_from(candidates, agent_id, conversation, message_ids):
             if tx.by_id(row) is None:
                 continue
             finder = RowContentFinder(row)
-            for item in candidates:
-                finder.add(item.position, item.event)
+            declared = declared or [(item.position, item.event.erasure()) for item in candidates]
+            for position, decl in declared:
+                finder.add_declared(position, decl)
             positions.update(finder.positions())
             revisions += [r for r in finder.revisions() if r not in revisions]
             rows.append(row)

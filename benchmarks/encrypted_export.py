@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -46,19 +46,12 @@ from fermix_memory.adapters.home_keys import keys_folder
 from fermix_memory.adapters.keyring import Keyring
 
 sys.path.insert(0, str(Path(__file__).parent))
+from move_home import file_lines
 from replay import build_source  # the same source as the replay benchmark
 
 
 def progress(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
-
-
-def file_lines(path: Path) -> Callable[[], Iterator[str]]:
-    def lines() -> Iterator[str]:
-        with path.open("rb") as fh:
-            for raw in fh:
-                yield raw.decode("utf-8")
-    return lines
 
 
 def best(step: Callable[[], Any], repeat: int) -> float:
