@@ -25,6 +25,7 @@ from typing import Any, cast
 
 import attrs
 
+from fermix_memory.application.context_blocks import context_block
 from fermix_memory.application.plain_turns import (
     API_NAME,
     ROLE_CONTENT,
@@ -32,6 +33,7 @@ from fermix_memory.application.plain_turns import (
     named,
     only_rows,
     openai_turns,
+    plain_anthropic,
     plain_openai,
     prefixed_text,
     row_speakers,
@@ -45,7 +47,6 @@ from fermix_memory.domain.fence import (
     conversation_note_block,
     conversation_summary_block,
     escape_fence,
-    memory_context_block,
 )
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.tool_calls import TOOL_CALLS_KEY, ToolCall, as_text, tool_call_id_of, tool_calls_of
@@ -133,9 +134,14 @@ def compose_openai(revision: RevisionReader, window: StoredWindowReader, agent_i
 def compose_anthropic(revision: RevisionReader, window: StoredWindowReader, agent_id: str, owner_id: str,
                       conversation: ConversationKey, *, system: str = "") -> tuple[str, list[dict[str, Any]]]:
     """``as_anthropic(compose_prompt(...))``, the same system text and messages, from a window
-    whose messages may still be the rows the store read, as :func:`compose_openai`: one pass when
-    no message of it takes part in a tool call."""
+    whose messages may still be the rows the store read, as :func:`compose_openai`: a window kept
+    as plain rows whose user turns and replies take turns, one speaker, each with text: one dict
+    per row (``plain_turns.plain_anthropic``); else one pass when no message of it takes part in
+    a tool call."""
     items = window(agent_id, conversation)
+    if only_rows(items) and (fast := plain_anthropic(cast(list[StoredRow], items))) is not None:
+        user, memory = revision(agent_id, owner_id, "user_md"), revision(agent_id, owner_id, "memory_md")
+        return _system_text(system, user, memory), fast
     system_text, rest, paired, _ = _system_and_rest(revision, items, agent_id, owner_id, conversation, system)
     if paired:
         return as_anthropic(ComposedPrompt(system=system_text, turns=tuple(_turns(
@@ -149,7 +155,7 @@ def compose_anthropic(revision: RevisionReader, window: StoredWindowReader, agen
 def _system_text(system: str, user: ResourceRevision | None, memory: ResourceRevision | None) -> str:
     """The system text of a window with no system message and no orphan reply: the host's own
     prompt, then the owner's files in their fence."""
-    parts = (system.strip(), memory_context_block(user.content if user else "", memory.content if memory else ""))
+    parts = (system.strip(), context_block(user, memory))
     return "\n\n".join(p for p in parts if p)
 
 
@@ -165,7 +171,7 @@ def _system_and_rest(
     items = named(items)
     user = revision(agent_id, owner_id, "user_md")
     memory = revision(agent_id, owner_id, "memory_md")
-    parts = [system.strip(), memory_context_block(user.content if user else "", memory.content if memory else "")]
+    parts = [system.strip(), context_block(user, memory)]
     rest: list[StoredItem] = []
     rows = only_rows(items)
     if rows:  # plain rows: from the first user turn on, each row with text is a turn

@@ -1,4 +1,5 @@
-"""Use case: keep history search fast as messages arrive (ADR-0020).
+"""Use case: keep history search fast as messages arrive (ADR-0020), and write the marks
+(days, names) that appends leave to it (ADR-0085).
 
 After a commit that appended messages, and once when the memory opens, the store's search index
 is merged in bounded steps on the background worker: the appending call only queues the work
@@ -65,6 +66,15 @@ class IndexUpkeep:
         if self._opening is not None:
             self._opening.cancel()
 
+    def mark_now(self) -> int:
+        """Write every mark the appends left waiting, now, on the caller's thread (at close: a
+        file closed cleanly holds every message's marks); a failure is logged, not raised."""
+        try:
+            return self._index.mark_messages()
+        except StorageError as exc:
+            log.warning("message marks were not written (the next open writes them): %s", exc)
+            return 0
+
     def start(self, delay_s: float | None = None) -> None:
         """At open: one job, as after an append, ``delay_s`` later (:data:`OPEN_DELAY_S`). An
         index that a process left in segments (it ended right after an import: its job never
@@ -109,6 +119,8 @@ class IndexUpkeep:
             self._sleep(min(self._last_append + self._quiet_s, give_up) - now)
         steps, merged, appends = 0, True, self._appends
         try:
+            if not self._stopping.is_set():
+                self._index.mark_messages()  # the marks the appends left to it (ADR-0085)
             while merged and steps < self._max_steps and not self._stopping.is_set():
                 # While appends go on, levels only: rewriting the whole of an index they are still
                 # growing would be redone soon (an import). In a pause: whole after a bulk append,

@@ -51,19 +51,43 @@ def row_speakers(rows: Sequence[StoredRow], roles: Sequence[str] | None = None) 
 def plain_openai(rows: Sequence[StoredRow], out: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     """``out`` followed by OpenAI's message of each of ``rows`` (a window of plain rows, as kept:
     ``caches.all_plain``), each the row's role and text, built in one comprehension; or ``None``
-    (``out`` untouched) when the window needs the turn-by-turn path: it opens with a reply (an
-    orphan), a row has no text, or the user turns come from several speakers (a group chat)."""
-    roles = list(map(_ROLE, rows))
-    if not roles:
+    (``out`` untouched) when the window needs the turn-by-turn path (:func:`one_pass`)."""
+    if not rows:
         return out
-    contents = list(map(_CONTENT, rows))
-    if roles[0] != "user" or not all(map(str.strip, contents)):
+    if not one_pass(rows):
         return None
-    senders = set(compress(map(_SENDER, rows), map(_IS_USER, roles)))  # of the user rows
-    if len(senders) > 1 if "" not in senders else len(row_speakers(rows, roles)) > 1:
-        return None
-    out += [{"role": role, "content": content} for role, content in zip(roles, contents, strict=True)]
+    out += [{"role": row[_ROLE_AT], "content": row[_CONTENT_AT]} for row in rows]
     return out
+
+
+def plain_anthropic(rows: Sequence[StoredRow]) -> list[dict[str, Any]] | None:
+    """Anthropic's messages of ``rows`` (a window of plain rows, as kept) when the user's turns and
+    the replies take turns: one message per row, its text (a reply's without trailing space, which
+    says nothing), built in one comprehension; or ``None`` when the window needs the turn-by-turn
+    path (:func:`one_pass`, or two turns of one role in a row: merged into one message)."""
+    if not rows:
+        return []
+    if not one_pass(rows):
+        return None
+    roles = list(map(_ROLE, rows))
+    users, replies = roles[::2], roles[1::2]
+    if users.count("user") != len(users) or replies.count("assistant") != len(replies):
+        return None
+    contents = list(map(_CONTENT, rows))
+    contents[1::2] = map(str.rstrip, contents[1::2])
+    return [{"role": role, "content": content} for role, content in zip(roles, contents, strict=True)]
+
+
+def one_pass(rows: Sequence[StoredRow]) -> bool:
+    """Whether a window of plain rows (not empty) makes one turn of each row, as it is: it opens
+    with a user's (no orphan reply), every row has text, and the user turns have one speaker (no
+    group chat, whose turns name their senders). Each check is a pass in C over the rows; the
+    speakers' first: when every row names one sender (the user's turns and the replies alike),
+    the user turns have one speaker, without telling the user rows apart."""
+    if rows[0][_ROLE_AT] != "user" or not all(map(str.strip, map(_CONTENT, rows))):
+        return False
+    senders = set(map(_SENDER, rows))
+    return (len(senders) == 1 and "" not in senders) or len(row_speakers(rows)) < 2
 
 
 # A stored row's fields by position, read in C (``StoredRow``'s order).
@@ -72,6 +96,7 @@ _SPEAKER = itemgetter(*map(StoredRow._fields.index, ("owner_id", "sender", "role
 _ROLE, _CONTENT, _SENDER, _OWNER = map(itemgetter, map(StoredRow._fields.index, ("role", "content", "sender",
                                                                                "owner_id")))
 _IS_USER = "user".__eq__
+_ROLE_AT, _CONTENT_AT = StoredRow._fields.index("role"), StoredRow._fields.index("content")
 
 
 def plain_turns(rest: Sequence[StoredItem]) -> Iterator[tuple[str, str, str]]:

@@ -219,6 +219,12 @@ class SearchIndex(Protocol):
         (``True``: after a bulk append), or never (``False``: while appends go on)."""
         ...
 
+    def mark_messages(self, most: int | None = None) -> int:
+        """Write the marks of messages whose appends left them to this upkeep (ADR-0085), in
+        short writes of their own, ``most`` messages at most (``None``: every one waiting); the
+        messages marked (0 on a store opened read-only)."""
+        ...
+
 
 class ErasureTransaction(Protocol):
     """What erasing may do inside one write transaction, beside its :class:`WriteTransaction`."""

@@ -19,7 +19,9 @@ The four take turns on every query, so a noisy machine weighs on each alike; the
 of p50s measured in the same run, of wall-clock time and of the CPU time the process spent (all
 its threads: what a loaded machine inflates least). Then one query embedded alone (batch 1) by a model loaded with
 1, 2 and the runtime's default intra-op threads, taking turns: p50 / p95 wall-clock ms and the
-p50 CPU ms it cost (all threads; what it takes from a host's other work).
+p50 CPU ms it cost (all threads; what it takes from a host's other work). Last, a query's dot
+product with 2,000 and 20,000 stored vectors, as one BLAS call and in the row blocks search uses
+(ADR-0086). What each runtime option does to the model's pass: ``benchmarks/model_pass.py``.
 
 Progress goes to stderr; the LAST line of stdout is one JSON object with every figure.
 
@@ -189,6 +191,44 @@ def embed_by_threads(queries: int, rounds: int) -> dict[str, Any]:
                    "cpu_p50_ms": round(statistics.median(cpu[name]), 3)} for name in models}
 
 
+def scope_products(rounds: int) -> dict[str, Any]:
+    """The dot product of a query with a scope's vectors, as one BLAS call (``matrix @ query``,
+    which numpy's BLAS library splits across threads) and as search does it (products of at most
+    ``_ROWS_AT_ONCE`` rows, one thread): p50 / p95 wall and p50 CPU ms, taking turns (ADR-0086)."""
+    import numpy as np
+
+    from fermix_memory.adapters.sql import vectors
+
+    rng = np.random.default_rng(7)
+    figures: dict[str, Any] = {}
+    for rows in (2000, 20000):
+        matrix = rng.standard_normal((rows, 384)).astype("<f4")
+        query = rng.standard_normal(384).astype("<f4")
+        ways: dict[str, Callable[[], object]] = {
+            "one_blas_call": lambda m=matrix, q=query: m @ q,
+            "by_rows": lambda m=matrix, q=query: vectors._similarities(np, m, q)}
+        wall: dict[str, list[float]] = {name: [] for name in ways}
+        cpu: dict[str, list[float]] = {name: [] for name in ways}
+        for _ in range(rounds):
+            for name, way in ways.items():
+                cpu_start, started = time.process_time(), time.perf_counter()
+                way()
+                wall[name].append((time.perf_counter() - started) * 1000)
+                cpu[name].append((time.process_time() - cpu_start) * 1000)
+        figures[str(rows)] = {name: {"p50_ms": round(statistics.median(wall[name]), 3),
+                                     "p95_ms": round(percentile(wall[name], 95), 3),
+                                     "cpu_p50_ms": round(statistics.median(cpu[name]), 3)} for name in ways}
+    return figures
+
+
+def table(title: str, figures: dict[str, dict[str, Any]]) -> str:
+    """``figures`` (a row per name, a column per figure) as aligned text, for stderr."""
+    columns = list(next(iter(figures.values())))
+    lines = [title, f"{'':28}" + "".join(f"{c:>14}" for c in columns)]
+    lines += [f"{name:28}" + "".join(f"{row[c]!s:>14}" for c in columns) for name, row in figures.items()]
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=2000, help="history messages in the conversation")
@@ -209,10 +249,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress(json.dumps(recall_figures))
     progress("one query embedded alone, by intra-op threads")
     threads = embed_by_threads(args.embeds, args.rounds)
-    progress(json.dumps(threads))
+    progress(table("one query embedded alone, by intra-op threads", threads))
+    products = scope_products(args.embeds * args.rounds * 2)
+    for rows, figures in products.items():
+        progress(table(f"a query's dot product with {rows} stored vectors", figures))
     print(json.dumps({"messages": args.messages, "rows": args.rows, "queries": args.queries,
                       "fill_vectors_s": round(fill_s, 2), "recall": recall_figures,
-                      "embed_batch1_by_threads": threads}))
+                      "embed_batch1_by_threads": threads, "scope_product_by_vectors": products}))
     return 0
 
 

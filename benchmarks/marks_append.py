@@ -3,9 +3,15 @@ which name people and places and speak of days) appended to two homes in one run
 marks as shipped and one with the marks turned off (``sql.marks.marks_of`` giving none, as before
 the projection), alternating in bursts and in both orders; and ``marks_of`` alone over the texts.
 
-A third home gets marks found before it is timed: what writing the rows alone costs. Prints the
-median and p99 append in µs of each, their ratios and differences, the share of turns with marks,
-and ``marks_of``'s µs per turn. The last line of stdout is one JSON object.
+Since ADR-0085 an append on SQLite leaves its marks to a catch-up (the search index's upkeep in a
+pause, or the first read of the marks): the ``on`` home's append should cost what the ``off``
+home's does. What the catch-up costs is timed apart (``catch_up_us_per_turn``: the marks of every
+turn written by :func:`~fermix_memory.adapters.sql.mark_writes.mark_new` in one transaction).
+
+A third home gets marks found before it is timed (what writing the rows alone cost when they
+were written with the message). Prints the median and p99 append in µs of each, their ratios and
+differences, the share of turns with marks, and ``marks_of``'s µs per turn. The last line of
+stdout is one JSON object.
 
     .venv/bin/python benchmarks/marks_append.py [--turns N] [--repeats R] [--quick]
 """
@@ -90,6 +96,30 @@ def one_run(specs: list[dict[str, Any]]) -> dict[str, Any]:
             "write_only_extra_us": round(p50["written"] - p50["off"], 1)}
 
 
+def catch_up_cost(specs: list[dict[str, Any]]) -> float:
+    """µs per turn of the catch-up that writes the turns' marks (``mark_new``), over a home whose
+    turns all wait for theirs (best of three passes, each in a transaction rolled back)."""
+    import apsw
+
+    best = float("inf")
+    with tempfile.TemporaryDirectory() as tmp:
+        with MemorySystem.open(Path(tmp) / "home") as memory:
+            memory.append_messages(specs)
+        conn = apsw.Connection(str(Path(tmp) / "home" / "memory.db"))
+        try:
+            for _ in range(3):
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("DELETE FROM message_marks")
+                conn.execute("DELETE FROM vector_marks WHERE kind = ?", (marks_module.MARK_KIND,))
+                t = time.perf_counter()
+                marks_module.mark_new(conn.cursor(), len(specs))
+                best = min(best, time.perf_counter() - t)
+                conn.execute("ROLLBACK")
+        finally:
+            conn.close()
+    return best / len(specs) * 1e6
+
+
 def parser_cost(specs: list[dict[str, Any]]) -> tuple[float, float]:
     """``marks_of``'s µs per turn over the texts (best of three passes), and the share of turns marked."""
     best = float("inf")
@@ -115,7 +145,7 @@ def main() -> None:
         print(f"run {r + 1}: {runs[-1]}", file=sys.stderr)
     parse_us, marked = parser_cost(specs)
     result = {"turns": len(specs), "repeats": args.repeats, "marked_share": round(marked, 3),
-              "marks_of_us_per_turn": round(parse_us, 1),
+              "marks_of_us_per_turn": round(parse_us, 1), "catch_up_us_per_turn": round(catch_up_cost(specs), 1),
               "p50_ratio_median": statistics.median(r["p50_ratio"] for r in runs),
               "p50_extra_us_median": statistics.median(r["p50_extra_us"] for r in runs),
               "write_only_extra_us_median": statistics.median(r["write_only_extra_us"] for r in runs), "runs": runs}

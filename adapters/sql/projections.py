@@ -114,8 +114,8 @@ def _memory_added(cur: SqlCursor, position: int, e: ev.MemoryAdded) -> None:
             p.session_id,
             p.run_id,
             p.source_message_id,
-            e.at.isoformat(),
-            e.at.isoformat(),
+            at := isoformat(e.at),  # the text its payload and log row hold, formatted once
+            at,
             _time_or_null(e.expires_at),
         ),
     )
@@ -353,25 +353,31 @@ PROJECTIONS: dict[type[ev.DomainEvent], Projection] = {
     ev.SealedPayloadsLost: _no_projection,
 }
 
-def project(cur: SqlCursor, position: int, event: ev.DomainEvent) -> None:
+def project(cur: SqlCursor, position: int, event: ev.DomainEvent, *, marks: bool = True) -> None:
+    """The projections of one event. ``marks=False``: a message's marks are left to the
+    catch-up (``sql.mark_writes.mark_new``, SQLite's appends: ADR-0085)."""
+    if not marks and type(event) is ev.MessageAppended:
+        cur.execute(INSERT_MESSAGE, message_row(position, event))
+        return
     PROJECTIONS[type(event)](cur, position, event)
 
 
-def project_each(cur: SqlCursor, appended: Sequence[tuple[int, ev.DomainEvent]]) -> None:
+def project_each(cur: SqlCursor, appended: Sequence[tuple[int, ev.DomainEvent]], *, marks: bool = True) -> None:
     """The projections of several ``(position, event)`` in order, as :func:`project` of each
     one after the other writes them: each run of appended messages by one statement."""
     messages: list[tuple[Any, ...]] = []
-    marks: list[tuple[int, str]] = []
+    rows: list[tuple[int, str]] = []
     for position, event in appended:
         if type(event) is ev.MessageAppended:
             messages.append(message_row(position, event))
-            marks += mark_rows(position, event)
+            if marks:
+                rows += mark_rows(position, event)
             continue
         if messages:
             cur.executemany(INSERT_MESSAGE, messages)
-            write_marks(cur, marks)
-            messages, marks = [], []
+            write_marks(cur, rows)
+            messages, rows = [], []
         project(cur, position, event)
     if messages:
         cur.executemany(INSERT_MESSAGE, messages)
-        write_marks(cur, marks)
+        write_marks(cur, rows)

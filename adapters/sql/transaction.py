@@ -41,6 +41,9 @@ class SqlTransaction:
     positions run on from it. Several: each append links to its stream's chain, whose head is
     kept in ``chain_heads`` (read once per transaction, written back by :meth:`finish`)."""
 
+    # Whether an appended message's marks are written with it (else a catch-up writes them: ADR-0085).
+    MARKS_INLINE = True
+
     def __init__(self, cursor: SqlCursor, chains: int = 1) -> None:
         self.cursor = cursor
         self.chains = chains
@@ -114,7 +117,7 @@ class SqlTransaction:
         for event, position in zip(events, positions, strict=True):
             row = self._logged_row(stream, event, position, last_hash)
             self._insert_event(row)
-            project(self.cursor, position, event)
+            project(self.cursor, position, event, marks=self.MARKS_INLINE)
             last_hash = row[-1]
         self.heads[chain] = (positions[-1], last_hash)
         self.touched.add(chain)
@@ -143,7 +146,8 @@ class SqlTransaction:
             self.heads[chain] = (position, row[-1])
             self.touched.add(chain)
         self._insert_events(rows)
-        project_each(self.cursor, [(position, event) for position, (_, event) in zip(positions, appends, strict=True)])
+        project_each(self.cursor, [(position, event) for position, (_, event) in zip(positions, appends, strict=True)],
+                     marks=self.MARKS_INLINE)
         if positions[-1] > self.position:
             self.position, self.hash = positions[-1], rows[-1][-1]
         return positions

@@ -12,6 +12,7 @@ from fermix_memory.adapters.sql.audit import differing_tables, rows_checksum
 from fermix_memory.adapters.sql.audit_chain import ALL_EVENT_ROWS, BATCH, Progress, Stages
 from fermix_memory.adapters.sql.cursor import SqlReader
 from fermix_memory.adapters.sql.event_log import insert_row, read_chain_heads, set_chain_count, write_chain_heads
+from fermix_memory.adapters.sql.mark_writes import MARK_ALL, MARK_KIND, MARKED_UP_TO, marked_rows
 from fermix_memory.adapters.sql.vectors import ORPHAN_VECTORS_SQL
 from fermix_memory.adapters.sqlite.connection import enable_wal, open_connection, scalar_int
 from fermix_memory.adapters.sqlite.migrations import SCOPE_SIZES_COUNTED
@@ -29,10 +30,17 @@ def table_checksums(conn: apsw.Connection, progress: Progress | None = None) -> 
     for table in PROJECTION_TABLES:
         ncols = len(conn.execute(f"PRAGMA table_info({table})").fetchall())
         order = ", ".join(str(i) for i in range(1, ncols + 1))
-        sums[table] = rows_checksum(conn.execute(f"SELECT * FROM {table} ORDER BY {order}"))
+        if table == "message_marks" and _has_table(conn, "vector_marks"):  # with the marks still waiting (ADR-0085)
+            sums[table] = rows_checksum(marked_rows(conn, MARKED_UP_TO))
+        else:
+            sums[table] = rows_checksum(conn.execute(f"SELECT * FROM {table} ORDER BY {order}"))
         if progress is not None:
             progress(len(sums), len(PROJECTION_TABLES))
     return sums
+
+
+def _has_table(conn: apsw.Connection, name: str) -> bool:
+    return bool(conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchall())
 
 
 def index_rows(conn: apsw.Connection) -> list[int]:
@@ -102,6 +110,7 @@ def fold_log(source: SqlReader, target: apsw.Connection, progress: Progress | No
                     cur.execute("BEGIN IMMEDIATE")
             if chains > 1:
                 write_chain_heads(cur, heads, range(chains))
+            cur.execute(MARK_ALL, (MARK_KIND,))  # the fold wrote every message's marks (ADR-0085)
             cur.execute("COMMIT")
         except BaseException:
             if target.in_transaction:

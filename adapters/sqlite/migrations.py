@@ -348,6 +348,27 @@ EXPIRES_AT = "-- memories.expires_at: added by AFTER_MIGRATION[13]"
 EXPIRES_AT_INDEX = "CREATE INDEX IF NOT EXISTS memories_expiring ON memories(expires_at) WHERE expires_at IS NOT NULL"
 
 
+# Schema 14 (ADR-0084): memory rows wait for their vectors above a mark, as messages do (schema 8):
+# no trigger queues a row in the write that adds it (that insert was a tenth of a memory write);
+# the upkeep queues the rows above ``vector_marks``' mark for 'memory' in a background write of
+# its own. Row ids are the positions of their ``memory.added`` events: new rows are numbered in
+# commit order. A changed text is still queued by its update trigger, in the write that changes it.
+MEMORY_VECTOR_MARK = """
+DROP TRIGGER IF EXISTS memories_vectors_insert;
+INSERT INTO vector_marks(kind, last_id) SELECT 'memory', max(id) FROM memories WHERE true
+    HAVING max(id) IS NOT NULL ON CONFLICT(kind) DO UPDATE SET last_id = max(last_id, excluded.last_id);
+"""
+
+
+# Schema 15 (ADR-0085): an append leaves its messages' marks to a catch-up (the search index's
+# upkeep, and any read of the marks first): the messages above ``vector_marks``' mark for
+# 'message_marks' wait for theirs. Those stored already are marked (schema 12).
+MESSAGE_MARKS_MARK = """
+INSERT INTO vector_marks(kind, last_id) SELECT 'message_marks', max(id) FROM messages WHERE true
+    HAVING max(id) IS NOT NULL ON CONFLICT(kind) DO UPDATE SET last_id = max(last_id, excluded.last_id);
+"""
+
+
 def _add_expires_at(cur: SqlCursor) -> None:
     columns = {str(row[1]) for row in cur.execute("PRAGMA table_info(memories)")}
     if "expires_at" not in columns:
@@ -367,4 +388,4 @@ AFTER_MIGRATION: dict[int, Callable[[SqlCursor], object]] = {12: _fill_marks, 13
 
 MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, CHAIN_HEADS, _V6, IMPORT_KEYS_INDEX, _V8, _V9,
                                UNFINISHED_COPY + IMPORT_KEYS_BY_KEY, SHOWN_ROWS_INDEXES, MESSAGE_MARKS,
-                               EXPIRES_AT)
+                               EXPIRES_AT, MEMORY_VECTOR_MARK, MESSAGE_MARKS_MARK)

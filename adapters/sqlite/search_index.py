@@ -17,10 +17,13 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from fermix_memory.adapters.sql.mark_writes import ANY_UNMARKED, FILL_BATCH, mark_new
+from fermix_memory.adapters.sqlite.connection import scalar_int
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.adapters.sqlite.transaction import SqliteTransaction
 
 PAGES_PER_STEP = 32
+MARK_BATCH = FILL_BATCH  # messages marked by one write of a catch-up (some 50 ms of parsing)
 # Up to this many pages (~1 MB, some 20,000 chat messages) the index is kept in one segment:
 # merging it whole costs a few milliseconds of background work. Above, levels are merged only.
 SMALL_INDEX_PAGES = 256
@@ -53,6 +56,26 @@ class SqliteSearchIndex:
 
     def merge_step(self, *, whole: bool | None = None) -> bool:
         return self._store.write(_STEPS[whole], upkeep=True)
+
+    def mark_messages(self, most: int | None = None) -> int:
+        """The marks of the messages waiting above the mark (``sql.mark_writes``, ADR-0085), a
+        write of :data:`MARK_BATCH` messages at a time; a read first tells whether any wait."""
+        if self._store.readonly:
+            return 0
+        marked = 0
+        while most is None or marked < most:
+            if not scalar_int(self._store.reader(), ANY_UNMARKED):
+                break
+            step = MARK_BATCH if most is None else min(MARK_BATCH, most - marked)
+            done = self._store.write(partial(_mark_new, most=step), upkeep=True)
+            if not done:
+                break
+            marked += done
+        return marked
+
+
+def _mark_new(tx: SqliteTransaction, *, most: int) -> int:
+    return mark_new(tx.cursor, most)
 
 
 def _merge(tx: SqliteTransaction, *, whole: bool | None = None) -> bool:

@@ -44,6 +44,9 @@ class SqliteTransaction(SqlTransaction):
     ``known``: what the writer knew after its last commit, when nothing wrote since (the head and
     stream versions are then not read again)."""
 
+    # One writer numbers messages in commit order: their marks wait above a mark (ADR-0085).
+    MARKS_INLINE = False
+
     def __init__(self, cursor: apsw.Cursor, chains: int = 1, *, known: Known | None = None) -> None:
         self._known = known
         self.bulk = False  # the page cache was widened for many appends (see :meth:`finish`)

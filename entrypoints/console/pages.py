@@ -1,23 +1,19 @@
 """The console's pages (ADR-0074): owners, an owner's rows, a fact's story, a prompt file's
-revisions, the event log, and the live stream of an owner's page. They read through the asyncio
+revisions, the event log (an owner's live stream is in live.py). They read through the asyncio
 API only, as every way in does."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
-from collections.abc import AsyncIterator
 from typing import Any
 
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from fermix_memory.application.errors import NotFound
 from fermix_memory.domain.memory import Memory
 from fermix_memory.entrypoints.console.views import Page
 
 LOG_SHOWN = 50  # newest events on the log page
-LIVE_POLL_S = 0.5  # how often a live page's stream looks at the log's head
-KEEP_ALIVE_S = 15.0
 
 
 async def owners(page: Page) -> Response:
@@ -49,28 +45,6 @@ async def owner(page: Page) -> Response:
 async def owner_rows(page: Page) -> Response:
     """The rows alone: what a live page reloads when the log moves."""
     return page.render("rows.html", **await _rows_context(page))
-
-
-async def owner_live(page: Page) -> Response:
-    """Server-sent events: ``changed`` whenever the log's head moves (any host's write, on either store)."""
-
-    async def events() -> AsyncIterator[str]:
-        seen = (await page.memory.head()).position
-        quiet = 0.0
-        yield ": listening\n\n"
-        while not await page.request.is_disconnected():
-            await asyncio.sleep(LIVE_POLL_S)
-            position = (await page.memory.head()).position
-            if position != seen:
-                seen, quiet = position, 0.0
-                yield f"event: changed\ndata: {position}\n\n"
-            else:
-                quiet += LIVE_POLL_S
-                if quiet >= KEEP_ALIVE_S:
-                    quiet = 0.0
-                    yield ": still here\n\n"
-
-    return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
 
 
 async def memory(page: Page) -> Response:

@@ -10,7 +10,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from fermix_memory.entrypoints.api.async_memory_system import AsyncMemorySystem
-from fermix_memory.entrypoints.console import actions, forgetting, history, pages, privacy
+from fermix_memory.entrypoints.console import actions, forgetting, history, live, pages, privacy
 from fermix_memory.entrypoints.console.signin import ConsoleSessions
 from fermix_memory.entrypoints.console.views import Console, View, view
 from fermix_memory.entrypoints.server.auth import Tokens
@@ -39,7 +39,7 @@ def console_routes(memory: AsyncMemorySystem, tokens: Tokens, *, secure: bool = 
         page("/owners", pages.owners),
         page(OWNER, pages.owner),
         page(f"{OWNER}/rows", pages.owner_rows),
-        page(f"{OWNER}/live", pages.owner_live),
+        page(f"{OWNER}/live", live.owner_live),
         page(f"{OWNER}/files/{{name}}", pages.files),
         page(f"{OWNER}/files/{{name}}/rollback", actions.rollback, ("POST",)),
         page(f"{OWNER}/forget", forgetting.forget_owner, ("GET", "POST")),

@@ -79,7 +79,7 @@ class Tokens:
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise unauthenticated()
-        digest = bytes.fromhex(token_sha256(token.strip()))
+        digest = hashlib.sha256(token.strip().encode("utf-8", "surrogatepass")).digest()
         found = None
         for entry in self._entries:  # every entry compared, in constant time
             if hmac.compare_digest(digest, entry.digest):

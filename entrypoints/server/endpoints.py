@@ -16,6 +16,7 @@ import attrs
 from fermix_memory.adapters.sql.audit_chain import VerifyReport
 from fermix_memory.application import commands as c
 from fermix_memory.application.errors import NotFound
+from fermix_memory.application.host_input import MAX_SYSTEM_PROMPT_CHARS
 from fermix_memory.application.memory_writes import OperationOutcome
 from fermix_memory.application.query_ports import ResourceRevision
 from fermix_memory.application.recall import RecallResult
@@ -23,8 +24,10 @@ from fermix_memory.application.turns import CommandResult, PreflightResult
 from fermix_memory.domain.errors import InvalidArgument
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
+from fermix_memory.domain.values import check_text, parse_enum
 from fermix_memory.entrypoints.api.async_memory_system import AsyncMemorySystem
 from fermix_memory.entrypoints.server.auth import READS, TURNS, Caller
+from fermix_memory.entrypoints.server.errors import bad_request
 from fermix_memory.entrypoints.server.schema import Schema
 
 _OBJECT: Schema = {"type": "object", "additionalProperties": True}
@@ -87,8 +90,39 @@ def _own(call: Call, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
 # --- turns -----------------------------------------------------------------------------------------
 
 
+def _prompt_options(value: object) -> dict[str, Any]:
+    """The ``prompt`` option of an append: the shape of the prompt asked for, checked before the
+    message is stored so that a bad option stores nothing."""
+    if not isinstance(value, dict):
+        raise InvalidArgument("prompt must be an object: {\"style\", \"system\"}")
+    unknown = sorted(k for k in value if k not in _PROMPT_OPTIONS)
+    if unknown:
+        raise bad_request("unknown_field", f"unknown field prompt.{unknown[0][:40]!r}; a prompt option takes"
+                          " style, system")
+    if "style" in value:
+        parse_enum(c.Style, value["style"], "prompt.style")
+    if "system" in value:
+        check_text(value["system"], "prompt.system", max_chars=MAX_SYSTEM_PROMPT_CHARS)
+    return value
+
+
+def _prompt_answer(prompt: Any) -> dict[str, Any]:
+    if isinstance(prompt, tuple):
+        system, messages = prompt
+        return {"system": system, "messages": messages}
+    return {"messages": prompt}
+
+
 async def _append(call: Call) -> Any:
-    return {"id": await call.run("append_message", **_own(call))}
+    args = _own(call)
+    if "prompt" not in args:
+        return {"id": await call.run("append_message", **args)}
+    # A turn in one request (ADR-0089): the message, then the prompt composed after it.
+    options = _prompt_options(args.pop("prompt"))
+    found = {"id": await call.run("append_message", **args)}
+    found["prompt"] = _prompt_answer(await call.run(
+        "compose_prompt", args["agent_id"], args["owner_id"], args["conversation"], **options))
+    return found
 
 
 async def _append_batch(call: Call) -> Any:
@@ -101,11 +135,7 @@ async def _append_batch(call: Call) -> Any:
 async def _prompt(call: Call) -> Any:
     args = _own(call)
     agent, owner, conversation = args.pop("agent_id"), args.pop("owner_id"), args.pop("conversation")
-    prompt = await call.run("compose_prompt", agent, owner, conversation, **args)
-    if isinstance(prompt, tuple):
-        system, messages = prompt
-        return {"system": system, "messages": messages}
-    return {"messages": prompt}
+    return _prompt_answer(await call.run("compose_prompt", agent, owner, conversation, **args))
 
 
 async def _before(call: Call) -> Any:
@@ -197,21 +227,31 @@ def _path_id(call: Call, name: str) -> int:
     return int(text)
 
 
+_PROMPT: Schema = {"type": "object", "properties": {"system": {"type": "string"}, "messages": _MESSAGES},
+                   "required": ["messages"]}
+_PROMPT_OPTION: Schema = {
+    "type": "object", "additionalProperties": False,
+    "description": "ask for the prompt composed after this message (compose_prompt's style and system)",
+    "properties": {"style": {"type": "string", "enum": ["openai", "anthropic"]},
+                   "system": {"type": "string", "maxLength": MAX_SYSTEM_PROMPT_CHARS}}}
+_PROMPT_OPTIONS = frozenset(_PROMPT_OPTION["properties"])
 _OWNER_QUERY: Mapping[str, Schema] = {"agent_id": _IDENTIFIER, "owner_id": _IDENTIFIER}
-_MESSAGE_LIST: Schema = {"type": "array", "items": {"$ref": "#/components/schemas/AppendMessageBody"}}
+# A batch's messages are single messages' bodies, without the prompt option (one per turn, not per message).
+_MESSAGE_LIST: Schema = {"type": "array", "items": {"$ref": "#/components/schemas/AppendMessageBody",
+                                                    "not": {"required": ["prompt"]}}}
 
 ENDPOINTS: tuple[Endpoint, ...] = (
-    Endpoint("POST", "/v1/messages", "append_message", "Record one message of a conversation", TURNS, _append,
-             body=c.AppendMessage, status=201, short=True,
-             result={"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}),
+    Endpoint("POST", "/v1/messages", "append_message", "Record one message of a conversation; with prompt, the"
+             " prompt composed after it too (a turn in one request)", TURNS, _append, body=c.AppendMessage,
+             status=201, short=True, extra={"prompt": _PROMPT_OPTION},
+             result={"type": "object", "properties": {"id": {"type": "integer"}, "prompt": _PROMPT},
+                     "required": ["id"]}),
     Endpoint("POST", "/v1/messages/batch", "append_messages", "Record several messages in one transaction", TURNS,
              _append_batch, status=201, short=True, extra={"messages": _MESSAGE_LIST}, needs=("messages",),
              result={"type": "object", "required": ["ids"],
                      "properties": {"ids": {"type": "array", "items": {"type": "integer"}}}}),
     Endpoint("POST", "/v1/prompt", "compose_prompt", "The prompt of a turn: the system message, then the window",
-             TURNS, _prompt, body=c.ComposePrompt, extra={"as_of": _MOMENT}, short=True,
-             result={"type": "object", "properties": {"system": {"type": "string"}, "messages": _MESSAGES},
-                     "required": ["messages"]}),
+             TURNS, _prompt, body=c.ComposePrompt, extra={"as_of": _MOMENT}, short=True, result=_PROMPT),
     Endpoint("POST", "/v1/turns/before", "before_turn", "The preflight hook: compacts first when the prompt is near"
              " the context window", TURNS, _before, body=c.BeforeTurn, result=PreflightResult),
     Endpoint("POST", "/v1/turns/after", "after_turn", "The post-delivery hook: records the peak, queues the review",

@@ -1,11 +1,11 @@
 """One operation of ``/v1`` as a bare ASGI application (ADR-0073, "The cost of a request").
 
-A turn crosses the server twice (an append, then a prompt), so what a request costs beside the
-memory's own work is paid twice a turn. An operation therefore reads its scope, its body and
-its headers as they come, and answers with pre-encoded header lines: no request or response
-object, no middleware. The operations at fixed paths (every turn operation) are found by one
-dictionary look-up before any routing (app.py); those with path parameters are
-ordinary routes of the application.
+A turn crosses the server once or twice (an append asking for the prompt, ADR-0089; or an
+append, then a prompt), so what a request costs beside the memory's own work is paid each time.
+An operation therefore reads its scope, its body and its headers as they come, and answers with
+pre-encoded header lines: no request or response object, no middleware. The operations at
+fixed paths (every turn operation) are found by one dictionary look-up before any routing
+(app.py); those with path parameters are ordinary routes of the application.
 
 A short call (``Endpoint.short``: an append, a prompt) runs on the event loop itself while one
 client has the server to itself (none of the server's calls waits on the worker lane and the

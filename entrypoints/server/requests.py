@@ -4,6 +4,7 @@ their declared types (ADR-0073). Anything else is refused with a typed error, no
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import Mapping
@@ -17,7 +18,14 @@ from fermix_memory.adapters.sql.codec import CONVERTER
 from fermix_memory.entrypoints.server.errors import HttpRefusal, bad_request
 from fermix_memory.entrypoints.server.schema import Schema
 
+try:
+    import orjson as _ORJSON
+except ImportError:  # pragma: no cover - orjson comes with the extra [server]
+    _ORJSON = None  # type: ignore[assignment]
+
 MAX_BODY_BYTES = 1 << 20
+# Moments and dataclasses go to the converter (``_unstructured``), as the standard encoder sends them.
+_ORJSON_OPTIONS = 0 if _ORJSON is None else _ORJSON.OPT_PASSTHROUGH_DATETIME | _ORJSON.OPT_PASSTHROUGH_DATACLASS
 
 
 def _too_large(limit: int) -> HttpRefusal:
@@ -133,12 +141,23 @@ _ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",",
                            check_circular=False).encode
 
 
-def encode_json(data: Any) -> bytes:
-    """``data`` as JSON (UTF-8 as it is; a rank that is not a finite number is ``null``). Plain
-    data (a prompt's messages) is written as it is; only the values JSON cannot write go through
-    the converter, when met."""
+def _encode_json(data: Any) -> bytes:
     try:
         text = _ENCODE(data)
     except ValueError:
         text = _ENCODE(_finite(CONVERTER.unstructure(data)))
     return text.encode("utf-8")
+
+
+def encode_json(data: Any) -> bytes:
+    """``data`` as JSON (UTF-8 as it is; a rank that is not a finite number is ``null``). Plain
+    data (a prompt's messages) is written as it is; only the values JSON cannot write go through
+    the converter, when met. With orjson present (extra ``[server]``), it writes what it can, the
+    same JSON many times faster (a moment and an attrs value still go through the converter);
+    what it refuses (a whole number past 64 bits, a key that is not text) the standard encoder
+    writes, as without it."""
+    if _ORJSON is not None:
+        with contextlib.suppress(_ORJSON.JSONEncodeError):
+            encoded: bytes = _ORJSON.dumps(data, default=_unstructured, option=_ORJSON_OPTIONS)
+            return encoded
+    return _encode_json(data)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import httpx
 import pytest
 
+from fermix_memory.adapters.postgres.connection import PgCursor
 from tests.integration.homes_on_stores import store_of  # noqa: F401 (a fixture of homes on either store)
 from tests.integration.loopback_models import LoopbackModelServer
 
@@ -41,3 +44,19 @@ def http_client() -> Iterator[httpx.Client]:
     """An httpx client that ignores proxy environment variables, so loopback stays loopback."""
     with httpx.Client(trust_env=False) as client:
         yield client
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The statements this thread sends to a PostgreSQL server from now on."""
+    statements: list[str] = []
+    thread = threading.get_ident()
+    execute = PgCursor.execute
+
+    def counted(self: PgCursor, sql: str, params: Any = ()) -> PgCursor:
+        if threading.get_ident() == thread:
+            statements.append(sql)
+        return execute(self, sql, params)
+
+    monkeypatch.setattr(PgCursor, "execute", counted)
+    return statements

@@ -109,7 +109,7 @@ def test_a_home_from_before_the_index_gets_it_and_still_skips_what_it_imported(t
         # and migrations 8 (vectors) and 9 (their change count), which came after it
         conn.execute("DROP TABLE vector_changes;"
                      " DROP TABLE message_vectors; DROP TABLE memory_vectors; DROP TABLE vector_queue;"
-                     " DROP TABLE vector_marks; DROP TRIGGER memories_vectors_insert;"
+                     " DROP TABLE vector_marks; DROP TRIGGER IF EXISTS memories_vectors_insert;"
                      " DROP TRIGGER messages_vectors_update; DROP TRIGGER messages_vectors_delete;"
                      " DROP TRIGGER memories_vectors_update; DROP TRIGGER memories_vectors_delete;")
         conn.execute(f"PRAGMA user_version = {MIGRATIONS.index(IMPORT_KEYS_INDEX)}")  # the version before it

@@ -210,7 +210,7 @@ def test_all_fuses_memories_and_history_into_one_list(memory: MemorySystem) -> N
 # Migrations 9 and 8 (vectors) and 4 (the scope sizes and the triggers that keep them) undone.
 V4_UNDONE = ("DROP TABLE vector_changes;"  # 9's
              " DROP TABLE message_vectors; DROP TABLE memory_vectors; DROP TABLE vector_queue;"  # and 8's
-             " DROP TABLE vector_marks; DROP TRIGGER memories_vectors_insert;"
+             " DROP TABLE vector_marks; DROP TRIGGER IF EXISTS memories_vectors_insert;"
              + "".join(f" DROP TRIGGER {t}_vectors_{w};" for t in ("messages", "memories")
                        for w in ("update", "delete"))
              + "DROP TRIGGER messages_fts_sizes_insert; DROP TRIGGER messages_fts_sizes_delete;"

@@ -6,7 +6,6 @@ sent by the test's own thread (background work has threads of its own) during on
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,7 +14,6 @@ from typing import Any
 import pytest
 
 from fermix_memory import MemorySystem
-from fermix_memory.adapters.postgres.connection import PgCursor
 
 AGENT = "ada"
 CHAT = "telegram:100"
@@ -26,22 +24,6 @@ START = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 def memory(postgres_url: str, tmp_path: Path) -> Iterator[MemorySystem]:
     with MemorySystem.open(tmp_path / "home", config={"fermix_core": {"storage": {"url": postgres_url}}}) as system:
         yield system
-
-
-@pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The statements this thread sends to the server from now on."""
-    statements: list[str] = []
-    thread = threading.get_ident()
-    execute = PgCursor.execute
-
-    def counted(self: PgCursor, sql: str, params: Any = ()) -> PgCursor:
-        if threading.get_ident() == thread:
-            statements.append(sql)
-        return execute(self, sql, params)
-
-    monkeypatch.setattr(PgCursor, "execute", counted)
-    return statements
 
 
 def say(memory: MemorySystem, turns: list[tuple[str, str]], *, minute: int = 0, kind: str = "message") -> list[int]:

@@ -109,6 +109,7 @@ def write_behind_the_stores_back(memory: MemorySystem, statement: str) -> None:
         sql_on_postgres(url, statement)
         return
     conn = apsw.Connection(str(memory.home / "memory.db"))
+    conn.set_busy_timeout(30_000)  # the memory's background upkeep may be writing
     try:
         conn.execute(statement)
     finally:
@@ -196,8 +197,8 @@ def test_replay_queues_every_text_again_and_keeps_vectors_out_of_the_checksums(m
     assert replayed["identical"], replayed["differing_tables"]
     assert not any("vector" in table for table in replayed["checksums"])
     with MemorySystem.open(tmp_path / "replayed") as copy:
-        # Rows are queued by the schema, messages wait above the mark: every text waits again.
-        assert queued(copy) == {item for item in vectors_of(memory) if item[0] == "memory"}
+        # Messages and rows wait above their marks (ADR-0084): every text waits again.
+        assert queued(copy) == set()
         assert copy.verify().vectors_waiting == len(vectors_of(memory))
     with MemorySystem.open(tmp_path / "replayed", embedder=ConceptEmbedder()) as copy:
         copy.fill_vectors()
@@ -257,13 +258,14 @@ def test_without_an_embedder_recall_is_keyword_and_meaning_is_one_typed_error(ho
                 memory.recall("where", mode=mode, **ask)  # type: ignore[arg-type]
 
 
-@pytest.mark.sqlite_only("SQLite queues messages above a mark; PostgreSQL's triggers queue them as written")
+@pytest.mark.sqlite_only("SQLite queues messages and rows above a mark; PostgreSQL's triggers queue them as written")
 def test_appending_a_message_does_no_vector_work_and_the_upkeep_queues_it_later(home: Path) -> None:
     with MemorySystem.open(home) as memory:  # a core install: no embedder
         write_alice(memory)
-        assert {kind for kind, _ in queued(memory)} == {"memory"}
+        assert queued(memory) == set()  # neither the messages nor the row (ADR-0084)
         assert read(memory, "SELECT count(*) FROM vector_marks") == [(0,)]
-        assert memory.verify().vectors_waiting == 3  # two messages above the mark, one row queued
+        assert memory.verify().vectors_waiting == 3  # two messages and one row above the marks
+        assert memory.verify().ok
     with MemorySystem.open(home, embedder=ConceptEmbedder()) as memory:
         memory.fill_vectors()
         assert len(vectors_of(memory)) == 3 and queued(memory) == set()
@@ -404,3 +406,37 @@ def test_verify_fails_on_a_text_that_has_no_vector_and_waits_for_none(home: Path
     with MemorySystem.open(home) as memory:  # no embedder: nothing queues it again behind verify's back
         report = memory.verify()
         assert not report.ok and "1 message(s) or row(s) have no vector and wait for none" in report.problem
+
+
+def test_rows_by_meaning_are_the_readers_live_rows_only(memory: MemorySystem) -> None:
+    """The best rows by meaning are read whole by id (ADR-0086): another owner's row and an archived
+    row never come back, however close; the reader's live row does."""
+    alice = write_alice(memory)
+    [bob] = memory.write_memory({"op": "add", "category": "identity", "key": "home_city", "value": "Berlin"},
+                                agent_id=AGENT, owner_id="bob", trust="operator")
+    [old] = memory.write_memory({"op": "add", "category": "identity", "key": "home_town", "value": "Berlin city"},
+                                agent_id=AGENT, owner_id="alice", trust="operator")
+    memory.write_memory({"op": "archive", "id": old.memory_id, "reason": "moved"}, agent_id=AGENT,
+                        owner_id="alice", trust="operator")
+    memory.fill_vectors()
+    hits = memory.recall("where does the user live", agent_id=AGENT, owner_id="alice", conversation=CONV,
+                         source="memories", mode="semantic")
+    assert [h.memory.id for h in hits.memories] == [alice]
+    assert bob.memory_id is not None and old.memory_id is not None
+
+
+def test_a_search_over_many_vectors_ranks_as_a_full_sort_does(memory: MemorySystem, embedder: ConceptEmbedder) -> None:
+    """More vectors than one block of the dot product (ADR-0086): the same order as sorting them all."""
+    said = ["I live in Berlin", "my home city is Berlin", "Berlin is home, the city I live in", "a city walk"]
+    query = embedder.embed(["where does the user live"])[0]
+    closeness = {text: similarity(query, embedder.embed([f"alice: {text}"])[0]) for text in said}
+    texts = [said[(n * 5) % 4] for n in range(600)]
+    written = [(memory.append_message(agent_id=AGENT, owner_id="alice", conversation=CONV, role="user",
+                                      sender="alice", content=text), text) for text in texts]
+    memory.fill_vectors()
+    floor = memory.settings.memory.recall_min_similarity
+    expected = [i for i, text in sorted(written, key=lambda w: (-closeness[w[1]], -w[0])) if closeness[text] >= floor]
+    assert len(expected) > 256 and len(set(closeness.values())) > 2
+    hits = memory.recall("where does the user live", limit=50, agent_id=AGENT, owner_id="alice",
+                         conversation=CONV, source="history", mode="semantic")
+    assert [h.message.id for h in hits.messages] == expected[:50]

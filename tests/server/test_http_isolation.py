@@ -87,7 +87,10 @@ def turn_answers(server: Served, agent: str, owner: str) -> list[Any]:
             server.post("/v1/turns/after", headers, {**turn, "peak_prompt_tokens": 10}),
             server.post("/v1/commands", headers, {**turn, "text": "/compact"}),
             server.post("/v1/commands", headers, {**turn, "text": "just chatting"}),
-            server.post("/v1/messages", headers, {**turn, "role": "assistant", "content": "noted"})]
+            server.post("/v1/messages", headers, {**turn, "role": "assistant", "content": "noted"}),
+            server.post("/v1/messages", headers, {**turn, "role": "user", "content": "and so?", "prompt": {}}),
+            server.post("/v1/messages", headers, {**turn, "role": "user", "content": "so?",
+                                                  "prompt": {"style": "anthropic", "system": "Be brief."}})]
         answers.append(server.post("/v1/tools/call", headers, {**turn, "name": "memory_sources_list",
                                                                "arguments": {}}))
     queries = ["QZ", "", "group hello code *", *(mark(a, o) for a, o in PAIRS)]
@@ -114,7 +117,8 @@ def test_no_turn_answer_for_one_pair_holds_a_byte_of_another_pairs_secrets(serve
         for answer in answers:
             assert answer.status_code < 300, answer.text
             body = answer.content
-            if answer.url.path == "/v1/prompt" and GROUP.encode() in answer.request.content:
+            composed = answer.url.path == "/v1/prompt" or b'"prompt"' in answer.request.content
+            if composed and GROUP.encode() in answer.request.content:
                 # A group chat's window shows what its members said there (the group's own
                 # conversation): the same agent's other owners' group messages, nothing else of theirs.
                 for member in OWNERS:
@@ -154,7 +158,8 @@ def forbidden_requests(owner: str) -> list[tuple[str, dict[str, Any]]]:
     turn = {"owner_id": owner, "conversation": private(owner), "agent_id": "bob"}
     message = {**turn, "role": "user", "content": "ada writes as bob"}
     fine = {k: v for k, v in message.items() if k != "agent_id"}
-    return [("/v1/messages", message), ("/v1/messages/batch", {"messages": [fine, message]}),
+    return [("/v1/messages", message), ("/v1/messages", {**message, "prompt": {"style": "anthropic"}}),
+            ("/v1/messages/batch", {"messages": [fine, message]}),
             ("/v1/messages/batch", {"messages": [message, fine]}), ("/v1/prompt", turn),
             ("/v1/turns/before", {**turn, "context_window": 10}), ("/v1/turns/after", turn),
             ("/v1/commands", {**turn, "text": "/clear", "trust": "operator"}),

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from fermix_memory.adapters.sql.codec import CONVERTER
-from tests.server.conftest import ADA, OPERATOR, Served
+from tests.server.conftest import ADA, OPERATOR, Served, served
 
 pytestmark = pytest.mark.usefixtures("every_store")
 TURN = {"owner_id": "alice", "conversation": "telegram:42"}
@@ -90,3 +92,60 @@ def test_a_batch_with_one_bad_message_stores_none_of_it(server: Served) -> None:
     assert answer.status_code == 400 and answer.json()["error"]["code"] == "invalid_message"
     assert server.position() == before
     assert server.memory.history("ada", "telegram:42") == []
+
+
+def _kinds(server: Served, after: int) -> list[str]:
+    return [entry.kind for entry in server.memory.log_entries(after=after)]
+
+
+def test_a_turn_in_one_request_is_the_append_then_the_prompt(server: Served) -> None:
+    """``POST /v1/messages`` with ``prompt`` (ADR-0089): the same message, the same events and the
+    same prompt as an append followed by ``POST /v1/prompt``."""
+    start = server.position()
+    two = server.post("/v1/messages", ADA, {**TURN, "conversation": "telegram:1", "role": "user", "content": "Hi"})
+    prompt = server.post("/v1/prompt", ADA, {**TURN, "conversation": "telegram:1", "system": "Be brief."}).json()
+    middle = server.position()
+    one = server.post("/v1/messages", ADA, {**TURN, "role": "user", "content": "Hi", "prompt": {"system": "Be brief."}})
+    assert one.status_code == two.status_code == 201
+    assert set(one.json()) == {"id", "prompt"} and set(two.json()) == {"id"}
+    assert one.json()["prompt"] == prompt
+    assert one.json()["prompt"]["messages"] == server.memory.compose_prompt("ada", "alice", "telegram:42",
+                                                                            system="Be brief.")
+    assert _kinds(server, middle) == _kinds(server, start)[:len(_kinds(server, middle))]
+    assert len(_kinds(server, middle)) == middle - start
+    anthropic = server.post("/v1/messages", OPERATOR, {**TURN, "agent_id": "ada", "role": "assistant",
+                                                       "content": "Hello!", "prompt": {"style": "anthropic"}}).json()
+    system, messages = server.memory.compose_prompt("ada", "alice", "telegram:42", style="anthropic")
+    assert anthropic["prompt"] == {"system": system, "messages": messages}
+    assert [m.content for m in server.memory.history("ada", "telegram:42")] == ["Hi", "Hello!"]
+
+
+@pytest.mark.parametrize(("option", "code"), [
+    ({"style": "markdown"}, "invalid_argument"), ({"system": 42}, "invalid_argument"),
+    ({"system": "x" * 200_001}, "invalid_argument"), ({"as_of": "2024-01-01T00:00Z"}, "unknown_field"),
+    ({"styles": "openai"}, "unknown_field"), ("openai", "invalid_argument"), (None, "invalid_argument"),
+    ([], "invalid_argument")])
+def test_a_bad_prompt_option_is_a_typed_refusal_and_stores_nothing(server: Served, option: object,
+                                                                    code: str) -> None:
+    before = server.position()
+    answer = server.post("/v1/messages", ADA, {**TURN, "role": "user", "content": "hi", "prompt": option})
+    assert answer.status_code == 400 and answer.json()["error"]["code"] == code, answer.text
+    batch = server.post("/v1/messages/batch", ADA, {"messages": [{**TURN, "role": "user", "content": "hi",
+                                                                  "prompt": {}}]})
+    assert batch.status_code == 400 and batch.json()["error"]["code"] == "invalid_message"
+    assert server.position() == before and server.memory.history("ada", "telegram:42") == []
+
+
+def test_a_turn_request_over_the_limit_or_not_json_stores_nothing(tmp_path: Path) -> None:
+    for served_memory in served(tmp_path / "home", max_body=2_000):
+        before = served_memory.position()
+        big = served_memory.post("/v1/messages", ADA, {**TURN, "role": "user", "content": "x" * 3_000, "prompt": {}})
+        assert big.status_code == 413 and big.json()["error"]["code"] == "body_too_large"
+        for raw in (b'{"prompt": {}', b'{"prompt": {}, "prompt": {}}', b"[]"):
+            bad = served_memory.client.post("/v1/messages", headers={**ADA, "Content-Type": "application/json"},
+                                            content=raw)
+            assert bad.status_code == 400 and bad.json()["error"]["code"] == "malformed_json", bad.text
+        unknown = served_memory.post("/v1/messages", ADA, {**TURN, "role": "user", "content": "x", "prompt": {},
+                                                           "promptly": True})
+        assert unknown.status_code == 400 and unknown.json()["error"]["code"] == "unknown_field"
+        assert served_memory.position() == before

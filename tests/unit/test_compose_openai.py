@@ -128,3 +128,26 @@ def test_a_row_is_plain_only_when_its_metadata_cannot_name_a_tool_key() -> None:
     assert not is_plain(stored(Role.TOOL, {"tool_call_id": "call_1"}))
     assert not is_plain(stored(Role.ASSISTANT, {"note": "no tool_calls here"}))  # only ever too careful
     assert not is_plain(stored(Role.SYSTEM, {})) and not is_plain(stored(Role.TOOL, {}))
+
+
+def test_random_plain_windows_compose_byte_for_byte_alike() -> None:
+    """Windows of plain rows only (what a cold prompt reads): user turns and replies taking turns or
+    not, one speaker or several, with and without an owner's sender, text with trailing space or
+    none, a reply first; the one-comprehension paths give what composing the turns gives."""
+    rng = random.Random(35)
+    speakers = [("alice", "alice"), ("", "alice"), ("bob", "bob"), ("", "bob"), ("x", "alice")]
+    texts = ["Where do I live?", "You live in Paris.  ", "tea & <b>cake</b>", "  ", "", "line\n", "中文 🚀 "]
+    for case in range(600):
+        alternate = case % 3 != 0
+        window = []
+        for n in range(1, rng.randrange(0, 16)):
+            role = (Role.USER if n % 2 else Role.ASSISTANT) if alternate else rng.choice([Role.USER, Role.ASSISTANT])
+            sender, owner = rng.choice(speakers[:2] if case % 4 else speakers)
+            if role is Role.ASSISTANT:
+                sender = rng.choice(["ada", sender, ""])
+            text = rng.choice(texts) if case % 5 == 0 else rng.choice(texts[:3])
+            window.append(message(n, role, text, sender=sender, owner=owner))
+        system = rng.choice(["", "You are Ada."])
+        files = rng.choice([("", ""), ("- lives in R&D", "- likes tea")])
+        fast, reference = compose_both(window, system, files)
+        assert fast == reference, window

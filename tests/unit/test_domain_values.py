@@ -7,6 +7,8 @@ module under test, so that a changed constant fails.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fermix_memory.domain.errors import InvalidArgument, InvalidConversationKey, InvalidIdentifier, InvalidNumber
 from fermix_memory.domain.values import (
@@ -189,6 +191,18 @@ def test_category_targets_and_trust() -> None:
 )
 def test_normalise_key(raw: str, expected: str) -> None:
     assert normalise_key(raw) == expected
+
+
+@given(st.text(alphabet="abz09_.-", max_size=70))
+def test_a_canonical_key_is_its_own_spelling_and_any_key_folds_to_one(raw: str) -> None:
+    try:
+        key = normalise_key(raw)
+    except InvalidIdentifier:
+        return
+    assert normalise_key(key) == key and len(key) <= 64
+    assert key[0] not in "_." and key[-1] not in "_." and "__" not in key
+    assert normalise_key(key + "_") == key and normalise_key("_" + key) == key
+    assert normalise_key(key.upper()) == key
 
 
 def test_key_of_65_characters_is_refused() -> None:

@@ -1,7 +1,8 @@
 /**
- * One host's turn loop in TypeScript against `fermix serve`: the hooks, the messages, the prompt
- * a model would get, a memory tool call, and a recall. Run: `node dist/examples/host_loop.js`
- * with FERMIX_URL and FERMIX_TOKEN set; prints what it saw as one JSON line.
+ * One host's turn loop in TypeScript against `fermix serve`: the hooks, the user's message with
+ * the prompt a model would get (one request), the reply, a memory tool call, and a recall.
+ * Run: `node dist/examples/host_loop.js` with FERMIX_URL and FERMIX_TOKEN set; prints what it
+ * saw as one JSON line.
  */
 import { FermixClient, FermixError } from "../src/client.js";
 
@@ -18,8 +19,15 @@ function model(messages: { role?: unknown; content?: unknown }[]): string {
 
 async function main(): Promise<void> {
   await memory.beforeTurn({ ...turn, context_window: 128_000 });
-  const { id } = await memory.appendMessage({ ...turn, role: "user", content: "I live in Paris", sender: "alice" });
-  const prompt = await memory.composePrompt({ ...turn, system: "You are Ada." });
+  // The user's message and the prompt composed after it, in one request (ADR-0089).
+  const { id, prompt } = await memory.appendMessage({
+    ...turn,
+    role: "user",
+    content: "I live in Paris",
+    sender: "alice",
+    prompt: { system: "You are Ada." },
+  });
+  if (prompt === undefined) throw new Error("the server gave no prompt");
   const reply = model(prompt.messages);
   await memory.appendMessage({ ...turn, role: "assistant", content: reply });
   const stored = await memory.dispatchTool({

@@ -14,7 +14,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Record one message of a conversation
+         * Record one message of a conversation; with prompt, the prompt composed after it too (a turn in one request)
          * @description Needs a host or operator token.
          */
         post: operations["append_message"];
@@ -495,6 +495,12 @@ export interface components {
             }[] | null;
             tool_call_id?: string | null;
             idempotency_key?: string | null;
+            /** @description ask for the prompt composed after this message (compose_prompt's style and system) */
+            prompt?: {
+                /** @enum {string} */
+                style?: "openai" | "anthropic";
+                system?: string;
+            };
         };
         AppendMessagesBody: {
             messages: components["schemas"]["AppendMessageBody"][];
@@ -765,6 +771,12 @@ export interface operations {
                 content: {
                     "application/json": {
                         id: number;
+                        prompt?: {
+                            system?: string;
+                            messages: {
+                                [key: string]: unknown;
+                            }[];
+                        };
                     };
                 };
             };
