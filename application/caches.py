@@ -15,6 +15,7 @@ from operator import itemgetter
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 from fermix_memory.application.log_position import Follows, LogFollower, PositionReads
+from fermix_memory.application.plain_turns import PlainRows
 from fermix_memory.application.query_ports import ResourceRevision, WindowAtPosition
 from fermix_memory.application.store_ports import ConversationState, RecordedEvent
 from fermix_memory.application.stored_messages import (
@@ -120,7 +121,7 @@ class ConversationStore:
                 read = self._read(key, unless_at=self._follower.seen)
                 if read.rows is None:
                     self._windows.move_to_end(key)
-                    return list(cached), self._generation
+                    return _copy(cached), self._generation
                 return self._keep(key, read), self._generation
             if self._at_position is None and not self._follower.fresh():
                 self._windows.clear()
@@ -128,7 +129,7 @@ class ConversationStore:
                 cached = None
             if cached is not None:
                 self._windows.move_to_end(key)
-                return list(cached), self._generation
+                return _copy(cached), self._generation
             generation = self._generation
         if self._at_position is not None:
             read = self._read(key, unless_at=None)
@@ -163,11 +164,12 @@ class ConversationStore:
         self._windows.move_to_end(key)
         while len(self._windows) > MAX_CACHED_CONVERSATIONS:
             self._windows.popitem(last=False)
-        return list(loaded)
+        return _copy(loaded)
 
     @staticmethod
     def _loaded(key: tuple[str, ConversationKey], read: WindowAtPosition) -> list[StoredItem]:
-        """The window as kept: rows as read when all are plain, else messages; the checkpoint first."""
+        """The window as kept: rows as read when all are plain (``PlainRows``), else messages; the
+        checkpoint first."""
         rows: list[StoredRow] = read.rows or []  # type: ignore[assignment]  # a list of its own (read for this load)
         # A window holding a row that a prompt cannot take as it is (a tool call or result, a
         # system message) is made messages once, as it is loaded; one of plain rows stays rows,
@@ -180,7 +182,7 @@ class ConversationStore:
             ident: Callable[[Any], int] = _ROW_ID if plain else id_of
             checkpoint = [m for m in loaded if ident(m) == checkpoint_id]
             loaded = checkpoint + [m for m in loaded if ident(m) != checkpoint_id]
-        return loaded
+        return PlainRows(loaded) if plain and loaded else loaded
 
     def drop(self, keys: Iterable[tuple[str, ConversationKey]]) -> None:
         """Forget the windows of ``keys`` (another process wrote to them, ADR-0064): read again
@@ -202,6 +204,8 @@ class ConversationStore:
                 e = item.event
                 if isinstance(e, ev.MessageAppended):
                     window = self._windows.get((e.agent_id, e.conversation))
+                    if type(window) is PlainRows:  # a message joins: rows only no longer (maybe)
+                        window = self._windows[e.agent_id, e.conversation] = list(window)
                     if window is not None:
                         if window and type(window[-1]) is tuple:  # a statement's rows: named first
                             window[:] = map(stored_row, window)
@@ -231,6 +235,11 @@ _ROLE, _METADATA = itemgetter(StoredRow._fields.index("role")), itemgetter(Store
 _ROW_ID = itemgetter(StoredRow._fields.index("id"))
 _PLAIN_ROLES = frozenset(("user", "assistant"))
 _MESSAGE_TYPE = frozenset((Message,))
+
+
+def _copy(window: list[StoredItem]) -> list[StoredItem]:
+    """A copy of a kept window for one caller, of its type (``PlainRows`` stays so)."""
+    return PlainRows(window) if type(window) is PlainRows else list(window)
 
 
 def all_plain(rows: Sequence[StoredRow]) -> bool:

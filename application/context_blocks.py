@@ -21,6 +21,8 @@ class ContextBlocks:
         self._kept: dict[tuple[int, int], tuple[Callable[[], object] | None, Callable[[], object] | None, str]] = {}
 
     def __call__(self, user: ResourceRevision | None, memory: ResourceRevision | None) -> str:
+        if user is None and memory is None:
+            return ""  # no file yet: no block (``memory_context_block("", "")``)
         key = (id(user), id(memory))
         kept = self._kept.get(key)
         if kept is not None and _held(kept[0]) is user and _held(kept[1]) is memory:

@@ -17,10 +17,17 @@ from fermix_memory.domain.values import Role
 API_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
+class PlainRows(list[StoredItem]):
+    """A window of plain rows only (``caches.all_plain``) as a cache hands it out: the rows as
+    read, no ``Message`` among them, so a prompt takes it as rows without a look at each item."""
+
+    __slots__ = ()
+
+
 def only_rows(items: Sequence[StoredItem]) -> bool:
     """Whether every item is still a stored row, named or the bare tuple a statement returned (one
-    pass in C: the set of their types)."""
-    return set(map(type, items)) <= _ROW_TYPES
+    pass in C: the set of their types; none for a ``PlainRows``)."""
+    return type(items) is PlainRows or set(map(type, items)) <= _ROW_TYPES
 
 
 def named(items: Sequence[StoredItem]) -> Sequence[StoredItem]:
@@ -63,8 +70,9 @@ def plain_openai(rows: Sequence[StoredRow], out: list[dict[str, Any]]) -> list[d
 def plain_anthropic(rows: Sequence[StoredRow]) -> list[dict[str, Any]] | None:
     """Anthropic's messages of ``rows`` (a window of plain rows, as kept) when the user's turns and
     the replies take turns: one message per row, its text (a reply's without trailing space, which
-    says nothing), built in one comprehension; or ``None`` when the window needs the turn-by-turn
-    path (:func:`one_pass`, or two turns of one role in a row: merged into one message)."""
+    says nothing), built in two comprehensions (the user's, the replies); or ``None`` when the
+    window needs the turn-by-turn path (:func:`one_pass`, or two turns of one role in a row:
+    merged into one message)."""
     if not rows:
         return []
     if not one_pass(rows):
@@ -73,9 +81,10 @@ def plain_anthropic(rows: Sequence[StoredRow]) -> list[dict[str, Any]] | None:
     users, replies = roles[::2], roles[1::2]
     if users.count("user") != len(users) or replies.count("assistant") != len(replies):
         return None
-    contents = list(map(_CONTENT, rows))
-    contents[1::2] = map(str.rstrip, contents[1::2])
-    return [{"role": role, "content": content} for role, content in zip(roles, contents, strict=True)]
+    out: list[Any] = list(map(_CONTENT, rows))  # the texts, then each made its message in place
+    out[::2] = [{"role": "user", "content": text} for text in out[::2]]
+    out[1::2] = [{"role": "assistant", "content": text} for text in map(str.rstrip, out[1::2])]
+    return out
 
 
 def one_pass(rows: Sequence[StoredRow]) -> bool:

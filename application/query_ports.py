@@ -110,6 +110,12 @@ class MemoryQueries(Protocol):
         """Window messages of a conversation after ``after_id``, oldest first (last ``limit``)."""
         ...
 
+    def window_tail(self, agent_id: str, conversation: ConversationKey,
+                    limit: int) -> tuple[int | None, list[StoredRow]]:
+        """The checkpoint of the conversation's state and the newest ``limit`` messages after its
+        window's start, oldest first, in one statement (``application.window_tail``)."""
+        ...
+
     def search_history(self, query: str, where: HistoryFilter, limit: int) -> list[MessageHit]: ...
 
     def history_in_days(self, where: HistoryFilter, first: date, last: date, limit: int) -> list[MessageHit]:

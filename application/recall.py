@@ -30,6 +30,9 @@ MAX_RECALL = 100
 # bring (the word and meaning lists weigh 1): chosen on the evaluation (ADR-0075, ADR-0077).
 DATE_WEIGHT = 2.0
 HOP_WEIGHT = 1.0
+# The sources whose rows / whose turns a recall searches (made once, not at each call).
+_WITH_MEMORIES = frozenset((RecallSource.MEMORIES, RecallSource.ALL))
+_WITH_HISTORY = frozenset((RecallSource.HISTORY, RecallSource.ALL))
 
 
 @attrs.frozen(kw_only=True)
@@ -72,15 +75,15 @@ def recall(queries: MemoryQueries, cmd: Recall, semantic: MeaningSearch | None =
     mode, query, key, source = cmd.mode, cmd.query, cmd.key, cmd.source
     if mode is None:
         mode = RecallMode.KEYWORD if semantic is None else RecallMode.HYBRID
-    if mode is not RecallMode.KEYWORD and semantic is None:
+    keyword = mode is RecallMode.KEYWORD
+    if not keyword and semantic is None:
         raise SemanticRecallUnavailable(
             f"recall mode {mode.value!r} needs recall by meaning: install fermix-memory[semantic] and open"
             " the memory with an embedder (or ask for mode='keyword')")
-    by_meaning = semantic if mode is not RecallMode.KEYWORD and key is None else None
-    where = memory_filter(cmd.reader, cmd.scope) if source in (RecallSource.MEMORIES, RecallSource.ALL) else None
-    history = history_filter(cmd.reader, cmd.scope)
-    if key is not None or source not in (RecallSource.HISTORY, RecallSource.ALL):
-        history = None
+    by_meaning = semantic if not keyword and key is None else None
+    reader = cmd.reader
+    where = memory_filter(reader, cmd.scope) if source in _WITH_MEMORIES else None
+    history = history_filter(reader, cmd.scope) if key is None and source in _WITH_HISTORY else None
     dated = None if history is None or not query else dated_query(queries, query, history, cmd.as_of, now)
     if dated is not None and dated.only_dates:  # a date filter: that day's turns, nothing else searched
         assert history is not None
@@ -88,9 +91,10 @@ def recall(queries: MemoryQueries, cmd: Recall, semantic: MeaningSearch | None =
         return _result([], dated_turns(queries, history, dated, limit), limit, waiting)
     # A new query's vector is computed while the words are searched (ADR-0071).
     vector_soon = None if by_meaning is None else by_meaning.embed_query_soon(query)
-    memories = _memories(queries, cmd, where, limit) if mode is not RecallMode.SEMANTIC or key else []
+    by_words = mode is not RecallMode.SEMANTIC
+    memories = _memories(queries, cmd, where, limit) if by_words or key else []
     messages: list[MessageHit] = []
-    if history is not None and mode is not RecallMode.SEMANTIC:
+    if history is not None and by_words:
         messages = queries.search_history(query, history, limit)
     vector = None if vector_soon is None else vector_soon()
     if vector is not None and by_meaning is not None:

@@ -36,11 +36,14 @@ class NamedHistory(Protocol):
 def hop_names(queries: NamedHistory, query: str, best: Sequence[MessageHit]) -> list[str]:
     """The names the first of ``best`` speak of that the question does not already say, nor are
     the people speaking (a speaker's name is in half the turns of a chat: it says nothing)."""
-    if not best or len(content_words(query)) < HOP_MIN_WORDS:
+    if not best:
+        return []
+    words = content_words(query)
+    if len(words) < HOP_MIN_WORDS:
         return []
     top = best[:HOP_FROM]
     marks = queries.marks_of([hit.message.id for hit in top])
-    known = {*entities_in(query), *content_words(query), *(hit.message.sender.casefold() for hit in best)}
+    known = {*entities_in(query), *words, *(hit.message.sender.casefold() for hit in best)}
     names: dict[str, None] = {}
     for hit in top:
         for mark in marks.get(hit.message.id, ()):

@@ -21,6 +21,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 
 from fermix_memory.application.embedder import Embedder, label_of
 from fermix_memory.application.fusion import H
@@ -28,6 +29,21 @@ from fermix_memory.application.query_ports import MemoryHit, MessageHit, VectorI
 from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
 
 QUERY_VECTORS = 1024  # about 1.6 kB each for a 384-number model: under 2 MB when full
+
+
+@runtime_checkable
+class QueryEmbedder(Protocol):
+    """An embedder with a way of its own for a search's query (on the turn's path), giving the
+    vector :meth:`Embedder.embed` gives, to rounding (ADR-0086)."""
+
+    def embed_query(self, text: str) -> bytes: ...
+
+
+def embed_query(embedder: Embedder, text: str) -> bytes:
+    """``text``'s vector as a query: by the embedder's way for queries where it has one."""
+    if isinstance(embedder, QueryEmbedder):
+        return embedder.embed_query(text)
+    return embedder.embed([text])[0]
 
 
 class QueryVectors:
@@ -111,7 +127,7 @@ class SemanticSearch:
         label = label_of(self._embedder)
         vector = self.queries.get(label, query)
         if vector is None:  # two threads asking the same new query may both embed it: same vector
-            vector = self._embedder.embed([query])[0]
+            vector = embed_query(self._embedder, query)
             self.queries.put(label, query, vector)
         return vector
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, cast
 
 import attrs
 
+from fermix_memory.application.message_input import known_conversation_key
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.tool_calls import TOOL_CALL_ID_KEY, TOOL_CALLS_KEY
 from fermix_memory.domain.values import ConversationKey, Role, Trust
@@ -59,6 +60,12 @@ def message_of(row: StoredRow, agent_id: str, conversation: ConversationKey) -> 
     ``Message(...)`` from the same values); an unknown role or trust is a ``ValueError``."""
     # Unpacked by the fields' names in one step: every message of a window read comes this way.
     message_id, owner_id, sender, role, kind, content, metadata_json, created_at, trust = row
+    return _message(message_id, agent_id, owner_id, conversation, sender, role, kind, content, metadata_json,
+                    created_at, trust)
+
+
+def _message(message_id: int, agent_id: str, owner_id: str, conversation: ConversationKey, sender: str, role: str,
+             kind: str, content: str, metadata_json: str, created_at: str, trust: str) -> Message:
     m = _new_message(Message)
     _set_id(m, message_id)
     _set_agent(m, agent_id)
@@ -72,6 +79,21 @@ def message_of(row: StoredRow, agent_id: str, conversation: ConversationKey) -> 
     _set_created_at(m, datetime.fromisoformat(created_at))
     _set_trust(m, _TRUSTS.get(trust) or Trust(trust))
     return m
+
+
+# A message read by anything but its conversation's key (a search's candidates): these columns.
+MESSAGE_ROW_FIELDS: tuple[str, ...] = ("id", "agent_id", "owner_id", "channel", "chat_id", "thread_scope", "sender",
+                                       "role", "kind", "content", "metadata_json", "created_at", "trust")
+
+
+def message_of_row(row: Sequence[Any]) -> Message:
+    """The ``Message`` of the :data:`MESSAGE_ROW_FIELDS` of one stored row (equal to one built by
+    ``Message(...)`` from the same values), read in one step: no row of a conversation's key
+    made first (a search makes one of each of its hits)."""
+    (message_id, agent_id, owner_id, channel, chat_id, thread_scope, sender, role, kind, content, metadata_json,
+     created_at, trust) = row
+    return _message(message_id, agent_id, owner_id, known_conversation_key(channel, chat_id, thread_scope), sender,
+                    role, kind, content, metadata_json, created_at, trust)
 
 
 def as_message(item: StoredItem, agent_id: str, conversation: ConversationKey) -> Message:

@@ -15,11 +15,18 @@ One home is built through the public API (``--messages`` history messages in one
   own while the words are searched). The query is the distinct one with a space added: the same
   tokens and the same words, another text for the cache.
 
-The four take turns on every query, so a noisy machine weighs on each alike; the ratios are
+* **hybrid, distinct queries, the query on two threads**: the same new query to a memory whose
+  model embeds queries in a session of their own, two threads sleeping between passes (the opt-in
+  ``query_threads=2`` of ADR-0086; the shipped one shares the stored texts' one-thread session);
+* **rows by meaning**: ``source="memories"`` by meaning alone, a query whose vector is kept, with
+  the rows' vectors kept between searches (as shipped) and read every time (as before).
+
+These take turns on every query, so a noisy machine weighs on each alike; the ratios are
 of p50s measured in the same run, of wall-clock time and of the CPU time the process spent (all
-its threads: what a loaded machine inflates least). Then one query embedded alone (batch 1) by a model loaded with
-1, 2 and the runtime's default intra-op threads, taking turns: p50 / p95 wall-clock ms and the
-p50 CPU ms it cost (all threads; what it takes from a host's other work). Last, a query's dot
+its threads: what a loaded machine inflates least). Then one query embedded alone (batch 1) by a
+model loaded with 1, 2 (spinning or asleep between passes) and the runtime's default intra-op
+threads, taking turns: p50 / p95 wall-clock ms and the p50 CPU ms it cost (all threads; what it
+takes from a host's other work). Last, a query's dot
 product with 2,000 and 20,000 stored vectors, as one BLAS call and in the row blocks search uses
 (ADR-0086). What each runtime option does to the model's pass: ``benchmarks/model_pass.py``.
 
@@ -41,7 +48,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -50,6 +57,7 @@ os.environ.setdefault("FERMIX_RECALL_BY_MEANING", "false")  # the model given he
 
 from fermix_memory import MemorySystem
 from fermix_memory.adapters.embedding.minilm_onnx import MiniLmOnnxEmbedder
+from fermix_memory.adapters.sql.vector_cache import ScopeVectorCache
 from fermix_memory.application.semantic import SemanticSearch
 
 AGENT, OWNER, CONV = "ada", "alice", "telegram:alice"
@@ -59,6 +67,11 @@ THINGS = ["the flat in Berlin", "green tea", "bouldering on Fridays", "the quart
           "the kitchen repairs", "a new laptop", "piano lessons", "the train to Munich", "the book club novel"]
 VERBS = ["talked about", "asked me about", "complained about", "recommended", "forgot about", "planned",
          "argued over", "paid for"]
+# Memories whose model runs a query's pass otherwise than the shipped one (which shares the stored
+# texts' one-thread session), asked the same new queries in turn with it: in a session of its own,
+# two threads that sleep between passes (ADR-0086's opt-in). (Two spinning threads are measured alone, in
+# ``embed_by_threads``: here they would spin on into whichever turn came next.)
+QUERY_THREADS: dict[str, dict[str, Any]] = {"query_on_2_threads": {"query_threads": 2}}
 QUESTION = ["what did {p} say about {t}?", "when did I last mention {t}?", "who {v} {t}?",
             "do I still care about {t} and {t2}?", "anything about {t} from {p}?"]
 
@@ -123,17 +136,38 @@ def one_after_the_other() -> Iterator[None]:
         SemanticSearch.embed_query_soon = overlapped  # type: ignore[method-assign]
 
 
+@contextmanager
+def nothing_kept() -> Iterator[None]:
+    """Searches by meaning that read their scope's vectors every time, as the rows' always were
+    before ADR-0086 kept them."""
+    get = ScopeVectorCache.get
+    ScopeVectorCache.get = lambda self, key, changes: None  # type: ignore[method-assign,assignment,misc]
+    try:
+        yield
+    finally:
+        ScopeVectorCache.get = get  # type: ignore[method-assign]
+
+
 def recalls(home: Path, queries: int) -> dict[str, Any]:
     """Keyword, hybrid-cold (overlapped and one after the other) and hybrid-warm recall of the same
     queries, taking turns: wall-clock and CPU (this process's, every thread) ms of each."""
     wall: dict[str, list[float]] = {"keyword": [], "hybrid_distinct": [], "hybrid_repeated": [],
                                     "hybrid_distinct_sequential": []}
     cpu: dict[str, list[float]] = {name: [] for name in wall}
-    with MemorySystem.open(home, embedder=MiniLmOnnxEmbedder(), readonly=True) as memory:
-        def ask(text: str, mode: str, name: str | None = None) -> Any:
+    wall.update({name: [] for name in (*(f"hybrid_distinct_{name}" for name in QUERY_THREADS),
+                                       "rows_by_meaning_kept", "rows_by_meaning_read")})
+    cpu.update({name: [] for name in wall if name not in cpu})
+    with ExitStack() as stack:
+        memory = stack.enter_context(MemorySystem.open(home, embedder=MiniLmOnnxEmbedder(), readonly=True))
+        others = {name: stack.enter_context(MemorySystem.open(home, embedder=MiniLmOnnxEmbedder(**options),
+                                                              readonly=True))
+                  for name, options in QUERY_THREADS.items()}
+
+        def ask(text: str, mode: str, name: str | None = None, by: MemorySystem | None = None,
+                source: str = "all") -> Any:
             cpu_start, started = time.process_time(), time.perf_counter()
-            found = memory.recall(text, agent_id=AGENT, owner_id=OWNER, conversation=CONV, source="all",
-                                  mode=mode, limit=10)  # type: ignore[arg-type]
+            found = (by or memory).recall(text, agent_id=AGENT, owner_id=OWNER, conversation=CONV, source=source,
+                                          mode=mode, limit=10)  # type: ignore[arg-type]
             if name is not None:
                 wall[name].append((time.perf_counter() - started) * 1000)
                 cpu[name].append((time.process_time() - cpu_start) * 1000)
@@ -145,12 +179,17 @@ def recalls(home: Path, queries: int) -> dict[str, Any]:
                 raise SystemExit("a search by meaning found nothing: the vectors are missing")
             ask(f"warm-up {n}", "hybrid")
             ask(f"warm-up {n}", "keyword")
+            for other in others.values():
+                ask(f"warm-up {n}: {question(n)}", "hybrid", by=other)
         for n in range(queries):
             text = question(n)
             if n % 2:
                 ask(text, "keyword", "keyword")
-            for turn in ("sequential", "overlapped") if n % 4 >= 2 else ("overlapped", "sequential"):
-                if turn == "overlapped":
+            turns = ["overlapped", "sequential", *others]
+            for turn in turns[n % len(turns):] + turns[:n % len(turns)]:
+                if turn in others:  # the same new query, to a memory whose model runs otherwise
+                    ask(text, "hybrid", f"hybrid_distinct_{turn}", by=others[turn])
+                elif turn == "overlapped":
                     ask(text, "hybrid", "hybrid_distinct")
                     ask(text, "hybrid", "hybrid_repeated")
                 else:
@@ -158,12 +197,18 @@ def recalls(home: Path, queries: int) -> dict[str, Any]:
                         ask(text + " ", "hybrid", "hybrid_distinct_sequential")
             if not n % 2:
                 ask(text, "keyword", "keyword")
+            for kept in (True, False) if n % 2 else (False, True):  # the rows by meaning alone, vector kept
+                with nullcontext() if kept else nothing_kept():
+                    ask(text, "semantic", f"rows_by_meaning_{'kept' if kept else 'read'}", source="memories")
     figures: dict[str, Any] = {}
     for name in wall:
         figures[f"{name}_p50_ms"] = round(statistics.median(wall[name]), 3)
         figures[f"{name}_p95_ms"] = round(percentile(wall[name], 95), 3)
         figures[f"{name}_cpu_p50_ms"] = round(statistics.median(cpu[name]), 3)
-    for name in ("hybrid_distinct", "hybrid_repeated", "hybrid_distinct_sequential"):
+    figures["ratio_rows_by_meaning_kept_to_read_cpu_p50"] = round(
+        figures["rows_by_meaning_kept_cpu_p50_ms"] / figures["rows_by_meaning_read_cpu_p50_ms"], 2)
+    for name in ("hybrid_distinct", "hybrid_repeated", "hybrid_distinct_sequential",
+                 *(f"hybrid_distinct_{name}" for name in QUERY_THREADS)):
         figures[f"ratio_{name}_to_keyword_p50"] = round(figures[f"{name}_p50_ms"] / figures["keyword_p50_ms"], 2)
         figures[f"ratio_{name}_to_keyword_cpu_p50"] = round(
             figures[f"{name}_cpu_p50_ms"] / figures["keyword_cpu_p50_ms"], 2)
@@ -171,9 +216,9 @@ def recalls(home: Path, queries: int) -> dict[str, Any]:
 
 
 def embed_by_threads(queries: int, rounds: int) -> dict[str, Any]:
-    """One query embedded alone by models on 1, 2 and the default threads, taking turns."""
+    """One query embedded alone by models on 1, 2 (spinning or not) and the default threads, taking turns."""
     models = {"1": MiniLmOnnxEmbedder(threads=1), "2": MiniLmOnnxEmbedder(threads=2),
-              "default": MiniLmOnnxEmbedder(threads=0)}
+              "2_no_spin": MiniLmOnnxEmbedder(threads=2, spinning=False), "default": MiniLmOnnxEmbedder(threads=0)}
     wall: dict[str, list[float]] = {name: [] for name in models}
     cpu: dict[str, list[float]] = {name: [] for name in models}
     for model in models.values():

@@ -45,6 +45,7 @@ from typing import Any
 os.environ.setdefault("FERMIX_RECALL_BY_MEANING", "false")  # storage figures: no model
 
 LIMIT = 20
+WARM_UP = 8  # untimed calls of each side before a read is timed (each lane thread's first call opens its connection)
 TURN = 4  # items a Runner turn records: the user's message, a tool call, its output, the reply
 _ids = itertools.count(1)
 
@@ -137,6 +138,9 @@ def reads(loop: asyncio.AbstractEventLoop, sides: Sides, name: str, limit: int |
     got_ours, got_peer = (loop.run_until_complete(s.get_items(limit)) for s in (ours, peer))
     if got_ours != got_peer:
         raise SystemExit(f"the sessions disagree on get_items({limit}) of {name}")
+    for _ in range(WARM_UP):  # each side's threads at their steady state (connections open, statements prepared)
+        loop.run_until_complete(ours.get_items(limit))
+        loop.run_until_complete(peer.get_items(limit))
     return side_by_side(loop, {"ours": lambda: ours.get_items(limit), "peer": lambda: peer.get_items(limit)},
                         rounds, budget_s, 200)
 

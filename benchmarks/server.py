@@ -13,8 +13,13 @@ also timed alone, gives the floor of one and of two requests through uvicorn and
 this machine. Every server is driven with two clients: httpx and a keep-alive ``http.client``
 connection (``_light``), far lighter, so that the client's own cost weighs less; each figure
 compares one client with itself, and the bar (overhead < 1 ms at N = 1) is read with
-``http.client``. The seven sides rotate slice by slice so that the machine's noise taxes them
-alike. For each N (1, 4 and 16 by default), under ``one_request`` and ``two_requests``, each
+``http.client``. Beside the session's in-process turn, ``in_process_api`` makes the calls the
+server makes for a turn in one request (``memory.append_message`` then ``memory.compose_prompt``),
+and each figure's ``http_overhead_vs_served_calls_p50_ms`` is measured against it.
+``--before-src DIR`` also serves a second ``fermix_memory`` package from DIR (an earlier version
+of the code) and drives it like ``one_light`` (``one_before_light``): a before/after in one run.
+The sides rotate slice by slice so that the machine's noise taxes them alike.
+For each N (1, 4 and 16 by default), under ``one_request`` and ``two_requests``, each
 client (httpx at the top level, http.client under ``light``): turns per second and the ratio to
 in-process, p50 and p95 of a turn, the HTTP overhead of a turn (its p50 minus the in-process
 turn's p50, the same work), the floor's p50 (as many bare requests, same client) and the
@@ -53,7 +58,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +77,7 @@ PROFILED = "--serve-profiled"  # how this script runs a server under cProfile (a
 
 
 def _serve_command(home: Path, profile_to: Path | None) -> list[str]:
+    """How to start ``fermix serve`` on ``home`` (under cProfile when ``profile_to`` is given)."""
     flags = ["--home", str(home), "serve", "--port", "0", "--token-env", TOKEN_VAR]
     if profile_to is None:
         return [sys.executable, "-m", "fermix_memory", *flags]
@@ -79,9 +85,15 @@ def _serve_command(home: Path, profile_to: Path | None) -> list[str]:
 
 
 @contextmanager
-def serving(home: Path, profile_to: Path | None = None) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """A ``fermix serve`` on a free port, and its base URL once it says where it listens."""
-    server = subprocess.Popen(_serve_command(home, profile_to), env={**os.environ, TOKEN_VAR: TOKEN},
+def serving(home: Path, profile_to: Path | None = None,
+            source: str | None = None) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """A ``fermix serve`` on a free port, and its base URL once it says where it listens;
+    ``source``: a folder holding another ``fermix_memory`` package to serve from (a prior
+    version of the code, for a before/after in one run)."""
+    env = {**os.environ, TOKEN_VAR: TOKEN}
+    if source is not None:
+        env["PYTHONPATH"] = source
+    server = subprocess.Popen(_serve_command(home, profile_to), env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         line = server.stderr.readline()  # type: ignore[union-attr]
@@ -265,7 +277,8 @@ def _figures(got: dict[str, dict[str, float]], http: str, bare: str, floor: floa
     many bare requests), and the CPU a turn takes beyond the in-process turn (client + server)."""
     local = got["in_process"]
     overhead = got[http]["p50_ms"] - local["p50_ms"]
-    return {"throughput_ratio": round(got[http]["turns_per_s"] / local["turns_per_s"], 3),
+    return {"http_overhead_vs_served_calls_p50_ms": round(got[http]["p50_ms"] - got["in_process_api"]["p50_ms"], 3),
+            "throughput_ratio": round(got[http]["turns_per_s"] / local["turns_per_s"], 3),
             "p50_ratio": round(got[http]["p50_ms"] / local["p50_ms"], 3),
             "http_overhead_p50_ms": round(overhead, 3), "transport_floor_p50_ms": floor,
             "overhead_above_floor_p50_ms": round(overhead - floor, 3),
@@ -276,7 +289,8 @@ def _figures(got: dict[str, dict[str, float]], http: str, bare: str, floor: floa
 # The sides over HTTP: (server, requests a turn takes, client); the turn through the bare
 # application is two requests, the first timed on its own (the floor of one request).
 SIDES = {"one": ("http", True, ""), "one_light": ("http", True, "_light"), "two": ("http", False, ""),
-         "two_light": ("http", False, "_light"), "bare": ("bare", False, ""), "bare_light": ("bare", False, "_light")}
+         "two_light": ("http", False, "_light"), "bare": ("bare", False, ""), "bare_light": ("bare", False, "_light"),
+         "one_before_light": ("before", True, "_light")}  # the last one only with --before-src
 
 
 def compare(servers: dict[str, tuple[int, str]], memory: MemorySystem, clients: int, turns: int, slices: int,
@@ -289,7 +303,7 @@ def compare(servers: dict[str, tuple[int, str]], memory: MemorySystem, clients: 
         "": (lambda url: httpx.Client(base_url=url, trust_env=False, timeout=60), http_turn),
         "_light": (LightClient, light_turn)}
     pools = {name: [kinds[kind][0](servers[server][1]) for _ in range(clients)]
-             for name, (server, _, kind) in SIDES.items()}
+             for name, (server, _, kind) in SIDES.items() if server in servers}
     sessions = [memory.session(agent_id=AGENT, owner_id=OWNER, conversation=f"bench:{clients}-{n}")
                 for n in range(clients)]
 
@@ -302,6 +316,18 @@ def compare(servers: dict[str, tuple[int, str]], memory: MemorySystem, clients: 
                 session = memory.session(agent_id=AGENT, owner_id=OWNER, conversation=f"bench:{clients}-{n}-{done}")
             session.append("user", CONTENT)
             session.compose_prompt()
+            done += 1
+
+        return turn
+
+    def as_served(n: int) -> Callable[[], None]:
+        done = 0
+
+        def turn() -> None:  # the calls the server makes for a turn in one request (ADR-0089)
+            nonlocal done
+            said = {**_turn(f"bench:api:{clients}-{n}-{done - done % window}"), "role": "user", "content": CONTENT}
+            memory.append_message(**said)
+            memory.compose_prompt(said["agent_id"], said["owner_id"], said["conversation"])
             done += 1
 
         return turn
@@ -322,7 +348,8 @@ def compare(servers: dict[str, tuple[int, str]], memory: MemorySystem, clients: 
     sides: dict[str, list[Callable[[], float | None]]] = {
         name: [over_http(name, c, n) for n, c in enumerate(pool)] for name, pool in pools.items()}
     sides["in_process"] = [in_process(n) for n in range(clients)]
-    pids = {name: servers[server][0] for name, (server, _, _) in SIDES.items()}
+    sides["in_process_api"] = [as_served(n) for n in range(clients)]
+    pids = {name: servers[server][0] for name, (server, _, _) in SIDES.items() if server in servers}
     names = list(sides)
     seconds, cpu = dict.fromkeys(names, 0.0), dict.fromkeys(names, 0.0)
     samples: dict[str, list[float]] = {name: [] for name in names}
@@ -347,7 +374,9 @@ def compare(servers: dict[str, tuple[int, str]], memory: MemorySystem, clients: 
               for kind in kinds}
     return {**got, "bare_one_request_p50_ms": floors[""][0], "bare_light_one_request_p50_ms": floors["_light"][0],
             "one_request": {**_figures(got, "one", "bare", floors[""][0]),
-                            "light": _figures(got, "one_light", "bare_light", floors["_light"][0])},
+                            "light": _figures(got, "one_light", "bare_light", floors["_light"][0]),
+                            **({"before_light": _figures(got, "one_before_light", "bare_light", floors["_light"][0])}
+                               if "one_before_light" in got else {})},
             "two_requests": {**_figures(got, "two", "bare", floors[""][1]),
                              "light": _figures(got, "two_light", "bare_light", floors["_light"][1])}}
 
@@ -391,6 +420,14 @@ def _report(clients: int, got: dict[str, Any]) -> None:
                   f" overhead p50 {nums['http_overhead_p50_ms']:.3f} ms (bare uvicorn floor"
                   f" {nums['transport_floor_p50_ms']:.3f} ms, above it {nums['overhead_above_floor_p50_ms']:.3f} ms);"
                   f" CPU above in-process {nums['cpu_overhead_ms_per_turn']:.3f} ms/turn", file=sys.stderr)
+    api, before = got["in_process_api"], got["one_request"].get("before_light")
+    above = got["one_request"]["light"]["http_overhead_vs_served_calls_p50_ms"]
+    then = "" if before is None else (
+        f" (before: p50 {got['one_before_light']['p50_ms']:.3f} ms, above them"
+        f" {before['http_overhead_vs_served_calls_p50_ms']:.3f} ms, CPU above in-process"
+        f" {before['cpu_overhead_ms_per_turn']:.3f} ms/turn)")
+    print(f"N={clients:>2} in-process, the server's calls: p50 {api['p50_ms']:.3f} ms, CPU {api['cpu_ms_per_turn']:.3f}"
+          f" ms/turn; one request http.client above them: {above:.3f} ms{then}", file=sys.stderr)
 
 
 # --- main ---------------------------------------------------------------------------------------------
@@ -408,6 +445,8 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=100, help="turns per conversation: its largest window")
     parser.add_argument("--no-profile", dest="profile", action="store_false", help="skip the profiled server")
     parser.add_argument("--profile-turns", type=int, default=300)
+    parser.add_argument("--before-src", help="a folder holding another fermix_memory package (an earlier version):"
+                        " its server is driven too (one request, http.client: one_before_light), in the same run")
     args = parser.parse_args()
     if args.quick:
         args.turns, args.slices, args.profile_turns = 64, 6, 100
@@ -418,10 +457,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="fermix-serve-bench-") as work:
         root = Path(work)
         with serving(root / "served") as (served, url), bare_serving() as bare, \
-                MemorySystem.open(root / "local") as memory:
+                MemorySystem.open(root / "local") as memory, ExitStack() as more:
+            servers = {"http": (served.pid, url), "bare": bare}
+            if args.before_src:
+                before, before_url = more.enter_context(serving(root / "before", source=args.before_src))
+                servers["before"] = (before.pid, before_url)
             for clients in (int(n) for n in args.clients.split(",")):
-                got = compare({"http": (served.pid, url), "bare": bare}, memory, clients, args.turns, args.slices,
-                              args.window)
+                got = compare(servers, memory, clients, args.turns, args.slices, args.window)
                 figures[f"clients_{clients}"] = got
                 _report(clients, got)
         if args.profile:

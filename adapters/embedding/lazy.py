@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 from fermix_memory.application.embedder import Embedder, label_of
 from fermix_memory.application.errors import SemanticRecallUnavailable
+from fermix_memory.application.semantic import embed_query
 
 
 class LazyEmbedder:
@@ -44,6 +45,10 @@ class LazyEmbedder:
 
     def embed(self, texts: Sequence[str]) -> list[bytes]:
         return self._embedder().embed(texts)
+
+    def embed_query(self, text: str) -> bytes:
+        """A search's query, by the loaded embedder's way for queries where it has one."""
+        return embed_query(self._embedder(), text)
 
     def _embedder(self) -> Embedder:
         loaded = self._loaded

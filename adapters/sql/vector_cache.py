@@ -8,6 +8,11 @@ kept. That is right only while vectors come in order: the schema's ``vector_chan
 other than the one the matrices were built under empties the cache. An erasure committed by
 this process empties it at once too, so no vector of erased text outlives its rows here.
 Bounded by bytes, least recently searched first out.
+
+Memory rows' scopes are kept the same way in a cache of their own, under the schema's count of
+memory vectors' changes (ADR-0086; SQLite's schema 16, PostgreSQL's 11), which moves at any change
+of a row's vector and whenever a row is archived, brought back or moved: rows are few, so a
+change empties what is kept rather than topping it up.
 """
 
 from __future__ import annotations

@@ -55,7 +55,12 @@ _HEADROOM = 4
 # Vectors per matrix-vector product: below where numpy's BLAS library splits one across threads.
 _ROWS_AT_ONCE = 256
 SCOPE_VECTORS = "SELECT v.vector, m.id FROM message_vectors v JOIN messages m ON m.id = v.message_id"
-_CHANGES = "SELECT changes FROM vector_changes WHERE id = 1"
+_CHANGES = "SELECT changes, memory_changes FROM vector_changes WHERE id = 1"
+# The rows of a memory scope that a search by meaning ranks (their vectors, and ids).
+_SCOPE_ROWS = ("SELECT v.vector, m.id FROM memory_vectors v JOIN memories m ON m.id = v.memory_id"
+               " WHERE v.label = ? AND {scope} AND m.archived_at IS NULL")
+# What is kept of memory scopes' vectors: rows are few beside messages.
+_ROWS_KEPT_BYTES = 16 * 2**20
 _SCOPE_OF_MESSAGES = ("m.agent_id = ? AND m.owner_id = ?", "m.channel = ? AND m.chat_id = ? AND m.thread_scope = ?")
 # Vectors that point at nothing, and queue entries that do: what ``verify`` fails on.
 ORPHAN_VECTORS_SQL = (
@@ -96,11 +101,15 @@ class SqlVectorIndex(ReadSide):
         self._store = store
         # Both schemas count the changes a kept scope's vectors could miss (SQLite's 9, PostgreSQL's 5).
         self._kept = ScopeVectorCache()
+        # Memory scopes' vectors, under the schemas' count of memory vectors' changes (SQLite's 16,
+        # PostgreSQL's 11): any change of a row's vector, or a row archived or moved, empties it.
+        self._kept_rows = ScopeVectorCache(_ROWS_KEPT_BYTES)
         self._listening = False  # to commits, from the first scope kept: appends pay nothing before
 
     def _forget_kept_on_erasure(self, recorded: list[RecordedEvent]) -> None:
         if erases(recorded):
             self._kept.clear()
+            self._kept_rows.clear()
 
     def queue_new(self) -> int:
         """Queue the messages written since the last call; none here: the schema's triggers queue
@@ -150,11 +159,8 @@ class SqlVectorIndex(ReadSide):
         n = clamp_limit(limit)
         if n == 0:
             return []
-        sql, params = scope_sql(where, "m")
-        rows = self._rows(f"SELECT v.vector, m.id FROM memory_vectors v JOIN memories m"
-                          f" ON m.id = v.memory_id WHERE v.label = ? AND {sql} AND m.archived_at IS NULL",
-                          [label, *params])
-        best = _best(vector, [int(r[1]) for r in rows], n, vectors=[r[0] for r in rows])
+        ids, matrix, vectors = self._row_vectors(label, where)
+        best = _best(vector, ids, n, vectors=vectors, matrix=matrix)
         if not best:
             return []
         # Whole rows for the best only, by id (the filter checked again here, not in SQL, where it
@@ -201,6 +207,27 @@ class SqlVectorIndex(ReadSide):
                 break
         return hits
 
+    def _row_vectors(self, label: str, where: MemoryFilter) -> tuple[Any, Any, Sequence[bytes]]:
+        """(ids, matrix or None, vectors) of the scope's unarchived rows' vectors: kept from the last
+        search while the schema's count of memory vectors' changes stays where it was."""
+        sql, params = scope_sql(where, "m")
+        np = _numpy()
+        if np is None:
+            rows = self._rows(_SCOPE_ROWS.format(scope=sql), [label, *params])
+            return [int(r[1]) for r in rows], None, [r[0] for r in rows]
+        changes = int(self._rows(_CHANGES)[0][1])
+        kept = self._kept_rows.get((label, where), changes)
+        if kept is None:
+            kept = _scope_vectors(np, self._rows(_SCOPE_ROWS.format(scope=sql), [label, *params]))
+            self._listen()
+            self._kept_rows.put((label, where), changes, kept)
+        return kept.ids, kept.matrix, ()
+
+    def _listen(self) -> None:
+        if not self._listening:
+            self._listening = True
+            self._store.add_after_commit(self._forget_kept_on_erasure)
+
     def _message_vectors(self, key: Hashable, scope: str, params: list[Any]) -> tuple[Any, Any, Sequence[bytes]]:
         """(ids, matrix or None, vectors) of the scope's message vectors: kept from the last search
         and topped up with the vectors above it when the schema's change count allows."""
@@ -219,9 +246,7 @@ class SqlVectorIndex(ReadSide):
                 more = _scope_vectors(np, newer)
                 kept = more if not len(kept.ids) else ScopeVectors(
                     np.concatenate([kept.ids, more.ids]), np.concatenate([kept.matrix, more.matrix]))
-        if not self._listening:
-            self._listening = True
-            self._store.add_after_commit(self._forget_kept_on_erasure)
+        self._listen()
         self._kept.put(key, changes, kept)
         return kept.ids, kept.matrix, ()
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from fermix_memory.adapters.sql.cursor import SqlCursor
 from fermix_memory.adapters.sql.ddl import CHAIN_HEADS, PLAIN_TABLES, SHOWN_ROWS_INDEXES, UNFINISHED_COPY
+from fermix_memory.adapters.sqlite.memory_vector_changes import MEMORY_VECTOR_CHANGES, add_memory_changes
 
 # The triggers that make ``events`` append-only (only ``payload`` may change, and only to NULL).
 # Kept apart so that opening a database whose triggers were dropped can put them back.
@@ -384,8 +385,9 @@ def _fill_marks(cur: SqlCursor) -> int:
 
 
 # Python steps a migration takes after its DDL, by its number.
-AFTER_MIGRATION: dict[int, Callable[[SqlCursor], object]] = {12: _fill_marks, 13: _add_expires_at}
+AFTER_MIGRATION: dict[int, Callable[[SqlCursor], object]] = {12: _fill_marks, 13: _add_expires_at,
+                                                               16: add_memory_changes}
 
 MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, CHAIN_HEADS, _V6, IMPORT_KEYS_INDEX, _V8, _V9,
                                UNFINISHED_COPY + IMPORT_KEYS_BY_KEY, SHOWN_ROWS_INDEXES, MESSAGE_MARKS,
-                               EXPIRES_AT, MEMORY_VECTOR_MARK, MESSAGE_MARKS_MARK)
+                               EXPIRES_AT, MEMORY_VECTOR_MARK, MESSAGE_MARKS_MARK, MEMORY_VECTOR_CHANGES)

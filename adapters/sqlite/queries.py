@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import apsw
 
-from fermix_memory.adapters.sql.queries import SqlQueries
+from fermix_memory.adapters.sql.queries import SqlQueries, window_tail_sql
 from fermix_memory.adapters.sql.read_side import Reading, clamp_limit
 from fermix_memory.adapters.sql.rows import CONVERSATION_MESSAGE_COLUMNS, memory_columns, memory_from_row
 from fermix_memory.adapters.sql.scope_sql import scope_sql
@@ -47,6 +47,8 @@ NEWEST_AT_POSITION_SQL = _WINDOW_HEAD.format("X''") + _WINDOW_ROWS + " ORDER BY 
 
 class SqliteQueries(HistorySearch, SqlQueries):
     """Implements ``MemoryQueries`` on this thread's read connection of a SQLite store."""
+
+    window_tail_sql = window_tail_sql("+?")  # prepared once, not at every run (see ``_STATE`` above)
 
     def __init__(self, connection: Callable[[], apsw.Connection]) -> None:
         super().__init__(connection, sqlite_reading)

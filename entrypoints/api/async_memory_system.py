@@ -41,6 +41,7 @@ from fermix_memory.entrypoints.api.turns import AnthropicPrompt, OpenAIPrompt, P
 PAGE = 500  # events read per lane call by the async iterators
 E = TypeVar("E", RecordedEvent, audit.LogEntry)
 P = ParamSpec("P")
+T = TypeVar("T")
 
 
 def _page(read: Callable[..., Iterator[E]], **arguments: Any) -> list[E]:
@@ -114,6 +115,12 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
         """The sync :class:`MemorySystem` behind this one (for code that runs on a thread of its own)."""
         return self._sync
 
+    async def _together(self, work: Callable[[MemorySystem], T]) -> T:
+        """Internal (the server's turn in one request, ADR-0089): ``work(memory)`` as ONE call on
+        the lane, so that several calls of the sync API cross to a lane thread once, not once each.
+        Cancelling the awaiting task drops it only if it has not started, as any lane call."""
+        return await self._lane.run(work, self._sync)
+
     def session(self, *, agent_id: str, owner_id: str, conversation: Any, trust: TrustName = "guest",
                 context_window: int | None = None) -> AsyncSession:
         """A handle on one conversation with one owner whose calls are awaited: see
@@ -126,6 +133,7 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
     append_message = awaitable(MemorySystem.append_message)
     append_messages = awaitable(MemorySystem.append_messages)
     history = awaitable(MemorySystem.history)
+    history_rows = awaitable(MemorySystem.history_rows)
     messages = awaitable(MemorySystem.messages)
     message_page = awaitable(MemorySystem.message_page)
     clear_window = awaitable(MemorySystem.clear_window)

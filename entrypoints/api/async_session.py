@@ -58,6 +58,7 @@ class AsyncSession(OnLane[Session]):
     append_many = awaitable(Session.append_many)
     retract_newest = awaitable(Session.retract_newest)
     history = awaitable(Session.history)
+    history_rows = awaitable(Session.history_rows)
     recall = awaitable(Session.recall)
     before_turn = awaitable(Session.before_turn)
     after_turn = awaitable(Session.after_turn)

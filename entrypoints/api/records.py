@@ -28,7 +28,8 @@ from fermix_memory.application.memory_writes import OperationOutcome
 from fermix_memory.application.message_input import InvalidMessage, conversation_key
 from fermix_memory.application.query_ports import KeyedValue, OwnerSummary
 from fermix_memory.application.recall import RecallResult
-from fermix_memory.application.window_tail import newest_in_window
+from fermix_memory.application.stored_messages import StoredRow
+from fermix_memory.application.window_tail import newest_in_window, newest_rows_in_window
 from fermix_memory.domain.erased_rows import ErasedRow
 from fermix_memory.domain.errors import InvalidArgument, InvalidIdentifier
 from fermix_memory.domain.event_base import Provenance
@@ -121,6 +122,17 @@ class RecordsApi(ApiBase):
             return self._app.conversations.window(agent_id, key)
         return newest_in_window(self._app.queries, agent_id, key, check_int(limit, "limit", minimum=0),
                                 self._app.settings.memory.max_conversation_history)
+
+    def history_rows(self, agent_id: str, conversation: Any, limit: int) -> list[StoredRow]:
+        """The newest ``limit`` messages of :meth:`history`'s window as the store read them, one
+        ``StoredRow`` each (``id, owner_id, sender, role, kind, content, metadata_json, created_at,
+        trust``, all as stored): for a framework's adapter that builds its own items from a few
+        fields and would pay for ``Message`` objects it never reads (``openai_agents``)."""
+        self._check_open()
+        check_identifier(agent_id, "agent_id")
+        return newest_rows_in_window(self._app.queries, agent_id, conversation_key(conversation),
+                                     check_int(limit, "limit", minimum=0),
+                                     self._app.settings.memory.max_conversation_history)
 
     def messages(self, agent_id: str, conversation: Any, *, after_id: int = 0,
                  limit: int | None = None) -> list[Message]:

@@ -37,6 +37,7 @@ from fermix_memory.application.commands import (
 from fermix_memory.application.compaction import CompactionResult
 from fermix_memory.application.recall import RecallResult
 from fermix_memory.application.reviewer import ReviewResult
+from fermix_memory.application.stored_messages import StoredRow
 from fermix_memory.application.turns import CommandResult, PreflightResult
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import ConversationKey, Role, Trust
@@ -122,6 +123,11 @@ class Session:
     def history(self, limit: int | None = None) -> list[Message]:
         """The conversation's current window, oldest first."""
         return self._memory.history(self.agent_id, self.conversation, limit)
+
+    def history_rows(self, limit: int) -> list[StoredRow]:
+        """The newest ``limit`` messages of the window as the store's rows (see
+        :meth:`MemorySystem.history_rows`)."""
+        return self._memory.history_rows(self.agent_id, self.conversation, limit)
 
     def recall(self, query: str = "", *, scope: ScopeName = "current", source: SourceName = "memories",
                limit: int = 10, key: str | None = None, mode: ModeName | None = None,

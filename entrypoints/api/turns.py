@@ -13,7 +13,6 @@ from fermix_memory.application.commands import (
     AfterTurn,
     AppendMessage,
     BeforeTurn,
-    ComposePrompt,
     DispatchTool,
     HandleCommand,
     Style,
@@ -205,8 +204,7 @@ class TurnsApi(ApiBase):
         ``as_of`` (a timezone-aware datetime or ISO 8601 text): the prompt as it was composed at
         that moment, its prompt files and window folded from the log (ADR-0033); it writes
         nothing. A time without a zone or in the future is :class:`InvalidArgument`."""
-        cmd = self._command(ComposePrompt, dict(
-            agent_id=agent_id, owner_id=owner_id, conversation=conversation, system=system, style=style))
+        cmd = self._compose_command(agent_id, owner_id, conversation, system, style)
         moment = None if as_of is None else check_moment(as_of, self._app.clock.now())
         return self._app.compose_prompt(cmd, as_of=moment)
 

@@ -10,17 +10,20 @@ hold too, so an item handed out is the caller's to read and to rebuild, never to
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
+import orjson
 
 from fermix_memory.application.composer import system_part
 from fermix_memory.application.message_input import InvalidMessage
+from fermix_memory.application.stored_messages import StoredRow, message_of
 from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.tool_calls import tool_call_id_of, tool_calls_of
-from fermix_memory.domain.values import Role, check_identifier
+from fermix_memory.domain.values import ConversationKey, Role, check_identifier
 
 # Where a message keeps the SDK item it was recorded from (persisted: never rename).
 ITEM_KEY = "openai_agents_item"
@@ -125,23 +128,25 @@ def message_arguments(item: object) -> dict[str, Any]:
     return arguments
 
 
-def _stored_item(kept: Mapping[str, Any], content: str) -> dict[str, Any] | None:
+def _stored_item(kept: Mapping[str, Any], content: str, *, fresh: bool = False) -> dict[str, Any] | None:
     """The item kept, with ``content`` put back at its ``text_at``: a new item, whose containers
-    along that path are new too (the kept one, maybe a cache's, is never changed)."""
+    along that path are new too (the kept one, maybe a cache's, is never changed); ``fresh``: the
+    kept item was just parsed for this read alone, and is filled in place."""
     item = kept.get("item")
     path = kept.get("text_at")
     if not isinstance(item, dict):
         return None
-    item = dict(item)
+    if not fresh:
+        item = dict(item)
     if isinstance(path, list) and path:
         target: Any = item
         try:
             for step in path[:-1]:
                 inner = target[step]
                 if isinstance(inner, dict):
-                    inner = dict(inner)
+                    inner = inner if fresh else dict(inner)
                 elif isinstance(inner, list):
-                    inner = list(inner)
+                    inner = inner if fresh else list(inner)
                 else:
                     return None
                 target[step] = inner
@@ -150,6 +155,30 @@ def _stored_item(kept: Mapping[str, Any], content: str) -> dict[str, Any] | None
         except (KeyError, IndexError, TypeError):
             return None
     return item
+
+
+def _loads(text: str) -> Any:
+    """JSON as ``json.loads`` reads it; orjson's parser where it agrees (it refuses what ``json``
+    may have written beyond JSON itself: NaN, integers past 64 bits, lone surrogates)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
+def row_items(row: StoredRow, agent_id: str, conversation: ConversationKey) -> list[dict[str, Any]]:
+    """:func:`message_items` of a stored row of ``agent_id``'s ``conversation``, the same items:
+    one recorded from an item is that item, put back from the row's metadata parsed once (no
+    ``Message`` built, nothing copied); any other row through its ``Message``."""
+    metadata_json = row.metadata_json
+    if ITEM_KEY in metadata_json:
+        metadata = _loads(metadata_json)
+        kept = metadata.get(ITEM_KEY) if isinstance(metadata, dict) else None
+        if isinstance(kept, dict):
+            item = _stored_item(kept, row.content, fresh=True)
+            if item is not None:
+                return [item]
+    return message_items(message_of(row, agent_id, conversation))
 
 
 def message_items(message: Message) -> list[dict[str, Any]]:

@@ -130,8 +130,13 @@ def namespace_of(row: Memory) -> tuple[str, ...] | None:
     """The item namespace a row holds, or ``None`` for a row that is no store item."""
     if row.scope_type is not ScopeType.CONVERSATION or not row.scope_id.startswith(_SCOPE_PREFIX):
         return None
+    return _namespace_of_scope(row.scope_id)
+
+
+@functools.lru_cache(maxsize=4096)  # a pure function of the scope id; a search reads many rows of few namespaces
+def _namespace_of_scope(scope_id: str) -> tuple[str, ...] | None:
     try:
-        key = ConversationKey.from_scope_id(row.scope_id)
+        key = ConversationKey.from_scope_id(scope_id)
     except DomainError:
         return None
     return tuple(key.chat_id.split("."))

@@ -40,6 +40,7 @@ from fermix_memory.entrypoints.integrations.agents_items import (
     item_record,
     message_arguments,
     message_items,
+    row_items,
 )
 
 _agents = require("openai-agents", "agents")
@@ -117,11 +118,12 @@ class FermixAgentsSession:
             return []
         # A message stands for 0..n items: the newest ``limit`` messages, and further back only
         # while they give fewer items than asked and the window holds more.
-        take = limit
+        # Read as the store's rows: an item is made from its row, no ``Message`` in between.
+        agent_id, conversation, take = self._session.agent_id, self._session.conversation, limit
         while True:
-            messages = self._session.history(take)
-            items = [item for m in messages for item in message_items(m)]
-            if len(items) >= limit or len(messages) < take:
+            rows = self._session.history_rows(take)
+            items = [item for r in rows for item in row_items(r, agent_id, conversation)]
+            if len(items) >= limit or len(rows) < take:
                 return items[-limit:]
             take *= 2
 

@@ -26,6 +26,7 @@ from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import check_text, parse_enum
 from fermix_memory.entrypoints.api.async_memory_system import AsyncMemorySystem
+from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from fermix_memory.entrypoints.server.auth import READS, TURNS, Caller
 from fermix_memory.entrypoints.server.errors import bad_request
 from fermix_memory.entrypoints.server.schema import Schema
@@ -55,6 +56,13 @@ class Call:
         if self.inline:
             return getattr(self.memory.sync, name)(*args, **kwargs)
         return await getattr(self.memory, name)(*args, **kwargs)
+
+    async def run_together(self, work: Callable[[MemorySystem], Any], /) -> Any:
+        """``work(memory)``, calling several methods of the sync memory: as ONE call on the worker
+        lane (one thread hop for them all, not one each), or right here when :attr:`inline`."""
+        if self.inline:
+            return work(self.memory.sync)
+        return await self.memory._together(work)
 
 
 Handler = Callable[[Call], Awaitable[Any]]
@@ -119,10 +127,14 @@ async def _append(call: Call) -> Any:
         return {"id": await call.run("append_message", **args)}
     # A turn in one request (ADR-0089): the message, then the prompt composed after it.
     options = _prompt_options(args.pop("prompt"))
-    found = {"id": await call.run("append_message", **args)}
-    found["prompt"] = _prompt_answer(await call.run(
-        "compose_prompt", args["agent_id"], args["owner_id"], args["conversation"], **options))
-    return found
+
+    def turn(memory: MemorySystem) -> dict[str, Any]:  # one hop to the lane for both calls
+        found: dict[str, Any] = {"id": memory.append_message(**args)}
+        found["prompt"] = _prompt_answer(memory.compose_prompt(
+            args["agent_id"], args["owner_id"], args["conversation"], **options))
+        return found
+
+    return await call.run_together(turn)
 
 
 async def _append_batch(call: Call) -> Any:

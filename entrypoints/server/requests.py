@@ -4,7 +4,6 @@ their declared types (ADR-0073). Anything else is refused with a typed error, no
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 from collections.abc import Mapping
@@ -157,7 +156,9 @@ def encode_json(data: Any) -> bytes:
     what it refuses (a whole number past 64 bits, a key that is not text) the standard encoder
     writes, as without it."""
     if _ORJSON is not None:
-        with contextlib.suppress(_ORJSON.JSONEncodeError):
+        try:
             encoded: bytes = _ORJSON.dumps(data, default=_unstructured, option=_ORJSON_OPTIONS)
             return encoded
+        except _ORJSON.JSONEncodeError:
+            pass  # the standard encoder writes what orjson refuses
     return _encode_json(data)

@@ -45,3 +45,24 @@ def test_turns_on_the_loop_and_on_the_lane_are_the_python_apis(tmp_path: Path) -
         refused = first.post("/v1/messages", headers=ADA, json={**TURN, "role": "wizard", "content": "hi"})
         assert refused.status_code == 400 and "error" in refused.json()  # a typed error, on the loop too
         assert [m.content for m in memory.history("ada", "telegram:42")] == [f"turn {n}" for n in range(6)]
+
+
+def test_turns_in_one_request_on_the_loop_and_on_the_lane_are_the_python_apis(tmp_path: Path) -> None:
+    with MemorySystem.open(tmp_path / "home") as memory:
+        app = build_app(AsyncMemorySystem(memory), TOKENS)
+        first, second = (TestClient(app, client=("127.0.0.1", port)) for port in (50001, 50002))
+        ids = []
+        # One client alone (the append and the prompt on the loop), then two taking turns (both
+        # calls of a turn on the lane, in one call there).
+        for client in (first, first, first, second, first, second):
+            said = {**TURN, "role": "user", "content": f"turn {len(ids)}", "prompt": {"style": "anthropic"}}
+            sent = client.post("/v1/messages", headers=ADA, json=said)
+            assert sent.status_code == 201, sent.text
+            ids.append(sent.json()["id"])
+            system, messages = memory.compose_prompt("ada", "alice", "telegram:42", style="anthropic")
+            assert sent.json()["prompt"] == {"system": system, "messages": messages}
+        assert ids == sorted(ids) and len(set(ids)) == 6
+        refused = first.post("/v1/messages", headers=ADA, json={**TURN, "role": "wizard", "content": "hi",
+                                                                "prompt": {}})
+        assert refused.status_code == 400 and "error" in refused.json()  # a typed error, from the lane too
+        assert [m.content for m in memory.history("ada", "telegram:42")] == [f"turn {n}" for n in range(6)]
