@@ -10,6 +10,7 @@ import attrs
 from fermix_memory.application.errors import ConfigError
 from fermix_memory.application.settings_checks import STR, Rule, about, choice, is_env_var_name
 from fermix_memory.domain.errors import DomainError
+from fermix_memory.domain.log_chain import is_hex_digest
 from fermix_memory.domain.values import ConversationKey, check_identifier
 
 
@@ -32,7 +33,7 @@ def _is_conversation(value: str) -> bool:
 _IDENTIFIER = Rule(STR, _is_identifier, "a non-empty id without control characters, at most 256 characters")
 _CONVERSATION = Rule(STR, _is_conversation, "a conversation key CHANNEL:CHAT_ID[:THREAD]")
 _TRUST = choice("guest", "operator")
-_SHA256_HEX = Rule(STR, lambda v: v == "" or (len(v) == 64 and all(c in "0123456789abcdef" for c in v)),
+_SHA256_HEX = Rule(STR, lambda v: v == "" or is_hex_digest(v),
                    "64 lowercase hexadecimal digits (the SHA-256 of the token), or empty")
 
 

@@ -18,6 +18,14 @@ GENESIS_HASH = "0" * 64
 MAX_CHAINS = 1024
 
 
+HEX_DIGITS = frozenset("0123456789abcdef")
+
+
+def is_hex_digest(text: str, length: int = 64) -> bool:
+    """``text`` is ``length`` lower-case hex digits (a sha256 digest by default), as hashes are written."""
+    return len(text) == length and set(text) <= HEX_DIGITS
+
+
 def payload_digest(payload: str) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 

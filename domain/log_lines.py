@@ -28,12 +28,11 @@ from typing import Any
 import attrs
 
 from fermix_memory.domain.errors import DomainError
-from fermix_memory.domain.log_chain import MAX_CHAINS, Head, LoggedEvent
+from fermix_memory.domain.log_chain import MAX_CHAINS, Head, LoggedEvent, is_hex_digest
 
 FORMAT = "fermix-events"
 FORMAT_VERSION = 1
 _EVENT_KEYS = frozenset({"position", "stream", "version", "kind", "schema", "at", "payload_sha256", "hash"})
-_HEX64 = frozenset("0123456789abcdef")
 
 
 class BadEventLine(DomainError):
@@ -125,7 +124,7 @@ def _text(value: object, what: str) -> str:
 
 def _hex(value: object, what: str) -> str:
     text = _text(value, what)
-    if len(text) != 64 or not set(text) <= _HEX64:
+    if not is_hex_digest(text):
         raise BadEventLine(f"{what} must be 64 lower-case hex digits, got {text!r:.80}")
     return text
 
@@ -165,7 +164,7 @@ def _sealed_header(value: object) -> str:
     if value is None:
         return ""
     if not isinstance(value, dict) or set(value) != {"keyring"} or not isinstance(value["keyring"], str) \
-            or len(value["keyring"]) != 32 or not set(value["keyring"]) <= _HEX64:
+            or not is_hex_digest(value["keyring"], 32):
         raise BadEventLine('an encrypted export\'s header names its keyring: "sealed": {"keyring": 32 hex digits}')
     return value["keyring"]
 

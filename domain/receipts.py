@@ -18,14 +18,20 @@ from typing import Any
 import attrs
 
 from fermix_memory.domain.errors import DomainError
-from fermix_memory.domain.log_chain import GENESIS_HASH, ChainCheck, Head, LoggedEvent, checkpoint_hash
+from fermix_memory.domain.log_chain import (
+    GENESIS_HASH,
+    ChainCheck,
+    Head,
+    LoggedEvent,
+    checkpoint_hash,
+    is_hex_digest,
+)
 
 RECEIPT_FORMAT = 1
 RECEIPT_KIND = "erasure.receipted"  # the event that records a receipt in the log
 BODY_KEYS = frozenset({"receipt", "public_key", "at", "asked_by", "records", "erased", "head_before", "head_after",
                        "keys_destroyed"})
 ASKED_BY_KEYS = frozenset({"source_type", "source_id", "reason"})
-_HEX = frozenset("0123456789abcdef")
 
 
 class BadReceipt(DomainError):
@@ -83,7 +89,7 @@ def _whole(value: object, what: str) -> int:
 
 def _digest(value: object, what: str) -> str:
     text = _text(value, what)
-    if len(text) != 64 or not set(text) <= _HEX:
+    if not is_hex_digest(text):
         raise BadReceipt(f"{what} must be 64 lower-case hex digits")
     return text
 
@@ -129,7 +135,7 @@ def parse_head(text: str) -> Head:
         positions = tuple(int(p) for p in where.split(","))
     except ValueError:
         raise BadReceipt(f"{text[:40]!r} is not a head (POSITION:HASH)") from None
-    if not sep or len(hash_) != 64 or not set(hash_) <= _HEX or min(positions) < 0:
+    if not sep or not is_hex_digest(hash_) or min(positions) < 0:
         raise BadReceipt(f"{text[:40]!r} is not a head (POSITION:HASH)")
     if len(positions) == 1:
         return Head(positions[0], hash_)

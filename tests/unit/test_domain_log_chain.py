@@ -24,6 +24,7 @@ from fermix_memory.domain.log_chain import (
     checkpoint_hash,
     follows,
     head_of,
+    is_hex_digest,
     payload_digest,
 )
 
@@ -250,3 +251,21 @@ def test_relinking_onto_two_chains_links_each_event_to_its_chains_last_and_keeps
     assert relink.head == Head(3, checkpoint_hash([(3, out[2].hash), (2, out[1].hash)]), (3, 2))
     check = ChainCheck(chains=2, chain_of=chain_for.__getitem__)
     assert [check.problem(r) for r in out] == ["", "", ""]
+
+
+@pytest.mark.parametrize(("text", "length", "expected"), [
+    ("0123456789abcdef" * 4, 64, True),
+    ("0123456789abcdef" * 2, 32, True),
+    ("0123456789abcdef" * 2, 64, False),  # too short for a digest
+    ("0123456789abcdef" * 4 + "0", 64, False),  # one digit too many
+    ("0123456789ABCDEF" * 4, 64, False),  # hashes are written in lower case
+    ("0123456789abcdeg" * 4, 64, False),
+    ("", 0, True),
+])
+def test_a_hex_digest_is_its_length_of_lower_case_hex_digits(text: str, length: int, expected: bool) -> None:
+    assert is_hex_digest(text, length) is expected
+
+
+def test_a_hex_digest_is_a_sha256_one_unless_told_otherwise() -> None:
+    assert is_hex_digest(payload_digest("x"))
+    assert not is_hex_digest("0123456789abcdef" * 2)
