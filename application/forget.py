@@ -19,6 +19,7 @@ import attrs
 
 from fermix_memory.application.commands import Forget, ForgetMemory
 from fermix_memory.application.erasure_content import ErasedContent, erased_content
+from fermix_memory.application.erasure_finishing import followed_up
 from fermix_memory.application.erasure_targets import ConversationContent, conversation_content, row_content
 from fermix_memory.application.errors import NotFound, StorageError
 from fermix_memory.application.log_transfer import head_value
@@ -65,6 +66,7 @@ class ForgetReport:
     store: str = ""
     finished: bool = True
     remains: list[str] = attrs.field(factory=list)
+    rewrite_pending: bool = False  # another writer held the file: not rewritten yet (ADR-0095)
     receipt: int | None = None  # the log position of the erasure's signed receipt (ADR-0079)
     # ``dry_run``: nothing was changed, this is what would go; ``content``: per agent, what goes.
     dry_run: bool = False
@@ -95,6 +97,7 @@ class MemoryForgetReport:
     store: str = ""
     finished: bool = True
     remains: list[str] = attrs.field(factory=list)
+    rewrite_pending: bool = False  # another writer held the file: not rewritten yet (ADR-0095)
     receipt: int | None = None  # the log position of the erasure's signed receipt (ADR-0079)
 
 
@@ -118,6 +121,7 @@ class ConversationForgetReport:
     store: str = ""
     finished: bool = True
     remains: list[str] = attrs.field(factory=list)
+    rewrite_pending: bool = False  # another writer held the file: not rewritten yet (ADR-0095)
     receipt: int | None = None  # the log position of the erasure's signed receipt (ADR-0079)
 
 
@@ -143,7 +147,8 @@ def _check_reason(reason: object) -> None:
 def _outcome(scrub: ScrubReport) -> dict[str, Any]:
     """A report's fields that say what the scrub did."""
     return {"wal_truncated": scrub.wal_truncated, "bytes_before": scrub.bytes_before, "bytes_after": scrub.bytes_after,
-            "store": scrub.store, "finished": scrub.finished, "remains": list(scrub.remains)}
+            "store": scrub.store, "finished": scrub.finished, "remains": list(scrub.remains),
+            "rewrite_pending": scrub.rewrite_pending}
 
 
 def _is_owner_stream(stream: str, owner_id: str, agent_id: str | None) -> bool:
@@ -332,9 +337,7 @@ class Forgetting:
     def _followed(self, records: Sequence[int], head_before: str) -> int | None:
         """Destroy export keys and sign the receipt of a committed, scrubbed erasure (a crash
         before this is made up for when the memory opens again); the receipt's log position."""
-        if records and self._follow_up is not None:
-            return self._follow_up.erased(records, head_before)
-        return None
+        return followed_up(self._follow_up, records, head_before)
 
     def _scrub(self, what: str) -> ScrubReport:
         try:

@@ -70,10 +70,11 @@ def row_id(value: object, what: str) -> int:
 
 def operations(value: object, what: str = "operations") -> tuple[Operation, ...]:
     """One operation, its ``{"op": ...}`` mapping, or a list of them (SPEC §12 shape)."""
-    if isinstance(value, AddOperation | ReplaceOperation | ArchiveOperation | Mapping):
-        value = [value]
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise InvalidOperation(f"{what} must be an operation, a mapping or a list of them")
+    if type(value) is not list and type(value) is not tuple:  # else a list of them, as a host mostly gives
+        if isinstance(value, AddOperation | ReplaceOperation | ArchiveOperation | Mapping):
+            value = [value]
+        if isinstance(value, str) or not isinstance(value, Sequence):
+            raise InvalidOperation(f"{what} must be an operation, a mapping or a list of them")
     parsed = []
     for index, item in enumerate(value):
         if isinstance(item, AddOperation | ReplaceOperation | ArchiveOperation):
@@ -149,7 +150,12 @@ _PARSERS.update({kind | None: _optional(parse) for kind, parse in list(_PARSERS.
                  if kind is not Any})
 
 
-def _command_hook(cls: type[T]) -> Callable[[Any, Any], T]:
+# The kinds of host value whose parse is kept for the next call with the very same object: they
+# cannot change in between (a ``ConversationKey`` is frozen and holds text only).
+_IMMUTABLE = frozenset({str, int, ConversationKey})
+
+
+def command_hook(cls: type[T]) -> Callable[[Any, Any], T]:
     """The structure hook of one command class: every field parsed by its type, in order.
 
     Built once per class; it runs on every host call (``append_message`` included), so the plan
@@ -157,9 +163,13 @@ def _command_hook(cls: type[T]) -> Callable[[Any, Any], T]:
     fields = attrs.fields(attrs.resolve_types(cls))  # type: ignore[arg-type, type-var]
     plan = [(f.name, f.default, None if f.type is Any else _PARSERS[f.type]) for f in fields]
     names = frozenset(f.name for f in fields)
+    # Each field's last value of an immutable kind and what it parsed to: a host writing one
+    # scope after another hands over the same agent, owner and conversation each time, and a
+    # parser gives the same answer for the same immutable value (a refusal is never kept).
+    kept: dict[str, tuple[object, Any]] = {}
 
     def structure(data: Any, _: Any) -> T:
-        if not isinstance(data, Mapping):
+        if type(data) is not dict and not isinstance(data, Mapping):
             raise InvalidArgument(f"{cls.__name__} input must be a mapping")
         if not names.issuperset(data.keys()):
             unknown = sorted(str(k) for k in data if k not in names)
@@ -169,8 +179,14 @@ def _command_hook(cls: type[T]) -> Callable[[Any, Any], T]:
             if name in data:
                 value = data[name]
                 # A default value passes unchecked (``None`` for "not given", or the declared default).
-                values[name] = value if parse is None or (default is not attrs.NOTHING and value is default) \
-                    else parse(value, name)
+                if parse is None or (default is not attrs.NOTHING and value is default):
+                    values[name] = value
+                elif (last := kept.get(name)) is not None and last[0] is value:
+                    values[name] = last[1]
+                else:
+                    values[name] = parsed = parse(value, name)
+                    if type(value) in _IMMUTABLE:
+                        kept[name] = (value, parsed)
             elif default is attrs.NOTHING:
                 raise InvalidArgument(f"{name} is required")
         return cls(**values)
@@ -180,7 +196,7 @@ def _command_hook(cls: type[T]) -> Callable[[Any, Any], T]:
 
 converter = cattrs.Converter()
 converter.register_structure_hook_factory(
-    lambda cls: attrs.has(cls) and cls.__module__ == c.__name__, _command_hook)
+    lambda cls: attrs.has(cls) and cls.__module__ == c.__name__, command_hook)
 
 
 def structure(data: Mapping[str, Any], cls: type[T]) -> T:

@@ -1,5 +1,5 @@
 """Use case: keep history search fast as messages arrive (ADR-0020), and write the marks
-(days, names) that appends leave to it (ADR-0085).
+(days, names) and full-text entries that appends leave to it (ADR-0085, ADR-0091).
 
 After a commit that appended messages, and once when the memory opens, the store's search index
 is merged in bounded steps on the background worker: the appending call only queues the work
@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from fermix_memory.application.errors import StorageError
 from fermix_memory.application.store_ports import BULK_EVENTS, PAUSE_S, RecordedEvent, SearchIndex
 from fermix_memory.domain.conversation_events import MessageAppended
+from fermix_memory.domain.memory_events import MemoryAdded
 
 log = logging.getLogger("fermix_memory.storage")
 
@@ -84,9 +85,10 @@ class IndexUpkeep:
         self._opening.start()
 
     def on_commit(self, recorded: list[RecordedEvent]) -> None:
-        """An after-commit reaction of the store."""
+        """An after-commit reaction of the store: a commit that appended messages or added memory
+        rows (whose full-text entries may wait for this job, ADR-0091) queues the job."""
         for r in recorded:
-            if isinstance(r.event, MessageAppended):
+            if isinstance(r.event, MessageAppended | MemoryAdded):
                 self._last_append = self._monotonic()
                 self._appends += 1
                 if len(recorded) >= BULK_EVENTS:  # the whole index at the next pause, whatever its

@@ -56,7 +56,8 @@ def check_expiries(ops: Sequence[Operation], at: datetime) -> None:
     ``expires_at`` admission would refuse (no ISO 8601 time with a zone, or not after ``at``): a
     host is told its mistake, nothing is recorded."""
     for index, op in enumerate(ops):
-        stated_expiry(getattr(op, "expires_at", None), None, at, f"operations[{index}].expires_at")
+        if (raw := getattr(op, "expires_at", None)) is not None:  # none named: nothing to check
+            stated_expiry(raw, None, at, f"operations[{index}].expires_at")
 
 
 def _op_context(ctx: WriteContext, op: Operation, shown_messages: frozenset[int],

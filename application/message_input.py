@@ -9,6 +9,11 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+try:  # the extras that bring it ([openai-agents], [server]): the canonical JSON of plain metadata, faster
+    import orjson
+except ImportError:  # pragma: no cover - the core without it
+    orjson = None  # type: ignore[assignment]
+
 from fermix_memory.domain import values
 from fermix_memory.domain.checkpoint import quoted_owners_of
 from fermix_memory.domain.errors import DomainError, InvalidConversationKey
@@ -35,6 +40,13 @@ _ascii_json_string = json.encoder.encode_basestring_ascii
 _TOOL_KEYS = (TOOL_CALLS_KEY, TOOL_CALL_ID_KEY)
 _CONTAINERS = frozenset({dict, list, tuple})
 _SCALARS = frozenset({int, float, bool, type(None)})
+# What orjson writes exactly as the canonical encoder does (sorted text keys, no spaces, text as
+# it is): text, integers, booleans, null, and dicts, lists and tuples of them. A float (the
+# exponent is written otherwise: ``1e16`` for ``1e+16``), any other type and an integer past 64
+# bits (refused by orjson) take the standard encoder.
+_EXACT = frozenset({str, int, bool, type(None), dict, list, tuple})
+_SORTED_JSON = 0 if orjson is None else orjson.OPT_SORT_KEYS
+_SURELY_SMALL = MAX_METADATA_BYTES // 13
 
 
 class InvalidMessage(DomainError):
@@ -141,21 +153,36 @@ def _stored_metadata(meta: Mapping[str, Any], role: Role) -> dict[str, Any]:
     tools = [meta[k] for k in _TOOL_KEYS if k in meta]
     if tools:  # kept in their own form (checked below): their nesting is walked, not their size
         _walk(tools, 1, math.inf)
-        text_keys = _walk(({k: v for k, v in meta.items() if k not in _TOOL_KEYS},), 0, MAX_METADATA_BYTES)
+        text_keys, exact = _walk(({k: v for k, v in meta.items() if k not in _TOOL_KEYS},), 0, MAX_METADATA_BYTES)
     else:
-        text_keys = _walk((meta,), 0, MAX_METADATA_BYTES)
+        text_keys, exact = _walk((meta,), 0, MAX_METADATA_BYTES)
     try:
         plain = check_tool_metadata(role, meta) if tools else dict(meta)
     except ValueError as exc:
         raise InvalidMessage(str(exc)) from None
     if not text_keys:  # keys JSON writes as text (numbers, booleans, null): stored as JSON reads them back
         return _stored_in_general(plain)
+    if exact and orjson is not None:  # the tool calls, in their plain form, are text
+        try:
+            text = orjson.dumps(plain, option=_SORTED_JSON).decode()
+            return _checked(text, plain, orjson.loads(text))
+        except (orjson.JSONEncodeError, orjson.JSONDecodeError):  # an integer past 64 bits, a lone surrogate
+            pass
     try:
         text = _CHECKED_JSON.encode(plain)
     except (TypeError, ValueError) as exc:
         raise InvalidMessage(f"metadata must be JSON-serialisable: {exc}") from None
-    _check_size(text, plain)
-    return CheckedMetadata.of(json.loads(text), text)
+    return _checked(text, plain, None)
+
+
+def _checked(text: str, plain: dict[str, Any], values: dict[str, Any] | None) -> CheckedMetadata:
+    """The stored metadata whose canonical JSON is ``text`` (of ``plain``; ``values``: ``text``
+    decoded by orjson, which writes no lone surrogate), once its size passed. A character takes
+    at most 12 bytes with ASCII escapes (an astral one, two ``\\uXXXX``) and one more for a
+    separator's space: orjson's text within :data:`_SURELY_SMALL` characters surely fits."""
+    if values is None or len(text) > _SURELY_SMALL:
+        _check_size(text, plain)
+    return CheckedMetadata.of(json.loads(text) if values is None else values, text)
 
 
 def _stored_in_general(plain: dict[str, Any]) -> dict[str, Any]:
@@ -189,28 +216,35 @@ def _check_size(text: str, plain: dict[str, Any]) -> None:
         raise InvalidMessage(f"metadata is larger than {MAX_METADATA_BYTES} bytes")
 
 
-def _walk(values: Iterable[object], depth: int, ceiling: float) -> bool:
+def _walk(values: Iterable[object], depth: int, ceiling: float) -> tuple[bool, bool]:
     """Whether every object key among ``values`` (held at ``depth``; the metadata itself is at 1)
-    is text. Refuses (:class:`InvalidMessage`) objects or arrays nested deeper than
-    :data:`MAX_METADATA_DEPTH` (a cycle counts as infinitely deep), and objects and arrays whose
-    JSON surely takes more than ``ceiling`` bytes (counting the least their members take), as
-    soon as either shows. Iterative: a hostile depth must not exhaust the Python stack."""
-    text_keys = True
+    is text, and whether every value among them is of an :data:`_EXACT` type. Refuses
+    (:class:`InvalidMessage`) objects or arrays nested deeper than :data:`MAX_METADATA_DEPTH` (a
+    cycle counts as infinitely deep), and objects and arrays whose JSON surely takes more than
+    ``ceiling`` bytes (counting the least their members take), as soon as either shows.
+    Iterative: a hostile depth must not exhaust the Python stack."""
+    text_keys = exact = True
     least = 0
     stack: list[tuple[Any, int]] = []
     while True:
         for child in values:
             kind = type(child)
-            if kind is str or kind in _SCALARS:
+            if kind is str:
+                continue
+            if kind in _SCALARS:
+                exact = exact and kind is not float
                 continue
             if kind in _CONTAINERS or isinstance(child, Mapping | list | tuple):
                 if depth >= MAX_METADATA_DEPTH:
                     raise InvalidMessage(f"metadata is nested more than {MAX_METADATA_DEPTH} levels deep")
                 stack.append((child, depth + 1))
+            else:
+                exact = False
         if not stack:
-            return text_keys
+            return text_keys, exact
         item, depth = stack.pop()
         kind = type(item)
+        exact = exact and kind in _EXACT
         if kind is dict or (kind is not list and kind is not tuple and isinstance(item, Mapping)):
             least += 6 * len(item) or 2  # '{}', and '"": ' and ', ' around each member
             if text_keys:

@@ -96,6 +96,9 @@ def recall(queries: MemoryQueries, cmd: Recall, semantic: MeaningSearch | None =
     messages: list[MessageHit] = []
     if history is not None and by_words:
         messages = queries.search_history(query, history, limit)
+    # Read while the vector may still be computing: neither depends on it.
+    on_days = dated_turns(queries, history, dated, MAX_DATED) if history is not None and query and dated else []
+    waiting = None if by_meaning is None else by_meaning.waiting()
     vector = None if vector_soon is None else vector_soon()
     if vector is not None and by_meaning is not None:
         near = by_meaning.memories(vector, where, limit) if where is not None else []
@@ -103,13 +106,13 @@ def recall(queries: MemoryQueries, cmd: Recall, semantic: MeaningSearch | None =
         near_turns = by_meaning.history(vector, history, limit) if history is not None else []
         messages = fuse_kind(messages, near_turns, limit, _message_id) if near_turns else messages
     if history is not None and query:
-        messages = _beside(messages, dated_turns(queries, history, dated, MAX_DATED) if dated else [],
-                           DATE_WEIGHT, limit)
-        # The hop only adds turns: one the words found too keeps the place they gave it.
-        found = {hit.message.id for hit in messages}
-        hop = [hit for hit in second_hop(queries, history, query, messages) if hit.message.id not in found]
-        messages = _beside(messages, hop, HOP_WEIGHT, limit)
-    return _result(memories, messages, limit, None if by_meaning is None else by_meaning.waiting())
+        messages = _beside(messages, on_days, DATE_WEIGHT, limit)
+        if messages:  # the hop starts from the best turns: without any, there is nothing to follow
+            # The hop only adds turns: one the words found too keeps the place they gave it.
+            found = {hit.message.id for hit in messages}
+            hop = [hit for hit in second_hop(queries, history, query, messages) if hit.message.id not in found]
+            messages = _beside(messages, hop, HOP_WEIGHT, limit)
+    return _result(memories, messages, limit, waiting)
 
 
 def _memories(queries: MemoryQueries, cmd: Recall, where: MemoryFilter | None, limit: int) -> list[MemoryHit]:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from fermix_memory.application.erasure_finishing import followed_up
 from fermix_memory.application.erasure_targets import conversation_content, rows_content
 from fermix_memory.application.errors import StorageError
 from fermix_memory.application.forget import OwnerFiles
@@ -106,6 +107,7 @@ class RetentionReport:
     finished: bool = True
     remains: list[str] = attrs.field(factory=list)
     receipt: int | None = None
+    rewrite_pending: bool = False  # another writer held the file: not rewritten yet (ADR-0095)
 
     @property
     def policies(self) -> list[str]:
@@ -192,7 +194,7 @@ class Retention:
         if not done.records:  # another host erased it all first: nothing recorded here
             return RetentionReport(at=now, dry_run=False, items=[], **self._finish_pending())
         outcome = self._scrub()
-        receipt = None if self._follow_up is None else self._follow_up.erased(done.records, head_before)
+        receipt = followed_up(self._follow_up, done.records, head_before)
         return RetentionReport(at=now, dry_run=False, items=done.items, erased_events=done.erased,
                                record=done.records[-1], records=list(done.records), receipt=receipt, **outcome)
 
@@ -206,7 +208,7 @@ class Retention:
             raise StorageError(
                 f"what retention erased is gone from the log and the tables, but the store's files could not be"
                 f" rewritten yet ({exc}); it is finished when the memory opens again") from exc
-        return {"finished": report.finished, "remains": list(report.remains)}
+        return {"finished": report.finished, "remains": list(report.remains), "rewrite_pending": report.rewrite_pending}
 
 
 class _Run:

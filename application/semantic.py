@@ -10,9 +10,12 @@ queries are kept (:class:`QueryVectors`, ADR-0061): a query asked again, by any 
 searches by meaning through the same :class:`SemanticSearch` (recall, the agent's tools), costs
 no embedding. Nothing a write does changes them, so no write invalidates them.
 
-A new query's vector is computed on a thread of its own while recall searches by words
+A new query's vector is computed on another thread while recall searches by words
 (:meth:`SemanticSearch.embed_query_soon`, ADR-0071): the model's runtime leaves Python's lock
-while it runs, and the vector depends on the text alone, so what recall returns is the same.
+while it runs, and the vector depends on the text alone, so what recall returns is the same. The
+query is tokenised on the caller's thread and its pass handed to a thread kept waiting for it, so
+the pass starts at once rather than after the words are searched (ADR-0086); the threads end when
+the memory closes (:meth:`SemanticSearch.close`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, runtime_checkable
 
 from fermix_memory.application.embedder import Embedder, label_of
@@ -29,6 +33,8 @@ from fermix_memory.application.query_ports import MemoryHit, MessageHit, VectorI
 from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
 
 QUERY_VECTORS = 1024  # about 1.6 kB each for a 384-number model: under 2 MB when full
+# Threads that run new queries' passes at once, at most: one per call a memory's lane runs at once.
+QUERY_PASSES = 4
 
 
 @runtime_checkable
@@ -39,11 +45,27 @@ class QueryEmbedder(Protocol):
     def embed_query(self, text: str) -> bytes: ...
 
 
+@runtime_checkable
+class QueryPreparer(Protocol):
+    """An embedder that embeds a query in two steps: what holds Python's lock (tokenising) on the
+    calling thread, then the returned call, the model's pass, which leaves it and can run on
+    another thread (ADR-0086). The vector is :meth:`QueryEmbedder.embed_query`'s."""
+
+    def prepare_query(self, text: str) -> Callable[[], bytes]: ...
+
+
 def embed_query(embedder: Embedder, text: str) -> bytes:
     """``text``'s vector as a query: by the embedder's way for queries where it has one."""
     if isinstance(embedder, QueryEmbedder):
         return embedder.embed_query(text)
     return embedder.embed([text])[0]
+
+
+def prepare_query(embedder: Embedder, text: str) -> Callable[[], bytes]:
+    """A call that returns :func:`embed_query`'s vector, what the embedder can do at once done."""
+    if isinstance(embedder, QueryPreparer):
+        return embedder.prepare_query(text)
+    return lambda: embed_query(embedder, text)
 
 
 class QueryVectors:
@@ -82,27 +104,10 @@ class QueryVectors:
                 self._vectors.popitem(last=False)
 
 
-class _Pending:
-    """``work`` run on a thread of its own; :meth:`result` waits for it."""
-
-    def __init__(self, work: Callable[[], bytes | None]) -> None:
-        self._work = work
-        self._vector: bytes | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="fermix-query-vector")
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._vector = self._work()
-        except BaseException as exc:  # raised again in the caller's thread, by result()
-            self._error = exc
-
-    def result(self) -> bytes | None:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._vector
+def _raises(error: Exception) -> Callable[[], bytes | None]:
+    def fail() -> bytes | None:
+        raise error
+    return fail
 
 
 class SemanticSearch:
@@ -118,6 +123,11 @@ class SemanticSearch:
         self.label = label_of(embedder)
         self.floor = floor
         self.queries = QueryVectors() if queries is None else queries
+        # The threads new queries' passes run on, started at the first (ADR-0086): handing a pass
+        # to a waiting thread costs the caller ~0.05 ms where starting one cost 0.6-1.7 ms.
+        self._lock = threading.Lock()
+        self._passes: ThreadPoolExecutor | None = None
+        self._closed = False
 
     def embed_query(self, query: str) -> bytes | None:
         """The query's vector; ``None`` for a query with nothing to mean (blank). A query whose
@@ -127,22 +137,46 @@ class SemanticSearch:
         label = label_of(self._embedder)
         vector = self.queries.get(label, query)
         if vector is None:  # two threads asking the same new query may both embed it: same vector
-            vector = embed_query(self._embedder, query)
-            self.queries.put(label, query, vector)
+            vector = self._keep(label, query, embed_query(self._embedder, query))
         return vector
 
     def embed_query_soon(self, query: str) -> Callable[[], bytes | None]:
         """A call that returns :meth:`embed_query`'s vector. A kept vector or a blank query is
-        there at once; a new query is embedded on a thread of its own, started here, so the
-        caller can search by words meanwhile; the call waits for it and raises what embedding
-        raised. A call never made leaves the vector kept all the same."""
+        there at once; a new query is tokenised here and its pass through the model handed to a
+        thread kept waiting for it, so the caller can search by words meanwhile (the pass begins
+        at once: the thread never waits for Python's lock on the caller's work first); the call
+        waits for it and raises what embedding raised. A call never made leaves the vector kept
+        all the same."""
         if not query.strip():
             return lambda: None
-        kept = self.queries.get(label_of(self._embedder), query)
+        label = label_of(self._embedder)
+        kept = self.queries.get(label, query)
         if kept is not None:
             return lambda: kept
-        pending = _Pending(lambda: self.embed_query(query))
+        try:
+            run = prepare_query(self._embedder, query)
+        except Exception as exc:  # raised where it would have been: when the vector is asked for
+            return _raises(exc)
+        with self._lock:
+            if self._closed:  # no thread is started for a closed search: the caller runs the pass
+                return lambda: self._keep(label, query, run())
+            if self._passes is None:
+                self._passes = ThreadPoolExecutor(QUERY_PASSES, thread_name_prefix="fermix-query-vector")
+            pending = self._passes.submit(lambda: self._keep(label, query, run()))
         return pending.result
+
+    def close(self) -> None:
+        """Stop the threads that run queries' passes, once the passes under way end (their vectors
+        kept); a new query asked later is embedded on the caller's thread. A second call does
+        nothing."""
+        with self._lock:
+            passes, self._passes, self._closed = self._passes, None, True
+        if passes is not None:
+            passes.shutdown(wait=True)
+
+    def _keep(self, label: str, query: str, vector: bytes) -> bytes:
+        self.queries.put(label, query, vector)
+        return vector
 
     def waiting(self) -> int:
         """How many texts still wait for their vector (a search by meaning does not see them)."""

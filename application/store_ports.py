@@ -140,7 +140,8 @@ class ScrubReport:
     write-ahead log. ``finished``: nothing is left for another run to do (the store no longer
     notes the erasure as pending); it differs from ``wal_truncated`` where the rest is beyond
     what this connection may do (a PostgreSQL role without ``pg_checkpoint``). ``remains``: what
-    still holds erased bytes and what clears it, each sentence naming ``store``."""
+    still holds erased bytes and what clears it, each sentence naming ``store``. ``rewrite_pending``:
+    another writer kept the file through the whole wait, so nothing was rewritten yet (ADR-0095)."""
 
     wal_truncated: bool
     bytes_before: int
@@ -148,6 +149,7 @@ class ScrubReport:
     store: str = "memory.db"
     finished: bool = attrs.field(default=attrs.Factory(lambda report: report.wal_truncated, takes_self=True))
     remains: tuple[str, ...] = ()
+    rewrite_pending: bool = False
 
 
 class EventStore(Protocol):
@@ -222,7 +224,8 @@ class SearchIndex(Protocol):
     def mark_messages(self, most: int | None = None) -> int:
         """Write the marks of messages whose appends left them to this upkeep (ADR-0085), in
         short writes of their own, ``most`` messages at most (``None``: every one waiting); the
-        messages marked (0 on a store opened read-only)."""
+        messages marked (0 on a store opened read-only). Where new rows wait for their full-text
+        entries (SQLite, ADR-0091), those are written first, all of them."""
         ...
 
 

@@ -99,6 +99,11 @@ from fermix_memory.adapters.sqlite import connection as connection_module
 from fermix_memory.adapters.sqlite.connection import open_connection
 from fermix_memory.adapters.sqlite.fts_query import match_expression, quote_term
 from fermix_memory.adapters.sqlite.schema import migrate
+
+try:  # the full-text catch-up (ADR-0091); an earlier tree indexes in its triggers
+    from fermix_memory.adapters.sqlite.full_text_catch_up import index_new
+except ImportError:  # pragma: no cover - an earlier tree
+    index_new = None  # type: ignore[assignment]
 from fermix_memory.application.settings import MemorySettings
 from fermix_memory.domain.values import ConversationKey
 
@@ -219,6 +224,20 @@ class RawLoop:
         """One message, one transaction: the limit's unit of work."""
         return self.append_batch((m,))[-1]
 
+    def index_waiting(self) -> None:
+        """In a pause, as the product's upkeep does: the full-text entries of the messages
+        appended since, in one transaction (ADR-0091; nothing on a schema without the catch-up)."""
+        if index_new is None:
+            return
+        cur = self.conn.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            index_new(cur, None)
+            cur.execute("COMMIT")
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+
     def append_batch(self, batch: Sequence[Msg]) -> list[int]:
         """Several messages in ONE transaction (the ceiling a group commit could reach)."""
         cur = self.conn.cursor()
@@ -326,6 +345,8 @@ class _LoopAppender:
     loop: LeanLoop | RawLoop
 
     def pause(self) -> None:
+        if isinstance(self.loop, RawLoop):
+            self.loop.index_waiting()
         self.loop.conn.wal_checkpoint()
 
     def close(self) -> None:

@@ -10,14 +10,19 @@ a home of its own. Each thread moves to a new conversation every ``--window`` tu
 prompt holds 1 to 100 messages every way. Beside all, a bare ASGI application under the same
 uvicorn answers every request with a small fixed JSON: a turn of two requests to it, the first
 also timed alone, gives the floor of one and of two requests through uvicorn and the client on
-this machine. Every server is driven with two clients: httpx and a keep-alive ``http.client``
-connection (``_light``), far lighter, so that the client's own cost weighs less; each figure
-compares one client with itself, and the bar (overhead < 1 ms at N = 1) is read with
-``http.client``. Beside the session's in-process turn, ``in_process_api`` makes the calls the
-server makes for a turn in one request (``memory.append_message`` then ``memory.compose_prompt``),
-and each figure's ``http_overhead_vs_served_calls_p50_ms`` is measured against it.
+this machine. Every server is driven with httpx and a keep-alive ``http.client`` connection
+(``_light``), far lighter, so that the client's own cost weighs less; the one-request turn and the
+floor also with a keep-alive socket speaking just the HTTP/1.1 these turns need (``_raw``:
+``RawClient``; ``http.client`` parses an answer's headers with the ``email`` package, a few tens
+of microseconds a line). Each figure compares one client with itself; the bar (overhead < 1 ms
+at N = 1) is read with the lightest, the raw socket, beside ``http.client`` and httpx (ADR-0094).
+Every client parses the answer's JSON with the standard library. Beside the session's in-process
+turn, ``in_process_api`` makes the calls the server makes for a turn in one request
+(``memory.append_message`` then ``memory.compose_prompt``), and each figure's
+``http_overhead_vs_served_calls_p50_ms`` is measured against it.
 ``--before-src DIR`` also serves a second ``fermix_memory`` package from DIR (an earlier version
-of the code) and drives it like ``one_light`` (``one_before_light``): a before/after in one run.
+of the code) and drives it like ``one_light`` and ``one_raw`` (``one_before_light``,
+``one_before_raw``): a before/after in one run.
 The sides rotate slice by slice so that the machine's noise taxes them alike.
 For each N (1, 4 and 16 by default), under ``one_request`` and ``two_requests``, each
 client (httpx at the top level, http.client under ``light``): turns per second and the ratio to
@@ -51,6 +56,7 @@ import os
 import pstats
 import re
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -122,8 +128,9 @@ def serve_profiled(out: str, argv: list[str]) -> None:
     profile.dump_stats(out)
 
 
-# A bare ASGI application under the same uvicorn (same HTTP protocol, no framework, no memory),
-# answering every request with a small fixed JSON body: the floor a turn of two requests has here.
+# A bare ASGI application under the same uvicorn (same HTTP protocol, event loop and headers, no
+# framework, no memory), answering every request with a small fixed JSON body: the floor a turn
+# of two requests has here.
 BARE_SERVER = """
 import asyncio, socket, uvicorn
 async def app(scope, receive, send):
@@ -138,8 +145,14 @@ sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
 sock.bind(("127.0.0.1", 0))
 sock.listen(128)
 print(f"serving on http://127.0.0.1:{sock.getsockname()[1]}/v1", flush=True)
-asyncio.run(uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")).serve(
-    sockets=[sock]))
+try:  # the loop and the headers ``fermix serve`` has (ADR-0094)
+    import uvloop
+    factory = uvloop.new_event_loop
+except ImportError:
+    factory = None
+config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False)
+with asyncio.Runner(loop_factory=factory) as runner:
+    runner.run(uvicorn.Server(config).serve(sockets=[sock]))
 """
 
 
@@ -213,7 +226,58 @@ class LightClient:
         self._connection.close()
 
 
-def light_turn(client: LightClient, conversation: str, one: bool = False) -> float:
+class RawClient:
+    """A keep-alive socket speaking just the HTTP/1.1 these turns need (a request with a
+    Content-Length; an answer with one): the lightest client, so that what remains is the
+    server's and the transport's. Beside httpx and ``http.client``, never instead of them."""
+
+    def __init__(self, url: str) -> None:
+        host, port = url.removeprefix("http://").split(":")
+        self._address = (host, int(port))
+        self._head = (f"Host: {host}:{port}\r\nAuthorization: Bearer {TOKEN}\r\n"
+                      "Content-Type: application/json\r\nContent-Length: ").encode()
+        self._socket = self._connect()
+
+    def _connect(self) -> socket.socket:
+        connection = socket.create_connection(self._address, timeout=60)
+        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return connection
+
+    def post(self, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
+        data = json.dumps(body).encode()
+        request = b"POST %s HTTP/1.1\r\n%s%d\r\n\r\n%s" % (path.encode(), self._head, len(data), data)
+        try:
+            return self._exchange(request)
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            # The server closed the idle connection (its keep-alive timeout): connect again.
+            self._socket.close()
+            self._socket = self._connect()
+            return self._exchange(request)
+
+    def _exchange(self, request: bytes) -> tuple[int, bytes]:
+        self._socket.sendall(request)
+        got = b""
+        while b"\r\n\r\n" not in got:
+            chunk = self._socket.recv(65536)
+            if not chunk:
+                raise http.client.RemoteDisconnected("closed before an answer")
+            got += chunk
+        head, body = got.split(b"\r\n\r\n", 1)
+        lines = head.split(b"\r\n")
+        fields = dict(line.split(b":", 1) for line in lines[1:])
+        length = int({k.strip().lower(): v for k, v in fields.items()}[b"content-length"])
+        while len(body) < length:
+            chunk = self._socket.recv(65536)
+            if not chunk:
+                raise http.client.RemoteDisconnected("closed within an answer")
+            body += chunk
+        return int(lines[0].split()[1]), body
+
+    def close(self) -> None:
+        self._socket.close()
+
+
+def light_turn(client: LightClient | RawClient, conversation: str, one: bool = False) -> float:
     """:func:`http_turn` with the light client."""
     start = time.perf_counter()
     sent, answer = client.post("/v1/messages", _said(conversation, one))
@@ -290,7 +354,9 @@ def _figures(got: dict[str, dict[str, float]], http: str, bare: str, floor: floa
 # application is two requests, the first timed on its own (the floor of one request).
 SIDES = {"one": ("http", True, ""), "one_light": ("http", True, "_light"), "two": ("http", False, ""),
          "two_light": ("http", False, "_light"), "bare": ("bare", False, ""), "bare_light": ("bare", False, "_light"),
-         "one_before_light": ("before", True, "_light")}  # the last one only with --before-src
+         "one_raw": ("http", True, "_raw"), "bare_raw": ("bare", False, "_raw"),
+         "one_before_light": ("before", True, "_light"), "one_before_raw": ("before", True, "_raw")}
+# (the last two only with --before-src)
 
 
 def compare(servers: dict[str, tuple[int, str]], memory: MemorySystem, clients: int, turns: int, slices: int,
@@ -301,7 +367,7 @@ def compare(servers: dict[str, tuple[int, str]], memory: MemorySystem, clients: 
     per_client = max(1, turns // clients)
     kinds: dict[str, tuple[Callable[[str], Any], Callable[[Any, str, bool], float]]] = {
         "": (lambda url: httpx.Client(base_url=url, trust_env=False, timeout=60), http_turn),
-        "_light": (LightClient, light_turn)}
+        "_light": (LightClient, light_turn), "_raw": (RawClient, light_turn)}
     pools = {name: [kinds[kind][0](servers[server][1]) for _ in range(clients)]
              for name, (server, _, kind) in SIDES.items() if server in servers}
     sessions = [memory.session(agent_id=AGENT, owner_id=OWNER, conversation=f"bench:{clients}-{n}")
@@ -372,11 +438,13 @@ def compare(servers: dict[str, tuple[int, str]], memory: MemorySystem, clients: 
     got = {name: _summary(seconds[name], cpu[name], samples[name]) for name in names}
     floors = {kind: (round(statistics.median(firsts["bare" + kind]), 3), got["bare" + kind]["p50_ms"])
               for kind in kinds}
+    before = {f"before{kind}": _figures(got, f"one_before{kind}", f"bare{kind}", floors[kind][0])
+              for kind in ("_light", "_raw") if f"one_before{kind}" in got}
     return {**got, "bare_one_request_p50_ms": floors[""][0], "bare_light_one_request_p50_ms": floors["_light"][0],
+            "bare_raw_one_request_p50_ms": floors["_raw"][0],
             "one_request": {**_figures(got, "one", "bare", floors[""][0]),
                             "light": _figures(got, "one_light", "bare_light", floors["_light"][0]),
-                            **({"before_light": _figures(got, "one_before_light", "bare_light", floors["_light"][0])}
-                               if "one_before_light" in got else {})},
+                            "raw": _figures(got, "one_raw", "bare_raw", floors["_raw"][0]), **before},
             "two_requests": {**_figures(got, "two", "bare", floors[""][1]),
                              "light": _figures(got, "two_light", "bare_light", floors["_light"][1])}}
 
@@ -412,9 +480,13 @@ def _report(clients: int, got: dict[str, Any]) -> None:
     local = got["in_process"]
     print(f"N={clients:>2} in-process turn: {local['turns_per_s']:.1f} turns/s p50 {local['p50_ms']:.3f} ms,"
           f" CPU {local['cpu_ms_per_turn']:.3f} ms/turn", file=sys.stderr)
+    suffix = {"httpx": "", "http.client": "_light", "raw socket": "_raw"}
     for requests in ("one_request", "two_requests"):
-        for client, nums in (("httpx", got[requests]), ("http.client", got[requests]["light"])):
-            side = got[("one" if requests == "one_request" else "two") + ("_light" if client == "http.client" else "")]
+        for client, nums in (("httpx", got[requests]), ("http.client", got[requests]["light"]),
+                             ("raw socket", got[requests].get("raw"))):
+            if nums is None:
+                continue
+            side = got[("one" if requests == "one_request" else "two") + suffix[client]]
             print(f"N={clients:>2} {requests:>12} {client:>11}: {side['turns_per_s']:>7.1f} turns/s p50"
                   f" {side['p50_ms']:.3f} p95 {side['p95_ms']:.3f} ms | ratio {nums['throughput_ratio']:.3f},"
                   f" overhead p50 {nums['http_overhead_p50_ms']:.3f} ms (bare uvicorn floor"
@@ -428,6 +500,11 @@ def _report(clients: int, got: dict[str, Any]) -> None:
         f" {before['cpu_overhead_ms_per_turn']:.3f} ms/turn)")
     print(f"N={clients:>2} in-process, the server's calls: p50 {api['p50_ms']:.3f} ms, CPU {api['cpu_ms_per_turn']:.3f}"
           f" ms/turn; one request http.client above them: {above:.3f} ms{then}", file=sys.stderr)
+    raw, raw_before = got["one_request"]["raw"], got["one_request"].get("before_raw")
+    print(f"N={clients:>2} one request, raw socket: overhead p50 {raw['http_overhead_p50_ms']:.3f} ms, above the"
+          f" server's calls {raw['http_overhead_vs_served_calls_p50_ms']:.3f} ms" + ("" if raw_before is None else
+          f" (before: p50 {got['one_before_raw']['p50_ms']:.3f} ms, overhead {raw_before['http_overhead_p50_ms']:.3f}"
+          f" ms, CPU above in-process {raw_before['cpu_overhead_ms_per_turn']:.3f} ms/turn)"), file=sys.stderr)
 
 
 # --- main ---------------------------------------------------------------------------------------------

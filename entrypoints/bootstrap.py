@@ -373,6 +373,8 @@ def bootstrap(
         opened.callback(background.close, settings.timeouts.close_wait_s)
         app = wire_app(home_path, settings, storage, clock, tokens, model_for, background,
                        PromptFileFolder(home_path) if files is None else files, embedder)
+        if app.semantic is not None:  # the threads of queries' passes end with the memory (ADR-0086)
+            opened.callback(app.semantic.close)
         if not readonly:
             app.vectors = start_upkeep(app, storage, embedder, opened)
         app.resources = opened.pop_all()

@@ -98,6 +98,7 @@ def sqlite_storage(store: SqliteEventStore) -> Storage:
     queries = SqliteQueries(store.reader)
     index = SqliteSearchIndex(store)
     queries.before_marks = index.mark_messages  # the marks appends left waiting (ADR-0085)
+    queries.before_full_text = index.index_text  # the full-text entries new rows wait for (ADR-0091)
     return Storage(store, queries, SqlJobQueries(store.reader, sqlite_reading),
                    SqliteErasure(store), index, LogAudit(store), store.last_position,
                    import_keys=sqlite_import_keys, vectors=SqliteVectorIndex(store, reading=sqlite_reading),

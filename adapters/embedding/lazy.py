@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from fermix_memory.application.embedder import Embedder, label_of
 from fermix_memory.application.errors import SemanticRecallUnavailable
-from fermix_memory.application.semantic import embed_query
+from fermix_memory.application.semantic import embed_query, prepare_query
 
 
 class LazyEmbedder:
@@ -49,6 +49,14 @@ class LazyEmbedder:
     def embed_query(self, text: str) -> bytes:
         """A search's query, by the loaded embedder's way for queries where it has one."""
         return embed_query(self._embedder(), text)
+
+    def prepare_query(self, text: str) -> Callable[[], bytes]:
+        """:meth:`embed_query` in two steps, as the loaded embedder splits it; before the model is
+        loaded, the call returned loads it (so not on the caller's thread)."""
+        loaded = self._loaded
+        if loaded is None:
+            return lambda: self.embed_query(text)
+        return prepare_query(loaded, text)
 
     def _embedder(self) -> Embedder:
         loaded = self._loaded

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 
@@ -134,7 +134,19 @@ class MiniLmOnnxEmbedder:
     def embed_query(self, text: str) -> bytes:
         """``text``'s vector (the same as :meth:`embed` gives, to rounding: cosine above 0.99999)
         by the queries' session; built here the first time."""
-        return bytes(self._embed_batch([text], self._for_queries())[0].tobytes())
+        return self.prepare_query(text)()
+
+    def prepare_query(self, text: str) -> Callable[[], bytes]:
+        """:meth:`embed_query` in two steps: ``text`` is tokenised here, and the call returned runs
+        the pass (and pools), fit for another thread: the pass leaves Python's lock, so a thread
+        that runs it takes the lock only to start and to pool, never waiting on the caller's work
+        to tokenise (ADR-0086)."""
+        feeds = self._feeds([text])
+
+        def run() -> bytes:
+            hidden = self._for_queries().run(None, feeds)[0]
+            return bytes(_pooled(hidden, feeds["attention_mask"])[0].tobytes())
+        return run
 
     def _for_queries(self) -> onnxruntime.InferenceSession:
         if self._query_threads is None:
@@ -147,16 +159,24 @@ class MiniLmOnnxEmbedder:
                     raise _unloadable(exc) from exc
             return self._query_session
 
-    def _embed_batch(self, texts: list[str], session: onnxruntime.InferenceSession | None = None) -> np.ndarray:
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        feeds = self._feeds(texts)
+        return _pooled(self._session.run(None, feeds)[0], feeds["attention_mask"])
+
+    def _feeds(self, texts: list[str]) -> dict[str, np.ndarray]:
+        """The model's inputs for ``texts``: their tokens, padded to the longest, and the mask."""
         encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        feeds = {"input_ids": ids, "attention_mask": mask}
+        feeds = {"input_ids": ids, "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64)}
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        hidden = (session or self._session).run(None, feeds)[0]
-        weights = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        vectors: np.ndarray = (pooled / np.clip(norms, 1e-12, None)).astype("<f4")
-        return vectors
+        return feeds
+
+
+def _pooled(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The mean of each text's real tokens' hidden states, L2-normalised: a vector a row."""
+    weights = mask[:, :, None].astype(np.float32)
+    pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    vectors: np.ndarray = (pooled / np.clip(norms, 1e-12, None)).astype("<f4")
+    return vectors

@@ -34,6 +34,7 @@ from fermix_memory.adapters.postgres.connection import (
     translated_errors,
 )
 from fermix_memory.adapters.postgres.delivery import READ_BATCH, FeedDelivery
+from fermix_memory.adapters.postgres.read_connection import ReadConnections
 from fermix_memory.adapters.postgres.retries import Unsent, retrying
 from fermix_memory.adapters.postgres.schema import adopt_chains, check_schema, migrate, missing_triggers
 from fermix_memory.adapters.postgres.transaction import PostgresTransaction, Reorder, committed, undo
@@ -99,9 +100,11 @@ class PostgresEventStore(FeedDelivery):
         if self.missing_triggers:
             log.warning("the append-only triggers %s of %s are missing (verify reports it)",
                         ", ".join(self.missing_triggers), shown(self.url))
+        session: dict[str, Any] = {"autocommit": True,
+                                   **({"options": "-c default_transaction_read_only=on"} if readonly else {})}
         self._pool = ConnectionPool(self.url, min_size=1, max_size=pool_max, open=False, timeout=POOL_TIMEOUT_S,
-                                    kwargs={"autocommit": True, **({"options": "-c default_transaction_read_only=on"}
-                                                                   if readonly else {})}, name="fermix")
+                                    kwargs=session, name="fermix")
+        self._reads = ReadConnections(self._pool, self.url if pool_max > 1 else None, session)
         try:
             self._pool.open(wait=True, timeout=POOL_TIMEOUT_S)
         except Exception as exc:
@@ -119,6 +122,7 @@ class PostgresEventStore(FeedDelivery):
             try:
                 self._head_file.check_at_open(self.reader())
             except BaseException:
+                self._reads.close()
                 self._pool.close()
                 raise
         self._feed = None if readonly or not feed else ChangeFeed(self.url, self._token, self._listening, self._foreign,
@@ -160,6 +164,7 @@ class PostgresEventStore(FeedDelivery):
             self._closed = True
         if self._feed is not None:
             self._feed.stop(self._wake_feed)
+        self._reads.close()
         self._pool.close()
 
     def _wake_feed(self) -> None:
@@ -313,27 +318,17 @@ class PostgresEventStore(FeedDelivery):
 
     def rows(self, sql: str, params: Any = (), *, doing: str = "reading the PostgreSQL store",
              prepare: bool | None = None) -> list[tuple[Any, ...]]:
-        """Rows of one read (SQLite's placeholders), on a pooled connection (on another when the
-        connection is lost: a read may run twice); ``prepare``: see :class:`PgCursor`."""
+        """Rows of one read (SQLite's placeholders), on the store's read connection or a pooled one
+        (on another when the connection is lost: a read may run twice); ``prepare``: see :class:`PgCursor`."""
         return retrying(lambda: self._read_once(sql, params, doing, prepare), doing)
 
     def _read_once(self, sql: str, params: Any, doing: str, prepare: bool | None = None) -> list[tuple[Any, ...]]:
-        """One read on a pooled connection, taken and given back without the context managers of
-        :meth:`connection` (a read has no transaction to end; a recall is mostly this call)."""
+        """One read: on the store's own read connection when no other read holds it, else on a
+        pooled one (``read_connection``); a recall is mostly this call."""
         if self._closed:
             raise StorageError("the memory store is closed")
-        conn = None
-        try:
-            conn = self._pool.getconn()
-            return PgCursor.reading(conn, prepare).execute(sql, params).fetchall()
-        except Exception as exc:
-            error = self._lost(conn, exc) if conn is not None and conn.broken else self._error(exc, doing)
-            if error is exc:
-                raise
-            raise error from exc
-        finally:
-            if conn is not None:
-                self._pool.putconn(conn)
+        return self._reads.rows(sql, params, prepare, lambda conn, exc: self._lost(conn, exc)
+                                if conn is not None and conn.broken else self._error(exc, doing))
 
     def _read(self, sql: str, params: Any = (), *, doing: str = READING) -> list[tuple[Any, ...]]:
         return self.rows(sql, params, doing=doing)

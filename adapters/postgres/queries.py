@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from fermix_memory.adapters.postgres.event_store import PostgresEventStore
@@ -74,27 +74,38 @@ class PostgresQueries(SqlQueries):
 
     def search_history(self, query: str, where: HistoryFilter, limit: int) -> list[MessageHit]:
         """The scope's turns matching ``query`` by text or sender, best first (ties: newer); a
-        matching question brings the turn after it (ADR-0019). One statement in the usual case
-        (:meth:`_candidates`)."""
+        matching question brings the turn after it (ADR-0019). One statement in the usual case:
+        the scope's first ``n`` candidates, each with its snippet and the turn after it, each one
+        a hit or already shown as the reply of one before it, so they suffice when the reader may
+        see them all. Only when they do not (some were not the reader's) does a second statement
+        read the rest of the best ``CANDIDATES_PER_RESULT * n + 2``, ranked after the last one."""
         terms = query_terms(query)
         n = clamp_limit(limit)
-        self._searched.marks = None
+        searched = self._searched
+        searched.marks = None
         if not terms or n == 0:
             return []
         # A question the second hop expands (``recall_hop``) asks next for its best turns' marks:
-        # they come with the candidates, not in a statement of their own.
-        marks: dict[int, tuple[str, ...]] | None = {} if len(content_words(query)) >= HOP_MIN_WORDS else None
-        if marks is not None:
+        # they come with the candidates, not in a statement of their own. (A question of fewer
+        # terms than that rarely has the content words: its marks, if asked for, come from the store.)
+        expands = len(terms) >= HOP_MIN_WORDS and len(content_words(query)) >= HOP_MIN_WORDS
+        if expands:
             self._marked()
+        conversation = where.conversation
+        scope = [where.agent_id, where.owner_id] if conversation is None else [
+            where.agent_id, where.owner_id, conversation.channel, conversation.chat_id, conversation.thread_scope]
+        head = [search_scope_token(where), *terms, *scope]
+        rows = self._prepared(history_search_sql(len(terms), len(scope), marks=expands), [*head, n, _ASKS])
+        marks: dict[int, tuple[str, ...]] | None = {} if expands else None
         hits: list[MessageHit] = []
         shown: set[int] = set()
-        for row in self._candidates(terms, where, n, marks is not None):
-            if marks is not None:
-                marks[int(row[1])] = tuple(row[-1])
-            self._add(row, where, n, hits, shown)
-            if len(hits) >= n:
-                break
-        self._searched.marks = marks
+        _add_hits(rows, where, n, hits, shown, marks)
+        total = CANDIDATES_PER_RESULT * n + 2
+        if len(hits) < n and len(rows) == n < total:
+            more = self._prepared(history_search_sql(len(terms), len(scope), after=True, marks=expands),
+                                  [*head, rows[-1][0], rows[-1][1], total - n, _ASKS])
+            _add_hits(more, where, n, hits, shown, marks)
+        searched.marks = marks
         return hits
 
     def marks_of(self, message_ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
@@ -106,34 +117,25 @@ class PostgresQueries(SqlQueries):
             return super().marks_of(message_ids)
         return {i: kept[i] for i in sorted(set(message_ids)) if kept[i]}
 
-    def _candidates(self, terms: list[str], where: HistoryFilter, n: int, marks: bool = False
-                    ) -> Iterator[tuple[Any, ...]]:
-        """The rows of the scope's best ``CANDIDATES_PER_RESULT * n + 2`` candidates, best first.
-        The first ``n`` come in one statement, each with its snippet and the turn after it: each
-        one gives a hit, or was already shown as the reply of one before it (a hit too), so they
-        suffice when the reader may see them all. Only when iterated further (some were not the
-        reader's) does a second statement read the rest, ranked after the last one read.
-        ``marks``: each row ends with the candidate's marks."""
-        scope = [where.agent_id, where.owner_id]
-        if where.conversation is not None:
-            key = where.conversation
-            scope += [key.channel, key.chat_id, key.thread_scope]
-        head = [search_scope_token(where), *terms, *scope]
-        rows = self._prepared(history_search_sql(len(terms), len(scope), marks=marks), [*head, n, _ASKS])
-        yield from rows
-        total = CANDIDATES_PER_RESULT * n + 2
-        if len(rows) == n < total:
-            last_score, last_id = rows[-1][0], rows[-1][1]
-            yield from self._prepared(history_search_sql(len(terms), len(scope), after=True, marks=marks),
-                                  [*head, last_score, last_id, total - n, _ASKS])
 
-    @staticmethod
-    def _add(row: tuple[Any, ...], where: HistoryFilter, n: int, hits: list[MessageHit], shown: set[int]) -> None:
-        """The hit of one candidate row (score, message, snippet, turn after), and the turn after
-        it when the message asks something, unless ``where`` may not see them."""
-        width = len(MESSAGE_FIELDS)
-        add_hit(hits, shown, where, n, message_from_row(row[1:1 + width]), float(row[0]), row[1 + width],
-                row[2 + width:2 + 2 * width])
+# A candidate row: its score, its message's columns, its snippet, the columns of the turn after
+# it (all NULL when there is none), then (a search reading marks) its marks.
+_WIDTH = len(MESSAGE_FIELDS)
+_SNIPPET = 1 + _WIDTH
+_AFTER = slice(2 + _WIDTH, 2 + 2 * _WIDTH)
+
+
+def _add_hits(rows: Sequence[tuple[Any, ...]], where: HistoryFilter, n: int, hits: list[MessageHit],
+              shown: set[int], marks: dict[int, tuple[str, ...]] | None) -> None:
+    """The hits of candidate ``rows`` (best first) until there are ``n``: each one's, and the
+    turn after it when it asks something, unless ``where`` may not see them (``add_hit``).
+    ``marks``: each row's marks kept by message id."""
+    for row in rows:
+        if marks is not None:
+            marks[row[1]] = tuple(row[-1])
+        add_hit(hits, shown, where, n, message_from_row(row[1:_SNIPPET]), row[0], row[_SNIPPET], row[_AFTER])
+        if len(hits) >= n:
+            return
 
 
 # A history scope's columns: an owner's, then a conversation's.

@@ -15,6 +15,7 @@ import attrs
 import cattrs
 import cattrs.gen
 
+from fermix_memory.adapters.sql.memory_payload import memory_added_payload
 from fermix_memory.application.errors import IntegrityError
 from fermix_memory.domain.conversation_events import MessageAppended
 from fermix_memory.domain.event_base import DomainEvent, Provenance
@@ -94,6 +95,8 @@ CONVERTER = _make_converter()
 def encode_payload(event: DomainEvent) -> str:
     if type(event) is MessageAppended and MESSAGE_FIELDS_KNOWN:
         return _message_payload(event)
+    if type(event) is MemoryAdded and (text := memory_added_payload(event, isoformat)) is not None:
+        return text  # the same text, written field by field (``sql.memory_payload``)
     return _CANONICAL.encode(CONVERTER.unstructure(event))
 
 

@@ -20,11 +20,13 @@ def query_terms(text: str) -> list[str]:
     if not isinstance(text, str):
         return []
     seen: dict[str, None] = {}
-    for match in _WORD.finditer(text[:20_000]):
-        word = match.group(0).replace("_", " ").strip()
-        for part in word.split():
-            if part:
+    for match in _WORD.finditer(text, 0, 20_000):
+        word = match.group()
+        if "_" in word:  # a word joined by underscores is its parts
+            for part in word.replace("_", " ").split():
                 seen.setdefault(part[:MAX_TERM_CHARS].lower(), None)
+        else:
+            seen.setdefault(word[:MAX_TERM_CHARS].lower(), None)
         if len(seen) >= MAX_TERMS:
             break
     terms = list(seen)[:MAX_TERMS]

@@ -33,6 +33,12 @@ from fermix_memory.domain.log_chain import Head, chain_hash, head_of, payload_di
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, Scope, ScopeType
 
+# A row by its key, one statement per scope type: the type written out (one of ScopeType's few
+# values), not bound, since SQLite prepares a statement again at each run whose bound value could
+# decide a partial index's use.
+_BY_KEY_SQL = {kind: f"SELECT {MEMORY_COLUMNS} FROM memories WHERE agent_id = ? AND owner_id = ?"
+                     f" AND scope_type = '{kind.value}' AND scope_id = ? AND key = ?" for kind in ScopeType}
+
 
 class SqlTransaction:
     """The :class:`WriteTransaction` handed to use cases inside one write, on any SQL dialect.
@@ -204,13 +210,7 @@ class SqlTransaction:
 
     def by_key(self, agent_id: str, owner_id: str, scope: Scope, key: str) -> Memory | None:
         self.enter(memory_stream(agent_id, owner_id))
-        # The scope type written out (one of ScopeType's few values), not bound: SQLite prepares a
-        # statement again at each run whose bound value could decide a partial index's use.
-        rows = self.cursor.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE agent_id = ? AND owner_id = ?"
-            f" AND scope_type = '{ScopeType(scope.type).value}' AND scope_id = ? AND key = ?",
-            (agent_id, owner_id, scope.id, key),
-        ).fetchall()
+        rows = self.cursor.execute(_BY_KEY_SQL[ScopeType(scope.type)], (agent_id, owner_id, scope.id, key)).fetchall()
         return memory_from_row(rows[0]) if rows else None
 
     def last_message_id(self, agent_id: str, conversation: ConversationKey) -> int:

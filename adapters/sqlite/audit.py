@@ -24,6 +24,7 @@ from fermix_memory.adapters.sqlite.audit_replay import (
     table_checksums,
 )
 from fermix_memory.adapters.sqlite.connection import open_connection, scalar_int
+from fermix_memory.adapters.sqlite.full_text_catch_up import CATCH_UP_SCHEMA, index_new
 from fermix_memory.adapters.sqlite.schema import migrate, missing_triggers
 from fermix_memory.adapters.sqlite.vectors import WAITING_WITH_MARK_SQL
 from fermix_memory.application.errors import ForeignDatabase, IntegrityError
@@ -33,7 +34,9 @@ __all__ = ["SqliteReplica", "first_difference", "fold_log", "fts_integrity", "re
 
 
 def _fts_problem(conn: apsw.Connection, readonly: bool, progress: Progress | None) -> str:
-    """FTS5's integrity check (an INSERT command, rolled back); on a copy when read-only."""
+    """FTS5's integrity check (an INSERT command, rolled back); on a copy when read-only. The rows
+    waiting for their entries are indexed first in the same rolled-back transaction (ADR-0091):
+    the check compares each index with all of its content table, as a catch-up leaves it."""
     target = conn
     if readonly:
         target = apsw.Connection(":memory:")
@@ -42,6 +45,8 @@ def _fts_problem(conn: apsw.Connection, readonly: bool, progress: Progress | Non
     try:
         target.execute("BEGIN IMMEDIATE")
         try:
+            if scalar_int(target, "PRAGMA user_version") >= CATCH_UP_SCHEMA:  # else every row is indexed
+                index_new(target.cursor(), None)
             fts_integrity(target, progress)
         except IntegrityError as exc:
             return str(exc)

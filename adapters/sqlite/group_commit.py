@@ -25,11 +25,13 @@ from fermix_memory.application.store_ports import RecordedEvent
 from fermix_memory.domain.log_chain import GENESIS_HASH
 
 if TYPE_CHECKING:  # the transaction (codec, projections) is imported by the first write, not by a read
-    from fermix_memory.adapters.sqlite.transaction import Known
+    from fermix_memory.adapters.sqlite.transaction import Known, SqliteTransaction
 
 log = logging.getLogger("fermix_memory.storage")
 
 T = TypeVar("T")
+# The transaction class, once the first write imported it (a read-only open never does).
+_transaction: type[SqliteTransaction] | None = None
 WRITE_ATTEMPTS = 3
 GATHER_S = 0.001
 
@@ -141,8 +143,8 @@ class GroupCommit(SqlEventStore):
             self._waiting -= 1
 
     def _commit_batch(self, batch: list[_Pending]) -> list[RecordedEvent]:
-        # Imported by the first write, not by a read-only open (ADR-0063).
-        from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
+        # Imported when first needed, not by a read-only open (ADR-0063) nor on each write.
+        from tenacity import RetryError
 
         recorded: list[RecordedEvent] = []
         committed = False
@@ -151,6 +153,7 @@ class GroupCommit(SqlEventStore):
                 recorded = self._run_batch(batch)
                 committed = True
             except (apsw.BusyError, apsw.LockedError):
+                from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
                 # Rare: built only when needed (a retry object per write costs more than the write).
                 for attempt in Retrying(
                     retry=retry_if_exception_type((apsw.BusyError, apsw.LockedError)),
@@ -190,8 +193,11 @@ class GroupCommit(SqlEventStore):
         """Run the batch in one transaction. A caller whose work fails is dropped from the batch,
         everything is rolled back and the others run again (work must be re-runnable anyway,
         for busy retries): no savepoints, which cost an FTS segment flush each."""
-        from fermix_memory.adapters.sqlite.transaction import SqliteTransaction
-
+        global _transaction
+        transaction = _transaction
+        if transaction is None:  # imported by the first write (ADR-0063), then kept
+            from fermix_memory.adapters.sqlite.transaction import SqliteTransaction
+            transaction = _transaction = SqliteTransaction
         conn = self._writer
         cur = conn.cursor()
         remaining = list(batch)
@@ -204,7 +210,7 @@ class GroupCommit(SqlEventStore):
                 known = None
             failed: tuple[_Pending, Exception] | None = None
             try:
-                tx = SqliteTransaction(cur, self.chains, known=known)
+                tx = transaction(cur, self.chains, known=known)
                 for p in batch:
                     p.recorded = []  # what an attempt rolled back is nobody's
                 for p in remaining:

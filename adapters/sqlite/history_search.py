@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 import apsw
@@ -40,7 +40,15 @@ _BATCH_SQL = (
 
 
 class HistorySearch(ReadSide):
-    """``search_history`` of the query adapter."""
+    """``search_history`` of the query adapter. ``before_full_text``, when set, is called before
+    each full-text read (history here, memory rows in ``queries``): it writes the entries of the
+    rows that waited for them (ADR-0091), so a search finds every committed message and row."""
+
+    before_full_text: Callable[[], object] | None = None
+
+    def _full_text_ready(self) -> None:
+        if self.before_full_text is not None:
+            self.before_full_text()
 
     def search_history(self, query: str, where: HistoryFilter, limit: int) -> list[MessageHit]:
         """The scope's turns matching ``query`` by text or sender, ranked with the scope's own
@@ -49,6 +57,7 @@ class HistorySearch(ReadSide):
         n = clamp_limit(limit)
         if not terms or n == 0:
             return []
+        self._full_text_ready()
         token = search_scope_token(where)
         scope = quote_term(token)
         scope_size, chars, *counts = self._counts(

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from fermix_memory.adapters.sql.cursor import SqlCursor
 from fermix_memory.adapters.sql.ddl import CHAIN_HEADS, PLAIN_TABLES, SHOWN_ROWS_INDEXES, UNFINISHED_COPY
+from fermix_memory.adapters.sqlite.full_text_catch_up import FULL_TEXT, migrate_to_catch_up, triggers
 from fermix_memory.adapters.sqlite.memory_vector_changes import MEMORY_VECTOR_CHANGES, add_memory_changes
 
 # The triggers that make ``events`` append-only (only ``payload`` may change, and only to NULL).
@@ -370,6 +371,11 @@ INSERT INTO vector_marks(kind, last_id) SELECT 'message_marks', max(id) FROM mes
 """
 
 
+# Schema 17 (ADR-0091): new rows wait above a mark for their full-text entries (``full_text_catch_up``);
+# the marks are set by ``AFTER_MIGRATION`` (a file whose version was set back is caught up first).
+FULL_TEXT_MARKS = "".join(triggers(index) for index in FULL_TEXT)
+
+
 def _add_expires_at(cur: SqlCursor) -> None:
     columns = {str(row[1]) for row in cur.execute("PRAGMA table_info(memories)")}
     if "expires_at" not in columns:
@@ -386,8 +392,9 @@ def _fill_marks(cur: SqlCursor) -> int:
 
 # Python steps a migration takes after its DDL, by its number.
 AFTER_MIGRATION: dict[int, Callable[[SqlCursor], object]] = {12: _fill_marks, 13: _add_expires_at,
-                                                               16: add_memory_changes}
+                                                               16: add_memory_changes, 17: migrate_to_catch_up}
 
 MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, CHAIN_HEADS, _V6, IMPORT_KEYS_INDEX, _V8, _V9,
                                UNFINISHED_COPY + IMPORT_KEYS_BY_KEY, SHOWN_ROWS_INDEXES, MESSAGE_MARKS,
-                               EXPIRES_AT, MEMORY_VECTOR_MARK, MESSAGE_MARKS_MARK, MEMORY_VECTOR_CHANGES)
+                               EXPIRES_AT, MEMORY_VECTOR_MARK, MESSAGE_MARKS_MARK, MEMORY_VECTOR_CHANGES,
+                               FULL_TEXT_MARKS)

@@ -77,6 +77,7 @@ class SqliteQueries(HistorySearch, SqlQueries):
         expr = match_expression(query)
         if expr is None or clamp_limit(limit) == 0:
             return []
+        self._full_text_ready()  # the rows added since the last catch-up (ADR-0091)
         sql, params = scope_sql(where, "m")
         rows = self._rows(
             f"SELECT {memory_columns('m')}, f.rank, snippet(memories_fts, 1, '[', ']', '…', 12) FROM memories_fts f"

@@ -15,6 +15,7 @@ import apsw
 
 from fermix_memory.adapters.sql.ddl import PROJECTION_TABLES as PROJECTION_TABLES  # re-exported: the audit's
 from fermix_memory.adapters.sqlite.connection import scalar_int, text_value
+from fermix_memory.adapters.sqlite.full_text_catch_up import ALL_INDEXED
 from fermix_memory.adapters.sqlite.migrations import (
     AFTER_MIGRATION,
     APPEND_ONLY_TRIGGERS,
@@ -97,7 +98,8 @@ def check_schema(conn: apsw.Connection, path: str) -> None:
         )
 
 
-# External-content FTS5 tables kept in sync by ``<table>_insert|delete|update`` triggers.
+# External-content FTS5 tables: new rows indexed by a catch-up, kept in sync by ``<table>_delete|update``
+# triggers at or below its mark (ADR-0091).
 FTS_TABLES: tuple[str, ...] = ("messages_fts", "memories_fts")
 
 
@@ -106,8 +108,8 @@ def deferred_indexing(conn: apsw.Connection,
                       progress: Callable[[int, int], None] | None = None) -> Iterator[None]:
     """Fill an EMPTY database faster: its FTS sync triggers and plain (non-unique) indexes are
     dropped, and afterwards recreated from their own DDL, the indexes built in one sort and each
-    full-text index rebuilt in one pass over its content table (and ``scope_sizes``, kept by
-    triggers of the same name family, counted anew).
+    full-text index rebuilt in one pass over its content table, its mark moved past every row
+    (ADR-0091), and ``scope_sizes``, kept by triggers of the same name family, counted anew.
 
     Unique indexes stay (upserts name them). The body runs its own transactions; the closing
     step is one transaction, whose ``progress(done, total)`` is told after each index, trigger
@@ -127,7 +129,8 @@ def deferred_indexing(conn: apsw.Connection,
             conn.execute(f'DROP {text_value(kind).upper()} "{text_value(name)}"')
     yield
     steps = [*(text_value(sql) for _, _, sql in deferred),
-             *(f"INSERT INTO {table}({table}) VALUES ('rebuild')" for table in FTS_TABLES), SCOPE_SIZES_REBUILD]
+             *(f"INSERT INTO {table}({table}) VALUES ('rebuild')" for table in FTS_TABLES), ALL_INDEXED,
+             SCOPE_SIZES_REBUILD]
     with conn:
         for done, step in enumerate(steps, 1):
             conn.execute(step)

@@ -1,4 +1,5 @@
-"""Keeping ``messages_fts`` in few segments (the ``SearchIndex`` port, ADR-0020).
+"""Keeping ``messages_fts`` in few segments (the ``SearchIndex`` port, ADR-0020), and writing what
+appends leave to the upkeep: messages' marks (ADR-0085), new rows' full-text entries (ADR-0091).
 
 FTS5 writes a new segment per transaction and merges them as later writes come (``automerge``);
 a chat's index, written one message per transaction, holds 5-15 segments, and each term of a
@@ -20,9 +21,11 @@ from typing import Any
 from fermix_memory.adapters.sql.mark_writes import ANY_UNMARKED, FILL_BATCH, mark_new
 from fermix_memory.adapters.sqlite.connection import scalar_int
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
+from fermix_memory.adapters.sqlite.full_text_catch_up import ANY_WAITING, BATCH, index_new
 from fermix_memory.adapters.sqlite.transaction import SqliteTransaction
 
 PAGES_PER_STEP = 32
+TEXT_BATCH = BATCH  # rows of each table given their full-text entries by one write of a catch-up
 MARK_BATCH = FILL_BATCH  # messages marked by one write of a catch-up (some 50 ms of parsing)
 # Up to this many pages (~1 MB, some 20,000 chat messages) the index is kept in one segment:
 # merging it whole costs a few milliseconds of background work. Above, levels are merged only.
@@ -59,9 +62,11 @@ class SqliteSearchIndex:
 
     def mark_messages(self, most: int | None = None) -> int:
         """The marks of the messages waiting above the mark (``sql.mark_writes``, ADR-0085), a
-        write of :data:`MARK_BATCH` messages at a time; a read first tells whether any wait."""
+        write of :data:`MARK_BATCH` messages at a time, after the full-text entries of the rows
+        waiting for theirs (:meth:`index_text`, ADR-0091); a read first tells whether any wait."""
         if self._store.readonly:
             return 0
+        self.index_text()
         marked = 0
         while most is None or marked < most:
             if not scalar_int(self._store.reader(), ANY_UNMARKED):
@@ -72,6 +77,25 @@ class SqliteSearchIndex:
                 break
             marked += done
         return marked
+
+
+    def index_text(self) -> int:
+        """The full-text entries of the messages and memory rows waiting above their marks
+        (``full_text_catch_up``, ADR-0091), in writes of :data:`TEXT_BATCH` rows of each table;
+        a read first tells whether any wait. Nothing on a store opened read-only."""
+        if self._store.readonly:
+            return 0
+        indexed = 0
+        while scalar_int(self._store.reader(), ANY_WAITING):
+            done = self._store.write(_index_new, upkeep=True)
+            if not done:
+                break
+            indexed += done
+        return indexed
+
+
+def _index_new(tx: SqliteTransaction) -> int:
+    return index_new(tx.cursor, TEXT_BATCH)
 
 
 def _mark_new(tx: SqliteTransaction, *, most: int) -> int:

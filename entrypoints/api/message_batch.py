@@ -20,7 +20,7 @@ def message_dicts(messages: object) -> list[Mapping[str, Any]]:
     if isinstance(messages, Mapping | str | bytes) or not isinstance(messages, Sequence):
         raise InvalidMessage(f"messages must be a list of messages, got {type(messages).__name__}")
     for index, message in enumerate(messages):
-        if not isinstance(message, Mapping):
+        if type(message) is not dict and not isinstance(message, Mapping):
             raise InvalidMessage(f"message {index} must be a dict of arguments, got {type(message).__name__}")
     return list(messages)
 
@@ -47,6 +47,8 @@ def built(messages: object, allowed: Collection[str], required: Sequence[str],
     """The commands ``build(**message)`` gives, once every message holds only ``allowed`` keys
     and every ``required`` one."""
     dicts = message_dicts(messages)
+    known, needed = frozenset(allowed), frozenset(required)
     for index, message in enumerate(dicts):
-        check_keys(index, message, allowed, required)
+        if not (known.issuperset(message) and needed.issubset(message)):
+            check_keys(index, message, allowed, required)  # says which
     return [build(**message) for message in dicts]

@@ -236,7 +236,7 @@ class RecordsApi(ApiBase):
         ``agent_id``, ``owner_id``, ...) in ONE transaction: all are recorded or none. Each call's
         operations are admitted or refused as :meth:`write_memory` does; one list of outcomes per call."""
         self._check_open()
-        if isinstance(writes, Mapping | str) or not isinstance(writes, Sequence):
+        if type(writes) is not list and (isinstance(writes, Mapping | str) or not isinstance(writes, Sequence)):
             raise InvalidArgument(f"writes must be a list of write_memory arguments, got {type(writes).__name__}")
         return self._app.write_memories([self._command(WriteMemory, w) for w in writes])
 

@@ -1,11 +1,11 @@
 """What ``fermix forget OWNER --dry-run`` and ``forget --memory ID --dry-run`` print: what would
-go, changing nothing."""
+go, changing nothing; and what every forget prints of the file's rewrite."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fermix_memory.application.forget import ForgetReport, MemoryForgetReport
+from fermix_memory.application.forget import ConversationForgetReport, ForgetReport, MemoryForgetReport
 from fermix_memory.domain.events import RedactedRevision
 
 
@@ -31,3 +31,10 @@ def memory_lines(report: MemoryForgetReport) -> list[str]:
     """The row, the events and the prompt-file revisions that would go."""
     return [f"would erase memory {report.memory_id} of {report.agent_id}/{report.owner_id}:"
             f" {report.erased_events} events; prompt-file revisions: {_revisions(report.revisions)}"]
+
+
+def rewritten(report: ForgetReport | MemoryForgetReport | ConversationForgetReport) -> str:
+    """The line on the file's rewrite: done, or left pending (the error that follows says why)."""
+    if not report.rewrite_pending:
+        return f"{report.store} rewritten: {report.bytes_before:,} -> {report.bytes_after:,} bytes"
+    return f"{report.store}: the rewrite is pending, the erased bytes are still in it (see below)"

@@ -154,7 +154,7 @@ def cmd_forget(memory: MemorySystem, args: argparse.Namespace, out: Output) -> i
             return [f"nothing of owner {r.owner_id!r} was found{with_agent}; nothing to erase, nothing erased"]
         lines = [f"forgot owner {r.owner_id!r} with {agent}: {n} events redacted, their rows deleted"
                  for agent, n in sorted(r.erased_events.items())]
-        lines.append(f"{r.store} rewritten: {r.bytes_before:,} -> {r.bytes_after:,} bytes")
+        lines.append(forget_preview.rewritten(r))
         return lines
 
     out.emit(report, human)
@@ -178,7 +178,7 @@ def _forget_memory(memory: MemorySystem, args: argparse.Namespace, out: Output) 
             return [f"memory {r.memory_id} was erased already; the rewrite it left pending is done"]
         return [f"forgot memory {r.memory_id} of {r.agent_id}/{r.owner_id}: {r.erased_events} events redacted"
                 f" ({r.redacted_revisions} prompt-file revisions), the row deleted, the prompt files re-rendered",
-                f"{r.store} rewritten: {r.bytes_before:,} -> {r.bytes_after:,} bytes"]
+                forget_preview.rewritten(r)]
 
     out.emit(report, human)
     return _scrubbed(report, out, memory, args)
@@ -202,9 +202,8 @@ def _forget_conversation(memory: MemorySystem, args: argparse.Namespace, out: Ou
         lines = [f"{verb} {r.conversation} of {r.agent_id}: {r.messages} messages, {r.checkpoints} checkpoints,"
                  f" {r.review_records} review records, memory rows learnt only from it: {rows}"
                  f" ({r.erased_events} events)"]
-        if not r.dry_run:
-            lines.append(f"{r.store} rewritten: {r.bytes_before:,} -> {r.bytes_after:,} bytes")
-        return lines
+        from fermix_memory.entrypoints.cli import forget_preview
+        return lines if r.dry_run else [*lines, forget_preview.rewritten(r)]
 
     out.emit(report, human)
     return _scrubbed(report, out, memory, args)

@@ -75,28 +75,37 @@ def _split(item: dict[str, Any], field: str) -> tuple[str, dict[str, Any]]:
         del part[key]
         parts[index] = part
         return text, {"item": {**item, field: parts}, "text_at": [field, index, key]}
-    return "\n".join(text for _, text in texts), {"item": item}
+    return "\n".join(text for _, text in texts), {"item": dict(item)}
 
 
 def item_record(item: object) -> ItemRecord:
     """The message an item is recorded as, or :class:`InvalidMessage` for what is no item."""
-    if not isinstance(item, Mapping):
-        raise InvalidMessage(f"an item must be a JSON object, got {type(item).__name__}")
-    item = dict(item)
+    arguments = _record_arguments(item)
+    return ItemRecord(role=Role(arguments["role"]), content=arguments["content"],
+                      kind=arguments.get("kind", "text"), metadata=arguments["metadata"],
+                      tool_calls=arguments.get("tool_calls"), tool_call_id=arguments.get("tool_call_id"))
+
+
+def _record_arguments(item: object) -> dict[str, Any]:
+    """:func:`item_record` as the arguments of ``Session.append`` (those at their defaults not given)."""
+    if type(item) is not dict:
+        if not isinstance(item, Mapping):
+            raise InvalidMessage(f"an item must be a JSON object, got {type(item).__name__}")
+        item = dict(item)
     kind, role = item.get("type"), item.get("role")
     if kind in (None, "message") and isinstance(role, str) and role in _ROLES:
         text, kept = _split(item, "content")
-        return ItemRecord(role=_ROLES[role], content=text, metadata={ITEM_KEY: kept})
+        return {"role": _ROLES[role].value, "content": text, "metadata": {ITEM_KEY: kept}}
     call_id = item.get("call_id")
     if isinstance(kind, str) and isinstance(call_id, str):
         if kind.endswith("_call") and isinstance(item.get("name"), str):  # function and custom tool calls
             arguments = item.get("arguments", item.get("input"))
-            return ItemRecord(role=Role.ASSISTANT, content="", metadata={ITEM_KEY: {"item": item}}, tool_calls=[
-                {"id": call_id, "name": item["name"], "arguments": arguments if isinstance(arguments, str) else "{}"}])
+            return {"role": "assistant", "content": "", "metadata": {ITEM_KEY: {"item": dict(item)}}, "tool_calls": [
+                {"id": call_id, "name": item["name"], "arguments": arguments if isinstance(arguments, str) else "{}"}]}
         if kind.endswith("_call_output"):
             text, kept = _split(item, "output")
-            return ItemRecord(role=Role.TOOL, content=text, metadata={ITEM_KEY: kept}, tool_call_id=call_id)
-    return ItemRecord(role=Role.ASSISTANT, content="", kind=OPAQUE_KIND, metadata={ITEM_KEY: {"item": item}})
+            return {"role": "tool", "content": text, "metadata": {ITEM_KEY: kept}, "tool_call_id": call_id}
+    return {"role": "assistant", "content": "", "kind": OPAQUE_KIND, "metadata": {ITEM_KEY: {"item": dict(item)}}}
 
 
 def item_key(item: object) -> str | None:
@@ -114,14 +123,7 @@ def message_arguments(item: object) -> dict[str, Any]:
     """The arguments of ``Session.append`` that record ``item`` (its message's fields, and the
     item's own id as the idempotency key), or :class:`InvalidMessage` for what is no item; those
     left at their defaults are not given."""
-    record = item_record(item)
-    arguments: dict[str, Any] = {"role": record.role.value, "content": record.content, "metadata": record.metadata}
-    if record.kind != "text":
-        arguments["kind"] = record.kind
-    if record.tool_calls is not None:
-        arguments["tool_calls"] = record.tool_calls
-    if record.tool_call_id is not None:
-        arguments["tool_call_id"] = record.tool_call_id
+    arguments = _record_arguments(item)
     key = item_key(item)
     if key is not None:
         arguments["idempotency_key"] = key

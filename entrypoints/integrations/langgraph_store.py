@@ -295,6 +295,23 @@ class FermixStore(BaseStore):
     def _write(self, puts: Sequence[tuple[Place, str, str | None]]) -> None:
         """The batch's puts and deletes, each namespace's as one command through admission, all
         of them in one transaction (a crash keeps all or none)."""
+        groups: list[tuple[Place, list[Operation]]]
+        if len(puts) == 1 and (put := puts[0])[2] is not None:  # one put (``put``): one command
+            groups = [(put[0], [AddOperation(category=CATEGORY, key=row_key(put[1]), value=put[2])])]
+        else:
+            groups = list(self._operations(puts).items())
+        if not groups:
+            return
+        outcomes = self._memory.write_memories([
+            {"operations": operations, "agent_id": self._agent_id, "owner_id": place.owner_id, "writer": "tool",
+             "trust": self._trust, "conversation": place.conversation, "source_type": SOURCE_TYPE}
+            for place, operations in groups])
+        refused = [o for group in outcomes for o in group if o.status == "refused"]
+        if refused:
+            raise WriteRefused("; ".join(f"{o.op} refused ({o.reason}): {o.detail}" for o in refused))
+
+    def _operations(self, puts: Sequence[tuple[Place, str, str | None]]) -> dict[Place, list[Operation]]:
+        """Each place's operations: an add per put, an archive per delete of a row that is there."""
         by_place: dict[Place, list[Operation]] = {}
         for place, key, text in puts:
             if text is not None:
@@ -304,15 +321,7 @@ class FermixStore(BaseStore):
             else:
                 continue  # deleting what is not there: nothing to record
             by_place.setdefault(place, []).append(op)
-        if not by_place:
-            return
-        outcomes = self._memory.write_memories([
-            {"operations": operations, "agent_id": self._agent_id, "owner_id": place.owner_id, "writer": "tool",
-             "trust": self._trust, "conversation": place.conversation, "source_type": SOURCE_TYPE}
-            for place, operations in by_place.items()])
-        refused = [o for group in outcomes for o in group if o.status == "refused"]
-        if refused:
-            raise WriteRefused("; ".join(f"{o.op} refused ({o.reason}): {o.detail}" for o in refused))
+        return by_place
 
     def __repr__(self) -> str:
         return (f"FermixStore(agent_id={self._agent_id!r}, owner_index={self._owner_index}, "

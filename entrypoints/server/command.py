@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Callable
 
 from fermix_memory.entrypoints.extras import require
 
@@ -30,7 +31,7 @@ from fermix_memory.entrypoints.server.auth import configured_tokens  # noqa: E40
 from fermix_memory.entrypoints.server.openapi import build_document  # noqa: E402
 from fermix_memory.entrypoints.server.requests import MAX_BODY_BYTES  # noqa: E402
 
-__all__ = ["ServeRefused", "cmd_serve"]
+__all__ = ["ServeRefused", "cmd_serve", "event_loop_factory"]
 SHUTDOWN_GRACE_S = 2
 
 
@@ -43,6 +44,17 @@ def _check_bind(host: str, tls: bool, insecure: bool) -> None:
         raise ServeRefused(f"refusing to serve on {host}, a non-loopback address, without TLS: tokens and memory"
                            " would cross the network unencrypted; give --tls-cert and --tls-key, serve on 127.0.0.1"
                            " behind a TLS-terminating proxy, or pass --insecure-bind on a network you trust")
+
+
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop when it is installed (it comes with the extra ``[server]``, ADR-0094),
+    else ``None``: asyncio's own. The same choice uvicorn's ``loop="auto"`` makes."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
 
 
 def _mcp_app(memory: MemorySystem, host: str, url: str) -> Starlette | None:
@@ -86,7 +98,10 @@ def cmd_serve(args: argparse.Namespace, out: object) -> int:
             sys.stderr.flush()
             # A console page's live stream never ends by itself: at shutdown, requests still open
             # after SHUTDOWN_GRACE_S are cancelled (a write they started still commits whole).
+            # No ``server`` header (ADR-0094): a header line less for every client to parse.
             config = uvicorn.Config(app, log_level="warning", ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key,
-                                    access_log=False, timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
-            asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))
+                                    access_log=False, timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+                                    server_header=False)
+            with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+                runner.run(uvicorn.Server(config).serve(sockets=[sock]))
     return 0

@@ -36,6 +36,7 @@ ALLOWED = {
     "fermix_memory.adapters.sqlite.event_store", "fermix_memory.adapters.sqlite.fts_query",
     "fermix_memory.adapters.sqlite.group_commit", "fermix_memory.adapters.sqlite.history_rank",
     "fermix_memory.adapters.sqlite.history_search", "fermix_memory.adapters.sqlite.memory_vector_changes",
+    "fermix_memory.adapters.sqlite.full_text_catch_up",  # its marks' SQL, read by the searches (ADR-0091)
     "fermix_memory.adapters.sqlite.migrations",
     "fermix_memory.adapters.sqlite.queries", "fermix_memory.adapters.sqlite.schema",
     "fermix_memory.adapters.sqlite.wal_checkpoints",

@@ -244,7 +244,7 @@ def test_a_database_of_the_previous_version_gains_sender_search(tmp_path: Path) 
     v1 = schema.MIGRATIONS[0]
     old_index = v1[v1.index("CREATE VIRTUAL TABLE messages_fts"):v1.index("CREATE TABLE memories(")]
     conn = apsw.Connection(str(home / "memory.db"))
-    conn.execute(V4_UNDONE + "DROP TRIGGER messages_fts_insert; DROP TRIGGER messages_fts_delete;"
+    conn.execute(V4_UNDONE + "DROP TRIGGER IF EXISTS messages_fts_insert; DROP TRIGGER messages_fts_delete;"
                  " DROP TRIGGER messages_fts_update; DROP TABLE messages_fts;" + old_index
                  + "INSERT INTO messages_fts(messages_fts) VALUES('rebuild'); PRAGMA user_version = 2;")
     conn.close()

@@ -279,7 +279,7 @@ def test_the_rebuilt_database_has_every_trigger_and_index_of_a_new_one(source: M
         pass
     result = source.replay_into(tmp_path / "rebuilt")
     expected = schema_of(tmp_path / "fresh" / "memory.db")
-    assert any(kind == "trigger" and name == "messages_fts_insert" for kind, name, _ in expected)
+    assert any(kind == "trigger" and name == "messages_fts_delete" for kind, name, _ in expected)
     assert any(kind == "index" and name == "messages_by_conversation" for kind, name, _ in expected)
     assert schema_of(result["target"]) == expected
     # ...and they work: what is written after the replay is found, updates reach the index.
@@ -323,7 +323,7 @@ def test_deferred_indexing_refuses_a_database_that_has_events(source: MemorySyst
     try:
         with pytest.raises(ValueError, match="empty"), deferred_indexing(conn):
             pass
-        assert any(name == "messages_fts_insert" for _, name, _ in schema_of(source.home / "memory.db"))
+        assert any(name == "messages_fts_delete" for _, name, _ in schema_of(source.home / "memory.db"))
     finally:
         conn.close()
 

@@ -12,11 +12,13 @@ from typing import Any
 import pytest
 
 from fermix_memory import AsyncMemorySystem, MemorySystem
+from fermix_memory.adapters.sqlite import erasure
 from fermix_memory.application.retention import Retention
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.privacy_events import ErasureReceipted, RetentionRan
 from tests.cli_runner import run_cli
 from tests.integration.test_forget import found
+from tests.integration.test_scrub_busy import writer_at_scrub
 from tests.manual_clock import TestClock
 from tests.waits import until
 
@@ -221,3 +223,26 @@ def test_the_async_twins_answer_as_the_sync_methods_do(tmp_path: Path) -> None:
             assert (await memory.retention_status()).due == 0
 
     asyncio.run(main())
+
+
+@pytest.mark.sqlite_only("another writer holds the SQLite file; PostgreSQL's VACUUM waits for its locks")
+def test_a_run_while_another_memory_writes_the_file_leaves_its_rewrite_pending(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The erasure is committed; the rewrite waits for the other writer, then is left pending
+    (not an error), and whichever memory gets the file next finishes it (ADR-0095)."""
+    clock, home = TestClock(), tmp_path / "home"
+    with MemorySystem.open(home, config=POLICIES, clock=clock) as memory:
+        fill(memory)
+    clock.advance(days=40)
+    monkeypatch.setattr(erasure, "SCRUB_WAIT_S", 0.3)
+    with MemorySystem.open(home, config=POLICIES, clock=clock) as one, \
+            MemorySystem.open(home, config=POLICIES, clock=clock) as two:
+        with writer_at_scrub(monkeypatch, home):
+            report = one.run_retention()
+        assert len(report.items) == 4 and report.record > 0 and report.receipt is not None
+        assert not report.finished and report.rewrite_pending and "was not rewritten yet" in report.remains[0]
+        assert two.retention_status().due == 0
+        assert found(home, GONE) != {}  # still in the file's free pages, as the report says
+        finished = two.run_retention()  # nothing due: it finishes the rewrite left pending
+        assert finished.items == [] and finished.finished and not finished.rewrite_pending
+    assert found(home, GONE) == {}
