@@ -310,13 +310,16 @@ class _ReadThrough(Generic[K, V]):
             if not self._values:
                 return  # nothing kept, nothing to drop
             for item in recorded:
-                key = self._stale(item.event)
+                if type(event := item.event) is ev.MessageAppended:
+                    continue  # a message makes no key stale (the usual commit: messages only)
+                key = self._stale(event)
                 if key is not None:
                     self._values.pop(key, None)
 
     _keeps_none = False
 
     def _stale(self, event: ev.DomainEvent) -> K | None:
+        """The key ``event`` makes stale, if any (never one for a message: it is not asked)."""
         raise NotImplementedError
 
 

@@ -153,6 +153,7 @@ _PARSERS.update({kind | None: _optional(parse) for kind, parse in list(_PARSERS.
 # The kinds of host value whose parse is kept for the next call with the very same object: they
 # cannot change in between (a ``ConversationKey`` is frozen and holds text only).
 _IMMUTABLE = frozenset({str, int, ConversationKey})
+_REQUIRED, _ABSENT = object(), object()  # markers: a field without a default; a field not given
 
 
 def command_hook(cls: type[T]) -> Callable[[Any, Any], T]:
@@ -161,7 +162,10 @@ def command_hook(cls: type[T]) -> Callable[[Any, Any], T]:
     Built once per class; it runs on every host call (``append_message`` included), so the plan
     is precomputed and an ``Any`` field (checked later, with the message) is passed through."""
     fields = attrs.fields(attrs.resolve_types(cls))  # type: ignore[arg-type, type-var]
-    plan = [(f.name, f.default, None if f.type is Any else _PARSERS[f.type]) for f in fields]
+    # A required field's default is a marker no host value is, so ``value is default`` says
+    # "the declared default" for the others only.
+    plan = [(f.name, _REQUIRED if f.default is attrs.NOTHING else f.default,
+             None if f.type is Any else _PARSERS[f.type]) for f in fields]
     names = frozenset(f.name for f in fields)
     # Each field's last value of an immutable kind and what it parsed to: a host writing one
     # scope after another hands over the same agent, owner and conversation each time, and a
@@ -176,10 +180,9 @@ def command_hook(cls: type[T]) -> Callable[[Any, Any], T]:
             raise InvalidArgument(f"unknown argument {unknown[0][:40]!r}")
         values = {}
         for name, default, parse in plan:
-            if name in data:
-                value = data[name]
+            if (value := data.get(name, _ABSENT)) is not _ABSENT:
                 # A default value passes unchecked (``None`` for "not given", or the declared default).
-                if parse is None or (default is not attrs.NOTHING and value is default):
+                if parse is None or value is default:
                     values[name] = value
                 elif (last := kept.get(name)) is not None and last[0] is value:
                     values[name] = last[1]
@@ -187,7 +190,7 @@ def command_hook(cls: type[T]) -> Callable[[Any, Any], T]:
                     values[name] = parsed = parse(value, name)
                     if type(value) in _IMMUTABLE:
                         kept[name] = (value, parsed)
-            elif default is attrs.NOTHING:
+            elif default is _REQUIRED:
                 raise InvalidArgument(f"{name} is required")
         return cls(**values)
 

@@ -22,9 +22,11 @@ def follows_by_position(seen: int, recorded: Sequence[RecordedEvent]) -> tuple[b
 def erases(recorded: Sequence[RecordedEvent]) -> bool:
     """Whether a commit erases an owner, a conversation or a row: what nothing derived from the
     erased text may outlive in any cache."""
-    if len(recorded) == 1:  # the usual commit (one message): no generator for it
-        return isinstance(recorded[0].event, ev.ERASURE_RECORDS)
-    return any(isinstance(item.event, ev.ERASURE_RECORDS) for item in recorded)
+    for item in recorded:  # a message (the usual event) is told apart by its type alone
+        event = item.event
+        if type(event) is not ev.MessageAppended and isinstance(event, ev.ERASURE_RECORDS):
+            return True
+    return False
 
 
 class PositionReads:

@@ -127,8 +127,15 @@ class PromptFiles:
     def on_commit(self, recorded: list[RecordedEvent]) -> None:
         """After-commit reaction: write the files whose revision this commit recorded, and render
         the agent's rules for an owner who just arrived (their first message)."""
-        if len(recorded) == 1 and type(first := recorded[0].event) is ev.MessageAppended:
-            self.welcome(first.agent_id, first.owner_id)  # the usual commit: one message, no file revised
+        pairs = []
+        for item in recorded:  # the usual commit: messages only, no file revised
+            if type(e := item.event) is not ev.MessageAppended:
+                break
+            pairs.append((e.agent_id, e.owner_id))
+        else:
+            for pair in pairs:  # welcomed in order, as below; a set lookup once welcomed
+                if pair not in self._welcomed:
+                    self.welcome(*pair)
             return
         revised: dict[tuple[str, str], None] = {}
         arrivals: dict[tuple[str, str], None] = {}

@@ -3,7 +3,7 @@ messages and rows (ADR-0043)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -181,4 +181,12 @@ class VectorIndex(Protocol):
     def search_history_by_vector(self, vector: bytes, label: str, where: HistoryFilter,
                                  limit: int) -> list[MessageHit]:
         """The messages ``where`` selects (as ``search_history`` sees them) closest to ``vector``."""
+        ...
+
+    def search_by_vector_soon(self, label: str, memories: MemoryFilter | None, history: HistoryFilter | None,
+                              limit: int) -> Callable[[bytes], tuple[list[MemoryHit], list[MessageHit]]]:
+        """A call that gives, for a vector, what :meth:`search_memories_by_vector` (rows ``memories``
+        selects; none for ``None``) and :meth:`search_history_by_vector` (messages ``history``
+        selects) give: the scopes' vectors are read here, so a query's vector computed meanwhile
+        only ranks them and reads the best rows (ADR-0086)."""
         ...

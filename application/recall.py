@@ -59,6 +59,9 @@ class MeaningSearch(Protocol):
 
     def history(self, vector: bytes, where: HistoryFilter, limit: int) -> list[MessageHit]: ...
 
+    def near_soon(self, memories: MemoryFilter | None, history: HistoryFilter | None,
+                  limit: int) -> Callable[[bytes], tuple[list[MemoryHit], list[MessageHit]]]: ...
+
 
 def recall(queries: MemoryQueries, cmd: Recall, semantic: MeaningSearch | None = None,
            now: datetime | None = None) -> RecallResult:
@@ -99,11 +102,12 @@ def recall(queries: MemoryQueries, cmd: Recall, semantic: MeaningSearch | None =
     # Read while the vector may still be computing: neither depends on it.
     on_days = dated_turns(queries, history, dated, MAX_DATED) if history is not None and query and dated else []
     waiting = None if by_meaning is None else by_meaning.waiting()
+    # The scopes' vectors too: only ranking them and reading the best rows wait for the vector.
+    near_soon = None if by_meaning is None or not query.strip() else by_meaning.near_soon(where, history, limit)
     vector = None if vector_soon is None else vector_soon()
-    if vector is not None and by_meaning is not None:
-        near = by_meaning.memories(vector, where, limit) if where is not None else []
+    if vector is not None and near_soon is not None:
+        near, near_turns = near_soon(vector)
         memories = fuse_kind(memories, near, limit, _memory_id) if near else memories
-        near_turns = by_meaning.history(vector, history, limit) if history is not None else []
         messages = fuse_kind(messages, near_turns, limit, _message_id) if near_turns else messages
     if history is not None and query:
         messages = _beside(messages, on_days, DATE_WEIGHT, limit)

@@ -188,6 +188,18 @@ class SemanticSearch:
     def history(self, vector: bytes, where: HistoryFilter, limit: int) -> list[MessageHit]:
         return self._above_floor(self._index.search_history_by_vector(vector, self.label, where, limit))
 
+    def near_soon(self, memories: MemoryFilter | None, history: HistoryFilter | None,
+                  limit: int) -> Callable[[bytes], tuple[list[MemoryHit], list[MessageHit]]]:
+        """A call that gives, for a query's vector, :meth:`memories` (none for ``memories=None``) and
+        :meth:`history` (none for ``history=None``): the scopes' vectors are read here, while the
+        query's pass may still run, and the call only ranks them and reads the best (ADR-0086)."""
+        search = self._index.search_by_vector_soon(self.label, memories, history, limit)
+
+        def near(vector: bytes) -> tuple[list[MemoryHit], list[MessageHit]]:
+            rows, turns = search(vector)
+            return self._above_floor(rows), self._above_floor(turns)
+        return near
+
     def _above_floor(self, hits: list[H]) -> list[H]:
         return [hit for hit in hits if hit.similarity is None or hit.similarity >= self.floor]
 

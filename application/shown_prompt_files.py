@@ -96,8 +96,8 @@ class ShownPromptFileCache(PromptFileCache):
 
     def on_commit(self, recorded: list[RecordedEvent]) -> None:
         super().on_commit(recorded)
-        if len(recorded) == 1 and type(recorded[0].event) is ev.MessageAppended:
-            return  # the usual commit: one message, no rule changed
+        if all(type(item.event) is ev.MessageAppended for item in recorded):
+            return  # the usual commit: messages only, no rule changed
         agents = {agent for item in recorded if (agent := may_change_rules_of(item.event)) is not None}
         if not agents:
             return

@@ -2,10 +2,10 @@
 
 Each hybrid recall of a new query (``source="all"``, limit 10, on the ``--quick`` home of
 ``benchmarks/hybrid_recall.py`` by default) is timed from its start: when the search by words
-starts and ends, when the model's pass starts and ends, when recall returns; shipped (the query
-tokenised on the caller's thread, the pass handed to a thread kept waiting) and as before (a thread
-started per query, which tokenises and then runs the pass), taking turns. Medians per way; the
-overlap share is the part of the search by words the pass ran beside.
+starts and ends, when the model's pass starts and ends, when recall returns (``after_pass_ms``:
+how long after the pass); shipped (the query tokenised on the caller's thread, the pass handed
+to a thread kept waiting) and as before (a thread started per query, which tokenises and then runs
+the pass), taking turns. Medians per way; the overlap share is the part of the search by words the pass ran beside.
 
 Progress goes to stderr; the LAST line of stdout is one JSON object.
 
@@ -92,6 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "words_ms": round(statistics.median(words), 3),
                         "pass_ms": round(statistics.median(c["pass-"] - c["pass+"] for c in calls), 3),
                         "overlap_share": round(statistics.median(overlap), 3),
+                        # What waits for the vector: the recall's end after the pass's.
+                        "after_pass_ms": round(statistics.median(c["end"] - c["pass-"] for c in calls), 3),
                         "recall_ms": round(statistics.median(c["end"] for c in calls), 3)}
         bench.progress(f"{way}: {figures[way]}")
     figures["ratio_recall_shipped_to_thread_per_query"] = round(

@@ -246,6 +246,8 @@ def _rest(text: str, found: list[_Found]) -> str:
 def read_dates(text: str, anchor: datetime) -> DateReading:
     """The windows of days ``text`` names (a question), relative phrases counted from ``anchor``."""
     found = _find(text, anchor, said=False)
+    if not found:  # most questions: no date, the text itself left
+        return DateReading(windows=(), rest=text, relative=False)
     windows: list[DayWindow] = []
     for item in found:
         window = DayWindow(item.first, item.last)

@@ -20,6 +20,12 @@ def query_terms(text: str) -> list[str]:
     if not isinstance(text, str):
         return []
     seen: dict[str, None] = {}
+    if "_" not in text:  # no word joined by underscores (most text): each word as it is
+        for word in _WORD.findall(text, 0, 20_000):
+            seen.setdefault(word[:MAX_TERM_CHARS].lower(), None)
+            if len(seen) >= MAX_TERMS:
+                break
+        return _meaningful(list(seen))
     for match in _WORD.finditer(text, 0, 20_000):
         word = match.group()
         if "_" in word:  # a word joined by underscores is its parts
@@ -29,6 +35,10 @@ def query_terms(text: str) -> list[str]:
             seen.setdefault(word[:MAX_TERM_CHARS].lower(), None)
         if len(seen) >= MAX_TERMS:
             break
-    terms = list(seen)[:MAX_TERMS]
+    return _meaningful(list(seen)[:MAX_TERMS])
+
+
+def _meaningful(terms: list[str]) -> list[str]:
+    """``terms`` without their stop words, unless nothing else is left."""
     meaningful = [t for t in terms if t not in STOPWORDS]
     return meaningful or terms

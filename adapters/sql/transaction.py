@@ -145,12 +145,15 @@ class SqlTransaction:
             self.enter(stream)
         positions = self._positions(chains[appends[0][0]], len(appends))
         rows = []
+        ends: dict[int, tuple[int, str]] = {}  # each chain's last event of the call so far
         for (stream, event), position in zip(appends, positions, strict=True):
             chain = chains[stream]
-            _, last_hash = self._chain_head(chain)
-            rows.append(row := self._logged_row(stream, event, position, last_hash))
-            self.heads[chain] = (position, row[-1])
-            self.touched.add(chain)
+            head = ends.get(chain)
+            rows.append(row := self._logged_row(stream, event, position,
+                                                (head or self._chain_head(chain))[1]))
+            ends[chain] = (position, row[-1])
+        self.heads.update(ends)
+        self.touched.update(ends)
         self._insert_events(rows)
         project_each(self.cursor, [(position, event) for position, (_, event) in zip(positions, appends, strict=True)],
                      marks=self.MARKS_INLINE)

@@ -157,9 +157,29 @@ class SqlVectorIndex(ReadSide):
     def search_memories_by_vector(self, vector: bytes, label: str, where: MemoryFilter,
                                   limit: int) -> list[MemoryHit]:
         n = clamp_limit(limit)
-        if n == 0:
-            return []
-        ids, matrix, vectors = self._row_vectors(label, where)
+        return self._best_rows(vector, where, self._row_vectors(label, where), n) if n else []
+
+    def search_history_by_vector(self, vector: bytes, label: str, where: HistoryFilter,
+                                 limit: int) -> list[MessageHit]:
+        n = clamp_limit(limit)
+        return self._best_turns(vector, where, self._turn_vectors(label, where), n) if n else []
+
+    def search_by_vector_soon(self, label: str, memories: MemoryFilter | None, history: HistoryFilter | None,
+                              limit: int) -> Callable[[bytes], tuple[list[MemoryHit], list[MessageHit]]]:
+        """The two searches above, each scope's vectors (kept, checked, topped up) read now and
+        ranked when the vector comes (ADR-0086)."""
+        n = clamp_limit(limit)
+        rows = self._row_vectors(label, memories) if memories is not None and n else None
+        turns = self._turn_vectors(label, history) if history is not None and n else None
+
+        def search(vector: bytes) -> tuple[list[MemoryHit], list[MessageHit]]:
+            return ([] if rows is None or memories is None else self._best_rows(vector, memories, rows, n),
+                    [] if turns is None or history is None else self._best_turns(vector, history, turns, n))
+        return search
+
+    def _best_rows(self, vector: bytes, where: MemoryFilter, scope: tuple[Any, Any, Sequence[bytes]],
+                   n: int) -> list[MemoryHit]:
+        ids, matrix, vectors = scope
         best = _best(vector, ids, n, vectors=vectors, matrix=matrix)
         if not best:
             return []
@@ -171,20 +191,19 @@ class SqlVectorIndex(ReadSide):
         return [MemoryHit(memory=row, rank=-score, snippet=row.value, similarity=score)
                 for i, score in best if (row := read.get(i)) is not None]
 
-    def search_history_by_vector(self, vector: bytes, label: str, where: HistoryFilter,
-                                 limit: int) -> list[MessageHit]:
-        n = clamp_limit(limit)
-        if n == 0:
-            return []
+    def _turn_vectors(self, label: str, where: HistoryFilter) -> tuple[Any, Any, Sequence[bytes]]:
+        """(ids, matrix or None, vectors) of the messages ``where`` selects (ids and vectors only)."""
         sql, params = _SCOPE_OF_MESSAGES[0], [where.agent_id, where.owner_id]
         if where.conversation is not None:
             c = where.conversation
             sql += " AND " + _SCOPE_OF_MESSAGES[1]
             params += [c.channel, c.chat_id, c.thread_scope]
-        # Only ids and vectors are read for the whole scope (or kept from the last search), whole
-        # rows only for the best ones.
-        ids, matrix, vectors = self._message_vectors((label, where.agent_id, where.owner_id, where.conversation),
-                                                     sql, [label, *params])
+        return self._message_vectors((label, where.agent_id, where.owner_id, where.conversation),
+                                     sql, [label, *params])
+
+    def _best_turns(self, vector: bytes, where: HistoryFilter, scope: tuple[Any, Any, Sequence[bytes]],
+                    n: int) -> list[MessageHit]:
+        ids, matrix, vectors = scope
         hits: list[MessageHit] = []
         done = 0
         for wanted in (_HEADROOM * n, len(ids)):  # rarely, hidden rows leave too few: then all
@@ -193,12 +212,13 @@ class SqlVectorIndex(ReadSide):
                 part = ranked[start:start + 2 * n]
                 done = start + len(part)
                 marks = ", ".join("?" * len(part))
-                read = {int(r[0]): message_from_row(r) for r in self._rows(
+                # Read in one statement; made into messages in rank order, only until ``n`` are found.
+                read = {int(r[0]): r for r in self._rows(
                     f"SELECT {', '.join('m.' + c for c in MESSAGE_FIELDS)} FROM messages m WHERE m.id IN ({marks})",
                     [i for i, _ in part])}
                 for i, score in part:
-                    message = read.get(i)
-                    if message is not None and visible(message, where):
+                    row = read.get(i)
+                    if row is not None and visible(message := message_from_row(row), where):
                         hits.append(MessageHit(message=message, rank=-score, snippet=message.content,
                                                 similarity=score))
                         if len(hits) == n:
@@ -296,10 +316,9 @@ def _best(query: bytes, ids: Sequence[int] | Any, n: int, *, vectors: Sequence[b
         chosen = np.flatnonzero(similarities >= np.partition(similarities, count - n)[count - n])
     else:
         chosen = np.arange(count)
-    keys = similarities[chosen].tolist()
-    picked = np.asarray(ids)[chosen].tolist()
-    order = sorted(range(len(picked)), key=lambda k: (-keys[k], -picked[k]))
-    return [(int(picked[k]), float(keys[k])) for k in order[:n]]
+    keys, picked = similarities[chosen], np.asarray(ids)[chosen]
+    order = np.lexsort((-picked, -keys))[:n]  # by similarity, then id, both descending
+    return list(zip(picked[order].tolist(), keys[order].tolist(), strict=True))
 
 
 def _similarities(np: Any, matrix: Any, query: Any) -> Any:

@@ -25,6 +25,8 @@ from fermix_memory.application.store_ports import RecordedEvent
 from fermix_memory.domain.log_chain import GENESIS_HASH
 
 if TYPE_CHECKING:  # the transaction (codec, projections) is imported by the first write, not by a read
+    from tenacity import RetryError
+
     from fermix_memory.adapters.sqlite.transaction import Known, SqliteTransaction
 
 log = logging.getLogger("fermix_memory.storage")
@@ -143,9 +145,6 @@ class GroupCommit(SqlEventStore):
             self._waiting -= 1
 
     def _commit_batch(self, batch: list[_Pending]) -> list[RecordedEvent]:
-        # Imported when first needed, not by a read-only open (ADR-0063) nor on each write.
-        from tenacity import RetryError
-
         recorded: list[RecordedEvent] = []
         committed = False
         try:
@@ -164,7 +163,7 @@ class GroupCommit(SqlEventStore):
                     with attempt:
                         recorded = self._run_batch(batch)
                 committed = True
-        except RetryError as exc:
+        except _retry_error() as exc:  # an except clause's class is looked up only when something was raised
             cause = exc.last_attempt.exception()
             log.warning("write to %s failed after %d attempts: %s", self.path, WRITE_ATTEMPTS, cause)
             error = StorageBusy(f"{self.name} stayed locked through {WRITE_ATTEMPTS} attempts: {cause}")
@@ -262,6 +261,15 @@ class GroupCommit(SqlEventStore):
                 self._leading = False
                 if self._waiting:
                     self._turn.notify_all()
+
+
+def _retry_error() -> type[RetryError]:
+    """tenacity's error of attempts run out: imported when first needed, not by a read-only open
+    (ADR-0063), nor at each write."""
+    from tenacity import RetryError
+
+    return RetryError
+
 
 def roll_back(conn: apsw.Connection) -> None:
     """Roll back the open transaction, if SQLite has not already done so itself (it does on a
