@@ -12,6 +12,7 @@ import pytest
 from fermix_memory.adapters.postgres.connection import PgCursor
 from tests.integration.homes_on_stores import store_of  # noqa: F401 (a fixture of homes on either store)
 from tests.integration.loopback_models import LoopbackModelServer
+from tests.integration.sqlite_homes import home, storage  # noqa: F401 (a home made as a host makes it, its storage)
 
 
 @pytest.fixture

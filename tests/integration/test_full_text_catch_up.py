@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import random
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import apsw
-import pytest
 
 from fermix_memory import MemorySystem
 from fermix_memory.adapters.clock import SystemClock
@@ -43,22 +41,6 @@ CTX = WriteContext(writer=WriterKind.REVIEWER, reader=Reader(agent_id=AGENT, own
                                             source_type="review"))
 START = datetime(2024, 3, 4, 9, 0, tzinfo=UTC)
 WORDS = ("lighthouse", "harbour", "zebra", "quince", "marble", "violet", "anchor", "tundra")
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    with MemorySystem.open(tmp_path / "home"):  # a home made as a host makes it
-        pass
-    return tmp_path / "home"
-
-
-@pytest.fixture
-def storage(home: Path) -> Iterator[Storage]:
-    opened = sqlite_storage(open_store(home))  # no background upkeep
-    try:
-        yield opened
-    finally:
-        opened.store.close()
 
 
 def append(storage: Storage, *texts: str) -> list[int]:

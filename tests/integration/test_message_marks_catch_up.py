@@ -6,12 +6,10 @@ background upkeep, so what waits stays waiting until a test says otherwise."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import apsw
-import pytest
 
 from fermix_memory import MemorySystem
 from fermix_memory.adapters.clock import SystemClock
@@ -23,30 +21,13 @@ from fermix_memory.domain.event_base import Provenance
 from fermix_memory.domain.message_marks import marks_of
 from fermix_memory.domain.scopes import HistoryFilter
 from fermix_memory.domain.values import ConversationKey, Trust
-from fermix_memory.entrypoints.home import open_store
-from fermix_memory.entrypoints.storage import Storage, sqlite_storage
+from fermix_memory.entrypoints.storage import Storage
 
 START = datetime(2024, 3, 4, 9, 0, tzinfo=UTC)  # a Monday
 TEXTS = ("I met Zebulon Quartermaine in Lisbon last Monday", "plain words", "We fly to Paris on 12 March with Mei",
          "Two weeks ago Oskar lent me his bike")
 CHAT = ConversationKey("telegram", "alice")
 WHERE = HistoryFilter(agent_id="ada", owner_id="alice")
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    with MemorySystem.open(tmp_path / "home"):  # a home made as a host makes it
-        pass
-    return tmp_path / "home"
-
-
-@pytest.fixture
-def storage(home: Path) -> Iterator[Storage]:
-    opened = sqlite_storage(open_store(home))
-    try:
-        yield opened
-    finally:
-        opened.store.close()
 
 
 def append(storage: Storage, texts: tuple[str, ...] = TEXTS, offset: int = 0) -> list[int]:
