@@ -83,7 +83,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from itertools import accumulate, pairwise
@@ -229,31 +230,31 @@ class RawLoop:
         appended since, in one transaction (ADR-0091; nothing on a schema without the catch-up)."""
         if index_new is None:
             return
-        cur = self.conn.cursor()
-        cur.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction() as cur:
             index_new(cur, None)
-            cur.execute("COMMIT")
-        except BaseException:
-            cur.execute("ROLLBACK")
-            raise
 
     def append_batch(self, batch: Sequence[Msg]) -> list[int]:
         """Several messages in ONE transaction (the ceiling a group commit could reach)."""
-        cur = self.conn.cursor()
-        cur.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction() as cur:
             last = cur.execute("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1").fetchall()
             position, prev_hash = (int(str(last[0][0])), str(last[0][1])) if last else (0, "0" * 64)
             positions = []
             for m in batch:
                 position, prev_hash = self._write(cur, m, position + 1, prev_hash)
                 positions.append(position)
+        return positions
+
+    @contextmanager
+    def _transaction(self) -> Iterator[apsw.Cursor]:
+        """One write transaction: committed when the block ends, rolled back if it raises."""
+        cur = self.conn.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            yield cur
             cur.execute("COMMIT")
         except BaseException:
             cur.execute("ROLLBACK")
             raise
-        return positions
 
     def _write(self, cur: apsw.Cursor, m: Msg, position: int, prev_hash: str) -> tuple[int, str]:
         key = self._key(m)

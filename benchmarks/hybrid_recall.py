@@ -52,7 +52,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -125,27 +125,30 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 @contextmanager
-def one_after_the_other() -> Iterator[None]:
+def _query_vector_as(soon: Callable[[SemanticSearch, str], Callable[[], bytes | None]]) -> Iterator[None]:
+    """Recall with ``soon`` in place of how the shipped code starts a new query's vector."""
+    shipped = SemanticSearch.embed_query_soon
+    SemanticSearch.embed_query_soon = soon  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        SemanticSearch.embed_query_soon = shipped  # type: ignore[method-assign]
+
+
+def one_after_the_other() -> AbstractContextManager[None]:
     """Recall as before ADR-0071: a new query's vector computed before the words are searched."""
-    overlapped = SemanticSearch.embed_query_soon
 
     def sequential(self: SemanticSearch, query: str) -> Callable[[], bytes | None]:
         vector = self.embed_query(query)
         return lambda: vector
 
-    SemanticSearch.embed_query_soon = sequential  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        SemanticSearch.embed_query_soon = overlapped  # type: ignore[method-assign]
+    return _query_vector_as(sequential)
 
 
-@contextmanager
-def thread_per_query() -> Iterator[None]:
+def thread_per_query() -> AbstractContextManager[None]:
     """Recall as before the query's pass went to a waiting thread (ADR-0086): a thread started per
     new query, which tokenises the query and then runs the pass, taking Python's lock in turn with
     the caller's search by words."""
-    shipped = SemanticSearch.embed_query_soon
 
     def former(self: SemanticSearch, query: str) -> Callable[[], bytes | None]:
         if not query.strip():
@@ -171,11 +174,7 @@ def thread_per_query() -> Iterator[None]:
             return got[0]
         return result
 
-    SemanticSearch.embed_query_soon = former  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        SemanticSearch.embed_query_soon = shipped  # type: ignore[method-assign]
+    return _query_vector_as(former)
 
 
 @contextmanager
