@@ -73,9 +73,9 @@ class SqliteSearchIndex:
                 break
             step = MARK_BATCH if most is None else min(MARK_BATCH, most - marked)
             done = self._store.write(partial(_mark_new, most=step), upkeep=True)
-            if not done:
-                break
             marked += done
+            if done < step:  # all that waited when it ran: what came since waits for the next job
+                break
         return marked
 
 
@@ -88,9 +88,9 @@ class SqliteSearchIndex:
         indexed = 0
         while scalar_int(self._store.reader(), ANY_WAITING):
             done = self._store.write(_index_new, upkeep=True)
-            if not done:
-                break
             indexed += done
+            if done < TEXT_BATCH:  # all that waited when it ran: rows added since wait for the next
+                break  # job (chasing a steady stream of writes would index them one commit at a time)
         return indexed
 
 

@@ -349,3 +349,55 @@ def test_a_read_only_reader_reads_the_index_as_the_last_writer_left_it(storage: 
     finally:
         reader.store.close()
     assert len(found_messages(storage, "lighthouse")) == 2
+
+
+class _WriterAfterEachStep:
+    """The store, with a host's write landing right after each upkeep write (a steady stream of
+    puts beside the catch-up); at most ``most`` of them."""
+
+    def __init__(self, storage: Storage, most: int, *, messages: bool = False) -> None:
+        self._storage, self._left, self._messages = storage, most, messages
+        self.steps = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._storage.store, name)
+
+    def write(self, work: object, **options: object) -> object:
+        done = self._storage.store.write(work, **options)  # type: ignore[arg-type]
+        self.steps += 1
+        if self._left > 0:
+            self._left -= 1
+            text = f"{WORDS[self._left % len(WORDS)]} arriving on day {self._left}"
+            if self._messages:
+                append(self._storage, text)
+            else:
+                add_row(self._storage, f"stream_{self._left}", text)
+        return done
+
+
+def test_a_catch_up_indexes_what_waited_when_it_ran_and_leaves_later_rows_to_the_next(storage: Storage,
+                                                                                      home: Path) -> None:
+    from fermix_memory.adapters.sqlite.search_index import SqliteSearchIndex
+
+    add_row(storage, "first", "a lighthouse")
+    append(storage, "the harbour at dawn")
+    store = _WriterAfterEachStep(storage, most=50)
+    index = SqliteSearchIndex(store)  # type: ignore[arg-type]
+    assert index.index_text() == 2  # the two rows that waited, in one write
+    assert store.steps == 1  # not chasing the row that came after it, one commit at a time
+    assert marks(home) != marks_after_catch_up(home)  # that row waits for the next catch-up
+    assert SqliteSearchIndex(storage.store).index_text() == 1
+    assert marks(home) == marks_after_catch_up(home)
+    assert_whole(home)
+
+
+def test_marking_messages_marks_what_waited_when_it_ran_and_leaves_later_messages_to_the_next(
+        storage: Storage) -> None:
+    from fermix_memory.adapters.sqlite.search_index import SqliteSearchIndex
+
+    append(storage, "the harbour at dawn", "a zebra on Tuesday")
+    store = _WriterAfterEachStep(storage, most=50, messages=True)
+    marked = SqliteSearchIndex(store).mark_messages()  # type: ignore[arg-type]
+    assert store.steps == 2  # one write of full-text entries, one of marks; no chase after new messages
+    assert marked == 3  # the two that waited and the one that came after the entries' write
+    assert SqliteSearchIndex(storage.store).mark_messages() == 1  # the one after the marks' write
