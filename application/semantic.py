@@ -35,6 +35,10 @@ from fermix_memory.domain.scopes import HistoryFilter, MemoryFilter
 QUERY_VECTORS = 1024  # about 1.6 kB each for a 384-number model: under 2 MB when full
 # Threads that run new queries' passes at once, at most: one per call a memory's lane runs at once.
 QUERY_PASSES = 4
+# How long a caller waits, at most, for the thread it handed a pass to to start it (ADR-0096): the
+# thread needs Python's lock for a moment to begin, and a caller that goes on searching by words
+# holds it, so on a busy machine the pass began only when the words were found.
+PASS_START_WAIT_S = 0.002
 
 
 @runtime_checkable
@@ -162,8 +166,14 @@ class SemanticSearch:
                 return lambda: self._keep(label, query, run())
             if self._passes is None:
                 self._passes = ThreadPoolExecutor(QUERY_PASSES, thread_name_prefix="fermix-query-vector")
-            pending = self._passes.submit(lambda: self._keep(label, query, run()))
+            started = threading.Event()
+            pending = self._passes.submit(self._pass, started, label, query, run)
+        started.wait(PASS_START_WAIT_S)  # the caller leaves Python's lock for the pass to take it
         return pending.result
+
+    def _pass(self, started: threading.Event, label: str, query: str, run: Callable[[], bytes]) -> bytes:
+        started.set()
+        return self._keep(label, query, run())
 
     def close(self) -> None:
         """Stop the threads that run queries' passes, once the passes under way end (their vectors

@@ -18,9 +18,10 @@ One home is built through the public API (``--messages`` history messages in one
 * **hybrid, distinct queries, a thread per query**: the same new query (two spaces added) as
   recall did before its pass went to a thread kept waiting (ADR-0086): a thread started for it,
   which tokenises it and then runs the pass, taking Python's lock in turn with the search by words;
-* **hybrid, distinct queries, the query on two threads**: the same new query to a memory whose
-  model embeds queries in a session of their own, two threads sleeping between passes (the opt-in
-  ``query_threads=2`` of ADR-0086; the shipped one shares the stored texts' one-thread session);
+* **hybrid, distinct queries, the query on one thread**: the same new query to a memory whose
+  model embeds queries by the stored texts' one-thread session (``query_threads=1``), as shipped
+  before ADR-0096 (the shipped one, on two cores or more, embeds them in a session of their own,
+  two threads sleeping between passes);
 * **rows by meaning**: ``source="memories"`` by meaning alone, a query whose vector is kept, with
   the rows' vectors kept between searches (as shipped) and read every time (as before).
 
@@ -71,11 +72,11 @@ THINGS = ["the flat in Berlin", "green tea", "bouldering on Fridays", "the quart
           "the kitchen repairs", "a new laptop", "piano lessons", "the train to Munich", "the book club novel"]
 VERBS = ["talked about", "asked me about", "complained about", "recommended", "forgot about", "planned",
          "argued over", "paid for"]
-# Memories whose model runs a query's pass otherwise than the shipped one (which shares the stored
-# texts' one-thread session), asked the same new queries in turn with it: in a session of its own,
-# two threads that sleep between passes (ADR-0086's opt-in). (Two spinning threads are measured alone, in
-# ``embed_by_threads``: here they would spin on into whichever turn came next.)
-QUERY_THREADS: dict[str, dict[str, Any]] = {"query_on_2_threads": {"query_threads": 2}}
+# Memories whose model runs a query's pass otherwise than the shipped one (on two cores or more, a
+# session of its own, two threads that sleep between passes: ADR-0096), asked the same new queries
+# in turn with it: by the stored texts' one-thread session, as shipped before. (Two spinning threads
+# are measured alone, in ``embed_by_threads``: here they would spin on into whichever turn came next.)
+QUERY_THREADS: dict[str, dict[str, Any]] = {"query_on_1_thread": {"query_threads": 1}}
 QUESTION = ["what did {p} say about {t}?", "when did I last mention {t}?", "who {v} {t}?",
             "do I still care about {t} and {t2}?", "anything about {t} from {p}?"]
 
@@ -189,6 +190,12 @@ def nothing_kept() -> Iterator[None]:
         ScopeVectorCache.get = get  # type: ignore[method-assign]
 
 
+def loaded(model: MiniLmOnnxEmbedder) -> MiniLmOnnxEmbedder:
+    """``model`` with its queries' session built (the first query would start it beside itself)."""
+    model.load_query_session()
+    return model
+
+
 def recalls(home: Path, queries: int) -> dict[str, Any]:
     """Keyword, hybrid-cold (overlapped and one after the other) and hybrid-warm recall of the same
     queries, taking turns: wall-clock and CPU (this process's, every thread) ms of each."""
@@ -199,8 +206,8 @@ def recalls(home: Path, queries: int) -> dict[str, Any]:
                                        "rows_by_meaning_kept", "rows_by_meaning_read")})
     cpu.update({name: [] for name in wall if name not in cpu})
     with ExitStack() as stack:
-        memory = stack.enter_context(MemorySystem.open(home, embedder=MiniLmOnnxEmbedder(), readonly=True))
-        others = {name: stack.enter_context(MemorySystem.open(home, embedder=MiniLmOnnxEmbedder(**options),
+        memory = stack.enter_context(MemorySystem.open(home, embedder=loaded(MiniLmOnnxEmbedder()), readonly=True))
+        others = {name: stack.enter_context(MemorySystem.open(home, embedder=loaded(MiniLmOnnxEmbedder(**options)),
                                                               readonly=True))
                   for name, options in QUERY_THREADS.items()}
 
@@ -256,24 +263,34 @@ def recalls(home: Path, queries: int) -> dict[str, Any]:
         figures[f"ratio_{name}_to_keyword_p50"] = round(figures[f"{name}_p50_ms"] / figures["keyword_p50_ms"], 2)
         figures[f"ratio_{name}_to_keyword_cpu_p50"] = round(
             figures[f"{name}_cpu_p50_ms"] / figures["keyword_cpu_p50_ms"], 2)
+    for name in QUERY_THREADS:  # the shipped way against each other, same queries, same run
+        for kind in ("", "cpu_"):
+            figures[f"ratio_hybrid_distinct_to_{name}_{kind}p50"] = round(
+                figures[f"hybrid_distinct_{kind}p50_ms"] / figures[f"hybrid_distinct_{name}_{kind}p50_ms"], 2)
     return figures
 
 
 def embed_by_threads(queries: int, rounds: int) -> dict[str, Any]:
-    """One query embedded alone by models on 1, 2 (spinning or not) and the default threads, taking turns."""
+    """One query embedded alone by models on 1, 2 (spinning or not) and the default threads, and by
+    the shipped queries' session (``embed_query``), taking turns."""
     models = {"1": MiniLmOnnxEmbedder(threads=1), "2": MiniLmOnnxEmbedder(threads=2),
-              "2_no_spin": MiniLmOnnxEmbedder(threads=2, spinning=False), "default": MiniLmOnnxEmbedder(threads=0)}
+              "2_no_spin": MiniLmOnnxEmbedder(threads=2, spinning=False), "default": MiniLmOnnxEmbedder(threads=0),
+              "shipped_query": loaded(MiniLmOnnxEmbedder())}
     wall: dict[str, list[float]] = {name: [] for name in models}
     cpu: dict[str, list[float]] = {name: [] for name in models}
     for model in models.values():
         model.embed(["warm up the session"])
+        model.embed_query("warm up the session")
     for r in range(rounds):
         order = list(models)[r % len(models):] + list(models)[:r % len(models)]
         for name in order:
             for n in range(queries):
                 text = question(10_000 + r * queries + n)
                 cpu_start, started = time.process_time(), time.perf_counter()
-                models[name].embed([text])
+                if name == "shipped_query":
+                    models[name].embed_query(text)
+                else:
+                    models[name].embed([text])
                 wall[name].append((time.perf_counter() - started) * 1000)
                 cpu[name].append((time.process_time() - cpu_start) * 1000)
     return {name: {"p50_ms": round(statistics.median(wall[name]), 3), "p95_ms": round(percentile(wall[name], 95), 3),

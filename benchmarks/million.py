@@ -16,10 +16,13 @@ its raw counterpart measured in the same run:
   expression as bare SQL on the same file (the SQL floor), and the raw database's plain
   ``MATCH`` + ``WHERE`` on agent/owner/conversation (what a bare schema costs; tens of times
   slower, it runs once per query, the others three times);
-* **compose_prompt**, cold (the first call for each of many conversations after opening) and
-  warm (the same conversation again), beside a raw read of the same window (the conversation's
-  state row and the columns of its messages a host needs to build the same request, plain apsw on
-  the same file: ``turn_hooks.RAW_WINDOW``);
+* **compose_prompt**, cold (the first call for each of many conversations after opening; three
+  passes, each opening the home afresh: the median pass's ratio, the thread's CPU-time ratio and
+  a newcomer's, the first conversation of its owner) and warm (the same conversation again),
+  beside a raw read of the same window (the conversation's state row and the columns of its
+  messages a host needs to build the same request, plain apsw on the same file:
+  ``turn_hooks.RAW_WINDOW``); the statements a cold and a warm one run (an exec trace) and
+  whether the window statement's plan is seeks only;
 * **before_turn** and **after_turn** when nothing is due (SPEC §13: < 1 ms), beside a raw read
   of the conversation's state row;
 * **bytes per message**: the home's database (log + projections + indexes) over the raw one;
@@ -36,6 +39,9 @@ Run (from the repository root)::
     .venv/bin/python benchmarks/million.py --quick              # 100,000 messages
     .venv/bin/python benchmarks/million.py                      # 1,000,000 messages
     .venv/bin/python benchmarks/million.py --messages 30000     # any size (>= 10,000)
+    .venv/bin/python benchmarks/million.py --workdir DIR ...    # keep the home and the raw database
+    .venv/bin/python benchmarks/million.py --workdir DIR --compose-only [--messages N | --quick]
+                                                  # compose_prompt and the hooks only, on DIR's home
 
 Progress goes to stderr; the LAST line of stdout is one JSON object with every figure.
 """
@@ -198,11 +204,17 @@ def recall_figures(home: Path, raw_db: Path, queries: Sequence[aar.Query]) -> di
     return {**{f"conversation_{k}": v for k, v in conv.items()}, **{f"owner_{k}": v for k, v in owner.items()}}
 
 
-def prompt_and_hooks(home: Path, convs: Sequence[aar.Conversation]) -> dict[str, Any]:
-    """Cold and warm ``compose_prompt`` and the turn hooks, each beside its raw read."""
+def cold_pass(home: Path, convs: Sequence[aar.Conversation]
+              ) -> tuple[tuple[float, float], tuple[float, float], float]:
+    """One cold pass on the home opened afresh: the medians (ms) of ours and the raw read, wall
+    clock and the thread's CPU time, over ``COLD_CONVERSATIONS`` conversations, alternating; and
+    the CPU ratio of the medians over the newcomers' conversations (the first of their owner in
+    the pass: ours reads the owner's prompt files too, one more statement)."""
     with aar.open_memory(home) as memory:
         raw = open_connection(home / "memory.db", readonly=True)
         try:
+            samples: dict[str, list[tuple[float, float]]] = {"ours": [], "raw": []}
+
             def window(c: aar.Conversation) -> object:
                 state = raw.execute(turn_hooks.RAW_STATE, (c.agent_id, c.channel, c.chat_id, "")).fetchall()
                 return raw.execute(turn_hooks.RAW_WINDOW, (c.agent_id, c.channel, c.chat_id, "",
@@ -212,19 +224,98 @@ def prompt_and_hooks(home: Path, convs: Sequence[aar.Conversation]) -> dict[str,
                 return memory.compose_prompt(c.agent_id, c.owner_id, (c.channel, c.chat_id))
 
             compose(convs[0])  # the owner's prompt files and the token counter, once
-            cold: dict[str, list[float]] = {"ours": [], "raw": []}
-            picked = convs[1:COLD_CONVERSATIONS + 1]
-            for i, c in enumerate(picked):
+            owners = {convs[0].owner_id}
+            for i, c in enumerate(convs[1:COLD_CONVERSATIONS + 1]):
+                newcomer = c.owner_id not in owners  # ours reads the owner's files too
+                owners.add(c.owner_id)
                 for name in (("ours", "raw") if i % 2 else ("raw", "ours")):
-                    start = time.perf_counter_ns()
+                    start, cpu = time.perf_counter_ns(), time.thread_time_ns()
                     (compose if name == "ours" else window)(c)
-                    cold[name].append((time.perf_counter_ns() - start) / 1e6)
+                    samples[name].append(((time.perf_counter_ns() - start) / 1e6,
+                                          (time.thread_time_ns() - cpu) / 1e6, newcomer))
+        finally:
+            raw.close()
+    ours, theirs = samples["ours"], samples["raw"]
+    return ((statistics.median(w for w, _, _ in ours), statistics.median(w for w, _, _ in theirs)),
+            (statistics.median(c for _, c, _ in ours), statistics.median(c for _, c, _ in theirs)),
+            (statistics.median(c for _, c, n in ours if n) / statistics.median(c for _, c, n in theirs if n)))
+
+
+def cold_statements(home: Path, convs: Sequence[aar.Conversation]) -> dict[str, Any]:
+    """Statements per cold ``compose_prompt`` (after the first, which reads the owner's files too)
+    and per warm one, counted on every connection the composing thread uses (an exec trace set by
+    ``apsw.connection_hooks``); and whether the window statement's plan is seeks only at this size."""
+    import threading
+
+    me, seen, on = threading.get_ident(), [], [False]
+
+    def hook(conn: apsw.Connection) -> None:
+        conn.exec_trace = lambda _c, sql, _b: (on[0] and threading.get_ident() == me and seen.append(sql)) or True
+
+    apsw.connection_hooks.append(hook)
+    try:
+        with aar.open_memory(home) as memory:
+            def compose(c: aar.Conversation) -> object:
+                return memory.compose_prompt(c.agent_id, c.owner_id, (c.channel, c.chat_id))
+
+            picked = convs[1:21]  # cold again: this process has composed none of them
+            on[0] = True
+            compose(convs[0])
+            first, cold, warm = len(seen), [], []
+            for rounds in (cold, warm):
+                for c in picked:
+                    before = len(seen)
+                    compose(c)
+                    rounds.append(len(seen) - before)
+            on[0] = False
+    finally:
+        apsw.connection_hooks.remove(hook)
+    c = convs[1]
+    return {"first_compose_statements": first, "cold_compose_statements": round(statistics.mean(cold), 2),
+            "cold_compose_statements_max": max(cold), "warm_compose_statements": round(statistics.mean(warm), 2),
+            "window_plan_seeks_only": turn_hooks.plan_seeks_only(home, (c.agent_id, c.channel, c.chat_id, ""))}
+
+
+def cold_figures(home: Path, convs: Sequence[aar.Conversation], passes: int = 3) -> dict[str, Any]:
+    """The cold ``compose_prompt`` beside the raw read of its window, in ``passes`` passes each
+    opening the home afresh: the median pass's figures (wall clock), each pass's ratio, and the
+    median ratio of the thread's CPU time (which a loaded machine disturbs less)."""
+    walls, cpus, newcomers = [], [], []
+    for _ in range(passes):
+        wall, cpu, newcomer = cold_pass(home, convs)
+        walls.append(wall)
+        cpus.append(cpu)
+        newcomers.append(newcomer)
+    ratios = [ours / theirs for ours, theirs in walls]
+    middle = sorted(range(passes), key=ratios.__getitem__)[passes // 2]
+    return {"cold_compose_ms": round(walls[middle][0], 4), "cold_raw_window_ms": round(walls[middle][1], 4),
+            "cold_compose_ratio": round(ratios[middle], 2), "cold_compose_ratios": [round(r, 2) for r in ratios],
+            "cold_compose_cpu_ratio": round(statistics.median(o / t for o, t in cpus), 2),
+            "cold_newcomer_cpu_ratio": round(statistics.median(newcomers), 2),
+            "cold_conversations": min(COLD_CONVERSATIONS, len(convs) - 1), **cold_statements(home, convs)}
+
+
+def prompt_and_hooks(home: Path, convs: Sequence[aar.Conversation], passes: int = 3) -> dict[str, Any]:
+    """Cold and warm ``compose_prompt`` and the turn hooks, each beside its raw read."""
+    cold = cold_figures(home, convs, passes)
+    with aar.open_memory(home) as memory:
+        raw = open_connection(home / "memory.db", readonly=True)
+        try:
             hot = convs[0]
-            warm = {name: turn_hooks.timed(lambda f=f: f(hot), runs=WARM_RUNS)  # type: ignore[misc]
-                    for name, f in (("ours", compose), ("raw", window))}
-            memory.review_now(agent_id=hot.agent_id, owner_id=hot.owner_id, conversation=(hot.channel, hot.chat_id))
-            memory.wait_for_background()
             conversation = (hot.channel, hot.chat_id)
+
+            def window() -> object:
+                state = raw.execute(turn_hooks.RAW_STATE, (hot.agent_id, *conversation, "")).fetchall()
+                return raw.execute(turn_hooks.RAW_WINDOW, (hot.agent_id, *conversation, "",
+                                                           state[0][0] if state else 0)).fetchall()
+
+            def compose() -> object:
+                return memory.compose_prompt(hot.agent_id, hot.owner_id, conversation)
+
+            compose()
+            warm = {name: turn_hooks.timed(f, runs=WARM_RUNS) for name, f in (("ours", compose), ("raw", window))}
+            memory.review_now(agent_id=hot.agent_id, owner_id=hot.owner_id, conversation=conversation)
+            memory.wait_for_background()
             hooks = {
                 "before_turn": turn_hooks.timed(lambda: memory.before_turn(
                     agent_id=hot.agent_id, owner_id=hot.owner_id, conversation=conversation), runs=HOOK_RUNS),
@@ -237,10 +328,8 @@ def prompt_and_hooks(home: Path, convs: Sequence[aar.Conversation]) -> dict[str,
             memory.wait_for_background()
         finally:
             raw.close()
-    cold_ms = {name: statistics.median(v) for name, v in cold.items()}
     return {
-        "cold_compose_ms": round(cold_ms["ours"], 4), "cold_raw_window_ms": round(cold_ms["raw"], 4),
-        "cold_compose_ratio": round(cold_ms["ours"] / cold_ms["raw"], 2), "cold_conversations": len(picked),
+        **cold,
         "warm_compose_ms": warm["ours"]["p50_ms"], "warm_raw_window_ms": warm["raw"]["p50_ms"],
         "warm_compose_ratio": round(warm["ours"]["p50_ms"] / warm["raw"]["p50_ms"], 2),
         **{f"{k}_{m}": v for k, f in hooks.items() for m, v in f.items()},
@@ -304,17 +393,41 @@ def open_figures(home: Path, raw_db: Path, rounds: int = 3) -> dict[str, float]:
 # --- main ----------------------------------------------------------------------------------------
 
 
+def compose_only(home: Path, first: int, total: int, passes: int) -> int:
+    """``compose_prompt`` and the hooks on a home built by an earlier run (its conversations
+    are found again from the sizes: the measured ones are the first part's)."""
+    parts = [aar.conversations_for(range(0, first // aar.MESSAGES_PER_AGENT)),
+             aar.conversations_for(range(first // aar.MESSAGES_PER_AGENT, total // aar.MESSAGES_PER_AGENT))]
+    progress(f"compose_prompt and turn hooks on {home} ({total:,} messages)")
+    hooks = prompt_and_hooks(home, [*parts[0], *parts[1]], passes)
+    print(f"  compose_prompt cold {hooks['cold_compose_ms']:.3f} ms ({hooks['cold_compose_ratio']}x raw window,"
+          f" passes {hooks['cold_compose_ratios']}, CPU {hooks['cold_compose_cpu_ratio']}x; a newcomer's CPU"
+          f" {hooks['cold_newcomer_cpu_ratio']}x), warm"
+          f" {hooks['warm_compose_ms']:.3f} ms ({hooks['warm_compose_ratio']}x); statements: first"
+          f" {hooks['first_compose_statements']}, cold {hooks['cold_compose_statements']}, warm"
+          f" {hooks['warm_compose_statements']}; plan seeks only {hooks['window_plan_seeks_only']}")
+    print(json.dumps({"messages": total, **hooks}))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--messages", type=int, default=None, help="home size (default 1,000,000; --quick 100,000)")
     p.add_argument("--quick", action="store_true", help="100,000 messages")
     p.add_argument("--queries", type=int, default=200, help="recall queries per scope (default 200)")
     p.add_argument("--workdir", type=Path, default=None, help="where the databases go (kept afterwards)")
+    p.add_argument("--compose-only", action="store_true",
+                   help="with --workdir of a home built before (same --messages): only compose_prompt and the hooks")
+    p.add_argument("--passes", type=int, default=3, help="cold compose passes, each opening the home afresh")
     args = p.parse_args(argv)
     total = args.messages or (100_000 if args.quick else 1_000_000)
     if total < 10 * aar.MESSAGES_PER_AGENT:
         p.error(f"--messages must be >= {10 * aar.MESSAGES_PER_AGENT}")
     first = 100_000 if total >= 1_000_000 else total // 10
+    if args.compose_only:
+        if args.workdir is None or not (args.workdir / "home" / "memory.db").exists():
+            p.error("--compose-only needs the --workdir of a home built before")
+        return compose_only(args.workdir / "home", first, total, args.passes)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="fermix-million-"))
     workdir.mkdir(parents=True, exist_ok=True)
     home, raw_db = workdir / "home", workdir / "raw" / "raw.db"
@@ -341,6 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             size += len(lines)
             progress(f"{size:,} messages; recall, {len(queries)} queries x 2 scopes x 3 variants")
             recall[size] = recall_figures(home, raw_db, queries)
+            progress(f"recall at {size:,}: {json.dumps(recall[size])}")  # kept should a later step fail
         raw.close()
         built_s = time.perf_counter() - began
         db = home / "memory.db"
@@ -375,7 +489,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress("open time and RSS")
         opened = open_figures(home, raw_db)
         progress("compose_prompt and turn hooks")
-        hooks = prompt_and_hooks(home, [*parts[0], *parts[1]])  # the review it runs adds events: after replay
+        # the review it runs adds events: after replay
+        hooks = prompt_and_hooks(home, [*parts[0], *parts[1]], args.passes)
         progress("forget one owner, and a bare VACUUM of a copy")
         vacuum_s = vacuum_of_a_copy(home, workdir / "copy")
         shutil.rmtree(workdir / "copy")
@@ -432,7 +547,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  {scope} recall at {at:,}: ours p50 {f[f'{scope}_ours']['p50']:.3f} p95"
                   f" {f[f'{scope}_ours']['p95']:.3f} ms; scope SQL p95 {f[f'{scope}_scope_sql']['p95']:.3f};"
                   f" raw MATCH+WHERE p95 {f[f'{scope}_raw']['p95']:.3f}")
-    print(f"  compose_prompt cold {hooks['cold_compose_ms']:.3f} ms ({hooks['cold_compose_ratio']}x raw window),"
+    print(f"  compose_prompt cold {hooks['cold_compose_ms']:.3f} ms ({hooks['cold_compose_ratio']}x raw window,"
+          f" CPU {hooks['cold_compose_cpu_ratio']}x, statements {hooks['cold_compose_statements']}),"
           f" warm {hooks['warm_compose_ms']:.3f} ms ({hooks['warm_compose_ratio']}x);"
           f" before_turn p95 {hooks['before_turn_p95_ms']:.3f} ms, after_turn p95 {hooks['after_turn_p95_ms']:.3f} ms")
     print(f"  {result['bytes_per_message']:.0f} bytes/message vs raw {result['raw_bytes_per_message']:.0f}"

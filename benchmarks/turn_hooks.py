@@ -179,14 +179,15 @@ def grow(memory: MemorySystem, have: int, size: int, first: datetime) -> None:
     memory.wait_for_background()
 
 
-def plan_seeks_only(home: Path) -> bool:
-    """Whether the plan of the window statement is seeks only (``SEARCH`` and the constant head row)."""
+def plan_seeks_only(home: Path, key: tuple[str, str, str, str] = (AGENT, "cold", "1", "")) -> bool:
+    """Whether the plan of the window statement (for the conversation ``key``: agent, channel,
+    chat, thread scope) is seeks only (``SEARCH`` and the constant head row)."""
     from fermix_memory.adapters.sqlite.queries import WINDOW_AT_POSITION_SQL
 
     conn = apsw.Connection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
     try:
         plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {WINDOW_AT_POSITION_SQL}",
-                                               (AGENT, "cold", "1", "", None))]
+                                               (*key, None))]
     finally:
         conn.close()
     return not any(("SCAN" in step and step != "SCAN CONSTANT ROW") or "TEMP B-TREE" in step for step in plan)

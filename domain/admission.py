@@ -7,6 +7,7 @@ restatement), or an :class:`OperationRefused` naming the reason.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -77,6 +78,9 @@ class WriteContext:
 
 
 MAX_MEMORY_ID = 2**63 - 1  # SQLite's largest rowid
+# Where a writer's row of a category goes, for a reader: a pure function of three frozen values,
+# asked again at every add of a run of writes in one context.
+_write_scope = functools.lru_cache(maxsize=1024)(write_scope)
 _CONTROL_EXCEPT_NEWLINE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
 
 
@@ -193,7 +197,7 @@ class AdmissionPolicy:
         key = self._key(op.key)
         value = self._value(op.value, ctx.writer)
         confidence = self._confidence(op.confidence)
-        scope = write_scope(ctx.writer, category, ctx.reader)
+        scope = _write_scope(ctx.writer, category, ctx.reader)
         if scope is None:
             raise Refusal("no_scope", f"a {ctx.writer.value} cannot write here")
         reader = ctx.reader

@@ -310,6 +310,12 @@ _KEY_ALLOWED = re.compile(r"[^a-z0-9_.]")
 _KEY_CANONICAL = re.compile(r"[a-z0-9](?:[a-z0-9_.]{0,62}[a-z0-9])?")
 
 
+def is_canonical_key(text: str) -> bool:
+    """Whether ``text`` is a key spelt canonically: what :func:`normalise_key` returns as it is
+    (and any other text it folds into something else, or refuses)."""
+    return _KEY_CANONICAL.fullmatch(text) is not None and "__" not in text
+
+
 def normalise_key(raw: object) -> str:
     """Fold a memory key to its canonical spelling: ``"Coffee Order"`` → ``"coffee_order"``.
 
@@ -319,7 +325,7 @@ def normalise_key(raw: object) -> str:
     """
     if not isinstance(raw, str):
         raise InvalidIdentifier(f"key must be text, got {type(raw).__name__}")
-    if _KEY_CANONICAL.fullmatch(raw) is not None and "__" not in raw:
+    if is_canonical_key(raw):
         return raw
     text = unicodedata.normalize("NFKC", raw).strip().lower()
     text = _KEY_SEPARATORS.sub("_", text)

@@ -33,7 +33,9 @@ def load_embedder(*, lazy: bool = False) -> Embedder:
 
     Raises :class:`SemanticRecallUnavailable` when the extra is not installed or its model
     cannot be loaded; nothing is ever downloaded. ``lazy=True``: the model loads at the first
-    embed, and a missing or damaged extra raises there (ADR-0044)."""
+    embed, and a missing or damaged extra raises there (ADR-0044). A bad ``FERMIX_QUERY_THREADS``
+    raises :class:`~fermix_memory.application.errors.ConfigError` here either way (ADR-0096)."""
+    minilm_model.query_threads_from_env()
     if lazy:
         return LazyEmbedder(minilm_model.MODEL, minilm_model.VERSION, minilm_model.DIMENSION, load_embedder)
     try:

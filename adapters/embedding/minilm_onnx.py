@@ -8,17 +8,19 @@ model: WordPiece, lower case, at most 256 tokens, mean pooling over the real tok
 normalisation. Texts are embedded in batches of similar length, so a batch pads little.
 
 A search's query is embedded by a session of its own, built at the first query, whose pass runs
-on two intra-op threads that sleep between passes (ADR-0086): a query's pass is on the turn's
-path, and two threads take a quarter off it at about a tenth more CPU, where stored texts'
-batches, off the turn's path, go faster and cheaper on one.
+on two intra-op threads that sleep between passes, where the process may use two cores or more
+(ADR-0086, ADR-0096): a query's pass is on the turn's path, and two threads take a quarter to a
+third off it at about a sixth more CPU, where stored texts' batches, off the turn's path, go
+faster and cheaper on one. On one core queries share the stored texts' one-thread session.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 
@@ -41,19 +43,48 @@ from fermix_memory.adapters.embedding.minilm_model import (
     TOKENIZER_SHA256,
     WEIGHTS_PACKAGE,
     WEIGHTS_SHA256,
+    query_threads_from_env,
 )
 from fermix_memory.application.errors import SemanticRecallUnavailable
 
 MAX_TOKENS = 256  # the model's max_seq_length in sentence-transformers
 BATCH = 32
+# A query's pass on this many intra-op threads, in a session of its own, where the process may
+# run on at least as many cores (ADR-0096).
+QUERY_THREADS = 2
+# The runtime's split of a parallel loop: its first blocks this many times larger than by default,
+# so a thread's share of an operator is cut in fewer pieces. With another thread of the process
+# busy beside the pass (the search by words), two threads' pass measured 8.2-8.8 ms against
+# 9.6-10.2 ms without it (ADR-0096). It changes how work is shared, not the numbers computed.
+QUERY_BLOCK_BASE = "4"
 
 
-def _session(model_bytes: bytes, threads: int, spinning: bool) -> onnxruntime.InferenceSession:
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system says, else all)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
+
+
+def default_query_threads(env: Mapping[str, str] | None = None) -> int:
+    """``FERMIX_QUERY_THREADS`` where set (``1``: queries share the stored texts' session), else
+    :data:`QUERY_THREADS` where the process may use that many cores, else 1."""
+    chosen = query_threads_from_env(env)
+    if chosen is not None:
+        return chosen
+    return QUERY_THREADS if usable_cores() >= QUERY_THREADS else 1
+
+
+def _session(model_bytes: bytes, threads: int, spinning: bool, *,
+             block_base: str | None = None) -> onnxruntime.InferenceSession:
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     if not spinning:  # the extra threads sleep when a pass ends, rather than spin on for more work
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if block_base is not None:
+        options.add_session_config_entry("session.dynamic_block_base", block_base)
     return onnxruntime.InferenceSession(model_bytes, sess_options=options, providers=["CPUExecutionProvider"])
 
 
@@ -83,8 +114,11 @@ class MiniLmOnnxEmbedder:
         and the background upkeep leaves the host a core (ADR-0042, "Threads"). ``spinning=False``:
         its extra threads sleep as soon as a pass ends. ``query_threads``: those of
         :meth:`embed_query`'s session of its own (never spinning), built at the first query;
-        ``None`` (the default): queries share :meth:`embed`'s session — a session of its own costs
-        ~135 MB and measured no faster on a quiet machine (ADR-0086)."""
+        a count equal to ``threads`` (``1`` by default) shares :meth:`embed`'s session instead.
+        ``None`` (the default): :func:`default_query_threads`, ``FERMIX_QUERY_THREADS`` where set,
+        else two where the process may use two cores or more, else one (ADR-0096). ``query_threads=1``
+        (or ``FERMIX_QUERY_THREADS=1``) turns the session of its own off:
+        it costs ~115 MB and 5-15% more CPU per query, for a quarter to a third off its pass."""
         try:
             model_bytes = _model_bytes()
             model_digest = hashlib.sha256(model_bytes).hexdigest()
@@ -98,10 +132,15 @@ class MiniLmOnnxEmbedder:
         except Exception as exc:  # a damaged install: one clear error, never the runtime's own
             raise _unloadable(exc) from exc
         # Queries share the session only where it is the one they would get anyway.
-        same = query_threads is None or (query_threads == threads and (threads == 1 or not spinning))
+        if query_threads is None:
+            query_threads = default_query_threads()
+        same = query_threads == threads and (threads == 1 or not spinning)
         self._query_threads = None if same else query_threads
         self._query_session: onnxruntime.InferenceSession | None = None
-        self._query_lock = threading.Lock()
+        self._query_lock = threading.Lock()  # held only to start the build
+        self._build_lock = threading.Lock()  # held while the queries' session is built
+        self._build: threading.Thread | None = None
+        self._build_failed = False
         tokenizer.enable_truncation(max_length=MAX_TOKENS)
         tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
         self._tokenizer = tokenizer
@@ -133,7 +172,7 @@ class MiniLmOnnxEmbedder:
 
     def embed_query(self, text: str) -> bytes:
         """``text``'s vector (the same as :meth:`embed` gives, to rounding: cosine above 0.99999)
-        by the queries' session; built here the first time."""
+        by the queries' session once it is built (see :meth:`load_query_session`)."""
         return self.prepare_query(text)()
 
     def prepare_query(self, text: str) -> Callable[[], bytes]:
@@ -148,16 +187,45 @@ class MiniLmOnnxEmbedder:
             return bytes(_pooled(hidden, feeds["attention_mask"])[0].tobytes())
         return run
 
-    def _for_queries(self) -> onnxruntime.InferenceSession:
+    @property
+    def queries_on_own_session(self) -> bool:
+        """Whether queries' passes run on their session of their own (built and in use) now."""
+        return self._query_session is not None
+
+    def load_query_session(self) -> bool:
+        """Build the queries' session of their own now, on this thread, where they get one (else
+        nothing is done), and say whether queries run on it. Without this call the first query
+        starts its build on a thread of its own and queries run on the stored texts' session
+        until it is ready (about a second), so no query waits for it. Raises
+        :class:`SemanticRecallUnavailable` where the model cannot be loaded again; queries then
+        stay on the stored texts' session, which is whole (ADR-0096)."""
         if self._query_threads is None:
-            return self._session
-        with self._query_lock:
-            if self._query_session is None:
+            return False
+        with self._build_lock:
+            if self._query_session is None and not self._build_failed:
                 try:
-                    self._query_session = _session(_model_bytes(), self._query_threads, spinning=False)
+                    self._query_session = _session(_model_bytes(), self._query_threads, spinning=False,
+                                                   block_base=QUERY_BLOCK_BASE)
                 except Exception as exc:
+                    self._build_failed = True
                     raise _unloadable(exc) from exc
-            return self._query_session
+        return self._query_session is not None
+
+    def _for_queries(self) -> onnxruntime.InferenceSession:
+        """The queries' session where it is ready, else the stored texts' (its build started)."""
+        own = self._query_session
+        if own is not None:
+            return own
+        if self._query_threads is not None and self._build is None:
+            with self._query_lock:
+                if self._build is None:
+                    self._build = threading.Thread(target=self._build_quietly, name="fermix-query-session")
+                    self._build.start()
+        return self._session
+
+    def _build_quietly(self) -> None:
+        with contextlib.suppress(SemanticRecallUnavailable):  # queries stay on the stored texts' session
+            self.load_query_session()
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
         feeds = self._feeds(texts)

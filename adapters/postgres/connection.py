@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
+from fermix_memory.adapters.postgres.prepared import prepared_rows
 from fermix_memory.application.errors import ConfigError, StorageBusy, StorageError
 from fermix_memory.application.settings_storage import URL_SHAPE, storage_url_problem
 
@@ -151,7 +152,10 @@ class PgCursor:
 
     ``prepare``: a read outside a pipeline is a server-side prepared statement from its first
     run on a connection (recall's statements, ADR-0029) instead of after psycopg's fifth: each
-    unprepared run is planned again, and the first plans of a new connection are its slowest."""
+    unprepared run is planned again, and the first plans of a new connection are its slowest.
+    Such a read runs in one libpq call of its own when it can (``prepared.prepared_rows``)."""
+
+    _rows: list[tuple[Any, ...]] | None = None  # the rows of the last read run by ``prepared_rows``
 
     def __init__(self, conn: Any, pipeline: Any = None, *, prepare: bool | None = None) -> None:
         self._conn = conn
@@ -174,7 +178,14 @@ class PgCursor:
         return self
 
     def execute(self, sql: str, params: Any = (), /) -> PgCursor:
-        prepare = self._prepare if self._pipeline is None else pipelined_prepare(sql)
+        if self._pipeline is None:
+            # A read to prepare runs in one libpq call when it can (``prepared``, ADR-0098).
+            self._rows = prepared_rows(self._conn, sql, params) if self._prepare else None
+            if self._rows is not None:
+                return self
+            prepare = self._prepare
+        else:
+            prepare = pipelined_prepare(sql)
         self._cur.execute(pg_sql(sql), params, prepare=prepare)
         return self
 
@@ -200,6 +211,9 @@ class PgCursor:
         return result
 
     def fetchall(self) -> list[tuple[Any, ...]]:
+        if self._rows is not None:  # read by ``prepared_rows``
+            rows, self._rows = self._rows, None
+            return rows
         # Rows when the statement returned any (``description``, without building its columns).
         result = self._answered()
         return list(self._cur.fetchall()) if result is not None and (

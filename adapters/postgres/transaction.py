@@ -68,8 +68,8 @@ class PostgresTransaction(SqlTransaction):
                                             + ("" if wait else " NOWAIT"), (chain,))
         version = None if stream is None or stream in self.versions else self.cursor.cursor().execute(
             "SELECT max(version) FROM events WHERE stream = ?", (stream,))
-        position = self.cursor.cursor().execute("SELECT nextval('events_position') FROM generate_series(1, ?)",
-                                                (self._appending,)) if self.chains > 1 and self._appending else None
+        position = self.cursor.cursor().execute(*positions_sql(self._appending)
+                                                ) if self.chains > 1 and self._appending else None
         rows = head.fetchall()  # the answers of all three
         if not rows:
             raise AssertionError(f"chain {chain} has no head row")  # the store made one per chain
@@ -117,8 +117,7 @@ class PostgresTransaction(SqlTransaction):
         reserved, self._reserved = self._reserved, None
         if reserved is not None and reserved[1] == chain and len(reserved[0]) == count:
             return reserved[0]
-        rows = self.cursor.execute("SELECT nextval('events_position') FROM generate_series(1, ?)", (count,)
-                                   ).fetchall()
+        rows = self.cursor.execute(*positions_sql(count)).fetchall()
         return [int(r[0]) for r in rows]
 
     def finish(self) -> None:
@@ -127,6 +126,21 @@ class PostgresTransaction(SqlTransaction):
     @staticmethod
     def _version_clash(exc: Exception) -> bool:
         return isinstance(exc, pg_errors.UniqueViolation) and "events_stream_version_key" in str(exc)
+
+
+# Up to this many positions, the count is written in the statement (see ``positions_sql``).
+LITERAL_POSITIONS = 16
+
+
+def positions_sql(count: int) -> tuple[str, tuple[int, ...]]:
+    """The statement (and its parameters) taking ``count`` positions of the log's sequence. A
+    count up to :data:`LITERAL_POSITIONS` is written in it: a statement without parameters is
+    planned once on a connection, whereas ``generate_series(1, $1)`` is planned again at every
+    run (its generic plan, estimated at a thousand rows, never looks cheaper than a custom one),
+    which cost the server more than the rest of that statement (ADR-0098)."""
+    if 0 < count <= LITERAL_POSITIONS:
+        return f"SELECT nextval('events_position') FROM generate_series(1, {int(count)})", ()
+    return "SELECT nextval('events_position') FROM generate_series(1, ?)", (count,)
 
 
 def committed(done: PgCursor) -> bool:

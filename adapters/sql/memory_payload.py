@@ -34,7 +34,23 @@ _text = json.encoder.encode_basestring
 _TEXT = {str}
 
 
+# The last provenance written and its JSON: the events of one writer's run of puts share one
+# provenance object (a frozen value), written once.
+_last_provenance: tuple[object, str | None] = (None, None)
+
+
 def _provenance(p: Provenance) -> str | None:
+    """:func:`_provenance_json`, kept for the very same (immutable) object."""
+    global _last_provenance
+    last = _last_provenance
+    if last[0] is p:
+        return last[1]
+    text = _provenance_json(p)
+    _last_provenance = (p, text)
+    return text
+
+
+def _provenance_json(p: Provenance) -> str | None:
     if type(p) is not Provenance or p.source_message_ids is not None or p.dropped_source_message_ids != ():
         return None
     if set(map(type, (p.agent_id, p.owner_id, p.reason, p.run_id, p.session_id, p.source_id, p.source_type))) \
@@ -57,8 +73,10 @@ def memory_added_payload(e: MemoryAdded, isoformat: Callable[[datetime], str]) -
     when ``e`` is not of the usual shape (the general path then writes it)."""
     if not FIELDS_KNOWN or e.expires_at is not None or type(e.at) is not datetime:
         return None
-    if set(map(type, (e.agent_id, e.owner_id, e.scope_id, e.key, e.value, e.source_name, e.source_description))) \
-            != _TEXT or type(e.scope_type) is not ScopeType or type(e.category) is not Category:
+    if not (type(e.agent_id) is str and type(e.owner_id) is str and type(e.scope_id) is str
+            and type(e.key) is str and type(e.value) is str and type(e.source_name) is str
+            and type(e.source_description) is str) \
+            or type(e.scope_type) is not ScopeType or type(e.category) is not Category:
         return None
     confidence = e.confidence
     if type(confidence) is not float or not 0.0 <= confidence <= 1.0:

@@ -49,6 +49,7 @@ class SqliteQueries(HistorySearch, SqlQueries):
     """Implements ``MemoryQueries`` on this thread's read connection of a SQLite store."""
 
     window_tail_sql = window_tail_sql("+?")  # prepared once, not at every run (see ``_STATE`` above)
+    prompt_files_bound = "+"  # the same for the owner's prompt files (``prompt_files_sql``)
 
     def __init__(self, connection: Callable[[], apsw.Connection]) -> None:
         super().__init__(connection, sqlite_reading)

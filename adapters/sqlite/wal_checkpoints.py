@@ -19,6 +19,11 @@ a commit begins on a log that was copied whole, which a thread beside appends th
 cannot make happen; so the committing thread, at its next commit, copies the few pages left
 (:attr:`WalCheckpoints.tail_runs`) and the commit after it starts the log afresh. The backstop
 (the whole log copied by a commit) is then reached only if the thread cannot keep up.
+
+A tail copy syncs the log and the database file on the committing thread (milliseconds on a busy
+disk), so it is left until the log holds :data:`RESET_PAGES`: before that, a catch-up that copied
+the log is followed by the next one once :data:`NONSTOP_PAGES` more came, and the backstop counts
+the pages no catch-up copied yet (ADR-0093, amended).
 """
 
 from __future__ import annotations
@@ -48,6 +53,9 @@ NONSTOP_PAGES = 600
 TAIL_PAGES = 32
 TAIL_LIMIT = 4 * TAIL_PAGES
 CATCH_UP_STEPS = 3
+# The log's length from which a committing thread copies what a catch-up left (and the log then
+# starts afresh); below it the background catches up again once the log grew NONSTOP_PAGES more.
+RESET_PAGES = 3 * NONSTOP_PAGES
 # A catch-up that left too much (a reader keeps old pages, or the appends ran ahead) is asked for
 # again once the log grew this much more.
 RETRY_PAGES = 64
@@ -60,13 +68,17 @@ class WalCheckpoints:
 
     def __init__(self, connect: Callable[[], apsw.Connection], *, every_pages: int = EVERY_PAGES,
                  quiet_s: float = QUIET_S, backstop_pages: int = BACKSTOP_PAGES,
-                 nonstop_pages: int | None = None, monotonic: Callable[[], float] = time.monotonic) -> None:
+                 nonstop_pages: int | None = None, reset_pages: int | None = None,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         """``connect``: opens the connection the background checkpoints through (at its first);
-        ``nonstop_pages``: :data:`NONSTOP_PAGES` as it is when the store opens, unless given."""
+        ``nonstop_pages``: :data:`NONSTOP_PAGES` as it is when the store opens, unless given;
+        ``reset_pages``: :data:`RESET_PAGES` as it is then (the nonstop mark when ``nonstop_pages``
+        is given alone)."""
         self._connect = connect
         self._every, self._quiet_s, self._backstop = every_pages, quiet_s, backstop_pages
         nonstop = NONSTOP_PAGES if nonstop_pages is None else nonstop_pages
         self._nonstop = self._catch_up_at = nonstop  # the writer's hook moves the latter
+        self._reset = (RESET_PAGES if nonstop_pages is None else nonstop) if reset_pages is None else reset_pages
         self._monotonic = monotonic
         self._wake = threading.Condition()
         self._wanted = False  # a checkpoint was asked for and has not started
@@ -81,6 +93,7 @@ class WalCheckpoints:
         self.background_runs = 0  # checkpoints the background ran (a catch-up counts once)
         self.tail_runs = 0  # what a catch-up left, copied by a committing thread
         self._copied: int | None = None  # how far the last catch-up copied the log (None: no tail to copy)
+        self._done = 0  # how far checkpoints copied the log since it last started afresh
         self.inline_runs = 0  # checkpoints a committing thread ran (the log reached the backstop)
         self.settled_runs = 0  # checkpoints :meth:`settle` ran
 
@@ -93,16 +106,20 @@ class WalCheckpoints:
         log's length in pages. It never raises: the commit has happened."""
         self._last_commit = self._monotonic()
         try:
-            if pages >= self._backstop:
+            if pages < self._done:  # the log started afresh
+                self._done = 0
+            if pages - self._done >= self._backstop:
                 self.inline_runs += 1
-                conn.wal_checkpoint(db)  # passive; busy while the background runs one: that one goes on
+                self._done = conn.wal_checkpoint(db)[1]  # passive; busy while the background runs one: that one goes on
             elif pages < self._nonstop:
                 self._catch_up_at, self._copied = self._nonstop, None
                 if pages >= self._every and not self._wanted:
                     self._ask()
-            elif (copied := self._copied) is not None and copied <= pages <= copied + TAIL_LIMIT:
+            elif (copied := self._copied) is not None and copied <= pages <= copied + TAIL_LIMIT and \
+                    pages >= self._reset:
                 self._copied = None
-                conn.wal_checkpoint(db)  # passive: the pages since the catch-up's; the log then starts afresh
+                # Passive: the pages since the catch-up's; the log then starts afresh.
+                self._done = conn.wal_checkpoint(db)[1]
                 self.tail_runs += 1
             elif pages >= self._catch_up_at and not self._catching_up:
                 # A catch-up; again a while later if it met a reader on old pages, or fell behind.
@@ -177,6 +194,9 @@ class WalCheckpoints:
                 if logged - seen <= TAIL_PAGES and logged - copied <= TAIL_PAGES:
                     break
                 seen = logged
+            self._done = max(self._done, copied)
+            if logged - copied <= TAIL_PAGES:  # caught up: the next one once the log grew as much again
+                self._catch_up_at = max(self._catch_up_at, copied + self._nonstop)
             self._copied = copied
             return True
         return self._checkpoints(steps)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -31,7 +30,7 @@ from fermix_memory.application.recall import RecallResult
 from fermix_memory.application.stored_messages import StoredRow
 from fermix_memory.application.window_tail import newest_in_window, newest_rows_in_window
 from fermix_memory.domain.erased_rows import ErasedRow
-from fermix_memory.domain.errors import InvalidArgument, InvalidIdentifier
+from fermix_memory.domain.errors import InvalidArgument
 from fermix_memory.domain.event_base import Provenance
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
@@ -44,7 +43,7 @@ from fermix_memory.domain.values import (
     Trust,
     check_identifier,
     check_int,
-    normalise_key,
+    is_canonical_key,
     parse_enum,
 )
 from fermix_memory.entrypoints.api.base import ApiBase, optional_id
@@ -52,15 +51,6 @@ from fermix_memory.entrypoints.api.message_batch import append_commands
 from fermix_memory.entrypoints.api.message_pages import message_page
 
 Progress = Callable[[int, int], None]
-
-
-@functools.lru_cache(maxsize=4096)  # a pure function of the key, asked on every keyed read
-def _canonical(key: str) -> bool:
-    """Whether ``key`` is a canonical row key (any other key holds no row)."""
-    try:
-        return normalise_key(key) == key
-    except InvalidIdentifier:
-        return False
 
 
 class RecordsApi(ApiBase):
@@ -249,7 +239,7 @@ class RecordsApi(ApiBase):
                              scopes=((ScopeType.CONVERSATION, conversation_key(conversation).scope_id),))
         if not isinstance(key, str):
             raise InvalidArgument(f"key must be text, got {type(key).__name__}")
-        rows = self._app.queries.memory_by_key(where, key) if _canonical(key) else []
+        rows = self._app.queries.memory_by_key(where, key) if is_canonical_key(key) else []
         return rows[0] if rows else None
 
     def memory_value_by_key(self, *, agent_id: str, owner_id: str, conversation: Any,
@@ -261,7 +251,7 @@ class RecordsApi(ApiBase):
         scope_id = conversation_key(conversation).scope_id
         if not isinstance(key, str):
             raise InvalidArgument(f"key must be text, got {type(key).__name__}")
-        return self._app.queries.value_by_key(agent_id, owner_id, scope_id, key) if _canonical(key) else None
+        return self._app.queries.value_by_key(agent_id, owner_id, scope_id, key) if is_canonical_key(key) else None
 
     def conversation_memories(self, *, agent_id: str, owner_id: str | None = None, channel: str,
                               chat_prefix: str = "", limit: int = 100, offset: int = 0,

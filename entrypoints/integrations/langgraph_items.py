@@ -13,17 +13,21 @@ from typing import Any
 
 import attrs
 
+from fermix_memory.application.commands import Identifier, Label, WriteMemory
 from fermix_memory.domain.errors import (
     DomainError,
     FermixError,
     InvalidArgument,
 )
 from fermix_memory.domain.memory import MAX_VALUE_CHARS, Memory
+from fermix_memory.domain.operations import Operation
+from fermix_memory.domain.scopes import WriterKind
 from fermix_memory.domain.values import (
     ConversationKey,
     ScopeType,
+    Trust,
     check_identifier,
-    normalise_key,
+    is_canonical_key,
     preview,
 )
 from fermix_memory.entrypoints.extras import require
@@ -47,6 +51,20 @@ _OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
 # An item's JSON text: compact, text as it is, no NaN (built once: ``json.dumps`` with options
 # builds an encoder at each call).
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+# Its C encoding function, made once (``JSONEncoder.encode`` makes one at each call): the same
+# text; without the encoder's table of objects being encoded (a value holding itself is a
+# RecursionError instead of a ValueError: either is refused), so it keeps no state between calls.
+_MAKE_ENCODER = getattr(json.encoder, "c_make_encoder", None)
+_ENCODE_PARTS = (None if _MAKE_ENCODER is None else
+                 _MAKE_ENCODER(None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False,
+                               False))
+
+
+def _json_text(document: dict[str, Any]) -> str:
+    """``_ENCODER.encode(document)``."""
+    if _ENCODE_PARTS is None:
+        return _ENCODER.encode(document)
+    return "".join(_ENCODE_PARTS(document, 0))
 
 
 class StoreError(FermixError):
@@ -80,6 +98,18 @@ class Place:
     namespace: tuple[str, ...]
     owner_id: str
     conversation: ConversationKey
+
+
+_TRUSTS = {"guest": Trust.GUEST, "operator": Trust.OPERATOR}
+
+
+def write_command(place: Place, agent_id: str, trust: str, operations: Sequence[Operation]) -> WriteMemory:
+    """The command writing one namespace's operations, built from values already checked (the
+    place's owner and conversation, the store's agent id and trust, operations the store made):
+    what the host-input converter makes of the same arguments, without parsing them again."""
+    return WriteMemory(operations=tuple(operations), agent_id=Identifier(agent_id),
+                       owner_id=Identifier(place.owner_id), writer=WriterKind.TOOL, trust=_TRUSTS[trust],
+                       conversation=place.conversation, source_type=Label(SOURCE_TYPE))
 
 
 def check_labels(namespace: object, what: str = "namespace") -> tuple[str, ...]:
@@ -149,11 +179,8 @@ def row_key(key: str) -> str:
 
 @functools.lru_cache(maxsize=4096)  # a pure function of the key, asked on every get and put
 def _row_key(key: str) -> str:
-    try:
-        if normalise_key(key) == key and not _DIGEST_KEY.fullmatch(key):
-            return key
-    except DomainError:
-        pass
+    if is_canonical_key(key) and not _DIGEST_KEY.fullmatch(key):
+        return key
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
     return _DIGEST_PREFIX + digest[:40]
 
@@ -172,9 +199,12 @@ def _plain(value: object, depth: int) -> bool:
     if depth <= 0:
         return False
     if type(value) is dict:
-        return all(type(k) is str and _plain(v, depth - 1) for k, v in value.items())
+        for k, v in value.items():  # a loop, not all(...): an item's put walks its value
+            if type(k) is not str or (type(v) not in _SCALARS and not _plain(v, depth - 1)):
+                return False
+        return True
     if type(value) is list:
-        return all(_plain(v, depth - 1) for v in value)
+        return all(type(v) in _SCALARS or _plain(v, depth - 1) for v in value)
     return False
 
 
@@ -185,7 +215,7 @@ def encode(key: str, value: object) -> str:
         raise ValueNotStorable(f"an item value must be a dict, got {preview(value)}")
     document = {"key": key, "value": dict(value)}
     try:
-        text = _ENCODER.encode(document)
+        text = _json_text(document)
         # Plain JSON comes back equal: no need to read the text back to tell.
         same = _plain(document["value"], _PLAIN_DEPTH) or json.loads(text) == document
     except (TypeError, ValueError, RecursionError) as exc:

@@ -48,7 +48,6 @@ from langgraph.store.base import (  # noqa: E402
 from fermix_memory.entrypoints.integrations.langgraph_items import (  # noqa: E402
     CATEGORY,
     CHANNEL,
-    SOURCE_TYPE,
     FilterNotSupported,
     KeyCollision,
     NamespaceNotMapped,
@@ -65,6 +64,7 @@ from fermix_memory.entrypoints.integrations.langgraph_items import (  # noqa: E4
     owner_of,
     place_of,
     row_key,
+    write_command,
 )
 
 # A search without a query reads the newest rows a page at a time: the first page is what the
@@ -302,10 +302,9 @@ class FermixStore(BaseStore):
             groups = list(self._operations(puts).items())
         if not groups:
             return
-        outcomes = self._memory.write_memories([
-            {"operations": operations, "agent_id": self._agent_id, "owner_id": place.owner_id, "writer": "tool",
-             "trust": self._trust, "conversation": place.conversation, "source_type": SOURCE_TYPE}
-            for place, operations in groups])
+        # Commands built from checked values: not parsed again as a host's arguments would be.
+        outcomes = self._memory._open_app().write_memories([
+            write_command(place, self._agent_id, self._trust, operations) for place, operations in groups])
         refused = [o for group in outcomes for o in group if o.status == "refused"]
         if refused:
             raise WriteRefused("; ".join(f"{o.op} refused ({o.reason}): {o.detail}" for o in refused))

@@ -138,3 +138,32 @@ def test_a_capped_window_and_a_compacted_one_are_one_statement_each(tmp_path: Pa
             assert len(cold) == 1, cold
     assert [m["content"] for m in expected["tg:capped"][1:]] == ["turn 6", "turn 7"]  # turn 5: an orphan
     assert "conversation-summary" in expected["tg:compacted"][0]["content"]
+
+
+
+def test_a_cold_prompt_compiles_nothing_once_its_statements_have_run(tmp_path: Path) -> None:
+    """SQLite prepares a statement again at every run when a bound value could change its plan
+    (ADR-0062's ``+?``): on the owner's files, a newcomer's cold prompt paid ten times the read
+    of their empty files. The authorizer is called while a statement is compiled, so once each
+    statement of a prompt has run, other owners' and conversations' prompts call it no more."""
+    home = tmp_path / "home"
+    fill(home)
+    with memory_on_held_store(home) as (memory, store):
+        reader = store.reader()
+        compiled: list[int] = []
+
+        def authorizer(*_what: Any) -> int:
+            compiled.append(1)
+            return apsw.SQLITE_OK
+
+        reader.authorizer = authorizer  # set first: setting it expires what was prepared
+        try:
+            memory.compose_prompt(AGENT, "alice", "tg:0")  # the window, her files
+            memory.compose_prompt(AGENT, "nobody", "tg:1")  # the window, no files: the agent's rules
+            assert compiled  # each was compiled, once
+            compiled.clear()
+            for owner, conversation in (("bob", "tg:2"), ("carol", "tg:tools"), ("alice", "tg:1"), ("dave", "tg:0")):
+                assert "Be brief" in str(memory.compose_prompt(AGENT, owner, conversation))
+            assert compiled == []
+        finally:
+            reader.authorizer = None

@@ -55,3 +55,17 @@ def test_the_texts_together_get_the_stored_vectors(embedder: Embedder, kept: dic
     together = embedder.embed([text for text, _ in pairs] * 2)
     for (text, vector), got in zip(pairs * 2, together, strict=True):
         assert similarity(got, vector) >= KEPT, text
+
+
+def test_each_text_as_a_query_gets_the_stored_vector_on_the_queries_session(embedder: Embedder,
+                                                                           kept: dict[str, object]) -> None:
+    """Queries run on a session of their own (two threads, ADR-0096) where the process has two
+    cores: its vectors are the stored ones too."""
+    from fermix_memory.adapters.embedding.minilm_onnx import MiniLmOnnxEmbedder
+
+    assert isinstance(embedder, MiniLmOnnxEmbedder)
+    for query_threads in (None, 2):
+        model = embedder if query_threads is None else MiniLmOnnxEmbedder(query_threads=query_threads)
+        model.load_query_session()
+        for text, vector in stored(kept):
+            assert similarity(model.embed_query(text), vector) >= KEPT, text

@@ -214,3 +214,23 @@ def test_the_real_models_two_steps_give_its_query_vector() -> None:
         thread.start()
         thread.join()
         assert got == [vector]
+
+
+@pytest.mark.sqlite_only("the search alone: no store is asked")
+def test_the_caller_goes_on_once_the_pass_has_begun(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The caller leaves Python's lock to the pass's thread until it starts the pass (ADR-0096),
+    rather than search by words while that thread waits for the lock."""
+    from fermix_memory.application import semantic
+
+    monkeypatch.setattr(semantic, "PASS_START_WAIT_S", HANG_GUARD_S)  # only the pass's start ends the wait
+    split = SplitEmbedder()
+    split.gate.clear()
+    search = SemanticSearch(cast(VectorIndex, None), split)
+    try:
+        vector = search.embed_query_soon("tea or coffee")
+        assert len(split.passed_on) == 1 and split.passed_on[0] != threading.get_ident()  # begun, elsewhere
+        split.gate.set()
+        assert vector() == split.vector("tea or coffee")
+    finally:
+        split.gate.set()
+        search.close()

@@ -70,3 +70,17 @@ def test_prepared_recalls_survive_a_write_the_server_aborted(opened: tuple[Memor
     memory.append_message(agent_id=AGENT, owner_id="alice", conversation=CHAT, role="user", sender="alice",
                           content="the keeper sleeps")
     assert recall(memory, "keeper") == ["the keeper sleeps", "the lighthouse keeper waves"]
+
+
+def test_a_recall_statement_runs_in_one_libpq_call_of_its_own(opened: tuple[MemorySystem, Any]) -> None:
+    """Recall's statements take ``prepared_rows`` (named by it, not by the driver's cache), and
+    a statement the driver prepared keeps its own name beside them."""
+    memory, store = opened
+    memory.append_message(agent_id=AGENT, owner_id="alice", conversation=CHAT, role="user", sender="alice",
+                          content="is the harbour ferry late?")
+    memory.append_message(agent_id=AGENT, owner_id="alice", conversation=CHAT, role="assistant", sender=AGENT,
+                          content="it leaves at noon")
+    assert recall(memory, "ferry") == ["is the harbour ferry late?", "it leaves at noon"]
+    named = store.rows("SELECT name, statement FROM pg_prepared_statements")
+    assert [name for name, statement in named if "ts_rank" in statement] == ["_fermix_0"]
+    assert all(name.startswith(("_fermix_", "_pg3_")) for name, _ in named)

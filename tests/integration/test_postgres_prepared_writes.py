@@ -136,3 +136,27 @@ def test_a_serialization_failure_is_run_again_on_prepared_statements(opened: tup
     assert said(store) == ["the ferry leaves", "a clash of writes", "the ferry returns"]
     assert [v for s, v in logged(store) if s.startswith("conversation/")] == [1, 2, 3]
     assert memory.verify().ok
+
+
+def test_an_appends_positions_are_planned_once_per_count(opened: tuple[MemorySystem, Any]) -> None:
+    """A log of several chains takes an append's positions from its sequence: up to
+    ``LITERAL_POSITIONS`` of them by a statement without parameters (planned once on the
+    connection, never again per run), more by the statement with the count bound."""
+    from fermix_memory.adapters.postgres.transaction import LITERAL_POSITIONS, positions_sql
+
+    memory, store = opened
+    assert store.chains > 1
+    for n in range(8):
+        say(memory, f"the ferry leaves at {n}")
+    batch = [{"agent_id": AGENT, "owner_id": "alice", "conversation": CHAT, "role": "user", "sender": "alice",
+              "content": f"boat {i}"} for i in range(LITERAL_POSITIONS + 4)]
+    ids = memory.append_messages(batch)
+    assert said(store)[-len(batch):] == [f"boat {i}" for i in range(len(batch))] and len(set(ids)) == len(batch)
+    positions = [int(p) for (p,) in store.rows("SELECT position FROM events ORDER BY position")]
+    assert len(set(positions)) == len(positions)
+    plans = {str(s): (int(g), int(c)) for s, g, c in store.rows(
+        "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE '%nextval%'")}
+    literal = [plan for s, plan in plans.items() if s == positions_sql(1)[0]]
+    assert literal and literal[0][1] == 0 and literal[0][0] >= 8  # one plan, reused: never a custom one
+    assert positions_sql(LITERAL_POSITIONS + 4) == ("SELECT nextval('events_position') FROM generate_series(1, ?)",
+                                                    (LITERAL_POSITIONS + 4,))

@@ -129,6 +129,17 @@ def test_appends_that_never_pause_are_caught_up_with_by_the_background_and_no_co
         assert Path(f"{db}-wal").stat().st_size <= 32 + 2_000 * FRAME
 
 
+def test_the_committing_thread_copies_a_tail_only_once_the_log_reached_the_reset_mark(db: Path) -> None:
+    """A tail copy syncs two files on the committing thread: the log is left to grow to the reset
+    mark, caught up with again meanwhile; the backstop counts the pages no catch-up copied, so a
+    log past it but caught up with is not copied whole by a commit."""
+    with checkpointed(db, every_pages=10**6, quiet_s=60.0, nonstop_pages=100, reset_pages=400,
+                      backstop_pages=250) as (checkpoints, conn):
+        host_turns(conn, checkpoints, commits=1_500, tails=2)
+        assert checkpoints.background_runs >= 2 * checkpoints.tail_runs
+        assert Path(f"{db}-wal").stat().st_size <= 32 + (400 + 250 + 4) * FRAME
+
+
 def test_a_reader_on_old_pages_holds_no_commit_back_and_the_catch_up_ends_after_it(db: Path) -> None:
     with checkpointed(db, every_pages=10**6, quiet_s=60.0, nonstop_pages=50, backstop_pages=10**6) as (
             checkpoints, conn):

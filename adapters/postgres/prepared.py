@@ -1,0 +1,118 @@
+"""A read prepared once per connection and run by libpq in one call (ADR-0098).
+
+Recall's statements (``PgCursor``'s ``prepare=True``) run on a connection that holds only them
+while they run: the driver's general path spends about as much of the client's CPU on one such
+read (its prepare bookkeeping, its generators waiting for the answer, its dumpers choosing a type
+for each parameter) as the rest of a recall's Python together. Here the statement is prepared
+under a name of this module's on the connection at its first run (its parameters' types
+inferred by the server from the statement, as they are for SQLite's untyped values), and each run
+is one ``PQexecPrepared`` of the parameters as text: libpq sends, waits and receives without the
+interpreter (and without holding the GIL); the rows are loaded by the driver's own loaders, so
+they are the values the general path returns. The call cannot be interrupted while it waits
+(the general path cancels the statement on ``KeyboardInterrupt``): these are short reads.
+
+A statement the server no longer knows (a ``DEALLOCATE ALL`` the driver sends after a
+``ROLLBACK`` on a connection that also wrote) is prepared again once. A parameter of another
+type than ``None``, ``bool``, ``int``, ``float`` and ``str``, or a statement with named
+placeholders, takes the general path (``None`` from :func:`prepared_rows`).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+# The statements prepared on each connection: (SQL -> name, the next name's number).
+_PREPARED: weakref.WeakKeyDictionary[Any, tuple[dict[str, bytes], itertools.count[int]]] = (
+    weakref.WeakKeyDictionary())
+_QUESTION = re.compile(r"\?")
+_UNKNOWN_STATEMENT = b"26000"  # invalid_sql_statement_name: no statement of that name on the session
+
+
+@functools.lru_cache(maxsize=256)
+def numbered(sql: str) -> bytes | None:
+    """``sql`` with SQLite's ``?`` placeholders as libpq's ``$1``, ``$2``...; ``None`` when it
+    has named ones (the general path binds those)."""
+    if re.search(r"(?<![:\w]):[A-Za-z_]", sql):
+        return None
+    counter = itertools.count(1)
+    return _QUESTION.sub(lambda _: f"${next(counter)}", sql).encode()
+
+
+def _as_text(value: Any) -> bytes | None:
+    """A parameter as PostgreSQL's text input of it (``TypeError`` for a kind not handled here)."""
+    kind = type(value)
+    if kind is str:
+        return value.encode()  # type: ignore[no-any-return]
+    if kind is int:
+        return str(value).encode()
+    if value is None:
+        return None
+    if kind is bool:
+        return b"t" if value else b"f"
+    if kind is float:
+        return repr(value).encode()
+    raise TypeError(kind)
+
+
+def prepared_rows(conn: Any, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]] | None:
+    """The rows of ``sql`` (SQLite's placeholders) with ``params`` on ``conn`` (psycopg's, idle,
+    autocommit), prepared there at its first run; ``None``: the statement or a parameter is of a
+    kind the general path must run. A statement that fails raises the driver's error."""
+    from psycopg.adapt import Transformer
+    from psycopg.errors import error_from_result
+
+    command = numbered(sql)
+    if command is None:
+        return None
+    try:
+        values = [_as_text(p) for p in params]
+    except TypeError:
+        return None
+    pgconn = conn.pgconn
+    result = pgconn.exec_prepared(_name(conn, sql, command), values)
+    if result.status == _FATAL and result.error_field(_SQLSTATE) == _UNKNOWN_STATEMENT:
+        _PREPARED[conn][0].clear()  # the session's statements were dropped: prepare again (new names)
+        result = pgconn.exec_prepared(_name(conn, sql, command), values)
+    if result.status != _TUPLES:
+        if result.status == _COMMAND:  # a statement that returns no rows
+            return []
+        raise error_from_result(result, encoding=conn.info.encoding)
+    loader = Transformer(conn)
+    loader.set_pgresult(result)
+    return loader.load_rows(0, result.ntuples, tuple)
+
+
+def _name(conn: Any, sql: str, command: bytes) -> bytes:
+    """The name of ``sql``'s statement on ``conn``, prepared there first if it is not."""
+    known = _PREPARED.get(conn)
+    if known is None:
+        known = _PREPARED[conn] = ({}, itertools.count())
+    name = known[0].get(sql)
+    if name is None:
+        name = f"_fermix_{next(known[1])}".encode()
+        result = conn.pgconn.prepare(name, command)
+        if result.status != _COMMAND:
+            from psycopg.errors import error_from_result
+
+            raise error_from_result(result, encoding=conn.info.encoding)
+        known[0][sql] = name
+    return name
+
+
+# The libpq codes read above; absent without the driver, which the store checks for first.
+_FATAL: Any = None
+_TUPLES: Any = None
+_COMMAND: Any = None
+_SQLSTATE: Any = None
+try:
+    from psycopg.pq import DiagnosticField, ExecStatus
+
+    _FATAL, _TUPLES, _COMMAND = ExecStatus.FATAL_ERROR, ExecStatus.TUPLES_OK, ExecStatus.COMMAND_OK
+    _SQLSTATE = DiagnosticField.SQLSTATE
+except ImportError:  # pragma: no cover - the [postgres] extra is optional
+    pass
