@@ -184,7 +184,7 @@ class MiniLmOnnxEmbedder:
 
         def run() -> bytes:
             hidden = self._for_queries().run(None, feeds)[0]
-            return bytes(_pooled(hidden, feeds["attention_mask"])[0].tobytes())
+            return bytes(pooled_query(hidden, feeds["attention_mask"])[0].tobytes())
         return run
 
     @property
@@ -247,4 +247,19 @@ def _pooled(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
     norms = np.linalg.norm(pooled, axis=1, keepdims=True)
     vectors: np.ndarray = (pooled / np.clip(norms, 1e-12, None)).astype("<f4")
+    return vectors
+
+
+_LEAST_NORM = np.float32(1e-12)
+
+
+def pooled_query(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """:func:`_pooled` of one text with no padding (a query's), the same bytes in fewer numpy calls:
+    each weight is 1 (so the weighted sum is the plain sum), the norm written out as ``norm`` computes
+    it, and ``maximum`` for a ``clip`` with no upper bound. Anything else goes to :func:`_pooled`."""
+    if mask.shape[0] != 1 or not mask.shape[1] or not mask.all():
+        return _pooled(hidden, mask)
+    pooled = hidden.sum(axis=1) / np.float32(mask.shape[1])
+    norms = np.sqrt(np.add.reduce(pooled * pooled, axis=1, keepdims=True))
+    vectors: np.ndarray = (pooled / np.maximum(norms, _LEAST_NORM)).astype("<f4")
     return vectors

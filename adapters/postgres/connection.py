@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import re
-import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -136,7 +135,10 @@ def pipelined_prepare(sql: str) -> bool:
     return sql.lstrip()[:7].upper().startswith(("SELECT", "INSERT", "UPDATE", "DELETE", "WITH"))
 
 
-_READ_CURSORS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+# The attribute of a connection holding the driver cursor of its reads: kept with the connection,
+# gone when it is (a weak-keyed map would keep every connection alive: a cursor refers to its own).
+_READ_CURSOR = "_fermix_read_cursor"
+_WRITE_CURSORS = "_fermix_write_cursors"  # the attribute of a connection holding its writes' cursors
 
 
 class PgCursor:
@@ -159,10 +161,29 @@ class PgCursor:
 
     def __init__(self, conn: Any, pipeline: Any = None, *, prepare: bool | None = None) -> None:
         self._conn = conn
-        self._cur = conn.cursor()
         self._pipeline = pipeline
         self._prepare = False if pipeline is not None else prepare
         self.connection = self
+        self._taken = [0]  # the driver cursors this write took of its connection's (``_next_cursor``)
+        self._cur = conn.cursor() if pipeline is None else self._next_cursor()
+
+    def _next_cursor(self) -> Any:
+        """A driver cursor of the connection's own that no other cursor of this write holds: the
+        write's first takes the first, each of its ``cursor()`` the next (made once per connection,
+        then each write's again: making one costs about as much as sending a statement). A
+        cursor's answer stays its own until the write sends another statement on it, and every
+        answer of a write is in before the next write on the connection begins."""
+        spares: list[Any] | None = getattr(self._conn, _WRITE_CURSORS, None)
+        if spares is None:
+            spares = []
+            setattr(self._conn, _WRITE_CURSORS, spares)  # with the connection: gone when it is
+        taken = self._taken[0]
+        self._taken[0] += 1
+        if taken == len(spares):
+            spares.append(self._conn.cursor())
+        elif spares[taken].closed:
+            spares[taken] = self._conn.cursor()
+        return spares[taken]
 
     @classmethod
     def reading(cls, conn: Any, prepare: bool | None) -> PgCursor:
@@ -171,9 +192,10 @@ class PgCursor:
         must be fetched before the connection runs anything else."""
         self = cls.__new__(cls)
         self._conn = conn
-        self._cur = _READ_CURSORS.get(conn)
+        self._cur = getattr(conn, _READ_CURSOR, None)
         if self._cur is None or self._cur.closed:
-            self._cur = _READ_CURSORS[conn] = conn.cursor()
+            self._cur = conn.cursor()
+            setattr(conn, _READ_CURSOR, self._cur)
         self._pipeline, self._prepare, self.connection = None, prepare, self
         return self
 
@@ -229,4 +251,10 @@ class PgCursor:
 
     def cursor(self) -> PgCursor:
         """Another cursor on the same connection (and transaction, and pipeline)."""
-        return PgCursor(self._conn, self._pipeline)
+        if self._pipeline is None:
+            return PgCursor(self._conn)
+        other = PgCursor.__new__(PgCursor)
+        other._conn, other._pipeline, other._prepare, other.connection = self._conn, self._pipeline, False, other
+        other._taken = self._taken
+        other._cur = other._next_cursor()
+        return other

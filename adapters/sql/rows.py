@@ -82,12 +82,53 @@ _MEMORY_DECODERS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def memory_from_row(row: Sequence[Any]) -> Memory:
-    """A ``Memory`` from the :data:`MEMORY_COLUMNS` of one row, field by name."""
+def memory_of_values(row: Sequence[Any]) -> Memory:
+    """A ``Memory`` from the :data:`MEMORY_COLUMNS` of one row, field by name, through the class's
+    own ``__init__``: what :func:`memory_from_row` is pinned equal to."""
     values = dict(zip(MEMORY_FIELDS, row, strict=True))
     for name, decode in _MEMORY_DECODERS.items():
         values[name] = decode(values[name])
     return Memory(**values)
+
+
+# ``Memory`` has no validators or converters: a row becomes a ``Memory`` through its slots, without
+# the keyword call of the generated ``__init__`` (as ``stored_messages`` makes a ``Message``).
+if any(f.validator or f.converter or not f.init for f in attrs.fields(Memory)) or hasattr(
+        Memory, "__attrs_post_init__"):  # pragma: no cover - caught at import
+    raise RuntimeError("memory_from_row sets Memory's slots: it must run no code of Memory's __init__")
+_MEMORY_SETTERS = tuple(Memory.__dict__[name].__set__ for name in MEMORY_FIELDS)
+_SCOPE_TYPES = {member.value: member for member in ScopeType}
+_CATEGORIES = {member.value: member for member in Category}
+_TARGETS: dict[Any, Any] = {None: None, **{member.value: member for member in PromoteTarget}}
+_AT = {name: MEMORY_FIELDS.index(name) for name in _MEMORY_DECODERS}
+(_SCOPE_TYPE, _CATEGORY, _TARGET, _ARCHIVED_AT, _CREATED_AT, _UPDATED_AT, _EXPIRES_AT) = (
+    _AT["scope_type"], _AT["category"], _AT["promote_target"], _AT["archived_at"], _AT["created_at"],
+    _AT["updated_at"], _AT["expires_at"])
+if len(_AT) != 7:  # pragma: no cover - caught at import
+    raise RuntimeError("memory_from_row must decode every decoded column")
+_set_scope_type, _set_category, _set_target, _set_archived_at, _set_created_at, _set_updated_at, _set_expires_at = (
+    _MEMORY_SETTERS[i] for i in (_SCOPE_TYPE, _CATEGORY, _TARGET, _ARCHIVED_AT, _CREATED_AT, _UPDATED_AT,
+                                 _EXPIRES_AT))
+_fromisoformat = datetime.fromisoformat
+_new_memory = object.__new__
+
+
+def memory_from_row(row: Sequence[Any]) -> Memory:
+    """A ``Memory`` from the :data:`MEMORY_COLUMNS` of one row (equal to :func:`memory_of_values`'s;
+    an unknown enum value or a bad time is a ``ValueError`` as there)."""
+    m = _new_memory(Memory)
+    for setter, value in zip(_MEMORY_SETTERS, row, strict=True):
+        setter(m, value)
+    scope_type, category, target = row[_SCOPE_TYPE], row[_CATEGORY], row[_TARGET]
+    _set_scope_type(m, _SCOPE_TYPES.get(scope_type) or ScopeType(scope_type))
+    _set_category(m, _CATEGORIES.get(category) or Category(category))
+    _set_target(m, _TARGETS[target] if target in _TARGETS else PromoteTarget(target))
+    archived_at, expires_at = row[_ARCHIVED_AT], row[_EXPIRES_AT]
+    _set_archived_at(m, None if archived_at is None else _fromisoformat(archived_at))
+    _set_created_at(m, _fromisoformat(row[_CREATED_AT]))
+    _set_updated_at(m, _fromisoformat(row[_UPDATED_AT]))
+    _set_expires_at(m, None if expires_at is None else _fromisoformat(expires_at))
+    return m
 
 
 # A ``Message`` from the :data:`MESSAGE_COLUMNS` of one stored row (equal to one built by
