@@ -111,13 +111,18 @@ def preview(value: object, limit: int = 40) -> str:
 
 
 E = TypeVar("E", bound=enum.StrEnum)
-_members_by_value = functools.cache(lambda enum_cls: {m.value: m for m in enum_cls})  # made once per enum
+
+
+@functools.cache  # made once per enum
+def members_by_value(enum_cls: type[E]) -> dict[str, E]:
+    """The members of ``enum_cls`` by their text (a read-only table: callers must not change it)."""
+    return {m.value: m for m in enum_cls}
 
 
 def parse_enum(enum_cls: type[E], value: object, what: str, error: Callable[[str], Exception] = InvalidArgument) -> E:
     """The member ``value`` (a member or its text) names, else ``error`` naming the allowed values.
     Only text is looked up: the enum's own error builds the ``repr`` of a deep list (RecursionError)."""
-    if isinstance(value, str) and (member := _members_by_value(enum_cls).get(value)) is not None:
+    if isinstance(value, str) and (member := members_by_value(enum_cls).get(value)) is not None:
         return member  # type: ignore[no-any-return]  # a member of enum_cls (``cast`` is a call)
     raise error(f"{what} must be one of {', '.join(m.value for m in enum_cls)}, got {preview(value)}")
 

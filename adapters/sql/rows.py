@@ -18,7 +18,7 @@ from fermix_memory.application.stored_messages import (
     message_of_row,
 )
 from fermix_memory.domain.memory import Memory
-from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, ScopeType
+from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, ScopeType, members_by_value
 
 # The columns of a memory row are the fields of ``Memory``, named once (here, by the class).
 MEMORY_FIELDS: tuple[str, ...] = tuple(field.name for field in attrs.fields(Memory))
@@ -97,9 +97,9 @@ if any(f.validator or f.converter or not f.init for f in attrs.fields(Memory)) o
         Memory, "__attrs_post_init__"):  # pragma: no cover - caught at import
     raise RuntimeError("memory_from_row sets Memory's slots: it must run no code of Memory's __init__")
 _MEMORY_SETTERS = tuple(Memory.__dict__[name].__set__ for name in MEMORY_FIELDS)
-_SCOPE_TYPES = {member.value: member for member in ScopeType}
-_CATEGORIES = {member.value: member for member in Category}
-_TARGETS: dict[Any, Any] = {None: None, **{member.value: member for member in PromoteTarget}}
+_SCOPE_TYPES = members_by_value(ScopeType)
+_CATEGORIES = members_by_value(Category)
+_TARGETS: dict[Any, Any] = {None: None, **members_by_value(PromoteTarget)}
 _AT = {name: MEMORY_FIELDS.index(name) for name in _MEMORY_DECODERS}
 (_SCOPE_TYPE, _CATEGORY, _TARGET, _ARCHIVED_AT, _CREATED_AT, _UPDATED_AT, _EXPIRES_AT) = (
     _AT["scope_type"], _AT["category"], _AT["promote_target"], _AT["archived_at"], _AT["created_at"],

@@ -28,6 +28,7 @@ from fermix_memory.domain.values import (
     Trust,
     check_identifier,
     is_canonical_key,
+    members_by_value,
     preview,
 )
 from fermix_memory.entrypoints.extras import require
@@ -100,15 +101,13 @@ class Place:
     conversation: ConversationKey
 
 
-_TRUSTS = {"guest": Trust.GUEST, "operator": Trust.OPERATOR}
-
-
 def write_command(place: Place, agent_id: str, trust: str, operations: Sequence[Operation]) -> WriteMemory:
     """The command writing one namespace's operations, built from values already checked (the
     place's owner and conversation, the store's agent id and trust, operations the store made):
     what the host-input converter makes of the same arguments, without parsing them again."""
     return WriteMemory(operations=tuple(operations), agent_id=Identifier(agent_id),
-                       owner_id=Identifier(place.owner_id), writer=WriterKind.TOOL, trust=_TRUSTS[trust],
+                       owner_id=Identifier(place.owner_id), writer=WriterKind.TOOL,
+                       trust=members_by_value(Trust)[trust],
                        conversation=place.conversation, source_type=Label(SOURCE_TYPE))
 
 
