@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from fermix_memory.adapters.postgres.prepared import prepared_rows
+from fermix_memory.adapters.postgres.write_pipeline import WritePipeline
 from fermix_memory.application.errors import ConfigError, StorageBusy, StorageError
 from fermix_memory.application.settings_storage import URL_SHAPE, storage_url_problem
 
@@ -89,8 +90,10 @@ def connect(url: str) -> Any:
 
 
 def is_retryable(exc: BaseException) -> bool:
-    """A write that PostgreSQL undid to let another go first: run it again."""
-    return pg_errors is not None and isinstance(exc, pg_errors.SerializationFailure | pg_errors.DeadlockDetected)
+    """A write that PostgreSQL undid to let another go first, or that met a statement the
+    session had dropped (``write_pipeline``): run it again."""
+    return pg_errors is not None and isinstance(
+        exc, pg_errors.SerializationFailure | pg_errors.DeadlockDetected | pg_errors.InvalidSqlStatementName)
 
 
 def translated(exc: BaseException, doing: str) -> BaseException:
@@ -138,7 +141,6 @@ def pipelined_prepare(sql: str) -> bool:
 # The attribute of a connection holding the driver cursor of its reads: kept with the connection,
 # gone when it is (a weak-keyed map would keep every connection alive: a cursor refers to its own).
 _READ_CURSOR = "_fermix_read_cursor"
-_WRITE_CURSORS = "_fermix_write_cursors"  # the attribute of a connection holding its writes' cursors
 
 
 class PgCursor:
@@ -146,11 +148,11 @@ class PgCursor:
     connection (``execute(...).fetchall()``, ``executemany``, iteration, ``connection.changes()``),
     SQLite's placeholders translated: the same SQL runs on every dialect.
 
-    ``pipeline``: the connection is in pipeline mode (a write, ADR-0064): a statement is sent
-    without waiting for its answer, and the answers of everything sent so far are waited for
-    only when a result is asked for (``fetchall``, ``changes``): the statements that return
-    nothing travel with the next read or with the COMMIT. A write's statements are prepared
-    (``pipelined_prepare``).
+    ``pipeline``: a write's :class:`~.write_pipeline.WritePipeline` on the connection
+    (ADR-0064, ADR-0099): a statement is queued without waiting for its answer, and the answers
+    of everything queued so far are waited for only when a result is asked for (``fetchall``,
+    ``changes``): the statements that return nothing travel with the next read or with the
+    COMMIT. A write's statements are prepared (``pipelined_prepare``).
 
     ``prepare``: a read outside a pipeline is a server-side prepared statement from its first
     run on a connection (recall's statements, ADR-0029) instead of after psycopg's fifth: each
@@ -158,32 +160,14 @@ class PgCursor:
     Such a read runs in one libpq call of its own when it can (``prepared.prepared_rows``)."""
 
     _rows: list[tuple[Any, ...]] | None = None  # the rows of the last read run by ``prepared_rows``
+    _answer: Any = None  # in a pipeline: the answer of the last statement (``WritePipeline.send``)
 
-    def __init__(self, conn: Any, pipeline: Any = None, *, prepare: bool | None = None) -> None:
+    def __init__(self, conn: Any, pipeline: WritePipeline | None = None, *, prepare: bool | None = None) -> None:
         self._conn = conn
         self._pipeline = pipeline
         self._prepare = False if pipeline is not None else prepare
         self.connection = self
-        self._taken = [0]  # the driver cursors this write took of its connection's (``_next_cursor``)
-        self._cur = conn.cursor() if pipeline is None else self._next_cursor()
-
-    def _next_cursor(self) -> Any:
-        """A driver cursor of the connection's own that no other cursor of this write holds: the
-        write's first takes the first, each of its ``cursor()`` the next (made once per connection,
-        then each write's again: making one costs about as much as sending a statement). A
-        cursor's answer stays its own until the write sends another statement on it, and every
-        answer of a write is in before the next write on the connection begins."""
-        spares: list[Any] | None = getattr(self._conn, _WRITE_CURSORS, None)
-        if spares is None:
-            spares = []
-            setattr(self._conn, _WRITE_CURSORS, spares)  # with the connection: gone when it is
-        taken = self._taken[0]
-        self._taken[0] += 1
-        if taken == len(spares):
-            spares.append(self._conn.cursor())
-        elif spares[taken].closed:
-            spares[taken] = self._conn.cursor()
-        return spares[taken]
+        self._cur: Any = conn.cursor() if pipeline is None else None
 
     @classmethod
     def reading(cls, conn: Any, prepare: bool | None) -> PgCursor:
@@ -200,15 +184,13 @@ class PgCursor:
         return self
 
     def execute(self, sql: str, params: Any = (), /) -> PgCursor:
-        if self._pipeline is None:
-            # A read to prepare runs in one libpq call when it can (``prepared``, ADR-0098).
-            self._rows = prepared_rows(self._conn, sql, params) if self._prepare else None
-            if self._rows is not None:
-                return self
-            prepare = self._prepare
-        else:
-            prepare = pipelined_prepare(sql)
-        self._cur.execute(pg_sql(sql), params, prepare=prepare)
+        if self._pipeline is not None:
+            self._answer = self._pipeline.send(sql, params, prepare=pipelined_prepare(sql))
+            return self
+        # A read to prepare runs in one libpq call when it can (``prepared``, ADR-0098).
+        self._rows = prepared_rows(self._conn, sql, params) if self._prepare else None
+        if self._rows is None:
+            self._cur.execute(pg_sql(sql), params, prepare=self._prepare)
         return self
 
     def executemany(self, sql: str, seq: Iterable[Any], /) -> PgCursor:
@@ -222,22 +204,18 @@ class PgCursor:
 
     def result(self) -> Any:
         """The libpq result of the last statement, if it was answered (``None``: not yet, or never)."""
+        if self._pipeline is not None:
+            return None if self._answer is None else self._answer[0]
         return self._cur.pgresult
 
-    def _answered(self) -> Any:
-        """The last statement's result, waited for (one round trip for all sent) in pipeline mode."""
-        result = self._cur.pgresult
-        if result is None and self._pipeline is not None:
-            self._pipeline.sync()
-            result = self._cur.pgresult
-        return result
-
     def fetchall(self) -> list[tuple[Any, ...]]:
+        if self._pipeline is not None:
+            return self._pipeline.rows(self._answer)  # one round trip for all queued, when due
         if self._rows is not None:  # read by ``prepared_rows``
             rows, self._rows = self._rows, None
             return rows
         # Rows when the statement returned any (``description``, without building its columns).
-        result = self._answered()
+        result = self._cur.pgresult
         return list(self._cur.fetchall()) if result is not None and (
             result.nfields or result.status == psycopg.pq.ExecStatus.TUPLES_OK) else []
 
@@ -246,15 +224,10 @@ class PgCursor:
 
     def changes(self) -> int:
         """Rows changed by the last ``execute`` (SQLite's ``connection.changes()``)."""
-        self._answered()
+        if self._pipeline is not None:
+            return int(self._pipeline.answer(self._answer).command_tuples or 0)
         return int(self._cur.rowcount)
 
     def cursor(self) -> PgCursor:
         """Another cursor on the same connection (and transaction, and pipeline)."""
-        if self._pipeline is None:
-            return PgCursor(self._conn)
-        other = PgCursor.__new__(PgCursor)
-        other._conn, other._pipeline, other._prepare, other.connection = self._conn, self._pipeline, False, other
-        other._taken = self._taken
-        other._cur = other._next_cursor()
-        return other
+        return PgCursor(self._conn, self._pipeline)

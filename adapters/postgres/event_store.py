@@ -1,8 +1,9 @@
 """The PostgreSQL event store: the hash-chained append-only log and its projections in one
 transaction, on a server many host processes share (ADR-0029).
 
-Each write runs in its own transaction on a pooled connection, in pipeline mode (ADR-0064):
-what returns nothing travels with the next read or the COMMIT. The log has N chains (ADR-0031):
+Each write runs in its own transaction, on the store's write connection or a pooled one, in libpq's
+pipeline mode (ADR-0064, ADR-0099): what returns nothing travels with the next read or the COMMIT.
+The log has N chains (ADR-0031):
 a write holds the row lock of each chain it touches (see :mod:`.transaction`), so writes of
 different owners and conversations commit side by side. Serialisation failures and deadlocks
 are retried with tenacity (3 attempts, then :class:`StorageBusy`); a lost connection is a
@@ -38,6 +39,7 @@ from fermix_memory.adapters.postgres.read_connection import ReadConnections
 from fermix_memory.adapters.postgres.retries import Unsent, retrying
 from fermix_memory.adapters.postgres.schema import adopt_chains, check_schema, migrate, missing_triggers
 from fermix_memory.adapters.postgres.transaction import PostgresTransaction, Reorder, committed, undo
+from fermix_memory.adapters.postgres.write_pipeline import WritePipeline
 from fermix_memory.adapters.sql.copy_mark import clear_copy_mark, set_copy_mark
 from fermix_memory.adapters.sql.event_log import (
     LOG_ROWS,
@@ -104,7 +106,9 @@ class PostgresEventStore(FeedDelivery):
                                    **({"options": "-c default_transaction_read_only=on"} if readonly else {})}
         self._pool = ConnectionPool(self.url, min_size=1, max_size=pool_max, open=False, timeout=POOL_TIMEOUT_S,
                                     kwargs=session, name="fermix")
-        self._reads = ReadConnections(self._pool, self.url if pool_max > 1 else None, session)
+        # Reads, and writes, on a connection of the store's own while one caller holds it (ADR-0088, ADR-0099).
+        self._reads, self._writes = (ReadConnections(self._pool, self.url if pool_max > 1 else None, session)
+                                     for _ in range(2))
         try:
             self._pool.open(wait=True, timeout=POOL_TIMEOUT_S)
         except Exception as exc:
@@ -122,8 +126,7 @@ class PostgresEventStore(FeedDelivery):
             try:
                 self._head_file.check_at_open(self.reader())
             except BaseException:
-                self._reads.close()
-                self._pool.close()
+                self._close_connections()
                 raise
         self._feed = None if readonly or not feed else ChangeFeed(self.url, self._token, self._listening, self._foreign,
                                                       self._catch_up)
@@ -131,14 +134,14 @@ class PostgresEventStore(FeedDelivery):
     # --- connections --------------------------------------------------------------------------
 
     @contextmanager
-    def connection(self, doing: str, *, retried: bool = False) -> Iterator[Any]:
-        """A pooled connection (autocommit: every block that writes opens its own transaction).
+    def connection(self, doing: str, *, retried: bool = False, writes: bool = False) -> Iterator[Any]:
+        """A pooled connection (autocommit; ``writes``: the store's write connection if free).
         ``retried``: a failure the server undid to let another go first leaves as it is, for the
         caller's ``retrying`` to run the block again."""
         if self._closed:
             raise StorageError("the memory store is closed")
         try:
-            with self._pool.connection() as conn:
+            with self._writes.held() if writes else self._pool.connection() as conn:
                 yield conn
         except Exception as exc:
             if retried and is_retryable(exc):
@@ -164,8 +167,11 @@ class PostgresEventStore(FeedDelivery):
             self._closed = True
         if self._feed is not None:
             self._feed.stop(self._wake_feed)
-        self._reads.close()
-        self._pool.close()
+        self._close_connections()
+
+    def _close_connections(self) -> None:
+        for connections in (self._reads, self._writes, self._pool):
+            connections.close()
 
     def _wake_feed(self) -> None:
         with self._pool.connection(timeout=1) as conn:
@@ -205,9 +211,9 @@ class PostgresEventStore(FeedDelivery):
     def _write_once(self, work: Callable[[Any], T], lock_first: frozenset[int]) -> tuple[T, list[RecordedEvent]]:
         committing = False
         done: Any = None  # the COMMIT's cursor, once it was sent (sending it may itself raise)
-        with self.connection("writing to the PostgreSQL store", retried=True) as conn:
+        with self.connection("writing to the PostgreSQL store", retried=True, writes=True) as conn:
             try:
-                with conn.pipeline() as pipeline:
+                with WritePipeline.on(conn) as pipeline:
                     cursor = PgCursor(conn, pipeline)
                     cursor.execute("BEGIN")  # sent with the write's first read
                     tx = PostgresTransaction(cursor, self.chains, lock_first)

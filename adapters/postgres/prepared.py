@@ -26,24 +26,77 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-# The statements prepared on each connection: (SQL -> name, the next name's number).
-_PREPARED: weakref.WeakKeyDictionary[Any, tuple[dict[str, bytes], itertools.count[int]]] = (
-    weakref.WeakKeyDictionary())
 _QUESTION = re.compile(r"\?")
-_UNKNOWN_STATEMENT = b"26000"  # invalid_sql_statement_name: no statement of that name on the session
+UNKNOWN_STATEMENT = b"26000"  # invalid_sql_statement_name: no statement of that name on the session
+_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
+class StatementNames:
+    """The statements prepared on one connection under this module's names, by their SQL. A
+    name is never given twice on a connection, so forgetting a name too early costs only a
+    statement prepared again."""
+
+    __slots__ = ("_count", "_names")
+
+    def __init__(self) -> None:
+        self._names: dict[str, bytes] = {}
+        self._count = itertools.count()
+
+    def get(self, sql: str) -> bytes | None:
+        return self._names.get(sql)
+
+    def add(self, sql: str) -> bytes:
+        """A new name for ``sql``, which the caller prepares under it."""
+        name = self._names[sql] = f"_fermix_{next(self._count)}".encode()
+        return name
+
+    def forget(self, sql: str) -> None:
+        self._names.pop(sql, None)
+
+    def clear(self) -> None:
+        self._names.clear()
+
+
+# The statements prepared on each connection (its names go with it).
+_PREPARED: weakref.WeakKeyDictionary[Any, StatementNames] = weakref.WeakKeyDictionary()
+
+
+def statement_names(conn: Any) -> StatementNames:
+    """The statements prepared on ``conn`` by this module's callers."""
+    names = _PREPARED.get(conn)
+    if names is None:
+        names = _PREPARED[conn] = StatementNames()
+    return names
 
 
 @functools.lru_cache(maxsize=256)
 def numbered(sql: str) -> bytes | None:
     """``sql`` with SQLite's ``?`` placeholders as libpq's ``$1``, ``$2``...; ``None`` when it
     has named ones (the general path binds those)."""
-    if re.search(r"(?<![:\w]):[A-Za-z_]", sql):
+    if _NAMED.search(sql):
         return None
     counter = itertools.count(1)
     return _QUESTION.sub(lambda _: f"${next(counter)}", sql).encode()
 
 
-def _as_text(value: Any) -> bytes | None:
+@functools.lru_cache(maxsize=1024)
+def placeholders(sql: str) -> tuple[bytes, tuple[str, ...] | None]:
+    """``sql`` with SQLite's placeholders as libpq's ``$1``, ``$2``...; for named ones, the
+    names in the order of their numbers (``None``: positional)."""
+    command = numbered(sql)
+    if command is not None:
+        return command, None
+    order: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(1) not in order:
+            order.append(match.group(1))
+        return f"${order.index(match.group(1)) + 1}"
+
+    return _NAMED.sub(number, sql).encode(), tuple(order)
+
+
+def as_text(value: Any) -> bytes | None:
     """A parameter as PostgreSQL's text input of it (``TypeError`` for a kind not handled here)."""
     kind = type(value)
     if kind is str:
@@ -70,16 +123,16 @@ def prepared_rows(conn: Any, sql: str, params: Sequence[Any]) -> list[tuple[Any,
     if command is None:
         return None
     try:
-        values = [_as_text(p) for p in params]
+        values = [as_text(p) for p in params]
     except TypeError:
         return None
     pgconn = conn.pgconn
     result = pgconn.exec_prepared(_name(conn, sql, command), values)
-    if result.status == _FATAL and result.error_field(_SQLSTATE) == _UNKNOWN_STATEMENT:
-        _PREPARED[conn][0].clear()  # the session's statements were dropped: prepare again (new names)
+    if result.status == FATAL and result.error_field(SQLSTATE) == UNKNOWN_STATEMENT:
+        statement_names(conn).clear()  # the session's statements were dropped: prepare again (new names)
         result = pgconn.exec_prepared(_name(conn, sql, command), values)
-    if result.status != _TUPLES:
-        if result.status == _COMMAND:  # a statement that returns no rows
+    if result.status != TUPLES:
+        if result.status == COMMAND:  # a statement that returns no rows
             return []
         raise error_from_result(result, encoding=conn.info.encoding)
     loader = Transformer(conn)
@@ -89,30 +142,29 @@ def prepared_rows(conn: Any, sql: str, params: Sequence[Any]) -> list[tuple[Any,
 
 def _name(conn: Any, sql: str, command: bytes) -> bytes:
     """The name of ``sql``'s statement on ``conn``, prepared there first if it is not."""
-    known = _PREPARED.get(conn)
-    if known is None:
-        known = _PREPARED[conn] = ({}, itertools.count())
-    name = known[0].get(sql)
+    names = statement_names(conn)
+    name = names.get(sql)
     if name is None:
-        name = f"_fermix_{next(known[1])}".encode()
+        name = names.add(sql)
         result = conn.pgconn.prepare(name, command)
-        if result.status != _COMMAND:
+        if result.status != COMMAND:
+            names.forget(sql)
             from psycopg.errors import error_from_result
 
             raise error_from_result(result, encoding=conn.info.encoding)
-        known[0][sql] = name
     return name
 
 
-# The libpq codes read above; absent without the driver, which the store checks for first.
-_FATAL: Any = None
-_TUPLES: Any = None
-_COMMAND: Any = None
-_SQLSTATE: Any = None
+# The libpq codes read here and by ``write_pipeline``; absent without the driver, which the store
+# checks for first.
+FATAL: Any = None
+TUPLES: Any = None
+COMMAND: Any = None
+SQLSTATE: Any = None
 try:
     from psycopg.pq import DiagnosticField, ExecStatus
 
-    _FATAL, _TUPLES, _COMMAND = ExecStatus.FATAL_ERROR, ExecStatus.TUPLES_OK, ExecStatus.COMMAND_OK
-    _SQLSTATE = DiagnosticField.SQLSTATE
+    FATAL, TUPLES, COMMAND = ExecStatus.FATAL_ERROR, ExecStatus.TUPLES_OK, ExecStatus.COMMAND_OK
+    SQLSTATE = DiagnosticField.SQLSTATE
 except ImportError:  # pragma: no cover - the [postgres] extra is optional
     pass

@@ -9,6 +9,8 @@ store's own read connection is taken with a lock that is never waited on: a read
 busy takes a pooled connection as before. A connection that failed, or that a read left in any
 state but idle, is closed and opened again at the next read; while it cannot be opened, the
 reads go to the pool (which reports an unreachable server as it does).
+
+A store's writes take a connection of their own the same way (``held``, ADR-0099).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from fermix_memory.adapters.postgres.connection import CONNECT_TIMEOUT_S, PgCursor
@@ -62,6 +65,19 @@ class ReadConnections:
                 self._give_back(own)
             elif conn is not None:
                 self._pool.putconn(conn)
+
+    @contextmanager
+    def held(self) -> Iterator[Any]:
+        """The store's own connection while this caller holds it, else a pooled one."""
+        own = self._take()
+        if own is None:
+            with self._pool.connection() as conn:
+                yield conn
+            return
+        try:
+            yield own
+        finally:
+            self._give_back(own)
 
     def close(self) -> None:
         """Close the read connection (waiting for a read on it to end); later reads use the pool."""

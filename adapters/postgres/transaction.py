@@ -26,7 +26,7 @@ from psycopg.pq import TransactionStatus
 
 from fermix_memory.adapters.postgres.connection import PgCursor
 from fermix_memory.adapters.sql.event_log import write_chain_heads
-from fermix_memory.adapters.sql.transaction import SqlTransaction
+from fermix_memory.adapters.sql.transaction import STREAM_VERSION_SQL, SqlTransaction
 from fermix_memory.application.streams import chain_for
 from fermix_memory.domain.event_base import DomainEvent
 from fermix_memory.domain.log_chain import GENESIS_HASH
@@ -67,7 +67,7 @@ class PostgresTransaction(SqlTransaction):
         head = self.cursor.cursor().execute("SELECT position, hash FROM chain_heads WHERE chain = ? FOR UPDATE"
                                             + ("" if wait else " NOWAIT"), (chain,))
         version = None if stream is None or stream in self.versions else self.cursor.cursor().execute(
-            "SELECT max(version) FROM events WHERE stream = ?", (stream,))
+            STREAM_VERSION_SQL, (stream,))
         position = self.cursor.cursor().execute(*positions_sql(self._appending)
                                                 ) if self.chains > 1 and self._appending else None
         rows = head.fetchall()  # the answers of all three
@@ -76,7 +76,8 @@ class PostgresTransaction(SqlTransaction):
         self.heads[chain] = (int(rows[0][0]), str(rows[0][1]))
         self._held.add(chain)
         if version is not None and stream is not None:
-            self.versions[stream] = int(version.fetchall()[0][0] or 0)
+            rows = version.fetchall()
+            self.versions[stream] = int(rows[0][0]) if rows else 0
         if position is not None:
             self._reserved = ([int(r[0]) for r in position.fetchall()], chain)
 
@@ -151,11 +152,13 @@ def committed(done: PgCursor) -> bool:
 
 
 def undo(conn: Any) -> None:
-    """Roll back what a failed write left open on ``conn``, so the pool gets it back clean."""
+    """Roll back what a failed write left open on ``conn``, so the pool gets it back clean. Sent
+    by libpq itself: a ROLLBACK seen by the driver makes it drop every prepared statement of the
+    session (``DEALLOCATE ALL``), the writes' too."""
     if conn.broken:
         return
     try:
-        if conn.info.transaction_status != TransactionStatus.IDLE:
-            conn.execute("ROLLBACK")
+        if conn.pgconn.transaction_status != TransactionStatus.IDLE:
+            conn.pgconn.exec_(b"ROLLBACK")
     except Exception:
         log.debug("rolling back a failed write failed", exc_info=True)

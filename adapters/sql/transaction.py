@@ -36,6 +36,11 @@ from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget
 # A row by its key, one statement per scope type: the type written out (one of ScopeType's few
 # values), not bound, since SQLite prepares a statement again at each run whose bound value could
 # decide a partial index's use.
+# A stream's last version. Not ``max(version)``: a plan made for no value in particular (the one
+# PostgreSQL keeps for a prepared statement) aggregates every version of the stream, one heap
+# visit each, where this one reads the index's last entry of it, whatever the table held when it
+# was planned (ADR-0098).
+STREAM_VERSION_SQL = "SELECT version FROM events WHERE stream = ? ORDER BY version DESC LIMIT 1"
 _BY_KEY_SQL = {kind: f"SELECT {MEMORY_COLUMNS} FROM memories WHERE agent_id = ? AND owner_id = ?"
                      f" AND scope_type = '{kind.value}' AND scope_id = ? AND key = ?" for kind in ScopeType}
 
@@ -101,10 +106,8 @@ class SqlTransaction:
         version = self.versions.get(stream)
         if version is None:
             self.enter(stream)
-            row = self.cursor.execute(
-                "SELECT max(version) FROM events WHERE stream = ?", (stream,)
-            ).fetchall()
-            version = self.versions[stream] = int(row[0][0] or 0)
+            rows = self.cursor.execute(STREAM_VERSION_SQL, (stream,)).fetchall()
+            version = self.versions[stream] = int(rows[0][0]) if rows else 0
         return version
 
     def append(self, stream: str, events: Sequence[DomainEvent], *,

@@ -82,5 +82,6 @@ def test_a_recall_statement_runs_in_one_libpq_call_of_its_own(opened: tuple[Memo
                           content="it leaves at noon")
     assert recall(memory, "ferry") == ["is the harbour ferry late?", "it leaves at noon"]
     named = store.rows("SELECT name, statement FROM pg_prepared_statements")
-    assert [name for name, statement in named if "ts_rank" in statement] == ["_fermix_0"]
+    recall_names = [name for name, statement in named if "ts_rank" in statement]
+    assert len(recall_names) == 1 and recall_names[0].startswith("_fermix_")
     assert all(name.startswith(("_fermix_", "_pg3_")) for name, _ in named)

@@ -82,6 +82,7 @@ def test_a_look_queues_the_retention_job_and_a_failure_is_a_warning(caplog: pyte
     with caplog.at_level(logging.WARNING):
         upkeep.start(delay_s=0)
         until(lambda: queue.keys == [JOB_KEY], "one look")
+        until(lambda: "the disk is full" in caplog.text, "the failure's warning")  # logged after the queueing
     upkeep.stop()
     assert "the retention run did not finish" in caplog.text and "the disk is full" in caplog.text
     assert retention.runs == 0
