@@ -176,8 +176,10 @@ def test_a_connection_used_by_writes_and_reads_is_freed_when_dropped(postgres_se
     conn = psycopg.connect(postgres_server.url(), autocommit=True)
     assert PgCursor.reading(conn, None).execute("SELECT 1").fetchall() == [(1,)]
     assert PgCursor.reading(conn, True).execute("SELECT ? + 1", (1,)).fetchall() == [(2,)]
-    with WritePipeline(conn) as pipeline:
-        assert PgCursor(conn, pipeline).execute("SELECT ?::int * 2", (2,)).fetchall() == [(4,)]
+    for _ in range(2):  # the pipeline kept with the connection, used again
+        with WritePipeline.on(conn) as pipeline:
+            assert PgCursor(conn, pipeline).execute("SELECT ?::int * 2", (2,)).fetchall() == [(4,)]
+    assert WritePipeline.on(conn) is pipeline
     gone = weakref.ref(conn)
     conn.close()
     del conn, pipeline
