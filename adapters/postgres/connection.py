@@ -138,6 +138,25 @@ def pipelined_prepare(sql: str) -> bool:
     return sql.lstrip()[:7].upper().startswith(("SELECT", "INSERT", "UPDATE", "DELETE", "WITH"))
 
 
+# How many rows one INSERT of a write's batch takes at most (ADR-0099): a batch is cut into
+# statements of these sizes, largest first, so an INSERT has few shapes to prepare on a connection.
+ROWS_AT_ONCE = (64, 16, 4, 1)
+_ONE_ROW = re.compile(r"(\s*INSERT\s+INTO\s.+?\bVALUES\s*)(\((?:\s*\?\s*,)*\s*\?\s*\))(.*)", re.S | re.I)
+_NOT_PER_ROW = re.compile(r"\bRETURNING\b|\bDO\s+UPDATE\b", re.I)
+
+
+@functools.lru_cache(maxsize=256)
+def rows_sql(sql: str, count: int) -> str | None:
+    """``sql``, an INSERT of one row of ``?`` placeholders, inserting ``count`` rows in one
+    statement: the rows in order, each row's triggers as for a statement of its own, a conflict
+    skipped (``DO NOTHING``) row by row. ``None`` for any other statement, and for an INSERT
+    that returns rows or updates on a conflict (their answers differ from the rows one by one)."""
+    match = _ONE_ROW.fullmatch(sql)
+    if match is None or _NOT_PER_ROW.search(match.group(3)):
+        return None
+    return match.group(1) + ", ".join([match.group(2)] * count) + match.group(3)
+
+
 # The attribute of a connection holding the driver cursor of its reads: kept with the connection,
 # gone when it is (a weak-keyed map would keep every connection alive: a cursor refers to its own).
 _READ_CURSOR = "_fermix_read_cursor"
@@ -196,8 +215,16 @@ class PgCursor:
     def executemany(self, sql: str, seq: Iterable[Any], /) -> PgCursor:
         rows = list(seq)
         if rows and self._pipeline is not None:
-            for row in rows:  # pipelined as they are: one round trip for all
-                self.execute(sql, row)
+            done = 0
+            while done < len(rows):  # pipelined: one round trip for all
+                count = next(n for n in ROWS_AT_ONCE if n <= len(rows) - done)
+                several = rows_sql(sql, count) if count > 1 else None
+                if several is None or type(rows[done]) is dict:
+                    self.execute(sql, rows[done])
+                    done += 1
+                else:
+                    self.execute(several, [value for row in rows[done:done + count] for value in row])
+                    done += count
         elif rows:
             self._cur.executemany(pg_sql(sql), rows)
         return self

@@ -24,12 +24,13 @@ KEYS_PER_STATEMENT = 500
 
 
 def stored_import_keys(sql: str, sql_one: str, string_type: str,
-                       sql_among: Callable[[int], str] | None = None) -> ImportKeyReader:
+                       sql_among: Callable[[int], str] | None = None,
+                       keys_per_statement: int = KEYS_PER_STATEMENT) -> ImportKeyReader:
     """A reader giving what :func:`recorded_import_keys` gives, by ``sql`` (see above; ``sql_one``
     for one key, with the stream, the key and the stream as parameters), whose first column says
     ``string_type`` for a string key. ``sql_among(n)``: the statement of ``sql_one`` for ``n``
-    keys at once (the stream, the keys, the stream), where the dialect has one; else several
-    keys are read by ``sql_one`` each."""
+    keys at once (the stream, the keys, the stream; ``n`` at most ``keys_per_statement``), where
+    the dialect has one; else several keys are read by ``sql_one`` each."""
 
     def statements(stream: str, only: str | tuple[str, ...] | None) -> Iterator[tuple[str, tuple[str, ...]]]:
         if only is None:
@@ -39,8 +40,8 @@ def stored_import_keys(sql: str, sql_one: str, string_type: str,
         elif sql_among is None:
             yield from ((sql_one, (stream, key, stream)) for key in only)
         else:
-            for start in range(0, len(only), KEYS_PER_STATEMENT):
-                some = only[start:start + KEYS_PER_STATEMENT]
+            for start in range(0, len(only), keys_per_statement):
+                some = only[start:start + keys_per_statement]
                 yield sql_among(len(some)), (stream, *some, stream)
 
     def read(tx: WriteTransaction, stream: str, only: str | tuple[str, ...] | None = None) -> dict[str, int]:

@@ -185,3 +185,99 @@ def test_a_connection_used_by_writes_and_reads_is_freed_when_dropped(postgres_se
     del conn, pipeline
     gc.collect()
     assert gone() is None
+
+
+ORDERED = """
+CREATE TABLE seen(n BIGSERIAL PRIMARY KEY, id BIGINT, body TEXT);
+CREATE TABLE rows_in(id BIGINT PRIMARY KEY, body TEXT);
+CREATE FUNCTION note_row() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO seen(id, body) VALUES (NEW.id, NEW.body);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER note_row BEFORE INSERT ON rows_in FOR EACH ROW EXECUTE FUNCTION note_row();
+"""
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 4, 5, 17, 21, 64, 70, 150])
+def test_a_batch_of_rows_goes_in_few_statements_row_by_row_as_one_each(
+        conn: Any, count: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An INSERT of many rows is cut into statements of 64, 16, 4 and 1 rows (ADR-0099): the rows
+    land in order, each row's trigger fires in that order, and a conflict skips its row only."""
+    from fermix_memory.adapters.postgres.connection import ROWS_AT_ONCE, PgCursor, rows_sql
+    from fermix_memory.adapters.postgres.write_pipeline import WritePipeline
+
+    conn.execute(ORDERED)
+    conn.execute("INSERT INTO rows_in VALUES (3, 'there before')")
+    sent: list[str] = []
+    send = WritePipeline.send
+
+    def counted(self: WritePipeline, sql: str, params: Any, *, prepare: bool) -> Any:
+        sent.append(sql)
+        return send(self, sql, params, prepare=prepare)
+
+    monkeypatch.setattr(WritePipeline, "send", counted)
+    rows = [(i, f"row {i}") for i in range(count)]
+    with WritePipeline(conn) as pipeline:
+        cursor = PgCursor(conn, pipeline)
+        cursor.execute("BEGIN")
+        cursor.executemany("INSERT INTO rows_in(id, body) VALUES (?, ?) ON CONFLICT DO NOTHING", rows)
+        cursor.execute("COMMIT")
+    expected = [(3, "there before")] + [row for row in rows if row[0] != 3]
+    assert conn.execute("SELECT id, body FROM rows_in ORDER BY id").fetchall() == sorted(expected)
+    # Every row's trigger, in order (the conflicting one's too: a BEFORE trigger runs before the check).
+    assert conn.execute("SELECT id, body FROM seen ORDER BY n").fetchall() == [(3, "there before"), *rows]
+    statements = 0
+    left = count
+    for size in ROWS_AT_ONCE:
+        statements += left // size
+        left %= size
+    assert len(sent) == 2 + statements
+    assert rows_sql("INSERT INTO rows_in(id) VALUES (?) RETURNING id", 2) is None  # answers row by row
+    assert rows_sql("INSERT INTO rows_in(id) VALUES (?) ON CONFLICT (id) DO UPDATE SET body = 'x'", 2) is None
+    assert rows_sql("DELETE FROM rows_in WHERE id = ?", 2) is None
+
+
+def test_a_failing_row_in_a_batch_fails_the_write_whole(conn: Any) -> None:
+    from psycopg import errors
+
+    from fermix_memory.adapters.postgres.connection import PgCursor
+    from fermix_memory.adapters.postgres.transaction import undo
+    from fermix_memory.adapters.postgres.write_pipeline import WritePipeline
+
+    conn.execute("CREATE TABLE once(id BIGINT PRIMARY KEY)")
+    with pytest.raises(errors.UniqueViolation), WritePipeline(conn) as pipeline:
+        cursor = PgCursor(conn, pipeline)
+        cursor.execute("BEGIN")
+        cursor.executemany("INSERT INTO once VALUES (?)", [(i,) for i in range(10)] + [(4,)] + [(20,)])
+        cursor.execute("COMMIT")
+    undo(conn)
+    assert conn.execute("SELECT count(*) FROM once").fetchall() == [(0,)]
+
+
+def test_a_batchs_keys_are_read_in_one_statement_per_sixteen(
+        postgres_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The keys of a batch of keyed appends to one conversation are read by one statement for up
+    to sixteen keys (one round trip, not one a key), and what they find is what one key at a time finds."""
+    from fermix_memory.adapters.postgres.import_keys import KEYS_AT_ONCE
+    from fermix_memory.adapters.postgres.write_pipeline import WritePipeline
+
+    reads: list[int] = []
+    send = WritePipeline.send
+
+    def counted(self: WritePipeline, sql: str, params: Any, *, prepare: bool) -> Any:
+        if "import_key" in sql:
+            reads.append(len(params) - 2)  # the keys among the parameters (the stream, twice)
+        return send(self, sql, params, prepare=prepare)
+
+    def batch(keys: range) -> list[dict[str, Any]]:
+        return [{"agent_id": "ada", "owner_id": "alice", "conversation": "telegram:7", "role": "user",
+                 "content": f"line {k}", "idempotency_key": f"key-{k}"} for k in keys]
+
+    with one_connection_memory(postgres_server.fresh_database(), tmp_path / "home") as (memory, _):
+        first = memory.append_messages(batch(range(0, 20, 2)))
+        monkeypatch.setattr(WritePipeline, "send", counted)
+        again = memory.append_messages(batch(range(KEYS_AT_ONCE + 4)))
+    assert reads == [KEYS_AT_ONCE, 4]
+    assert [again[k] for k in range(0, 20, 2)] == first  # held before: the holder's id
+    assert len(set(again)) == len(again) and min(again[k] for k in range(1, 20, 2)) > max(first)
