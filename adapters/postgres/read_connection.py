@@ -32,7 +32,8 @@ REOPEN_AFTER_S = 5.0
 
 
 class ReadConnections:
-    """Rows of one read, on the store's own read connection when free, else on ``pool``'s.
+    """Rows of one read, on the store's own read connection when free, else on ``pool``'s (and,
+    through :meth:`held`, a store's writes on a connection of their own the same way).
     The read connection is opened to ``url`` with the pool's connection ``options`` (``url``
     ``None``: there is none, every read is the pool's: a store of one connection keeps every
     statement on it); ``failed(conn, exc)`` is the error a read's failure on ``conn`` raises
