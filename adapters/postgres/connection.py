@@ -7,7 +7,7 @@ import functools
 import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from fermix_memory.adapters.postgres.prepared import prepared_rows
@@ -214,17 +214,20 @@ class PgCursor:
 
     def executemany(self, sql: str, seq: Iterable[Any], /) -> PgCursor:
         rows = list(seq)
-        if rows and self._pipeline is not None:
+        if rows and self._pipeline is not None:  # pipelined: one round trip for all
+            if len(rows) == 1 or type(rows[0]) is dict or rows_sql(sql, 2) is None:
+                for row in rows:
+                    self.execute(sql, row)
+                return self
             done = 0
-            while done < len(rows):  # pipelined: one round trip for all
+            while done < len(rows):
                 count = next(n for n in ROWS_AT_ONCE if n <= len(rows) - done)
-                several = rows_sql(sql, count) if count > 1 else None
-                if several is None or type(rows[done]) is dict:
+                if count == 1:
                     self.execute(sql, rows[done])
-                    done += 1
                 else:
-                    self.execute(several, [value for row in rows[done:done + count] for value in row])
-                    done += count
+                    self.execute(cast(str, rows_sql(sql, count)),
+                                 [value for row in rows[done:done + count] for value in row])
+                done += count
         elif rows:
             self._cur.executemany(pg_sql(sql), rows)
         return self

@@ -116,9 +116,6 @@ def prepared_rows(conn: Any, sql: str, params: Sequence[Any]) -> list[tuple[Any,
     """The rows of ``sql`` (SQLite's placeholders) with ``params`` on ``conn`` (psycopg's, idle,
     autocommit), prepared there at its first run; ``None``: the statement or a parameter is of a
     kind the general path must run. A statement that fails raises the driver's error."""
-    from psycopg.adapt import Transformer
-    from psycopg.errors import error_from_result
-
     command = numbered(sql)
     if command is None:
         return None
@@ -137,7 +134,8 @@ def prepared_rows(conn: Any, sql: str, params: Sequence[Any]) -> list[tuple[Any,
         raise error_from_result(result, encoding=conn.info.encoding)
     loader = Transformer(conn)
     loader.set_pgresult(result)
-    return loader.load_rows(0, result.ntuples, tuple)
+    rows: list[tuple[Any, ...]] = loader.load_rows(0, result.ntuples, tuple)
+    return rows
 
 
 def _name(conn: Any, sql: str, command: bytes) -> bytes:
@@ -149,22 +147,26 @@ def _name(conn: Any, sql: str, command: bytes) -> bytes:
         result = conn.pgconn.prepare(name, command)
         if result.status != COMMAND:
             names.forget(sql)
-            from psycopg.errors import error_from_result
-
             raise error_from_result(result, encoding=conn.info.encoding)
     return name
 
 
-# The libpq codes read here and by ``write_pipeline``; absent without the driver, which the store
-# checks for first.
+# The libpq codes and the driver's loaders and errors, used here and by ``write_pipeline`` (imported
+# once, not at each read); absent without the driver, which the store checks for first.
 FATAL: Any = None
 TUPLES: Any = None
 COMMAND: Any = None
+SYNC: Any = None
+OK: Any = None
 SQLSTATE: Any = None
+Transformer: Any = None
+error_from_result: Any = None
 try:
-    from psycopg.pq import DiagnosticField, ExecStatus
+    from psycopg.adapt import Transformer
+    from psycopg.errors import error_from_result
+    from psycopg.pq import ConnStatus, DiagnosticField, ExecStatus
 
     FATAL, TUPLES, COMMAND = ExecStatus.FATAL_ERROR, ExecStatus.TUPLES_OK, ExecStatus.COMMAND_OK
-    SQLSTATE = DiagnosticField.SQLSTATE
+    SYNC, OK, SQLSTATE = ExecStatus.PIPELINE_SYNC, ConnStatus.OK, DiagnosticField.SQLSTATE
 except ImportError:  # pragma: no cover - the [postgres] extra is optional
     pass

@@ -28,10 +28,14 @@ from typing import Any
 from fermix_memory.adapters.postgres.prepared import (
     COMMAND,
     FATAL,
+    OK,
     SQLSTATE,
+    SYNC,
     TUPLES,
     UNKNOWN_STATEMENT,
+    Transformer,
     as_text,
+    error_from_result,
     placeholders,
     statement_names,
 )
@@ -70,11 +74,11 @@ class WritePipeline:
         try:
             if kind is None:
                 self.sync()  # raises the first failure among the statements not yet answered
-            elif self._due and self._pg.status == _OK:
+            elif self._due and self._pg.status == OK:
                 with contextlib.suppress(Exception):  # the failure being raised says more
                     self._read_through_sync()
         finally:
-            if self._pg.status == _OK:
+            if self._pg.status == OK:
                 # Answers still due: the connection is not idle, and the pool drops it.
                 with contextlib.suppress(Exception):
                     self._pg.exit_pipeline_mode()
@@ -103,7 +107,7 @@ class WritePipeline:
         return answer
 
     def _send_typed(self, command: bytes, params: Sequence[Any]) -> None:
-        from psycopg.adapt import PyFormat, Transformer
+        from psycopg.adapt import PyFormat  # a rare kind of value: imported when one comes
 
         dumper = Transformer(self._conn)
         values = dumper.dump_sequence(params, [PyFormat.AUTO] * len(params))
@@ -121,8 +125,6 @@ class WritePipeline:
         if result.status != TUPLES:
             return []
         if self._loader is None:
-            from psycopg.adapt import Transformer
-
             self._loader = Transformer(self._conn)  # loaders by column type, kept for the next answers
         self._loader.set_pgresult(result)
         rows: list[tuple[Any, ...]] = self._loader.load_rows(0, result.ntuples, tuple)
@@ -134,8 +136,6 @@ class WritePipeline:
             return
         failed = self._read_through_sync()
         if failed is not None:
-            from psycopg.errors import error_from_result
-
             if failed.error_field(SQLSTATE) == UNKNOWN_STATEMENT:
                 self._names.clear()  # the session's statements were dropped: the write runs again
             raise error_from_result(failed, encoding=self._conn.info.encoding)
@@ -159,7 +159,7 @@ class WritePipeline:
                 entry[0] = result
             elif result.status != COMMAND:  # a prepare: a name the server did not take is not the statement's
                 self._names.forget(entry[0])
-        if (end := self._next()) is None or end.status != _SYNC:
+        if (end := self._next()) is None or end.status != SYNC:
             raise _lost(pg)
         return failed
 
@@ -205,13 +205,3 @@ def _lost(pg: Any) -> Exception:
 
 _BINARY = (bytes, bytearray, memoryview)
 _KEPT = "_fermix_write_pipeline"  # the attribute of a connection holding its writes' pipeline
-# The libpq codes read above (beside ``prepared``'s); absent without the driver, which the store
-# checks for first.
-_SYNC: Any = None
-_OK: Any = None
-try:
-    from psycopg.pq import ConnStatus, ExecStatus
-
-    _SYNC, _OK = ExecStatus.PIPELINE_SYNC, ConnStatus.OK
-except ImportError:  # pragma: no cover - the [postgres] extra is optional
-    pass
