@@ -5,7 +5,6 @@ exports in the home's keyring. Its public half is what a third party checks rece
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
@@ -13,6 +12,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from fermix_memory.adapters.durable_file import create_durably
 from fermix_memory.application.errors import StorageError
 
 KEYS_DIR = "keys"
@@ -79,20 +79,18 @@ class HomeKey:
 
     @staticmethod
     def _make(path: Path) -> Ed25519PrivateKey:
+        key = Ed25519PrivateKey.generate()
+        pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
         try:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            key = Ed25519PrivateKey.generate()
-            pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                    serialization.NoEncryption())
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # never replace a key
+            # Whole or not at all, never replacing a key: another process opening the same new home
+            # reads either no key or this one, never a half-written file.
+            create_durably(path, pem, mode=0o600)
         except FileExistsError:  # another process made it meanwhile: theirs is the key
             return HomeKey._load(path, create=False)
         except OSError as exc:
             raise StorageError(f"cannot create the home's key {path}: {exc.strerror or exc}") from None
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(pem)
-            fh.flush()
-            os.fsync(fh.fileno())
         return key
 
     def public_key(self) -> str:
