@@ -33,11 +33,12 @@ import asyncio
 import functools
 import threading
 from collections.abc import Callable, Coroutine
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from fermix_memory.application.errors import MemoryClosed
 from fermix_memory.domain.errors import InvalidArgument
+from fermix_memory.entrypoints.api.lane_pool import LanePool
 from fermix_memory.entrypoints.api.model_bound import is_model_bound
 
 P = ParamSpec("P")
@@ -46,18 +47,17 @@ S = TypeVar("S", covariant=True)
 
 WORKERS = 4  # threads of the lane: enough to fill a group commit and overlap reads, bounded
 MODEL_WORKERS = 8  # threads for calls that wait on a model: mostly idle in a socket read, bounded
-_pools: dict[bool, ThreadPoolExecutor] = {}
+_pools: dict[bool, LanePool] = {}
 _pool_lock = threading.Lock()
 
 
-def _shared_pool(model: bool = False) -> ThreadPoolExecutor:
+def _shared_pool(model: bool = False) -> LanePool:
     """The process's lane threads; ``model``: those of the calls that may wait on a model."""
     with _pool_lock:
         pool = _pools.get(model)
         if pool is None:
-            pool = _pools[model] = ThreadPoolExecutor(
-                max_workers=MODEL_WORKERS if model else WORKERS,
-                thread_name_prefix="fermix-lane-model" if model else "fermix-lane")
+            pool = _pools[model] = LanePool(MODEL_WORKERS if model else WORKERS,
+                                            "fermix-lane-model" if model else "fermix-lane")
         return pool
 
 
