@@ -96,6 +96,18 @@ def is_retryable(exc: BaseException) -> bool:
         exc, pg_errors.SerializationFailure | pg_errors.DeadlockDetected | pg_errors.InvalidSqlStatementName)
 
 
+def session_lost(conn: Any, exc: BaseException) -> bool:
+    """Whether ``exc`` says that ``conn``'s session is gone: the connection is broken or closed, or
+    the failure is the connection's own (libpq's, without a SQLSTATE; class 08) or the server's
+    ending of the session (57P01-57P04) before libpq has read the end of the stream."""
+    if conn.broken:
+        return True
+    if psycopg is None or not isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        return False
+    code = exc.sqlstate
+    return bool(conn.closed) or code is None or code.startswith(("08", "57P"))
+
+
 def translated(exc: BaseException, doing: str) -> BaseException:
     """The store's typed error for a driver error (others are returned as they are)."""
     if psycopg is None or not isinstance(exc, psycopg.Error):

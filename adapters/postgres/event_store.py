@@ -30,6 +30,7 @@ from fermix_memory.adapters.postgres.connection import (
     described,
     is_retryable,
     require_driver,
+    session_lost,
     shown,
     translated,
     translated_errors,
@@ -257,12 +258,11 @@ class PostgresEventStore(FeedDelivery):
         a clash of stream versions (found as the statements were answered) as a conflict."""
         if isinstance(exc, Reorder) or is_retryable(exc):
             return exc
-        if conn.broken and not committing:
-            return self._lost(conn, exc)
-        if conn.broken:
-            return StorageError("writing to the PostgreSQL store: the connection was lost while committing;"
-                                " the write may or may not have committed (read it back to know):"
-                                f" {' '.join(str(exc).split())}")
+        if session_lost(conn, exc):
+            conn.close()  # libpq may not have read the end yet: nobody takes this session again
+            return self._lost(conn, exc) if not committing else StorageError(
+                "writing to the PostgreSQL store: the connection was lost while committing; the write may or may"
+                f" not have committed (read it back to know): {' '.join(str(exc).split())}")
         if PostgresTransaction._version_clash(exc):
             return ConcurrencyConflict("a stream already has one of the versions appended: nothing was appended")
         return translated(exc, "writing to the PostgreSQL store")

@@ -94,3 +94,39 @@ def test_a_write_connection_the_server_lost_is_replaced(opened: tuple[MemorySyst
         assert announcer(admin) != lost
     assert said(store) == ["before", "after"]
     assert memory.verify().ok
+
+
+def test_a_write_whose_session_the_server_ends_midway_runs_again_and_lands_once(
+        opened: tuple[MemorySystem, Any], postgres_url: str) -> None:
+    """The server ends the write's session between two of its statements (a restart, an
+    administrator): nothing was committed, so the write runs again on a new connection."""
+    from datetime import UTC, datetime
+
+    from fermix_memory.application.commands import AppendMessage
+    from fermix_memory.application.message_input import build_message_event
+    from fermix_memory.application.streams import conversation_stream
+
+    memory, store = opened
+    say(memory, "telegram:1", "before")  # the write connection is open
+    event = build_message_event(AppendMessage(agent_id="ada", owner_id="alice", conversation="telegram:1",
+                                              role="user", content="midway"), datetime.now(UTC))
+    stream = conversation_stream("ada", event.conversation)
+    attempts: list[int] = []
+
+    def work(tx: Any) -> list[int]:
+        attempts.append(tx.stream_version(stream))  # BEGIN and a read, answered: the session is in the write
+        if len(attempts) == 1:
+            with psycopg.connect(postgres_url, autocommit=True) as admin:
+                writing = [int(pid) for pid, in admin.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND state = 'idle in transaction' AND pid <> pg_backend_pid()").fetchall()]
+                assert len(writing) == 1
+                admin.execute("SELECT pg_terminate_backend(%s)", (writing[0],))
+                until(lambda: not admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s",
+                                                (writing[0],)).fetchall(), "the write's session has ended")
+        return list(tx.append(stream, [event]))
+
+    store.write(work)
+    assert len(attempts) == 2
+    assert said(store) == ["before", "midway"]
+    assert memory.verify().ok
