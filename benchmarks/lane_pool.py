@@ -5,6 +5,8 @@ the lane runs each call on one of its threads. The lane's threads are swapped sl
 between a ``ThreadPoolExecutor`` of :data:`~fermix_memory.entrypoints.api.lane.WORKERS` threads
 (what the lane was) and :class:`~fermix_memory.entrypoints.api.lane_pool.LanePool` (what it is),
 with the SDK's own ``SQLiteSession`` taking its turn beside them; each figure is the median slice.
+Beside it, the empty hop: ``await`` of a call that returns at once, through each of the two and
+through a one-thread executor (the floor: one thread, nothing to choose).
 
 Run (from the repository root; needs the ``[openai-agents]`` extra)::
 
@@ -31,6 +33,32 @@ from peers_agents import Sides, progress, turn_items
 
 from fermix_memory.entrypoints.api import lane
 from fermix_memory.entrypoints.api.lane_pool import LanePool
+
+
+def _nothing() -> None:
+    return None
+
+
+def empty_hops(rounds: int, calls: int = 300) -> dict[str, float]:
+    """Microseconds of one ``await`` of a call that returns at once, by pool (median round)."""
+    loop = asyncio.new_event_loop()
+    pools: dict[str, Any] = {"thread_pool_executor": ThreadPoolExecutor(lane.WORKERS), "lane_pool": LanePool(
+        lane.WORKERS, "hop"), "one_thread_executor": ThreadPoolExecutor(1)}
+
+    async def hop(pool: Any) -> None:
+        await asyncio.wrap_future(pool.submit(_nothing))
+
+    times: dict[str, list[float]] = {way: [] for way in pools}
+    try:
+        for r in range(rounds):
+            for way in (list(pools) if r % 2 == 0 else list(pools)[::-1]):
+                start = time.perf_counter()
+                for _ in range(calls):
+                    loop.run_until_complete(hop(pools[way]))
+                times[way].append((time.perf_counter() - start) / calls)
+    finally:
+        loop.close()
+    return {way: round(statistics.median(t) * 1e6, 1) for way, t in times.items()}
 
 
 def run(rounds: int, calls: int) -> dict[str, Any]:
@@ -67,6 +95,7 @@ def run(rounds: int, calls: int) -> dict[str, Any]:
         "add_items_ms": {way: round(t * 1000, 3) for way, t in median.items()},
         "lane_pool_to_thread_pool_executor_throughput": round(median["thread_pool_executor"] / median["lane_pool"], 2),
         "add_items_throughput_ratio_to_peer": {way: round(median["peer"] / median[way], 2) for way in pools},
+        "empty_hop_us": empty_hops(2 * rounds),
     }
 
 

@@ -5,15 +5,16 @@ An async caller awaits one call after another. A plain ``ThreadPoolExecutor`` of
 hands each call to whichever of its idle threads has waited longest: one caller's calls go round
 its threads, each on a thread that went to sleep several calls ago. Here each thread is a slot
 of its own (a one-thread ``ThreadPoolExecutor``) and a call goes to the free slot freed last: one
-caller's calls keep to one thread, and a call submitted while that thread hands over its last
-result is taken by it straight after. Calls at once still get a thread each, up to the pool's
-size; beyond it they queue, and a thread that finishes takes the oldest before it is free again.
-Shutting down at interpreter exit is the standard library's: a thread runs what it was given
-before it ends.
+caller's calls keep to one thread. A slot is freed by the first callback of its call's future,
+before the caller hears of the result, so the caller's next call finds it free. Calls at once
+still get a thread each, up to the pool's size; beyond it they wait, and a slot that is freed
+takes the oldest first. Shutting down at interpreter exit is the standard library's: a thread runs
+what it was given before it ends.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -24,14 +25,6 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-class _Call:
-    __slots__ = ("args", "call", "future", "kwargs")
-
-    def __init__(self, future: Future[Any], call: Callable[..., Any], args: tuple[Any, ...],
-                 kwargs: dict[str, Any]) -> None:
-        self.future, self.call, self.args, self.kwargs = future, call, args, kwargs
-
-
 class LanePool:
     """At most ``workers`` threads named ``name``-N; :meth:`submit` as ``ThreadPoolExecutor``'s."""
 
@@ -39,48 +32,51 @@ class LanePool:
         self._slots = [ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-{n}") for n in range(workers)]
         self._lock = threading.Lock()
         self._free = list(reversed(self._slots))  # a stack: the slot freed last on top
-        self._queued: deque[_Call] = deque()  # calls that found no free slot, oldest first
+        self._waiting: deque[tuple[Future[Any], Callable[[], Any]]] = deque()  # no free slot, oldest first
 
     def submit(self, call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
         """``call(*args, **kwargs)`` on one of the threads; its future (cancelled before it starts,
         it never runs)."""
-        future: Future[T] = Future()
-        queued = _Call(future, call, args, kwargs)
         with self._lock:
             if not self._free:
-                self._queued.append(queued)
+                future: Future[T] = Future()
+                self._waiting.append((future, functools.partial(call, *args, **kwargs)))
                 return future
             slot = self._free.pop()
+        return self._start(slot, call, *args, **kwargs)
+
+    def _start(self, slot: ThreadPoolExecutor, call: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         try:
-            slot.submit(self._run, slot, queued)
+            future = slot.submit(call, *args, **kwargs)
         except BaseException:  # the interpreter is shutting down: nothing new starts
             with self._lock:
                 self._free.append(slot)
             raise
+        future.add_done_callback(functools.partial(self._freed, slot))  # its first callback
         return future
 
-    def _run(self, slot: ThreadPoolExecutor, queued: _Call | None) -> None:
-        """Run ``queued``, then the oldest call waiting for a slot, until none waits."""
-        while queued is not None:
-            future = queued.future
-            if not future.set_running_or_notify_cancel():
-                queued = self._next(slot)
-                continue
-            try:
-                result = queued.call(*queued.args, **queued.kwargs)
-            except BaseException as exc:
-                queued = self._next(slot)
-                future.set_exception(exc)
-                del exc  # no cycle through the traceback
-            else:
-                queued = self._next(slot)
-                future.set_result(result)
-
-    def _next(self, slot: ThreadPoolExecutor) -> _Call | None:
-        """The oldest call waiting for a slot, or ``None`` with ``slot`` freed; before the caller
-        hears of the call just run, so that its next call finds this slot free."""
+    def _freed(self, slot: ThreadPoolExecutor, _: Future[Any]) -> None:
+        """``slot``'s call ended: the oldest waiting call goes to it, or it is free."""
         with self._lock:
-            if self._queued:
-                return self._queued.popleft()
-            self._free.append(slot)
-            return None
+            if not self._waiting:
+                self._free.append(slot)
+                return
+            future, call = self._waiting.popleft()
+        try:
+            self._start(slot, _relay, future, call)
+        except BaseException as exc:
+            if future.set_running_or_notify_cancel():
+                future.set_exception(exc)
+
+
+def _relay(future: Future[T], call: Callable[[], T]) -> None:
+    """Run a call that waited for a slot, into the future its caller holds."""
+    if not future.set_running_or_notify_cancel():
+        return
+    try:
+        result = call()
+    except BaseException as exc:
+        future.set_exception(exc)
+        del exc  # no cycle through the traceback
+    else:
+        future.set_result(result)
