@@ -17,7 +17,8 @@ executor. Calls that may wait on a model (``review_now``, ``compact``, ``before_
 their own (:data:`MODEL_WORKERS`, ADR-0055): however many wait on a slow provider, appends and
 reads still find a free thread. Each lane thread keeps its own read connection, so a process holds at most
 :data:`WORKERS` of them whatever the number of tasks; writes from several lane threads share
-commits through the store's group commit.
+commits through the store's group commit. One caller's calls in turn keep to one thread
+(:class:`~fermix_memory.entrypoints.api.lane_pool.LanePool`, ADR-0100).
 
 Cancelling the task that awaits a call never cuts the call in half: a call that has not started
 yet is dropped (it did nothing), one that has started runs to its end on its thread (a write
