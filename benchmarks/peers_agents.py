@@ -197,7 +197,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             at_1k = reads(loop, sides, "s1k", LIMIT, rounds, budget_s)
             at_10k = reads(loop, sides, "s10k", LIMIT, rounds, budget_s)
             progress("agents: add_items, one turn a call")
-            rate = throughput(loop, sides, rounds, calls)
+            rate = throughput(loop, sides, 2 * rounds + 1, calls)  # the peer's syncs swing: more slices
             progress("agents: get_items() of 10,000 items")
             whole = reads(loop, sides, "s10k", None, max(2, rounds - 2), budget_s)
         finally:
