@@ -8,8 +8,9 @@ of its own (a one-thread ``ThreadPoolExecutor``) and a call goes to the free slo
 caller's calls keep to one thread. A slot is freed by the first callback of its call's future,
 before the caller hears of the result, so the caller's next call finds it free. Calls at once
 still get a thread each, up to the pool's size; beyond it they wait, and a slot that is freed
-takes the oldest first. Shutting down at interpreter exit is the standard library's: a thread runs
-what it was given before it ends.
+takes the oldest first. At interpreter exit, as with the standard executor, what was submitted
+before still runs: a thread finishes its call, and calls still waiting run on the threads that
+free up.
 """
 
 from __future__ import annotations
@@ -43,30 +44,30 @@ class LanePool:
                 self._waiting.append((future, functools.partial(call, *args, **kwargs)))
                 return future
             slot = self._free.pop()
-        return self._start(slot, call, *args, **kwargs)
-
-    def _start(self, slot: ThreadPoolExecutor, call: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         try:
-            future = slot.submit(call, *args, **kwargs)
+            started = slot.submit(call, *args, **kwargs)
         except BaseException:  # the interpreter is shutting down: nothing new starts
             with self._lock:
                 self._free.append(slot)
             raise
-        future.add_done_callback(functools.partial(self._freed, slot))  # its first callback
-        return future
+        started.add_done_callback(functools.partial(self._freed, slot))  # its first callback
+        return started
 
     def _freed(self, slot: ThreadPoolExecutor, _: Future[Any]) -> None:
         """``slot``'s call ended: the oldest waiting call goes to it, or it is free."""
-        with self._lock:
-            if not self._waiting:
-                self._free.append(slot)
-                return
-            future, call = self._waiting.popleft()
-        try:
-            self._start(slot, _relay, future, call)
-        except BaseException as exc:
-            if future.set_running_or_notify_cancel():
-                future.set_exception(exc)
+        while True:
+            with self._lock:
+                if not self._waiting:
+                    self._free.append(slot)
+                    return
+                future, call = self._waiting.popleft()
+            try:
+                started = slot.submit(_relay, future, call)
+            except RuntimeError:  # the interpreter is shutting down: run it here, as the executor runs
+                _relay(future, call)  # what it was given before it ends
+                continue
+            started.add_done_callback(functools.partial(self._freed, slot))
+            return
 
 
 def _relay(future: Future[T], call: Callable[[], T]) -> None:

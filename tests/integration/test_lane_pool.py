@@ -5,8 +5,11 @@ never runs; results and errors come back as raised."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 from concurrent.futures import Future, wait
+from pathlib import Path
 
 import pytest
 
@@ -108,3 +111,28 @@ def test_an_awaited_call_runs_on_a_lane_thread_with_its_result() -> None:
 
     name, value = asyncio.run(main())
     assert name.startswith("fermix-lane") and value == 7
+
+
+def test_calls_still_waiting_for_a_thread_at_interpreter_exit_run_before_it_ends(tmp_path: Path) -> None:
+    """As the standard executor runs what it was given before the interpreter ends: calls beyond
+    the pool's size, waiting when the main thread returns, still run (none refused)."""
+    ran = tmp_path / "ran"
+    script = tmp_path / "exit.py"
+    script.write_text(f"""
+import threading
+from fermix_memory.entrypoints.api.lane_pool import LanePool
+
+go = threading.Event()
+
+def work(n):
+    go.wait()
+    with open({str(ran)!r}, "a") as f:
+        f.write(f"{{n}}\\n")
+
+pool = LanePool(2, "exit")
+futures = [pool.submit(work, n) for n in range(6)]
+go.set()  # the main thread returns at once: the interpreter shuts down with calls waiting
+""")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=WAIT_S)
+    assert done.returncode == 0, done.stderr
+    assert sorted(ran.read_text().split()) == [str(n) for n in range(6)], done.stderr
