@@ -66,6 +66,7 @@ def run(rounds: int, calls: int) -> dict[str, Any]:
     pools: dict[str, Any] = {"thread_pool_executor": ThreadPoolExecutor(lane.WORKERS, "plain"),
                              "lane_pool": LanePool(lane.WORKERS, "lane")}
     per_call: dict[str, list[float]] = {way: [] for way in ("peer", *pools)}
+    shipped = lane._shared_pool()  # the lane's own threads, put back at the end
     with tempfile.TemporaryDirectory(prefix="fermix-lane-pool-") as tmp:
         sides = Sides(Path(tmp))
         try:
@@ -87,6 +88,7 @@ def run(rounds: int, calls: int) -> dict[str, Any]:
                     sides.memory.wait_for_background()  # untimed: our index upkeep lands in no slice
                 progress(f"round {r + 1} of {rounds}")
         finally:
+            lane._pools[False] = shipped
             sides.close()
             loop.close()
     median = {way: statistics.median(times) for way, times in per_call.items()}

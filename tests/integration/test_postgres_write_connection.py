@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,9 @@ import pytest
 
 from fermix_memory import MemorySystem
 from fermix_memory.adapters.postgres.event_store import PostgresEventStore
-from fermix_memory.application.streams import chain_for
+from fermix_memory.application.commands import AppendMessage
+from fermix_memory.application.message_input import build_message_event
+from fermix_memory.application.streams import chain_for, conversation_stream
 from fermix_memory.entrypoints.bootstrap import bootstrap
 from tests.waits import until
 
@@ -100,12 +103,6 @@ def test_a_write_whose_session_the_server_ends_midway_runs_again_and_lands_once(
         opened: tuple[MemorySystem, Any], postgres_url: str) -> None:
     """The server ends the write's session between two of its statements (a restart, an
     administrator): nothing was committed, so the write runs again on a new connection."""
-    from datetime import UTC, datetime
-
-    from fermix_memory.application.commands import AppendMessage
-    from fermix_memory.application.message_input import build_message_event
-    from fermix_memory.application.streams import conversation_stream
-
     memory, store = opened
     say(memory, "telegram:1", "before")  # the write connection is open
     event = build_message_event(AppendMessage(agent_id="ada", owner_id="alice", conversation="telegram:1",
