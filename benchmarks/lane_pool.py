@@ -1,12 +1,18 @@
-"""The lane's threads beside a plain ``ThreadPoolExecutor`` of as many threads (ADR-0100), in one run.
+"""The lane (ADR-0100, ADR-0101) beside a plain ``ThreadPoolExecutor`` of as many threads, in one run.
 
 One task awaits one Agents ``add_items`` (a turn's four items) after another, as a Runner does;
-the lane runs each call on one of its threads. The lane's threads are swapped slice by slice
-between a ``ThreadPoolExecutor`` of :data:`~fermix_memory.entrypoints.api.lane.WORKERS` threads
-(what the lane was) and :class:`~fermix_memory.entrypoints.api.lane_pool.LanePool` (what it is),
-with the SDK's own ``SQLiteSession`` taking its turn beside them; each figure is the median slice.
-Beside it, the empty hop: ``await`` of a call that returns at once, through each of the two and
-through a one-thread executor (the floor: one thread, nothing to choose).
+the lane runs each call on one of its threads. The session's hop is swapped slice by slice between
+``await wrap_future(executor.submit(...))`` on a ``ThreadPoolExecutor`` of
+:data:`~fermix_memory.entrypoints.api.lane.WORKERS` threads (what the lane was before ADR-0100,
+and what ``asyncio.to_thread`` does) and the lane as shipped (``run_sync``), with the SDK's own
+``SQLiteSession`` taking its turn beside them; each figure is the median slice.
+
+Beside it, the empty hop: ``await`` of a call that returns at once, through the lane, through
+``asyncio.to_thread``, and through the executors of four threads and of one (``wrap_future``).
+A hop costs what the software does plus how long the OS takes to wake a thread on another core,
+which on a virtual machine with idle cores is tens of microseconds and changes with where the
+threads happen to run; so the empty hops are measured twice: in this process, and in a child
+process held to one core (``--hops``), where only the software's part is left.
 
 Run (from the repository root; needs the ``[openai-agents]`` extra)::
 
@@ -20,11 +26,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -32,41 +40,59 @@ from typing import Any
 from peers_agents import Sides, progress, turn_items
 
 from fermix_memory.entrypoints.api import lane
-from fermix_memory.entrypoints.api.lane_pool import LanePool
+from fermix_memory.entrypoints.integrations import openai_agents
+
+Hop = Callable[..., Awaitable[Any]]
 
 
 def _nothing() -> None:
     return None
 
 
+def executor_hop(executor: ThreadPoolExecutor) -> Hop:
+    """A hop through ``executor``'s own future, wrapped for the loop."""
+    async def hop(call: Callable[..., Any], /, *args: Any) -> Any:
+        return await asyncio.wrap_future(executor.submit(call, *args))
+    return hop
+
+
 def empty_hops(rounds: int, calls: int = 300) -> dict[str, float]:
-    """Microseconds of one ``await`` of a call that returns at once, by pool (median round)."""
+    """Microseconds of one ``await`` of a call that returns at once, by way (median round)."""
     loop = asyncio.new_event_loop()
-    pools: dict[str, Any] = {"thread_pool_executor": ThreadPoolExecutor(lane.WORKERS), "lane_pool": LanePool(
-        lane.WORKERS, "hop"), "one_thread_executor": ThreadPoolExecutor(1)}
-
-    async def hop(pool: Any) -> None:
-        await asyncio.wrap_future(pool.submit(_nothing))
-
-    times: dict[str, list[float]] = {way: [] for way in pools}
+    hops: dict[str, Hop] = {"lane": lane.run_sync, "to_thread": asyncio.to_thread,
+                            "thread_pool_executor": executor_hop(ThreadPoolExecutor(lane.WORKERS)),
+                            "one_thread_executor": executor_hop(ThreadPoolExecutor(1))}
+    times: dict[str, list[float]] = {way: [] for way in hops}
     try:
+        for way in hops:  # each way's threads started before any is timed
+            loop.run_until_complete(hops[way](_nothing))
         for r in range(rounds):
-            for way in (list(pools) if r % 2 == 0 else list(pools)[::-1]):
+            for way in (list(hops) if r % 2 == 0 else list(hops)[::-1]):
                 start = time.perf_counter()
                 for _ in range(calls):
-                    loop.run_until_complete(hop(pools[way]))
+                    loop.run_until_complete(hops[way](_nothing))
                 times[way].append((time.perf_counter() - start) / calls)
     finally:
         loop.close()
     return {way: round(statistics.median(t) * 1e6, 1) for way, t in times.items()}
 
 
+def empty_hops_on_one_core(rounds: int) -> dict[str, float] | None:
+    """:func:`empty_hops` in a child process held to one core (None where the OS cannot hold one)."""
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    core = min(os.sched_getaffinity(0))
+    done = subprocess.run([sys.executable, __file__, "--hops", str(rounds)], capture_output=True, text=True,
+                          check=True, preexec_fn=lambda: os.sched_setaffinity(0, {core}))
+    figures: dict[str, float] = json.loads(done.stdout.splitlines()[-1])
+    return figures
+
+
 def run(rounds: int, calls: int) -> dict[str, Any]:
     loop = asyncio.new_event_loop()
-    pools: dict[str, Any] = {"thread_pool_executor": ThreadPoolExecutor(lane.WORKERS, "plain"),
-                             "lane_pool": LanePool(lane.WORKERS, "lane")}
-    per_call: dict[str, list[float]] = {way: [] for way in ("peer", *pools)}
-    shipped = lane._shared_pool()  # the lane's own threads, put back at the end
+    hops: dict[str, Hop] = {"thread_pool_executor": executor_hop(ThreadPoolExecutor(lane.WORKERS, "plain")),
+                            "lane": lane.run_sync}
+    per_call: dict[str, list[float]] = {way: [] for way in ("peer", *hops)}
     with tempfile.TemporaryDirectory(prefix="fermix-lane-pool-") as tmp:
         sides = Sides(Path(tmp))
         try:
@@ -79,7 +105,7 @@ def run(rounds: int, calls: int) -> dict[str, Any]:
                 for way in (list(per_call) if r % 2 == 0 else list(per_call)[::-1]):
                     session = peer if way == "peer" else ours
                     if way != "peer":
-                        lane._pools[False] = pools[way]
+                        openai_agents.run_sync = hops[way]  # type: ignore[assignment]  # the session's hop
                     batches = [turn_items() for _ in range(calls)]
                     start = time.perf_counter()
                     for batch in batches:
@@ -88,23 +114,28 @@ def run(rounds: int, calls: int) -> dict[str, Any]:
                     sides.memory.wait_for_background()  # untimed: our index upkeep lands in no slice
                 progress(f"round {r + 1} of {rounds}")
         finally:
-            lane._pools[False] = shipped
+            openai_agents.run_sync = lane.run_sync
             sides.close()
             loop.close()
     median = {way: statistics.median(times) for way, times in per_call.items()}
     return {
         "benchmark": "lane_pool", "rounds": rounds, "calls_per_slice": calls,
         "add_items_ms": {way: round(t * 1000, 3) for way, t in median.items()},
-        "lane_pool_to_thread_pool_executor_throughput": round(median["thread_pool_executor"] / median["lane_pool"], 2),
-        "add_items_throughput_ratio_to_peer": {way: round(median["peer"] / median[way], 2) for way in pools},
+        "lane_to_thread_pool_executor_throughput": round(median["thread_pool_executor"] / median["lane"], 2),
+        "add_items_throughput_ratio_to_peer": {way: round(median["peer"] / median[way], 2) for way in hops},
         "empty_hop_us": empty_hops(2 * rounds),
+        "empty_hop_us_one_core": empty_hops_on_one_core(2 * rounds),
     }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds")
+    parser.add_argument("--hops", type=int, metavar="ROUNDS", help="only the empty hops, in this process")
     args = parser.parse_args(argv)
+    if args.hops:
+        print(json.dumps(empty_hops(args.hops)))
+        return 0
     figures = run(*((12, 30) if args.quick else (40, 30)))
     print(json.dumps(figures))
     return 0

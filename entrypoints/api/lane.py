@@ -18,7 +18,8 @@ their own (:data:`MODEL_WORKERS`, ADR-0055): however many wait on a slow provide
 reads still find a free thread. Each lane thread keeps its own read connection, so a process holds at most
 :data:`WORKERS` of them whatever the number of tasks; writes from several lane threads share
 commits through the store's group commit. One caller's calls in turn keep to one thread
-(:class:`~fermix_memory.entrypoints.api.lane_pool.LanePool`, ADR-0100).
+(:class:`~fermix_memory.entrypoints.api.lane_pool.LanePool`, ADR-0100), and hears of it through its own
+loop, with no executor future between (ADR-0101).
 
 Cancelling the task that awaits a call never cuts the call in half: a call that has not started
 yet is dropped (it did nothing), one that has started runs to its end on its thread (a write
@@ -31,15 +32,15 @@ it can :meth:`Lane.drain` them before closing what they use (``AsyncMemorySystem
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import threading
 from collections.abc import Callable, Coroutine
-from concurrent.futures import Future
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from fermix_memory.application.errors import MemoryClosed
 from fermix_memory.domain.errors import InvalidArgument
-from fermix_memory.entrypoints.api.lane_pool import LanePool
+from fermix_memory.entrypoints.api.lane_pool import LaneCall, LanePool
 from fermix_memory.entrypoints.api.model_bound import is_model_bound
 
 P = ParamSpec("P")
@@ -54,12 +55,14 @@ _pool_lock = threading.Lock()
 
 def _shared_pool(model: bool = False) -> LanePool:
     """The process's lane threads; ``model``: those of the calls that may wait on a model."""
-    with _pool_lock:
-        pool = _pools.get(model)
-        if pool is None:
-            pool = _pools[model] = LanePool(MODEL_WORKERS if model else WORKERS,
-                                            "fermix-lane-model" if model else "fermix-lane")
-        return pool
+    pool = _pools.get(model)
+    if pool is None:
+        with _pool_lock:
+            pool = _pools.get(model)
+            if pool is None:
+                pool = _pools[model] = LanePool(MODEL_WORKERS if model else WORKERS,
+                                                "fermix-lane-model" if model else "fermix-lane")
+    return pool
 
 
 class Lane:
@@ -67,7 +70,8 @@ class Lane:
 
     def __init__(self, what: str = "this memory system") -> None:
         self._what = what
-        self._in_flight: set[Future[Any]] = set()
+        self._in_flight: set[LaneCall] = set()
+        self._drained: list[asyncio.Future[None]] = []  # closers waiting for the calls in flight
         self._lock = threading.Lock()
         self._closed = False
 
@@ -77,33 +81,52 @@ class Lane:
         drained for closing."""
         if not callable(call):
             raise InvalidArgument(f"the lane runs a function, got {type(call).__name__}")
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        job = LaneCall(call, args, kwargs, future, self._finished)
         with self._lock:
             if self._closed:
                 raise MemoryClosed(f"{self._what} is closed")
-            future: Future[T] = _shared_pool(is_model_bound(call)).submit(call, *args, **kwargs)
-            self._in_flight.add(future)
-        future.add_done_callback(self._finished)
-        # Cancelling the awaiting task cancels the call only if it has not started (wrap_future).
-        return await asyncio.wrap_future(future)
+            self._in_flight.add(job)
+        try:
+            _shared_pool(is_model_bound(call)).start(job)
+        except BaseException:
+            self._finished(job)
+            raise
+        # Cancelling the awaiting task drops the call only if it has not started (LaneCall).
+        return await future
 
-    def _finished(self, future: Future[T]) -> None:
+    def _finished(self, job: LaneCall) -> None:
+        """On the lane thread, once ``job`` ran (or was dropped): closers waiting for the last
+        call in flight hear of it."""
         with self._lock:
-            self._in_flight.discard(future)
+            self._in_flight.discard(job)
+            if self._in_flight or not self._drained:
+                return
+            drained, self._drained = self._drained, []
+        for waiter in drained:
+            with contextlib.suppress(RuntimeError):  # that closer's loop is gone
+                waiter.get_loop().call_soon_threadsafe(_wake, waiter)
 
     async def drain(self) -> None:
         """Refuse new calls, then wait (without blocking the loop) for those already started or
         queued: their tasks may have been cancelled, their calls still finish."""
         with self._lock:
             self._closed = True
-            pending = list(self._in_flight)
-        if pending:
-            # Shielded: cancelling the closer must not cancel the calls it waits for.
-            await asyncio.shield(asyncio.gather(*(asyncio.wrap_future(f) for f in pending), return_exceptions=True))
+            if not self._in_flight:
+                return
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._drained.append(waiter)
+        await waiter  # a closer cancelled meanwhile leaves the calls to finish as they will
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def detach(call: Callable[[], object]) -> None:
     """Run ``call`` on the lane with nobody awaiting it (closing what a cancelled open opened)."""
-    _shared_pool(is_model_bound(call)).submit(call)
+    _shared_pool(is_model_bound(call)).start(LaneCall(call))
 
 
 _default = Lane("the lane")
