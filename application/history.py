@@ -69,14 +69,23 @@ class ImportKeyReader(Protocol):
 
 def recorded_import_keys(tx: WriteTransaction, stream: str, only: str | tuple[str, ...] | None = None
                          ) -> dict[str, int]:
-    """The import keys the stream's messages carry (redacted messages excluded)."""
+    """The import keys the stream's messages carry (redacted and retracted messages excluded: a
+    retracted message's key is free again, ADR-0102)."""
     wanted = None if only is None else {only} if isinstance(only, str) else set(only)
-    keys: dict[str, int] = {}
+    held: list[tuple[str, int]] = []
+    retracted: set[int] = set()
     for recorded in tx.read_events(stream=stream):
-        if isinstance(recorded.event, MessageAppended) and IMPORT_KEY in recorded.event.metadata:
-            key = str(recorded.event.metadata[IMPORT_KEY])
+        event = recorded.event
+        if isinstance(event, MessageAppended) and IMPORT_KEY in event.metadata:
+            key = str(event.metadata[IMPORT_KEY])
             if wanted is None or key in wanted:
-                keys.setdefault(key, recorded.position)
+                held.append((key, recorded.position))
+        elif isinstance(event, MessageRetracted):
+            retracted.add(event.message_id)
+    keys: dict[str, int] = {}
+    for key, position in held:
+        if position not in retracted:
+            keys.setdefault(key, position)
     return keys
 
 

@@ -21,6 +21,10 @@ from fermix_memory.application.store_ports import WriteTransaction
 
 # The most keys one statement reads (well below any driver's limit on parameters).
 KEYS_PER_STATEMENT = 500
+# The condition that the message of an ``events`` row holding a key is still there: a retracted
+# message's row is gone (its event stays), and its key is free again (ADR-0102). A message's id is
+# its event's position.
+LIVE_MESSAGE = "EXISTS (SELECT 1 FROM messages AS m WHERE m.id = events.position)"
 
 
 def stored_import_keys(sql: str, sql_one: str, string_type: str,

@@ -30,6 +30,9 @@ ITEM_KEY = "openai_agents_item"
 # The message kind of an item with no text and no call fermix can read (reasoning, hosted tool
 # calls, references): kept in the window and the log, left out of prompts and search.
 OPAQUE_KIND = "agents_item"
+# The SDK's placeholder id (``agents.models.fake_id.FAKE_RESPONSES_ID``) on every item of a
+# provider that gives none (Chat Completions, LiteLLM): it names no item, so it is no item's key.
+PLACEHOLDER_ID = "__fake_id__"
 _ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT, "system": Role.SYSTEM, "developer": Role.SYSTEM}
 
 
@@ -109,9 +112,10 @@ def _record_arguments(item: object) -> dict[str, Any]:
 
 
 def item_key(item: object) -> str | None:
-    """The item's own ``id`` (the SDK gives one to what a model produced), if it is a usable one."""
+    """The item's own ``id`` (the SDK gives one to what a model produced), if it is a usable one:
+    not the SDK's placeholder, which every item of some providers carries."""
     key = item.get("id") if isinstance(item, Mapping) else None
-    if not isinstance(key, str):
+    if not isinstance(key, str) or key == PLACEHOLDER_ID:
         return None
     try:
         return check_identifier(key, "id")

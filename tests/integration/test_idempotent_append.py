@@ -68,6 +68,56 @@ def test_the_key_is_the_import_key_both_ways(tmp_path: Path) -> None:
         assert append(memory, "appended", "tg-8") == first
 
 
+def test_a_retracted_messages_key_is_free_again(tmp_path: Path) -> None:
+    """A message taken back leaves its key (ADR-0102): the same key records the message anew, and
+    that one then holds it; an old export's line with the key brings the message back, as after
+    ``forget``; batches and single appends agree."""
+    with MemorySystem.open(tmp_path / "home") as memory:
+        first = append(memory, "I live in Paris", "tg-1")
+        old_export = list(memory.export_history())
+        taken = memory.retract_newest_message(agent_id=AGENT, owner_id=OWNER, conversation=CONV)
+        assert taken is not None and taken.id == first
+        again = append(memory, "I live in Lyon", "tg-1")
+        assert again != first
+        assert append(memory, "a retry", "tg-1") == again  # the new message holds the key now
+        assert [m.content for m in memory.messages(AGENT, CONV)] == ["I live in Lyon"]
+        s = memory.session(agent_id=AGENT, owner_id=OWNER, conversation=CONV)
+        assert s.append_many([{"role": "user", "content": "retried", "idempotency_key": "tg-1"}]) == [again]
+        assert s.retract_newest() is not None
+        [batched, repeated] = s.append_many([{"role": "user", "content": "in a batch", "idempotency_key": "tg-1"},
+                                             {"role": "user", "content": "twice", "idempotency_key": "tg-1"}])
+        assert batched == repeated and batched not in (first, again)
+        assert s.retract_newest() is not None
+        assert memory.import_history(old_export) != []  # the old line's message is back
+        assert [m.content for m in memory.messages(AGENT, CONV)] == ["I live in Paris"]
+        assert memory.import_history(old_export) == []
+        assert memory.verify().ok
+
+
+def test_an_agents_item_taken_back_and_added_again_is_back_as_in_the_sdks_session(tmp_path: Path) -> None:
+    from agents import SQLiteSession
+
+    from fermix_memory.openai_agents import FermixAgentsSession
+
+    reply = {"id": "msg_abc", "type": "message", "role": "assistant", "status": "completed",
+             "content": [{"type": "output_text", "text": "Noted.", "annotations": []}]}
+    question = {"role": "user", "content": "I live in Paris"}
+    with MemorySystem.open(tmp_path / "home") as memory:
+        ours = FermixAgentsSession.open(memory, "support-42", agent_id=AGENT, owner_id=OWNER, review=False)
+        theirs = SQLiteSession("support-42", db_path=tmp_path / "sdk.db")
+
+        async def run(session: Any) -> list[Any]:
+            await session.add_items([question, reply])
+            popped = await session.pop_item()
+            assert popped == reply
+            await session.add_items([popped])
+            await session.add_items([reply])  # a retried add_items: still one item
+            return list(await session.get_items())
+
+        assert asyncio.run(run(ours)) == asyncio.run(run(theirs))[:2] == [question, reply]
+        theirs.close()
+
+
 @pytest.mark.parametrize("bad", ["", "x" * 300, "a\nb", 12])
 def test_a_bad_key_is_a_typed_error_and_nothing_is_stored(tmp_path: Path, bad: object) -> None:
     with MemorySystem.open(tmp_path / "home") as memory:
