@@ -9,7 +9,12 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from fermix_memory.application.commands import AppendMessage
-from fermix_memory.application.message_input import IMPORT_KEY, build_message_event
+from fermix_memory.application.message_input import (
+    IMPORT_KEY,
+    MAX_ITEM_METADATA_BYTES,
+    MAX_METADATA_BYTES,
+    build_message_event,
+)
 from fermix_memory.application.ports import Clock
 from fermix_memory.application.store_ports import EventStore, WriteTransaction
 from fermix_memory.application.streams import conversation_stream
@@ -150,13 +155,15 @@ class HistoryService:
 
         return self._store.write(once)
 
-    def append_many(self, messages: Sequence[AppendMessage]) -> list[int]:
+    def append_many(self, messages: Sequence[AppendMessage], *, metadata_limit: int = MAX_METADATA_BYTES) -> list[int]:
         """Validate every message, then record them all in ONE transaction (all of them, or none);
         their ids, in the order given. An ``idempotency_key`` works as in :meth:`append`: a message
         whose key its conversation already holds, or an earlier message of the same call holds,
-        is not recorded again, and the holder's id comes back for it."""
+        is not recorded again, and the holder's id comes back for it. ``metadata_limit``: the
+        most bytes each message's metadata may take (an integration's own items: ADR-0103)."""
         at = self._clock.now()
-        events = [build_message_event(m, at) for m in messages]  # every one checked before a write
+        # every one checked before a write
+        events = [build_message_event(m, at, metadata_limit=metadata_limit) for m in messages]
         if not events:
             return []
         streams = [conversation_stream(e.agent_id, e.conversation) for e in events]
@@ -336,7 +343,8 @@ def _parse_line(line: str, at: datetime, repeats: dict[str, int]) -> MessageAppe
         role=record["role"], sender=record["sender"], content=record["content"],
         kind=record.get("kind", "text"), trust=record.get("trust", "guest"),
         metadata=metadata, created_at=record.get("created_at"),
-    ), at, None if metadata is not None else {IMPORT_KEY: key})
+        # An export holds what any message may hold: an integration's own items too (ADR-0103).
+    ), at, None if metadata is not None else {IMPORT_KEY: key}, metadata_limit=MAX_ITEM_METADATA_BYTES)
 
 
 def export_record(message: Message) -> dict[str, Any]:

@@ -27,6 +27,9 @@ if TYPE_CHECKING:  # a reader of stored rows (known_conversation_key) needs neit
 
 MAX_CONTENT_CHARS = 1_000_000
 MAX_METADATA_BYTES = 64 * 1024
+# Metadata that carries the message itself in a framework's own form (an OpenAI Agents SDK item,
+# whose images and files come as data URLs): bounded, but as a request to a model is (ADR-0103).
+MAX_ITEM_METADATA_BYTES = 32 * 1024 * 1024
 MAX_METADATA_DEPTH = 32
 # Where a message's import key is kept: in its metadata, under this reserved name (export writes
 # it back out as the line's ``message_id``). See ADR-0012.
@@ -46,7 +49,8 @@ _SCALARS = frozenset({int, float, bool, type(None)})
 # bits (refused by orjson) take the standard encoder.
 _EXACT = frozenset({str, int, bool, type(None), dict, list, tuple})
 _SORTED_JSON = 0 if orjson is None else orjson.OPT_SORT_KEYS
-_SURELY_SMALL = MAX_METADATA_BYTES // 13
+# orjson's text of at most this many characters per byte of the limit surely fits it (see _checked).
+_SURELY_SMALL_PER_BYTE = 13
 
 
 class InvalidMessage(DomainError):
@@ -102,15 +106,16 @@ def keyed_metadata(metadata: object, key: str) -> object:
     return {**metadata, IMPORT_KEY: key}
 
 
-def build_message_event(cmd: AppendMessage, at: datetime,
-                        own_metadata: dict[str, str] | None = None) -> MessageAppended:
+def build_message_event(cmd: AppendMessage, at: datetime, own_metadata: dict[str, str] | None = None,
+                        metadata_limit: int = MAX_METADATA_BYTES) -> MessageAppended:
     """Check every field of ``cmd`` and return the event that records the message.
 
     ``tool_calls`` (an assistant message's calls) and ``tool_call_id`` (the call a tool message
     answers) are kept in the metadata under their own names (``domain/tool_calls.py``), and an
     ``idempotency_key`` under :data:`IMPORT_KEY` (ADR-0050). ``own_metadata`` is what the caller
     itself adds to a message without metadata (an import key: checked text), taken as it is,
-    without the checks of a message's metadata."""
+    without the checks of a message's metadata. ``metadata_limit``: the most bytes the metadata's
+    JSON may take (:data:`MAX_METADATA_BYTES` for a host's own metadata)."""
     meta = cmd.metadata if cmd.idempotency_key is None else \
         keyed_metadata(cmd.metadata, check_identifier(cmd.idempotency_key, "idempotency_key"))
     check_identifier(cmd.agent_id, "agent_id")
@@ -138,12 +143,12 @@ def build_message_event(cmd: AppendMessage, at: datetime,
                 **({} if cmd.tool_call_id is None else {TOOL_CALL_ID_KEY: cmd.tool_call_id})}
     if not meta:
         return _event(cmd, at, key, role, trust, {} if own_metadata is None else own_metadata)
-    stored = _stored_metadata(meta, role)
+    stored = _stored_metadata(meta, role, metadata_limit)
     quoted = quoted_owners_of(str(cmd.kind), str(cmd.sender), str(cmd.owner_id), stored)
     return _event(cmd, at, key, role, trust, stored, quoted)
 
 
-def _stored_metadata(meta: Mapping[str, Any], role: Role) -> dict[str, Any]:
+def _stored_metadata(meta: Mapping[str, Any], role: Role, limit: int = MAX_METADATA_BYTES) -> dict[str, Any]:
     """The metadata as it is stored (JSON, tool calls in their plain form), or :class:`InvalidMessage`.
 
     One walk checks the nesting (and refuses at once what cannot fit the size limit); one encoding
@@ -153,39 +158,39 @@ def _stored_metadata(meta: Mapping[str, Any], role: Role) -> dict[str, Any]:
     tools = [meta[k] for k in _TOOL_KEYS if k in meta]
     if tools:  # kept in their own form (checked below): their nesting is walked, not their size
         _walk(tools, 1, math.inf)
-        text_keys, exact = _walk(({k: v for k, v in meta.items() if k not in _TOOL_KEYS},), 0, MAX_METADATA_BYTES)
+        text_keys, exact = _walk(({k: v for k, v in meta.items() if k not in _TOOL_KEYS},), 0, limit)
     else:
-        text_keys, exact = _walk((meta,), 0, MAX_METADATA_BYTES)
+        text_keys, exact = _walk((meta,), 0, limit)
     try:
         plain = check_tool_metadata(role, meta) if tools else dict(meta)
     except ValueError as exc:
         raise InvalidMessage(str(exc)) from None
     if not text_keys:  # keys JSON writes as text (numbers, booleans, null): stored as JSON reads them back
-        return _stored_in_general(plain)
+        return _stored_in_general(plain, limit)
     if exact and orjson is not None:  # the tool calls, in their plain form, are text
         try:
             text = orjson.dumps(plain, option=_SORTED_JSON).decode()
-            return _checked(text, plain, orjson.loads(text))
+            return _checked(text, plain, orjson.loads(text), limit)
         except (orjson.JSONEncodeError, orjson.JSONDecodeError):  # an integer past 64 bits, a lone surrogate
             pass
     try:
         text = _CHECKED_JSON.encode(plain)
     except (TypeError, ValueError) as exc:
         raise InvalidMessage(f"metadata must be JSON-serialisable: {exc}") from None
-    return _checked(text, plain, None)
+    return _checked(text, plain, None, limit)
 
 
-def _checked(text: str, plain: dict[str, Any], values: dict[str, Any] | None) -> CheckedMetadata:
+def _checked(text: str, plain: dict[str, Any], values: dict[str, Any] | None, limit: int) -> CheckedMetadata:
     """The stored metadata whose canonical JSON is ``text`` (of ``plain``; ``values``: ``text``
     decoded by orjson, which writes no lone surrogate), once its size passed. A character takes
     at most 12 bytes with ASCII escapes (an astral one, two ``\\uXXXX``) and one more for a
-    separator's space: orjson's text within :data:`_SURELY_SMALL` characters surely fits."""
-    if values is None or len(text) > _SURELY_SMALL:
-        _check_size(text, plain)
+    separator's space: orjson's text within ``limit // 13`` characters surely fits ``limit``."""
+    if values is None or len(text) > limit // _SURELY_SMALL_PER_BYTE:
+        _check_size(text, plain, limit)
     return CheckedMetadata.of(json.loads(text) if values is None else values, text)
 
 
-def _stored_in_general(plain: dict[str, Any]) -> dict[str, Any]:
+def _stored_in_general(plain: dict[str, Any], limit: int) -> dict[str, Any]:
     """The stored metadata of ``plain`` as JSON reads its encoding back (keys of other types
     become text), or :class:`InvalidMessage`."""
     try:
@@ -194,15 +199,15 @@ def _stored_in_general(plain: dict[str, Any]) -> dict[str, Any]:
             json.dumps(plain, ensure_ascii=False).encode("utf-8")
     except (TypeError, ValueError) as exc:
         raise InvalidMessage(f"metadata must be JSON-serialisable: {exc}") from None
-    if len(encoded.encode()) > MAX_METADATA_BYTES:
-        raise InvalidMessage(f"metadata is larger than {MAX_METADATA_BYTES} bytes")
+    if len(encoded.encode()) > limit:
+        raise InvalidMessage(f"metadata is larger than {limit} bytes")
     stored: dict[str, Any] = json.loads(encoded)
     return stored
 
 
-def _check_size(text: str, plain: dict[str, Any]) -> None:
+def _check_size(text: str, plain: dict[str, Any], limit: int) -> None:
     """:class:`InvalidMessage` when ``plain``, whose compact JSON is ``text``, is larger than
-    :data:`MAX_METADATA_BYTES` as ``json.dumps(plain)`` writes it (ASCII escapes, a space after
+    ``limit`` bytes as ``json.dumps(plain)`` writes it (ASCII escapes, a space after
     each ':' and ','), or holds a lone surrogate. The spaces are as many as the separators, which
     are among the ':' and ',' of ``text``: counted only when that count decides."""
     if text.isascii():
@@ -211,9 +216,9 @@ def _check_size(text: str, plain: dict[str, Any]) -> None:
         raise InvalidMessage("metadata must be JSON-serialisable: it holds a lone surrogate (not Unicode text)")
     else:  # the whole text as one ASCII JSON string, without its quotes and the escapes of '"' and '\\'
         size = len(_ascii_json_string(text)) - 2 - text.count('"') - text.count("\\")
-    if size + text.count(":") + text.count(",") > MAX_METADATA_BYTES and (
-            size > MAX_METADATA_BYTES or len(json.dumps(plain, allow_nan=False)) > MAX_METADATA_BYTES):
-        raise InvalidMessage(f"metadata is larger than {MAX_METADATA_BYTES} bytes")
+    if size + text.count(":") + text.count(",") > limit and (
+            size > limit or len(json.dumps(plain, allow_nan=False)) > limit):
+        raise InvalidMessage(f"metadata is larger than {limit} bytes")
 
 
 def _walk(values: Iterable[object], depth: int, ceiling: float) -> tuple[bool, bool]:
@@ -257,7 +262,7 @@ def _walk(values: Iterable[object], depth: int, ceiling: float) -> tuple[bool, b
             least += 2 * len(item) or 2  # '[]', and ', ' between the items
             values = item
         if least > ceiling:
-            raise InvalidMessage(f"metadata is larger than {MAX_METADATA_BYTES} bytes")
+            raise InvalidMessage(f"metadata is larger than {ceiling:.0f} bytes")
 
 
 def _created_at(created_at: object, at: datetime) -> datetime:

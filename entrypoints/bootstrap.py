@@ -57,6 +57,7 @@ from fermix_memory.application.jobs import JobQueries
 from fermix_memory.application.log_position import PositionReads
 from fermix_memory.application.log_transfer import LogTransfer
 from fermix_memory.application.memory_writes import MemoryWriter, OperationOutcome
+from fermix_memory.application.message_input import MAX_METADATA_BYTES
 from fermix_memory.application.model_ports import ChatModel, Tracer
 from fermix_memory.application.ports import Clock, PromptFileSink, TokenCounter
 from fermix_memory.application.prompt_files import PromptFiles
@@ -143,8 +144,9 @@ class App:
     def append_message(self, cmd: cmd_.AppendMessage) -> int:
         return self.history.append(cmd)
 
-    def append_messages(self, cmds: Sequence[cmd_.AppendMessage]) -> list[int]:
-        return self.history.append_many(cmds)
+    def append_messages(self, cmds: Sequence[cmd_.AppendMessage],
+                        metadata_limit: int = MAX_METADATA_BYTES) -> list[int]:
+        return self.history.append_many(cmds, metadata_limit=metadata_limit)
 
     def write_memory(self, cmd: cmd_.WriteMemory) -> list[OperationOutcome]:
         return self.memory.write(cmd)

@@ -35,6 +35,7 @@ from fermix_memory.application.commands import (
     StyleName,
 )
 from fermix_memory.application.compaction import CompactionResult
+from fermix_memory.application.message_input import MAX_METADATA_BYTES
 from fermix_memory.application.recall import RecallResult
 from fermix_memory.application.reviewer import ReviewResult
 from fermix_memory.application.stored_messages import StoredRow
@@ -111,8 +112,14 @@ class Session:
         """Several :meth:`append` calls (each a dict of its arguments: ``role``, ``content``,
         ``sender``, ``metadata``, ...) in ONE transaction: every message is checked first, then all
         are recorded or none; their ids, in the order given (see :meth:`MemorySystem.append_messages`)."""
+        return self._append_many(messages, MAX_METADATA_BYTES)
+
+    def _append_many(self, messages: Sequence[Mapping[str, Any]], metadata_limit: int) -> list[int]:
+        """:meth:`append_many` with another bound on each message's metadata, for an integration
+        that keeps a framework's own item there (ADR-0103)."""
         app = self._memory._open_app()
-        return app.append_messages(built(messages, _APPEND_ARGUMENTS, ("role", "content"), self._message))
+        return app.append_messages(built(messages, _APPEND_ARGUMENTS, ("role", "content"), self._message),
+                                   metadata_limit)
 
     def retract_newest(self) -> Message | None:
         """Take back the newest message of the window with the session's trust (see

@@ -25,7 +25,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, cast
 
 from fermix_memory.application.errors import PermissionDenied
-from fermix_memory.application.message_input import InvalidMessage
+from fermix_memory.application.message_input import MAX_ITEM_METADATA_BYTES, InvalidMessage
 from fermix_memory.application.reviewer import ReviewResult
 from fermix_memory.application.tool_definitions import tool_definitions
 from fermix_memory.domain.errors import FermixError
@@ -137,7 +137,8 @@ class FermixAgentsSession:
             raise InvalidMessage(f"items must be a list, got {type(items).__name__}")
         # One transaction: every item checked first, then all recorded or none. The SDK's own
         # item id, when it has one, makes a retried add_items record it once.
-        self._session.append_many([message_arguments(item) for item in items])
+        # The SDK's item is the message's metadata: its images and files come as data URLs.
+        self._session._append_many([message_arguments(item) for item in items], MAX_ITEM_METADATA_BYTES)
         if self._review and items and closes_turn(items[-1]):
             self._session.after_turn()
 
