@@ -18,7 +18,7 @@ import attrs
 import orjson
 
 from fermix_memory.application.composer import system_part
-from fermix_memory.application.message_input import InvalidMessage
+from fermix_memory.application.message_input import MAX_CONTENT_CHARS, InvalidMessage
 from fermix_memory.application.stored_messages import StoredRow, message_of
 from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.messages import Message
@@ -61,16 +61,31 @@ def _texts(parts: object) -> list[tuple[int, str]]:
     return found
 
 
+def _is_content(text: str) -> bool:
+    """Whether ``text`` can be a message's content as it is (not too long, no NUL character)."""
+    return len(text) <= MAX_CONTENT_CHARS and "\x00" not in text
+
+
+def _readable(text: str) -> str:
+    """What a message's content shows of a text that cannot be one as it is: NUL characters as
+    U+FFFD, and no more than a content holds (the item keeps the text whole)."""
+    return text.replace("\x00", "\ufffd")[:MAX_CONTENT_CHARS]
+
+
 def _split(item: dict[str, Any], field: str) -> tuple[str, dict[str, Any]]:
     """The item's readable text and what the message keeps of the item. A text held in one place
     (``field`` as a string, or the one text part of its list) is stored once, as the message's
     content, and put back on the way out; several parts are joined for the content and the item
-    is kept whole. The caller's item is left as it was (the containers on the path are copied)."""
+    is kept whole, as is an item whose text cannot be a content as it is (longer than a content,
+    a NUL in it: a tool's output may be either), whose content shows what it can of it. The
+    caller's item is left as it was (the containers on the path are copied)."""
     value = item.get(field)
     if isinstance(value, str):
+        if not _is_content(value):
+            return _readable(value), {"item": dict(item)}
         return value, {"item": {k: v for k, v in item.items() if k != field}, "text_at": [field]}
     texts = _texts(value)
-    if len(texts) == 1 and isinstance(value, list):
+    if len(texts) == 1 and isinstance(value, list) and _is_content(texts[0][1]):
         index, text = texts[0]
         parts = list(value)
         part = dict(parts[index])
@@ -78,7 +93,7 @@ def _split(item: dict[str, Any], field: str) -> tuple[str, dict[str, Any]]:
         del part[key]
         parts[index] = part
         return text, {"item": {**item, field: parts}, "text_at": [field, index, key]}
-    return "\n".join(text for _, text in texts), {"item": dict(item)}
+    return _readable("\n".join(text for _, text in texts)), {"item": dict(item)}
 
 
 def item_record(item: object) -> ItemRecord:

@@ -300,7 +300,7 @@ def test_messages_from_the_session_api_are_items_too(memory: MemorySystem) -> No
 
 @pytest.mark.parametrize("bad", [42, "text", {"role": "user", "content": {1, 2}},
                                  {"type": "function_call", "call_id": "", "name": "f", "arguments": "{}"},
-                                 {"role": "user", "content": "nul \x00"}])
+                                 {"role": "user", "content": "lone \ud800"}])  # a NUL is kept (ADR-0103)
 def test_a_bad_item_is_a_typed_error_and_nothing_is_recorded(memory: MemorySystem, bad: Any) -> None:
     s = agents_session(memory)
     with pytest.raises(InvalidMessage):
