@@ -90,6 +90,7 @@ class MemoryWriter:
         self._policy = policy or AdmissionPolicy()
         self._derived = derived
         self._last_context: tuple[tuple[object, ...], WriteContext] | None = None
+        self._policies: dict[int, AdmissionPolicy] = {}
 
     def _derive(self, tx: WriteTransaction, events: Sequence[ev.DomainEvent], at: datetime) -> None:
         # The prompt-file revisions go in the same commit as the rows they render.
@@ -99,7 +100,8 @@ class MemoryWriter:
     def apply_in(self, tx: WriteTransaction, ops: Sequence[Operation], ctx: WriteContext,
                  at: Any, *, shown_messages: frozenset[int] = frozenset(),
                  written: Mapping[int, datetime] | None = None,
-                 recorded: list[ev.DomainEvent] | None = None) -> list[OperationOutcome]:
+                 recorded: list[ev.DomainEvent] | None = None,
+                 policy: AdmissionPolicy | None = None) -> list[OperationOutcome]:
         """Decide and record ``ops`` inside an open transaction (for composed use cases).
 
         An operation's ``source_message_ids`` are kept only among ``shown_messages`` (the
@@ -107,15 +109,16 @@ class MemoryWriter:
         ``written``: those messages' creation times, when the operations come from messages; a
         guest's operation older than an operator's change of its row is then refused.
         ``recorded``: where a caller composing several writes collects their events to render
-        the prompt files once for all of them (by default they are rendered here)."""
+        the prompt files once for all of them (by default they are rendered here). ``policy``:
+        another admission policy than the writer's own (a longer value limit)."""
         operator_set: dict[int, datetime] = {}
         if written and ctx.trust is not Trust.OPERATOR:
             # Only a guest's statement needs them; the owner's stream holds every row it may change.
             stream = memory_stream(ctx.reader.agent_id, ctx.reader.owner_id)
             operator_set = operator_set_rows((r.position, r.event) for r in tx.read_events(stream=stream))
+        decide = (policy or self._policy).decide
         return self._record_in(tx, ctx, at, [
-            (op.op, partial(self._policy.decide, op, _op_context(ctx, op, shown_messages, written, operator_set),
-                            tx, at))
+            (op.op, partial(decide, op, _op_context(ctx, op, shown_messages, written, operator_set), tx, at))
             for op in ops], recorded)
 
     def apply_changes_in(self, tx: WriteTransaction, changes: Sequence[RowChange], ctx: WriteContext,
@@ -158,6 +161,13 @@ class MemoryWriter:
         ctx = self._context(cmd)
         return self._store.write(lambda tx: self.apply_in(tx, cmd.operations, ctx, at))
 
+    def _policy_for(self, value_limit: int) -> AdmissionPolicy:
+        """The writer's policy with ``value_limit``, made once per limit (a frozen value)."""
+        policy = self._policies.get(value_limit)
+        if policy is None:
+            policy = self._policies[value_limit] = attrs.evolve(self._policy, max_value_chars=value_limit)
+        return policy
+
     def _context(self, cmd: WriteMemory) -> WriteContext:
         """``cmd.context()``, built once for a run of commands that differ in their operations
         only (a host writing one scope after another): the context is a frozen value."""
@@ -169,17 +179,22 @@ class MemoryWriter:
         self._last_context = (key, context)
         return context
 
-    def write_all(self, cmds: Sequence[WriteMemory]) -> list[list[OperationOutcome]]:
+    def write_all(self, cmds: Sequence[WriteMemory], *, value_limit: int | None = None
+                  ) -> list[list[OperationOutcome]]:
         """Several commands (of several scopes, even owners) in ONE transaction: all of them are
         recorded or none. Each command's operations are admitted or refused as :meth:`write`
-        does, in order (each sees the commands before it); the prompt files are rendered once."""
+        does, in order (each sees the commands before it); the prompt files are rendered once.
+        ``value_limit``: the longest value admitted, for an integration whose rows keep its own
+        items (ADR-0104); the policy's own limit by default."""
         at = self._clock.now()
+        policy = self._policy if value_limit is None else self._policy_for(value_limit)
         for cmd in cmds:
             check_expiries(cmd.operations, at)
 
         def work(tx: WriteTransaction) -> list[list[OperationOutcome]]:
             recorded: list[ev.DomainEvent] = []
-            outcomes = [self.apply_in(tx, cmd.operations, self._context(cmd), at, recorded=recorded) for cmd in cmds]
+            outcomes = [self.apply_in(tx, cmd.operations, self._context(cmd), at, recorded=recorded, policy=policy)
+                        for cmd in cmds]
             self._derive(tx, recorded, at)
             return outcomes
 

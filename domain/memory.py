@@ -6,9 +6,9 @@ from datetime import datetime
 
 import attrs
 
-from fermix_memory.domain.values import MAX_VALUE_CHARS, Category, PromoteTarget, Scope, ScopeType
+from fermix_memory.domain.values import MAX_ITEM_VALUE_CHARS, MAX_VALUE_CHARS, Category, PromoteTarget, Scope, ScopeType
 
-__all__ = ["MAX_VALUE_CHARS", "Memory", "Statement"]
+__all__ = ["MAX_ITEM_VALUE_CHARS", "MAX_VALUE_CHARS", "Memory", "Statement"]
 
 
 @attrs.frozen(kw_only=True)

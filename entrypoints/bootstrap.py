@@ -151,8 +151,9 @@ class App:
     def write_memory(self, cmd: cmd_.WriteMemory) -> list[OperationOutcome]:
         return self.memory.write(cmd)
 
-    def write_memories(self, cmds: Sequence[cmd_.WriteMemory]) -> list[list[OperationOutcome]]:
-        return self.memory.write_all(cmds)
+    def write_memories(self, cmds: Sequence[cmd_.WriteMemory],
+                       value_limit: int | None = None) -> list[list[OperationOutcome]]:
+        return self.memory.write_all(cmds, value_limit=value_limit)
 
     def recall(self, cmd: cmd_.Recall) -> RecallResult:
         return recall(self.queries, cmd, self.semantic, self.clock.now())

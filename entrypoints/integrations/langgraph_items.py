@@ -19,7 +19,7 @@ from fermix_memory.domain.errors import (
     FermixError,
     InvalidArgument,
 )
-from fermix_memory.domain.memory import MAX_VALUE_CHARS, Memory
+from fermix_memory.domain.memory import MAX_ITEM_VALUE_CHARS, Memory
 from fermix_memory.domain.operations import Operation
 from fermix_memory.domain.scopes import WriterKind
 from fermix_memory.domain.values import (
@@ -225,9 +225,9 @@ def encode(key: str, value: object) -> str:
                                "(tuples, non-text keys or other types)")
     if _REWRITTEN.search(text) is not None:
         text = _REWRITTEN.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-    if len(text) > MAX_VALUE_CHARS:
+    if len(text) > MAX_ITEM_VALUE_CHARS:
         raise ValueNotStorable(f"the item is {len(text)} characters as JSON (with its key), "
-                               f"limit {MAX_VALUE_CHARS}")
+                               f"limit {MAX_ITEM_VALUE_CHARS}")
     return text
 
 

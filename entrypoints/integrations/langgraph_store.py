@@ -22,7 +22,7 @@ from fermix_memory.application.commands import TrustName
 from fermix_memory.application.query_ports import KeyedValue
 from fermix_memory.application.recall import MAX_RECALL
 from fermix_memory.domain.errors import DomainError, InvalidArgument
-from fermix_memory.domain.memory import Memory
+from fermix_memory.domain.memory import MAX_ITEM_VALUE_CHARS, Memory
 from fermix_memory.domain.operations import AddOperation, ArchiveOperation, Operation
 from fermix_memory.domain.values import ConversationKey, check_identifier, check_int, preview
 from fermix_memory.entrypoints.api.lane import run_sync
@@ -304,7 +304,8 @@ class FermixStore(BaseStore):
             return
         # Commands built from checked values: not parsed again as a host's arguments would be.
         outcomes = self._memory._open_app().write_memories([
-            write_command(place, self._agent_id, self._trust, operations) for place, operations in groups])
+            write_command(place, self._agent_id, self._trust, operations) for place, operations in groups],
+            MAX_ITEM_VALUE_CHARS)  # an item is a document, not a fact a prompt file shows
         refused = [o for group in outcomes for o in group if o.status == "refused"]
         if refused:
             raise WriteRefused("; ".join(f"{o.op} refused ({o.reason}): {o.detail}" for o in refused))

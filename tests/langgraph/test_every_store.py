@@ -3,13 +3,16 @@ is one read by the row's unique key, a put of a known namespace goes straight to
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
-from langgraph.store.base import PutOp
+from langgraph.store.base import BaseStore, PutOp
+from langgraph.store.sqlite import SqliteStore
 
 from fermix_memory import MemorySystem
-from fermix_memory.domain.values import ConversationKey
+from fermix_memory.application.memory_writes import OperationOutcome
+from fermix_memory.domain.values import MAX_ITEM_VALUE_CHARS, MAX_VALUE_CHARS, ConversationKey
 from fermix_memory.langgraph import FermixStore, ValueNotStorable
 
 pytestmark = pytest.mark.usefixtures("every_store")
@@ -52,3 +55,37 @@ def test_memory_value_by_key_reads_the_live_row_of_a_conversation_scope(tmp_path
         assert memory.memory_value_by_key(agent_id="ada", owner_id="alice", conversation=chat, key="Tea") is None
         store.delete(ALICE, "tea")
         assert memory.memory_value_by_key(agent_id="ada", owner_id="alice", conversation=chat, key="tea") is None
+
+
+def test_an_item_is_a_document_kept_whole_as_in_langgraphs_store(tmp_path: Path) -> None:
+    """An item is not a fact a prompt file shows: it may take as much as a message's content
+    (ADR-0104), as ``SqliteStore`` keeps it; replaced, searched, on every store. Past that it is
+    refused and the batch with it records nothing; a fact written through the API keeps its
+    2,000 characters."""
+    profile = {"name": "Alice", "notes": [f"note {n}: " + "likes tea and long walks " * 20 for n in range(200)]}
+    bigger = {**profile, "notes": profile["notes"] * 2}
+    conn = sqlite3.connect(tmp_path / "peer.db", check_same_thread=False, isolation_level=None)
+    peer = SqliteStore(conn)
+    peer.setup()
+    with MemorySystem.open(tmp_path / "home") as memory:
+        ours = FermixStore(memory, agent_id="ada")
+        for store in (ours, peer):
+            store.put(ALICE, "profile", profile)
+            store.put(ALICE, "profile", bigger)  # replaced by a larger one
+            store.put(ALICE, "small", {"text": "hi"})
+        for key in ("profile", "small"):
+            got, want = ours.get(ALICE, key), peer.get(ALICE, key)
+            assert got is not None and want is not None and got.value == want.value
+        def found(store: BaseStore) -> list[tuple[str, object]]:  # SqliteStore's times are whole seconds: ties
+            return sorted(((i.key, i.value) for i in store.search(ALICE)), key=lambda found: found[0])
+
+        assert found(ours) == found(peer)
+        head = memory.head()
+        with pytest.raises(ValueNotStorable, match=f"limit {MAX_ITEM_VALUE_CHARS}"):
+            ours.batch([PutOp(ALICE, "more", {"text": "fine"}),
+                        PutOp(ALICE, "huge", {"text": "x" * MAX_ITEM_VALUE_CHARS})])
+        assert memory.head() == head and ours.get(ALICE, "more") is None
+        [outcome] = memory.write_memory({"op": "add", "category": "preference", "key": "tea",
+                                         "value": "x" * (MAX_VALUE_CHARS + 1)}, agent_id="ada", owner_id="alice")
+        assert isinstance(outcome, OperationOutcome) and outcome.status == "refused"
+    conn.close()

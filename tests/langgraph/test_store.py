@@ -17,6 +17,7 @@ from langgraph.store.base import BaseStore, GetOp, InvalidNamespaceError, PutOp,
 from typing_extensions import TypedDict
 
 from fermix_memory import DomainError, FermixError, InvalidArgument, MemorySystem
+from fermix_memory.domain.values import MAX_ITEM_VALUE_CHARS
 from fermix_memory.entrypoints.extras import MissingExtra
 from fermix_memory.langgraph import (
     FermixStore,
@@ -45,7 +46,7 @@ def rows(memory: MemorySystem) -> list[tuple[int, str, str, bool]]:
     (lambda s: s.put(("memories", "alice", "x" * 250), "k", {"a": 1}), NamespaceNotMapped),
     (lambda s: s.batch([PutOp(("memories", "a.b"), "k", {"a": 1})]), NamespaceNotMapped),
     (lambda s: s.batch([PutOp(("memories", "alice"), "k", {"a": 1}, ttl=5.0)]), InvalidArgument),
-    (lambda s: s.put(ALICE, "k", {"text": "x" * 2000}), ValueNotStorable),
+    (lambda s: s.put(ALICE, "k", {"text": "x" * MAX_ITEM_VALUE_CHARS}), ValueNotStorable),  # with its key, past it
     (lambda s: s.put(ALICE, "k", {"t": (1, 2)}), ValueNotStorable),
     (lambda s: s.put(ALICE, "k", {1: "int key"}), ValueNotStorable),
     (lambda s: s.put(ALICE, "k", {"x": float("nan")}), ValueNotStorable),
@@ -69,7 +70,8 @@ def test_what_cannot_map_is_a_typed_error_and_nothing_is_written(store: FermixSt
 
 def test_a_bad_operation_stops_the_whole_batch_before_any_write(store: FermixStore, memory: MemorySystem) -> None:
     with pytest.raises(ValueNotStorable):
-        store.batch([PutOp(ALICE, "a", {"text": "fine"}), PutOp(ALICE, "b", {"text": "y" * 3000})])
+        store.batch([PutOp(ALICE, "a", {"text": "fine"}),
+                     PutOp(ALICE, "b", {"text": "y" * (MAX_ITEM_VALUE_CHARS + 1)})])
     assert rows(memory) == []
     # an unmappable namespace is also LangGraph's own namespace error, for hosts that catch that
     with pytest.raises(InvalidNamespaceError):
