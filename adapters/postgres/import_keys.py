@@ -4,23 +4,23 @@ from __future__ import annotations
 
 import functools
 
-from fermix_memory.adapters.sql.import_keys import LIVE_MESSAGE, stored_import_keys
+from fermix_memory.adapters.sql.import_keys import stored_import_keys
 
 # From the index ``events_import_keys`` (ADR-0041); the payload is read only for a key that is
-# not a string; a retracted message's key is free again (ADR-0102). ``json``, not ``jsonb``, in
-# the columns: it keeps any text a payload holds (jsonb refuses ``\u0000``).
+# not a string (a retracted message's key: ``sql.import_keys.live_messages``, ADR-0102). ``json``,
+# not ``jsonb``, in the columns: it keeps any text a payload holds (jsonb refuses ``\u0000``).
 POSTGRES_IMPORT_KEYS = (
     "SELECT import_key_type, CASE WHEN import_key_type = 'string' THEN import_key"
-    " ELSE (SELECT payload FROM events AS e WHERE e.position = events.position) END, position"
-    f" FROM events WHERE stream = ? AND import_key_type IS NOT NULL AND {LIVE_MESSAGE}"
+    " ELSE (SELECT payload FROM events AS e WHERE e.position = s.position) END, position"
+    " FROM events AS s WHERE stream = ? AND import_key_type IS NOT NULL"
 )
 # One key (an idempotent append): the string keys equal to it, then any key that is not a string
 # (seeks of the index ordered by type and key within a stream). Parameters: stream, key, stream.
 POSTGRES_IMPORT_KEY = (
     "SELECT import_key_type, import_key, position FROM events"
-    f" WHERE stream = ? AND import_key_type = 'string' AND import_key = ? AND {LIVE_MESSAGE}"
+    " WHERE stream = ? AND import_key_type = 'string' AND import_key = ?"
     " UNION ALL SELECT import_key_type, payload, position FROM events WHERE stream = ?"
-    f" AND import_key_type IN ('number', 'boolean', 'null', 'object', 'array') AND {LIVE_MESSAGE}"
+    " AND import_key_type IN ('number', 'boolean', 'null', 'object', 'array')"
 )
 
 _ONE_KEY = "import_key = ?"

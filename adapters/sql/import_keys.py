@@ -21,10 +21,11 @@ from fermix_memory.application.store_ports import WriteTransaction
 
 # The most keys one statement reads (well below any driver's limit on parameters).
 KEYS_PER_STATEMENT = 500
-# The condition that the message of an ``events`` row holding a key is still there: a retracted
-# message's row is gone (its event stays), and its key is free again (ADR-0102). A message's id is
-# its event's position.
-LIVE_MESSAGE = "EXISTS (SELECT 1 FROM messages AS m WHERE m.id = events.position)"
+# Which of some messages are still there (a message's id is its event's position): a retracted
+# message's row is gone while its event stays, and its key is free again (ADR-0102). Asked only
+# of the messages found holding a key (rare: an append retried), so an append whose keys are new
+# costs nothing more; the ids are padded to a power of two, so that few statements are prepared.
+_LIVE_MESSAGES = "SELECT id FROM messages WHERE id IN ({})"
 
 
 def stored_import_keys(sql: str, sql_one: str, string_type: str,
@@ -54,14 +55,33 @@ def stored_import_keys(sql: str, sql_one: str, string_type: str,
         if only == ():
             return {}
         tx.enter(stream)
-        keys: dict[str, int] = {}
+        held: list[tuple[str, int]] = []
         wanted = None if only is None else {only} if isinstance(only, str) else set(only)
         for statement, parameters in statements(stream, only):
             for kind, value, position in tx.cursor.execute(statement, parameters).fetchall():
                 key = str(value) if kind == string_type else str(json.loads(str(value))["metadata"][IMPORT_KEY])
-                at = int(str(position))
                 if wanted is None or key in wanted:
-                    keys[key] = min(at, keys.get(key, at))
+                    held.append((key, int(str(position))))
+        if not held:
+            return {}
+        live = live_messages(tx, sorted({at for _, at in held}), keys_per_statement)
+        keys: dict[str, int] = {}
+        for key, at in held:
+            if at in live:
+                keys[key] = min(at, keys.get(key, at))
         return keys
 
     return read
+
+
+def live_messages(tx: SqlTransaction, ids: list[int], per_statement: int) -> set[int]:
+    """Those of ``ids`` whose message rows are there (not retracted), at most ``per_statement``
+    ids a statement."""
+    live: set[int] = set()
+    for start in range(0, len(ids), per_statement):
+        some = ids[start:start + per_statement]
+        size = min(per_statement, 1 << (len(some) - 1).bit_length())
+        padded = some + some[-1:] * (size - len(some))
+        rows = tx.cursor.execute(_LIVE_MESSAGES.format(", ".join("?" * size)), padded).fetchall()
+        live.update(int(str(row[0])) for row in rows)
+    return live

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import functools
 
-from fermix_memory.adapters.sql.import_keys import LIVE_MESSAGE, stored_import_keys
+from fermix_memory.adapters.sql.import_keys import stored_import_keys
 from fermix_memory.adapters.sqlite.migrations import IMPORT_KEYED
 from fermix_memory.application.message_input import IMPORT_KEY
 
 # The keys come from the index ``events_import_keys`` alone (its condition repeated, so that the
 # query uses it; ADR-0041); the payload is read only for a key that is not a string. Redacted
-# payloads are NULL: their messages are gone, and so are their keys. A retracted message's row is
-# gone while its payload stays: its key is free again (ADR-0102), by one seek of the row's id.
+# payloads are NULL: their messages are gone, and so are their keys (a retracted message's key:
+# ``sql.import_keys.live_messages``, ADR-0102).
 SQLITE_IMPORT_KEYS = (
     "SELECT t, CASE WHEN t = 'text' THEN k ELSE (SELECT payload FROM events AS e WHERE e.position = p) END, p FROM"
     f" (SELECT json_type(payload, '$.metadata.{IMPORT_KEY}') AS t, json_extract(payload, '$.metadata.{IMPORT_KEY}')"
-    f" AS k, position AS p FROM events WHERE stream = ? AND {IMPORT_KEYED} AND {LIVE_MESSAGE})"
+    f" AS k, position AS p FROM events WHERE stream = ? AND {IMPORT_KEYED})"
 )
 # One key (an idempotent append): the string keys equal to it, then any key that is not a string
 # (both seeks of the index, which is ordered by type and key within a stream). Parameters: the
@@ -25,9 +25,9 @@ _KEY_TYPE = f"json_type(payload, '$.metadata.{IMPORT_KEY}')"
 SQLITE_IMPORT_KEY = (
     f"SELECT 'text', json_extract(payload, '$.metadata.{IMPORT_KEY}'), position FROM events"
     f" WHERE stream = ? AND {IMPORT_KEYED} AND {_KEY_TYPE} = 'text'"
-    f" AND json_extract(payload, '$.metadata.{IMPORT_KEY}') = ? AND {LIVE_MESSAGE}"
+    f" AND json_extract(payload, '$.metadata.{IMPORT_KEY}') = ?"
     f" UNION ALL SELECT {_KEY_TYPE}, payload, position FROM events WHERE stream = ? AND {IMPORT_KEYED}"
-    f" AND {_KEY_TYPE} IN ('integer', 'real', 'true', 'false', 'null', 'object', 'array') AND {LIVE_MESSAGE}"
+    f" AND {_KEY_TYPE} IN ('integer', 'real', 'true', 'false', 'null', 'object', 'array')"
 )
 
 _ONE_KEY = f"json_extract(payload, '$.metadata.{IMPORT_KEY}') = ?"

@@ -51,3 +51,17 @@ def test_a_key_that_is_not_text_reads_as_text_until_its_message_is_retracted(por
     ports.append(STREAM, ev.MessageRetracted(at=AT, agent_id="ada", owner_id="alice", conversation=CHAT,
                                              message_id=held, provenance=provenance()))
     assert ports.write(lambda tx: read(tx, STREAM)) == {}
+
+
+def test_many_keys_found_at_once_are_each_checked(ports: Ports) -> None:
+    """More found keys than one statement asks about (PostgreSQL's 16, in chunks padded to a
+    power of two): each key's holder is checked, the retracted ones left out."""
+    read = reader_of(ports)
+    positions = ports.append(STREAM, *(keyed(f"k-{n}", f"message {n}") for n in range(37)))
+    newest = positions[-1]
+    ports.append(STREAM, ev.MessageRetracted(at=AT, agent_id="ada", owner_id="alice", conversation=CHAT,
+                                             message_id=newest, provenance=provenance()))
+    expected = {f"k-{n}": at for n, at in enumerate(positions[:-1])}
+    assert ports.write(lambda tx: read(tx, STREAM)) == expected
+    asked = tuple(f"k-{n}" for n in range(40))
+    assert ports.write(lambda tx: read(tx, STREAM, asked)) == expected
