@@ -18,8 +18,8 @@ their own (:data:`MODEL_WORKERS`, ADR-0055): however many wait on a slow provide
 reads still find a free thread. Each lane thread keeps its own read connection, so a process holds at most
 :data:`WORKERS` of them whatever the number of tasks; writes from several lane threads share
 commits through the store's group commit. One caller's calls in turn keep to one thread
-(:class:`~fermix_memory.entrypoints.api.lane_pool.LanePool`, ADR-0100), and hears of it through its own
-loop, with no executor future between (ADR-0101).
+(:class:`~fermix_memory.entrypoints.api.lane_pool.LanePool`, ADR-0100), and the caller hears of
+each through its own loop, with no executor future between them (ADR-0101).
 
 Cancelling the task that awaits a call never cuts the call in half: a call that has not started
 yet is dropped (it did nothing), one that has started runs to its end on its thread (a write
