@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping
 from queue import SimpleQueue
 from typing import Any
 
+log = logging.getLogger("fermix_memory.lane")
 _EMPTY: Mapping[str, Any] = {}
 
 
@@ -143,7 +145,10 @@ class LanePool:
                 following = self._waiting.popleft() if self._waiting else None
                 if following is None:
                     self._free.append(slot)
-            job._tell()
+            try:
+                job._tell()
+            except Exception:  # never the thread's end: the pool would lose a slot for good
+                log.exception("a lane call's result could not be handed to its caller")
             job = following if following is not None else get()
 
     def _at_exit(self) -> None:

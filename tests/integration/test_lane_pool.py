@@ -109,6 +109,31 @@ def test_a_call_whose_loop_closed_before_it_ended_leaves_the_thread_going_on() -
     assert asyncio.run(next_call()) == 42
 
 
+class _Unreachable:
+    """A caller whose loop fails to take the result in a way no closed loop does."""
+
+    def cancelled(self) -> bool:
+        return False
+
+    def get_loop(self) -> _Unreachable:
+        return self
+
+    def call_soon_threadsafe(self, *_: object) -> None:
+        raise ValueError("this loop takes nothing")
+
+
+def test_a_caller_that_cannot_be_told_costs_the_pool_no_thread() -> None:
+    pool = LanePool(1, "test-lane")
+    ran = threading.Event()
+    pool.start(LaneCall(ran.set, future=_Unreachable()))  # type: ignore[arg-type]
+    assert ran.wait(WAIT_S)
+
+    async def next_call() -> int:
+        return int(await asyncio.wait_for(on(pool, lambda: 7), WAIT_S))
+
+    assert asyncio.run(next_call()) == 7
+
+
 class Stop(BaseException):
     pass
 
