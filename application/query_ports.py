@@ -102,6 +102,11 @@ class MemoryQueries(Protocol):
         ``unshown_category``: only that category's rows that no prompt file shows."""
         ...
 
+    def scopes_under(self, agent_id: str, owner_id: str | None, scope_type: str, starts: Sequence[str], *,
+                     unshown_category: str | None = None) -> list[str]:
+        """The scope ids of :meth:`memories_under`'s rows, each once, sorted (no value read)."""
+        ...
+
     def search_memories(self, query: str, where: MemoryFilter, limit: int) -> list[MemoryHit]: ...
 
     def messages(

@@ -12,7 +12,9 @@ by slice (so a noisy neighbour taxes both alike) and each figure is the median s
 - ``search``: ``store.search(namespace, limit=10)`` without a query (time, ours ÷ peer;
   target ≤ 2, and the same at both sizes: a page read in SQL);
 - ``search_query``: ours with a full-text query, beside the peer's search given the same query
-  (without an embedding index the peer ignores the query: not like for like, shown for scale).
+  (without an embedding index the peer ignores the query: not like for like, shown for scale);
+- ``list_namespaces``: ``store.list_namespaces(limit=100)`` (time, ours ÷ peer): read without the
+  items' values (ADR-0104), so the same at both sizes.
 
 Ratios by CPU time of the process (``cpu_*``) are reported too: other processes on a shared
 machine move them far less than wall-clock time.
@@ -117,9 +119,12 @@ def _figures(stores: dict[str, BaseStore], settle: Callable[[], None], namespace
     def query(store: BaseStore) -> Callable[[int], None]:
         return lambda i: store.search(namespace, query=WORDS[i % len(WORDS)], limit=10)
 
+    def namespaces(store: BaseStore) -> Callable[[int], None]:
+        return lambda i: store.list_namespaces(limit=100)
+
     out: dict[str, Any] = {}
     for name, make, throughput in (("put", put, True), ("get", get, True), ("search", search, False),
-                                   ("search_query", query, False)):
+                                   ("search_query", query, False), ("list_namespaces", namespaces, False)):
         settle()
         measured = _slices({k: make(s) for k, s in stores.items()}, slices, per_slice)
         ours, peer = measured["ours"], measured["peer"]

@@ -124,25 +124,19 @@ class SqlQueries(MarkQueries, ReadSide):
 
     def memories_under(self, agent_id: str, owner_id: str | None, scope_type: str, starts: Sequence[str], *,
                        limit: int, offset: int = 0, unshown_category: str | None = None) -> list[Memory]:
-        """A page of the live rows of ``agent_id`` (and ``owner_id``, when given) of ``scope_type``
-        whose scope id begins with one of ``starts``, most recently updated first (id breaks ties):
-        the ``limit`` after the ``offset`` first. ``unshown_category``: only the rows of that
-        category that no prompt file shows (no promote target), which an index of an owner's
-        rows by recency (``memories_shown``) reads newest first, without a sort of them all.
-        The scope type and category are written out (``enum_literal``: ``ValueError`` for any other)."""
-        extra = [f"scope_type = {enum_literal(ScopeType, scope_type)}", "archived_at IS NULL"]
-        if unshown_category is not None:
-            extra.append(f"category = {enum_literal(Category, unshown_category)}"
-                         " AND promote_target IS NULL AND scope_type <> 'job'")
-        where, params = where_sql(("", "agent_id", agent_id), ("", "owner_id", owner_id), extra=tuple(extra))
-        # substr, not LIKE: no wildcard to escape, case-sensitive, the same on every dialect.
-        begins = " OR ".join("substr(scope_id, 1, ?) = ?" for _ in starts) or "FALSE"
-        for start in starts:
-            params += [len(start), start]
-        rows = self._rows(f"SELECT {MEMORY_COLUMNS} FROM memories {where} AND ({begins})"
-                          " ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?",
+        """A page of the live rows of ``agent_id`` (``owner_id``'s, when given) of ``scope_type``
+        whose scope id begins with one of ``starts``, newest first (id breaks ties). ``unshown_category``:
+        only the rows of that category no prompt file shows, read newest first by ``memories_shown``."""
+        rows_sql, params = _rows_under(agent_id, owner_id, scope_type, starts, unshown_category)
+        rows = self._rows(f"SELECT {MEMORY_COLUMNS} {rows_sql} ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?",
                           [*params, clamp_limit(limit), max(0, offset)])
         return [memory_from_row(r) for r in rows]
+
+    def scopes_under(self, agent_id: str, owner_id: str | None, scope_type: str, starts: Sequence[str], *,
+                     unshown_category: str | None = None) -> list[str]:
+        """The scope ids of :meth:`memories_under`'s rows, each once, sorted: no row's value read."""
+        rows_sql, params = _rows_under(agent_id, owner_id, scope_type, starts, unshown_category)
+        return sorted(str(r[0]) for r in self._rows(f"SELECT DISTINCT scope_id {rows_sql}", params))
 
     def conversation_state(self, agent_id: str, conversation: ConversationKey) -> ConversationState:
         rows = self._rows(
@@ -388,3 +382,19 @@ def prompt_files_sql(bound: str = "") -> str:
 def _revision(row: tuple[Any, ...]) -> ResourceRevision:
     return ResourceRevision(agent_id=row[0], owner_id=row[1], name=row[2], revision=row[3], content=row[4],
                             content_sha256=row[5], reason=row[6], created_at=datetime.fromisoformat(row[7]))
+
+
+def _rows_under(agent_id: str, owner_id: str | None, scope_type: str, starts: Sequence[str],
+                unshown_category: str | None) -> tuple[str, list[Any]]:
+    """``FROM memories WHERE ...`` of :meth:`SqlQueries.memories_under`'s rows, and its parameters:
+    scope type and category written out (``enum_literal``: ``ValueError`` for any other); substr,
+    not LIKE (no wildcard to escape, case-sensitive, the same on every dialect)."""
+    extra = [f"scope_type = {enum_literal(ScopeType, scope_type)}", "archived_at IS NULL"]
+    if unshown_category is not None:
+        extra.append(f"category = {enum_literal(Category, unshown_category)}"
+                     " AND promote_target IS NULL AND scope_type <> 'job'")
+    where, params = where_sql(("", "agent_id", agent_id), ("", "owner_id", owner_id), extra=tuple(extra))
+    begins = " OR ".join("substr(scope_id, 1, ?) = ?" for _ in starts) or "FALSE"
+    for start in starts:
+        params += [len(start), start]
+    return f"FROM memories {where} AND ({begins})", params

@@ -144,6 +144,7 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
     memory_by_key = awaitable(MemorySystem.memory_by_key)
     memory_value_by_key = awaitable(MemorySystem.memory_value_by_key)
     conversation_memories = awaitable(MemorySystem.conversation_memories)
+    conversation_chat_ids = awaitable(MemorySystem.conversation_chat_ids)
     restore = awaitable(MemorySystem.restore)
     memory = awaitable(MemorySystem.memory)
     explain = awaitable(MemorySystem.explain)

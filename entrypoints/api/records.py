@@ -261,10 +261,27 @@ class RecordsApi(ApiBase):
         when empty), most recently updated first (id breaks ties): the ``limit`` after the
         ``offset`` first, read in SQL (the LangGraph store's search without a query);
         ``unshown_category``: only the rows of that category no prompt file shows."""
+        limit, offset = check_int(limit, "limit", minimum=0), check_int(offset, "offset", minimum=0)
+        owner, starts, category = self._conversations_under(agent_id, owner_id, channel, chat_prefix, unshown_category)
+        return self._app.queries.memories_under(agent_id, owner, ScopeType.CONVERSATION.value, starts,
+                                                limit=limit, offset=offset, unshown_category=category)
+
+    def conversation_chat_ids(self, *, agent_id: str, owner_id: str | None = None, channel: str,
+                              chat_prefix: str = "", unshown_category: str | None = None) -> list[str]:
+        """The chat ids of the conversations holding :meth:`conversation_memories`' rows, each once,
+        sorted, read without the rows' values (the LangGraph store's ``list_namespaces``)."""
+        owner, starts, category = self._conversations_under(agent_id, owner_id, channel, chat_prefix, unshown_category)
+        scopes = self._app.queries.scopes_under(agent_id, owner, ScopeType.CONVERSATION.value, starts,
+                                                unshown_category=category)
+        return sorted({ConversationKey.from_scope_id(scope).chat_id for scope in scopes})
+
+    def _conversations_under(self, agent_id: str, owner_id: str | None, channel: str, chat_prefix: str,
+                             unshown_category: str | None) -> tuple[str | None, list[str], str | None]:
+        """The checked owner, the scope ids' beginnings and the category of a read of the rows of
+        ``channel``'s conversations under ``chat_prefix``."""
         self._check_open()
         check_identifier(agent_id, "agent_id")
         owner = optional_id(owner_id, "owner_id")
-        limit, offset = check_int(limit, "limit", minimum=0), check_int(offset, "offset", minimum=0)
         if not isinstance(chat_prefix, str):
             raise InvalidArgument(f"chat_prefix must be text, got {type(chat_prefix).__name__}")
         channel_part = ConversationKey(channel, "x").scope_id.split(":")[0]
@@ -273,10 +290,9 @@ class RecordsApi(ApiBase):
             starts = [f"{channel_part}:{chat_part}:", f"{channel_part}:{chat_part}."]
         else:
             starts = [f"{channel_part}:"]
-        if unshown_category is not None:
-            unshown_category = parse_enum(Category, unshown_category, "unshown_category").value
-        return self._app.queries.memories_under(agent_id, owner, ScopeType.CONVERSATION.value, starts,
-                                                limit=limit, offset=offset, unshown_category=unshown_category)
+        category = None if unshown_category is None else parse_enum(Category, unshown_category,
+                                                                      "unshown_category").value
+        return owner, starts, category
 
     def restore(self, memory_id: int, *, by: str = "operator") -> Memory:
         """Un-archive a memory row; returns the row. Raises :class:`NotFound` for an unknown id."""

@@ -284,8 +284,9 @@ class FermixStore(BaseStore):
         limit = check_int(op.limit, "limit", minimum=0)
         offset = check_int(op.offset, "offset", minimum=0)
         depth = None if op.max_depth is None else check_int(op.max_depth, "max_depth", minimum=0)
-        namespaces = {ns for row in self._newest((), None, _LARGEST_PAGE)
-                      if (ns := namespace_of(row)) is not None and decode(row) is not None}
+        # The namespaces holding items, read without the items (a value may be a large document).
+        namespaces = {tuple(chat.split(".")) for chat in self._memory.conversation_chat_ids(
+            agent_id=self._agent_id, owner_id=None, channel=CHANNEL, unshown_category=CATEGORY)}
         kept = {ns if depth is None else ns[:depth] for ns in namespaces
                 if all(namespace_matches(ns, c) for c in op.match_conditions or ())}
         return sorted(kept)[offset: offset + limit]

@@ -80,6 +80,10 @@ def test_an_item_is_a_document_kept_whole_as_in_langgraphs_store(tmp_path: Path)
             return sorted(((i.key, i.value) for i in store.search(ALICE)), key=lambda found: found[0])
 
         assert found(ours) == found(peer)
+        ours.put(("memories", "bob", "work"), "plan", {"text": "ship it"})
+        peer.put(("memories", "bob", "work"), "plan", {"text": "ship it"})
+        for ask in ({}, {"prefix": ("memories", "bob")}, {"max_depth": 2}, {"suffix": ("work",)}):
+            assert ours.list_namespaces(**ask) == peer.list_namespaces(**ask), ask  # read without the values
         head = memory.head()
         with pytest.raises(ValueNotStorable, match=f"limit {MAX_ITEM_VALUE_CHARS}"):
             ours.batch([PutOp(ALICE, "more", {"text": "fine"}),
