@@ -19,7 +19,7 @@ from fermix_memory.application.ports import Clock
 from fermix_memory.application.store_ports import EventStore, WriteTransaction
 from fermix_memory.application.streams import conversation_stream
 from fermix_memory.domain.conversation_events import ConversationWindowCleared, MessageAppended, MessageRetracted
-from fermix_memory.domain.conversation_window import RetractNewest, decide_retraction
+from fermix_memory.domain.conversation_window import RetractNewest, retraction_of
 from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.event_base import DomainEvent, Provenance
 from fermix_memory.domain.messages import Message
@@ -213,15 +213,14 @@ class HistoryService:
         cmd = RetractNewest(at=self._clock.now(), agent_id=agent_id, conversation=conversation, provenance=provenance)
 
         def work(tx: WriteTransaction) -> Message | None:
-            stream = conversation_stream(agent_id, conversation)
-            seen = tx.read_stream(stream)
-            decided = decide_retraction(((r.position, r.event) for r in seen.events), cmd)
-            if not decided:
+            # The window's end as the projection holds it: a pop costs what one message costs,
+            # however long the conversation (it folded the whole stream before).
+            newest = tx.newest_window_message(agent_id, conversation)
+            if newest is None:
                 return None
-            tx.append(stream, decided, expected_version=seen.version)
-            retracted = decided[0].message_id
-            return next(r.event.message(r.position) for r in seen.events
-                        if r.position == retracted and isinstance(r.event, MessageAppended))
+            tx.append(conversation_stream(agent_id, conversation),
+                      retraction_of(newest.id, newest.trust, newest.owner_id, cmd))
+            return newest
 
         return self._store.write(work)
 

@@ -11,6 +11,7 @@ import attrs
 from fermix_memory.domain.conversation_states import ConversationWindow, ReviewGateState
 from fermix_memory.domain.log_chain import LoggedEvent
 from fermix_memory.domain.memory import Memory
+from fermix_memory.domain.messages import Message
 from fermix_memory.domain.row_lookup import RowLookup
 from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget
 
@@ -97,6 +98,13 @@ class WriteTransaction(RowLookup, Protocol):
 
     def read_events(self, after: int = 0, *, stream: str | None = None) -> Iterable[RecordedEvent]:
         """Readable events after position ``after`` in log order (only ``stream``'s when given)."""
+        ...
+
+    def newest_window_message(self, agent_id: str, conversation: ConversationKey) -> Message | None:
+        """The newest message of the conversation's window, as ``conversation_window.newest_in_window``
+        folds it from the stream (after the window's start, by ``created_at`` then id, never the
+        compaction's checkpoint), as of this transaction; no other write of the conversation's
+        chain runs meanwhile."""
         ...
 
     def last_message_id(self, agent_id: str, conversation: ConversationKey) -> int:

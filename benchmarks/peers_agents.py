@@ -8,7 +8,9 @@ one after the other in the same run, through the same event loop:
   ours grows with the session (``ours_10k ÷ ours_1k``, which should stay near 1);
 * ``add_items`` of a turn's four items (the user's message, a tool call, its output, the
   assistant's reply), the median items per second over slices that take turns, ours ÷ the SDK's;
-* ``get_items()`` of the whole 10,000-item session, ours ÷ the SDK's.
+* ``get_items()`` of the whole 10,000-item session, ours ÷ the SDK's;
+* ``pop_item()`` on that session afterwards (time, ours ÷ the SDK's; no target in the issue: a
+  pop reads the window's end, not the conversation's whole stream, ADR-0105).
 
 Ours runs without the review an assistant reply would queue (``review=False``): the figures are
 what recording and reading cost, which is all the SDK's session does. Each store keeps its own
@@ -162,7 +164,7 @@ def throughput(loop: asyncio.AbstractEventLoop, sides: Sides, rounds: int, calls
     return {side: (statistics.median(w for w, _ in r), statistics.median(c for _, c in r)) for side, r in rates.items()}
 
 
-def figures(at_1k: Any, at_10k: Any, rate: Any, whole: Any) -> dict[str, Any]:
+def figures(at_1k: Any, at_10k: Any, rate: Any, whole: Any, popped: Any) -> dict[str, Any]:
     """The JSON figures of the measured (wall, cpu) pairs; each ratio is ours ÷ the SDK's."""
     ms = lambda s: round(s * 1000, 3)  # noqa: E731
     out: dict[str, Any] = {}
@@ -178,6 +180,8 @@ def figures(at_1k: Any, at_10k: Any, rate: Any, whole: Any) -> dict[str, Any]:
             f"{clock}add_items_throughput_ratio": round(rate["ours"][i] / rate["peer"][i], 2),
             f"{clock}get_items_all_10k_ms": {side: ms(t[i]) for side, t in whole.items()},
             f"{clock}get_items_all_10k_ratio": round(whole["ours"][i] / whole["peer"][i], 2),
+            f"{clock}pop_item_10k_ms": {side: ms(t[i]) for side, t in popped.items()},
+            f"{clock}pop_item_10k_ratio": round(popped["ours"][i] / popped["peer"][i], 2),
         }
     return out
 
@@ -200,11 +204,14 @@ def run(quick: bool = False) -> dict[str, Any]:
             rate = throughput(loop, sides, 2 * rounds + 1, calls)  # the peer's syncs swing: more slices
             progress("agents: get_items() of 10,000 items")
             whole = reads(loop, sides, "s10k", None, max(2, rounds - 2), budget_s)
+            progress("agents: pop_item on the 10,000-item session")
+            pops = {side: sides.get(side, "s10k").pop_item for side in ("ours", "peer")}
+            popped = side_by_side(loop, pops, max(2, rounds - 2), budget_s, 200)
         finally:
             sides.close()
             loop.close()
     return {
-        **figures(at_1k, at_10k, rate, whole),
+        **figures(at_1k, at_10k, rate, whole, popped),
         "targets": {"get_items_limit20_10k_ratio": "<= 2", "get_items_limit20_ours_10k_to_1k": "~1",
                     "add_items_throughput_ratio": ">= 1", "get_items_all_10k_ratio": "<= 1"},
         "durability": {"ours": "normal (the default: WAL, no sync at each commit)",

@@ -83,13 +83,20 @@ def newest_in_window(history: Iterable[tuple[int, ev.DomainEvent]]) -> tuple[int
 
 
 def decide_retraction(history: Iterable[tuple[int, ev.DomainEvent]], cmd: RetractNewest) -> list[ev.MessageRetracted]:
-    """The retraction of the window's newest message (none when the window holds no message).
-    A guest cannot take back an operator's words: :class:`RetractionRefused`."""
+    """The retraction of the window's newest message (none when the window holds no message),
+    given the conversation stream's events (see :func:`retraction_of`)."""
     newest = newest_in_window(history)
     if newest is None:
         return []
     position, message = newest
-    if message.trust is Trust.OPERATOR and cmd.provenance.trust is not Trust.OPERATOR:
+    return retraction_of(position, message.trust, message.owner_id, cmd)
+
+
+def retraction_of(message_id: int, trust: Trust, owner_id: str, cmd: RetractNewest) -> list[ev.MessageRetracted]:
+    """The retraction of the window's newest message, ``message_id`` (said with ``trust``, owned
+    by ``owner_id``), as :func:`newest_in_window` finds it. A guest cannot take back an
+    operator's words: :class:`RetractionRefused`."""
+    if trust is Trust.OPERATOR and cmd.provenance.trust is not Trust.OPERATOR:
         raise RetractionRefused("only the operator can take back an operator's message")
-    return [ev.MessageRetracted(at=cmd.at, agent_id=cmd.agent_id, owner_id=message.owner_id,
-                                conversation=cmd.conversation, message_id=position, provenance=cmd.provenance)]
+    return [ev.MessageRetracted(at=cmd.at, agent_id=cmd.agent_id, owner_id=owner_id,
+                                conversation=cmd.conversation, message_id=message_id, provenance=cmd.provenance)]

@@ -16,7 +16,7 @@ from fermix_memory.adapters.sql.codec import encode_payload, isoformat
 from fermix_memory.adapters.sql.cursor import SqlCursor
 from fermix_memory.adapters.sql.event_log import INSERT_EVENT, read_chain_heads, read_log
 from fermix_memory.adapters.sql.projections import project, project_each
-from fermix_memory.adapters.sql.queries import AGENT_OWNERS_SQL, AGENT_RULES_SQL
+from fermix_memory.adapters.sql.queries import AGENT_OWNERS_SQL, AGENT_RULES_SQL, WINDOW_TAIL_SQL
 from fermix_memory.adapters.sql.rows import (
     MEMORY_COLUMNS,
     REVIEW_STATE_SQL,
@@ -27,10 +27,19 @@ from fermix_memory.adapters.sql.rows import (
 )
 from fermix_memory.application.errors import ConcurrencyConflict
 from fermix_memory.application.store_ports import BULK_EVENTS, RecordedEvent, ReviewState, StreamEvents
-from fermix_memory.application.streams import chain_for, memory_stream, resource_stream, review_stream
+from fermix_memory.application.stored_messages import message_of, stored_row
+from fermix_memory.application.streams import (
+    chain_for,
+    conversation_stream,
+    memory_stream,
+    resource_stream,
+    review_stream,
+)
+from fermix_memory.domain.checkpoint import is_checkpoint_shape
 from fermix_memory.domain.event_base import DomainEvent
 from fermix_memory.domain.log_chain import Head, chain_hash, head_of, payload_digest
 from fermix_memory.domain.memory import Memory
+from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, Scope, ScopeType
 
 # A row by its key, one statement per scope type: the type written out (one of ScopeType's few
@@ -218,6 +227,22 @@ class SqlTransaction:
         self.enter(memory_stream(agent_id, owner_id))
         rows = self.cursor.execute(_BY_KEY_SQL[ScopeType(scope.type)], (agent_id, owner_id, scope.id, key)).fetchall()
         return memory_from_row(rows[0]) if rows else None
+
+    def newest_window_message(self, agent_id: str, conversation: ConversationKey) -> Message | None:
+        """The window's newest message from its end, a few rows at a time (the window's own
+        statement, with its checkpoint): never the whole stream folded."""
+        self.enter(conversation_stream(agent_id, conversation))
+        key = (agent_id, conversation.channel, conversation.chat_id, conversation.thread_scope)
+        limit = 4
+        while True:
+            rows = self.cursor.execute(WINDOW_TAIL_SQL, (*key, *key, *key, limit)).fetchall()
+            for row in rows:  # newest first, each with the window's checkpoint
+                message = message_of(stored_row(row[:-1]), agent_id, conversation)
+                if message.id != row[-1] and not is_checkpoint_shape(message.kind, message.sender):
+                    return message
+            if len(rows) < limit:
+                return None
+            limit *= 8
 
     def last_message_id(self, agent_id: str, conversation: ConversationKey) -> int:
         row = self.cursor.execute(

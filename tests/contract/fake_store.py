@@ -15,13 +15,15 @@ import attrs
 from fermix_memory.adapters.sql.codec import decode_payload, encode_payload
 from fermix_memory.application.errors import ConcurrencyConflict, IntegrityError
 from fermix_memory.application.store_ports import RecordedEvent, ReviewState, ScrubReport, StreamEvents
+from fermix_memory.application.streams import conversation_stream
 from fermix_memory.domain import conversation_window, rendering, resources, review_gate
 from fermix_memory.domain import events as ev
-from fermix_memory.domain.conversation_window import ConversationWindow
+from fermix_memory.domain.conversation_window import ConversationWindow, newest_in_window
 from fermix_memory.domain.jobs import JobRun, MemorySource, ScheduledJob, evolve_job, evolve_run, evolve_source
 from fermix_memory.domain.log_chain import GENESIS_HASH, LoggedEvent, chain_hash, payload_digest
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.memory_evolution import evolve_memory
+from fermix_memory.domain.messages import Message
 from fermix_memory.domain.scopes import is_agent_rule
 from fermix_memory.domain.values import Category, ConversationKey, PromoteTarget, Role, Scope
 
@@ -235,6 +237,11 @@ class FakeTransaction:
 
     def review_state(self, agent_id: str, owner_id: str, conversation: ConversationKey) -> ReviewState:
         return self.state.reviews.get((agent_id, owner_id, conversation), ReviewState())
+
+    def newest_window_message(self, agent_id: str, conversation: ConversationKey) -> Message | None:
+        newest = newest_in_window((r.position, r.event) for r in self.read_events(
+            stream=conversation_stream(agent_id, conversation)))
+        return None if newest is None else newest[1].message(newest[0])
 
     def last_message_id(self, agent_id: str, conversation: ConversationKey) -> int:
         return max((i for i, m in self.state.messages.items()
