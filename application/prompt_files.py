@@ -25,11 +25,10 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Protocol
 
-import attrs
-
 from fermix_memory.application.errors import NotFound
 from fermix_memory.application.ports import Clock, PromptFileSink
 from fermix_memory.application.query_ports import ResourceRevision
+from fermix_memory.application.row_changes import ROW_CHANGES, changes_a_rule, shown_by_no_file
 from fermix_memory.application.store_ports import EventStore, RecordedEvent, WriteTransaction
 from fermix_memory.application.streams import memory_stream, parse_owner_stream, resource_stream
 from fermix_memory.domain import events as ev
@@ -37,15 +36,13 @@ from fermix_memory.domain import resources as res
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.rendering import SHOWN_SECTIONS, render_memory_md, render_user_md
 from fermix_memory.domain.resources import sha256
-from fermix_memory.domain.scopes import is_agent_rule
-from fermix_memory.domain.values import Category, PromoteTarget, ScopeType, Trust, preview
+from fermix_memory.domain.values import Category, PromoteTarget, ScopeType, preview
 
 __all__ = ["RESOURCE_NAMES", "PromptFiles", "ResourceReader", "check_resource_name", "sha256", "unified_diff"]
 
 log = logging.getLogger("fermix_memory.prompt_files")
 
 RESOURCE_NAMES = ("user_md", "memory_md")
-_ROW_EVENTS = (ev.MemoryReplaced, ev.MemoryArchived, ev.MemoryRestored)
 # Owners whose first message was checked for the agent's rules (a bound, not a correctness need).
 MAX_WELCOMED = 100_000
 
@@ -107,9 +104,11 @@ class PromptFiles:
                 if e.category == Category.DIRECTIVE and e.scope_type == ScopeType.AGENT \
                         and e.promote_target == PromoteTarget.MEMORY_MD:
                     rules_changed[e.agent_id] = None
-            elif isinstance(e, _ROW_EVENTS):
+            elif isinstance(e, ROW_CHANGES):
+                if shown_by_no_file(tx, e):
+                    continue  # a LangGraph item updated or deleted: nothing to render
                 pairs[(e.provenance.agent_id, e.provenance.owner_id)] = None
-                if _changes_a_rule(tx, e):
+                if changes_a_rule(tx, e):
                     rules_changed[e.provenance.agent_id] = None
             elif isinstance(e, ev.OwnerForgotten):
                 rules_changed[e.agent_id] = None  # a forget is rare
@@ -374,17 +373,6 @@ def _resource_state(tx: WriteTransaction, agent_id: str, owner_id: str, name: st
     if current is None:
         return res.ResourceState(numbered=numbered)
     return res.ResourceState(revision=current[0], content=current[1], numbered=numbered)
-
-
-def _changes_a_rule(tx: WriteTransaction, e: ev.MemoryReplaced | ev.MemoryArchived | ev.MemoryRestored) -> bool:
-    """Did this change touch one of the agent's standing rules? Only an operator-trusted write
-    can (admission), and a replace never turns a row into or out of a directive."""
-    if e.provenance.trust is not Trust.OPERATOR:
-        return False
-    if isinstance(e, ev.MemoryReplaced) and e.category != Category.DIRECTIVE:
-        return False
-    row = tx.by_id(e.memory_id)
-    return row is not None and is_agent_rule(attrs.evolve(row, archived_at=None))
 
 
 def unified_diff(a: ResourceRevision, b: ResourceRevision) -> str:

@@ -100,6 +100,11 @@ class WriteTransaction(RowLookup, Protocol):
         """Readable events after position ``after`` in log order (only ``stream``'s when given)."""
         ...
 
+    def first_read(self, memory_id: int) -> Memory | None:
+        """Row ``memory_id`` as this transaction first read it (``by_id``, ``by_key``), before any
+        change the transaction made to it; ``None`` when it read none."""
+        ...
+
     def newest_window_message(self, agent_id: str, conversation: ConversationKey) -> Message | None:
         """The newest message of the conversation's window, as ``conversation_window.newest_in_window``
         folds it from the stream (after the window's start, by ``created_at`` then id, never the

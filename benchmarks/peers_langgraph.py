@@ -14,7 +14,9 @@ by slice (so a noisy neighbour taxes both alike) and each figure is the median s
 - ``search_query``: ours with a full-text query, beside the peer's search given the same query
   (without an embedding index the peer ignores the query: not like for like, shown for scale);
 - ``list_namespaces``: ``store.list_namespaces(limit=100)`` (time, ours ÷ peer): read without the
-  items' values (ADR-0104), so the same at both sizes.
+  items' values (ADR-0104), so the same at both sizes;
+- ``update`` and ``delete``: a put of an existing key, a delete of one ``put`` added (throughput,
+  ours ÷ peer; no target in the issue: ADR-0106).
 
 Ratios by CPU time of the process (``cpu_*``) are reported too: other processes on a shared
 machine move them far less than wall-clock time.
@@ -122,9 +124,16 @@ def _figures(stores: dict[str, BaseStore], settle: Callable[[], None], namespace
     def namespaces(store: BaseStore) -> Callable[[int], None]:
         return lambda i: store.list_namespaces(limit=100)
 
+    def update(store: BaseStore) -> Callable[[int], None]:
+        return lambda i: store.put(namespace, f"item-{(i * 7919) % size}", _value(i + 1))
+
+    def delete(store: BaseStore) -> Callable[[int], None]:
+        return lambda i: store.delete(namespace, f"new-{size}-{i}")  # what ``put`` added, one each
+
     out: dict[str, Any] = {}
     for name, make, throughput in (("put", put, True), ("get", get, True), ("search", search, False),
-                                   ("search_query", query, False), ("list_namespaces", namespaces, False)):
+                                   ("search_query", query, False), ("list_namespaces", namespaces, False),
+                                   ("update", update, True), ("delete", delete, True)):
         settle()
         measured = _slices({k: make(s) for k, s in stores.items()}, slices, per_slice)
         ours, peer = measured["ours"], measured["peer"]

@@ -72,6 +72,7 @@ class SqlTransaction:
         self.versions: dict[str, int] = {}
         # The chains this transaction read or extended.
         self.heads: dict[int, tuple[int, str]] = {}
+        self._first_reads: dict[int, Memory] = {}  # each row as first read, before this transaction changed it
         self.position, self.hash = self._start()
 
     # --- what each dialect decides --------------------------------------------------------------
@@ -221,12 +222,21 @@ class SqlTransaction:
         found = memory_from_row(rows[0]) if rows else None
         if found is not None and self.enter(memory_stream(found.agent_id, found.owner_id)):
             return self.by_id(memory_id)  # read again now that no other write of its chain runs
+        if found is not None:
+            self._first_reads.setdefault(found.id, found)
         return found
 
     def by_key(self, agent_id: str, owner_id: str, scope: Scope, key: str) -> Memory | None:
         self.enter(memory_stream(agent_id, owner_id))
         rows = self.cursor.execute(_BY_KEY_SQL[ScopeType(scope.type)], (agent_id, owner_id, scope.id, key)).fetchall()
-        return memory_from_row(rows[0]) if rows else None
+        if not rows:
+            return None
+        row = memory_from_row(rows[0])
+        self._first_reads.setdefault(row.id, row)
+        return row
+
+    def first_read(self, memory_id: int) -> Memory | None:
+        return self._first_reads.get(memory_id)
 
     def newest_window_message(self, agent_id: str, conversation: ConversationKey) -> Message | None:
         """The window's newest message from its end, a few rows at a time (the window's own

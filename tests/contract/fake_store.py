@@ -142,6 +142,7 @@ class FakeTransaction:
 
     def __init__(self, state: FakeState) -> None:
         self.state = state.copy()
+        self._first_reads: dict[int, Memory] = {}
 
     # --- appends and reads ---------------------------------------------------------------------
 
@@ -205,12 +206,20 @@ class FakeTransaction:
     # --- typed state loaders -------------------------------------------------------------------
 
     def by_id(self, memory_id: int) -> Memory | None:
-        return self.state.rows.get(memory_id)
+        return self._read(self.state.rows.get(memory_id))
 
     def by_key(self, agent_id: str, owner_id: str, scope: Scope, key: str) -> Memory | None:
         wanted = (agent_id, owner_id, scope.type, scope.id, key)
-        return next((r for r in self.state.rows.values()
-                     if (r.agent_id, r.owner_id, r.scope_type, r.scope_id, r.key) == wanted), None)
+        return self._read(next((r for r in self.state.rows.values()
+                                if (r.agent_id, r.owner_id, r.scope_type, r.scope_id, r.key) == wanted), None))
+
+    def _read(self, row: Memory | None) -> Memory | None:
+        if row is not None:
+            self._first_reads.setdefault(row.id, row)
+        return row
+
+    def first_read(self, memory_id: int) -> Memory | None:
+        return self._first_reads.get(memory_id)
 
     def memories_of(self, agent_id: str, owner_id: str) -> list[Memory]:
         return sorted((r for r in self.state.rows.values()

@@ -7,7 +7,7 @@ from typing import Any
 
 from fermix_memory.domain import events as ev
 from fermix_memory.domain.values import Category, PromoteTarget, ScopeType
-from tests.contract.conftest import AT, MemoryFiles, Ports, added, archived, prompt_files, replaced
+from tests.contract.conftest import AT, MemoryFiles, Ports, added, archived, prompt_files, provenance, replaced
 
 RULE: dict[str, Any] = dict(scope=(ScopeType.AGENT, "ada"), category=Category.DIRECTIVE,
                             target=PromoteTarget.MEMORY_MD)
@@ -75,3 +75,44 @@ def test_on_commit_writes_only_the_files_whose_revision_changed(ports: Ports) ->
     assert set(files.files) == {("ada", "alice", "user_md")} and files.writes == 1
     use_case.on_commit(list(ports.store.read_events()))
     assert files.writes == 1  # same text: no rewrite
+
+
+def replace_read_first(ports: Ports, row: int, target: PromoteTarget | None) -> None:
+    """Read row ``row``, then replace its statement with one of promote target ``target`` and
+    record the prompt files, in one write (as admission reads a row before changing it)."""
+    use_case = prompt_files(ports, None)
+
+    def work(tx: Any) -> None:
+        before = tx.by_id(row)
+        event = ev.MemoryReplaced(at=AT, memory_id=row, category=before.category, key=before.key,
+                                  value="Lives in Lyon", confidence=0.9, promote_target=target,
+                                  previous_value=before.value, provenance=provenance())
+        tx.append("memory/ada/alice", [event])
+        assert tx.first_read(row) == before  # as read before the change, not as changed
+        use_case.record_in(tx, [event], AT)
+
+    ports.write(work)
+
+
+def test_a_change_that_takes_a_row_out_of_the_files_or_into_them_is_rendered(ports: Ports) -> None:
+    """A row no file shows, before or after its change, renders nothing; one that leaves a file
+    or enters one (its promote target changed) revises it."""
+    [shown] = change(ports, added())
+    assert "Lives in Paris" in ports.load("current_resource", "ada", "alice", "user_md")[1]
+    replace_read_first(ports, shown, None)  # out of USER.md
+    assert "Lives in" not in ports.load("current_resource", "ada", "alice", "user_md")[1]
+    replace_read_first(ports, shown, PromoteTarget.USER_MD)  # back into it
+    assert "Lives in Lyon" in ports.load("current_resource", "ada", "alice", "user_md")[1]
+
+
+def test_first_read_is_the_row_before_the_transaction_changed_it(ports: Ports) -> None:
+    [row] = change(ports, added())
+
+    def work(tx: Any) -> tuple[Any, Any, Any]:
+        unread = tx.first_read(row)
+        before = tx.by_key("ada", "alice", tx.by_id(row).scope, "home")
+        tx.append("memory/ada/alice", [archived(row)])
+        return unread, before, (tx.first_read(row), tx.by_id(row))
+
+    unread, before, (first, now) = ports.write(work)
+    assert unread is None and first == before and not first.archived and now.archived
