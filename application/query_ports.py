@@ -96,10 +96,12 @@ class MemoryQueries(Protocol):
         ...
 
     def memories_under(self, agent_id: str, owner_id: str | None, scope_type: str, starts: Sequence[str], *,
-                       limit: int, offset: int = 0, unshown_category: str | None = None) -> list[Memory]:
+                       limit: int, offset: int = 0, unshown_category: str | None = None,
+                       containing: Sequence[str] = ()) -> list[Memory]:
         """A page of the live rows of ``agent_id`` (and ``owner_id``, when given) of ``scope_type``
         whose scope id begins with one of ``starts``, most recently updated first (id breaks ties);
-        ``unshown_category``: only that category's rows that no prompt file shows."""
+        ``unshown_category``: only that category's rows that no prompt file shows; ``containing``:
+        only rows whose value holds each text (at least those: a pre-filter, case aside)."""
         ...
 
     def scopes_under(self, agent_id: str, owner_id: str | None, scope_type: str, starts: Sequence[str], *,

@@ -13,6 +13,8 @@ by slice (so a noisy neighbour taxes both alike) and each figure is the median s
   target ≤ 2, and the same at both sizes: a page read in SQL);
 - ``search_query``: ours with a full-text query, beside the peer's search given the same query
   (without an embedding index the peer ignores the query: not like for like, shown for scale);
+- ``search_filter``: ``store.search(namespace, filter={"text": ...}, limit=10)`` matching one item
+  (time, ours ÷ peer; the filter's texts are looked for in SQL first, ADR-0107);
 - ``list_namespaces``: ``store.list_namespaces(limit=100)`` (time, ours ÷ peer): read without the
   items' values (ADR-0104), so the same at both sizes;
 - ``update`` and ``delete``: a put of an existing key, a delete of one ``put`` added (throughput,
@@ -121,6 +123,9 @@ def _figures(stores: dict[str, BaseStore], settle: Callable[[], None], namespace
     def query(store: BaseStore) -> Callable[[int], None]:
         return lambda i: store.search(namespace, query=WORDS[i % len(WORDS)], limit=10)
 
+    def filtered(store: BaseStore) -> Callable[[int], None]:
+        return lambda i: store.search(namespace, filter={"text": _value((i * 7919) % size)["text"]}, limit=10)
+
     def namespaces(store: BaseStore) -> Callable[[int], None]:
         return lambda i: store.list_namespaces(limit=100)
 
@@ -132,7 +137,8 @@ def _figures(stores: dict[str, BaseStore], settle: Callable[[], None], namespace
 
     out: dict[str, Any] = {}
     for name, make, throughput in (("put", put, True), ("get", get, True), ("search", search, False),
-                                   ("search_query", query, False), ("list_namespaces", namespaces, False),
+                                   ("search_query", query, False), ("search_filter", filtered, False),
+                                   ("list_namespaces", namespaces, False),
                                    ("update", update, True), ("delete", delete, True)):
         settle()
         measured = _slices({k: make(s) for k, s in stores.items()}, slices, per_slice)

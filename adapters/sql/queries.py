@@ -24,7 +24,8 @@ from fermix_memory.adapters.sql.rows import (
     review_state_key,
     window_from_row,
 )
-from fermix_memory.adapters.sql.scope_sql import enum_literal, scope_sql, where_sql
+from fermix_memory.adapters.sql.rows_under import rows_under
+from fermix_memory.adapters.sql.scope_sql import scope_sql, where_sql
 from fermix_memory.application.query_ports import KeyedValue, OwnerSummary, ResourceRevision
 from fermix_memory.application.store_ports import ConversationState, ReviewState
 from fermix_memory.application.stored_messages import StoredRow, stored_row
@@ -32,7 +33,7 @@ from fermix_memory.domain.conversation_states import LEFT_AT_CLOSE
 from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.scopes import MemoryFilter
-from fermix_memory.domain.values import Category, ConversationKey, ScopeType
+from fermix_memory.domain.values import ConversationKey
 
 # The agent's standing rules (``domain.scopes.is_agent_rule``): shown to every owner of the agent.
 AGENT_RULES_SQL = (
@@ -123,11 +124,13 @@ class SqlQueries(MarkQueries, ReadSide):
         return KeyedValue(memory_id, value, datetime.fromisoformat(created_at), datetime.fromisoformat(updated_at))
 
     def memories_under(self, agent_id: str, owner_id: str | None, scope_type: str, starts: Sequence[str], *,
-                       limit: int, offset: int = 0, unshown_category: str | None = None) -> list[Memory]:
+                       limit: int, offset: int = 0, unshown_category: str | None = None,
+                       containing: Sequence[str] = ()) -> list[Memory]:
         """A page of the live rows of ``agent_id`` (``owner_id``'s, when given) of ``scope_type``
         whose scope id begins with one of ``starts``, newest first (id breaks ties). ``unshown_category``:
-        only the rows of that category no prompt file shows, read newest first by ``memories_shown``."""
-        rows_sql, params = _rows_under(agent_id, owner_id, scope_type, starts, unshown_category)
+        only the rows of that category no prompt file shows, read newest first by ``memories_shown``;
+        ``containing``: only the rows whose value holds each of these texts (``rows_under``)."""
+        rows_sql, params = rows_under(agent_id, owner_id, scope_type, starts, unshown_category, containing)
         rows = self._rows(f"SELECT {MEMORY_COLUMNS} {rows_sql} ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?",
                           [*params, clamp_limit(limit), max(0, offset)])
         return [memory_from_row(r) for r in rows]
@@ -135,7 +138,7 @@ class SqlQueries(MarkQueries, ReadSide):
     def scopes_under(self, agent_id: str, owner_id: str | None, scope_type: str, starts: Sequence[str], *,
                      unshown_category: str | None = None) -> list[str]:
         """The scope ids of :meth:`memories_under`'s rows, each once, sorted: no row's value read."""
-        rows_sql, params = _rows_under(agent_id, owner_id, scope_type, starts, unshown_category)
+        rows_sql, params = rows_under(agent_id, owner_id, scope_type, starts, unshown_category)
         return sorted(str(r[0]) for r in self._rows(f"SELECT DISTINCT scope_id {rows_sql}", params))
 
     def conversation_state(self, agent_id: str, conversation: ConversationKey) -> ConversationState:
@@ -383,18 +386,3 @@ def _revision(row: tuple[Any, ...]) -> ResourceRevision:
     return ResourceRevision(agent_id=row[0], owner_id=row[1], name=row[2], revision=row[3], content=row[4],
                             content_sha256=row[5], reason=row[6], created_at=datetime.fromisoformat(row[7]))
 
-
-def _rows_under(agent_id: str, owner_id: str | None, scope_type: str, starts: Sequence[str],
-                unshown_category: str | None) -> tuple[str, list[Any]]:
-    """``FROM memories WHERE ...`` of :meth:`SqlQueries.memories_under`'s rows, and its parameters:
-    scope type and category written out (``enum_literal``: ``ValueError`` for any other); substr,
-    not LIKE (no wildcard to escape, case-sensitive, the same on every dialect)."""
-    extra = [f"scope_type = {enum_literal(ScopeType, scope_type)}", "archived_at IS NULL"]
-    if unshown_category is not None:
-        extra.append(f"category = {enum_literal(Category, unshown_category)}"
-                     " AND promote_target IS NULL AND scope_type <> 'job'")
-    where, params = where_sql(("", "agent_id", agent_id), ("", "owner_id", owner_id), extra=tuple(extra))
-    begins = " OR ".join("substr(scope_id, 1, ?) = ?" for _ in starts) or "FALSE"
-    for start in starts:
-        params += [len(start), start]
-    return f"FROM memories {where} AND ({begins})", params

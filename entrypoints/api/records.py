@@ -255,16 +255,20 @@ class RecordsApi(ApiBase):
 
     def conversation_memories(self, *, agent_id: str, owner_id: str | None = None, channel: str,
                               chat_prefix: str = "", limit: int = 100, offset: int = 0,
-                              unshown_category: str | None = None) -> list[Memory]:
+                              unshown_category: str | None = None, containing: Sequence[str] = ()) -> list[Memory]:
         """A page of the live rows of ``agent_id``'s conversations on ``channel`` (only ``owner_id``'s
         when given) whose chat id is ``chat_prefix`` or begins with it and a ``.`` (every chat id
         when empty), most recently updated first (id breaks ties): the ``limit`` after the
         ``offset`` first, read in SQL (the LangGraph store's search without a query);
-        ``unshown_category``: only the rows of that category no prompt file shows."""
+        ``unshown_category``: only the rows of that category no prompt file shows; ``containing``:
+        at least the rows whose value holds each of these texts (letter case may be ignored)."""
         limit, offset = check_int(limit, "limit", minimum=0), check_int(offset, "offset", minimum=0)
+        if isinstance(containing, str) or not all(isinstance(text, str) for text in containing):
+            raise InvalidArgument("containing must be a list of texts")
         owner, starts, category = self._conversations_under(agent_id, owner_id, channel, chat_prefix, unshown_category)
         return self._app.queries.memories_under(agent_id, owner, ScopeType.CONVERSATION.value, starts,
-                                                limit=limit, offset=offset, unshown_category=category)
+                                                limit=limit, offset=offset, unshown_category=category,
+                                                containing=tuple(containing))
 
     def conversation_chat_ids(self, *, agent_id: str, owner_id: str | None = None, channel: str,
                               chat_prefix: str = "", unshown_category: str | None = None) -> list[str]:

@@ -307,6 +307,28 @@ def at_path(value: Mapping[str, Any], field: str) -> object:
     return value.get(field)
 
 
+def filter_texts(conditions: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """Texts the JSON of every item that passes ``conditions`` holds: each text a condition asks
+    to be equal to (plainly, in a nested object or list, or by ``$eq``), as :func:`encode` writes
+    it. A pre-filter the store gives its read in SQL; :func:`item_matches` decides."""
+    found: dict[str, None] = {}
+
+    def walk(condition: object) -> None:
+        if isinstance(condition, str):
+            found[_REWRITTEN.sub(lambda m: f"\\u{ord(m.group()):04x}", _ENCODER.encode(condition))] = None
+        elif isinstance(condition, Mapping):
+            for k, v in condition.items():
+                if k == "$eq" or not (isinstance(k, str) and k.startswith("$")):
+                    walk(v)
+        elif isinstance(condition, list | tuple):
+            for c in condition:
+                walk(c)
+
+    for condition in (conditions or {}).values():
+        walk(condition)
+    return tuple(found)
+
+
 def item_matches(value: Mapping[str, Any], conditions: Mapping[str, Any] | None) -> bool:
     """Whether an item value passes a search filter: each field (see :func:`at_path`) matches
     its condition (see :func:`matches`)."""

@@ -58,6 +58,7 @@ from fermix_memory.entrypoints.integrations.langgraph_items import (  # noqa: E4
     decode,
     decode_value,
     encode,
+    filter_texts,
     item_matches,
     namespace_matches,
     namespace_of,
@@ -235,15 +236,19 @@ class FermixStore(BaseStore):
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix, owner = self._search_owner(op)
-        wanted = op.offset + op.limit
-        if wanted == 0:
+        skip = op.offset
+        wanted = skip + op.limit
+        if op.limit == 0:
             return []
         scored: Iterable[tuple[Memory, float | None]]
         if op.query:
             scored = self._ranked(op.query, owner)
+        elif not op.filter:  # every row the SQL reads is an item: the offset is the SQL's
+            scored = ((row, None) for row in self._newest(prefix, owner, op.limit, start=skip))
+            skip, wanted = 0, op.limit
         else:
-            first = wanted if not op.filter else max(wanted, _FIRST_PAGE_WITH_FILTER)
-            scored = ((row, None) for row in self._newest(prefix, owner, first))
+            first = max(wanted, _FIRST_PAGE_WITH_FILTER)
+            scored = ((row, None) for row in self._newest(prefix, owner, first, filter_texts(op.filter)))
         found: list[SearchItem] = []
         for row, score in scored:
             namespace = namespace_of(row)
@@ -255,16 +260,19 @@ class FermixStore(BaseStore):
                                     updated_at=row.updated_at, score=score))
             if len(found) == wanted:
                 break
-        return found[op.offset:]
+        return found[skip:]
 
-    def _newest(self, prefix: tuple[str, ...], owner: str | None, page: int) -> Iterator[Memory]:
+    def _newest(self, prefix: tuple[str, ...], owner: str | None, page: int,
+                containing: tuple[str, ...] = (), *, start: int = 0) -> Iterator[Memory]:
         """The live rows of the owner (every owner: ``None``) under ``prefix``, most recently
-        updated first (id breaks ties), read in pages of SQL for as long as the caller asks."""
-        offset, page = 0, min(max(page, 1), _LARGEST_PAGE)
+        updated first (id breaks ties), read in pages of SQL for as long as the caller asks;
+        ``containing``: only rows holding these texts (a filter's, ``filter_texts``); ``start``:
+        the rows to leave out first."""
+        offset, page = start, min(max(page, 1), _LARGEST_PAGE)
         while True:
             rows = self._memory.conversation_memories(agent_id=self._agent_id, owner_id=owner, channel=CHANNEL,
                                                       chat_prefix=".".join(prefix), limit=page, offset=offset,
-                                                      unshown_category=CATEGORY)
+                                                      unshown_category=CATEGORY, containing=containing)
             yield from rows
             if len(rows) < page:
                 return

@@ -30,6 +30,7 @@ ALLOWED = {
     "fermix_memory.adapters.sql.ddl", "fermix_memory.adapters.sql.event_log", "fermix_memory.adapters.sql.marks",
     "fermix_memory.adapters.sql.event_store", "fermix_memory.adapters.sql.head", "fermix_memory.adapters.sql.history",
     "fermix_memory.adapters.sql.queries", "fermix_memory.adapters.sql.read_side", "fermix_memory.adapters.sql.rows",
+    "fermix_memory.adapters.sql.rows_under",
     "fermix_memory.adapters.sql.scope_sql", "fermix_memory.adapters.sql.scope_tokens",
     "fermix_memory.adapters.sql.search_terms",
     "fermix_memory.adapters.sqlite", "fermix_memory.adapters.sqlite.connection",

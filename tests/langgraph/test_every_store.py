@@ -93,3 +93,23 @@ def test_an_item_is_a_document_kept_whole_as_in_langgraphs_store(tmp_path: Path)
                                          "value": "x" * (MAX_VALUE_CHARS + 1)}, agent_id="ada", owner_id="alice")
         assert isinstance(outcome, OperationOutcome) and outcome.status == "refused"
     conn.close()
+
+
+def test_a_filter_is_read_in_sql_first_and_decided_as_langgraph_decides(tmp_path: Path) -> None:
+    """The texts a filter asks for are looked for in SQL (``LIKE``, its wildcards escaped; letter
+    case ignored there on SQLite), and each row found is then matched as ``InMemoryStore`` matches
+    it: the same items, none missed, none extra."""
+    from langgraph.store.memory import InMemoryStore
+
+    values = ["50%_off!", "50X_off", "RARE", "rare", "ünïcode", "del\x7f", "a\"quote", "back\\slash"]
+    reference = InMemoryStore()
+    with MemorySystem.open(tmp_path / "home") as memory:
+        ours = FermixStore(memory, agent_id="ada")
+        for store in (ours, reference):
+            for n, text in enumerate(values * 3):  # more rows than a first page of a filtered search
+                store.put(ALICE, f"k{n}", {"tag": text, "n": n, "deep": {"tags": [text, "x"]}})
+        for text in values:
+            for condition in ({"tag": text}, {"tag": {"$eq": text}}, {"deep": {"tags": [text, "x"]}},
+                              {"tag": {"$ne": text}}):
+                got = sorted(i.key for i in ours.search(ALICE, filter=condition, limit=100))
+                assert got == sorted(i.key for i in reference.search(ALICE, filter=condition, limit=100)), condition
