@@ -19,13 +19,20 @@ from fermix_memory.domain.checkpoint import quoted_owners_of
 from fermix_memory.domain.errors import DomainError, InvalidConversationKey
 from fermix_memory.domain.message_metadata import CheckedMetadata
 from fermix_memory.domain.tool_calls import TOOL_CALL_ID_KEY, TOOL_CALLS_KEY, check_tool_metadata
-from fermix_memory.domain.values import ConversationKey, E, Role, Trust, check_identifier, is_encodable
+from fermix_memory.domain.values import (
+    MAX_CONTENT_CHARS,
+    ConversationKey,
+    E,
+    Role,
+    Trust,
+    check_identifier,
+    is_encodable,
+)
 
 if TYPE_CHECKING:  # a reader of stored rows (known_conversation_key) needs neither: imported when a message is built
     from fermix_memory.application.commands import AppendMessage
     from fermix_memory.domain.conversation_events import MessageAppended
 
-MAX_CONTENT_CHARS = 1_000_000
 MAX_METADATA_BYTES = 64 * 1024
 # Metadata that carries the message itself in a framework's own form (an OpenAI Agents SDK item,
 # whose images and files come as data URLs): bounded, but as a request to a model is (ADR-0103).

@@ -20,9 +20,11 @@ MAX_ID_CHARS = 256
 # and returns the whole stored value.
 MAX_VALUE_CHARS = 2000
 MAX_RENDERED_VALUE_CHARS = 200
-# A row that keeps a framework's own item (a LangGraph store item: JSON, never shown in a prompt
-# file) may hold as much as a message's content (ADR-0104); only code chooses it, never host input.
-MAX_ITEM_VALUE_CHARS = 1_000_000
+# A message's content holds at most MAX_CONTENT_CHARS. A row that keeps a framework's own item (a
+# LangGraph store item: JSON, never shown in a prompt file) may hold as much (ADR-0104); only code
+# chooses that bound, never host input.
+MAX_CONTENT_CHARS = 1_000_000
+MAX_ITEM_VALUE_CHARS = MAX_CONTENT_CHARS
 # A conversation scope id percent-encodes three ids: up to 12 characters per code point.
 MAX_SCOPE_ID_CHARS = 3 * 12 * MAX_ID_CHARS + 2
 

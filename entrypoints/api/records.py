@@ -45,6 +45,7 @@ from fermix_memory.domain.values import (
     check_int,
     is_canonical_key,
     parse_enum,
+    preview,
 )
 from fermix_memory.entrypoints.api.base import ApiBase, optional_id
 from fermix_memory.entrypoints.api.message_batch import append_commands
@@ -263,8 +264,8 @@ class RecordsApi(ApiBase):
         ``unshown_category``: only the rows of that category no prompt file shows; ``containing``:
         at least the rows whose value holds each of these texts (letter case may be ignored)."""
         limit, offset = check_int(limit, "limit", minimum=0), check_int(offset, "offset", minimum=0)
-        if isinstance(containing, str) or not all(isinstance(text, str) for text in containing):
-            raise InvalidArgument("containing must be a list of texts")
+        if not isinstance(containing, list | tuple) or not all(isinstance(text, str) for text in containing):
+            raise InvalidArgument(f"containing must be a list of texts, got {preview(containing)}")
         owner, starts, category = self._conversations_under(agent_id, owner_id, channel, chat_prefix, unshown_category)
         return self._app.queries.memories_under(agent_id, owner, ScopeType.CONVERSATION.value, starts,
                                                 limit=limit, offset=offset, unshown_category=category,

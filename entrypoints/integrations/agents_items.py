@@ -18,12 +18,12 @@ import attrs
 import orjson
 
 from fermix_memory.application.composer import system_part
-from fermix_memory.application.message_input import MAX_CONTENT_CHARS, InvalidMessage
+from fermix_memory.application.message_input import InvalidMessage
 from fermix_memory.application.stored_messages import StoredRow, message_of
 from fermix_memory.domain.errors import DomainError
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.tool_calls import tool_call_id_of, tool_calls_of
-from fermix_memory.domain.values import ConversationKey, Role, check_identifier
+from fermix_memory.domain.values import MAX_CONTENT_CHARS, ConversationKey, Role, check_identifier
 
 # Where a message keeps the SDK item it was recorded from (persisted: never rename).
 ITEM_KEY = "openai_agents_item"

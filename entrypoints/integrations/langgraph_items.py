@@ -207,6 +207,11 @@ def _plain(value: object, depth: int) -> bool:
     return False
 
 
+def _escaped(text: str) -> str:
+    """JSON ``text`` with :data:`_REWRITTEN`'s characters written as ``\\uXXXX`` (as stored)."""
+    return _REWRITTEN.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def encode(key: str, value: object) -> str:
     """The row value of an item: ``{"key": key, "value": value}`` as JSON text, or
     :class:`ValueNotStorable` when it would not come back equal or is too long."""
@@ -224,7 +229,7 @@ def encode(key: str, value: object) -> str:
         raise ValueNotStorable("an item value must be plain JSON: it would not come back equal "
                                "(tuples, non-text keys or other types)")
     if _REWRITTEN.search(text) is not None:
-        text = _REWRITTEN.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+        text = _escaped(text)
     if len(text) > MAX_ITEM_VALUE_CHARS:
         raise ValueNotStorable(f"the item is {len(text)} characters as JSON (with its key), "
                                f"limit {MAX_ITEM_VALUE_CHARS}")
@@ -315,7 +320,7 @@ def filter_texts(conditions: Mapping[str, Any] | None) -> tuple[str, ...]:
 
     def walk(condition: object) -> None:
         if isinstance(condition, str):
-            found[_REWRITTEN.sub(lambda m: f"\\u{ord(m.group()):04x}", _ENCODER.encode(condition))] = None
+            found[_escaped(_ENCODER.encode(condition))] = None
         elif isinstance(condition, Mapping):
             for k, v in condition.items():
                 if k == "$eq" or not (isinstance(k, str) and k.startswith("$")):
