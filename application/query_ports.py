@@ -37,6 +37,20 @@ class KeyedValue(NamedTuple):
     updated_at: datetime
 
 
+@attrs.frozen
+class NumberBound:
+    """A pre-filter on a row's value (a JSON document): at one of ``paths`` (each the object keys
+    leading into the document) a number from ``low`` to ``high`` (``None``: unbounded; ``true``
+    and ``false`` count as 1 and 0), or, where ``text_passes``, any text (a number written as text,
+    left to the caller). The rows it leaves out hold no such value; a store may ignore it (it
+    decides nothing alone)."""
+
+    paths: tuple[tuple[str, ...], ...]
+    low: float | None = None
+    high: float | None = None
+    text_passes: bool = False
+
+
 @attrs.frozen(kw_only=True)
 class MemoryHit:
     memory: Memory
@@ -97,11 +111,12 @@ class MemoryQueries(Protocol):
 
     def memories_under(self, agent_id: str, owner_id: str | None, scope_type: str, starts: Sequence[str], *,
                        limit: int, offset: int = 0, unshown_category: str | None = None,
-                       containing: Sequence[str] = ()) -> list[Memory]:
+                       containing: Sequence[str] = (), numbers: Sequence[NumberBound] = ()) -> list[Memory]:
         """A page of the live rows of ``agent_id`` (and ``owner_id``, when given) of ``scope_type``
         whose scope id begins with one of ``starts``, most recently updated first (id breaks ties);
         ``unshown_category``: only that category's rows that no prompt file shows; ``containing``:
-        only rows whose value holds each text (at least those: a pre-filter, case aside)."""
+        only rows whose value holds each text (at least those: a pre-filter, case aside);
+        ``numbers``: only rows within each bound (at least those)."""
         ...
 
     def scopes_under(self, agent_id: str, owner_id: str | None, scope_type: str, starts: Sequence[str], *,

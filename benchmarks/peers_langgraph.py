@@ -15,6 +15,8 @@ by slice (so a noisy neighbour taxes both alike) and each figure is the median s
   (without an embedding index the peer ignores the query: not like for like, shown for scale);
 - ``search_filter``: ``store.search(namespace, filter={"text": ...}, limit=10)`` matching one item
   (time, ours ÷ peer; the filter's texts are looked for in SQL first, ADR-0107);
+- ``search_number``: ``store.search(namespace, filter={"n": {"$gte": size - 10}}, limit=10)``, a
+  number compared (time, ours ÷ peer; the bound is looked for in SQL first, ADR-0109);
 - ``list_namespaces``: ``store.list_namespaces(limit=100)`` (time, ours ÷ peer): read without the
   items' values (ADR-0104), so the same at both sizes;
 - ``update`` and ``delete``: a put of an existing key, a delete of one ``put`` added (throughput,
@@ -126,6 +128,9 @@ def _figures(stores: dict[str, BaseStore], settle: Callable[[], None], namespace
     def filtered(store: BaseStore) -> Callable[[int], None]:
         return lambda i: store.search(namespace, filter={"text": _value((i * 7919) % size)["text"]}, limit=10)
 
+    def numbered(store: BaseStore) -> Callable[[int], None]:
+        return lambda i: store.search(namespace, filter={"n": {"$gte": size - 10}}, limit=10)
+
     def namespaces(store: BaseStore) -> Callable[[int], None]:
         return lambda i: store.list_namespaces(limit=100)
 
@@ -138,6 +143,7 @@ def _figures(stores: dict[str, BaseStore], settle: Callable[[], None], namespace
     out: dict[str, Any] = {}
     for name, make, throughput in (("put", put, True), ("get", get, True), ("search", search, False),
                                    ("search_query", query, False), ("search_filter", filtered, False),
+                                   ("search_number", numbered, False),
                                    ("list_namespaces", namespaces, False),
                                    ("update", update, True), ("delete", delete, True)):
         settle()

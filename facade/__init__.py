@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from fermix_memory.application.forget import ConversationForgetReport, ForgetReport, MemoryForgetReport
     from fermix_memory.application.memory_writes import OperationOutcome
     from fermix_memory.application.model_ports import ChatMessage, ChatModel, ChatRequest, ChatResponse
-    from fermix_memory.application.query_ports import KeyedValue, MemoryHit, MessageHit
+    from fermix_memory.application.query_ports import KeyedValue, MemoryHit, MessageHit, NumberBound
     from fermix_memory.application.recall import RecallResult
     from fermix_memory.application.reviewer import ReviewResult
     from fermix_memory.application.settings import Settings
@@ -106,6 +106,7 @@ _HOMES = {
     "MessageHit": "fermix_memory.application.query_ports",
     "ModelError": "fermix_memory.application.errors",
     "NotFound": "fermix_memory.application.errors",
+    "NumberBound": "fermix_memory.application.query_ports",
     "OpenAIPrompt": "fermix_memory.entrypoints.api.turns",
     "OperationOutcome": "fermix_memory.application.memory_writes",
     "PermissionDenied": "fermix_memory.application.errors",
@@ -173,6 +174,7 @@ __all__ = [
     "ModeName",
     "ModelError",
     "NotFound",
+    "NumberBound",
     "OpenAIPrompt",
     "OperationOutcome",
     "PermissionDenied",

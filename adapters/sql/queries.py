@@ -24,9 +24,9 @@ from fermix_memory.adapters.sql.rows import (
     review_state_key,
     window_from_row,
 )
-from fermix_memory.adapters.sql.rows_under import rows_under
+from fermix_memory.adapters.sql.rows_under import NumberSql, rows_under
 from fermix_memory.adapters.sql.scope_sql import scope_sql, where_sql
-from fermix_memory.application.query_ports import KeyedValue, OwnerSummary, ResourceRevision
+from fermix_memory.application.query_ports import KeyedValue, NumberBound, OwnerSummary, ResourceRevision
 from fermix_memory.application.store_ports import ConversationState, ReviewState
 from fermix_memory.application.stored_messages import StoredRow, stored_row
 from fermix_memory.domain.conversation_states import LEFT_AT_CLOSE
@@ -77,6 +77,7 @@ class SqlQueries(MarkQueries, ReadSide):
 
     window_tail_sql = WINDOW_TAIL_SQL  # a dialect may write its parameters otherwise (``window_tail_sql``)
     prompt_files_bound = ""  # and those of the owner's prompt files (``prompt_files_sql``)
+    number_sql: NumberSql | None = None  # a bound of a JSON value, where the dialect writes it (ADR-0109)
 
     def memory(self, memory_id: int) -> Memory | None:
         rows = self._rows(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
@@ -125,12 +126,14 @@ class SqlQueries(MarkQueries, ReadSide):
 
     def memories_under(self, agent_id: str, owner_id: str | None, scope_type: str, starts: Sequence[str], *,
                        limit: int, offset: int = 0, unshown_category: str | None = None,
-                       containing: Sequence[str] = ()) -> list[Memory]:
+                       containing: Sequence[str] = (), numbers: Sequence[NumberBound] = ()) -> list[Memory]:
         """A page of the live rows of ``agent_id`` (``owner_id``'s, when given) of ``scope_type``
         whose scope id begins with one of ``starts``, newest first (id breaks ties). ``unshown_category``:
         only the rows of that category no prompt file shows, read newest first by ``memories_shown``;
-        ``containing``: only the rows whose value holds each of these texts (``rows_under``)."""
-        rows_sql, params = rows_under(agent_id, owner_id, scope_type, starts, unshown_category, containing)
+        ``containing``, ``numbers``: only the rows whose value holds each of these texts, within
+        each bound that the dialect's :attr:`number_sql` writes (``rows_under``)."""
+        rows_sql, params = rows_under(agent_id, owner_id, scope_type, starts, unshown_category, containing,
+                                      numbers, self.number_sql)
         rows = self._rows(f"SELECT {MEMORY_COLUMNS} {rows_sql} ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?",
                           [*params, clamp_limit(limit), max(0, offset)])
         return [memory_from_row(r) for r in rows]

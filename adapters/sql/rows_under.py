@@ -3,23 +3,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fermix_memory.adapters.sql.scope_sql import enum_literal, where_sql
+from fermix_memory.application.query_ports import NumberBound
 from fermix_memory.domain.values import Category, ScopeType
+
+# A dialect's SQL of one bound at one path of ``value`` (and its parameters), ``None`` for a path
+# its JSON functions cannot name: that bound is then not applied (a pre-filter may keep more).
+NumberSql = Callable[[tuple[str, ...], NumberBound], tuple[str, list[Any]] | None]
 
 # ``LIKE`` escapes with ``!``: the same on SQLite and PostgreSQL (a backslash is not).
 _LIKE_ESCAPED = str.maketrans({"!": "!!", "%": "!%", "_": "!_"})
 
 
 def rows_under(agent_id: str, owner_id: str | None, scope_type: str, starts: Sequence[str],
-               unshown_category: str | None, containing: Sequence[str] = ()) -> tuple[str, list[Any]]:
+               unshown_category: str | None, containing: Sequence[str] = (), numbers: Sequence[NumberBound] = (),
+               number_sql: NumberSql | None = None) -> tuple[str, list[Any]]:
     """``FROM memories WHERE ...`` of the live rows of ``agent_id`` (``owner_id``'s when given) of
     ``scope_type`` whose scope id begins with one of ``starts``, and its parameters. Scope type and
     category written out (``enum_literal``: ``ValueError`` for any other); substr, not LIKE, for
     the scope (no wildcard to escape, case-sensitive). ``containing``: texts each row's value holds
-    (``LIKE``, case-insensitive on SQLite for ASCII: a pre-filter, never the final word)."""
+    (``LIKE``, case-insensitive on SQLite for ASCII: a pre-filter, never the final word); ``numbers``:
+    bounds of the values (ADR-0109) by the dialect's ``number_sql`` (none: not applied)."""
     extra = [f"scope_type = {enum_literal(ScopeType, scope_type)}", "archived_at IS NULL"]
     if unshown_category is not None:
         extra.append(f"category = {enum_literal(Category, unshown_category)}"
@@ -30,4 +37,19 @@ def rows_under(agent_id: str, owner_id: str | None, scope_type: str, starts: Seq
         params += [len(start), start]
     holds = "".join(" AND value LIKE ? ESCAPE '!'" for _ in containing)
     params += [f"%{text.translate(_LIKE_ESCAPED)}%" for text in containing]
-    return f"FROM memories {where} AND ({begins}){holds}", params
+    within, within_params = _within(numbers, number_sql)
+    return f"FROM memories {where} AND ({begins}){holds}{within}", params + within_params
+
+
+def _within(numbers: Sequence[NumberBound], number_sql: NumberSql | None) -> tuple[str, list[Any]]:
+    """`` AND`` each bound that the dialect can write: held at one of its paths."""
+    sql, params = "", list[Any]()
+    if number_sql is None:
+        return sql, params
+    for bound in numbers:
+        at = [number_sql(path, bound) for path in bound.paths]
+        if not at or any(a is None for a in at):
+            continue  # a path the dialect cannot name: the bound holds back nothing
+        sql += " AND (" + " OR ".join(a[0] for a in at if a is not None) + ")"
+        params += [p for a in at if a is not None for p in a[1]]
+    return sql, params

@@ -15,6 +15,7 @@ from fermix_memory.adapters.sql.scope_sql import scope_sql
 from fermix_memory.adapters.sqlite.connection import translated_errors, typed_error
 from fermix_memory.adapters.sqlite.fts_query import match_expression
 from fermix_memory.adapters.sqlite.history_search import HistorySearch
+from fermix_memory.adapters.sqlite.json_numbers import number_sql
 from fermix_memory.application.query_ports import MemoryHit, WindowAtPosition
 from fermix_memory.domain.scopes import MemoryFilter
 from fermix_memory.domain.values import ConversationKey
@@ -50,6 +51,7 @@ class SqliteQueries(HistorySearch, SqlQueries):
 
     window_tail_sql = window_tail_sql("+?")  # prepared once, not at every run (see ``_STATE`` above)
     prompt_files_bound = "+"  # the same for the owner's prompt files (``prompt_files_sql``)
+    number_sql = staticmethod(number_sql)
 
     def __init__(self, connection: Callable[[], apsw.Connection]) -> None:
         super().__init__(connection, sqlite_reading)

@@ -25,7 +25,7 @@ from fermix_memory.application.history import export_lines
 from fermix_memory.application.host_input import row_id
 from fermix_memory.application.memory_writes import OperationOutcome
 from fermix_memory.application.message_input import InvalidMessage, conversation_key
-from fermix_memory.application.query_ports import KeyedValue, OwnerSummary
+from fermix_memory.application.query_ports import KeyedValue, NumberBound, OwnerSummary
 from fermix_memory.application.recall import RecallResult
 from fermix_memory.application.stored_messages import StoredRow
 from fermix_memory.application.window_tail import newest_in_window, newest_rows_in_window
@@ -256,20 +256,24 @@ class RecordsApi(ApiBase):
 
     def conversation_memories(self, *, agent_id: str, owner_id: str | None = None, channel: str,
                               chat_prefix: str = "", limit: int = 100, offset: int = 0,
-                              unshown_category: str | None = None, containing: Sequence[str] = ()) -> list[Memory]:
+                              unshown_category: str | None = None, containing: Sequence[str] = (),
+                              numbers: Sequence[NumberBound] = ()) -> list[Memory]:
         """A page of the live rows of ``agent_id``'s conversations on ``channel`` (only ``owner_id``'s
         when given) whose chat id is ``chat_prefix`` or begins with it and a ``.`` (every chat id
         when empty), most recently updated first (id breaks ties): the ``limit`` after the
         ``offset`` first, read in SQL (the LangGraph store's search without a query);
         ``unshown_category``: only the rows of that category no prompt file shows; ``containing``:
-        at least the rows whose value holds each of these texts (letter case may be ignored)."""
+        at least the rows whose value holds each of these texts (letter case may be ignored);
+        ``numbers``: at least the rows whose value holds a number within each bound (ADR-0109)."""
         limit, offset = check_int(limit, "limit", minimum=0), check_int(offset, "offset", minimum=0)
         if not isinstance(containing, list | tuple) or not all(isinstance(text, str) for text in containing):
             raise InvalidArgument(f"containing must be a list of texts, got {preview(containing)}")
+        if not isinstance(numbers, list | tuple) or not all(isinstance(b, NumberBound) for b in numbers):
+            raise InvalidArgument(f"numbers must be a list of NumberBound, got {preview(numbers)}")
         owner, starts, category = self._conversations_under(agent_id, owner_id, channel, chat_prefix, unshown_category)
         return self._app.queries.memories_under(agent_id, owner, ScopeType.CONVERSATION.value, starts,
                                                 limit=limit, offset=offset, unshown_category=category,
-                                                containing=tuple(containing))
+                                                containing=tuple(containing), numbers=tuple(numbers))
 
     def conversation_chat_ids(self, *, agent_id: str, owner_id: str | None = None, channel: str,
                               chat_prefix: str = "", unshown_category: str | None = None) -> list[str]:

@@ -1,6 +1,6 @@
 """How the LangGraph store's items map onto fermix memory rows (ADR-0028): a namespace to its
 owner and conversation scope, an item key to a row key, a value to the row's JSON text, and
-InMemoryStore's filter semantics; what cannot map is refused with a typed error."""
+what cannot map is refused with a typed error (a search filter's meaning: ``langgraph_filters``)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,6 @@ _DIGEST_KEY = re.compile(r"k\.[0-9a-f]{40}")
 # What admission would rewrite in a value's text (DEL) or refuse (lone surrogates): escaped
 # in the JSON text instead, so the value comes back exactly.
 _REWRITTEN = re.compile("[\x7f\ud800-\udfff]")
-_OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
 # An item's JSON text: compact, text as it is, no NaN (built once: ``json.dumps`` with options
 # builds an encoder at each call).
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
@@ -236,6 +235,11 @@ def encode(key: str, value: object) -> str:
     return text
 
 
+def text_as_stored(text: str) -> str:
+    """A text's JSON as :func:`encode` writes it in an item's row (a filter's texts are looked for so)."""
+    return _escaped(_ENCODER.encode(text))
+
+
 def decode(row: Memory) -> tuple[str, dict[str, Any]] | None:
     """The item key and value a row holds, or ``None`` for a row that is no store item."""
     return decode_value(row.value)
@@ -253,104 +257,6 @@ def decode_value(text: str) -> tuple[str, dict[str, Any]] | None:
     if not isinstance(key, str) or not isinstance(value, dict):
         return None
     return key, value
-
-
-def _number(value: object) -> float | None:
-    try:
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
-def _operator(value: object, operator: str, operand: object) -> bool:
-    if operator == "$eq":
-        return value == operand
-    if operator == "$ne":
-        return value != operand
-    left, right = _number(value), _number(operand)
-    if left is None or right is None:
-        return False  # a comparison with something that is no number matches nothing
-    if operator == "$gt":
-        return left > right
-    if operator == "$gte":
-        return left >= right
-    if operator == "$lt":
-        return left < right
-    return left <= right
-
-
-def matches(value: object, condition: object) -> bool:
-    """InMemoryStore's filter semantics: nested dicts match field by field, lists element by
-    element, ``{"$op": operand}`` applies the operators, anything else is ``==``."""
-    if isinstance(condition, Mapping):
-        if any(isinstance(k, str) and k.startswith("$") for k in condition):
-            return all(_operator(value, op, operand) for op, operand in condition.items())
-        if not isinstance(value, Mapping):
-            return False
-        return all(matches(value.get(k), v) for k, v in condition.items())
-    if isinstance(condition, list | tuple):
-        return (isinstance(value, list | tuple) and len(value) == len(condition)
-                and all(matches(v, c) for v, c in zip(value, condition, strict=True)))
-    return value == condition
-
-
-_MISSING = object()
-
-
-def at_path(value: Mapping[str, Any], field: str) -> object:
-    """The part of an item value a filter field names: a dotted field is a path into nested
-    objects, as SqliteStore reads it (``"user.level"``: ``value["user"]["level"]``); where that
-    path leads nowhere, a top-level field of that very name (InMemoryStore's reading); else ``None``."""
-    if isinstance(field, str) and "." in field:
-        found: object = value
-        for part in field.split("."):
-            found = found.get(part, _MISSING) if isinstance(found, Mapping) else _MISSING
-            if found is _MISSING:
-                break
-        if found is not _MISSING:
-            return found
-    return value.get(field)
-
-
-def filter_texts(conditions: Mapping[str, Any] | None) -> tuple[str, ...]:
-    """Texts the JSON of every item that passes ``conditions`` holds: each text a condition asks
-    to be equal to (plainly, in a nested object or list, or by ``$eq``), as :func:`encode` writes
-    it. A pre-filter the store gives its read in SQL; :func:`item_matches` decides."""
-    found: dict[str, None] = {}
-
-    def walk(condition: object) -> None:
-        if isinstance(condition, str):
-            found[_escaped(_ENCODER.encode(condition))] = None
-        elif isinstance(condition, Mapping):
-            for k, v in condition.items():
-                if k == "$eq" or not (isinstance(k, str) and k.startswith("$")):
-                    walk(v)
-        elif isinstance(condition, list | tuple):
-            for c in condition:
-                walk(c)
-
-    for condition in (conditions or {}).values():
-        walk(condition)
-    return tuple(found)
-
-
-def item_matches(value: Mapping[str, Any], conditions: Mapping[str, Any] | None) -> bool:
-    """Whether an item value passes a search filter: each field (see :func:`at_path`) matches
-    its condition (see :func:`matches`)."""
-    return all(matches(at_path(value, field), condition) for field, condition in (conditions or {}).items())
-
-
-def check_filter(condition: object) -> None:
-    """Refuse an operator the filter semantics do not define (before anything is read)."""
-    if isinstance(condition, Mapping):
-        for k, v in condition.items():
-            if isinstance(k, str) and k.startswith("$") and k not in _OPERATORS:
-                known = ", ".join(sorted(_OPERATORS))
-                raise FilterNotSupported(f"filter operator {k!r} is not supported (use {known})")
-            check_filter(v)
-    elif isinstance(condition, list | tuple):
-        for c in condition:
-            check_filter(c)
 
 
 def namespace_matches(namespace: tuple[str, ...], condition: MatchCondition) -> bool:

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from fermix_memory.application.commands import TrustName
-from fermix_memory.application.query_ports import KeyedValue
+from fermix_memory.application.query_ports import KeyedValue, NumberBound
 from fermix_memory.application.recall import MAX_RECALL
 from fermix_memory.domain.errors import DomainError, InvalidArgument
 from fermix_memory.domain.memory import MAX_ITEM_VALUE_CHARS, Memory
@@ -45,6 +45,12 @@ from langgraph.store.base import (  # noqa: E402
     SearchOp,
 )
 
+from fermix_memory.entrypoints.integrations.langgraph_filters import (  # noqa: E402
+    check_filter,
+    filter_numbers,
+    filter_texts,
+    item_matches,
+)
 from fermix_memory.entrypoints.integrations.langgraph_items import (  # noqa: E402
     CATEGORY,
     CHANNEL,
@@ -53,13 +59,10 @@ from fermix_memory.entrypoints.integrations.langgraph_items import (  # noqa: E4
     NamespaceNotMapped,
     Place,
     WriteRefused,
-    check_filter,
     check_labels,
     decode,
     decode_value,
     encode,
-    filter_texts,
-    item_matches,
     namespace_matches,
     namespace_of,
     owner_of,
@@ -69,8 +72,8 @@ from fermix_memory.entrypoints.integrations.langgraph_items import (  # noqa: E4
 )
 
 # A search without a query reads the newest rows a page at a time: the first page is what the
-# search returns when no row is left out, and each next one twice as large, up to the read side's
-# largest page.
+# search returns when no row is left out (at least this many when the SQL cannot look for any of
+# a filter's conditions), and each next one twice as large, up to the read side's largest page.
 _FIRST_PAGE_WITH_FILTER = 64
 _LARGEST_PAGE = 1000
 # How many namespaces' places a store remembers (the oldest is forgotten first).
@@ -247,8 +250,11 @@ class FermixStore(BaseStore):
             scored = ((row, None) for row in self._newest(prefix, owner, op.limit, start=skip))
             skip, wanted = 0, op.limit
         else:
-            first = max(wanted, _FIRST_PAGE_WITH_FILTER)
-            scored = ((row, None) for row in self._newest(prefix, owner, first, filter_texts(op.filter)))
+            texts, numbers = filter_texts(op.filter), filter_numbers(op.filter)
+            # Rows the SQL looked for the filter's texts or numbers in nearly all pass: a first page
+            # of what is wanted stops the SQL's scan there (ADR-0109).
+            first = wanted if texts or numbers else max(wanted, _FIRST_PAGE_WITH_FILTER)
+            scored = ((row, None) for row in self._newest(prefix, owner, first, texts, numbers))
         found: list[SearchItem] = []
         for row, score in scored:
             namespace = namespace_of(row)
@@ -263,16 +269,19 @@ class FermixStore(BaseStore):
         return found[skip:]
 
     def _newest(self, prefix: tuple[str, ...], owner: str | None, page: int,
-                containing: tuple[str, ...] = (), *, start: int = 0) -> Iterator[Memory]:
+                containing: tuple[str, ...] = (), numbers: tuple[NumberBound, ...] = (), *,
+                start: int = 0) -> Iterator[Memory]:
         """The live rows of the owner (every owner: ``None``) under ``prefix``, most recently
         updated first (id breaks ties), read in pages of SQL for as long as the caller asks;
-        ``containing``: only rows holding these texts (a filter's, ``filter_texts``); ``start``:
+        ``containing``, ``numbers``: only rows holding these texts and numbers within these bounds
+        (a filter's, ``filter_texts``, ``filter_numbers``); ``start``:
         the rows to leave out first."""
         offset, page = start, min(max(page, 1), _LARGEST_PAGE)
         while True:
             rows = self._memory.conversation_memories(agent_id=self._agent_id, owner_id=owner, channel=CHANNEL,
                                                       chat_prefix=".".join(prefix), limit=page, offset=offset,
-                                                      unshown_category=CATEGORY, containing=containing)
+                                                      unshown_category=CATEGORY, containing=containing,
+                                                      numbers=numbers)
             yield from rows
             if len(rows) < page:
                 return

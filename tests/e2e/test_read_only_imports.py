@@ -37,6 +37,7 @@ ALLOWED = {
     "fermix_memory.adapters.sqlite.event_store", "fermix_memory.adapters.sqlite.fts_query",
     "fermix_memory.adapters.sqlite.group_commit", "fermix_memory.adapters.sqlite.history_rank",
     "fermix_memory.adapters.sqlite.history_search", "fermix_memory.adapters.sqlite.memory_vector_changes",
+    "fermix_memory.adapters.sqlite.json_numbers",  # a read's bounds of JSON numbers (ADR-0109)
     "fermix_memory.adapters.sqlite.full_text_catch_up",  # its marks' SQL, read by the searches (ADR-0091)
     "fermix_memory.adapters.sqlite.migrations",
     "fermix_memory.adapters.sqlite.queries", "fermix_memory.adapters.sqlite.schema",

@@ -97,6 +97,10 @@ def test_a_search_without_a_query_reads_pages_not_the_owner(memory: MemorySystem
     pages.clear()
     rare = store.search(ALICE, filter={"rare": True}, limit=3)
     assert [i.value["n"] for i in rare] == [582, 485, 388]
+    assert pages == [(3, 0)]  # the filter's number looked for in SQL: one page of what is wanted (ADR-0109)
+    pages.clear()
+    rare = store.search(ALICE, filter={"rare": {"$ne": False}}, limit=3)  # nothing SQL looks for
+    assert [i.value["n"] for i in rare] == [582, 485, 388]
     assert pages[0] == (64, 0) and len(pages) < 5  # page after page, growing, only until 3 matched
 
 
