@@ -115,17 +115,20 @@ def filter_numbers(conditions: Mapping[str, Any] | None) -> tuple[NumberBound, .
 
 def _ranges(condition: object) -> Iterator[tuple[float | None, float | None, bool]]:
     """The ranges a field's number lies in when it passes ``condition`` (low, high, and whether text passes)."""
-    if isinstance(condition, Mapping):
-        if not any(isinstance(k, str) and k.startswith("$") for k in condition):
-            return
+    if not isinstance(condition, Mapping):
+        yield from _equal(condition)
+    elif any(isinstance(k, str) and k.startswith("$") for k in condition):
         for operator, operand in condition.items():
             if operator == "$eq":
-                yield from _ranges(operand)
+                yield from _equal(operand)
             elif operator in _ORDERS and (number := _number(operand)) is not None and math.isfinite(number):
                 margin = abs(number) * _MARGIN
                 yield (number - margin, None, True) if _ORDERS[operator] else (None, number + margin, True)
-    elif type(condition) in (int, float, bool) and (number := _number(condition)) is not None \
-            and math.isfinite(number):  # equal: a number, never text
+
+
+def _equal(operand: object) -> Iterator[tuple[float | None, float | None, bool]]:
+    """The range of a number equal to ``operand`` (when it is a number: text equals no number)."""
+    if type(operand) in (int, float, bool) and (number := _number(operand)) is not None and math.isfinite(number):
         margin = abs(number) * _MARGIN
         yield number - margin, number + margin, False
 

@@ -1,6 +1,6 @@
 """How the LangGraph store's items map onto fermix memory rows (ADR-0028): a namespace to its
-owner and conversation scope, an item key to a row key, a value to the row's JSON text, and
-what cannot map is refused with a typed error (a search filter's meaning: ``langgraph_filters``)."""
+owner and conversation scope, an item key to a row key, a value to the row's JSON text; what
+cannot map is refused with a typed error. What a search filter means is ``langgraph_filters``'."""
 
 from __future__ import annotations
 

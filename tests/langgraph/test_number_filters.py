@@ -97,6 +97,7 @@ def test_the_bounds_of_a_filter() -> None:
     # Nothing bounds a condition on text, on a nested object, a list, an inequality, or a number
     # that no float holds.
     for condition in ({"n": "5"}, {"n": {"$eq": "5"}}, {"n": {"$ne": 5}}, {"n": [5]}, {"user": {"level": 5}},
+                      {"n": {"$eq": {"$gt": 5}}}, {"n": {"$eq": [5]}},
                       {"n": {"$gt": math.nan}}, {"n": {"$gt": 10**400}}, {"n": {"$lt": "many"}}, {"n": None}):
         assert filter_numbers(condition) == (), condition
     assert filter_numbers(None) == ()
