@@ -10,7 +10,8 @@ Three sides take turns, slice by slice, in one run:
   of that twin's file taken before the calls, through a bare apsw connection: the same rows, log
   entries, indexes, triggers and commits, with nothing around them (no admission, no payload
   building, no caches, no lane). Background work of our writer (the full-text catch-up) that ran
-  during the calls is replayed in the slice it fell in. The replay pays no thread hop, and the
+  during the calls is replayed in the slice it fell in; each row of an ``executemany`` is replayed
+  as an ``execute`` of its own (a little slower than ours). The replay pays no thread hop, and the
   log is checkpointed between slices, untimed, as ours is in a pause (ADR-0046);
 - **the peer**: the package a host would use instead, as shipped (``SqliteStore`` on WAL with
   ``synchronous = NORMAL``, as ``peers_langgraph.py``, checkpointed between slices as there;
