@@ -97,19 +97,25 @@ def run_and_kill(home: Path, config: dict[str, Any] | None, processes: int = 1) 
                     pytest.fail(f"child {p} exited early (rc={procs[p].wait()}): {err[-2000:]}")
                 buffers[p] += chunk
 
+    def both_threads(p: int) -> bool:
+        """Whether each of child ``p``'s two writer threads was acknowledged (a loaded machine may
+        run one of them late: the kill waits for it, so every thread has something to check)."""
+        lines = buffers[p].split(b"\n")[:-1]
+        return {int(line.split()[1]) for line in lines} >= {2 * p, 2 * p + 1}
+
     def kill(p: int) -> None:
         assert procs[p].poll() is None, "a child must still be running when it is killed"
         os.kill(procs[p].pid, signal.SIGKILL)
         buffers[p] += procs[p].stdout.read()  # type: ignore[union-attr]
 
     try:
-        read_until(lambda: buffers[0].count(b"\n") >= IDS_BEFORE_KILL // processes
+        read_until(lambda: buffers[0].count(b"\n") >= IDS_BEFORE_KILL // processes and both_threads(0)
                    and sum(b.count(b"\n") for b in buffers) >= IDS_BEFORE_KILL, list(range(processes)))
         kill(0)  # while it is still writing
         if processes > 1:
             after = [b.count(b"\n") for b in buffers]
-            read_until(lambda: all(buffers[p].count(b"\n") >= after[p] + 20 for p in range(1, processes)),
-                       list(range(1, processes)))
+            read_until(lambda: all(buffers[p].count(b"\n") >= after[p] + 20 and both_threads(p)
+                                   for p in range(1, processes)), list(range(1, processes)))
             for p in range(1, processes):
                 kill(p)
     finally:
