@@ -47,9 +47,9 @@ def _within(numbers: Sequence[NumberBound], number_sql: NumberSql | None) -> tup
     if number_sql is None:
         return sql, params
     for bound in numbers:
-        at = [number_sql(path, bound) for path in bound.paths]
-        if not at or any(a is None for a in at):
+        at = [w for w in (number_sql(path, bound) for path in bound.paths) if w is not None]
+        if not at or len(at) < len(bound.paths):
             continue  # a path the dialect cannot name: the bound holds back nothing
-        sql += " AND (" + " OR ".join(a[0] for a in at if a is not None) + ")"
-        params += [p for a in at if a is not None for p in a[1]]
+        sql += " AND (" + " OR ".join(where for where, _ in at) + ")"
+        params += [p for _, these in at for p in these]
     return sql, params

@@ -122,15 +122,20 @@ def _ranges(condition: object) -> Iterator[tuple[float | None, float | None, boo
             if operator == "$eq":
                 yield from _equal(operand)
             elif operator in _ORDERS and (number := _number(operand)) is not None and math.isfinite(number):
-                margin = abs(number) * _MARGIN
-                yield (number - margin, None, True) if _ORDERS[operator] else (None, number + margin, True)
+                low, high = _around(number)
+                yield (low, None, True) if _ORDERS[operator] else (None, high, True)
 
 
 def _equal(operand: object) -> Iterator[tuple[float | None, float | None, bool]]:
     """The range of a number equal to ``operand`` (when it is a number: text equals no number)."""
     if type(operand) in (int, float, bool) and (number := _number(operand)) is not None and math.isfinite(number):
-        margin = abs(number) * _MARGIN
-        yield number - margin, number + margin, False
+        yield *_around(number), False
+
+
+def _around(number: float) -> tuple[float, float]:
+    """``number`` widened by :data:`_MARGIN` of it on each side."""
+    margin = abs(number) * _MARGIN
+    return number - margin, number + margin
 
 
 def item_matches(value: Mapping[str, Any], conditions: Mapping[str, Any] | None) -> bool:
