@@ -168,6 +168,10 @@ class PromptFiles:
             if (agent_id, owner_id) not in revised:
                 self.welcome(agent_id, owner_id)
 
+    def welcomed(self, agent_id: str, owner_id: str) -> bool:
+        """Whether the owner's next message here needs no :meth:`welcome` (no read, no render)."""
+        return (agent_id, owner_id) in self._welcomed
+
     def welcome(self, agent_id: str, owner_id: str) -> None:
         """An owner new to this process (after the commit of their first message here): record the
         agent's rules for them if they have no MEMORY.md yet. A set lookup after the first call."""

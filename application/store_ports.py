@@ -176,6 +176,13 @@ class EventStore(Protocol):
         """
         ...
 
+    @property
+    def writes_at_once(self) -> bool:
+        """Whether a write asked to commit at once (``application.write_at_once``) may do so here:
+        then it commits without waiting or raises ``WriterBusy``, nothing done. Where not, such a
+        write must not be asked for: it would wait as usual."""
+        ...
+
     def read_events(self, after: int = 0, *, stream: str | None = None) -> Iterator[RecordedEvent]:
         """Committed readable events after position ``after`` in log order (one stream's when given)."""
         ...

@@ -148,6 +148,11 @@ class App:
                         metadata_limit: int = MAX_METADATA_BYTES) -> list[int]:
         return self.history.append_many(cmds, metadata_limit=metadata_limit)
 
+    def appends_at_once(self, agent_id: str, owner_id: str) -> bool:
+        """Whether this owner's messages may be appended at once on the caller's thread (ADR-0110):
+        the store commits without waiting, and their commit renders no file."""
+        return self.store.writes_at_once and self.prompt_files.welcomed(agent_id, owner_id)
+
     def write_memory(self, cmd: cmd_.WriteMemory) -> list[OperationOutcome]:
         return self.memory.write(cmd)
 

@@ -43,6 +43,12 @@ class SqlEventStore:
         self._listeners: list[CommitListener] = []
         self._reactions: list[CommitListener] = []
 
+    @property
+    def writes_at_once(self) -> bool:
+        """Whether a write asked to commit at once may (ADR-0110): not on a server, whose every
+        statement is a round trip."""
+        return False
+
     def reader(self) -> SqlReader:
         """A read connection of this store (this thread's, or a pooled one for each statement)."""
         raise NotImplementedError

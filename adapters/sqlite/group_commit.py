@@ -19,9 +19,11 @@ import apsw
 
 from fermix_memory.adapters.sql.event_store import SqlEventStore
 from fermix_memory.adapters.sql.head import Head
+from fermix_memory.adapters.sqlite.connection import BUSY_TIMEOUT_MS
 from fermix_memory.adapters.sqlite.wal_checkpoints import WalCheckpoints
 from fermix_memory.application.errors import ReadOnlyStore, StorageBusy, StorageError
 from fermix_memory.application.store_ports import RecordedEvent
+from fermix_memory.application.write_at_once import WriterBusy, asked_at_once
 from fermix_memory.domain.log_chain import GENESIS_HASH
 
 if TYPE_CHECKING:  # the transaction (codec, projections) is imported by the first write, not by a read
@@ -56,6 +58,7 @@ class GroupCommit(SqlEventStore):
 
     path: Path
     chains: int
+    durability: str
     _writer: apsw.Connection
     _checkpoints: WalCheckpoints | None
 
@@ -75,6 +78,9 @@ class GroupCommit(SqlEventStore):
         self._queue: list[_Pending] = []
         self._joined = 0  # host writes in the queue (upkeep left out), kept as they queue
         self._closed = False
+        # Writes asked to commit at once (ADR-0110) that did, and that were sent to wait instead.
+        self.at_once_written = 0
+        self.at_once_refused = 0
 
     # --- writes ---------------------------------------------------------------------------------
 
@@ -85,6 +91,8 @@ class GroupCommit(SqlEventStore):
         whose write shared a batch with upkeep does not then wait for a writer who is not there."""
         if self.readonly:
             raise ReadOnlyStore(f"{self.path} was opened read-only; nothing was written")
+        if asked_at_once():
+            return self._write_at_once(work)
         pending = _Pending(work, joins=not upkeep)
         batch: list[_Pending] = []
         with self._lock:
@@ -114,17 +122,63 @@ class GroupCommit(SqlEventStore):
                 else:
                     self._commit_batch(batch)
             finally:
-                with self._lock:
-                    self._leading = False
-                    if self._waiting:
-                        self._turn.notify_all()
-        # Each caller reacts to its own events before it is answered, whoever led the batch: a
-        # write that returns has its prompt files written.
+                self._stop_leading()
+        return self._answer(pending)  # type: ignore[no-any-return]
+
+    def _stop_leading(self) -> None:
+        with self._lock:
+            self._leading = False
+            if self._waiting:
+                self._turn.notify_all()
+
+    def _answer(self, pending: _Pending) -> Any:
+        """What ``pending``'s caller gets, once it reacted to its own events: each caller does,
+        whoever led the batch (a write that returns has its prompt files written)."""
         if pending.recorded:
             self._react(pending.recorded)
         if pending.error is not None:
             raise pending.error
-        return pending.result  # type: ignore[no-any-return]
+        return pending.result
+
+    @property
+    def writes_at_once(self) -> bool:
+        """Whether a write asked to commit at once may (ADR-0110): a writer, commits that sync nothing."""
+        return not self.readonly and self.durability == "normal"
+
+    def _write_at_once(self, work: Callable[[Any], T]) -> T:
+        """``write``, asked to commit at once (``write_at_once``): ``work`` alone in a batch led now,
+        with no wait for the write lock and no checkpoint on this thread; else :class:`WriterBusy`,
+        nothing done: another writer ahead or just before (their batch was shared), a commit that
+        would sync, a database locked by another connection."""
+        checkpoints = self._checkpoints
+        if not self.writes_at_once or (checkpoints is not None and checkpoints.due):
+            self.at_once_refused += 1
+            raise WriterBusy("a commit here syncs to disk")
+        pending = _Pending(work)
+        with self._lock:
+            if self._leading or self._queue or self._expected > 1 or self._closed:
+                self.at_once_refused += 1
+                raise WriterBusy("another writer is ahead")
+            self._leading = True
+            self._joined = 0
+        conn = self._writer
+        try:
+            conn.set_busy_timeout(0)
+            if checkpoints is not None:
+                checkpoints.at_once = True
+            try:
+                self._commit_batch([pending], retry=False)
+            finally:
+                conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+                if checkpoints is not None:
+                    checkpoints.at_once = False
+        finally:
+            self._stop_leading()
+        if isinstance(pending.error, WriterBusy):
+            self.at_once_refused += 1
+        elif pending.error is None:
+            self.at_once_written += 1
+        return self._answer(pending)  # type: ignore[no-any-return]
 
     @property
     def gathers(self) -> int:
@@ -144,14 +198,20 @@ class GroupCommit(SqlEventStore):
         finally:
             self._waiting -= 1
 
-    def _commit_batch(self, batch: list[_Pending]) -> list[RecordedEvent]:
+    def _commit_batch(self, batch: list[_Pending], retry: bool = True) -> list[RecordedEvent]:
+        """Run and commit ``batch``; a busy database is tried again (``retry``) or each caller
+        gets :class:`WriterBusy`, nothing done."""
         recorded: list[RecordedEvent] = []
         committed = False
         try:
             try:
                 recorded = self._run_batch(batch)
                 committed = True
-            except (apsw.BusyError, apsw.LockedError):
+            except (apsw.BusyError, apsw.LockedError) as exc:
+                if not retry:
+                    for p in batch:
+                        p.result, p.error = None, WriterBusy(f"{self.name} is locked: {exc}")
+                    return []
                 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
                 # Rare: built only when needed (a retry object per write costs more than the write).
                 for attempt in Retrying(
@@ -257,10 +317,7 @@ class GroupCommit(SqlEventStore):
             with self._checkpoints.held() if self._checkpoints is not None else nullcontext():
                 yield self._writer
         finally:
-            with self._lock:
-                self._leading = False
-                if self._waiting:
-                    self._turn.notify_all()
+            self._stop_leading()
 
 
 def _retry_error() -> type[RetryError]:

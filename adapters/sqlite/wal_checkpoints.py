@@ -95,6 +95,10 @@ class WalCheckpoints:
         self._copied: int | None = None  # how far the last catch-up copied the log (None: no tail to copy)
         self._done = 0  # how far checkpoints copied the log since it last started afresh
         self.inline_runs = 0  # checkpoints a committing thread ran (the log reached the backstop)
+        # A commit on a thread that must not wait (ADR-0110) runs no checkpoint, which syncs; at
+        # the backstop it leaves one ``due`` to the next commit that may wait.
+        self.at_once = False
+        self.due = False
         self.settled_runs = 0  # checkpoints :meth:`settle` ran
 
     def install(self, writer: apsw.Connection) -> None:
@@ -108,15 +112,20 @@ class WalCheckpoints:
         try:
             if pages < self._done:  # the log started afresh
                 self._done = 0
+            self.due = self.due and self.at_once  # a commit that may wait runs what is due, or finds none
             if pages - self._done >= self._backstop:
-                self.inline_runs += 1
-                self._done = conn.wal_checkpoint(db)[1]  # passive; busy while the background runs one: that one goes on
+                if self.at_once:  # left to the next commit that may wait; the background asked now
+                    self.due = True
+                    self._ask(now=True)
+                else:  # passive; busy while the background runs one: that one goes on
+                    self.inline_runs += 1
+                    self._done = conn.wal_checkpoint(db)[1]
             elif pages < self._nonstop:
                 self._catch_up_at, self._copied = self._nonstop, None
                 if pages >= self._every and not self._wanted:
                     self._ask()
-            elif (copied := self._copied) is not None and copied <= pages <= copied + TAIL_LIMIT and \
-                    pages >= self._reset:
+            elif not self.at_once and (copied := self._copied) is not None and \
+                    copied <= pages <= copied + TAIL_LIMIT and pages >= self._reset:
                 self._copied = None
                 # Passive: the pages since the catch-up's; the log then starts afresh.
                 self._done = conn.wal_checkpoint(db)[1]

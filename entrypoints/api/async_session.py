@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal, overload
 
 from fermix_memory.application.commands import Style, StyleName
 from fermix_memory.domain.values import ConversationKey, Trust
-from fermix_memory.entrypoints.api.lane import Lane, OnLane, awaitable
+from fermix_memory.entrypoints.api.lane import Lane, OnLane, awaitable, awaitable_write
 from fermix_memory.entrypoints.api.session import Session
 
 if TYPE_CHECKING:
@@ -54,8 +54,8 @@ class AsyncSession(OnLane[Session]):
     def trust(self) -> Trust:
         return self._sync.trust
 
-    append = awaitable(Session.append)
-    append_many = awaitable(Session.append_many)
+    append = awaitable_write(Session.append, Session._appends_at_once)
+    append_many = awaitable_write(Session.append_many, Session._appends_at_once)
     retract_newest = awaitable(Session.retract_newest)
     history = awaitable(Session.history)
     history_rows = awaitable(Session.history_rows)

@@ -25,6 +25,11 @@ Cancelling the task that awaits a call never cuts the call in half: a call that 
 yet is dropped (it did nothing), one that has started runs to its end on its thread (a write
 commits whole, or not at all when it fails) and only its result is dropped.
 
+A brief write (a turn's few messages: ``AsyncSession.append``, the Agents session's
+``add_items``) is the one exception (ADR-0110): :meth:`Lane.write` commits it on the awaiting
+thread when the store can without waiting for anything (no writer ahead, the write lock free, a
+commit that syncs nothing), and sends it here otherwise, or when tasks take turns at writing.
+
 A :class:`Lane` is a view of the pool that counts its own calls in flight, so that whoever owns
 it can :meth:`Lane.drain` them before closing what they use (``AsyncMemorySystem.close`` does).
 """
@@ -35,10 +40,12 @@ import asyncio
 import contextlib
 import functools
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from fermix_memory.application.errors import MemoryClosed
+from fermix_memory.application.write_at_once import WriterBusy, at_once
 from fermix_memory.domain.errors import InvalidArgument
 from fermix_memory.entrypoints.api.lane_pool import LaneCall, LanePool
 from fermix_memory.entrypoints.api.model_bound import is_model_bound
@@ -49,6 +56,8 @@ S = TypeVar("S", covariant=True)
 
 WORKERS = 4  # threads of the lane: enough to fill a group commit and overlap reads, bounded
 MODEL_WORKERS = 8  # threads for calls that wait on a model: mostly idle in a socket read, bounded
+# A brief write that began less than this after another task's is one of tasks taking turns (ADR-0110).
+TURNS_S = 0.001
 _pools: dict[bool, LanePool] = {}
 _pool_lock = threading.Lock()
 
@@ -74,6 +83,8 @@ class Lane:
         self._drained: list[asyncio.Future[None]] = []  # closers waiting for the calls in flight
         self._lock = threading.Lock()
         self._closed = False
+        # The last brief write's task, and when it began (ADR-0110).
+        self._last_write: tuple[asyncio.Task[Any] | None, float] = (None, -TURNS_S)
 
     async def run(self, call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """``call(*args, **kwargs)`` on a lane thread (a model-bound call on one of the model's);
@@ -94,6 +105,31 @@ class Lane:
             raise
         # Cancelling the awaiting task drops the call only if it has not started (LaneCall).
         return await future
+
+    async def write(self, here: bool, call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """A brief write (one transaction, the call's first effect): when ``here``, run on this
+        thread if the store commits it at once, without waiting for anything (ADR-0110); else,
+        or when it could not, on a lane thread as :meth:`run`. Tasks taking turns at writing
+        (another task, still running, began one a moment ago) go to the lane, where their writes
+        share commits and the loop runs between them."""
+        task, now = asyncio.current_task(), time.monotonic()
+        last_task, last_at = self._last_write
+        self._last_write = (task, now)
+        turns = last_task is not None and last_task is not task and not last_task.done() and now - last_at < TURNS_S
+        if here and not turns:
+            job = LaneCall(call, args, kwargs)
+            with self._lock:
+                if self._closed:
+                    raise MemoryClosed(f"{self._what} is closed")
+                self._in_flight.add(job)  # a closer waits for it as for a call on a lane thread
+            try:
+                with at_once():
+                    return call(*args, **kwargs)
+            except WriterBusy:
+                pass  # nothing was done: the call is made again where it may wait
+            finally:
+                self._finished(job)
+        return await self.run(call, *args, **kwargs)
 
     def _finished(self, job: LaneCall) -> None:
         """On the lane thread, once ``job`` ran (or was dropped): closers waiting for the last
@@ -138,6 +174,12 @@ async def run_sync(call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -
     return await _default.run(call, *args, **kwargs)
 
 
+async def run_write(here: bool, call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    """A brief write of the sync API (see :meth:`Lane.write`): at once on this thread when
+    ``here`` and the store can, else on the lane as :func:`run_sync`."""
+    return await _default.write(here, call, *args, **kwargs)
+
+
 class OnLane(Generic[S]):
     """An async facade over a sync object whose methods run on a lane (see :func:`awaitable`)."""
 
@@ -154,3 +196,15 @@ def awaitable(method: Callable[Concatenate[S, P], T]) -> Callable[Concatenate[On
         return await self._lane.run(functools.partial(method, self._sync, *args, **kwargs))
 
     return on_lane
+
+
+def awaitable_write(method: Callable[Concatenate[S, P], T], here: Callable[[S], bool]
+                    ) -> Callable[Concatenate[OnLane[S], P], Coroutine[Any, Any, T]]:
+    """:func:`awaitable` for a brief write (see :meth:`Lane.write`): run at once on the caller's
+    thread when ``here(sync_object)`` says it may and the store can, else on the facade's lane."""
+
+    @functools.wraps(method)
+    async def at_once_or_on_lane(self: OnLane[S], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._lane.write(here(self._sync), functools.partial(method, self._sync, *args, **kwargs))
+
+    return at_once_or_on_lane

@@ -121,6 +121,11 @@ class Session:
         return app.append_messages(built(messages, _APPEND_ARGUMENTS, ("role", "content"), self._message),
                                    metadata_limit)
 
+    def _appends_at_once(self) -> bool:
+        """Whether this conversation's messages may be appended at once on an async caller's own
+        thread (ADR-0110)."""
+        return self._memory._open_app().appends_at_once(self.agent_id, self.owner_id)
+
     def retract_newest(self) -> Message | None:
         """Take back the newest message of the window with the session's trust (see
         :meth:`MemorySystem.retract_newest_message`); ``None`` when the window holds none."""

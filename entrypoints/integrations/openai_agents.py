@@ -31,7 +31,7 @@ from fermix_memory.application.tool_definitions import tool_definitions
 from fermix_memory.domain.errors import FermixError
 from fermix_memory.domain.fence import CLOSE_TAG, OPEN_TAG
 from fermix_memory.domain.values import ConversationKey, check_identifier, check_int
-from fermix_memory.entrypoints.api.lane import run_sync
+from fermix_memory.entrypoints.api.lane import run_sync, run_write
 from fermix_memory.entrypoints.extras import require
 from fermix_memory.entrypoints.integrations.agents_items import (
     ITEM_KEY,
@@ -145,8 +145,9 @@ class FermixAgentsSession:
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Record ``items`` in order as messages of the conversation, in one transaction: all of
         them are checked first (a bad one is an ``InvalidMessage`` and none is recorded), then all
-        are recorded or none (a process killed mid-call included)."""
-        await run_sync(self._add, items)
+        are recorded or none (a process killed mid-call included). Recorded on the awaiting thread
+        when the store commits them at once, else on the lane (ADR-0110)."""
+        await run_write(self._session._appends_at_once(), self._add, items)
 
     def _pop(self) -> dict[str, Any] | None:
         message = self._session.retract_newest()

@@ -47,6 +47,7 @@ ALLOWED = {
     "fermix_memory.application.settings_checks", "fermix_memory.application.settings_mcp",
     "fermix_memory.application.settings_storage", "fermix_memory.application.store_ports",
     "fermix_memory.application.settings_retention", "fermix_memory.application.settings_timeouts",
+    "fermix_memory.application.write_at_once",  # what a write was asked (ADR-0110), read by the group commit
     "fermix_memory.domain.retention", "fermix_memory.entrypoints.cli.erased_lines",
     "fermix_memory.application.stored_messages", "fermix_memory.application.streams",
     "fermix_memory.domain", "fermix_memory.domain.checkpoint", "fermix_memory.domain.conversation_states",

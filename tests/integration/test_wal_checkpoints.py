@@ -314,3 +314,42 @@ def test_wait_for_background_leaves_every_message_in_the_database_file(tmp_path:
                                   role="user", sender="alice", content=f"message number {i}")
         memory.wait_for_background()
         assert rows_in_file_alone(home / "memory.db", tmp_path, "messages") == 5
+
+
+def test_a_commit_asked_at_once_runs_no_checkpoint_and_leaves_the_backstop_to_the_background(db: Path) -> None:
+    """ADR-0110: a commit on a thread that must not wait (an async caller's own) copies nothing,
+    which would sync two files there: at the backstop it says a checkpoint is due and asks the
+    background for one now; the next commit that may wait finds it done, or runs it."""
+    with checkpointed(db, every_pages=1, quiet_s=60.0, backstop_pages=100) as (checkpoints, conn):
+        checkpoints.at_once = True
+        commit_rows(conn, 300)
+        assert checkpoints.inline_runs == 0 and checkpoints.tail_runs == 0
+        assert checkpoints.due
+        deadline = time.monotonic() + HANG_GUARD_S
+        while checkpoints.background_runs < 1:  # asked now, not after a quiet minute
+            assert time.monotonic() < deadline, "the background was not asked for a checkpoint"
+            time.sleep(0.01)
+        checkpoints.at_once = False
+        commit_rows(conn, 1)
+        assert not checkpoints.due
+    with checkpointed(db, every_pages=1, quiet_s=60.0, backstop_pages=100) as (checkpoints, conn):
+        checkpoints.at_once = True
+        with checkpoints.held():  # the background may not run one: the next commit that may wait does
+            commit_rows(conn, 150)
+            assert checkpoints.due and checkpoints.inline_runs == 0
+            checkpoints.at_once = False
+            commit_rows(conn, 1)
+            assert checkpoints.inline_runs == 1 and not checkpoints.due
+
+
+def test_a_commit_asked_at_once_leaves_the_tail_of_a_catch_up_to_the_background(db: Path) -> None:
+    """Where a commit that may wait copies the tail a catch-up left (and syncs), one asked at
+    once does not: the log goes on to the next catch-up."""
+    with checkpointed(db, every_pages=10**6, quiet_s=60.0, nonstop_pages=100, reset_pages=400,
+                      backstop_pages=10**6) as (checkpoints, conn):
+        checkpoints.at_once = True
+        for _ in range(1_500):  # as many as give a commit that may wait two tails to copy (above)
+            commit_rows(conn, 1)
+            hashlib.sha256(bytes(20_000)).digest()
+        assert checkpoints.tail_runs == 0 and checkpoints.inline_runs == 0
+        assert checkpoints.background_runs >= 2

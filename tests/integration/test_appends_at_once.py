@@ -1,0 +1,231 @@
+"""ADR-0110: an async caller's brief append (``AsyncSession.append`` / ``append_many``, the Agents
+session's ``add_items``) commits on the awaiting thread when the store can commit it at once,
+without waiting for anything, and goes to the lane otherwise: another writer ahead, the write lock
+held by another connection, commits that sync (``durability = "full"``), a server's store, an
+owner whose first message here may render their files. Either way it records the same.
+
+Whether a call went to the lane shows in the loop: a callback scheduled before the call runs
+while a call on the lane is awaited, not while one commits at once on the loop's thread."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+from fermix_memory import AsyncMemorySystem, MemorySystem
+from fermix_memory.adapters.sqlite.connection import BUSY_TIMEOUT_MS
+from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
+from fermix_memory.application.message_input import InvalidMessage
+from fermix_memory.entrypoints.api import lane
+from fermix_memory.openai_agents import FermixAgentsSession
+from tests.integration.held_store import memory_on_held_store
+from tests.integration.test_asyncio_api import writer_held
+from tests.waits import HANG_GUARD_S
+
+AGENT, OWNER, CONV = "ada", "alice", "t:1"
+
+
+async def on_lane(call: Callable[[], Awaitable[Any]]) -> bool:
+    """Whether awaiting ``call()`` gave the loop a turn (it went to the lane), after it succeeded."""
+    turned = False
+
+    def turn() -> None:
+        nonlocal turned
+        turned = True
+
+    asyncio.get_running_loop().call_soon(turn)
+    await call()
+    at_once = not turned
+    await asyncio.sleep(0)
+    assert turned
+    return not at_once
+
+
+def texts(memory: MemorySystem, conversation: str = CONV) -> list[str]:
+    return [m.content for m in memory.history(AGENT, conversation)]
+
+
+def item(n: int) -> dict[str, Any]:
+    return {"role": "user", "content": f"item {n}"}
+
+
+@pytest.mark.usefixtures("every_store")
+def test_a_known_owners_appends_commit_on_the_awaiting_thread_on_sqlite_only(tmp_path: Path,
+                                                                             every_store: str) -> None:
+    at_once = every_store == "sqlite"
+
+    async def main() -> None:
+        async with AsyncMemorySystem.open(tmp_path / "home", config={}) as memory:
+            s = memory.session(agent_id=AGENT, owner_id=OWNER, conversation=CONV)
+            assert await on_lane(lambda: s.append("user", "first: the owner is new here"))
+            assert await on_lane(lambda: s.append("user", "second")) is not at_once
+            assert await on_lane(lambda: s.append_many([{"role": "user", "content": "third"},
+                                                        {"role": "assistant", "content": "fourth"}])) is not at_once
+            agents = FermixAgentsSession.open(memory.sync, "s1", agent_id=AGENT, owner_id=OWNER, review=False)
+            assert await on_lane(lambda: agents.add_items([item(1), item(2)])) is not at_once
+            assert await agents.get_items() == [item(1), item(2)]
+            assert texts(memory.sync) == ["first: the owner is new here", "second", "third", "fourth"]
+
+    asyncio.run(main())
+
+
+@pytest.mark.sqlite_only("the failure of a commit made on the loop's own thread")
+def test_a_refused_append_made_at_once_records_nothing_and_the_next_commits(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with AsyncMemorySystem.open(tmp_path / "home", config={}) as memory:
+            agents = FermixAgentsSession.open(memory.sync, "s1", agent_id=AGENT, owner_id=OWNER, review=False)
+            await agents.add_items([item(0)])
+            with pytest.raises(InvalidMessage):
+                await agents.add_items([item(1), {"role": "user", "content": "bad \ud800"}])
+            with pytest.raises(InvalidMessage):
+                await agents.add_items("not a list")  # type: ignore[arg-type]
+            assert not await on_lane(lambda: agents.add_items([item(2)]))
+            assert await agents.get_items() == [item(0), item(2)]
+
+    asyncio.run(main())
+
+
+@contextmanager
+def write_lock_held(home: Path) -> Iterator[apsw.Connection]:
+    """Another connection to ``memory.db`` holding its write lock until the block ends (or is
+    rolled back in it)."""
+    other = apsw.Connection(str(home / "memory.db"))
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        yield other
+    finally:
+        if other.in_transaction:
+            other.execute("ROLLBACK")
+        other.close()
+
+
+def test_a_write_lock_held_elsewhere_sends_the_append_to_the_lane_and_the_loop_goes_on(tmp_path: Path) -> None:
+    """Made at once, the append would wait on the loop's thread for a lock only this thread
+    releases: the loop would stall for the busy timeout and the append fail."""
+    home = tmp_path / "home"
+
+    async def main() -> None:
+        async with AsyncMemorySystem.open(home, config={}) as memory:
+            s = memory.session(agent_id=AGENT, owner_id=OWNER, conversation=CONV)
+            await s.append("user", "before")
+            with write_lock_held(home) as other:
+                append = asyncio.ensure_future(s.append("user", "while the lock was held"))
+                started = time.monotonic()
+                await asyncio.sleep(0)  # the append's first step: an attempt at once, refused at once
+                # Not a speed figure: waiting here for the lock would take the busy timeout.
+                assert time.monotonic() - started < BUSY_TIMEOUT_MS / 1000 / 2
+                assert not append.done()  # waiting on a lane thread, not on this one
+                other.execute("ROLLBACK")
+                await asyncio.wait_for(append, HANG_GUARD_S)
+            assert not await on_lane(lambda: s.append("user", "after"))
+            assert texts(memory.sync) == ["before", "while the lock was held", "after"]
+
+    asyncio.run(main())
+
+
+def test_another_writer_ahead_sends_the_append_to_the_lane(tmp_path: Path) -> None:
+    with memory_on_held_store(tmp_path / "home") as (sync, store):
+        async def main() -> None:
+            memory = AsyncMemorySystem(sync)
+            s = memory.session(agent_id=AGENT, owner_id=OWNER, conversation=CONV)
+            await s.append("user", "before")
+            with writer_held(store) as release:
+                refused = store.at_once_refused
+                append = asyncio.ensure_future(s.append("user", "behind the other writer"))
+                await asyncio.sleep(0)
+                assert not append.done() and store.at_once_refused == refused + 1
+                release.set()
+                await asyncio.wait_for(append, HANG_GUARD_S)
+            written = store.at_once_written
+            await s.append("user", "after")
+            assert store.at_once_written == written + 1
+            assert texts(sync) == ["before", "behind the other writer", "after"]
+
+        asyncio.run(main())
+
+
+def test_commits_that_sync_are_never_made_on_the_awaiting_thread(tmp_path: Path) -> None:
+    async def main() -> None:
+        config = {"fermix_core": {"memory": {"durability": "full"}}}
+        async with AsyncMemorySystem.open(tmp_path / "home", config=config) as memory:
+            s = memory.session(agent_id=AGENT, owner_id=OWNER, conversation=CONV)
+            for n in range(3):
+                assert await on_lane(lambda n=n: s.append("user", f"message {n}"))  # type: ignore[misc]
+            assert texts(memory.sync) == ["message 0", "message 1", "message 2"]
+
+    asyncio.run(main())
+
+
+def test_appends_at_once_and_writers_on_other_threads_all_commit(tmp_path: Path) -> None:
+    """The loop's appends at once among writes of other threads sharing group commits: every one
+    recorded once, each conversation in its own order."""
+    with memory_on_held_store(tmp_path / "home") as (sync, store):
+        def writes(thread: int) -> None:
+            s = sync.session(agent_id=AGENT, owner_id=OWNER, conversation=f"t:other-{thread}")
+            for n in range(60):
+                s.append("user", f"{thread}-{n}")
+
+        async def main() -> None:
+            memory = AsyncMemorySystem(sync)
+            s = memory.session(agent_id=AGENT, owner_id=OWNER, conversation=CONV)
+            await s.append("user", "first")
+            others = [threading.Thread(target=writes, args=(t,)) for t in range(3)]
+            for t in others:
+                t.start()
+            for n in range(150):
+                await s.append("user", f"loop-{n}")
+            for t in others:
+                t.join(HANG_GUARD_S)
+            written = store.at_once_written
+            await s.append("user", "last")  # the other writers gone: at once again
+            assert store.at_once_written == written + 1
+
+        asyncio.run(main())
+        assert texts(sync) == ["first"] + [f"loop-{n}" for n in range(150)] + ["last"]
+        for t in range(3):
+            assert texts(sync, f"t:other-{t}") == [f"{t}-{n}" for n in range(60)]
+
+
+def test_the_store_says_which_commits_may_be_made_at_once(tmp_path: Path) -> None:
+    for durability, at_once in (("normal", True), ("full", False)):
+        store = SqliteEventStore(tmp_path / f"{durability}.db", durability=durability)
+        try:
+            assert store.writes_at_once is at_once
+        finally:
+            store.close()
+    store = SqliteEventStore(tmp_path / "normal.db", readonly=True)
+    try:
+        assert store.writes_at_once is False
+    finally:
+        store.close()
+
+
+def test_tasks_taking_turns_at_appending_go_to_the_lane(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another task, still running, began a write a moment ago: the tasks take turns, and their
+    appends go to the lane (where they share commits); a task whose write came after one of a
+    task that ended (a task per call) commits at once."""
+    monkeypatch.setattr(lane, "TURNS_S", 3600.0)  # "a moment": however slow the machine
+
+    async def main() -> None:
+        async with AsyncMemorySystem.open(tmp_path / "home", config={}) as memory:
+            s = memory.session(agent_id=AGENT, owner_id=OWNER, conversation=CONV)
+            await s.append("user", "first")
+            assert not await on_lane(lambda: s.append("user", "main, again"))
+
+            async def other() -> bool:
+                return await on_lane(lambda: s.append("user", "another task, main still running"))
+
+            assert await asyncio.create_task(other())
+            assert not await on_lane(lambda: s.append("user", "main, the other task ended"))
+            assert texts(memory.sync) == ["first", "main, again", "another task, main still running",
+                                          "main, the other task ended"]
+
+    asyncio.run(main())
