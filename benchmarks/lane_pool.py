@@ -4,8 +4,9 @@ One task awaits one Agents ``add_items`` (a turn's four items) after another, as
 the lane runs each call on one of its threads. The session's hop is swapped slice by slice between
 ``await wrap_future(executor.submit(...))`` on a ``ThreadPoolExecutor`` of
 :data:`~fermix_memory.entrypoints.api.lane.WORKERS` threads (what the lane was before ADR-0100,
-and what ``asyncio.to_thread`` does) and the lane as shipped (``run_sync``), with the SDK's own
-``SQLiteSession`` taking its turn beside them; each figure is the median slice.
+and what ``asyncio.to_thread`` does), the lane (``run_sync``) and the session as shipped, which
+commits a turn at once on the loop's thread when it can (``run_write``, ADR-0110), with the SDK's
+own ``SQLiteSession`` taking its turn beside them; each figure is the median slice.
 
 Beside it, the empty hop: ``await`` of a call that returns at once, through the lane, through
 ``asyncio.to_thread``, and through the executors of four threads and of one (``wrap_future``).
@@ -88,11 +89,22 @@ def empty_hops_on_one_core(rounds: int) -> dict[str, float] | None:
     return figures
 
 
+def always(hop: Hop) -> Callable[..., Awaitable[Any]]:
+    """``run_write`` that always takes ``hop``, never the loop's own thread."""
+    def write(here: bool, call: Callable[..., Any], *args: Any) -> Awaitable[Any]:
+        return hop(call, *args)
+    return write
+
+
 def run(rounds: int, calls: int) -> dict[str, Any]:
     loop = asyncio.new_event_loop()
     hops: dict[str, Hop] = {"thread_pool_executor": executor_hop(ThreadPoolExecutor(lane.WORKERS, "plain")),
                             "lane": lane.run_sync}
-    per_call: dict[str, list[float]] = {way: [] for way in ("peer", *hops)}
+    # The session as shipped commits a turn at once on the loop's thread when it can (ADR-0110):
+    # "at_once"; the other ways make it hop every time.
+    ways: dict[str, Callable[..., Awaitable[Any]]] = {way: always(hop) for way, hop in hops.items()}
+    ways["at_once"] = lane.run_write
+    per_call: dict[str, list[float]] = {way: [] for way in ("peer", *ways)}
     with tempfile.TemporaryDirectory(prefix="fermix-lane-pool-") as tmp:
         sides = Sides(Path(tmp))
         try:
@@ -105,7 +117,7 @@ def run(rounds: int, calls: int) -> dict[str, Any]:
                 for way in (list(per_call) if r % 2 == 0 else list(per_call)[::-1]):
                     session = peer if way == "peer" else ours
                     if way != "peer":
-                        openai_agents.run_sync = hops[way]  # type: ignore[assignment]  # the session's hop
+                        openai_agents.run_write = ways[way]  # type: ignore[assignment]  # the session's way
                     batches = [turn_items() for _ in range(calls)]
                     start = time.perf_counter()
                     for batch in batches:
@@ -114,7 +126,7 @@ def run(rounds: int, calls: int) -> dict[str, Any]:
                     sides.memory.wait_for_background()  # untimed: our index upkeep lands in no slice
                 progress(f"round {r + 1} of {rounds}")
         finally:
-            openai_agents.run_sync = lane.run_sync
+            openai_agents.run_write = lane.run_write
             sides.close()
             loop.close()
     median = {way: statistics.median(times) for way, times in per_call.items()}
@@ -122,7 +134,8 @@ def run(rounds: int, calls: int) -> dict[str, Any]:
         "benchmark": "lane_pool", "rounds": rounds, "calls_per_slice": calls,
         "add_items_ms": {way: round(t * 1000, 3) for way, t in median.items()},
         "lane_to_thread_pool_executor_throughput": round(median["thread_pool_executor"] / median["lane"], 2),
-        "add_items_throughput_ratio_to_peer": {way: round(median["peer"] / median[way], 2) for way in hops},
+        "at_once_to_lane_throughput": round(median["lane"] / median["at_once"], 2),
+        "add_items_throughput_ratio_to_peer": {way: round(median["peer"] / median[way], 2) for way in ways},
         "empty_hop_us": empty_hops(2 * rounds),
         "empty_hop_us_one_core": empty_hops_on_one_core(2 * rounds),
     }
