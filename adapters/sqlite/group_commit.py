@@ -88,10 +88,12 @@ class GroupCommit(SqlEventStore):
         """Run ``work`` in a write transaction, committed before this returns (group commit).
         ``upkeep``: background work (an index merge) that shares a batch like any write but is
         not counted among the writers the next batch waits a moment for: a lone host thread
-        whose write shared a batch with upkeep does not then wait for a writer who is not there."""
+        whose write shared a batch with upkeep does not then wait for a writer who is not there.
+        A host's write this thread asked to commit at once (``application.write_at_once``) is
+        led at once, alone, or refused with nothing done (ADR-0110)."""
         if self.readonly:
             raise ReadOnlyStore(f"{self.path} was opened read-only; nothing was written")
-        if asked_at_once():
+        if not upkeep and asked_at_once():
             return self._write_at_once(work)
         pending = _Pending(work, joins=not upkeep)
         batch: list[_Pending] = []
