@@ -42,7 +42,7 @@ import functools
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, cast
 
 from fermix_memory.application.errors import MemoryClosed
 from fermix_memory.application.write_at_once import WriterBusy, at_once
@@ -123,12 +123,11 @@ class Lane:
                     raise MemoryClosed(f"{self._what} is closed")
                 self._in_flight.add(job)  # a closer waits for it as for a call on a lane thread
             try:
-                with at_once():
-                    return call(*args, **kwargs)
-            except WriterBusy:
-                pass  # nothing was done: the call is made again where it may wait
+                done, result = made_at_once(functools.partial(call, *args, **kwargs))
             finally:
                 self._finished(job)
+            if done:
+                return cast(T, result)
         return await self.run(call, *args, **kwargs)
 
     def _finished(self, job: LaneCall) -> None:
@@ -172,6 +171,17 @@ async def run_sync(call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -
     """Run a call of the sync API (a :class:`~fermix_memory.Session` or
     :class:`~fermix_memory.MemorySystem` method) on the lane; see the module's docstring."""
     return await _default.run(call, *args, **kwargs)
+
+
+def made_at_once(call: Callable[[], T]) -> tuple[bool, T | None]:
+    """``call()`` on this thread, its first write asked to commit at once (ADR-0110): ``(True,
+    result)``; ``(False, None)`` when that write would have waited and did nothing, so that the
+    caller makes the whole call again where waiting is harmless. Its errors are raised."""
+    try:
+        with at_once():
+            return True, call()
+    except WriterBusy:
+        return False, None
 
 
 async def run_write(here: bool, call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:

@@ -26,6 +26,7 @@ from fermix_memory.domain.memory import Memory
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import check_text, parse_enum
 from fermix_memory.entrypoints.api.async_memory_system import AsyncMemorySystem
+from fermix_memory.entrypoints.api.lane import made_at_once
 from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from fermix_memory.entrypoints.server.auth import READS, TURNS, Caller
 from fermix_memory.entrypoints.server.errors import bad_request
@@ -52,16 +53,22 @@ class Call:
     async def run(self, name: str, /, *args: Any, **kwargs: Any) -> Any:
         """The memory's ``name`` called with these arguments: on the worker lane, as every async
         way in does; or, when the server found the lane idle for a short call (app.py), right here
-        on the event loop, sparing the two thread hops (same result, same typed errors)."""
+        on the event loop, sparing the two thread hops (same result, same typed errors), unless
+        its write would wait there (ADR-0110): then on the lane after all."""
         if self.inline:
-            return getattr(self.memory.sync, name)(*args, **kwargs)
+            done, result = made_at_once(lambda: getattr(self.memory.sync, name)(*args, **kwargs))
+            if done:
+                return result
         return await getattr(self.memory, name)(*args, **kwargs)
 
     async def run_together(self, work: Callable[[MemorySystem], Any], /) -> Any:
         """``work(memory)``, calling several methods of the sync memory: as ONE call on the worker
-        lane (one thread hop for them all, not one each), or right here when :attr:`inline`."""
+        lane (one thread hop for them all, not one each), or right here when :attr:`inline` (and
+        its first write does not wait)."""
         if self.inline:
-            return work(self.memory.sync)
+            done, result = made_at_once(lambda: work(self.memory.sync))
+            if done:
+                return result
         return await self.memory._together(work)
 
 
