@@ -4,21 +4,19 @@ either way a turn is the Python API's (ADR-0073, "The cost of a request")."""
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
-import apsw
+import pytest
 from starlette.testclient import TestClient
 
 from fermix_memory import MemorySystem
-from fermix_memory.adapters.sqlite.connection import BUSY_TIMEOUT_MS
 from fermix_memory.entrypoints.api.async_memory_system import AsyncMemorySystem
 from fermix_memory.entrypoints.server.app import build_app
 from fermix_memory.entrypoints.server.operation import Waiting
-from tests.integration.held_store import memory_on_held_store
+from tests.integration.held_store import memory_on_held_store, wait_for_locks_past_any_hold, write_lock_held
 from tests.server.conftest import ADA, TOKENS
-from tests.waits import HANG_GUARD_S
+from tests.waits import HANG_GUARD_S, until
 
 TURN = {"owner_id": "alice", "conversation": "telegram:42"}
 
@@ -75,11 +73,13 @@ def test_turns_in_one_request_on_the_loop_and_on_the_lane_are_the_python_apis(tm
         assert [m.content for m in memory.history("ada", "telegram:42")] == [f"turn {n}" for n in range(6)]
 
 
-def test_a_lone_clients_append_that_would_wait_for_the_write_lock_goes_to_the_lane(tmp_path: Path) -> None:
+def test_a_lone_clients_append_that_would_wait_for_the_write_lock_goes_to_the_lane(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """ADR-0110: the lock held by another connection (an operator's command on the same home),
-    a lone client's append is not made on the loop, where it would hold every other request for
-    the busy timeout: it waits on the lane, and the loop answers a prompt meanwhile."""
+    a lone client's append is not made on the loop, where it would hold every other request
+    (here, until the holder gives up): it waits on the lane, and the loop answers a prompt."""
     home = tmp_path / "home"
+    wait_for_locks_past_any_hold(monkeypatch)
     with memory_on_held_store(home) as (memory, store):
         app = build_app(AsyncMemorySystem(memory), TOKENS)
         client = TestClient(app, client=("127.0.0.1", 50001))
@@ -88,27 +88,17 @@ def test_a_lone_clients_append_that_would_wait_for_the_write_lock_goes_to_the_la
         written = store.at_once_written
         assert client.post("/v1/messages", headers=ADA, json={**TURN, "role": "user", "content": "3"}).is_success
         assert store.at_once_written == written + 1  # on the loop, at once
-        other = apsw.Connection(str(home / "memory.db"))
-        other.execute("BEGIN IMMEDIATE")
         answered: list[Any] = []
-        refused = store.at_once_refused
-        sender = threading.Thread(target=lambda: answered.append(client.post(
-            "/v1/messages", headers=ADA, json={**TURN, "role": "user", "content": "while the lock was held"})))
-        sender.start()
-        try:
-            deadline = time.monotonic() + HANG_GUARD_S
-            while store.at_once_refused == refused:
-                assert time.monotonic() < deadline, "the append was not tried"
-                time.sleep(0.001)
-            started = time.monotonic()
+        with write_lock_held(home / "memory.db") as holder:
+            refused = store.at_once_refused
+            sender = threading.Thread(target=lambda: answered.append(client.post(
+                "/v1/messages", headers=ADA, json={**TURN, "role": "user", "content": "while the lock was held"})))
+            sender.start()
+            until(lambda: store.at_once_refused > refused, "the append tried at once, and sent to the lane")
             prompt = client.post("/v1/prompt", headers=ADA, json=TURN)
-            # Not a speed figure: a loop held by the append would answer after the busy timeout.
-            assert time.monotonic() - started < BUSY_TIMEOUT_MS / 1000 / 2
-            assert prompt.status_code == 200 and not answered
-        finally:
-            other.execute("ROLLBACK")
-            other.close()
-            sender.join(HANG_GUARD_S)
+            assert prompt.status_code == 200 and not answered and not holder.gave_up
+        sender.join(HANG_GUARD_S)
+        assert not holder.gave_up, "the loop waited for the lock"
         assert answered[0].status_code == 201
         assert [m.content for m in memory.history("ada", "telegram:42")] == ["0", "1", "2", "3",
                                                                              "while the lock was held"]
