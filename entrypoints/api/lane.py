@@ -131,8 +131,8 @@ class Lane:
         return await self.run(call, *args, **kwargs)
 
     def _finished(self, job: LaneCall) -> None:
-        """On the lane thread, once ``job`` ran (or was dropped): closers waiting for the last
-        call in flight hear of it."""
+        """Once ``job`` ran (on its lane thread, or at once on its caller's) or was dropped:
+        closers waiting for the last call in flight hear of it."""
         with self._lock:
             self._in_flight.discard(job)
             if self._in_flight or not self._drained:
