@@ -20,7 +20,9 @@ by slice (so a noisy neighbour taxes both alike) and each figure is the median s
 - ``list_namespaces``: ``store.list_namespaces(limit=100)`` (time, ours ÷ peer): read without the
   items' values (ADR-0104), so the same at both sizes;
 - ``update`` and ``delete``: a put of an existing key, a delete of one ``put`` added (throughput,
-  ours ÷ peer; no target in the issue: ADR-0106).
+  ours ÷ peer; no target in the issue: ADR-0106);
+- ``aput``: ``await store.aput`` of a new key on an owner of 2,000 items, beside LangGraph's
+  ``AsyncSqliteStore`` (throughput, ours ÷ peer; what an async graph's put costs, ADR-0110).
 
 Ratios by CPU time of the process (``cpu_*``) are reported too: other processes on a shared
 machine move them far less than wall-clock time.
@@ -160,6 +162,58 @@ def _figures(stores: dict[str, BaseStore], settle: Callable[[], None], namespace
     return out
 
 
+def _async_put(workdir: Path, size: int, slices: int, per_slice: int) -> dict[str, Any]:
+    """``await store.aput`` of a new key on an owner holding ``size`` items, ours against
+    LangGraph's ``AsyncSqliteStore`` (aiosqlite, WAL, ``synchronous = NORMAL``), in one event loop,
+    taking turns slice by slice: what a put costs an async graph (ours commits a batch of puts on
+    the loop's thread when nothing would make it wait, ADR-0110; the peer hops to its connection's
+    thread)."""
+    import asyncio
+
+    import aiosqlite
+    from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+    namespace = ("memories", "async-owner")
+
+    async def measure(memory: MemorySystem) -> dict[str, dict[str, float]]:
+        ours = FermixStore(memory, agent_id="bench")
+        _fill(ours, namespace, size)
+        conn = await aiosqlite.connect(str(workdir / "async-peer.db"), isolation_level=None)
+        try:
+            await conn.execute("PRAGMA journal_mode=WAL")
+            await conn.execute("PRAGMA synchronous=NORMAL")
+            peer = AsyncSqliteStore(conn)
+            await peer.setup()
+            for start in range(0, size, 500):
+                await peer.abatch([PutOp(namespace, f"item-{i}", _value(i))
+                                   for i in range(start, min(size, start + 500))])
+            samples: dict[str, list[tuple[float, float]]] = {"ours": [], "peer": []}
+            counter = 0
+            for _ in range(slices):
+                for name, store in (("ours", ours), ("peer", peer)):
+                    start_s, start_cpu = time.perf_counter(), time.process_time()
+                    for _ in range(per_slice):
+                        await store.aput(namespace, f"new-{counter}", _value(counter))
+                        counter += 1
+                    samples[name].append(((time.perf_counter() - start_s) / per_slice,
+                                          (time.process_time() - start_cpu) / per_slice))
+                    memory.wait_for_background()  # untimed, as ``settle``
+                    await conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        finally:
+            await conn.close()
+        return {name: {"s": statistics.median(w for w, _ in got), "cpu_s": statistics.median(c for _, c in got)}
+                for name, got in samples.items()}
+
+    with MemorySystem.open(workdir / "async-home") as memory:
+        measured = asyncio.run(measure(memory))
+    ours, peer = measured["ours"], measured["peer"]
+    _say(f"  {size:>6} items  aput          ours {ours['s'] * 1e3:8.3f} ms  peer {peer['s'] * 1e3:8.3f} ms"
+         f"  -> {peer['s'] / ours['s']:.3f}x (throughput, AsyncSqliteStore)")
+    return {f"aput_ours_ms_{size}": round(ours["s"] * 1e3, 3), f"aput_peer_ms_{size}": round(peer["s"] * 1e3, 3),
+            f"aput_throughput_ratio_{size}": round(peer["s"] / ours["s"], 3),
+            f"aput_cpu_throughput_ratio_{size}": round(peer["cpu_s"] / ours["cpu_s"], 3)}
+
+
 def run(quick: bool = False) -> dict[str, Any]:
     """Every figure, ours ÷ SqliteStore in the same run (see the module's docstring)."""
     small, large = 100, 2_000
@@ -175,6 +229,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         for size, namespace in sizes.items():
             _say(f"owner holding {size} items ({'quick' if quick else 'full'} run)")
             by_size[size] = _figures(stores, settle, namespace, size, slices, per_slice)
+        aput = _async_put(Path(tmp), large, slices, per_slice)
     result: dict[str, Any] = {"benchmark": "peers_langgraph", "quick": quick, "peer": "langgraph SqliteStore (WAL, "
                               "synchronous NORMAL)", "sizes": [small, large], "slices": slices,
                               "calls_per_slice": per_slice}
@@ -182,6 +237,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         for name, figure in figures.items():
             for k, v in figure.items():
                 result[f"{name}_{k}_{size}"] = v
+    result |= aput
     result["put_flatness"] = round(by_size[large]["put"]["throughput_ratio"]
                                    / by_size[small]["put"]["throughput_ratio"], 3)
     result["search_flatness"] = round(by_size[large]["search"]["ours_ms"] / by_size[small]["search"]["ours_ms"], 3)

@@ -25,7 +25,7 @@ from fermix_memory.domain.errors import DomainError, InvalidArgument
 from fermix_memory.domain.memory import MAX_ITEM_VALUE_CHARS, Memory
 from fermix_memory.domain.operations import AddOperation, ArchiveOperation, Operation
 from fermix_memory.domain.values import ConversationKey, check_identifier, check_int, preview
-from fermix_memory.entrypoints.api.lane import run_sync
+from fermix_memory.entrypoints.api.lane import run_sync, run_write
 from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from fermix_memory.entrypoints.extras import require
 
@@ -167,7 +167,13 @@ class FermixStore(BaseStore):
         return self._get(self._place(namespace), self._key(str(key)))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`batch`, awaited. A batch of puts only is a brief write: made at once on the
+        awaiting thread when the store can commit it without waiting (ADR-0110; an item's row is
+        shown in no prompt file, so its commit renders none), else on the lane, as every batch
+        that reads (a get, a search, a delete's row) is."""
         ops = list(ops)
+        if ops and all(type(op) is PutOp and op.value is not None for op in ops):
+            return await run_write(self._memory._open_app().store.writes_at_once, self.batch, ops)
         return await run_sync(self.batch, ops)
 
     def _place(self, namespace: object) -> Place:

@@ -1,8 +1,9 @@
-"""ADR-0110: an async caller's brief append (``AsyncSession.append`` / ``append_many``, the Agents
-session's ``add_items``) commits on the awaiting thread when the store can commit it at once,
-without waiting for anything, and goes to the lane otherwise: another writer ahead, the write lock
-held by another connection, commits that sync (``durability = "full"``), a server's store, an
-owner whose first message here may render their files. Either way it records the same.
+"""ADR-0110: an async caller's brief write (``AsyncSession.append`` / ``append_many``, the Agents
+session's ``add_items``, a LangGraph batch of puts only) commits on the awaiting thread when the
+store can commit it at once, without waiting for anything, and goes to the lane otherwise: another
+writer ahead, the write lock held by another connection, commits that sync (``durability =
+"full"``), a server's store, an owner whose first message here may render their files. Either way
+it records the same.
 
 Whether a call went to the lane shows in the loop: a callback scheduled before the call runs
 while a call on the lane is awaited, not while one commits at once on the loop's thread."""
@@ -21,6 +22,7 @@ from fermix_memory import AsyncMemorySystem, MemorySystem
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.application.message_input import InvalidMessage
 from fermix_memory.entrypoints.api import lane
+from fermix_memory.langgraph import FermixStore
 from fermix_memory.openai_agents import FermixAgentsSession
 from tests.integration.held_store import memory_on_held_store, wait_for_locks_past_any_hold, write_lock_held
 from tests.integration.test_asyncio_api import writer_held
@@ -69,6 +71,10 @@ def test_a_known_owners_appends_commit_on_the_awaiting_thread_on_sqlite_only(tmp
             assert await on_lane(lambda: agents.add_items([item(1), item(2)])) is not at_once
             assert await agents.get_items() == [item(1), item(2)]
             assert texts(memory.sync) == ["first: the owner is new here", "second", "third", "fourth"]
+            store = FermixStore(memory.sync, agent_id=AGENT)  # an item's row renders no file: at once
+            assert await on_lane(lambda: store.aput(("memories", OWNER), "k", {"n": 1})) is not at_once
+            assert await on_lane(lambda: store.aget(("memories", OWNER), "k"))  # a read: on the lane
+            assert (await store.aget(("memories", OWNER), "k")).value == {"n": 1}  # type: ignore[union-attr]
 
     asyncio.run(main())
 

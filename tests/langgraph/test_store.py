@@ -145,12 +145,15 @@ def test_the_owner_label_can_be_elsewhere_in_the_namespace(memory: MemorySystem)
         FermixStore(memory, agent_id="ada", trust="admin")  # type: ignore[arg-type]
 
 
-def test_abatch_runs_off_the_event_loop(memory: MemorySystem) -> None:
-    threads: list[int] = []
+def test_abatch_reads_off_the_event_loop_and_puts_at_once(memory: MemorySystem) -> None:
+    """A batch that reads runs on the lane; a batch of puts only is a brief write, committed on
+    the loop's thread when nothing would make it wait there (ADR-0110)."""
+    threads: list[tuple[int, bool]] = []  # each batch's thread, and whether it only put
 
     class Recording(FermixStore):
         def batch(self, ops: Any) -> Any:
-            threads.append(threading.get_ident())
+            ops = list(ops)
+            threads.append((threading.get_ident(), all(isinstance(op, PutOp) and op.value is not None for op in ops)))
             return super().batch(ops)
 
     store = Recording(memory, agent_id="ada")
@@ -162,14 +165,19 @@ def test_abatch_runs_off_the_event_loop(memory: MemorySystem) -> None:
         found = await store.asearch(ALICE, filter={"n": {"$gte": 18}})
         names = await store.alist_namespaces()
         results = await store.abatch([GetOp(ALICE, "k1"), SearchOp(ALICE, query="fact", limit=100)])
+        await store.adelete(ALICE, "k0")  # a delete reads its row first: on the lane
         return loop_thread, got, found, names, results
 
     loop_thread, got, found_items, names, results = asyncio.run(main())
-    assert threads and loop_thread not in threads
+    puts = [thread for thread, put_only in threads if put_only]
+    others = [thread for thread, put_only in threads if not put_only]
+    assert len(puts) == 20 and loop_thread in puts
+    assert others and loop_thread not in others
     assert got is not None and got.value == {"text": "fact 3", "n": 3}
     assert sorted(i.key for i in found_items) == ["k18", "k19"]
     assert names == [ALICE]
     assert results[0].key == "k1" and len(results[1]) == 20
+    assert store.get(ALICE, "k0") is None
 
 
 class State(TypedDict):
