@@ -142,10 +142,16 @@ class SqliteReplica:
 
     @classmethod
     def new_in(cls, folder: Path) -> SqliteReplica:
-        """A new ``memory.db`` in ``folder`` (made if missing); never one that exists already."""
-        folder.mkdir(parents=True, exist_ok=True)
+        """A new ``memory.db`` in ``folder`` (made if missing); never one that exists already. A
+        folder that cannot be made (a name too long, no permission, a file in the way) is a
+        :class:`StorageError`."""
         path = folder / DB_FILE
-        if path.exists():
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            exists = path.exists()
+        except OSError as error:
+            raise StorageError(f"cannot make the folder {folder}: {error.strerror or error}") from None
+        if exists:
             raise StorageError(f"{path} already exists; replay only writes into a new folder")
         return cls(path)
 
