@@ -13,6 +13,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+# The most messages (or items) a write asked to commit at once may hold: a turn's few. A bulk
+# write stays on the lane, where the loop runs between its Python's switch intervals.
+BRIEF_WRITE_MOST = 16
+
 
 class WriterBusy(Exception):  # control flow between the store and the lane, never a host's error
     """The write asked to commit at once could not without waiting; nothing of it was done."""

@@ -55,7 +55,7 @@ class AsyncSession(OnLane[Session]):
         return self._sync.trust
 
     append = awaitable_write(Session.append, Session._appends_at_once)
-    append_many = awaitable_write(Session.append_many, Session._appends_at_once)
+    append_many = awaitable_write(Session.append_many, Session._appends_many_at_once)
     retract_newest = awaitable(Session.retract_newest)
     history = awaitable(Session.history)
     history_rows = awaitable(Session.history_rows)

@@ -208,13 +208,15 @@ def awaitable(method: Callable[Concatenate[S, P], T]) -> Callable[Concatenate[On
     return on_lane
 
 
-def awaitable_write(method: Callable[Concatenate[S, P], T], here: Callable[[S], bool]
+def awaitable_write(method: Callable[Concatenate[S, P], T], here: Callable[Concatenate[S, P], bool]
                     ) -> Callable[Concatenate[OnLane[S], P], Coroutine[Any, Any, T]]:
     """:func:`awaitable` for a brief write (see :meth:`Lane.write`): run at once on the caller's
-    thread when ``here(sync_object)`` says it may and the store can, else on the facade's lane."""
+    thread when ``here(sync_object, *arguments)`` says it may and the store can, else on the
+    facade's lane."""
 
     @functools.wraps(method)
     async def at_once_or_on_lane(self: OnLane[S], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return await self._lane.write(here(self._sync), functools.partial(method, self._sync, *args, **kwargs))
+        return await self._lane.write(here(self._sync, *args, **kwargs),
+                                      functools.partial(method, self._sync, *args, **kwargs))
 
     return at_once_or_on_lane

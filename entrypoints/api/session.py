@@ -14,7 +14,7 @@ one per turn or keep it, both are cheap, and several may share one memory across
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Sized
 from concurrent.futures import Future
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, overload
@@ -40,6 +40,7 @@ from fermix_memory.application.recall import RecallResult
 from fermix_memory.application.reviewer import ReviewResult
 from fermix_memory.application.stored_messages import StoredRow
 from fermix_memory.application.turns import CommandResult, PreflightResult
+from fermix_memory.application.write_at_once import BRIEF_WRITE_MOST
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import ConversationKey, Role, Trust
 from fermix_memory.entrypoints.api.message_batch import built
@@ -121,10 +122,14 @@ class Session:
         return app.append_messages(built(messages, _APPEND_ARGUMENTS, ("role", "content"), self._message),
                                    metadata_limit)
 
-    def _appends_at_once(self) -> bool:
-        """Whether this conversation's messages may be appended at once on an async caller's own
-        thread (ADR-0110)."""
+    def _appends_at_once(self, *_arguments: Any, **_options: Any) -> bool:
+        """Whether a message of this conversation (:meth:`append`'s arguments) may be appended at
+        once on an async caller's own thread (ADR-0110)."""
         return self._memory._open_app().appends_at_once(self.agent_id, self.owner_id)
+
+    def _appends_many_at_once(self, messages: object, *_arguments: Any, **_options: Any) -> bool:
+        """:meth:`_appends_at_once` for :meth:`append_many`'s ``messages``: a few of them only."""
+        return isinstance(messages, Sized) and len(messages) <= BRIEF_WRITE_MOST and self._appends_at_once()
 
     def retract_newest(self) -> Message | None:
         """Take back the newest message of the window with the session's trust (see

@@ -147,7 +147,7 @@ class FermixAgentsSession:
         them are checked first (a bad one is an ``InvalidMessage`` and none is recorded), then all
         are recorded or none (a process killed mid-call included). Recorded on the awaiting thread
         when the store commits them at once, else on the lane (ADR-0110)."""
-        await run_write(self._session._appends_at_once(), self._add, items)
+        await run_write(self._session._appends_many_at_once(items), self._add, items)
 
     def _pop(self) -> dict[str, Any] | None:
         message = self._session.retract_newest()

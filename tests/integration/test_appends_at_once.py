@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.store.base import PutOp
 
 from fermix_memory import AsyncMemorySystem, MemorySystem
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.application.message_input import InvalidMessage
+from fermix_memory.application.write_at_once import BRIEF_WRITE_MOST
 from fermix_memory.entrypoints.api import lane
 from fermix_memory.langgraph import FermixStore
 from fermix_memory.openai_agents import FermixAgentsSession
@@ -216,5 +218,29 @@ def test_tasks_taking_turns_at_appending_go_to_the_lane(tmp_path: Path, monkeypa
             assert not await on_lane(lambda: s.append("user", "main, the other task ended"))
             assert texts(memory.sync) == ["first", "main, again", "another task, main still running",
                                           "main, the other task ended"]
+
+    asyncio.run(main())
+
+
+def test_a_bulk_write_stays_on_the_lane(tmp_path: Path) -> None:
+    """More than a turn's few messages or items: the loop is not held for a bulk write's Python,
+    which the lane's thread gives up to the loop between its switch intervals."""
+    most = BRIEF_WRITE_MOST
+
+    async def main() -> None:
+        async with AsyncMemorySystem.open(tmp_path / "home", config={}) as memory:
+            s = memory.session(agent_id=AGENT, owner_id=OWNER, conversation=CONV)
+            await s.append("user", "first")
+            few = [{"role": "user", "content": f"few {n}"} for n in range(most)]
+            assert not await on_lane(lambda: s.append_many(few))
+            assert await on_lane(lambda: s.append_many([*few, {"role": "user", "content": "one more"}]))
+            agents = FermixAgentsSession.open(memory.sync, "s1", agent_id=AGENT, owner_id=OWNER, review=False)
+            assert not await on_lane(lambda: agents.add_items([item(n) for n in range(most)]))
+            assert await on_lane(lambda: agents.add_items([item(n) for n in range(most + 1)]))
+            store = FermixStore(memory.sync, agent_id=AGENT)
+            puts = [PutOp(("memories", OWNER), f"k{n}", {"n": n}) for n in range(most + 1)]
+            assert not await on_lane(lambda: store.abatch(puts[:most]))
+            assert await on_lane(lambda: store.abatch(puts))
+            assert len(texts(memory.sync)) == 1 + most + most + 1
 
     asyncio.run(main())
