@@ -32,9 +32,10 @@ from fermix_memory.adapters.sql import audit
 from fermix_memory.application.commands import Style, StyleName, TrustName
 from fermix_memory.application.settings import Settings
 from fermix_memory.application.store_ports import RecordedEvent
+from fermix_memory.application.write_at_once import BRIEF_WRITE_MOST
 from fermix_memory.domain.errors import InvalidArgument
 from fermix_memory.entrypoints.api.async_session import AsyncSession
-from fermix_memory.entrypoints.api.lane import Lane, OnLane, awaitable, detach, run_sync
+from fermix_memory.entrypoints.api.lane import Lane, OnLane, awaitable, awaitable_write, detach, run_sync
 from fermix_memory.entrypoints.api.memory_system import MemorySystem
 from fermix_memory.entrypoints.api.turns import AnthropicPrompt, OpenAIPrompt, Prompt, ToolDefinitions
 
@@ -94,6 +95,22 @@ class OpeningMemory:
             await self._opened.close()
 
 
+def _appends_one_at_once(memory: MemorySystem, *_arguments: Any, agent_id: object = None, owner_id: object = None,
+                         **_options: Any) -> bool:
+    """Whether :meth:`MemorySystem.append_message`'s message may be appended at once on the awaiting
+    thread (ADR-0110): the owner's messages may be (text ids; anything else is checked on the lane)."""
+    return type(agent_id) is str and type(owner_id) is str and memory._open_app().appends_at_once(agent_id, owner_id)
+
+
+def _appends_many_at_once(memory: MemorySystem, messages: object, *_arguments: Any, **_options: Any) -> bool:
+    """The same for :meth:`MemorySystem.append_messages`: a few plain messages, each of an owner
+    whose messages may be."""
+    if not isinstance(messages, list | tuple) or len(messages) > BRIEF_WRITE_MOST:
+        return False
+    return all(type(m) is dict and _appends_one_at_once(memory, agent_id=m.get("agent_id"), owner_id=m.get("owner_id"))
+               for m in messages)
+
+
 class AsyncMemorySystem(OnLane[MemorySystem]):
     """Durable, auditable memory for one home folder, for asyncio hosts. Open with :meth:`open`
     (``async with``, or ``await`` then :meth:`close`); or wrap a :class:`MemorySystem` the host
@@ -130,8 +147,8 @@ class AsyncMemorySystem(OnLane[MemorySystem]):
 
     # --- records ---------------------------------------------------------------------------------
 
-    append_message = awaitable(MemorySystem.append_message)
-    append_messages = awaitable(MemorySystem.append_messages)
+    append_message = awaitable_write(MemorySystem.append_message, _appends_one_at_once)
+    append_messages = awaitable_write(MemorySystem.append_messages, _appends_many_at_once)
     history = awaitable(MemorySystem.history)
     history_rows = awaitable(MemorySystem.history_rows)
     messages = awaitable(MemorySystem.messages)

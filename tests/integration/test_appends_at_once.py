@@ -23,6 +23,7 @@ from fermix_memory import AsyncMemorySystem, MemorySystem
 from fermix_memory.adapters.sqlite.event_store import SqliteEventStore
 from fermix_memory.application.message_input import InvalidMessage
 from fermix_memory.application.write_at_once import BRIEF_WRITE_MOST
+from fermix_memory.domain.errors import InvalidIdentifier
 from fermix_memory.entrypoints.api import lane
 from fermix_memory.langgraph import FermixStore
 from fermix_memory.openai_agents import FermixAgentsSession
@@ -242,5 +243,27 @@ def test_a_bulk_write_stays_on_the_lane(tmp_path: Path) -> None:
             assert not await on_lane(lambda: store.abatch(puts[:most]))
             assert await on_lane(lambda: store.abatch(puts))
             assert len(texts(memory.sync)) == 1 + most + most + 1
+
+    asyncio.run(main())
+
+
+def test_the_flat_async_api_appends_a_known_owners_messages_at_once(tmp_path: Path) -> None:
+    """``AsyncMemorySystem.append_message(s)``: the same rule, the owner read from the arguments
+    (text ids only; anything else is checked, and refused, on the lane as before)."""
+    said = {"agent_id": AGENT, "owner_id": OWNER, "conversation": CONV, "role": "user"}
+
+    async def main() -> None:
+        async with AsyncMemorySystem.open(tmp_path / "home", config={}) as memory:
+            assert await on_lane(lambda: memory.append_message(**said, content="first"))
+            assert not await on_lane(lambda: memory.append_message(**said, content="second"))
+            assert not await on_lane(lambda: memory.append_messages([{**said, "content": "third"}]))
+            other = {**said, "owner_id": "bob", "conversation": "t:2"}
+            assert await on_lane(lambda: memory.append_messages([{**said, "content": "fourth"},
+                                                                 {**other, "content": "bob's first"}]))
+            assert await on_lane(lambda: memory.append_messages([{**said, "content": f"bulk {n}"}
+                                                                 for n in range(BRIEF_WRITE_MOST + 1)]))
+            with pytest.raises(InvalidIdentifier):
+                await memory.append_message(**{**said, "owner_id": 7}, content="refused")  # type: ignore[arg-type]
+            assert texts(memory.sync)[:4] == ["first", "second", "third", "fourth"]
 
     asyncio.run(main())
