@@ -59,6 +59,7 @@ class Call:
             done, result = made_at_once(lambda: getattr(self.memory.sync, name)(*args, **kwargs))
             if done:
                 return result
+            return await self.memory._together(lambda memory: getattr(memory, name)(*args, **kwargs))
         return await getattr(self.memory, name)(*args, **kwargs)
 
     async def run_together(self, work: Callable[[MemorySystem], Any], /) -> Any:
