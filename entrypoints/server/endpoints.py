@@ -51,21 +51,17 @@ class Call:
     inline: bool = False  # run the call on the event loop: see :meth:`run`
 
     async def run(self, name: str, /, *args: Any, **kwargs: Any) -> Any:
-        """The memory's ``name`` called with these arguments: on the worker lane, as every async
-        way in does; or, when the server found the lane idle for a short call (app.py), right here
-        on the event loop, sparing the two thread hops (same result, same typed errors), unless
-        its write would wait there (ADR-0110): then on the lane after all."""
-        if self.inline:
-            done, result = made_at_once(lambda: getattr(self.memory.sync, name)(*args, **kwargs))
-            if done:
-                return result
-            return await self.memory._together(lambda memory: getattr(memory, name)(*args, **kwargs))
-        return await getattr(self.memory, name)(*args, **kwargs)
+        """The memory's ``name`` called with these arguments: on the worker lane; or, when the
+        server found the lane idle for a short call (app.py), right here on the event loop,
+        sparing the two thread hops (same result, same typed errors), unless its write would wait
+        there (ADR-0110): then on the lane after all. Where it runs is the server's choice alone
+        (ADR-0094): a call on the lane is no brief write of the asyncio API made at once."""
+        return await self.run_together(lambda memory: getattr(memory, name)(*args, **kwargs))
 
     async def run_together(self, work: Callable[[MemorySystem], Any], /) -> Any:
-        """``work(memory)``, calling several methods of the sync memory: as ONE call on the worker
-        lane (one thread hop for them all, not one each), or right here when :attr:`inline` (and
-        its first write does not wait)."""
+        """``work(memory)``, calling one or several methods of the sync memory: as ONE call on the
+        worker lane (one thread hop for them all, not one each), or right here when :attr:`inline`
+        (and its first write does not wait)."""
         if self.inline:
             done, result = made_at_once(lambda: work(self.memory.sync))
             if done:
