@@ -56,8 +56,9 @@ S = TypeVar("S", covariant=True)
 
 WORKERS = 4  # threads of the lane: enough to fill a group commit and overlap reads, bounded
 MODEL_WORKERS = 8  # threads for calls that wait on a model: mostly idle in a socket read, bounded
-# A brief write that began less than this after another task's is one of tasks taking turns (ADR-0110).
-TURNS_S = 0.001
+# A brief write that began less than this after another running task's is one of tasks taking
+# turns (ADR-0110): clients served at once, not a lone caller's next step.
+TURNS_S = 0.05
 _pools: dict[bool, LanePool] = {}
 _pool_lock = threading.Lock()
 
@@ -83,8 +84,9 @@ class Lane:
         self._drained: list[asyncio.Future[None]] = []  # closers waiting for the calls in flight
         self._lock = threading.Lock()
         self._closed = False
-        # The last brief write's task, and when it began (ADR-0110).
+        # The last brief write's task, and when it began; brief writes awaited on the lane (ADR-0110).
         self._last_write: tuple[asyncio.Task[Any] | None, float] = (None, -TURNS_S)
+        self._writes_on_lane = 0
 
     async def run(self, call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """``call(*args, **kwargs)`` on a lane thread (a model-bound call on one of the model's);
@@ -110,12 +112,13 @@ class Lane:
         """A brief write (one transaction, the call's first effect): when ``here``, run on this
         thread if the store commits it at once, without waiting for anything (ADR-0110); else,
         or when it could not, on a lane thread as :meth:`run`. Tasks taking turns at writing
-        (another task, still running, began one a moment ago) go to the lane, where their writes
-        share commits and the loop runs between them."""
+        (another task, still running, began one a moment ago, or brief writes are awaited on the
+        lane) go to the lane, where their writes share commits and the loop runs between them."""
         task, now = asyncio.current_task(), time.monotonic()
         last_task, last_at = self._last_write
         self._last_write = (task, now)
-        turns = last_task is not None and last_task is not task and not last_task.done() and now - last_at < TURNS_S
+        turns = self._writes_on_lane > 0 or (
+            last_task is not None and last_task is not task and not last_task.done() and now - last_at < TURNS_S)
         if here and not turns:
             job = LaneCall(call, args, kwargs)
             with self._lock:
@@ -128,7 +131,13 @@ class Lane:
                 self._finished(job)
             if done:
                 return cast(T, result)
-        return await self.run(call, *args, **kwargs)
+        with self._lock:  # one lane may serve the loops of several threads
+            self._writes_on_lane += 1
+        try:
+            return await self.run(call, *args, **kwargs)
+        finally:
+            with self._lock:
+                self._writes_on_lane -= 1
 
     def _finished(self, job: LaneCall) -> None:
         """Once ``job`` ran (on its lane thread, or at once on its caller's) or was dropped:

@@ -50,6 +50,11 @@ async def on_lane(call: Callable[[], Awaitable[Any]]) -> bool:
     return not at_once
 
 
+async def let_go(release: threading.Event) -> None:
+    """Set ``release`` once the loop runs this task: while another awaits the lane."""
+    release.set()
+
+
 def texts(memory: MemorySystem, conversation: str = CONV) -> list[str]:
     return [m.content for m in memory.history(AGENT, conversation)]
 
@@ -110,12 +115,11 @@ def test_a_write_lock_held_elsewhere_sends_the_append_to_the_lane_and_the_loop_g
             s = memory.session(agent_id=AGENT, owner_id=OWNER, conversation=CONV)
             await s.append("user", "before")
             with write_lock_held(home / "memory.db") as holder:
-                append = asyncio.ensure_future(s.append("user", "while the lock was held"))
-                await asyncio.sleep(0)  # the append's first step: an attempt at once, refused at once
-                assert not append.done()  # waiting on a lane thread, not on this one
-                await asyncio.sleep(0)
-                holder.release.set()
-                await asyncio.wait_for(append, HANG_GUARD_S)
+                # Let go of the lock as soon as the loop runs again: while the append waits on the
+                # lane; never, if it waited here (then only once the holder gives up).
+                releaser = asyncio.ensure_future(let_go(holder.release))
+                await s.append("user", "while the lock was held")  # the task that wrote "before"
+                await releaser
             assert not holder.gave_up, "the loop waited for the lock"
             assert not await on_lane(lambda: s.append("user", "after"))
             assert texts(memory.sync) == ["before", "while the lock was held", "after"]
@@ -131,11 +135,10 @@ def test_another_writer_ahead_sends_the_append_to_the_lane(tmp_path: Path) -> No
             await s.append("user", "before")
             with writer_held(store) as release:
                 refused = store.at_once_refused
-                append = asyncio.ensure_future(s.append("user", "behind the other writer"))
-                await asyncio.sleep(0)
-                assert not append.done() and store.at_once_refused == refused + 1
-                release.set()
-                await asyncio.wait_for(append, HANG_GUARD_S)
+                releaser = asyncio.ensure_future(let_go(release))
+                await s.append("user", "behind the other writer")  # the task that wrote "before"
+                await releaser
+                assert store.at_once_refused == refused + 1
             written = store.at_once_written
             await s.append("user", "after")
             assert store.at_once_written == written + 1
