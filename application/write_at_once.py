@@ -12,10 +12,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any, TypeGuard
 
 # The most messages (or items) a write asked to commit at once may hold: a turn's few. A bulk
 # write stays on the lane, where the loop runs between its Python's switch intervals.
 BRIEF_WRITE_MOST = 16
+
+
+def is_brief(items: object) -> TypeGuard[list[Any] | tuple[Any, ...]]:
+    """Whether a call's ``items`` (messages, items, operations) make a brief write: a list or
+    tuple of at least one and at most :data:`BRIEF_WRITE_MOST`."""
+    return isinstance(items, list | tuple) and 0 < len(items) <= BRIEF_WRITE_MOST
 
 
 class WriterBusy(Exception):  # control flow between the store and the lane, never a host's error

@@ -32,7 +32,7 @@ from fermix_memory.adapters.sql import audit
 from fermix_memory.application.commands import Style, StyleName, TrustName
 from fermix_memory.application.settings import Settings
 from fermix_memory.application.store_ports import RecordedEvent
-from fermix_memory.application.write_at_once import BRIEF_WRITE_MOST
+from fermix_memory.application.write_at_once import is_brief
 from fermix_memory.domain.errors import InvalidArgument
 from fermix_memory.entrypoints.api.async_session import AsyncSession
 from fermix_memory.entrypoints.api.lane import Lane, OnLane, awaitable, awaitable_write, detach, run_sync
@@ -105,10 +105,9 @@ def _appends_one_at_once(memory: MemorySystem, *_arguments: Any, agent_id: objec
 def _appends_many_at_once(memory: MemorySystem, messages: object, *_arguments: Any, **_options: Any) -> bool:
     """The same for :meth:`MemorySystem.append_messages`: a few plain messages, each of an owner
     whose messages may be."""
-    if not isinstance(messages, list | tuple) or len(messages) > BRIEF_WRITE_MOST:
-        return False
-    return all(type(m) is dict and _appends_one_at_once(memory, agent_id=m.get("agent_id"), owner_id=m.get("owner_id"))
-               for m in messages)
+    return is_brief(messages) and all(
+        type(m) is dict and _appends_one_at_once(memory, agent_id=m.get("agent_id"), owner_id=m.get("owner_id"))
+        for m in messages)
 
 
 class AsyncMemorySystem(OnLane[MemorySystem]):

@@ -14,7 +14,7 @@ one per turn or keep it, both are cheap, and several may share one memory across
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence, Sized
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, overload
@@ -40,7 +40,7 @@ from fermix_memory.application.recall import RecallResult
 from fermix_memory.application.reviewer import ReviewResult
 from fermix_memory.application.stored_messages import StoredRow
 from fermix_memory.application.turns import CommandResult, PreflightResult
-from fermix_memory.application.write_at_once import BRIEF_WRITE_MOST
+from fermix_memory.application.write_at_once import is_brief
 from fermix_memory.domain.messages import Message
 from fermix_memory.domain.values import ConversationKey, Role, Trust
 from fermix_memory.entrypoints.api.message_batch import built
@@ -129,7 +129,7 @@ class Session:
 
     def _appends_many_at_once(self, messages: object, *_arguments: Any, **_options: Any) -> bool:
         """:meth:`_appends_at_once` for :meth:`append_many`'s ``messages``: a few of them only."""
-        return isinstance(messages, Sized) and len(messages) <= BRIEF_WRITE_MOST and self._appends_at_once()
+        return is_brief(messages) and self._appends_at_once()
 
     def retract_newest(self) -> Message | None:
         """Take back the newest message of the window with the session's trust (see

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from fermix_memory.application.commands import TrustName
 from fermix_memory.application.query_ports import KeyedValue, NumberBound
 from fermix_memory.application.recall import MAX_RECALL
-from fermix_memory.application.write_at_once import BRIEF_WRITE_MOST
+from fermix_memory.application.write_at_once import is_brief
 from fermix_memory.domain.errors import DomainError, InvalidArgument
 from fermix_memory.domain.memory import MAX_ITEM_VALUE_CHARS, Memory
 from fermix_memory.domain.operations import AddOperation, ArchiveOperation, Operation
@@ -173,7 +173,7 @@ class FermixStore(BaseStore):
         shown in no prompt file, so its commit renders none), else on the lane, as every batch
         that reads (a get, a search, a delete's row) is."""
         ops = list(ops)
-        if 0 < len(ops) <= BRIEF_WRITE_MOST and all(type(op) is PutOp and op.value is not None for op in ops):
+        if is_brief(ops) and all(type(op) is PutOp and op.value is not None for op in ops):
             return await run_write(self._memory._open_app().store.writes_at_once, self.batch, ops)
         return await run_sync(self.batch, ops)
 
