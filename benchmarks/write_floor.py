@@ -15,12 +15,18 @@ Three sides take turns, slice by slice, in one run:
   log is checkpointed between slices, untimed, as ours is in a pause (ADR-0046);
 - **the peer**: the package a host would use instead, as shipped (``SqliteStore`` on WAL with
   ``synchronous = NORMAL``, as ``peers_langgraph.py``, checkpointed between slices as there;
-  ``SQLiteSession`` with its own settings).
+  ``SQLiteSession`` with its own settings);
+- for ``put``, **its Python**: the same calls on a third home filled alike whose writer connection
+  runs no statement (each one finds no row and changes one; nothing is written): the Python of the
+  whole write path alone (admission, the chained event, the projection's rows, the commit's
+  bookkeeping, the caches told), without SQLite and without the WAL hook SQLite calls in a commit.
 
 Figures (throughput, higher is better for ours): ``ours_to_peer`` (what ``peers_*.py`` report),
-``sql_to_peer`` (the most any code around these statements could reach: the floor the schema and
-the log set, ADR-0108) and ``ours_to_sql`` (how much of the time is the SQL). Ratios by the
-process's CPU time too (``cpu_*``).
+``sql_to_peer`` (the statements alone, replayed back to back, beside the peer: ADR-0108) and
+``ours_to_sql`` (how much of the time is the SQL). Ratios by the process's CPU time too
+(``cpu_*``). For ``put`` also ``put_in_path_ms`` (ours less its Python: the statements as they run
+between the write path's Python, the WAL hook included) and ``put_zero_python_to_peer`` (the peer
+beside that: what a put would reach were its Python free; ADR-0111).
 
 Run from the repository root::
 
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -116,6 +123,61 @@ def _replayer(path: Path, statements: list[Statement]) -> tuple[Callable[[int, i
 Side = tuple[Callable[[int], None], Callable[[], None]]
 
 
+class _NoRows(list[Any]):
+    def fetchall(self) -> list[Any]:
+        return self
+
+
+_NO_ROWS = _NoRows()
+
+
+class _Unrun:
+    """A writer connection whose statements run nothing: each finds no row and changes one."""
+
+    def __init__(self, real: apsw.Connection) -> None:
+        self._real = real
+        self.connection = self
+
+    def cursor(self) -> _Unrun:
+        return self
+
+    def execute(self, sql: str, bindings: Any = None) -> _NoRows:
+        return _NO_ROWS
+
+    def executemany(self, sql: str, rows: Any) -> _NoRows:
+        return _NO_ROWS
+
+    def changes(self) -> int:
+        return 1
+
+    def data_version(self) -> int:
+        # Unchanged, as after the writer's own commit: what it knew of the log carries over.
+        return int(self._real.data_version())
+
+    def set_busy_timeout(self, ms: int) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:  # closing, and what the store does as it closes
+        return getattr(self._real, name)
+
+
+def _python_alone(memory: MemorySystem, run_slice: Callable[[int], None]) -> Callable[[int], None]:
+    """``run_slice`` with ``memory``'s writer running no statement for the slice's length (this
+    reaches into the store on purpose: a measurement of the write path's Python, on a home of its
+    own that is thrown away; its background work between slices runs on the real writer)."""
+    store: Any = memory._open_app().store
+    real = store._writer
+
+    def run(k: int) -> None:
+        store._writer = _Unrun(real)
+        try:
+            run_slice(k)
+        finally:
+            store._writer = real
+
+    return run
+
+
 def _timed_rounds(sides: dict[str, Side], slices: int) -> dict[str, tuple[float, float]]:
     """Each side's median (wall, CPU) seconds per slice; the sides take turns slice by slice, and
     what each does in a pause (its settle) runs after its slice, untimed."""
@@ -138,18 +200,23 @@ def _figures(name: str, per_slice: int, measured: dict[str, tuple[float, float]]
                 f"{clock}{name}_ours_to_peer": round(peer / ours, 3),
                 f"{clock}{name}_sql_to_peer": round(peer / sql, 3),
                 f"{clock}{name}_ours_to_sql": round(sql / ours, 3)}
-    _say(f"  {name}: ours {measured['ours'][0] / per_slice * 1e3:.4f} ms, its SQL"
-         f" {measured['sql'][0] / per_slice * 1e3:.4f} ms, peer {measured['peer'][0] / per_slice * 1e3:.4f} ms a call")
+        if "python" in measured:
+            in_path = ours - measured["python"][i]
+            out |= {f"{clock}{name}_in_path_ms": round(in_path / per_slice * 1e3, 4),
+                    f"{clock}{name}_zero_python_to_peer": round(peer / in_path, 3) if in_path > 0 else None}
+    said = ", ".join(f"{side} {measured[side][0] / per_slice * 1e3:.4f} ms" for side in measured)
+    _say(f"  {name} a call: {said}")
     return out
 
 
 def _side_by_side(workdir: Path, fill: Callable[[MemorySystem], None],
                   make: Callable[[MemorySystem], Callable[[int], None]], peer: Side,
-                  slices: int) -> dict[str, tuple[float, float]]:
-    """Two homes filled alike by ``fill``; ``make(memory)`` gives a slice of calls on one (slice k).
+                  slices: int, *, python: bool = False) -> dict[str, tuple[float, float]]:
+    """Homes filled alike by ``fill``; ``make(memory)`` gives a slice of calls on one (slice k).
     The twin runs every slice first (traced, untimed); then ours, the twin's SQL replayed on a copy
-    of its file from before it opened, and ``peer`` take turns, slice by slice."""
-    homes = {side: workdir / side for side in ("ours", "twin")}
+    of its file from before it opened, and ``peer`` take turns, slice by slice (with ``python``, the
+    same calls on a third home whose writer runs no statement too)."""
+    homes = {side: workdir / side for side in ("ours", "twin", *(("python",) if python else ()))}
     for home in homes.values():
         with MemorySystem.open(home, config={}) as memory:
             fill(memory)
@@ -170,10 +237,16 @@ def _side_by_side(workdir: Path, fill: Callable[[MemorySystem], None],
     replay, checkpoint = _replayer(copy, statements)
     replay(0, marks[0])  # what the twin wrote as it opened, untimed
     checkpoint()
-    with MemorySystem.open(homes["ours"], config={}) as ours:
+    with contextlib.ExitStack() as stack:
+        ours = stack.enter_context(MemorySystem.open(homes["ours"], config={}))
         ours.wait_for_background()
-        return _timed_rounds({"ours": (make(ours), ours.wait_for_background),
-                              "sql": (lambda k: replay(marks[k], marks[k + 1]), checkpoint), "peer": peer}, slices)
+        sides = {"ours": (make(ours), ours.wait_for_background),
+                 "sql": (lambda k: replay(marks[k], marks[k + 1]), checkpoint), "peer": peer}
+        if python:
+            alone = stack.enter_context(MemorySystem.open(homes["python"], config={}))
+            alone.wait_for_background()
+            sides["python"] = (_python_alone(alone, make(alone)), alone.wait_for_background)
+        return _timed_rounds(sides, slices)
 
 
 def langgraph_put(workdir: Path, slices: int, per_slice: int) -> dict[str, Any]:
@@ -205,7 +278,7 @@ def langgraph_put(workdir: Path, slices: int, per_slice: int) -> dict[str, Any]:
         peer.setup()
         peer.batch(held)
         checkpoint = lambda: conn.execute("PRAGMA wal_checkpoint(PASSIVE)") and None  # noqa: E731
-        measured = _side_by_side(workdir, fill, make, (lambda k: puts(peer, k), checkpoint), slices)
+        measured = _side_by_side(workdir, fill, make, (lambda k: puts(peer, k), checkpoint), slices, python=True)
     finally:
         conn.close()
     return _figures("put", per_slice, measured)
