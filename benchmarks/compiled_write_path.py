@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -82,7 +83,7 @@ def _compile(tree: Path) -> None:
     done = subprocess.run(
         [str(mypyc), "--strict", "--follow-imports=silent", "--config-file", str(ROOT / "pyproject.toml"),
          *(f"fermix_memory/{m}" for m in COMPILED)],
-        cwd=tree, env={"MYPYPATH": str(tree), "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin"},
+        cwd=tree, env={**os.environ, "MYPYPATH": str(tree)},
         capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"mypyc failed (a C compiler and Python's headers are needed):\n{done.stdout[-3000:]}"
